@@ -1,0 +1,3 @@
+from cfgopt.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,201 @@
+"""The command line: `cfgopt lint`, `cfgopt fix`, `cfgopt rules`, `cfgopt rule CODE`.
+
+Exit codes (as ruff): 0 nothing at or above --fail-on, 1 findings, 2 a usage error or a file that could
+not be read or parsed. Imports stay light: argparse, PyYAML, and pydantic only when a DeepSpeed file is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+from cfgopt import __version__
+from cfgopt.diagnostics import Severity
+from cfgopt.settings import Settings
+from cfgopt.targets import DEFAULT_TARGET, TARGETS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own exit code is 2 too; keep the message short
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"cfgopt: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _codes(text: str) -> list[str]:
+    return [c.strip().upper() for c in text.split(",") if c.strip()]
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", type=Path, default=[Path(".")], help="files or folders (default: .)")
+    p.add_argument("--target", default=DEFAULT_TARGET, choices=sorted(TARGETS),
+                   help=f"hardware the config is judged for (default: {DEFAULT_TARGET})")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs the job will use (default: not stated)")
+    p.add_argument("--select", type=_codes, default=[], help="rule codes or prefixes to run (default: all)")
+    p.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
+    p.add_argument("--no-config", action="store_true",
+                   help="ignore project configuration files (none are read yet; accepted for scripts)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
+    parser.add_argument("--version", action="version", version=f"cfgopt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    lint = sub.add_parser("lint", help="report problems")
+    _add_common(lint)
+    lint.add_argument("--format", choices=("full", "concise", "json"), default="full")
+    lint.add_argument("--fail-on", choices=("error", "warning", "info"), default="warning",
+                      help="lowest severity that makes the exit code 1 (default: warning)")
+    lint.add_argument("--statistics", action="store_true", help="count findings per rule")
+    lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+
+    fix = sub.add_parser("fix", help="fix what can be fixed: print a diff, or --write it")
+    _add_common(fix)
+    fix.add_argument("--write", action="store_true", help="write the fixes to the files")
+    fix.add_argument("--diff", action="store_true", help="print a unified diff (the default without --write)")
+    fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
+    fix.add_argument("--fail-on", choices=("error", "warning", "info"), default="warning")
+
+    rules = sub.add_parser("rules", help="list all rules")
+    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    rule = sub.add_parser("rule", help="explain one rule")
+    rule.add_argument("code")
+    rule.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if args.gpus is not None and args.gpus < 1:
+        raise SystemExit("cfgopt: error: --gpus must be at least 1")
+    return Settings(target_name=args.target, gpus=args.gpus, select=args.select, ignore=args.ignore,
+                    fail_on=Severity.parse(args.fail_on), unsafe_fixes=getattr(args, "unsafe_fixes", False))
+
+
+def _print_problems(problems: list) -> None:
+    for p in problems:
+        sys.stderr.write(f"{p.path}: error: {p.message}\n")
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from cfgopt import report
+    from cfgopt.engine import lint_paths
+
+    settings = _settings(args)
+    result = lint_paths(args.paths, settings)
+    if args.format == "json":
+        report.render_json(result.diagnostics, result.files, result.problems, sys.stdout)
+    elif args.format == "concise":
+        report.render_concise(result.diagnostics, sys.stdout)
+    else:
+        report.render_full(result.diagnostics, sys.stdout)
+    if args.statistics:
+        report.render_statistics(result.diagnostics, sys.stdout)
+    _print_problems(result.problems)
+    if args.format != "json":
+        report.render_summary_line(result.diagnostics, result.files, result.problems)
+    code = result.exit_code(settings.fail_on)
+    return 0 if args.exit_zero and code == 1 else code
+
+
+def cmd_fix(args: argparse.Namespace) -> int:
+    from cfgopt import report
+    from cfgopt.fixer import fix_paths
+    from cfgopt.writer import ChangedOnDisk, atomic_write
+
+    settings = _settings(args)
+    result = fix_paths(args.paths, settings)
+    _print_problems(result.problems)
+    exit_code = 2 if result.problems else 0
+    for path, why in result.reverted.items():
+        sys.stderr.write(f"{path}: error: fixes not applied: {why}\n")
+        exit_code = 2
+    for path in sorted(result.fixed):
+        before, after = result.originals[path], result.fixed[path]
+        shown = report._display_path(path)
+        if args.diff or not args.write:
+            sys.stdout.writelines(difflib.unified_diff(
+                before.splitlines(keepends=True), after.splitlines(keepends=True),
+                fromfile=f"a/{shown}", tofile=f"b/{shown}"))
+        if args.write:
+            bom = "\ufeff" if result.bom.get(path) else ""
+            try:
+                atomic_write(path, (bom + after).encode("utf-8"), expected=(bom + before).encode("utf-8"))
+            except (ChangedOnDisk, OSError) as exc:
+                sys.stderr.write(f"{shown}: error: not written: {exc}\n")
+                exit_code = 2
+                continue
+        for description in result.applied.get(path, []):
+            sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
+    remaining = [d for d in result.remaining if d.severity >= settings.fail_on]
+    if remaining and args.write:
+        report.render_concise(remaining, sys.stderr)
+    n = sum(len(v) for v in result.applied.values())
+    verb = "Fixed" if args.write else "Would fix"
+    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
+                     + ("" if settings.unsafe_fixes else " (some may need --unsafe-fixes)") + "\n")
+    if exit_code:
+        return exit_code
+    return 1 if remaining else 0
+
+
+def _rule_text(doc: dict, fmt: str) -> str:
+    if fmt == "markdown":
+        lines = [f"# {doc['code']} `{doc['name']}`", "", f"**{doc['summary']}**", "",
+                 f"- Severity: {doc['severity']}", f"- Files: {', '.join(doc['kinds'])}", "",
+                 "## Why", "", doc["why"], "", "## When the real tool fails", "", doc["fails_when"], "",
+                 "## Evidence", ""] + [f"- {e}" for e in doc["evidence"]] + [
+                 "", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
+        return "\n".join(lines)
+    lines = [f"{doc['code']} ({doc['name']}): {doc['summary']}", f"severity: {doc['severity']}",
+             f"files: {', '.join(doc['kinds'])}", "", "Why:", f"  {doc['why']}", "", "When the real tool fails:",
+             f"  {doc['fails_when']}", "", "Evidence:"] + [f"  - {e}" for e in doc["evidence"]] + [
+             "", "Example:"] + [f"  {line}" for line in doc["example"].splitlines()] + [
+             "", "Fix:", f"  {doc['fix_safety']}", ""]
+    return "\n".join(lines)
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    import json
+
+    from cfgopt.rules import all_rules
+
+    docs = [r.docs() for r in all_rules()]
+    if args.format == "json":
+        print(json.dumps(docs, indent=2))
+    elif args.format == "markdown":
+        print("| code | name | severity | summary |\n| --- | --- | --- | --- |")
+        for d in docs:
+            print(f"| [{d['code']}]({d['code']}.md) | `{d['name']}` | {d['severity']} | {d['summary']} |")
+    else:
+        for d in docs:
+            print(f"{d['code']:7} {d['name']:32} {d['severity']:8} {d['summary']}")
+    return 0
+
+
+def cmd_rule(args: argparse.Namespace) -> int:
+    import json
+
+    from cfgopt.rules import by_code
+
+    rule = by_code(args.code)
+    if rule is None:
+        sys.stderr.write(f"cfgopt: error: no rule {args.code!r} (see `cfgopt rules`)\n")
+        return 2
+    doc = rule.docs()
+    print(json.dumps(doc, indent=2) if args.format == "json" else _rule_text(doc, args.format))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {"lint": cmd_lint, "fix": cmd_fix, "rules": cmd_rules, "rule": cmd_rule}[args.command]
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("cfgopt: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,217 @@
+"""Lint a set of paths: discover, load with consumer parity, link each LLaMA-Factory config to the
+DeepSpeed JSON it names, run the selected rules, and collect diagnostics.
+
+`Project` is the cross-file view. It reads through an overlay of in-memory texts, so the fixer can
+re-lint its edited versions together with the files around them before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cfgopt import discovery, schema
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.document import Document, DocumentError
+from cfgopt.loaders.command_loader import find_commands
+from cfgopt.loaders.json_loader import load_json
+from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.rules import all_rules
+from cfgopt.rules.base import Context
+from cfgopt.settings import Settings
+from cfgopt.source import Kind, Source
+
+MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
+
+
+@dataclass
+class FileProblem:
+    """A file cfgopt could not read or parse: reported, exit code 2, and the other files still linted."""
+
+    path: Path
+    message: str
+
+
+@dataclass
+class Project:
+    settings: Settings
+    overlay: dict[Path, str] = field(default_factory=dict)
+    sources: list[Source] = field(default_factory=list)
+    documents: dict[Path, Document] = field(default_factory=dict)
+    problems: list[FileProblem] = field(default_factory=list)
+    contexts: dict[int, Context] = field(default_factory=dict)
+    _by_path: dict[Path, list[Source]] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- reading
+    def read_document(self, path: Path) -> Document:
+        key = path.resolve()
+        if key in self.documents:
+            return self.documents[key]
+        if key in self.overlay:
+            doc = Document.from_bytes(path, self.overlay[key].encode("utf-8"))
+            original = self._read_original(path)
+            doc.has_bom = original.has_bom if original else False
+        else:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise DocumentError(f"file is {size / 1e6:.0f} MB; cfgopt reads configs up to "
+                                    f"{MAX_FILE_BYTES // (1024 * 1024)} MiB")
+            doc = Document.read(path)
+        self.documents[key] = doc
+        return doc
+
+    @staticmethod
+    def _read_original(path: Path) -> Document | None:
+        try:
+            return Document.read(path)
+        except (DocumentError, OSError):
+            return None
+
+    def load(self, path: Path, explicit: bool, kind_hint: Kind | None = None) -> list[Source]:
+        key = path.resolve()
+        if key in self._by_path:
+            return self._by_path[key]
+        sources: list[Source] = []
+        self._by_path[key] = sources
+        try:
+            doc = self.read_document(path)
+        except (DocumentError, OSError) as exc:
+            if explicit or kind_hint is not None or path.suffix.lower() in discovery.CONFIG_SUFFIXES:
+                self.problems.append(FileProblem(path, str(exc)))
+            return sources
+        loader = discovery.loader_for(path)
+        if kind_hint == Kind.DEEPSPEED:
+            loader = "json"
+        if loader == "script":
+            sources.extend(find_commands(doc))
+        elif loader == "json":
+            src = load_json(doc)
+            if src.error is None:
+                src.kind = kind_hint or discovery.classify_json(src.data)
+            elif kind_hint or discovery.looks_like_ours(doc.text, "json") or explicit:
+                src.kind = kind_hint or Kind.DEEPSPEED
+            if src.kind != Kind.UNKNOWN:
+                sources.append(src)
+        else:
+            src = load_yaml(doc)
+            lf = schema.llamafactory()
+            if src.error is None:
+                src.kind = discovery.classify_yaml(src.data, set(lf.fields))
+                if src.kind == Kind.LF_TRAIN and not _has_training_keys(src.data, lf):
+                    src.kind = Kind.LF_INFER
+            elif kind_hint or discovery.looks_like_ours(doc.text, "yaml") or explicit:
+                src.kind = kind_hint or Kind.LF_TRAIN
+            if src.kind != Kind.UNKNOWN:
+                sources.append(src)
+        self.sources.extend(sources)
+        return sources
+
+    # ---------------------------------------------------------------- linking
+    def link(self) -> None:
+        for src in list(self.sources):
+            ctx = self.contexts.setdefault(id(src), Context(source=src, settings=self.settings))
+            if src.kind == Kind.LF_CLI and src.command.get("yaml"):
+                word = src.command["yaml"][0]
+                found, _ = resolve_reference(word, src.document.path)
+                if found is not None:
+                    self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
+                    for new in self._by_path.get(found.resolve(), []):
+                        self.contexts.setdefault(id(new), Context(source=new, settings=self.settings))
+        for src in list(self.sources):
+            if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
+                continue
+            ref = src.data.get("deepspeed")
+            if not isinstance(ref, str) or not ref:
+                continue
+            ctx = self.contexts[id(src)]
+            found, searched = resolve_reference(ref, src.document.path)
+            ctx.deepspeed_searched = searched
+            if found is None:
+                continue
+            for ds in self.load(found, explicit=False, kind_hint=Kind.DEEPSPEED):
+                ds_ctx = self.contexts.setdefault(id(ds), Context(source=ds, settings=self.settings))
+                ds_ctx.consumers.append(src)
+                ctx.deepspeed = ds
+
+    # ---------------------------------------------------------------- rules
+    def diagnostics(self) -> list[Diagnostic]:
+        rules = [r for r in all_rules() if self.settings.is_selected(r.code)]
+        out: list[Diagnostic] = []
+        seen: set[tuple[str, int, int, str, str]] = set()
+        for src in self.sources:
+            ctx = self.contexts.get(id(src)) or Context(source=src, settings=self.settings)
+            for rule in rules:
+                if src.kind not in rule.kinds:
+                    continue
+                if src.error is not None and rule.code != "CFG001":
+                    continue
+                try:
+                    found = list(rule.check(ctx))
+                except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the other files
+                    self.problems.append(FileProblem(src.document.path, f"internal error in {rule.code} "
+                                                     f"({type(exc).__name__}: {exc}); please report this"))
+                    continue
+                for diag in found:
+                    ident = (str(diag.path), diag.start, diag.end, diag.code, diag.message)
+                    if ident not in seen:
+                        seen.add(ident)
+                        out.append(diag)
+        out.sort(key=Diagnostic.sort_key)
+        return out
+
+
+def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:
+    infer = lf.group("infer")
+    train = lf.group("train")
+    return any(k in train and k not in infer for k in data) or any(
+        k in data for k in ("do_train", "output_dir", "stage")
+    ) or any(k not in infer for k in data)
+
+
+def resolve_reference(ref: str, config_path: Path) -> tuple[Path | None, list[str]]:
+    """Find a file a config names. The real tools resolve it against the launch directory, which a
+    linter cannot know; LLaMA-Factory's own examples assume the repository root. So: absolute paths as
+    they are, then the current directory, the config's folder and every folder above it."""
+    ref_path = Path(os.path.expanduser(ref))
+    if ref_path.is_absolute():
+        return (ref_path if ref_path.is_file() else None), [str(ref_path)]
+    searched: list[str] = []
+    bases = [Path.cwd()]
+    folder = config_path.resolve().parent
+    bases.append(folder)
+    bases.extend(folder.parents)
+    for base in dict.fromkeys(bases):
+        candidate = base / ref_path
+        searched.append(str(candidate))
+        if candidate.is_file():
+            return candidate, searched
+    return None, searched
+
+
+@dataclass
+class LintResult:
+    diagnostics: list[Diagnostic]
+    problems: list[FileProblem]
+    files: int
+
+    def exit_code(self, fail_on: Severity) -> int:
+        if self.problems or any(d.code == "CFG001" for d in self.diagnostics):
+            return 2
+        return 1 if any(d.severity >= fail_on for d in self.diagnostics) else 0
+
+
+def build_project(paths: list[Path], settings: Settings, overlay: dict[Path, str] | None = None) -> Project:
+    project = Project(settings=settings, overlay=dict(overlay or {}))
+    for path, explicit in discovery.iter_files(paths):
+        if explicit and not path.exists():
+            project.problems.append(FileProblem(path, "no such file or directory"))
+            continue
+        project.load(path, explicit)
+    project.link()
+    return project
+
+
+def lint_paths(paths: list[Path], settings: Settings) -> LintResult:
+    project = build_project(paths, settings)
+    return LintResult(project.diagnostics(), project.problems, len(project.documents))

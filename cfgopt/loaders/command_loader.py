@@ -1,0 +1,118 @@
+"""`llamafactory-cli` command lines inside shell scripts, read the way LLaMA-Factory reads `sys.argv`.
+
+How cfgopt reports a command line (documented in docs/command-lines.md): every `llamafactory-cli` (or
+`lmf`) invocation in a `.sh`/`.bash` file becomes one source whose entries are its `--key value` arguments,
+spans on the tokens. Without a YAML, LLaMA-Factory hands the arguments to `HfArgumentParser`, whose
+argparse rejects an invalid choice or a non-boolean at once (exit 2); the rules report exactly that.
+With a YAML (`llamafactory-cli train cfg.yaml key=value`), the YAML is linted as its own file.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cfgopt.document import Document
+from cfgopt.source import Entry, Kind, Node, Source
+
+_COMMAND = re.compile(r"(?m)(?:^|[;&|(]\s*|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+)(llamafactory-cli|lmf)(?=\s)")
+_SUBCOMMAND_GROUP = {"train": "train", "chat": "infer", "export": "infer", "api": "infer", "webchat": "infer",
+                     "eval": "eval"}
+
+
+def _tokens(text: str, start: int) -> list[tuple[str, int, int]]:
+    """Shell words from `start` to the end of the command, with spans; quotes removed from the word."""
+    out: list[tuple[str, int, int]] = []
+    i, n = start, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and text.startswith("\n", i + 1):
+            i += 2
+            continue
+        if ch == "\\" and text.startswith("\r\n", i + 1):
+            i += 3
+            continue
+        if ch in " \t":
+            i += 1
+            continue
+        if ch in "\r\n;&|>#<)":
+            break
+        word, begin = "", i
+        while i < n and text[i] not in " \t\r\n;&|><)":
+            c = text[i]
+            if c == "\\" and i + 1 < n and text[i + 1] not in "\r\n":
+                word += text[i + 1]
+                i += 2
+            elif c in "'\"":
+                close = text.find(c, i + 1)
+                if close == -1:
+                    close = n
+                word += text[i + 1:close]
+                i = close + 1
+            elif c == "\\":
+                break
+            else:
+                word += c
+                i += 1
+        out.append((word, begin, i))
+    return out
+
+
+def find_commands(doc: Document) -> list[Source]:
+    """One source per `llamafactory-cli <subcommand> --key value ...` command line in the script."""
+    from cfgopt import schema
+
+    sources = []
+    for match in _COMMAND.finditer(doc.text):
+        line_start = doc.line_start(match.start(1))
+        if doc.text[line_start:match.start(1)].lstrip().startswith("#"):
+            continue
+        tokens = _tokens(doc.text, match.end(1))
+        if not tokens or tokens[0][0] not in _SUBCOMMAND_GROUP:
+            continue
+        subcommand, sub_start, sub_end = tokens[0]
+        args = tokens[1:]
+        source = Source(document=doc, kind=Kind.LF_CLI)
+        source.command = {"subcommand": subcommand, "group": _SUBCOMMAND_GROUP[subcommand],
+                          "start": match.start(1), "end": args[-1][2] if args else sub_end, "yaml": None,
+                          "argparse_errors": []}
+        if args and args[0][0].endswith((".yaml", ".yml", ".json")):
+            source.command["yaml"] = args[0]
+            source.root = Node(value={}, start=args[0][1], end=args[0][2], entries=[])
+            sources.append(source)
+            continue
+        fields = schema.llamafactory().group(source.command["group"])
+        entries: list[Entry] = []
+        value: dict[str, object] = {}
+        i = 0
+        while i < len(args):
+            word, begin, end = args[i]
+            if not word.startswith("--"):
+                source.command["argparse_errors"].append((begin, end, f"unrecognized argument: {word}"))
+                i += 1
+                continue
+            key, _, inline = word[2:].partition("=")
+            name = key if key in fields else key.replace("-", "_")
+            spec = fields.get(name)
+            key_end = begin + 2 + len(key)
+            if "=" in word:
+                vnode = Node(value=inline, start=key_end + 1, end=end, raw=inline)
+                i += 1
+            elif i + 1 < len(args) and not args[i + 1][0].startswith("--"):
+                vword, vbegin, vend = args[i + 1]
+                vnode = Node(value=vword, start=vbegin, end=vend, raw=vword)
+                i += 2
+            else:  # a bare flag: HfArgumentParser gives bool fields nargs="?" const=True
+                vnode = Node(value=True, start=begin, end=begin, raw=None)
+                if spec is not None and not spec.is_bool:
+                    source.command["argparse_errors"].append((begin, end, f"argument --{key}: expected one argument"))
+                i += 1
+            if spec is not None and vnode.raw is not None:
+                ok, converted, _ = schema.argparse_convert(spec, vnode.raw)
+                if ok:
+                    vnode.value = converted
+            entry = Entry(key=name, key_start=begin, key_end=key_end, node=vnode, path=(name,))
+            entries.append(entry)
+            value[name] = vnode.value
+        source.root = Node(value=value, start=match.start(1), end=source.command["end"], entries=entries)
+        sources.append(source)
+    return sources

@@ -1,0 +1,175 @@
+"""YAML as LLaMA-Factory 0.9.5 reads it: `OmegaConf.load` (omegaconf 2.4) over PyYAML's YAML 1.1 resolver.
+
+Parity points (omegaconf/_yaml.py `get_yaml_loader`, checked against the real OmegaConf in
+tests/test_loader_parity.py):
+- YAML 1.1 scalars: `yes`/`no`/`on`/`off` are booleans, `0x10` is 16, `010` is 8;
+- OmegaConf's float resolver: `1e-4` is a float (plain PyYAML would give the string '1e-4');
+- timestamps are not resolved (`2024-01-01` stays a string);
+- duplicate keys are an error ("found duplicate key"), reported here as a diagnostic on the second key;
+- recursive aliases are an error, and alias expansion is capped at 10,000 nodes.
+Tags other than the standard ones are never constructed: the SafeLoader base rejects them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from cfgopt.document import Document
+from cfgopt.source import Entry, Kind, Node, ParseError, Source
+
+try:  # libyaml: same marks (character offsets), much faster
+    from yaml import CSafeLoader as _BaseLoader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+MAX_EXPANDED_NODES = 10_000  # omegaconf 2.4 default (_DEFAULT_MAX_YAML_EXPANDED_NODES_VALUE)
+
+_FLOAT = re.compile(
+    r"""^(?:
+     [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+    |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+
+
+class OmegaConfParityLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """PyYAML's safe loader with OmegaConf's resolvers."""
+
+
+OmegaConfParityLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+OmegaConfParityLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in OmegaConfParityLoader.yaml_implicit_resolvers.items()
+}
+
+_STYLE = {"'": "'", '"': '"', "|": "|", ">": ">"}
+
+
+class YamlStructureError(Exception):
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+def compose(text: str) -> yaml.Node | None:
+    return yaml.compose(text, Loader=OmegaConfParityLoader)
+
+
+def construct(node: yaml.Node) -> Any:
+    loader = OmegaConfParityLoader("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _mark_offset(doc: Document, mark: Any) -> int:
+    return doc.offset(mark.line, mark.column)
+
+
+class _SpanBuilder:
+    """Walks the composed node graph into `Node`/`Entry` with spans, before construction mutates it."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.expanded = 0
+        self.visiting: set[int] = set()
+
+    def build(self, ynode: yaml.Node, path: tuple[Any, ...]) -> Node:
+        self.expanded += 1
+        if self.expanded > MAX_EXPANDED_NODES:
+            raise YamlStructureError(
+                f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias bomb?)",
+                _mark_offset(self.doc, ynode.start_mark),
+            )
+        ident = id(ynode)
+        if ident in self.visiting:
+            raise YamlStructureError(
+                "YAML recursive aliases are not supported (OmegaConf rejects them)",
+                _mark_offset(self.doc, ynode.start_mark),
+            )
+        start = _mark_offset(self.doc, ynode.start_mark)
+        end = _mark_offset(self.doc, ynode.end_mark)
+        if isinstance(ynode, yaml.ScalarNode):
+            return Node(value=None, start=start, end=end, style=_STYLE.get(ynode.style or "", ""))
+        self.visiting.add(ident)
+        try:
+            if isinstance(ynode, yaml.SequenceNode):
+                items = [self.build(child, (*path, i)) for i, child in enumerate(ynode.value)]
+                return Node(value=None, start=start, end=end, items=items, style="flow" if ynode.flow_style else "")
+            entries: list[Entry] = []
+            for key_node, value_node in ynode.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base`: the merged keys keep the spans of the anchored mapping
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+                child = self.build(value_node, (*path, key))
+                entries.append(
+                    Entry(
+                        key=key,
+                        key_start=_mark_offset(self.doc, key_node.start_mark),
+                        key_end=_mark_offset(self.doc, key_node.end_mark),
+                        node=child,
+                        path=(*path, key),
+                    )
+                )
+            return Node(value=None, start=start, end=end, entries=entries, style="flow" if ynode.flow_style else "")
+        finally:
+            self.visiting.discard(ident)
+
+
+def _attach_values(node: Node, value: Any) -> None:
+    """Give every span node the constructed value (the one OmegaConf would hand to LLaMA-Factory)."""
+    node.value = value
+    if node.entries is not None and isinstance(value, dict):
+        for entry in node.entries:
+            if entry.key in value:
+                _attach_values(entry.node, value[entry.key])
+            elif _coerce_key(entry.key) in value:
+                _attach_values(entry.node, value[_coerce_key(entry.key)])
+    elif node.items is not None and isinstance(value, list):
+        for item, v in zip(node.items, value):
+            _attach_values(item, v)
+
+
+def _coerce_key(key: str) -> Any:
+    # Keys resolve like values (`1: x` has the int key 1); look them up the same way.
+    try:
+        return construct(compose(key))
+    except Exception:  # noqa: BLE001 - a key that does not re-parse alone is looked up as text
+        return key
+
+
+def load_yaml(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
+    source = Source(document=doc, kind=kind)
+    try:
+        ynode = compose(doc.text)
+        if ynode is None:
+            source.root = Node(value=None, start=0, end=len(doc.text))
+            return source
+        root = _SpanBuilder(doc).build(ynode, ())
+        value = construct(ynode)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        offset = _mark_offset(doc, mark) if mark is not None else 0
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        source.error = ParseError(f"invalid YAML: {problem or exc}", offset)
+        return source
+    except yaml.YAMLError as exc:
+        source.error = ParseError(f"invalid YAML: {exc}".splitlines()[0], getattr(exc, "position", 0) or 0)
+        return source
+    except YamlStructureError as exc:
+        source.error = ParseError(str(exc), exc.offset)
+        return source
+    except RecursionError:
+        source.error = ParseError("invalid YAML: nested too deeply to read", 0)
+        return source
+    _attach_values(root, value)
+    source.root = root
+    return source

@@ -1,0 +1,99 @@
+"""Output formats: `full` (ruff-like, with a code frame), `concise` (one line each) and `json`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+
+from cfgopt.diagnostics import Diagnostic, Severity
+
+_COLORS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
+
+
+def _use_color(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+
+def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
+    color = _use_color(stream)
+    for d in diags:
+        line, col = d.line_column
+        sev = _paint(str(d.severity), _COLORS[d.severity] + ";1", color)
+        stream.write(f"{_paint(_display_path(d.path), '1', color)}:{line}:{col}: {sev} "
+                     f"{_paint(d.code, '1', color)} [{d.name}] {d.message}\n")
+        text = d.document.line_text(line) if d.document.text else ""
+        if text.strip():
+            width = len(str(line))
+            end_line, end_col = d.end_line_column
+            span = max(1, (end_col - col) if end_line == line else len(text) - col + 1)
+            stream.write(f"{' ' * width} |\n{line} | {text}\n{' ' * width} | {' ' * (col - 1)}"
+                         f"{_paint('^' * span, _COLORS[d.severity], color)}\n")
+        if d.fix is not None:
+            stream.write(f"{' ' * len(str(line))} = fix ({d.fix.applicability}): {d.fix.description}\n")
+        stream.write("\n")
+
+
+def render_concise(diags: list[Diagnostic], stream: TextIO) -> None:
+    for d in diags:
+        line, col = d.line_column
+        stream.write(f"{_display_path(d.path)}:{line}:{col}: {d.code} {d.severity} {d.message}\n")
+
+
+def summary(diags: list[Diagnostic], files: int) -> dict:
+    by_sev = Counter(str(d.severity) for d in diags)
+    return {
+        "files": files,
+        "errors": by_sev.get("error", 0),
+        "warnings": by_sev.get("warning", 0),
+        "infos": by_sev.get("info", 0),
+        "fixable": sum(1 for d in diags if d.fix is not None and d.fix.applicability.value == "safe"),
+        "unsafe_fixable": sum(1 for d in diags if d.fix is not None and d.fix.applicability.value == "unsafe"),
+    }
+
+
+def render_json(diags: list[Diagnostic], files: int, problems: list, stream: TextIO) -> None:
+    out = {
+        "diagnostics": [d.to_json() for d in diags],
+        "problems": [{"file": str(p.path), "message": p.message} for p in problems],
+        "summary": summary(diags, files),
+    }
+    json.dump(out, stream, indent=2)
+    stream.write("\n")
+
+
+def render_statistics(diags: list[Diagnostic], stream: TextIO) -> None:
+    counts = Counter((d.code, d.name, d.fix is not None) for d in diags)
+    for (code, name, fixable), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        stream.write(f"{n:5d}\t{code}\t{'[*] ' if fixable else '    '}{name}\n")
+
+
+def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO = sys.stderr) -> None:
+    s = summary(diags, files)
+    parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
+    line = f"Checked {files} file(s): " + ", ".join(parts)
+    if s["fixable"] or s["unsafe_fixable"]:
+        line += f"; {s['fixable']} fixable with `cfgopt fix`"
+        if s["unsafe_fixable"]:
+            line += f" (+{s['unsafe_fixable']} with --unsafe-fixes)"
+    if problems:
+        line += f"; {len(problems)} file(s) could not be read"
+    stream.write(line + "\n")

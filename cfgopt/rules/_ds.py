@@ -1,0 +1,89 @@
+"""Shared DeepSpeed logic for the DS rules: validating the strict sections the way DeepSpeed 0.19.8 does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cfgopt import schema
+from cfgopt.source import Entry, Node, Source
+
+DS = f"DeepSpeed {schema.DEEPSPEED_VERSION}"
+
+
+@dataclass
+class SectionError:
+    section: Entry  # the top-level entry, e.g. zero_optimization
+    loc: tuple[Any, ...]  # inside the section, as pydantic reports it (input key names)
+    type: str
+    message: str
+    model: str
+
+
+def strip_auto(value: Any) -> Any:
+    """DeepSpeedConfigModel.__init__ drops every key whose value is the string "auto" (the field default
+    applies); under the HF Trainer the keys it fills were already replaced, the rest behave the same way."""
+    if isinstance(value, dict):
+        return {k: strip_auto(v) for k, v in value.items() if v != "auto"}
+    return value
+
+
+def section_entry(source: Source, dotted: str) -> Entry | None:
+    return source.find(tuple(dotted.split(".")))
+
+
+def section_errors(source: Source, memo: dict[str, Any]) -> list[SectionError]:
+    if "section_errors" in memo:
+        return memo["section_errors"]
+    from pydantic import ValidationError
+
+    ds = schema.deepspeed()
+    out: list[SectionError] = []
+    for dotted, model_name in ds.sections.items():
+        entry = section_entry(source, dotted)
+        if entry is None or not isinstance(entry.node.value, dict):
+            continue
+        try:
+            ds.model(model_name).model_validate(strip_auto(entry.node.value))
+        except ValidationError as exc:
+            for err in exc.errors():
+                out.append(SectionError(entry, tuple(err["loc"]), err["type"], err["msg"], model_name))
+    memo["section_errors"] = out
+    return out
+
+
+def locate(section: Entry, loc: tuple[Any, ...]) -> Entry:
+    """The deepest entry a pydantic error location reaches (the section itself if none)."""
+    node: Node = section.node
+    found = section
+    for part in loc:
+        if not isinstance(part, str) or node.entries is None:
+            break
+        entry = node.get(part)
+        if entry is None:
+            break
+        found, node = entry, entry.node
+    return found
+
+
+def zero_stage(source: Source) -> int | None:
+    """The ZeRO stage DeepSpeed will run (None when it cannot be told statically)."""
+    data = source.data if isinstance(source.data, dict) else {}
+    zero = data.get("zero_optimization")
+    if zero is True:
+        return 1
+    if not isinstance(zero, dict):
+        return 0 if zero is None else None
+    stage = zero.get("stage", 0)
+    if stage == "auto":
+        return 0
+    try:
+        return int(stage)
+    except (TypeError, ValueError):
+        return None
+
+
+def enabled(source: Source, block: str) -> Any:
+    data = source.data if isinstance(source.data, dict) else {}
+    value = data.get(block)
+    return value.get("enabled") if isinstance(value, dict) else None

@@ -1,0 +1,98 @@
+"""The rule contract. One rule, one module, one concept: a stable code, a kebab-case name, a default
+severity, the kinds of file it reads, its documentation (what, why, when the real tool fails, evidence,
+an example, fix safety), and `check`, which yields diagnostics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from cfgopt.source import Entry, Kind, Node, Source
+
+if TYPE_CHECKING:
+    from cfgopt.settings import Settings
+
+
+@dataclass
+class Context:
+    """What a rule may look at: its file, the settings (target, GPU count), and the files around it."""
+
+    source: Source
+    settings: Settings
+    # For a DeepSpeed JSON: the LLaMA-Factory configs that point to it (its consumers, the HF path).
+    consumers: list[Source] = field(default_factory=list)
+    # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found.
+    deepspeed: Source | None = None
+    deepspeed_searched: list[str] = field(default_factory=list)
+    memo: dict[str, Any] = field(default_factory=dict)  # per-file results rules share (e.g. DS validation)
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    kinds: ClassVar[frozenset[Kind]]
+    summary: ClassVar[str]
+    # Long-form docs, shown by `cfgopt rule CODE` and rendered into rules/<CODE>.md.
+    why: ClassVar[str] = ""
+    fails_when: ClassVar[str] = ""  # when the real tool fails (or misbehaves): the cost the rule saves
+    evidence: ClassVar[tuple[str, ...]] = ()
+    example: ClassVar[str] = ""
+    fix_safety: ClassVar[str] = "No fix."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        raise NotImplementedError
+
+    # -- helpers for rule bodies -------------------------------------------------------------------
+    def at_entry(
+        self,
+        ctx: Context,
+        entry: Entry,
+        message: str,
+        *,
+        on: str = "key",
+        severity: Severity | None = None,
+        fix: Fix | None = None,
+        source: Source | None = None,
+    ) -> Diagnostic:
+        src = source or ctx.source
+        if on == "value":
+            start, end = entry.node.start, entry.node.end
+            if end <= start:
+                start, end = entry.key_start, entry.key_end
+        else:
+            start, end = entry.key_start, entry.key_end
+        return Diagnostic(
+            document=src.document, start=start, end=end, code=self.code, name=self.name,
+            severity=severity if severity is not None else self.severity, message=message,
+            key=entry.dotted, fix=fix,
+        )
+
+    def at_node(
+        self, ctx: Context, node: Node | None, message: str, *, key: str = "",
+        severity: Severity | None = None, fix: Fix | None = None, source: Source | None = None,
+    ) -> Diagnostic:
+        src = source or ctx.source
+        start, end = (node.start, node.end) if node is not None else (0, 0)
+        if node is not None and node.entries:  # a whole mapping: point at its first key, not 40 lines
+            start, end = node.entries[0].key_start, node.entries[0].key_end
+        return Diagnostic(
+            document=src.document, start=start, end=end, code=self.code, name=self.name,
+            severity=severity if severity is not None else self.severity, message=message, key=key, fix=fix,
+        )
+
+    @staticmethod
+    def fix(description: str, edits: list[Edit] | None, *, safe: bool) -> Fix | None:
+        if not edits:
+            return None
+        return Fix(description, Applicability.SAFE if safe else Applicability.UNSAFE, edits)
+
+    @classmethod
+    def docs(cls) -> dict[str, Any]:
+        return {
+            "code": cls.code, "name": cls.name, "severity": str(cls.severity), "summary": cls.summary,
+            "kinds": sorted(k.value for k in cls.kinds), "why": cls.why, "fails_when": cls.fails_when,
+            "evidence": list(cls.evidence), "example": cls.example, "fix_safety": cls.fix_safety,
+        }

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+
+class ParseError(Rule):
+    code = "CFG001"
+    name = "parse-error"
+    severity = Severity.ERROR
+    kinds = frozenset(Kind)
+    summary = "The file cannot be read the way its consumer reads it"
+    why = (
+        "LLaMA-Factory reads YAML with OmegaConf (YAML 1.1, duplicate keys rejected); the HF Trainer reads the "
+        "DeepSpeed JSON with plain `json.load` (no comments, no trailing commas, no BOM). A file that fails "
+        "there never starts training."
+    )
+    fails_when = "At start-up: `OmegaConf.load` or `json.load` raises before any argument is checked."
+    evidence = (
+        "llamafactory 0.9.5 hparams/parser.py `read_args` (OmegaConf.load)",
+        "accelerate 1.11 utils/deepspeed.py `HfDeepSpeedConfig` (json.load)",
+    )
+    example = '{\n  // ZeRO-2\n  "zero_optimization": {"stage": 2}\n}   ->  remove the comment'
+    fix_safety = "No fix: cfgopt does not guess what a broken file meant. Exit code 2."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        err = ctx.source.error
+        if err is not None:
+            doc = ctx.source.document
+            yield Diagnostic(document=doc, start=err.offset, end=err.offset, code=self.code, name=self.name,
+                             severity=self.severity, message=err.message)

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+
+class GdsNeedsCuda(Rule):
+    code = "DS009"
+    name = "gds-needs-cuda"
+    severity = Severity.ERROR
+    kinds = frozenset({Kind.DEEPSPEED})
+    summary = "GPUDirect Storage (`aio.use_gds`) on a target that is not NVIDIA CUDA"
+    why = "DeepSpeed's GDS op exists only for the CUDA accelerator; on ROCm (and CPU) the config is refused."
+    fails_when = "At DeepSpeedConfig construction: `GDS currently only supported for CUDA accelerator`."
+    evidence = ("deepspeed 0.19.8 runtime/swap_tensor/aio_config.py (use_gds assertion), op_builder/gds.py",)
+    example = '"aio": {"use_gds": true}   ->  false on MI300X'
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        entry = ctx.source.find(("aio", "use_gds"))
+        if entry is None or entry.node.value is not True or ctx.settings.target.is_cuda:
+            return
+        yield self.at_entry(ctx, entry, f"GPUDirect Storage needs CUDA; on {ctx.settings.target.device} DeepSpeed "
+                            "stops with `GDS currently only supported for CUDA accelerator`", on="value")

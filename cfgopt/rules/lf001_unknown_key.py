@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits, schema, suggest
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import LF, fields_for, group_of, top_entries
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Entry, Kind
+
+# The WebUI's own widget ids (webui/runner.py L126-290) that blogs copy into YAML, with the keys the
+# WebUI writes for each value. None = the value maps to no key (delete).
+WEBUI_KEYS: dict[str, dict[object, tuple[str, object] | None]] = {
+    "compute_type": {"bf16": ("bf16", True), "fp16": ("fp16", True), "pure_bf16": ("pure_bf16", True), "fp32": None},
+    "booster": {"flashattn2": ("flash_attn", "fa2"), "unsloth": ("use_unsloth", True),
+                "liger_kernel": ("enable_liger_kernel", True), "auto": None},
+}
+# Renamed keys: the new name means exactly the old one, so the rename is safe.
+RENAMED = {"evaluation_strategy": "eval_strategy"}
+REMOVED_IN_TRANSFORMERS_5 = {
+    "group_by_length", "save_safetensors", "include_tokens_per_second", "fsdp_transformer_layer_cls_to_wrap",
+    "half_precision_backend", "fp16_backend", "fp16_opt_level", "no_cuda", "use_mps_device", "tpu_num_cores",
+    "torchdynamo", "jit_mode_eval", "ray_scope", "adafactor", "past_index", "include_inputs_for_metrics",
+    "use_legacy_prediction_loop", "mp_parameters", "fsdp_min_num_params", "per_gpu_train_batch_size",
+    "per_gpu_eval_batch_size", "dispatch_batches",
+}
+MEGATRON_KEYS = {
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+    "context_parallel_size", "sequence_parallel", "use_distributed_optimizer", "overlap_grad_reduce",
+    "overlap_param_gather", "moe_grouped_gemm", "moe_token_dispatcher_type", "apply_rope_fusion",
+    "bias_activation_fusion", "recompute_granularity", "virtual_pipeline_model_parallel_size",
+}
+
+
+class UnknownKey(Rule):
+    code = "LF001"
+    name = "unknown-key"
+    severity = Severity.ERROR
+    kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    summary = "A key LLaMA-Factory does not know: the run stops before it starts"
+    why = (
+        "LLaMA-Factory parses the config with `HfArgumentParser.parse_dict(..., allow_extra_keys=False)` over its "
+        "argument dataclasses (train: model, data, training, finetuning, generating; chat/export: no training "
+        "arguments). Any other key stops the run with `ValueError: Some keys are not used by the "
+        "HfArgumentParser`. Keys come from other versions (`evaluation_strategy`, removed in transformers 5), "
+        "from the WebUI's widget ids (`compute_type`), from blogs (`disable_torch_compile`), or are typos."
+    )
+    fails_when = "At start-up, in `get_train_args`, seconds after launch (after the job waited in the queue)."
+    evidence = (
+        "llamafactory 0.9.5 hparams/parser.py `_parse_args` (allow_extra_keys = ALLOW_EXTRA_ARGS env)",
+        "transformers 5.6.0 hf_argparser.py `parse_dict`: 'Some keys are not used by the HfArgumentParser'",
+        "llamafactory 0.9.5 webui/runner.py L171-173: compute_type is the WebUI dropdown, mapped to fp16/bf16/pure_bf16",
+        "https://github.com/hiyouga/LlamaFactory/issues/7412 (removed key), #6531 (typo `ax_samples`)",
+    )
+    example = "compute_type: bf16          ->  bf16: true\ndisable_torch_compile: true ->  (removed; torch_compile is off by default)"
+    fix_safety = (
+        "Safe: WebUI keys mapped the way the WebUI maps them (`compute_type: bf16` -> `bf16: true`), renames "
+        "with the same meaning (`evaluation_strategy`), and `disable_torch_compile: true` (compilation is already "
+        "off). Unsafe: did-you-mean renames, and removing `disable_torch_compile: false` (it meant 'compile', "
+        "which cfgopt does not switch on for you: set `torch_compile: true` after measuring)."
+    )
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        src = ctx.source
+        fields = fields_for(src)
+        present = {e.key for e in top_entries(src)}
+        lf = schema.llamafactory()
+        stops = ("stops at once with `Some specified arguments are not used by the HfArgumentParser`"
+                 if src.kind == Kind.LF_CLI else "stops at start-up with `Some keys are not used by the HfArgumentParser`")
+        for entry in top_entries(src):
+            key = entry.key
+            if key in fields:
+                continue
+            head = f"Unknown key `{key}`: {LF} {stops}"
+            hint, fix = self._hint(ctx, entry, fields, present, lf)
+            yield self.at_entry(ctx, entry, f"{head}; {hint}" if hint else head, fix=fix)
+
+    def _hint(self, ctx: Context, entry: Entry, fields, present, lf) -> tuple[str, object]:
+        src, key, value = ctx.source, entry.key, entry.node.value
+        if key in WEBUI_KEYS:
+            mapping = WEBUI_KEYS[key]
+            if value in mapping:
+                target = mapping[value]
+                if target is None:
+                    return (f"it is a WebUI setting; `{value}` is the default, so the key can go",
+                            self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True))
+                new_key, new_value = target
+                if new_key in present:
+                    existing = src.root.get(new_key)
+                    if existing is not None and existing.node.value == new_value:
+                        return (f"it is a WebUI setting, and `{new_key}: {new_value}` is already set",
+                                self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True))
+                    return f"it is the WebUI's name for `{new_key}: {str(new_value).lower()}`", None
+                new_edits = edits.rename_key(src, entry, new_key)
+                value_edits = edits.replace_value(src, entry, new_value)
+                if value_edits is None:
+                    return f"it is the WebUI's name for `{new_key}`", None
+                rendered = edits.render_value(src, new_value)
+                return (f"it is the WebUI's widget for precision; the config key is `{new_key}: {rendered}`",
+                        self.fix(f"Replace with `{new_key}: {rendered}`", new_edits + value_edits, safe=True))
+            return f"it is a WebUI setting, not a config key (use one of {sorted(str(v) for v in mapping)})", None
+        if key == "disable_torch_compile":
+            compile_on = value is False or (isinstance(value, str) and value.lower() in ("false", "no", "0"))
+            msg = ("compilation is HF's opt-in `torch_compile` (default false)"
+                   + ("; `false` here meant 'compile': set `torch_compile: true` only after measuring it"
+                      if compile_on else ", so this line can simply go"))
+            return msg, self.fix("Remove `disable_torch_compile`", edits.delete_entry(src, entry), safe=not compile_on)
+        if key in RENAMED and RENAMED[key] in fields and RENAMED[key] not in present:
+            new = RENAMED[key]
+            return (f"renamed to `{new}`", self.fix(f"Rename to `{new}`", edits.rename_key(src, entry, new), safe=True))
+        if key in lf.not_settable:
+            return "LLaMA-Factory derives this field itself (init=False); it cannot be set", None
+        if key in REMOVED_IN_TRANSFORMERS_5:
+            return f"removed from TrainingArguments in transformers 5 ({LF} uses transformers {lf.transformers})", None
+        if key in MEGATRON_KEYS:
+            return "a Megatron-Core key: only valid with USE_MCA=1 and mcore_adapter installed", None
+        group = group_of(src)
+        for other in ("train", "infer"):
+            if other != group and key in lf.group(other):
+                sub = "train" if other == "train" else "chat/export/api"
+                return f"it is only valid for `llamafactory-cli {sub}`", None
+        guess = suggest.closest(key, fields)
+        if guess and guess not in present:
+            return (f"did you mean `{guess}`?",
+                    self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess), safe=False))
+        if guess:
+            return f"did you mean `{guess}` (already set)?", None
+        return "", None

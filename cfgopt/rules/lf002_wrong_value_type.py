@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits, schema
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import LF, fields_for, top_entries
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+_TRUE_WORDS = ("true", "yes", "on", "1")
+_FALSE_WORDS = ("false", "no", "off", "0")
+
+
+def _as_number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+class WrongValueType(Rule):
+    code = "LF002"
+    name = "wrong-value-type"
+    severity = Severity.ERROR
+    kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    summary = "A value of the wrong type: LLaMA-Factory's YAML path passes it through unconverted"
+    why = (
+        "`HfArgumentParser.parse_dict` does no type conversion: a quoted `\"1e-4\"` stays a string and crashes "
+        "where it is used (optimizer creation, the data loader, model load), and a quoted `\"false\"` is a "
+        "non-empty string, so the feature is silently switched *on*. On the command line argparse converts "
+        "and rejects a bad value at once (`invalid int value`, `Truthy value expected`)."
+    )
+    fails_when = (
+        "Quoted numbers: when the value is first used, often after tokenisation and model load "
+        "(LLaMA-Factory #4149: `TypeError: '<=' not supported`). Strings for booleans: never; the run is wrong. "
+        "Command line: at once, argparse exit 2."
+    )
+    evidence = (
+        "transformers 5.6.0 hf_argparser.py `parse_dict`: `obj = dtype(**inputs)`, no conversion",
+        "https://github.com/hiyouga/LlamaFactory/issues/4149 (learning_rate read as a string)",
+        "knowledge/llamafactory.md §1.4, reproduced with the real 0.9.5 parser",
+    )
+    example = 'learning_rate: "1e-4"  ->  learning_rate: 1.0e-4\nbf16: "false"          ->  bf16: false'
+    fix_safety = (
+        "Safe: unquoting a quoted number (it can only crash as it is). Unsafe: a quoted boolean, because the run "
+        "currently behaves as `true` and the fix changes that to what the text says."
+    )
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        src = ctx.source
+        fields = fields_for(src)
+        for entry in top_entries(src):
+            spec = fields.get(entry.key)
+            if spec is None or spec.choices is not None or "any" in spec.types:
+                continue
+            node = entry.node
+            if src.kind == Kind.LF_CLI:
+                if node.raw is not None:
+                    ok, _, error = schema.argparse_convert(spec, node.raw)
+                    if not ok:
+                        yield self.at_entry(ctx, entry, f"argparse rejects `--{entry.key} {node.raw}` at once "
+                                            f"(exit 2): {error}", on="value")
+                continue
+            value = node.value
+            if spec.is_bool and isinstance(value, str):
+                low = value.strip().lower()
+                meant = True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None
+                fix = None
+                if meant is not None:
+                    fix = self.fix(f"Write the boolean `{str(meant).lower()}`", edits.replace_value(src, entry, meant),
+                                   safe=False)
+                yield self.at_entry(ctx, entry, f"`{entry.key}` is the string {value!r}, which {LF} does not convert: "
+                                    "any non-empty string counts as true" + (
+                                        f", so this is silently ON although it reads `{value}`" if meant is False else ""),
+                                    on="value", severity=Severity.WARNING, fix=fix)
+            elif spec.numeric_only and isinstance(value, str):
+                number = _as_number(value.strip())
+                fix = None
+                if number is not None and ("float" in spec.types or isinstance(number, int)):
+                    text = value.strip()
+                    fix = self.fix(f"Unquote: `{text}`", [edits.Edit(node.start, node.end, text)]
+                                   if node.style in ("'", '"') else None, safe=True)
+                yield self.at_entry(ctx, entry, f"`{entry.key}` must be a number but is the string {value!r}; {LF} "
+                                    "passes it on unconverted and the run crashes where it is first used",
+                                    on="value", fix=fix)
+            elif spec.numeric_only and isinstance(value, bool):
+                yield self.at_entry(ctx, entry, f"`{entry.key}` must be a number but is the boolean "
+                                    f"{str(value).lower()} (counted as {int(value)})", on="value",
+                                    severity=Severity.WARNING)
+            elif "int" in spec.types and "float" not in spec.types and isinstance(value, float):
+                integral = value.is_integer()
+                fix = self.fix(f"Write `{int(value)}`", edits.replace_value(src, entry, int(value)),
+                               safe=True) if integral else None
+                yield self.at_entry(ctx, entry, f"`{entry.key}` must be an integer but is the float {value!r}",
+                                    on="value", severity=Severity.WARNING if integral else Severity.ERROR, fix=fix)
+            elif value is None and not spec.nullable and spec.default is not None:
+                yield self.at_entry(ctx, entry, f"`{entry.key}` is empty (null), which {LF} passes on as None "
+                                    f"instead of using its default {spec.default!r}", on="key",
+                                    severity=Severity.WARNING)
+            elif spec.types in (("str",), ("null", "str"), ("str", "null")) and isinstance(value, (bool, int, float)):
+                yield self.at_entry(ctx, entry, f"`{entry.key}` expects text but is {value!r} "
+                                    f"({type(value).__name__}); quote it", on="value", severity=Severity.WARNING,
+                                    fix=self.fix("Quote the value", [edits.Edit(node.start, node.end,
+                                                                                '"' + src.document.text[node.start:node.end] + '"')],
+                                                 safe=True))

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+
+class DeepSpeedConfigNotFound(Rule):
+    code = "LF005"
+    name = "deepspeed-config-not-found"
+    severity = Severity.ERROR
+    kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    summary = "The `deepspeed` path names no file"
+    why = (
+        "The HF Trainer loads the DeepSpeed JSON when TrainingArguments are built. A path that does not exist "
+        "is then tried as a base64 string and fails with a confusing error. The path is resolved against the "
+        "launch directory; cfgopt cannot know it, so it looks in the current directory, the config's folder and "
+        "every folder above it (LLaMA-Factory's examples assume the repository root) and reports only when the "
+        "file is in none of them."
+    )
+    fails_when = "At start-up, when TrainingArguments are built (before data and model)."
+    evidence = ("accelerate 1.11 utils/deepspeed.py `HfDeepSpeedConfig.__init__` (path, dict or base64)",)
+    example = "deepspeed: examples/deepspeed/ds_z3_confg.json   ->  fix the path"
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        src = ctx.source
+        entry = src.root.get("deepspeed") if src.root is not None else None
+        if entry is None or ctx.deepspeed is not None or not isinstance(entry.node.value, str):
+            return
+        if not entry.node.value:
+            return
+        tried = ctx.deepspeed_searched
+        where = f"{tried[0]}" + (f" and {len(tried) - 1} folders above the config" if len(tried) > 1 else "")
+        yield self.at_entry(ctx, entry, f"DeepSpeed config `{entry.node.value}` not found (looked in {where}); "
+                            "the HF Trainer stops at start-up", on="value")

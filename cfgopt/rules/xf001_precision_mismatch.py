@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._xf import lf_precision
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+
+class PrecisionMismatch(Rule):
+    code = "XF001"
+    name = "precision-mismatch"
+    severity = Severity.ERROR
+    kinds = frozenset({Kind.DEEPSPEED})
+    summary = "The DeepSpeed JSON's fp16/bf16 setting contradicts the LLaMA-Factory config that uses it"
+    why = (
+        "The HF Trainer fills `fp16.enabled` / `bf16.enabled` from `fp16`/`bf16` when they are \"auto\", and "
+        "records a mismatch when they are explicit and differ; the mismatch is raised when training starts, "
+        "after data and model loading. \"auto\" lets the training config decide, once."
+    )
+    fails_when = ("At `trainer.train()`: `Please correct the following DeepSpeed config values that mismatch "
+                  "TrainingArguments values: - ds bf16.enabled=True vs hf bf16|bf16_full_eval=False`.")
+    evidence = ("transformers 5.6.0 integrations/deepspeed.py `trainer_config_process` (fill_match) and "
+                "`trainer_config_finalize` (raises the mismatches)",)
+    example = 'LLaMA-Factory `bf16: true`, DeepSpeed "fp16": {"enabled": true}   ->  "enabled": "auto"'
+    fix_safety = "Safe: \"auto\" takes the value the training config already states."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        src = ctx.source
+        for consumer in ctx.consumers:
+            for block, keys in (("fp16", ("fp16", "fp16_full_eval")), ("bf16", ("bf16", "bf16_full_eval"))):
+                entry = src.find((block, "enabled"))
+                if entry is None or entry.node.value == "auto" or not isinstance(entry.node.value, bool):
+                    continue
+                hf = lf_precision(consumer, block)
+                if entry.node.value != hf:
+                    yield self.at_entry(
+                        ctx, entry,
+                        f"`{block}.enabled` is {str(entry.node.value).lower()} here but `{keys[0]}` is "
+                        f"{str(hf).lower()} in {consumer.document.path.name}: the HF Trainer stops at train start "
+                        f"(`ds {block}.enabled={entry.node.value} vs hf {'|'.join(keys)}={hf}`)",
+                        on="value", fix=self.fix('Set it to "auto"', edits.replace_value(src, entry, "auto"), safe=True))

@@ -1,0 +1,203 @@
+"""Versioned schema snapshots of the real tools, read at lint time without importing them.
+
+`scripts/sync_schemas.py` writes `cfgopt/schemas/<package>-<version>.json` by introspecting the pinned
+llamafactory / transformers / deepspeed; the oracle test group regenerates them and fails on drift.
+LLaMA-Factory fields are checked by `cfgopt.rules` directly from the field table, because its YAML path
+(`HfArgumentParser.parse_dict`) does no type coercion, which pydantic's lax mode would not mirror.
+DeepSpeed's strict sections *are* pydantic models in DeepSpeed, so they are rebuilt here as pydantic
+models with the same aliases, enums, constraints and `extra="forbid"`, and validated the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+LLAMAFACTORY_VERSION = "0.9.5"
+DEEPSPEED_VERSION = "0.19.8"
+
+
+@cache
+def _read(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- LLaMA-Factory
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    types: tuple[str, ...]
+    choices: tuple[Any, ...] | None
+    choices_kind: str | None
+    default: Any
+    help: str
+    dataclasses: tuple[str, ...]
+
+    @property
+    def nullable(self) -> bool:
+        return "null" in self.types
+
+    @property
+    def is_bool(self) -> bool:
+        return "bool" in self.types
+
+    @property
+    def numeric_only(self) -> bool:
+        """int/float and never a string: a quoted number reaches the trainer as a str."""
+        return bool({"int", "float"} & set(self.types)) and not ({"str", "any", "dict", "list"} & set(self.types))
+
+
+class LlamaFactorySchema:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.version = data["version"]
+        self.transformers = data.get("transformers", "")
+        self.groups: dict[str, list[str]] = data["groups"]
+        self.not_settable: set[str] = set(data.get("not_settable", []))
+        self.fields: dict[str, FieldSpec] = {
+            name: FieldSpec(
+                name=name,
+                types=tuple(spec.get("types") or ("any",)),
+                choices=tuple(spec["choices"]) if spec.get("choices") is not None else None,
+                choices_kind=spec.get("choices_kind"),
+                default=spec.get("default"),
+                help=spec.get("help", ""),
+                dataclasses=tuple(spec.get("dataclasses", ())),
+            )
+            for name, spec in data["fields"].items()
+        }
+        self._group_fields: dict[str, dict[str, FieldSpec]] = {}
+
+    def group(self, group: str) -> dict[str, FieldSpec]:
+        """The fields `llamafactory-cli <subcommand>` accepts (train / infer / eval)."""
+        if group not in self._group_fields:
+            owners = set(self.groups.get(group, ()))
+            self._group_fields[group] = {
+                name: spec for name, spec in self.fields.items() if owners & set(spec.dataclasses)
+            }
+        return self._group_fields[group]
+
+
+@cache
+def llamafactory(version: str = LLAMAFACTORY_VERSION) -> LlamaFactorySchema:
+    return LlamaFactorySchema(_read(f"llamafactory-{version}.json"))
+
+
+_TRUTHY = ("yes", "true", "t", "y", "1")
+_FALSY = ("no", "false", "f", "n", "0")
+
+
+def argparse_convert(spec: FieldSpec, raw: str) -> tuple[bool, Any, str]:
+    """Convert a command-line token the way HfArgumentParser's argparse types do.
+
+    Returns (ok, value, argparse's error). transformers `HfArgumentParser._parse_dataclass_field`:
+    Enum/Literal fields get `choices` (exact, case-sensitive), bools `string_to_bool`, numbers int()/float().
+    """
+    if spec.choices is not None:
+        by_text = {str(c): c for c in spec.choices}
+        if raw in by_text:
+            return True, by_text[raw], ""
+        choices = ", ".join(repr(str(c)) for c in spec.choices)
+        return False, raw, f"invalid choice: {raw!r} (choose from {choices})"
+    if spec.is_bool:
+        low = raw.lower()
+        if low in _TRUTHY:
+            return True, True, ""
+        if low in _FALSY:
+            return True, False, ""
+        return False, raw, (
+            f"Truthy value expected: got {raw} but expected one of yes/no, true/false, t/f, y/n, 1/0 "
+            "(case insensitive)."
+        )
+    for kind, conv in (("int", int), ("float", float)):
+        if kind in spec.types and "str" not in spec.types:
+            try:
+                return True, conv(raw), ""
+            except ValueError:
+                if kind == "int" and "float" in spec.types:
+                    continue
+                return False, raw, f"invalid {kind} value: {raw!r}"
+    return True, raw, ""
+
+
+# --------------------------------------------------------------------------- DeepSpeed
+
+
+class DeepSpeedSchema:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.version = data["version"]
+        self.raw_models: dict[str, Any] = data["models"]
+        self.sections: dict[str, str] = data["sections"]
+        self.top_level_keys: set[str] = set(data["top_level_keys"])
+        self.removed_top_level: dict[str, str] = data.get("removed_top_level", {})
+        self.removed_zero: dict[str, str] = data.get("removed_zero", {})
+        self.hf_auto_keys: set[str] = set(data.get("hf_auto_keys", []))
+        self._models: dict[str, Any] = {}
+
+    def field_names(self, model: str) -> set[str]:
+        """Every key a strict section accepts: field names and their aliases."""
+        out: set[str] = set()
+        for name, spec in self.raw_models[model]["fields"].items():
+            out.add(name)
+            if spec.get("alias"):
+                out.add(spec["alias"])
+        return out
+
+    def model(self, name: str) -> Any:
+        """A pydantic model equivalent to DeepSpeed's class `name` (built on first use)."""
+        if name not in self._models:
+            self._models[name] = _build_model(self, name)
+        return self._models[name]
+
+
+_KIND_TYPES: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "dict": dict,
+                               "list": list, "null": type(None), "path": Path, "any": Any}
+
+
+def _build_model(schema: DeepSpeedSchema, name: str) -> Any:
+    import typing
+
+    from pydantic import AliasChoices, ConfigDict, Field, create_model
+
+    spec = schema.raw_models[name]
+    fields: dict[str, Any] = {}
+    for fname, f in spec["fields"].items():
+        options: list[Any] = []
+        for kind in f.get("types") or ["any"]:
+            if kind == "model" and f.get("model"):
+                options.append(schema.model(f["model"]))
+            elif kind in _KIND_TYPES and kind != "model":
+                options.append(_KIND_TYPES[kind])
+        if f.get("enum"):
+            e = f["enum"]
+            base = int if e.get("base") == "int" else str
+            members = {f"V{i}": v for i, v in enumerate(e["values"])}
+            options = [enum.Enum(e["name"], members, type=base)] + (
+                [type(None)] if "null" in (f.get("types") or []) else []
+            )
+        if not options or Any in options:
+            annotation: Any = Any
+        elif len(options) == 1:
+            annotation = options[0]
+        else:
+            annotation = typing.Union[tuple(options)]  # noqa: UP007 - built at run time
+        constraints = {k: v for k, v in (f.get("constraints") or {}).items() if k in ("ge", "gt", "le", "lt")}
+        alias = f.get("alias")
+        kwargs: dict[str, Any] = dict(constraints)
+        if alias:
+            kwargs["validation_alias"] = AliasChoices(alias, fname)
+        default = None if f.get("required") is False or not f.get("required") else ...
+        fields[fname] = (annotation, Field(default, **kwargs))
+    config = ConfigDict(extra=spec.get("extra", "forbid"), arbitrary_types_allowed=True, populate_by_name=True)
+    return create_model(f"DS_{name}", __config__=config, **fields)
+
+
+@cache
+def deepspeed(version: str = DEEPSPEED_VERSION) -> DeepSpeedSchema:
+    return DeepSpeedSchema(_read(f"deepspeed-{version}.json"))

@@ -1,0 +1,40 @@
+"""The hardware a config is judged for. Rules read the target, never the machine cfgopt runs on:
+a laptop or a CI runner says nothing about the cluster the job will run on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    platform: str  # "rocm", "cuda" or "cpu"
+    device: str
+    memory_gib: float  # per GPU (per GCD for MI250X)
+    bf16: bool
+    peak_bf16_tflops: float  # dense, per GPU, vendor spec sheet
+
+    @property
+    def is_rocm(self) -> bool:
+        return self.platform == "rocm"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.platform == "cuda"
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target("mi300x", "rocm", "AMD Instinct MI300X", 192, True, 1307.4),
+        Target("mi325x", "rocm", "AMD Instinct MI325X", 256, True, 1307.4),
+        Target("mi250x", "rocm", "AMD Instinct MI250X (one GCD)", 64, True, 191.5),
+        Target("h100", "cuda", "NVIDIA H100 SXM", 80, True, 989.4),
+        Target("h200", "cuda", "NVIDIA H200", 141, True, 989.4),
+        Target("a100", "cuda", "NVIDIA A100 80GB", 80, True, 312.0),
+        Target("cpu", "cpu", "CPU only", 0, False, 0.0),
+    )
+}
+
+DEFAULT_TARGET = "mi300x"
