@@ -114,7 +114,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
         exit_code = 2
     for path in sorted(result.fixed):
         before, after = result.originals[path], result.fixed[path]
-        shown = report._display_path(path)
+        shown = report.display_path(path)
         if args.diff or not args.write:
             sys.stdout.writelines(difflib.unified_diff(
                 before.splitlines(keepends=True), after.splitlines(keepends=True),
@@ -138,6 +138,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
                      + ("" if settings.unsafe_fixes else " (some may need --unsafe-fixes)") + "\n")
     if exit_code:
         return exit_code
+    if not args.write and result.fixed:
+        return 1  # as `ruff check --fix --diff`: there are changes to make
     return 1 if remaining else 0
 
 

@@ -22,7 +22,7 @@ def _use_color(stream: TextIO) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
@@ -38,7 +38,7 @@ def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
     for d in diags:
         line, col = d.line_column
         sev = _paint(str(d.severity), _COLORS[d.severity] + ";1", color)
-        stream.write(f"{_paint(_display_path(d.path), '1', color)}:{line}:{col}: {sev} "
+        stream.write(f"{_paint(display_path(d.path), '1', color)}:{line}:{col}: {sev} "
                      f"{_paint(d.code, '1', color)} [{d.name}] {d.message}\n")
         text = d.document.line_text(line) if d.document.text else ""
         if text.strip():
@@ -55,7 +55,7 @@ def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
 def render_concise(diags: list[Diagnostic], stream: TextIO) -> None:
     for d in diags:
         line, col = d.line_column
-        stream.write(f"{_display_path(d.path)}:{line}:{col}: {d.code} {d.severity} {d.message}\n")
+        stream.write(f"{display_path(d.path)}:{line}:{col}: {d.code} {d.severity} {d.message}\n")
 
 
 def summary(diags: list[Diagnostic], files: int) -> dict:
