@@ -214,4 +214,5 @@ def build_project(paths: list[Path], settings: Settings, overlay: dict[Path, str
 
 def lint_paths(paths: list[Path], settings: Settings) -> LintResult:
     project = build_project(paths, settings)
-    return LintResult(project.diagnostics(), project.problems, len(project.documents))
+    checked = {src.document.path.resolve() for src in project.sources}
+    return LintResult(project.diagnostics(), project.problems, len(checked))

@@ -56,6 +56,8 @@ class StrictSectionUnknownKey(Rule):
             key = err.loc[-1] if err.loc else entry.key
             if entry.key != key:
                 continue
+            if err.model == "DeepSpeedZeroConfig" and key in ds.removed_zero:
+                continue  # DS004 reports it with DeepSpeed's own removal message (checked first there too)
             where = ".".join(str(p) for p in entry.path[:-1])
             head = f"`{key}` is not a key of `{where}`: {DS} rejects it (Extra inputs are not permitted)"
             reason = NO_OP_KEYS.get((err.model, key))

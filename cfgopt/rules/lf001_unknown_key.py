@@ -85,6 +85,12 @@ class UnknownKey(Rule):
                     return (f"it is a WebUI setting; `{value}` is the default, so the key can go",
                             self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True))
                 new_key, new_value = target
+                rival = {"bf16": "fp16", "fp16": "bf16", "pure_bf16": "fp16"}.get(new_key)
+                rival_entry = src.root.get(rival) if rival else None
+                if rival_entry is not None and rival_entry.node.value is True:
+                    return (f"it is the WebUI's name for `{new_key}: true`, which contradicts `{rival}: true` "
+                            "here; keep one precision", self.fix(f"Remove `{key}`", edits.delete_entry(src, entry),
+                                                                 safe=False))
                 if new_key in present:
                     existing = src.root.get(new_key)
                     if existing is not None and existing.node.value == new_value:

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Rewrite fixtures/rules/*/*/expected.txt and fixed/ from cfgopt's current behaviour.
+
+Run after changing a rule, then read `git diff fixtures/rules` before committing: the snapshot is only
+as good as that review.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines  # noqa: E402
+
+
+def main() -> int:
+    for case in all_cases():
+        args = case_args(case)
+        (case / "expected.txt").write_text("\n".join(lint_lines(case, args)) + "\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            work = copy_inputs(case, Path(tmp) / "case")
+            fix_in(work, args)
+            changed = [f for f in input_files(case) if (work / f.name).read_bytes() != f.read_bytes()]
+            fixed_dir = case / "fixed"
+            if fixed_dir.exists():
+                shutil.rmtree(fixed_dir)
+            if changed:
+                fixed_dir.mkdir()
+                for f in input_files(case):
+                    shutil.copy2(work / f.name, fixed_dir / f.name)
+        print(f"{case.relative_to(case.parent.parent)}: {'fixed/ written' if changed else 'no fix'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Every rule's fixture cases: exact diagnostics, exact fixed files, idempotent fixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rule_cases import CASES_DIR, all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines
+
+from cfgopt.rules import all_rules
+
+CASES = all_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_case_diagnostics(case: Path) -> None:
+    expected = (case / "expected.txt").read_text().split("\n")
+    assert lint_lines(case, case_args(case)) == sorted(line for line in expected if line)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_case_reports_its_own_rule(case: Path) -> None:
+    assert f" {case.parent.name} " in (case / "expected.txt").read_text()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_case_fix(case: Path, tmp_path: Path) -> None:
+    args = case_args(case)
+    work = copy_inputs(case, tmp_path / "case")
+    fix_in(work, args)
+    fixed_dir = case / "fixed"
+    for original in input_files(case):
+        want = (fixed_dir / original.name) if fixed_dir.exists() else original
+        assert (work / original.name).read_bytes() == want.read_bytes(), original.name
+    # A second run changes nothing: fixes reach a fixed point.
+    snapshot = {f.name: (work / f.name).read_bytes() for f in input_files(case)}
+    fix_in(work, args)
+    assert {f.name: (work / f.name).read_bytes() for f in input_files(case)} == snapshot
+
+
+def test_every_rule_has_a_case() -> None:
+    with_cases = {p.name for p in CASES_DIR.iterdir() if p.is_dir()}
+    assert {r.code for r in all_rules()} <= with_cases
