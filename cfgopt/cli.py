@@ -30,13 +30,20 @@ def _codes(text: str) -> list[str]:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", type=Path, default=[Path(".")], help="files or folders (default: .)")
-    p.add_argument("--target", default=DEFAULT_TARGET, choices=sorted(TARGETS),
-                   help=f"hardware the config is judged for (default: {DEFAULT_TARGET})")
+    p.add_argument(
+        "--target",
+        default=DEFAULT_TARGET,
+        choices=sorted(TARGETS),
+        help=f"hardware the config is judged for (default: {DEFAULT_TARGET})",
+    )
     p.add_argument("--gpus", type=int, default=None, help="GPUs the job will use (default: not stated)")
     p.add_argument("--select", type=_codes, default=[], help="rule codes or prefixes to run (default: all)")
     p.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
-    p.add_argument("--no-config", action="store_true",
-                   help="ignore project configuration files (none are read yet; accepted for scripts)")
+    p.add_argument(
+        "--no-config",
+        action="store_true",
+        help="ignore project configuration files (none are read yet; accepted for scripts)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     lint = sub.add_parser("lint", help="report problems")
     _add_common(lint)
     lint.add_argument("--format", choices=("full", "concise", "json"), default="full")
-    lint.add_argument("--fail-on", choices=("error", "warning", "info"), default="warning",
-                      help="lowest severity that makes the exit code 1 (default: warning)")
+    lint.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default="warning",
+        help="lowest severity that makes the exit code 1 (default: warning)",
+    )
     lint.add_argument("--statistics", action="store_true", help="count findings per rule")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
 
@@ -70,8 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> Settings:
     if args.gpus is not None and args.gpus < 1:
         raise SystemExit("cfgopt: error: --gpus must be at least 1")
-    return Settings(target_name=args.target, gpus=args.gpus, select=args.select, ignore=args.ignore,
-                    fail_on=Severity.parse(args.fail_on), unsafe_fixes=getattr(args, "unsafe_fixes", False))
+    return Settings(
+        target_name=args.target,
+        gpus=args.gpus,
+        select=args.select,
+        ignore=args.ignore,
+        fail_on=Severity.parse(args.fail_on),
+        unsafe_fixes=getattr(args, "unsafe_fixes", False),
+    )
 
 
 def _print_problems(problems: list) -> None:
@@ -116,9 +133,14 @@ def cmd_fix(args: argparse.Namespace) -> int:
         before, after = result.originals[path], result.fixed[path]
         shown = report.display_path(path)
         if args.diff or not args.write:
-            sys.stdout.writelines(difflib.unified_diff(
-                before.splitlines(keepends=True), after.splitlines(keepends=True),
-                fromfile=f"a/{shown}", tofile=f"b/{shown}"))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    fromfile=f"a/{shown}",
+                    tofile=f"b/{shown}",
+                )
+            )
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
             try:
@@ -134,8 +156,11 @@ def cmd_fix(args: argparse.Namespace) -> int:
         report.render_concise(remaining, sys.stderr)
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if args.write else "Would fix"
-    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
-                     + ("" if settings.unsafe_fixes else " (some may need --unsafe-fixes)") + "\n")
+    sys.stderr.write(
+        f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
+        + ("" if settings.unsafe_fixes else " (some may need --unsafe-fixes)")
+        + "\n"
+    )
     if exit_code:
         return exit_code
     if not args.write and result.fixed:
@@ -145,17 +170,49 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 def _rule_text(doc: dict, fmt: str) -> str:
     if fmt == "markdown":
-        lines = [f"# {doc['code']} `{doc['name']}`", "", f"**{doc['summary']}**", "",
-                 f"- Severity: {doc['severity']}", f"- Files: {', '.join(doc['kinds'])}", "",
-                 "## Why", "", doc["why"], "", "## When the real tool fails", "", doc["fails_when"], "",
-                 "## Evidence", ""] + [f"- {e}" for e in doc["evidence"]] + [
-                 "", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
+        lines = (
+            [
+                f"# {doc['code']} `{doc['name']}`",
+                "",
+                f"**{doc['summary']}**",
+                "",
+                f"- Severity: {doc['severity']}",
+                f"- Files: {', '.join(doc['kinds'])}",
+                "",
+                "## Why",
+                "",
+                doc["why"],
+                "",
+                "## When the real tool fails",
+                "",
+                doc["fails_when"],
+                "",
+                "## Evidence",
+                "",
+            ]
+            + [f"- {e}" for e in doc["evidence"]]
+            + ["", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
+        )
         return "\n".join(lines)
-    lines = [f"{doc['code']} ({doc['name']}): {doc['summary']}", f"severity: {doc['severity']}",
-             f"files: {', '.join(doc['kinds'])}", "", "Why:", f"  {doc['why']}", "", "When the real tool fails:",
-             f"  {doc['fails_when']}", "", "Evidence:"] + [f"  - {e}" for e in doc["evidence"]] + [
-             "", "Example:"] + [f"  {line}" for line in doc["example"].splitlines()] + [
-             "", "Fix:", f"  {doc['fix_safety']}", ""]
+    lines = (
+        [
+            f"{doc['code']} ({doc['name']}): {doc['summary']}",
+            f"severity: {doc['severity']}",
+            f"files: {', '.join(doc['kinds'])}",
+            "",
+            "Why:",
+            f"  {doc['why']}",
+            "",
+            "When the real tool fails:",
+            f"  {doc['fails_when']}",
+            "",
+            "Evidence:",
+        ]
+        + [f"  - {e}" for e in doc["evidence"]]
+        + ["", "Example:"]
+        + [f"  {line}" for line in doc["example"].splitlines()]
+        + ["", "Fix:", f"  {doc['fix_safety']}", ""]
+    )
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
@@ -83,10 +84,8 @@ class Diagnostic:
         end_line, end_column = self.end_line_column
         path = self.path
         if relative_to is not None:
-            try:
+            with contextlib.suppress(ValueError):  # outside relative_to: keep the path as given
                 path = path.resolve().relative_to(relative_to.resolve())
-            except ValueError:
-                pass
         return {
             "file": str(path),
             "line": line,

@@ -17,13 +17,28 @@ SCRIPT_SUFFIXES = {".sh", ".bash"}
 SKIP_DIRS = {"node_modules", "__pycache__", "site-packages"}
 
 # DeepSpeed keys that no other common JSON file uses at the top level.
-DS_MARKERS = {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu",
-              "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "steps_per_print",
-              "wall_clock_breakdown", "gradient_accumulation_steps"}
+DS_MARKERS = {
+    "zero_optimization",
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "gradient_accumulation_steps",
+}
 _DS_TEXT_MARKER = re.compile(r'"(zero_optimi[sz]ation|train_batch_size|train_micro_batch_size_per_gpu)"')
 _LF_TEXT_MARKER = re.compile(r"(?m)^\s*(model_name_or_path|finetuning_type|stage)\s*:")
-_V1_KEYS = {"peft_config", "dist_config", "kernel_config", "model_class", "train_dataset", "micro_batch_size",
-            "quant_config", "batching_strategy"}
+_V1_KEYS = {
+    "peft_config",
+    "dist_config",
+    "kernel_config",
+    "model_class",
+    "train_dataset",
+    "micro_batch_size",
+    "quant_config",
+    "batching_strategy",
+}
 _ACCELERATE_KEYS = {"compute_environment", "distributed_type"}
 
 

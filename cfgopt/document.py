@@ -31,7 +31,7 @@ class Document:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DocumentError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})") from None
+            raise DocumentError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
         has_bom = text.startswith(BOM)
         if has_bom:
             text = text[1:]

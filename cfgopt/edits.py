@@ -64,7 +64,9 @@ def rename_key(source: Source, entry: Entry, new_key: str) -> list[Edit]:
 
 def _siblings(source: Source, entry: Entry) -> list[Entry]:
     parent_path = entry.path[:-1]
-    parent = source.root if not parent_path else (source.find(parent_path) or Entry("", 0, 0, Node(None, 0, 0), ())).node
+    parent = (
+        source.root if not parent_path else (source.find(parent_path) or Entry("", 0, 0, Node(None, 0, 0), ())).node
+    )
     return list(parent.entries or []) if parent is not None else []
 
 
@@ -82,7 +84,7 @@ def delete_entry(source: Source, entry: Entry) -> list[Edit] | None:
             start -= 2
             while start > 0 and text[start - 1] in " \t":
                 start -= 1
-        elif start > 2 and text[start - 2:start] == "\r\n" and text[start - 3] == "\\":
+        elif start > 2 and text[start - 2 : start] == "\r\n" and text[start - 3] == "\\":
             start -= 3
             while start > 0 and text[start - 1] in " \t":
                 start -= 1
@@ -95,13 +97,13 @@ def delete_entry(source: Source, entry: Entry) -> list[Edit] | None:
         return _delete_json_member(source, siblings, index)
     # YAML: only block mappings where the entry owns its lines
     line_start = doc.line_start(entry.key_start)
-    if text[line_start:entry.key_start].strip(" ") not in ("", "-"):
+    if text[line_start : entry.key_start].strip(" ") not in ("", "-"):
         return None  # flow mapping, or several keys on one line
-    if text[line_start:entry.key_start].strip(" ") == "-":
+    if text[line_start : entry.key_start].strip(" ") == "-":
         return None  # first key of a sequence item: deleting would change the item's structure
     end = doc.line_end(max(entry.node.end - 1, entry.key_end))
     # a block value's end mark sits at the start of the next line; never swallow the next key
-    if entry.node.end > entry.key_end and text[entry.node.end - 1:entry.node.end] == "\n":
+    if entry.node.end > entry.key_end and text[entry.node.end - 1 : entry.node.end] == "\n":
         end = entry.node.end
     if index + 1 < len(siblings) and end > siblings[index + 1].key_start:
         return None
@@ -114,7 +116,7 @@ def _delete_json_member(source: Source, siblings: list[Entry], index: int) -> li
     entry = siblings[index]
     if index + 1 < len(siblings):
         nxt = siblings[index + 1]
-        own_line = text[doc.line_start(entry.key_start):entry.key_start].strip() == "" and (
+        own_line = text[doc.line_start(entry.key_start) : entry.key_start].strip() == "" and (
             doc.line_start(nxt.key_start) > entry.key_start
         )
         start = doc.line_start(entry.key_start) if own_line else entry.key_start
@@ -123,11 +125,18 @@ def _delete_json_member(source: Source, siblings: list[Entry], index: int) -> li
     if index > 0:
         prev = siblings[index - 1]
         comma = text.index(",", prev.node.end)
-        own_line = text[doc.line_start(entry.key_start):entry.key_start].strip() == ""
+        own_line = text[doc.line_start(entry.key_start) : entry.key_start].strip() == ""
         if own_line:
-            return [Edit(comma, comma + 1, ""), Edit(doc.line_start(entry.key_start), doc.line_end(entry.node.end - 1)
-                                                      if text[entry.node.end:doc.line_end(entry.node.end - 1)].strip() == ""
-                                                      else entry.node.end, "")]
+            return [
+                Edit(comma, comma + 1, ""),
+                Edit(
+                    doc.line_start(entry.key_start),
+                    doc.line_end(entry.node.end - 1)
+                    if text[entry.node.end : doc.line_end(entry.node.end - 1)].strip() == ""
+                    else entry.node.end,
+                    "",
+                ),
+            ]
         return [Edit(comma, entry.node.end, "")]
     # the only member: leave `{}` with the container's own whitespace
     return [Edit(entry.key_start, entry.node.end, "")]
@@ -143,18 +152,29 @@ def insert_entry(source: Source, parent: Entry | None, key: str, value: Any) -> 
     last = node.entries[-1]
     nl = doc.newline
     if source.kind == Kind.DEEPSPEED:
-        indent_line = text[doc.line_start(last.key_start):last.key_start]
+        indent_line = text[doc.line_start(last.key_start) : last.key_start]
         if indent_line.strip():
-            return [Edit(last.node.end, last.node.end, f", {render_key(source, key)}: {render_value(source, value)}")]
-        return [Edit(last.node.end, last.node.end,
-                     f",{nl}{indent_line}{render_key(source, key)}: {render_value(source, value)}")]
+            return [
+                Edit(
+                    last.node.end,
+                    last.node.end,
+                    f", {render_key(source, key)}: {render_value(source, value)}",
+                )
+            ]
+        return [
+            Edit(
+                last.node.end,
+                last.node.end,
+                f",{nl}{indent_line}{render_key(source, key)}: {render_value(source, value)}",
+            )
+        ]
     if source.kind == Kind.LF_CLI or node.style == "flow":
         return None
-    indent = text[doc.line_start(last.key_start):last.key_start]
+    indent = text[doc.line_start(last.key_start) : last.key_start]
     if indent.strip():
         return None
     end = doc.line_end(max(last.node.end - 1, last.key_end))
-    if last.node.end > last.key_end and text[last.node.end - 1:last.node.end] == "\n":
+    if last.node.end > last.key_end and text[last.node.end - 1 : last.node.end] == "\n":
         end = last.node.end
     prefix = "" if end == 0 or text[end - 1] == "\n" else nl
     return [Edit(end, end, f"{prefix}{indent}{key}: {render_value(source, value)}{nl}")]

@@ -55,8 +55,9 @@ class Project:
         else:
             size = path.stat().st_size
             if size > MAX_FILE_BYTES:
-                raise DocumentError(f"file is {size / 1e6:.0f} MB; cfgopt reads configs up to "
-                                    f"{MAX_FILE_BYTES // (1024 * 1024)} MiB")
+                raise DocumentError(
+                    f"file is {size / 1e6:.0f} MB; cfgopt reads configs up to {MAX_FILE_BYTES // (1024 * 1024)} MiB"
+                )
             doc = Document.read(path)
         self.documents[key] = doc
         return doc
@@ -148,9 +149,13 @@ class Project:
                     continue
                 try:
                     found = list(rule.check(ctx))
-                except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the other files
-                    self.problems.append(FileProblem(src.document.path, f"internal error in {rule.code} "
-                                                     f"({type(exc).__name__}: {exc}); please report this"))
+                except Exception as exc:
+                    self.problems.append(
+                        FileProblem(
+                            src.document.path,
+                            f"internal error in {rule.code} ({type(exc).__name__}: {exc}); please report this",
+                        )
+                    )
                     continue
                 for diag in found:
                     ident = (str(diag.path), diag.start, diag.end, diag.code, diag.message)
@@ -164,9 +169,11 @@ class Project:
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:
     infer = lf.group("infer")
     train = lf.group("train")
-    return any(k in train and k not in infer for k in data) or any(
-        k in data for k in ("do_train", "output_dir", "stage")
-    ) or any(k not in infer for k in data)
+    return (
+        any(k in train and k not in infer for k in data)
+        or any(k in data for k in ("do_train", "output_dir", "stage"))
+        or any(k not in infer for k in data)
+    )
 
 
 def resolve_reference(ref: str, config_path: Path) -> tuple[Path | None, list[str]]:

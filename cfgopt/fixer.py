@@ -27,7 +27,7 @@ class FixResult:
 def apply_edits(text: str, edits: list[Edit]) -> str:
     out, last = [], 0
     for edit in sorted(edits):
-        out.append(text[last:edit.start])
+        out.append(text[last : edit.start])
         out.append(edit.text)
         last = edit.end
     out.append(text[last:])
@@ -61,8 +61,11 @@ def fix_paths(paths: list[Path], settings: Settings) -> FixResult:
             key = diag.path.resolve()
             taken = chosen.setdefault(key, [])
             new = diag.fix.edits
-            if any(e.start < t.end and t.start < e.end or (e.start == e.end == t.start == t.end)
-                   for e in new for t in taken):
+            if any(
+                (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
+                for e in new
+                for t in taken
+            ):
                 continue  # overlapping: picked up on the next pass
             taken.extend(new)
             described.setdefault(key, []).append(f"{diag.code} {diag.fix.description}")

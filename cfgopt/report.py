@@ -38,15 +38,19 @@ def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
     for d in diags:
         line, col = d.line_column
         sev = _paint(str(d.severity), _COLORS[d.severity] + ";1", color)
-        stream.write(f"{_paint(display_path(d.path), '1', color)}:{line}:{col}: {sev} "
-                     f"{_paint(d.code, '1', color)} [{d.name}] {d.message}\n")
+        stream.write(
+            f"{_paint(display_path(d.path), '1', color)}:{line}:{col}: {sev} "
+            f"{_paint(d.code, '1', color)} [{d.name}] {d.message}\n"
+        )
         text = d.document.line_text(line) if d.document.text else ""
         if text.strip():
             width = len(str(line))
             end_line, end_col = d.end_line_column
             span = max(1, (end_col - col) if end_line == line else len(text) - col + 1)
-            stream.write(f"{' ' * width} |\n{line} | {text}\n{' ' * width} | {' ' * (col - 1)}"
-                         f"{_paint('^' * span, _COLORS[d.severity], color)}\n")
+            stream.write(
+                f"{' ' * width} |\n{line} | {text}\n{' ' * width} | {' ' * (col - 1)}"
+                f"{_paint('^' * span, _COLORS[d.severity], color)}\n"
+            )
         if d.fix is not None:
             stream.write(f"{' ' * len(str(line))} = fix ({d.fix.applicability}): {d.fix.description}\n")
         stream.write("\n")

@@ -111,9 +111,13 @@ def argparse_convert(spec: FieldSpec, raw: str) -> tuple[bool, Any, str]:
             return True, True, ""
         if low in _FALSY:
             return True, False, ""
-        return False, raw, (
-            f"Truthy value expected: got {raw} but expected one of yes/no, true/false, t/f, y/n, 1/0 "
-            "(case insensitive)."
+        return (
+            False,
+            raw,
+            (
+                f"Truthy value expected: got {raw} but expected one of yes/no, true/false, t/f, y/n, 1/0 "
+                "(case insensitive)."
+            ),
         )
     for kind, conv in (("int", int), ("float", float)):
         if kind in spec.types and "str" not in spec.types:
@@ -156,8 +160,17 @@ class DeepSpeedSchema:
         return self._models[name]
 
 
-_KIND_TYPES: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "dict": dict,
-                               "list": list, "null": type(None), "path": Path, "any": Any}
+_KIND_TYPES: dict[str, Any] = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "str": str,
+    "dict": dict,
+    "list": list,
+    "null": type(None),
+    "path": Path,
+    "any": Any,
+}
 
 
 def _build_model(schema: DeepSpeedSchema, name: str) -> Any:

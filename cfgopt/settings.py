@@ -24,6 +24,7 @@ class Settings:
     def is_selected(self, code: str) -> bool:
         """Longest matching prefix wins, as in ruff: `--select DS --ignore DS0` keeps DS1xx only;
         on a tie the ignore wins."""
+
         def best(prefixes: list[str]) -> int:
             return max((len(p) for p in prefixes if code.startswith(p) or p == "ALL"), default=-1)
 

@@ -378,9 +378,7 @@ def _keys_read_by_initialize() -> set[str]:
             and isinstance(node.left, ast.Constant)
         ):
             found.add(node.left.value)
-        elif (
-            isinstance(node, ast.Subscript) and is_config(node.value) and isinstance(node.slice, ast.Constant)
-        ):
+        elif isinstance(node, ast.Subscript) and is_config(node.value) and isinstance(node.slice, ast.Constant):
             found.add(node.slice.value)
         elif (
             isinstance(node, ast.Call)
@@ -729,9 +727,7 @@ def render_all() -> dict[str, str]:
 def drift_summary(name: str, old: str, new: str, limit: int = 30) -> str:
     """A short human summary of how a shipped snapshot differs from the regenerated one."""
     diff = list(
-        difflib.unified_diff(
-            old.splitlines(), new.splitlines(), f"shipped/{name}", f"fresh/{name}", lineterm="", n=0
-        )
+        difflib.unified_diff(old.splitlines(), new.splitlines(), f"shipped/{name}", f"fresh/{name}", lineterm="", n=0)
     )
     changed = sum(1 for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---"))
     head = "\n".join(diff[:limit])
@@ -749,9 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rendered = render_all()
     except VersionMismatch as exc:
-        print(
-            f"sync_schemas: refusing to snapshot, installed versions are not the pins: {exc}", file=sys.stderr
-        )
+        print(f"sync_schemas: refusing to snapshot, installed versions are not the pins: {exc}", file=sys.stderr)
         return 2
 
     out_dir: pathlib.Path = args.out_dir
@@ -767,8 +761,7 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append(drift_summary(name, old, text))
         if problems:
             print(
-                "sync_schemas: schema drift detected (run scripts/sync_schemas.py to update):\n"
-                + "\n".join(problems),
+                "sync_schemas: schema drift detected (run scripts/sync_schemas.py to update):\n" + "\n".join(problems),
                 file=sys.stderr,
             )
             return 1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines  # noqa: E402
+from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines
 
 
 def main() -> int:

@@ -31,8 +31,19 @@ def test_json_format_fields() -> None:
     _, out, _ = run_cli(["lint", "--format", "json", str(SEED / "llama3_lora_sft.yaml")])
     data = json.loads(out)
     d = data["diagnostics"][0]
-    assert set(d) == {"file", "line", "column", "end_line", "end_column", "code", "name", "severity", "message",
-                      "key", "fix"}
+    assert set(d) == {
+        "file",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "code",
+        "name",
+        "severity",
+        "message",
+        "key",
+        "fix",
+    }
     assert set(d["fix"]) == {"applicability", "description"}
     assert data["summary"]["errors"] >= 1
 
@@ -131,7 +142,9 @@ def test_target_changes_verdict(tmp_path: Path) -> None:
 
 def test_deepspeed_reference_is_followed(tmp_path: Path) -> None:
     shutil.copy(SEED / "ds_z3_config.json", tmp_path / "ds.json")
-    (tmp_path / "cfg.yaml").write_text("model_name_or_path: m\nstage: sft\ndo_train: true\ndataset: d\n"
-                                       "template: llama3\noutput_dir: o\nbf16: true\ndeepspeed: ds.json\n")
+    (tmp_path / "cfg.yaml").write_text(
+        "model_name_or_path: m\nstage: sft\ndo_train: true\ndataset: d\n"
+        "template: llama3\noutput_dir: o\nbf16: true\ndeepspeed: ds.json\n"
+    )
     _, out, _ = run_cli(["lint", "--format", "json", str(tmp_path / "cfg.yaml")])
     assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["DS001"]

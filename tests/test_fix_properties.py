@@ -20,15 +20,29 @@ from cfgopt.fixer import fix_paths
 from cfgopt.settings import Settings
 
 EXAMPLES = int(os.environ.get("CFGOPT_PROPERTY_EXAMPLES", "150"))
-CLEAN_YAML = (ROOT / "fixtures" / "clean" / "llama3_lora_sft.yaml").read_text().replace(
-    "deepspeed: ds_z2_config.json\n", "")
+CLEAN_YAML = (
+    (ROOT / "fixtures" / "clean" / "llama3_lora_sft.yaml").read_text().replace("deepspeed: ds_z2_config.json\n", "")
+)
 CLEAN_JSON = (ROOT / "fixtures" / "clean" / "ds_z2_config.json").read_text()
 
 BAD_YAML_LINES = [
-    "compute_type: bf16", "compute_type: fp16", "disable_torch_compile: true", "disable_torch_compile: false",
-    "flash_attn: true", "flash_attn: Fa", "flash_attn: FA2", "flash_attn: off", "evaluation_strategy: steps",
-    "quantization_method: bitsandbytes", "lora_rnak: 8", 'save_steps: "500"', 'max_samples: "1000"',
-    "optim: AdamW_Torch", "lr_scheduler_type: Cosine", "ax_samples: 1000", 'plot_loss: "true"',
+    "compute_type: bf16",
+    "compute_type: fp16",
+    "disable_torch_compile: true",
+    "disable_torch_compile: false",
+    "flash_attn: true",
+    "flash_attn: Fa",
+    "flash_attn: FA2",
+    "flash_attn: off",
+    "evaluation_strategy: steps",
+    "quantization_method: bitsandbytes",
+    "lora_rnak: 8",
+    'save_steps: "500"',
+    'max_samples: "1000"',
+    "optim: AdamW_Torch",
+    "lr_scheduler_type: Cosine",
+    "ax_samples: 1000",
+    'plot_loss: "true"',
 ]
 BAD_ZERO_MEMBERS = ['"stage3_parition_grads": true', '"overlap_com": true', '"mics_shard_size": 4']
 BAD_TOP_MEMBERS = ['"gradient_cliping": 1.0', '"steps_per_print": "10"', '"amp": {"enabled": true}']
@@ -42,8 +56,9 @@ def _fix_twice(name: str, data: bytes, unsafe: bool) -> tuple[bytes, bytes, list
         cfg = Settings(unsafe_fixes=unsafe)
         first = fix_paths([path], cfg)
         once = first.fixed.get(path.resolve())
-        once_bytes = data if once is None else (b"\xef\xbb\xbf" if data.startswith(b"\xef\xbb\xbf") else b"") \
-            + once.encode()
+        once_bytes = (
+            data if once is None else (b"\xef\xbb\xbf" if data.startswith(b"\xef\xbb\xbf") else b"") + once.encode()
+        )
         path.write_bytes(once_bytes)
         second = fix_paths([path], cfg)
         twice = second.fixed.get(path.resolve())
@@ -58,8 +73,11 @@ def yaml_case(draw):
     bad = draw(st.lists(st.sampled_from(BAD_YAML_LINES), max_size=5, unique=True))
     # one injected key must not repeat a key the base already has (that would be a duplicate-key case)
     keys = {line.split(":")[0] for line in base}
-    bad = [b for b in bad if b.split(":")[0] not in keys and not any(b.split(":")[0] == o.split(":")[0]
-                                                                     for o in bad if o is not b)]
+    bad = [
+        b
+        for b in bad
+        if b.split(":")[0] not in keys and not any(b.split(":")[0] == o.split(":")[0] for o in bad if o is not b)
+    ]
     out = list(base)
     for b in bad:
         out.insert(draw(st.integers(0, len(out))), b)

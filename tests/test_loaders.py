@@ -35,8 +35,8 @@ def test_yaml_spans_point_at_key_and_value() -> None:
     text = "x: 1\nlearning_rate: 1.0e-4  # lr\n"
     src = _yaml(text)
     entry = src.root.get("learning_rate")
-    assert text[entry.key_start:entry.key_end] == "learning_rate"
-    assert text[entry.node.start:entry.node.end] == "1.0e-4"
+    assert text[entry.key_start : entry.key_end] == "learning_rate"
+    assert text[entry.node.start : entry.node.end] == "1.0e-4"
     assert src.document.position(entry.node.start) == (2, 16)
 
 
@@ -66,19 +66,21 @@ def test_json_spans_and_duplicates() -> None:
     assert src.data == {"a": "x"}
     first = src.root.entries[0]
     inner = first.node.get("b")
-    assert text[inner.key_start:inner.key_end] == '"b"'
-    assert text[inner.node.start:inner.node.end] == "1e9"
+    assert text[inner.key_start : inner.key_end] == '"b"'
+    assert text[inner.node.start : inner.node.end] == "1e9"
 
 
 def test_command_line_arguments_with_spans() -> None:
-    text = "#!/bin/sh\n# llamafactory-cli train --ignored x\nFORCE_TORCHRUN=1 llamafactory-cli train \\\n" \
-           "  --flash_attn Fa --do_train --bf16=True --lora-rank 8\n"
+    text = (
+        "#!/bin/sh\n# llamafactory-cli train --ignored x\nFORCE_TORCHRUN=1 llamafactory-cli train \\\n"
+        "  --flash_attn Fa --do_train --bf16=True --lora-rank 8\n"
+    )
     sources = find_commands(Document.from_bytes(Path("run.sh"), text.encode()))
     assert len(sources) == 1
     root = sources[0].root
     assert [e.key for e in root.entries] == ["flash_attn", "do_train", "bf16", "lora_rank"]
     fa = root.get("flash_attn")
-    assert text[fa.node.start:fa.node.end] == "Fa"
+    assert text[fa.node.start : fa.node.end] == "Fa"
     assert root.value["do_train"] is True and root.value["bf16"] is True and root.value["lora_rank"] == 8
 
 

@@ -111,9 +111,7 @@ def rendered(sync: ModuleType) -> dict[str, str]:
 @pytest.mark.oracle
 def test_no_drift(rendered: dict[str, str]) -> None:
     for name, text in rendered.items():
-        assert (SCHEMAS / name).read_text(encoding="utf-8") == text, (
-            f"{name} is stale: run scripts/sync_schemas.py"
-        )
+        assert (SCHEMAS / name).read_text(encoding="utf-8") == text, f"{name} is stale: run scripts/sync_schemas.py"
 
 
 @pytest.mark.oracle
@@ -135,9 +133,7 @@ def test_check_cli_detects_drift(
 
 
 @pytest.mark.oracle
-def test_refuses_wrong_versions(
-    sync: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
-) -> None:
+def test_refuses_wrong_versions(sync: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     monkeypatch.setitem(sync.PINS, "deepspeed", "0.0.1")
     assert sync.main(["--out-dir", str(tmp_path)]) == 2
     assert not list(tmp_path.iterdir())

@@ -15,8 +15,14 @@ from cfgopt.document import Document
 from cfgopt.source import Entry, Kind, Node, Source
 
 _COMMAND = re.compile(r"(?m)(?:^|[;&|(]\s*|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+)(llamafactory-cli|lmf)(?=\s)")
-_SUBCOMMAND_GROUP = {"train": "train", "chat": "infer", "export": "infer", "api": "infer", "webchat": "infer",
-                     "eval": "eval"}
+_SUBCOMMAND_GROUP = {
+    "train": "train",
+    "chat": "infer",
+    "export": "infer",
+    "api": "infer",
+    "webchat": "infer",
+    "eval": "eval",
+}
 
 
 def _tokens(text: str, start: int) -> list[tuple[str, int, int]]:
@@ -46,7 +52,7 @@ def _tokens(text: str, start: int) -> list[tuple[str, int, int]]:
                 close = text.find(c, i + 1)
                 if close == -1:
                     close = n
-                word += text[i + 1:close]
+                word += text[i + 1 : close]
                 i = close + 1
             elif c == "\\":
                 break
@@ -64,17 +70,22 @@ def find_commands(doc: Document) -> list[Source]:
     sources = []
     for match in _COMMAND.finditer(doc.text):
         line_start = doc.line_start(match.start(1))
-        if doc.text[line_start:match.start(1)].lstrip().startswith("#"):
+        if doc.text[line_start : match.start(1)].lstrip().startswith("#"):
             continue
         tokens = _tokens(doc.text, match.end(1))
         if not tokens or tokens[0][0] not in _SUBCOMMAND_GROUP:
             continue
-        subcommand, sub_start, sub_end = tokens[0]
+        subcommand, _, sub_end = tokens[0]
         args = tokens[1:]
         source = Source(document=doc, kind=Kind.LF_CLI)
-        source.command = {"subcommand": subcommand, "group": _SUBCOMMAND_GROUP[subcommand],
-                          "start": match.start(1), "end": args[-1][2] if args else sub_end, "yaml": None,
-                          "argparse_errors": []}
+        source.command = {
+            "subcommand": subcommand,
+            "group": _SUBCOMMAND_GROUP[subcommand],
+            "start": match.start(1),
+            "end": args[-1][2] if args else sub_end,
+            "yaml": None,
+            "argparse_errors": [],
+        }
         if args and args[0][0].endswith((".yaml", ".yml", ".json")):
             source.command["yaml"] = args[0]
             source.root = Node(value={}, start=args[0][1], end=args[0][2], entries=[])

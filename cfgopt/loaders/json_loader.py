@@ -16,8 +16,14 @@ from cfgopt.document import Document
 from cfgopt.source import Entry, Kind, Node, ParseError, Source
 
 _WS = " \t\n\r"
-_CONSTANTS = {"true": True, "false": False, "null": None, "NaN": float("nan"),
-              "Infinity": float("inf"), "-Infinity": float("-inf")}
+_CONSTANTS = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "-Infinity": float("-inf"),
+}
 
 
 class _SpanParser:
@@ -82,7 +88,6 @@ class _SpanParser:
         return Node(value=num, start=i, end=m.end()), m.end()
 
 
-
 def _parse_with_spans(text: str) -> Node:
     return _SpanParser(text).value(0, ())[0]
 
@@ -92,7 +97,9 @@ def load_json(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
     if doc.has_bom:
         source.error = ParseError(
             "invalid JSON for the HF Trainer: the file starts with a UTF-8 BOM, which json.load rejects "
-            "(\"Unexpected UTF-8 BOM\"); save it without the BOM", 0)
+            '("Unexpected UTF-8 BOM"); save it without the BOM',
+            0,
+        )
         return source
     try:
         json.loads(doc.text)

@@ -134,7 +134,7 @@ def _attach_values(node: Node, value: Any) -> None:
             elif _coerce_key(entry.key) in value:
                 _attach_values(entry.node, value[_coerce_key(entry.key)])
     elif node.items is not None and isinstance(value, list):
-        for item, v in zip(node.items, value):
+        for item, v in zip(node.items, value, strict=False):
             _attach_values(item, v)
 
 
@@ -142,7 +142,7 @@ def _coerce_key(key: str) -> Any:
     # Keys resolve like values (`1: x` has the int key 1); look them up the same way.
     try:
         return construct(compose(key))
-    except Exception:  # noqa: BLE001 - a key that does not re-parse alone is looked up as text
+    except Exception:
         return key
 
 

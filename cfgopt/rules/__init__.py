@@ -26,11 +26,25 @@ from cfgopt.rules.xf001_precision_mismatch import PrecisionMismatch
 from cfgopt.rules.xf002_trainer_value_mismatch import TrainerValueMismatch
 
 RULE_CLASSES: tuple[type[Rule], ...] = (
-    ParseError, DuplicateKey, UnsupportedKind,
-    UnknownKey, WrongValueType, InvalidChoice, Fp16AndBf16, DeepSpeedConfigNotFound,
-    StrictSectionUnknownKey, UnknownTopLevelKey, MissingZeroOptimization, RemovedConfigBlock, InvalidValue,
-    Fp16AndBf16Enabled, BatchSizeArithmetic, Zero3WeightsNotGathered, GdsNeedsCuda,
-    PrecisionMismatch, TrainerValueMismatch,
+    ParseError,
+    DuplicateKey,
+    UnsupportedKind,
+    UnknownKey,
+    WrongValueType,
+    InvalidChoice,
+    Fp16AndBf16,
+    DeepSpeedConfigNotFound,
+    StrictSectionUnknownKey,
+    UnknownTopLevelKey,
+    MissingZeroOptimization,
+    RemovedConfigBlock,
+    InvalidValue,
+    Fp16AndBf16Enabled,
+    BatchSizeArithmetic,
+    Zero3WeightsNotGathered,
+    GdsNeedsCuda,
+    PrecisionMismatch,
+    TrainerValueMismatch,
 )
 
 

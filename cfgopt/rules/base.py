@@ -65,22 +65,42 @@ class Rule:
         else:
             start, end = entry.key_start, entry.key_end
         return Diagnostic(
-            document=src.document, start=start, end=end, code=self.code, name=self.name,
-            severity=severity if severity is not None else self.severity, message=message,
-            key=entry.dotted, fix=fix,
+            document=src.document,
+            start=start,
+            end=end,
+            code=self.code,
+            name=self.name,
+            severity=severity if severity is not None else self.severity,
+            message=message,
+            key=entry.dotted,
+            fix=fix,
         )
 
     def at_node(
-        self, ctx: Context, node: Node | None, message: str, *, key: str = "",
-        severity: Severity | None = None, fix: Fix | None = None, source: Source | None = None,
+        self,
+        ctx: Context,
+        node: Node | None,
+        message: str,
+        *,
+        key: str = "",
+        severity: Severity | None = None,
+        fix: Fix | None = None,
+        source: Source | None = None,
     ) -> Diagnostic:
         src = source or ctx.source
         start, end = (node.start, node.end) if node is not None else (0, 0)
         if node is not None and node.entries:  # a whole mapping: point at its first key, not 40 lines
             start, end = node.entries[0].key_start, node.entries[0].key_end
         return Diagnostic(
-            document=src.document, start=start, end=end, code=self.code, name=self.name,
-            severity=severity if severity is not None else self.severity, message=message, key=key, fix=fix,
+            document=src.document,
+            start=start,
+            end=end,
+            code=self.code,
+            name=self.name,
+            severity=severity if severity is not None else self.severity,
+            message=message,
+            key=key,
+            fix=fix,
         )
 
     @staticmethod
@@ -92,7 +112,14 @@ class Rule:
     @classmethod
     def docs(cls) -> dict[str, Any]:
         return {
-            "code": cls.code, "name": cls.name, "severity": str(cls.severity), "summary": cls.summary,
-            "kinds": sorted(k.value for k in cls.kinds), "why": cls.why, "fails_when": cls.fails_when,
-            "evidence": list(cls.evidence), "example": cls.example, "fix_safety": cls.fix_safety,
+            "code": cls.code,
+            "name": cls.name,
+            "severity": str(cls.severity),
+            "summary": cls.summary,
+            "kinds": sorted(k.value for k in cls.kinds),
+            "why": cls.why,
+            "fails_when": cls.fails_when,
+            "evidence": list(cls.evidence),
+            "example": cls.example,
+            "fix_safety": cls.fix_safety,
         }

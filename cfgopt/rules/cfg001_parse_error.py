@@ -30,5 +30,12 @@ class ParseError(Rule):
         err = ctx.source.error
         if err is not None:
             doc = ctx.source.document
-            yield Diagnostic(document=doc, start=err.offset, end=err.offset, code=self.code, name=self.name,
-                             severity=self.severity, message=err.message)
+            yield Diagnostic(
+                document=doc,
+                start=err.offset,
+                end=err.offset,
+                code=self.code,
+                name=self.name,
+                severity=self.severity,
+                message=err.message,
+            )

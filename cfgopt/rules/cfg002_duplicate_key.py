@@ -40,11 +40,22 @@ class DuplicateKey(Rule):
                 if entry.key in seen:
                     first = seen[entry.key]
                     line, _ = src.document.position(first.key_start)
-                    fix = self.fix(f"Remove the earlier `{entry.key}` (line {line})", edits.delete_entry(src, first),
-                                   safe=src.kind == Kind.DEEPSPEED)
-                    yield self.at_entry(ctx, entry, f"`{entry.dotted}` is repeated (first on line {line}); "
-                                        + ("the DeepSpeed launcher rejects the file and the HF Trainer keeps the last"
-                                           if src.kind == Kind.DEEPSPEED else "OmegaConf rejects the file"), fix=fix)
+                    fix = self.fix(
+                        f"Remove the earlier `{entry.key}` (line {line})",
+                        edits.delete_entry(src, first),
+                        safe=src.kind == Kind.DEEPSPEED,
+                    )
+                    yield self.at_entry(
+                        ctx,
+                        entry,
+                        f"`{entry.dotted}` is repeated (first on line {line}); "
+                        + (
+                            "the DeepSpeed launcher rejects the file and the HF Trainer keeps the last"
+                            if src.kind == Kind.DEEPSPEED
+                            else "OmegaConf rejects the file"
+                        ),
+                        fix=fix,
+                    )
                 seen[entry.key] = entry
                 yield from visit(entry.node)
             for item in node.items or ():

@@ -23,7 +23,6 @@ class UnsupportedKind(Rule):
     example = "model: Qwen/Qwen3-4B\npeft_config: {name: lora}   ->  info: v1 config, not checked"
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        what = ("a LLaMA-Factory v1 config" if ctx.source.kind == Kind.LF_V1
-                else "an Accelerate launch config")
+        what = "a LLaMA-Factory v1 config" if ctx.source.kind == Kind.LF_V1 else "an Accelerate launch config"
         root = ctx.source.root
         yield self.at_node(ctx, root, f"This is {what}; cfgopt does not check this kind yet")

@@ -16,8 +16,16 @@ NO_OP_KEYS = {
     "there is no such switch",
 }
 # fp16 loss-scaling keys copied into a bf16 block: bf16 has no loss scaling, so they mean nothing there.
-FP16_ONLY = {"loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "consecutive_hysteresis",
-             "min_loss_scale", "auto_cast", "fp16_master_weights_and_grads"}
+FP16_ONLY = {
+    "loss_scale",
+    "initial_scale_power",
+    "loss_scale_window",
+    "hysteresis",
+    "consecutive_hysteresis",
+    "min_loss_scale",
+    "auto_cast",
+    "fp16_master_weights_and_grads",
+}
 
 
 class StrictSectionUnknownKey(Rule):
@@ -27,7 +35,7 @@ class StrictSectionUnknownKey(Rule):
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "A key DeepSpeed's strict config model forbids (zero_optimization, fp16, bf16, compile, ...)"
     why = (
-        "These sections are pydantic models with `extra=\"forbid\"` in DeepSpeed: an unknown key is a "
+        'These sections are pydantic models with `extra="forbid"` in DeepSpeed: an unknown key is a '
         "ValidationError (`Extra inputs are not permitted`), not a warning. Under LLaMA-Factory it surfaces only "
         "at `deepspeed.initialize`, after the dataset was tokenised and the model loaded (ZeRO-3: at model "
         "construction inside `deepspeed.zero.Init`). Typical causes: blog typos (`stage3_parition_grads`), "
@@ -62,13 +70,20 @@ class StrictSectionUnknownKey(Rule):
             head = f"`{key}` is not a key of `{where}`: {DS} rejects it (Extra inputs are not permitted)"
             reason = NO_OP_KEYS.get((err.model, key))
             if reason:
-                yield self.at_entry(ctx, entry, f"{head}; {reason}",
-                                    fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True))
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"{head}; {reason}",
+                    fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                )
                 continue
             if err.model == "DeepSpeedBF16Config" and key in FP16_ONLY:
-                yield self.at_entry(ctx, entry, f"{head}; it is an fp16 loss-scaling key and bf16 has no loss "
-                                    "scaling", fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry),
-                                                            safe=True))
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"{head}; it is an fp16 loss-scaling key and bf16 has no loss scaling",
+                    fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                )
                 continue
             model_name = err.model
             parent = entry.path[:-1]
@@ -78,12 +93,19 @@ class StrictSectionUnknownKey(Rule):
             siblings = {e.key for e in (src.find(parent).node.entries or [])} if src.find(parent) else set()
             guess = suggest.closest(str(key), names)
             if guess and guess not in siblings:
-                yield self.at_entry(ctx, entry, f"{head}; did you mean `{guess}`?",
-                                    fix=self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess),
-                                                 safe=False))
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"{head}; did you mean `{guess}`?",
+                    fix=self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess), safe=False),
+                )
             else:
-                yield self.at_entry(ctx, entry, head,
-                                    fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=False))
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    head,
+                    fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=False),
+                )
 
 
 def _nested_model(ds: schema.DeepSpeedSchema, model: str, path: tuple) -> str | None:

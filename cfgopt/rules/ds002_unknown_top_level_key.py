@@ -43,8 +43,11 @@ class UnknownTopLevelKey(Rule):
             guess = suggest.closest(key, ds.top_level_keys)
             msg = f"`{key}` is not a key {DS} reads: it is silently ignored"
             if guess and guess not in present:
-                yield self.at_entry(ctx, entry, f"{msg}; did you mean `{guess}`?",
-                                    fix=self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess),
-                                                 safe=False))
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"{msg}; did you mean `{guess}`?",
+                    fix=self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess), safe=False),
+                )
             else:
                 yield self.at_entry(ctx, entry, msg)

@@ -42,7 +42,9 @@ class RemovedConfigBlock(Rule):
                 yield self._report(ctx, entry, ds.removed_zero[entry.key])
 
     def _report(self, ctx: Context, entry, upstream: str) -> Diagnostic:
-        return self.at_entry(ctx, entry, f"`{entry.dotted}` was removed from DeepSpeed; {DS} stops with: "
-                             f"{upstream.strip()}",
-                             fix=self.fix(f"Remove `{entry.dotted}`", edits.delete_entry(ctx.source, entry),
-                                          safe=False))
+        return self.at_entry(
+            ctx,
+            entry,
+            f"`{entry.dotted}` was removed from DeepSpeed; {DS} stops with: {upstream.strip()}",
+            fix=self.fix(f"Remove `{entry.dotted}`", edits.delete_entry(ctx.source, entry), safe=False),
+        )

@@ -9,7 +9,12 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).
-INT_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "steps_per_print")
+INT_KEYS = (
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "steps_per_print",
+)
 NUMBER_KEYS = ("gradient_clipping",)
 
 
@@ -20,15 +25,15 @@ class InvalidValue(Rule):
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "A value DeepSpeed rejects: wrong type, out of range, or not one of the allowed values"
     why = (
-        "DeepSpeed validates its strict sections with pydantic (lax mode: `\"500\"` is accepted for an int, "
-        "`\"5e8\"` and `15099494.4` are not; `stage` must be 0-3; offload `device` is case-sensitive). Batch "
-        "sizes and clipping are read loosely and then compared as numbers, so a quoted `\"8\"` fails there (and "
+        'DeepSpeed validates its strict sections with pydantic (lax mode: `"500"` is accepted for an int, '
+        '`"5e8"` and `15099494.4` are not; `stage` must be 0-3; offload `device` is case-sensitive). Batch '
+        'sizes and clipping are read loosely and then compared as numbers, so a quoted `"8"` fails there (and '
         "the HF Trainer reports `ds gradient_accumulation_steps=8 vs hf ...=8`)."
     )
     fails_when = "At `deepspeed.initialize` (after data and model loading) or at the first batch-size check."
     evidence = (
         "deepspeed 0.19.8 runtime/zero/config.py, runtime/precision_config.py (pydantic fields and constraints)",
-        "https://github.com/hiyouga/LlamaFactory/issues/1116 (`\"gradient_accumulation_steps\": \"8\"`)",
+        'https://github.com/hiyouga/LlamaFactory/issues/1116 (`"gradient_accumulation_steps": "8"`)',
         "https://github.com/hiyouga/LlamaFactory/issues/5252 (`int_from_float` for a fractional bucket size)",
     )
     example = '"gradient_accumulation_steps": "8"   ->  "gradient_accumulation_steps": 8'
@@ -56,8 +61,16 @@ class InvalidValue(Rule):
                 continue
             fix = None
             if isinstance(value, str) and value.strip().isdigit():
-                fix = self.fix(f"Write the number {value.strip()}", edits.replace_value(src, entry, int(value)),
-                               safe=True)
+                fix = self.fix(
+                    f"Write the number {value.strip()}",
+                    edits.replace_value(src, entry, int(value)),
+                    safe=True,
+                )
             kind = "an integer" if key in INT_KEYS else "a number"
-            yield self.at_entry(ctx, entry, f"`{key}` must be {kind} or \"auto\", not {value!r}: DeepSpeed compares "
-                                "it as a number and fails", on="value", fix=fix)
+            yield self.at_entry(
+                ctx,
+                entry,
+                f'`{key}` must be {kind} or "auto", not {value!r}: DeepSpeed compares it as a number and fails',
+                on="value",
+                fix=fix,
+            )

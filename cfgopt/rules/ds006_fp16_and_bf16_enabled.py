@@ -25,6 +25,10 @@ class Fp16AndBf16Enabled(Rule):
         if enabled(src, "fp16") is True and enabled(src, bf16_block) is True:
             entry = src.find(("fp16", "enabled"))
             if entry is not None:
-                yield self.at_entry(ctx, entry, "fp16 and bf16 are both enabled: DeepSpeed refuses the config; "
-                                    "keep one (or set both to \"auto\" and let the training config decide)",
-                                    on="value")
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    "fp16 and bf16 are both enabled: DeepSpeed refuses the config; "
+                    'keep one (or set both to "auto" and let the training config decide)',
+                    on="value",
+                )

@@ -34,8 +34,10 @@ def resolve(train: int | None, micro: int | None, accum: int | None, world: int)
     if accum <= 0:
         return f"Gradient accumulation steps: {accum} has to be greater than 0"
     if train != micro * accum * world:
-        return (f"Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
-                f"gradient_acc_step * world_size {train} != {micro} * {accum} * {world}")
+        return (
+            f"Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+            f"gradient_acc_step * world_size {train} != {micro} * {accum} * {world}"
+        )
     return None
 
 
@@ -48,7 +50,7 @@ class BatchSizeArithmetic(Rule):
     why = (
         "DeepSpeed derives the missing batch values and asserts `train_batch_size == micro * accumulation * "
         "world_size`. cfgopt runs the same arithmetic with `--gpus` when given; without it, it reports only "
-        "values that fail for every GPU count from 1 to 1024. `\"auto\"` values are filled by the HF Trainer "
+        'values that fail for every GPU count from 1 to 1024. `"auto"` values are filled by the HF Trainer '
         "and are checked against the training config by XF002 instead."
     )
     fails_when = "At DeepSpeedConfig construction (`deepspeed.initialize`), after data and model loading."
@@ -69,5 +71,9 @@ class BatchSizeArithmetic(Rule):
         if all(errors):
             entry = src.root.get("train_batch_size") or src.root.get("train_micro_batch_size_per_gpu")
             scope = f"with {ctx.settings.gpus} GPUs" if ctx.settings.gpus else "for any GPU count"
-            yield self.at_entry(ctx, entry, f"The batch sizes cannot agree {scope}: DeepSpeed fails with "
-                                f"`{errors[0]}`", on="value")
+            yield self.at_entry(
+                ctx,
+                entry,
+                f"The batch sizes cannot agree {scope}: DeepSpeed fails with `{errors[0]}`",
+                on="value",
+            )

@@ -8,8 +8,11 @@ from cfgopt.rules._ds import zero_stage
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
-GATHER_KEYS = ("stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
-               "stage3_gather_fp16_weights_on_model_save")
+GATHER_KEYS = (
+    "stage3_gather_16bit_weights_on_model_save",
+    "gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+)
 
 
 class Zero3WeightsNotGathered(Rule):
@@ -48,9 +51,16 @@ class Zero3WeightsNotGathered(Rule):
             fix = self.fix("Set it to true", edits.replace_value(src, entry, True), safe=True)
             where = entry
         else:
-            fix = self.fix('Add "stage3_gather_16bit_weights_on_model_save": true',
-                           edits.insert_entry(src, zero, "stage3_gather_16bit_weights_on_model_save", True), safe=True)
+            fix = self.fix(
+                'Add "stage3_gather_16bit_weights_on_model_save": true',
+                edits.insert_entry(src, zero, "stage3_gather_16bit_weights_on_model_save", True),
+                safe=True,
+            )
             where = zero.node.get("stage") or zero
-        yield self.at_entry(ctx, where, "ZeRO-3 without `stage3_gather_16bit_weights_on_model_save: true`: the "
-                            "saved model holds only ZeRO shards (zero_to_fp32.py needed to recover the weights)",
-                            fix=fix)
+        yield self.at_entry(
+            ctx,
+            where,
+            "ZeRO-3 without `stage3_gather_16bit_weights_on_model_save: true`: the "
+            "saved model holds only ZeRO shards (zero_to_fp32.py needed to recover the weights)",
+            fix=fix,
+        )

@@ -22,5 +22,10 @@ class GdsNeedsCuda(Rule):
         entry = ctx.source.find(("aio", "use_gds"))
         if entry is None or entry.node.value is not True or ctx.settings.target.is_cuda:
             return
-        yield self.at_entry(ctx, entry, f"GPUDirect Storage needs CUDA; on {ctx.settings.target.device} DeepSpeed "
-                            "stops with `GDS currently only supported for CUDA accelerator`", on="value")
+        yield self.at_entry(
+            ctx,
+            entry,
+            f"GPUDirect Storage needs CUDA; on {ctx.settings.target.device} DeepSpeed "
+            "stops with `GDS currently only supported for CUDA accelerator`",
+            on="value",
+        )

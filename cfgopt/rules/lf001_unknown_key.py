@@ -11,24 +11,60 @@ from cfgopt.source import Entry, Kind
 # The WebUI's own widget ids (webui/runner.py L126-290) that blogs copy into YAML, with the keys the
 # WebUI writes for each value. None = the value maps to no key (delete).
 WEBUI_KEYS: dict[str, dict[object, tuple[str, object] | None]] = {
-    "compute_type": {"bf16": ("bf16", True), "fp16": ("fp16", True), "pure_bf16": ("pure_bf16", True), "fp32": None},
-    "booster": {"flashattn2": ("flash_attn", "fa2"), "unsloth": ("use_unsloth", True),
-                "liger_kernel": ("enable_liger_kernel", True), "auto": None},
+    "compute_type": {
+        "bf16": ("bf16", True),
+        "fp16": ("fp16", True),
+        "pure_bf16": ("pure_bf16", True),
+        "fp32": None,
+    },
+    "booster": {
+        "flashattn2": ("flash_attn", "fa2"),
+        "unsloth": ("use_unsloth", True),
+        "liger_kernel": ("enable_liger_kernel", True),
+        "auto": None,
+    },
 }
 # Renamed keys: the new name means exactly the old one, so the rename is safe.
 RENAMED = {"evaluation_strategy": "eval_strategy"}
 REMOVED_IN_TRANSFORMERS_5 = {
-    "group_by_length", "save_safetensors", "include_tokens_per_second", "fsdp_transformer_layer_cls_to_wrap",
-    "half_precision_backend", "fp16_backend", "fp16_opt_level", "no_cuda", "use_mps_device", "tpu_num_cores",
-    "torchdynamo", "jit_mode_eval", "ray_scope", "adafactor", "past_index", "include_inputs_for_metrics",
-    "use_legacy_prediction_loop", "mp_parameters", "fsdp_min_num_params", "per_gpu_train_batch_size",
-    "per_gpu_eval_batch_size", "dispatch_batches",
+    "group_by_length",
+    "save_safetensors",
+    "include_tokens_per_second",
+    "fsdp_transformer_layer_cls_to_wrap",
+    "half_precision_backend",
+    "fp16_backend",
+    "fp16_opt_level",
+    "no_cuda",
+    "use_mps_device",
+    "tpu_num_cores",
+    "torchdynamo",
+    "jit_mode_eval",
+    "ray_scope",
+    "adafactor",
+    "past_index",
+    "include_inputs_for_metrics",
+    "use_legacy_prediction_loop",
+    "mp_parameters",
+    "fsdp_min_num_params",
+    "per_gpu_train_batch_size",
+    "per_gpu_eval_batch_size",
+    "dispatch_batches",
 }
 MEGATRON_KEYS = {
-    "tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
-    "context_parallel_size", "sequence_parallel", "use_distributed_optimizer", "overlap_grad_reduce",
-    "overlap_param_gather", "moe_grouped_gemm", "moe_token_dispatcher_type", "apply_rope_fusion",
-    "bias_activation_fusion", "recompute_granularity", "virtual_pipeline_model_parallel_size",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "expert_model_parallel_size",
+    "context_parallel_size",
+    "sequence_parallel",
+    "use_distributed_optimizer",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "moe_grouped_gemm",
+    "moe_token_dispatcher_type",
+    "apply_rope_fusion",
+    "bias_activation_fusion",
+    "recompute_granularity",
+    "virtual_pipeline_model_parallel_size",
 }
 
 
@@ -49,10 +85,14 @@ class UnknownKey(Rule):
     evidence = (
         "llamafactory 0.9.5 hparams/parser.py `_parse_args` (allow_extra_keys = ALLOW_EXTRA_ARGS env)",
         "transformers 5.6.0 hf_argparser.py `parse_dict`: 'Some keys are not used by the HfArgumentParser'",
-        "llamafactory 0.9.5 webui/runner.py L171-173: compute_type is the WebUI dropdown, mapped to fp16/bf16/pure_bf16",
+        "llamafactory 0.9.5 webui/runner.py L171-173: compute_type is the WebUI dropdown "
+        "(mapped to fp16/bf16/pure_bf16)",
         "https://github.com/hiyouga/LlamaFactory/issues/7412 (removed key), #6531 (typo `ax_samples`)",
     )
-    example = "compute_type: bf16          ->  bf16: true\ndisable_torch_compile: true ->  (removed; torch_compile is off by default)"
+    example = (
+        "compute_type: bf16          ->  bf16: true\n"
+        "disable_torch_compile: true ->  (removed; torch_compile is off by default)"
+    )
     fix_safety = (
         "Safe: WebUI keys mapped the way the WebUI maps them (`compute_type: bf16` -> `bf16: true`), renames "
         "with the same meaning (`evaluation_strategy`), and `disable_torch_compile: true` (compilation is already "
@@ -65,8 +105,11 @@ class UnknownKey(Rule):
         fields = fields_for(src)
         present = {e.key for e in top_entries(src)}
         lf = schema.llamafactory()
-        stops = ("stops at once with `Some specified arguments are not used by the HfArgumentParser`"
-                 if src.kind == Kind.LF_CLI else "stops at start-up with `Some keys are not used by the HfArgumentParser`")
+        stops = (
+            "stops at once with `Some specified arguments are not used by the HfArgumentParser`"
+            if src.kind == Kind.LF_CLI
+            else "stops at start-up with `Some keys are not used by the HfArgumentParser`"
+        )
         for entry in top_entries(src):
             key = entry.key
             if key in fields:
@@ -82,42 +125,61 @@ class UnknownKey(Rule):
             if value in mapping:
                 target = mapping[value]
                 if target is None:
-                    return (f"it is a WebUI setting; `{value}` is the default, so the key can go",
-                            self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True))
+                    return (
+                        f"it is a WebUI setting; `{value}` is the default, so the key can go",
+                        self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                    )
                 new_key, new_value = target
                 rival = {"bf16": "fp16", "fp16": "bf16", "pure_bf16": "fp16"}.get(new_key)
                 rival_entry = src.root.get(rival) if rival else None
                 if rival_entry is not None and rival_entry.node.value is True:
-                    return (f"it is the WebUI's name for `{new_key}: true`, which contradicts `{rival}: true` "
-                            "here; keep one precision", self.fix(f"Remove `{key}`", edits.delete_entry(src, entry),
-                                                                 safe=False))
+                    return (
+                        f"it is the WebUI's name for `{new_key}: true`, which contradicts `{rival}: true` "
+                        "here; keep one precision",
+                        self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=False),
+                    )
                 if new_key in present:
                     existing = src.root.get(new_key)
                     if existing is not None and existing.node.value == new_value:
-                        return (f"it is a WebUI setting, and `{new_key}: {new_value}` is already set",
-                                self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True))
+                        return (
+                            f"it is a WebUI setting, and `{new_key}: {new_value}` is already set",
+                            self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                        )
                     return f"it is the WebUI's name for `{new_key}: {str(new_value).lower()}`", None
                 new_edits = edits.rename_key(src, entry, new_key)
                 value_edits = edits.replace_value(src, entry, new_value)
                 if value_edits is None:
                     return f"it is the WebUI's name for `{new_key}`", None
                 rendered = edits.render_value(src, new_value)
-                return (f"it is the WebUI's widget for precision; the config key is `{new_key}: {rendered}`",
-                        self.fix(f"Replace with `{new_key}: {rendered}`", new_edits + value_edits, safe=True))
-            return f"it is a WebUI setting, not a config key (use one of {sorted(str(v) for v in mapping)})", None
+                return (
+                    f"it is the WebUI's widget for precision; the config key is `{new_key}: {rendered}`",
+                    self.fix(f"Replace with `{new_key}: {rendered}`", new_edits + value_edits, safe=True),
+                )
+            return (
+                f"it is a WebUI setting, not a config key (use one of {sorted(str(v) for v in mapping)})",
+                None,
+            )
         if key == "disable_torch_compile":
             compile_on = value is False or (isinstance(value, str) and value.lower() in ("false", "no", "0"))
-            msg = ("compilation is HF's opt-in `torch_compile` (default false)"
-                   + ("; `false` here meant 'compile': set `torch_compile: true` only after measuring it"
-                      if compile_on else ", so this line can simply go"))
+            msg = "compilation is HF's opt-in `torch_compile` (default false)" + (
+                "; `false` here meant 'compile': set `torch_compile: true` only after measuring it"
+                if compile_on
+                else ", so this line can simply go"
+            )
             return msg, self.fix("Remove `disable_torch_compile`", edits.delete_entry(src, entry), safe=not compile_on)
         if key in RENAMED and RENAMED[key] in fields and RENAMED[key] not in present:
             new = RENAMED[key]
-            return (f"renamed to `{new}`", self.fix(f"Rename to `{new}`", edits.rename_key(src, entry, new), safe=True))
+            return (
+                f"renamed to `{new}`",
+                self.fix(f"Rename to `{new}`", edits.rename_key(src, entry, new), safe=True),
+            )
         if key in lf.not_settable:
             return "LLaMA-Factory derives this field itself (init=False); it cannot be set", None
         if key in REMOVED_IN_TRANSFORMERS_5:
-            return f"removed from TrainingArguments in transformers 5 ({LF} uses transformers {lf.transformers})", None
+            return (
+                f"removed from TrainingArguments in transformers 5 ({LF} uses transformers {lf.transformers})",
+                None,
+            )
         if key in MEGATRON_KEYS:
             return "a Megatron-Core key: only valid with USE_MCA=1 and mcore_adapter installed", None
         group = group_of(src)
@@ -127,8 +189,10 @@ class UnknownKey(Rule):
                 return f"it is only valid for `llamafactory-cli {sub}`", None
         guess = suggest.closest(key, fields)
         if guess and guess not in present:
-            return (f"did you mean `{guess}`?",
-                    self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess), safe=False))
+            return (
+                f"did you mean `{guess}`?",
+                self.fix(f"Rename to `{guess}`", edits.rename_key(src, entry, guess), safe=False),
+            )
         if guess:
             return f"did you mean `{guess}` (already set)?", None
         return "", None

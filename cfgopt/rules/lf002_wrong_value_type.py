@@ -30,8 +30,8 @@ class WrongValueType(Rule):
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
     summary = "A value of the wrong type: LLaMA-Factory's YAML path passes it through unconverted"
     why = (
-        "`HfArgumentParser.parse_dict` does no type conversion: a quoted `\"1e-4\"` stays a string and crashes "
-        "where it is used (optimizer creation, the data loader, model load), and a quoted `\"false\"` is a "
+        '`HfArgumentParser.parse_dict` does no type conversion: a quoted `"1e-4"` stays a string and crashes '
+        'where it is used (optimizer creation, the data loader, model load), and a quoted `"false"` is a '
         "non-empty string, so the feature is silently switched *on*. On the command line argparse converts "
         "and rejects a bad value at once (`invalid int value`, `Truthy value expected`)."
     )
@@ -63,8 +63,12 @@ class WrongValueType(Rule):
                 if node.raw is not None:
                     ok, _, error = schema.argparse_convert(spec, node.raw)
                     if not ok:
-                        yield self.at_entry(ctx, entry, f"argparse rejects `--{entry.key} {node.raw}` at once "
-                                            f"(exit 2): {error}", on="value")
+                        yield self.at_entry(
+                            ctx,
+                            entry,
+                            f"argparse rejects `--{entry.key} {node.raw}` at once (exit 2): {error}",
+                            on="value",
+                        )
                 continue
             value = node.value
             if spec.is_bool and isinstance(value, str):
@@ -72,39 +76,81 @@ class WrongValueType(Rule):
                 meant = True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None
                 fix = None
                 if meant is not None:
-                    fix = self.fix(f"Write the boolean `{str(meant).lower()}`", edits.replace_value(src, entry, meant),
-                                   safe=False)
-                yield self.at_entry(ctx, entry, f"`{entry.key}` is the string {value!r}, which {LF} does not convert: "
-                                    "any non-empty string counts as true" + (
-                                        f", so this is silently ON although it reads `{value}`" if meant is False else ""),
-                                    on="value", severity=Severity.WARNING, fix=fix)
+                    fix = self.fix(
+                        f"Write the boolean `{str(meant).lower()}`",
+                        edits.replace_value(src, entry, meant),
+                        safe=False,
+                    )
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` is the string {value!r}, which {LF} does not convert: "
+                    "any non-empty string counts as true"
+                    + (f", so this is silently ON although it reads `{value}`" if meant is False else ""),
+                    on="value",
+                    severity=Severity.WARNING,
+                    fix=fix,
+                )
             elif spec.numeric_only and isinstance(value, str):
                 number = _as_number(value.strip())
                 fix = None
                 if number is not None and ("float" in spec.types or isinstance(number, int)):
                     text = value.strip()
-                    fix = self.fix(f"Unquote: `{text}`", [edits.Edit(node.start, node.end, text)]
-                                   if node.style in ("'", '"') else None, safe=True)
-                yield self.at_entry(ctx, entry, f"`{entry.key}` must be a number but is the string {value!r}; {LF} "
-                                    "passes it on unconverted and the run crashes where it is first used",
-                                    on="value", fix=fix)
+                    fix = self.fix(
+                        f"Unquote: `{text}`",
+                        [edits.Edit(node.start, node.end, text)] if node.style in ("'", '"') else None,
+                        safe=True,
+                    )
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` must be a number but is the string {value!r}; {LF} "
+                    "passes it on unconverted and the run crashes where it is first used",
+                    on="value",
+                    fix=fix,
+                )
             elif spec.numeric_only and isinstance(value, bool):
-                yield self.at_entry(ctx, entry, f"`{entry.key}` must be a number but is the boolean "
-                                    f"{str(value).lower()} (counted as {int(value)})", on="value",
-                                    severity=Severity.WARNING)
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` must be a number but is the boolean {str(value).lower()} (counted as {int(value)})",
+                    on="value",
+                    severity=Severity.WARNING,
+                )
             elif "int" in spec.types and "float" not in spec.types and isinstance(value, float):
                 integral = value.is_integer()
-                fix = self.fix(f"Write `{int(value)}`", edits.replace_value(src, entry, int(value)),
-                               safe=True) if integral else None
-                yield self.at_entry(ctx, entry, f"`{entry.key}` must be an integer but is the float {value!r}",
-                                    on="value", severity=Severity.WARNING if integral else Severity.ERROR, fix=fix)
+                fix = (
+                    self.fix(f"Write `{int(value)}`", edits.replace_value(src, entry, int(value)), safe=True)
+                    if integral
+                    else None
+                )
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` must be an integer but is the float {value!r}",
+                    on="value",
+                    severity=Severity.WARNING if integral else Severity.ERROR,
+                    fix=fix,
+                )
             elif value is None and not spec.nullable and spec.default is not None:
-                yield self.at_entry(ctx, entry, f"`{entry.key}` is empty (null), which {LF} passes on as None "
-                                    f"instead of using its default {spec.default!r}", on="key",
-                                    severity=Severity.WARNING)
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` is empty (null), which {LF} passes on as None "
+                    f"instead of using its default {spec.default!r}",
+                    on="key",
+                    severity=Severity.WARNING,
+                )
             elif spec.types in (("str",), ("null", "str"), ("str", "null")) and isinstance(value, (bool, int, float)):
-                yield self.at_entry(ctx, entry, f"`{entry.key}` expects text but is {value!r} "
-                                    f"({type(value).__name__}); quote it", on="value", severity=Severity.WARNING,
-                                    fix=self.fix("Quote the value", [edits.Edit(node.start, node.end,
-                                                                                '"' + src.document.text[node.start:node.end] + '"')],
-                                                 safe=True))
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` expects text but is {value!r} ({type(value).__name__}); quote it",
+                    on="value",
+                    severity=Severity.WARNING,
+                    fix=self.fix(
+                        "Quote the value",
+                        [edits.Edit(node.start, node.end, '"' + src.document.text[node.start : node.end] + '"')],
+                        safe=True,
+                    ),
+                )

@@ -13,7 +13,7 @@ from cfgopt.targets import Target
 # Where a bad value of each field makes the real run fail (YAML path). Default: when first used.
 FAILS_AT = {
     "flash_attn": "model load fails with `NotImplementedError: Unknown attention type` "
-                  "(after the dataset is tokenised: 16 s into a small run on an H200, hours on a real dataset)",
+    "(after the dataset is tokenised: 16 s into a small run on an H200, hours on a real dataset)",
     "stage": "`run_exp` stops with `Unknown task` after start-up",
     "finetuning_type": "the parser stops with `AssertionError: Invalid fine-tuning method`",
     "optim": "TrainingArguments stops at once: `is not a valid OptimizerNames`",
@@ -29,7 +29,17 @@ SAFE_ALIASES: dict[str, dict[Any, str]] = {
     "quantization_method": {"bitsandbytes": "bnb"},
 }
 # Values that mean "use flash attention" without saying which: the target decides (unsafe).
-FLASH_INTENT = {"true", "yes", "on", "fa", "flash", "flashattn", "flash_attn", "flash-attention", "flashattention"}
+FLASH_INTENT = {
+    "true",
+    "yes",
+    "on",
+    "fa",
+    "flash",
+    "flashattn",
+    "flash_attn",
+    "flash-attention",
+    "flashattention",
+}
 
 
 def flash_attn_for(target: Target) -> str:
@@ -95,12 +105,15 @@ class InvalidChoice(Rule):
                     continue
                 if isinstance(value, list) and all(v in spec.choices for v in value):
                     continue
-                shown = src.document.text[node.start:node.end] or repr(value)
+                shown = src.document.text[node.start : node.end] or repr(value)
                 where = FAILS_AT.get(entry.key, "the run fails where the value is used")
-                passes = "passes the parser, then " if entry.key in ("flash_attn", "stage", "quantization_method") \
-                    else ""
-                message = (f"`{entry.key}: {shown}` is not one of {', '.join(map(str, spec.choices))}; "
-                           f"in {LF} it {passes}{where}")
+                passes = (
+                    "passes the parser, then " if entry.key in ("flash_attn", "stage", "quantization_method") else ""
+                )
+                message = (
+                    f"`{entry.key}: {shown}` is not one of {', '.join(map(str, spec.choices))}; "
+                    f"in {LF} it {passes}{where}"
+                )
             yield self.at_entry(ctx, entry, message, on="value", fix=self._fix(ctx, entry, spec, shown))
 
     def _fix(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str):
@@ -117,11 +130,18 @@ class InvalidChoice(Rule):
         if entry.key == "flash_attn":
             if low in FLASH_INTENT or low in ("fa3",):
                 value = flash_attn_for(ctx.settings.target)
-                return self.fix(f"Use `{value}` (flash-backed SDPA on {ctx.settings.target.name}; `fa2` needs the "
-                                "flash-attn package)", edits.replace_value(src, entry, value), safe=False)
+                return self.fix(
+                    f"Use `{value}` (flash-backed SDPA on {ctx.settings.target.name}; `fa2` needs the "
+                    "flash-attn package)",
+                    edits.replace_value(src, entry, value),
+                    safe=False,
+                )
             if low in ("false", "no"):
-                return self.fix("Use `auto` (the default attention, SDPA)", edits.replace_value(src, entry, "auto"),
-                                safe=False)
+                return self.fix(
+                    "Use `auto` (the default attention, SDPA)",
+                    edits.replace_value(src, entry, "auto"),
+                    safe=False,
+                )
         guess = suggest.closest(text, choices, cutoff=0.6)
         if guess:
             return self.fix(f"Use `{guess}`", edits.replace_value(src, entry, guess), safe=False)

@@ -30,5 +30,10 @@ class Fp16AndBf16(Rule):
         fix = None
         if ctx.settings.target.bf16:
             fix = self.fix("Set `fp16: false` (keep bf16)", edits.replace_value(src, fp16, False), safe=False)
-        yield self.at_entry(ctx, fp16, "fp16 and bf16 are both on: TrainingArguments stops with `At most one of "
-                            "fp16 and bf16 can be True, but not both`", fix=fix)
+        yield self.at_entry(
+            ctx,
+            fp16,
+            "fp16 and bf16 are both on: TrainingArguments stops with `At most one of "
+            "fp16 and bf16 can be True, but not both`",
+            fix=fix,
+        )

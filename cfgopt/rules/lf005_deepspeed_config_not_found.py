@@ -32,7 +32,14 @@ class DeepSpeedConfigNotFound(Rule):
         if not entry.node.value:
             return
         tried = ctx.deepspeed_searched
-        where = (tried[0] if len(tried) == 1
-                 else f"the current directory, the config's folder and the {len(tried) - 2} folders above it")
-        yield self.at_entry(ctx, entry, f"DeepSpeed config `{entry.node.value}` not found (looked in {where}); "
-                            "the HF Trainer stops at start-up", on="value")
+        where = (
+            tried[0]
+            if len(tried) == 1
+            else f"the current directory, the config's folder and the {len(tried) - 2} folders above it"
+        )
+        yield self.at_entry(
+            ctx,
+            entry,
+            f"DeepSpeed config `{entry.node.value}` not found (looked in {where}); the HF Trainer stops at start-up",
+            on="value",
+        )

@@ -16,16 +16,20 @@ class PrecisionMismatch(Rule):
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "The DeepSpeed JSON's fp16/bf16 setting contradicts the LLaMA-Factory config that uses it"
     why = (
-        "The HF Trainer fills `fp16.enabled` / `bf16.enabled` from `fp16`/`bf16` when they are \"auto\", and "
+        'The HF Trainer fills `fp16.enabled` / `bf16.enabled` from `fp16`/`bf16` when they are "auto", and '
         "records a mismatch when they are explicit and differ; the mismatch is raised when training starts, "
-        "after data and model loading. \"auto\" lets the training config decide, once."
+        'after data and model loading. "auto" lets the training config decide, once.'
     )
-    fails_when = ("At `trainer.train()`: `Please correct the following DeepSpeed config values that mismatch "
-                  "TrainingArguments values: - ds bf16.enabled=True vs hf bf16|bf16_full_eval=False`.")
-    evidence = ("transformers 5.6.0 integrations/deepspeed.py `trainer_config_process` (fill_match) and "
-                "`trainer_config_finalize` (raises the mismatches)",)
+    fails_when = (
+        "At `trainer.train()`: `Please correct the following DeepSpeed config values that mismatch "
+        "TrainingArguments values: - ds bf16.enabled=True vs hf bf16|bf16_full_eval=False`."
+    )
+    evidence = (
+        "transformers 5.6.0 integrations/deepspeed.py `trainer_config_process` (fill_match) and "
+        "`trainer_config_finalize` (raises the mismatches)",
+    )
     example = 'LLaMA-Factory `bf16: true`, DeepSpeed "fp16": {"enabled": true}   ->  "enabled": "auto"'
-    fix_safety = "Safe: \"auto\" takes the value the training config already states."
+    fix_safety = 'Safe: "auto" takes the value the training config already states.'
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -37,8 +41,11 @@ class PrecisionMismatch(Rule):
                 hf = lf_precision(consumer, block)
                 if entry.node.value != hf:
                     yield self.at_entry(
-                        ctx, entry,
+                        ctx,
+                        entry,
                         f"`{block}.enabled` is {str(entry.node.value).lower()} here but `{keys[0]}` is "
                         f"{str(hf).lower()} in {consumer.document.path.name}: the HF Trainer stops at train start "
                         f"(`ds {block}.enabled={entry.node.value} vs hf {'|'.join(keys)}={hf}`)",
-                        on="value", fix=self.fix('Set it to "auto"', edits.replace_value(src, entry, "auto"), safe=True))
+                        on="value",
+                        fix=self.fix('Set it to "auto"', edits.replace_value(src, entry, "auto"), safe=True),
+                    )

@@ -26,15 +26,19 @@ class TrainerValueMismatch(Rule):
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "A DeepSpeed batch size, clipping or optimizer value contradicts the LLaMA-Factory config"
     why = (
-        "The HF Trainer fills these DeepSpeed keys from TrainingArguments when they are \"auto\"; when they are "
+        'The HF Trainer fills these DeepSpeed keys from TrainingArguments when they are "auto"; when they are '
         "explicit and differ it stops at train start. `train_batch_size` must equal micro batch x accumulation "
         "x GPUs (checked with `--gpus`, or for divisibility without it)."
     )
-    fails_when = "At `trainer.train()`, after data and model loading: `Please correct the following DeepSpeed config values`."
-    evidence = ("transformers 5.6.0 integrations/deepspeed.py `trainer_config_process` (fill_match must_match=True)",
-                "https://github.com/huggingface/transformers/pull/12021")
+    fails_when = (
+        "At `trainer.train()`, after data and model loading: `Please correct the following DeepSpeed config values`."
+    )
+    evidence = (
+        "transformers 5.6.0 integrations/deepspeed.py `trainer_config_process` (fill_match must_match=True)",
+        "https://github.com/huggingface/transformers/pull/12021",
+    )
     example = 'per_device_train_batch_size: 4 vs "train_micro_batch_size_per_gpu": 8   ->  "auto"'
-    fix_safety = "Safe: \"auto\" takes the value the training config already states."
+    fix_safety = 'Safe: "auto" takes the value the training config already states.'
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -50,28 +54,46 @@ class TrainerValueMismatch(Rule):
                 ds_value, hf_value = entry.node.value, lf_value(consumer, hf_key)
                 if _same(ds_value, hf_value):
                     continue
-                yield self._mismatch(ctx, entry, f"`{entry.dotted}` is {ds_value!r} here but `{hf_key}` is "
-                                     f"{hf_value!r} in {name}")
+                yield self._mismatch(
+                    ctx,
+                    entry,
+                    f"`{entry.dotted}` is {ds_value!r} here but `{hf_key}` is {hf_value!r} in {name}",
+                )
             entry = src.find(("train_batch_size",))
             if entry is None or entry.node.value == "auto" or auto_batch:
                 continue
-            micro, accum = lf_value(consumer, "per_device_train_batch_size"), lf_value(consumer, "gradient_accumulation_steps")
+            micro, accum = (
+                lf_value(consumer, "per_device_train_batch_size"),
+                lf_value(consumer, "gradient_accumulation_steps"),
+            )
             if not all(isinstance(v, int) and v > 0 for v in (micro, accum)) or not isinstance(entry.node.value, int):
                 continue
             per_gpu = micro * accum
             gpus = ctx.settings.gpus
             if gpus and entry.node.value != per_gpu * gpus:
-                yield self._mismatch(ctx, entry, f"`train_batch_size` is {entry.node.value} but {name} gives "
-                                     f"{micro} x {accum} x {gpus} GPUs = {per_gpu * gpus}")
+                yield self._mismatch(
+                    ctx,
+                    entry,
+                    f"`train_batch_size` is {entry.node.value} but {name} gives "
+                    f"{micro} x {accum} x {gpus} GPUs = {per_gpu * gpus}",
+                )
             elif not gpus and entry.node.value % per_gpu:
-                yield self._mismatch(ctx, entry, f"`train_batch_size` {entry.node.value} is not a multiple of "
-                                     f"{micro} x {accum} from {name}, for any GPU count")
+                yield self._mismatch(
+                    ctx,
+                    entry,
+                    f"`train_batch_size` {entry.node.value} is not a multiple of "
+                    f"{micro} x {accum} from {name}, for any GPU count",
+                )
 
     def _mismatch(self, ctx: Context, entry, what: str) -> Diagnostic:
-        return self.at_entry(ctx, entry, f"{what}: the HF Trainer stops at train start (`Please correct the "
-                             "following DeepSpeed config values that mismatch TrainingArguments values`)",
-                             on="value", fix=self.fix('Set it to "auto"', edits.replace_value(ctx.source, entry, "auto"),
-                                                      safe=True))
+        return self.at_entry(
+            ctx,
+            entry,
+            f"{what}: the HF Trainer stops at train start (`Please correct the "
+            "following DeepSpeed config values that mismatch TrainingArguments values`)",
+            on="value",
+            fix=self.fix('Set it to "auto"', edits.replace_value(ctx.source, entry, "auto"), safe=True),
+        )
 
 
 def _same(a: object, b: object) -> bool:
