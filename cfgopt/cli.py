@@ -192,6 +192,12 @@ def _rule_text(doc: dict, fmt: str) -> str:
             ]
             + [f"- {e}" for e in doc["evidence"]]
             + ["", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
+            + ["## Where", "", f"- Code: [`{doc['module']}`](../{doc['module']})"]
+            + [
+                f"- Cases: [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/), run by "
+                "`tests/test_rule_fixtures.py`",
+                "",
+            ]
         )
         return "\n".join(lines)
     lines = (

@@ -122,4 +122,5 @@ class Rule:
             "evidence": list(cls.evidence),
             "example": cls.example,
             "fix_safety": cls.fix_safety,
+            "module": cls.__module__.replace(".", "/") + ".py",
         }
