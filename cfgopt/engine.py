@@ -149,7 +149,7 @@ class Project:
                     continue
                 try:
                     found = list(rule.check(ctx))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the other files
                     self.problems.append(
                         FileProblem(
                             src.document.path,

@@ -447,7 +447,7 @@ def _probe_section(param_dict: dict, models: dict[str, type]) -> type | None:
                 outer = models.get(exc.title)
                 return _nested_model(outer, loc[:-1]) if outer is not None else None
         return None
-    except Exception:  # a scalar key fed a dict may crash any way; that means "not strict"
+    except Exception:  # noqa: BLE001 - a scalar key fed a dict may crash any way; that means "not strict"
         return None
     return None
 
@@ -467,7 +467,7 @@ def ds_sections(top_level: list[str], models: dict[str, type]) -> dict[str, str]
         sink: set[str] = set()
         try:
             _run_ds_readers({key: TrackingDict(sink, prefix=key + ".")})
-        except Exception:  # scalar key; nothing nested to find
+        except Exception:  # noqa: BLE001 - scalar key; nothing nested to find
             continue
         for dotted in sorted(sink):
             sub = dotted.split(".", 1)[1]

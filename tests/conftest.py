@@ -19,5 +19,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     try:
         import deepspeed  # noqa: F401
         import llamafactory  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - any import failure means the oracle cannot run
+    except Exception as exc:
         raise pytest.UsageError(f"CFGOPT_REQUIRE_ORACLE=1 but the real parsers do not import: {exc}") from exc

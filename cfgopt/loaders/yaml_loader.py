@@ -142,7 +142,7 @@ def _coerce_key(key: str) -> Any:
     # Keys resolve like values (`1: x` has the int key 1); look them up the same way.
     try:
         return construct(compose(key))
-    except Exception:
+    except yaml.YAMLError:  # a key that does not re-parse alone is looked up as text
         return key
 
 
