@@ -568,7 +568,14 @@ def ds_model_entry(model: type, queue: list[type]) -> dict[str, Any]:
             # False means DeepSpeed warns but does NOT copy the value to new_param (a fixer must not either).
             "set_new_param": bool(extra.get("set_new_param", True)) if deprecated else None,
         }
-    return {"extra": model.model_config.get("extra") or "ignore", "fields": fields}
+    decorators = model.__pydantic_decorators__
+    # Validators are code, not data: record their names so cfgopt's own implementations
+    # (cfgopt/rules/_ds_validators.py) can be checked for completeness against them.
+    validators = {
+        "field": {name: list(dec.info.fields) for name, dec in sorted(decorators.field_validators.items())},
+        "model": sorted(decorators.model_validators),
+    }
+    return {"extra": model.model_config.get("extra") or "ignore", "fields": fields, "validators": validators}
 
 
 def _ast_string_keys(func: Callable[..., Any], pred: Callable[[ast.AST], Iterable[str]]) -> set[str]:

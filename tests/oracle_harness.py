@@ -356,13 +356,26 @@ def lf_verdict(cfg: dict[str, Any], group: str = "train", target: str = "mi300x"
     return lf_verdict_detail(cfg, group, target, follow_deepspeed=follow_deepspeed, base_dir=base_dir).pair()
 
 
-def parse_cli(argv: list[str], group: str = "train") -> tuple[tuple[Any, ...], list[str]]:
-    """LLaMA-Factory's command-line path (`llamafactory-cli train --k v ...`): argparse over the dataclasses.
-    Raises SystemExit(2) on an argparse error, as the real CLI exits."""
+def parse_cli(argv: list[str], group: str = "train", target: str = "mi300x", *, cwd: str | Path | None = None,
+              torchrun: bool | None = None) -> tuple[tuple[Any, ...], list[str]]:
+    """LLaMA-Factory's command-line path (`llamafactory-cli train --k v ...`): argparse over the dataclasses,
+    run from `cwd` (a `--deepspeed` path is relative to it). Raises SystemExit(2) on an argparse error, as the
+    real CLI exits, and whatever TrainingArguments raise."""
     lf = _lf()
     classes = train_arg_classes() if group == "train" else infer_arg_classes()
     parser = lf.HfArgumentParser(classes)
-    *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if torchrun is None:
+        torchrun = any(a == "--deepspeed" or a.startswith("--deepspeed=") for a in argv)
+    old = os.getcwd()
+    _reset_hf_deepspeed()
+    try:
+        with _device(target), _launch(torchrun):
+            if cwd is not None:
+                os.chdir(cwd)
+            *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    finally:
+        os.chdir(old)
+        _reset_hf_deepspeed()
     return tuple(parsed), list(remaining)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cfgopt import schema
+from cfgopt.rules import _ds_validators
 from cfgopt.source import Entry, Node, Source
 
 DS = f"DeepSpeed {schema.DEEPSPEED_VERSION}"
@@ -32,22 +33,38 @@ def section_entry(source: Source, dotted: str) -> Entry | None:
     return source.find(tuple(dotted.split(".")))
 
 
+def validate_section(model_name: str, value: dict[str, Any]) -> list[tuple[tuple[Any, ...], str, str]]:
+    """What DeepSpeed's class `model_name` says of a section: (location, error type, message) for each
+    problem; empty when DeepSpeed accepts it. Its pydantic schema first, then its validators."""
+    from pydantic_core import ValidationError
+
+    ds = schema.deepspeed()
+    section = strip_auto(value)
+    out: list[tuple[tuple[Any, ...], str, str]] = []
+    core_ok = True
+    try:
+        ds.model(model_name).validate_python(section)
+    except ValidationError as exc:
+        core_ok = False
+        out.extend((tuple(err["loc"]), err["type"], err["msg"]) for err in exc.errors())
+    validators = ds.raw_models[model_name].get("validators", {})
+    out.extend(
+        (loc, "value_error", message) for loc, message in _ds_validators.run(model_name, validators, section, core_ok)
+    )
+    return out
+
+
 def section_errors(source: Source, memo: dict[str, Any]) -> list[SectionError]:
     if "section_errors" in memo:
         return memo["section_errors"]
-    from pydantic import ValidationError
-
     ds = schema.deepspeed()
     out: list[SectionError] = []
     for dotted, model_name in ds.sections.items():
         entry = section_entry(source, dotted)
         if entry is None or not isinstance(entry.node.value, dict):
             continue
-        try:
-            ds.model(model_name).model_validate(strip_auto(entry.node.value))
-        except ValidationError as exc:
-            for err in exc.errors():
-                out.append(SectionError(entry, tuple(err["loc"]), err["type"], err["msg"], model_name))
+        for loc, kind, message in validate_section(model_name, entry.node.value):
+            out.append(SectionError(entry, loc, kind, message, model_name))
     memo["section_errors"] = out
     return out
 
