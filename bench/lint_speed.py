@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Cold-start timing of `cfgopt lint`: every run is a fresh interpreter, as in pre-commit or CI.
+
+Usage: python bench/lint_speed.py [--runs 20] [--corpus ../shared/corpus]
+Prints a Markdown table (median / p90 / max wall seconds, peak RSS) to paste into bench/results.md.
+Targets (issue 2): one file < 0.300 s cold on the 2-core machine; the whole corpus < 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cfgopt_command() -> list[str]:
+    exe = shutil.which("cfgopt")
+    return [exe] if exe else [sys.executable, "-m", "cfgopt"]
+
+
+def time_runs(args: list[str], runs: int) -> tuple[list[float], float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cfgopt_command() + args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return times, peak_kib / 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
+    a = ap.parse_args()
+    cases = [
+        ("one LLaMA-Factory YAML (no DeepSpeed)", ["lint", "fixtures/rules/LF003/flash-attn/train.yaml"]),
+        ("one DeepSpeed JSON", ["lint", "fixtures/seed/ds_z3_config.json"]),
+        ("seed YAML + the JSON it names", ["lint", "fixtures/seed/llama3_lora_sft.yaml"]),
+        ("all seed fixtures (YAML, JSON, .sh)", ["lint", "fixtures/seed"]),
+        (f"whole corpus ({a.corpus.name}, 177 files)", ["lint", "--no-config", str(a.corpus)]),
+    ]
+    print(f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"command `{' '.join(cfgopt_command())}`, {a.runs} cold runs each\n")
+    print("| case | median s | p90 s | max s |\n| --- | --- | --- | --- |")
+    for label, args in cases:
+        times, _ = time_runs(args, a.runs)
+        times.sort()
+        p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
+        print(f"| {label} | {statistics.median(times):.3f} | {p90:.3f} | {max(times):.3f} |")
+    _, peak = time_runs(["lint", "--no-config", str(a.corpus)], 1)
+    print(f"\nPeak RSS of a cfgopt process: {peak:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
