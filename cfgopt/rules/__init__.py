@@ -1,56 +1,43 @@
-"""The built-in rules: one module per rule, listed here in code order. See docs/architecture.md."""
+"""The built-in rules: one module per rule, `<code>_<name>.py`, found here by name so that adding a rule
+never means editing a shared list. Modules starting with `_` are helpers shared by several rules.
+See docs/architecture.md and the generated docs/rules.md."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
+import re
 from functools import cache
 
 from cfgopt.rules.base import Rule
-from cfgopt.rules.cfg001_parse_error import ParseError
-from cfgopt.rules.cfg002_duplicate_key import DuplicateKey
-from cfgopt.rules.cfg003_unsupported_kind import UnsupportedKind
-from cfgopt.rules.ds001_strict_section_unknown_key import StrictSectionUnknownKey
-from cfgopt.rules.ds002_unknown_top_level_key import UnknownTopLevelKey
-from cfgopt.rules.ds003_missing_zero_optimization import MissingZeroOptimization
-from cfgopt.rules.ds004_removed_config_block import RemovedConfigBlock
-from cfgopt.rules.ds005_invalid_value import InvalidValue
-from cfgopt.rules.ds006_fp16_and_bf16_enabled import Fp16AndBf16Enabled
-from cfgopt.rules.ds007_batch_size_arithmetic import BatchSizeArithmetic
-from cfgopt.rules.ds008_zero3_weights_not_gathered import Zero3WeightsNotGathered
-from cfgopt.rules.ds009_gds_needs_cuda import GdsNeedsCuda
-from cfgopt.rules.lf001_unknown_key import UnknownKey
-from cfgopt.rules.lf002_wrong_value_type import WrongValueType
-from cfgopt.rules.lf003_invalid_choice import InvalidChoice
-from cfgopt.rules.lf004_fp16_and_bf16 import Fp16AndBf16
-from cfgopt.rules.lf005_deepspeed_config_not_found import DeepSpeedConfigNotFound
-from cfgopt.rules.xf001_precision_mismatch import PrecisionMismatch
-from cfgopt.rules.xf002_trainer_value_mismatch import TrainerValueMismatch
 
-RULE_CLASSES: tuple[type[Rule], ...] = (
-    ParseError,
-    DuplicateKey,
-    UnsupportedKind,
-    UnknownKey,
-    WrongValueType,
-    InvalidChoice,
-    Fp16AndBf16,
-    DeepSpeedConfigNotFound,
-    StrictSectionUnknownKey,
-    UnknownTopLevelKey,
-    MissingZeroOptimization,
-    RemovedConfigBlock,
-    InvalidValue,
-    Fp16AndBf16Enabled,
-    BatchSizeArithmetic,
-    Zero3WeightsNotGathered,
-    GdsNeedsCuda,
-    PrecisionMismatch,
-    TrainerValueMismatch,
-)
+_RULE_MODULE = re.compile(r"^[a-z]+\d{3}_\w+$")
+
+
+@cache
+def rule_classes() -> tuple[type[Rule], ...]:
+    found: list[type[Rule]] = []
+    for info in pkgutil.iter_modules(__path__):
+        if not _RULE_MODULE.match(info.name):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        classes = [
+            c
+            for _, c in inspect.getmembers(module, inspect.isclass)
+            if issubclass(c, Rule) and c is not Rule and c.__module__ == module.__name__
+        ]
+        if len(classes) != 1:
+            raise RuntimeError(f"{module.__name__} must define exactly one Rule subclass, found {len(classes)}")
+        found.append(classes[0])
+    prefix_order = {"CFG": 0, "LF": 1, "DS": 2, "XF": 3}
+    found.sort(key=lambda c: (prefix_order.get(c.code.rstrip("0123456789"), 9), c.code))
+    return tuple(found)
 
 
 @cache
 def all_rules() -> tuple[Rule, ...]:
-    return tuple(cls() for cls in RULE_CLASSES)
+    return tuple(cls() for cls in rule_classes())
 
 
 def by_code(code: str) -> Rule | None:
