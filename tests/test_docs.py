@@ -9,7 +9,7 @@ from rule_cases import ROOT
 from cfgopt.rules import all_rules
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from gen_rule_docs import RULES_DIR, render  # noqa: E402
+from gen_rule_docs import RULES_DIR, render
 
 
 def test_generated_rule_docs_are_current() -> None:

@@ -163,6 +163,12 @@ EDGE_DOCUMENTS: dict[str, str] = {
     "crlf": "a: 1\r\nb: yes\r\n",
     "bom": "\ufeffa: 1\n",
     "complex-key": "? [a]\n: 1\n",
+    "empty-complex-key": "a: 1\n? \n: 1\n",
+    "empty-complex-key-in-list": "a:\n  - ?\n",
+    "non-str-duplicate-key": "1: a\n1: b\n",
+    "bool-duplicate-key": "yes: a\nyes: b\n",
+    "str-and-merged-key": "base: &b {x: 1}\nchild:\n  <<: *b\n  x: 2\n",
+    "quoted-and-plain-duplicate": "a: 1\n'a': 2\n",
 }
 
 
