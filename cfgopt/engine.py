@@ -85,7 +85,7 @@ class Project:
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"
         if loader == "script":
-            sources.extend(find_commands(doc))
+            sources.extend(find_commands(doc, self.settings.lf_schema))
         elif loader == "json":
             src = load_json(doc)
             if src.error is None:
@@ -96,7 +96,7 @@ class Project:
                 sources.append(src)
         else:
             src = load_yaml(doc)
-            lf = schema.llamafactory()
+            lf = self.settings.lf_schema
             if src.error is None:
                 src.kind = discovery.classify_yaml(src.data, set(lf.fields))
                 if src.kind == Kind.LF_TRAIN and not _has_training_keys(src.data, lf):

@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cfgopt.diagnostics import Severity
+from cfgopt.schema import (
+    DEEPSPEED_VERSION,
+    LLAMAFACTORY_VERSION,
+    DeepSpeedSchema,
+    LlamaFactorySchema,
+    deepspeed,
+    llamafactory,
+)
 from cfgopt.targets import DEFAULT_TARGET, TARGETS, Target
 
 
@@ -16,6 +24,17 @@ class Settings:
     ignore: list[str] = field(default_factory=list)
     fail_on: Severity = Severity.WARNING
     unsafe_fixes: bool = False
+    # Which versions' schemas judge the files (cfgopt/schemas/<package>-<version>.json).
+    llamafactory_version: str = LLAMAFACTORY_VERSION
+    deepspeed_version: str = DEEPSPEED_VERSION
+
+    @property
+    def lf_schema(self) -> LlamaFactorySchema:
+        return llamafactory(self.llamafactory_version)
+
+    @property
+    def ds_schema(self) -> DeepSpeedSchema:
+        return deepspeed(self.deepspeed_version)
 
     @property
     def target(self) -> Target:

@@ -17,8 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """`python scripts/update_rule_fixtures.py [CODE ...]`: only those rules' cases when codes are given."""
+    wanted = {c.upper() for c in argv}
     for case in all_cases():
+        if wanted and case.parent.name not in wanted:
+            continue
         args = case_args(case)
         (case / "expected.txt").write_text("\n".join(lint_lines(case, args)) + "\n")
         with tempfile.TemporaryDirectory() as tmp:
@@ -37,4 +41,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -10,9 +10,13 @@ With a YAML (`llamafactory-cli train cfg.yaml key=value`), the YAML is linted as
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from cfgopt.document import Document
 from cfgopt.source import Entry, Kind, Node, Source
+
+if TYPE_CHECKING:
+    from cfgopt.schema import LlamaFactorySchema
 
 _COMMAND = re.compile(r"(?m)(?:^|[;&|(]\s*|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+)(llamafactory-cli|lmf)(?=\s)")
 _SUBCOMMAND_GROUP = {
@@ -63,7 +67,7 @@ def _tokens(text: str, start: int) -> list[tuple[str, int, int]]:
     return out
 
 
-def find_commands(doc: Document) -> list[Source]:
+def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[Source]:
     """One source per `llamafactory-cli <subcommand> --key value ...` command line in the script."""
     from cfgopt import schema
 
@@ -91,7 +95,7 @@ def find_commands(doc: Document) -> list[Source]:
             source.root = Node(value={}, start=args[0][1], end=args[0][2], entries=[])
             sources.append(source)
             continue
-        fields = schema.llamafactory().group(source.command["group"])
+        fields = (lf or schema.llamafactory()).group(source.command["group"])
         entries: list[Entry] = []
         value: dict[str, object] = {}
         i = 0

@@ -7,6 +7,7 @@ from typing import Any
 
 from cfgopt import schema
 from cfgopt.rules import _ds_validators
+from cfgopt.rules.base import Context
 from cfgopt.source import Entry, Node, Source
 
 DS = f"DeepSpeed {schema.DEEPSPEED_VERSION}"
@@ -33,12 +34,14 @@ def section_entry(source: Source, dotted: str) -> Entry | None:
     return source.find(tuple(dotted.split(".")))
 
 
-def validate_section(model_name: str, value: dict[str, Any]) -> list[tuple[tuple[Any, ...], str, str]]:
+def validate_section(
+    model_name: str, value: dict[str, Any], ds: schema.DeepSpeedSchema | None = None
+) -> list[tuple[tuple[Any, ...], str, str]]:
     """What DeepSpeed's class `model_name` says of a section: (location, error type, message) for each
     problem; empty when DeepSpeed accepts it. Its pydantic schema first, then its validators."""
     from pydantic_core import ValidationError
 
-    ds = schema.deepspeed()
+    ds = ds or schema.deepspeed()
     section = strip_auto(value)
     out: list[tuple[tuple[Any, ...], str, str]] = []
     core_ok = True
@@ -54,16 +57,18 @@ def validate_section(model_name: str, value: dict[str, Any]) -> list[tuple[tuple
     return out
 
 
-def section_errors(source: Source, memo: dict[str, Any]) -> list[SectionError]:
+def section_errors(ctx: Context) -> list[SectionError]:
+    """Every strict section's problems, computed once per file and shared by DS001 and DS005."""
+    source, memo = ctx.source, ctx.memo
     if "section_errors" in memo:
         return memo["section_errors"]
-    ds = schema.deepspeed()
+    ds = ctx.settings.ds_schema
     out: list[SectionError] = []
     for dotted, model_name in ds.sections.items():
         entry = section_entry(source, dotted)
         if entry is None or not isinstance(entry.node.value, dict):
             continue
-        for loc, kind, message in validate_section(model_name, entry.node.value):
+        for loc, kind, message in validate_section(model_name, entry.node.value, ds):
             out.append(SectionError(entry, loc, kind, message, model_name))
     memo["section_errors"] = out
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cfgopt import schema
+from cfgopt.rules.base import Context
 from cfgopt.source import Kind, Source
 
 LF = f"LLaMA-Factory {schema.LLAMAFACTORY_VERSION}"
@@ -14,8 +15,8 @@ def group_of(source: Source) -> str:
     return "infer" if source.kind == Kind.LF_INFER else "train"
 
 
-def fields_for(source: Source) -> dict[str, schema.FieldSpec]:
-    return schema.llamafactory().group(group_of(source))
+def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
+    return ctx.settings.lf_schema.group(group_of(ctx.source))
 
 
 def top_entries(source: Source):

@@ -10,12 +10,12 @@ from cfgopt import schema
 from cfgopt.source import Source
 
 
-def lf_value(consumer: Source, key: str) -> Any:
+def lf_value(consumer: Source, key: str, lf: schema.LlamaFactorySchema | None = None) -> Any:
     """A TrainingArguments value as the trainer sees it: the config's, else the dataclass default."""
     data = consumer.data if isinstance(consumer.data, dict) else {}
     if key in data:
         return data[key]
-    spec = schema.llamafactory().fields.get(key)
+    spec = (lf or schema.llamafactory()).fields.get(key)
     return spec.default if spec is not None else None
 
 
@@ -25,9 +25,9 @@ def lf_value(consumer: Source, key: str) -> Any:
 _COMPUTE_TYPE_INTENT = {"bf16": "bf16", "pure_bf16": "bf16", "fp16": "fp16"}
 
 
-def lf_precision(consumer: Source, flag: str) -> bool:
+def lf_precision(consumer: Source, flag: str, lf: schema.LlamaFactorySchema | None = None) -> bool:
     """Whether `fp16` / `bf16` (or its *_full_eval twin) will be on for this consumer."""
     data = consumer.data if isinstance(consumer.data, dict) else {}
     if flag not in data and _COMPUTE_TYPE_INTENT.get(str(data.get("compute_type"))) == flag:
         return True
-    return bool(lf_value(consumer, flag) or lf_value(consumer, f"{flag}_full_eval"))
+    return bool(lf_value(consumer, flag, lf) or lf_value(consumer, f"{flag}_full_eval", lf))

@@ -56,8 +56,8 @@ class StrictSectionUnknownKey(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        ds = schema.deepspeed()
-        for err in section_errors(src, ctx.memo):
+        ds = ctx.settings.ds_schema
+        for err in section_errors(ctx):
             if err.type != "extra_forbidden":
                 continue
             entry = locate(err.section, err.loc)

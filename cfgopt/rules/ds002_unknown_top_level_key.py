@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema, suggest
+from cfgopt import edits, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import DS
 from cfgopt.rules.base import Context, Rule
@@ -30,7 +30,7 @@ class UnknownTopLevelKey(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        ds = schema.deepspeed()
+        ds = ctx.settings.ds_schema
         if src.root is None or not src.root.entries:
             return
         present = {e.key for e in src.root.entries}

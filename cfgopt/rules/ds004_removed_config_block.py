@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema
+from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import DS
 from cfgopt.rules.base import Context, Rule
@@ -30,7 +30,7 @@ class RemovedConfigBlock(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        ds = schema.deepspeed()
+        ds = ctx.settings.ds_schema
         if src.root is None:
             return
         for entry in src.root.entries or ():

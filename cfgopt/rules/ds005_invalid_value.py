@@ -41,7 +41,7 @@ class InvalidValue(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        for err in section_errors(src, ctx.memo):
+        for err in section_errors(ctx):
             if err.type == "extra_forbidden":
                 continue
             entry = locate(err.section, err.loc)

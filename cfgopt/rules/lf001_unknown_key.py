@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema, suggest
+from cfgopt import edits, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import LF, fields_for, group_of, top_entries
 from cfgopt.rules.base import Context, Rule
@@ -102,9 +102,9 @@ class UnknownKey(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        fields = fields_for(src)
+        fields = fields_for(ctx)
         present = {e.key for e in top_entries(src)}
-        lf = schema.llamafactory()
+        lf = ctx.settings.lf_schema
         stops = (
             "stops at once with `Some specified arguments are not used by the HfArgumentParser`"
             if src.kind == Kind.LF_CLI

@@ -53,7 +53,7 @@ class WrongValueType(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        fields = fields_for(src)
+        fields = fields_for(ctx)
         for entry in top_entries(src):
             spec = fields.get(entry.key)
             if spec is None or spec.choices is not None or "any" in spec.types:

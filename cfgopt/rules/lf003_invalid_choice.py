@@ -85,7 +85,7 @@ class InvalidChoice(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        fields = fields_for(src)
+        fields = fields_for(ctx)
         for entry in top_entries(src):
             spec = fields.get(entry.key)
             if spec is None or spec.choices is None:

@@ -38,7 +38,7 @@ class PrecisionMismatch(Rule):
                 entry = src.find((block, "enabled"))
                 if entry is None or entry.node.value == "auto" or not isinstance(entry.node.value, bool):
                     continue
-                hf = lf_precision(consumer, block)
+                hf = lf_precision(consumer, block, ctx.settings.lf_schema)
                 if entry.node.value != hf:
                     yield self.at_entry(
                         ctx,

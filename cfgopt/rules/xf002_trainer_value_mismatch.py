@@ -42,16 +42,17 @@ class TrainerValueMismatch(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
+        lf = ctx.settings.lf_schema
         for consumer in ctx.consumers:
             name = consumer.document.path.name
-            auto_batch = bool(lf_value(consumer, "auto_find_batch_size"))
+            auto_batch = bool(lf_value(consumer, "auto_find_batch_size", lf))
             for path, hf_key in MATCHED.items():
                 if auto_batch and hf_key == "per_device_train_batch_size":
                     continue
                 entry = src.find(path)
                 if entry is None or entry.node.value == "auto":
                     continue
-                ds_value, hf_value = entry.node.value, lf_value(consumer, hf_key)
+                ds_value, hf_value = entry.node.value, lf_value(consumer, hf_key, lf)
                 if _same(ds_value, hf_value):
                     continue
                 yield self._mismatch(
@@ -63,8 +64,8 @@ class TrainerValueMismatch(Rule):
             if entry is None or entry.node.value == "auto" or auto_batch:
                 continue
             micro, accum = (
-                lf_value(consumer, "per_device_train_batch_size"),
-                lf_value(consumer, "gradient_accumulation_steps"),
+                lf_value(consumer, "per_device_train_batch_size", lf),
+                lf_value(consumer, "gradient_accumulation_steps", lf),
             )
             if not all(isinstance(v, int) and v > 0 for v in (micro, accum)) or not isinstance(entry.node.value, int):
                 continue
