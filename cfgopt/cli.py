@@ -126,6 +126,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
     result = fix_paths(args.paths, settings)
     _print_problems(result.problems)
     exit_code = 2 if result.problems else 0
+    for diag in result.withheld.values():
+        line, col = diag.line_column
+        sys.stderr.write(
+            f"{report.display_path(diag.path)}:{line}:{col}: {diag.code} fix withheld: "
+            f"{diag.fix.description if diag.fix else ''} would make the file worse\n"
+        )
     for path, why in result.reverted.items():
         sys.stderr.write(f"{path}: error: fixes not applied: {why}\n")
         exit_code = 2

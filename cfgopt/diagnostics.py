@@ -8,7 +8,7 @@ from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any
 
-from cfgopt.document import Document
+from cfgopt.document import Document, real_path
 
 
 class Severity(IntEnum):
@@ -85,7 +85,7 @@ class Diagnostic:
         path = self.path
         if relative_to is not None:
             with contextlib.suppress(ValueError):  # outside relative_to: keep the path as given
-                path = path.resolve().relative_to(relative_to.resolve())
+                path = real_path(path).relative_to(real_path(relative_to))
         return {
             "file": str(path),
             "line": line,

@@ -7,6 +7,7 @@ are derived from it here and nowhere else.
 from __future__ import annotations
 
 import bisect
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,3 +94,9 @@ class Document:
         """Offset just past the line ending of the line holding `offset` (or end of text)."""
         i = self.text.find("\n", offset)
         return len(self.text) if i == -1 else i + 1
+
+
+def real_path(path: Path) -> Path:
+    """The canonical path used as a file's identity. Unlike Path.resolve(), never raises on a symlink
+    loop (Python 3.11 raises RuntimeError there); the loop then fails, with a clear message, when read."""
+    return Path(os.path.realpath(path))

@@ -8,12 +8,13 @@ re-lint its edited versions together with the files around them before anything 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt import discovery, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import Document, DocumentError
+from cfgopt.document import Document, DocumentError, real_path
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
@@ -45,7 +46,7 @@ class Project:
 
     # ---------------------------------------------------------------- reading
     def read_document(self, path: Path) -> Document:
-        key = path.resolve()
+        key = real_path(path)
         if key in self.documents:
             return self.documents[key]
         if key in self.overlay:
@@ -53,7 +54,11 @@ class Project:
             original = self._read_original(path)
             doc.has_bom = original.has_bom if original else False
         else:
-            size = path.stat().st_size
+            st = path.stat()
+            if not stat.S_ISREG(st.st_mode):
+                # a FIFO would block the read forever; a device or socket is not a config
+                raise DocumentError("not a regular file (FIFO, device or socket)")
+            size = st.st_size
             if size > MAX_FILE_BYTES:
                 raise DocumentError(
                     f"file is {size / 1e6:.0f} MB; cfgopt reads configs up to {MAX_FILE_BYTES // (1024 * 1024)} MiB"
@@ -70,7 +75,7 @@ class Project:
             return None
 
     def load(self, path: Path, explicit: bool, kind_hint: Kind | None = None) -> list[Source]:
-        key = path.resolve()
+        key = real_path(path)
         if key in self._by_path:
             return self._by_path[key]
         sources: list[Source] = []
@@ -80,6 +85,9 @@ class Project:
         except (DocumentError, OSError) as exc:
             if explicit or kind_hint is not None or path.suffix.lower() in discovery.CONFIG_SUFFIXES:
                 self.problems.append(FileProblem(path, str(exc)))
+            return sources
+        if explicit and not doc.text.strip():
+            self.problems.append(FileProblem(path, "empty file: no configuration to check"))
             return sources
         loader = discovery.loader_for(path)
         if kind_hint == Kind.DEEPSPEED:
@@ -117,7 +125,7 @@ class Project:
                 found, _ = resolve_reference(word, src.document.path)
                 if found is not None:
                     self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
-                    for new in self._by_path.get(found.resolve(), []):
+                    for new in self._by_path.get(real_path(found), []):
                         self.contexts.setdefault(id(new), Context(source=new, settings=self.settings))
         for src in list(self.sources):
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
@@ -185,7 +193,7 @@ def resolve_reference(ref: str, config_path: Path) -> tuple[Path | None, list[st
         return (ref_path if ref_path.is_file() else None), [str(ref_path)]
     searched: list[str] = []
     bases = [Path.cwd()]
-    folder = config_path.resolve().parent
+    folder = real_path(config_path).parent
     bases.append(folder)
     bases.extend(folder.parents)
     for base in dict.fromkeys(bases):
@@ -221,5 +229,5 @@ def build_project(paths: list[Path], settings: Settings, overlay: dict[Path, str
 
 def lint_paths(paths: list[Path], settings: Settings) -> LintResult:
     project = build_project(paths, settings)
-    checked = {src.document.path.resolve() for src in project.sources}
+    checked = {real_path(src.document.path) for src in project.sources}
     return LintResult(project.diagnostics(), project.problems, len(checked))

@@ -1,5 +1,5 @@
 """Apply fixes: non-overlapping span edits, re-lint, repeat to a fixed point (at most MAX_PASSES), then
-verify. A file whose result does not parse, or has an error the original did not have, is left as it was."""
+verify. A file whose result does not parse, or has more errors than the original, is left as it was."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
+from cfgopt.document import real_path
 from cfgopt.engine import build_project
 from cfgopt.settings import Settings
 
@@ -22,6 +23,8 @@ class FixResult:
     remaining: list[Diagnostic] = field(default_factory=list)
     problems: list = field(default_factory=list)
     bom: dict[Path, bool] = field(default_factory=dict)
+    # Fixes not applied because, applied, they would make the file worse (unparseable or more errors).
+    withheld: dict[tuple[Path, str, str, str], Diagnostic] = field(default_factory=dict)
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
@@ -38,8 +41,20 @@ def _applicable(diag: Diagnostic, settings: Settings) -> bool:
     return diag.fix is not None and (diag.fix.applicability == Applicability.SAFE or settings.unsafe_fixes)
 
 
-def _error_keys(diags: list[Diagnostic], path: Path) -> set[tuple[str, str]]:
-    return {(d.code, d.key) for d in diags if d.severity == Severity.ERROR and d.path.resolve() == path}
+def _errors(diags: list[Diagnostic], path: Path) -> list[tuple[str, str]]:
+    return sorted((d.code, d.key) for d in diags if d.severity == Severity.ERROR and real_path(d.path) == path)
+
+
+def _fix_id(diag: Diagnostic) -> tuple[Path, str, str, str]:
+    assert diag.fix is not None
+    return (real_path(diag.path), diag.code, diag.key, diag.fix.description)
+
+
+def _worse(after: list[Diagnostic], before: list[Diagnostic], key: Path) -> bool:
+    """Did a change make this file worse: unparseable, or more errors than it had?"""
+    if any(d.code == "CFG001" and real_path(d.path) == key for d in after):
+        return True
+    return len(_errors(after, key)) > len(_errors(before, key))
 
 
 def fix_paths(paths: list[Path], settings: Settings) -> FixResult:
@@ -52,52 +67,75 @@ def fix_paths(paths: list[Path], settings: Settings) -> FixResult:
         result.bom[key] = doc.has_bom
     overlay: dict[Path, str] = {}
     diags = before
+
+    def candidates(current: list[Diagnostic]) -> list[Diagnostic]:
+        return [d for d in current if _applicable(d, settings) and _fix_id(d) not in result.withheld]
+
+    def relint(texts: dict[Path, str]) -> list[Diagnostic]:
+        return build_project(paths, settings, texts).diagnostics()
+
     for _ in range(MAX_PASSES):
-        chosen: dict[Path, list[Edit]] = {}
-        described: dict[Path, list[str]] = {}
-        for diag in diags:
-            if not _applicable(diag, settings):
-                continue
-            key = diag.path.resolve()
-            taken = chosen.setdefault(key, [])
-            new = diag.fix.edits
+        chosen: dict[Path, list[Diagnostic]] = {}
+        for diag in candidates(diags):
+            assert diag.fix is not None
+            taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
             if any(
                 (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
-                for e in new
+                for e in diag.fix.edits
                 for t in taken
             ):
                 continue  # overlapping: picked up on the next pass
-            taken.extend(new)
-            described.setdefault(key, []).append(f"{diag.code} {diag.fix.description}")
-        if not any(chosen.values()):
+            chosen.setdefault(real_path(diag.path), []).append(diag)
+        if not chosen:
             break
-        for key, file_edits in chosen.items():
-            if not file_edits:
-                continue
-            current = overlay.get(key, result.originals[key])
-            overlay[key] = apply_edits(current, file_edits)
-            result.applied.setdefault(key, []).extend(described[key])
-        project = build_project(paths, settings, overlay)
-        diags = project.diagnostics()
+        trial = dict(overlay)
+        for key, picked in chosen.items():
+            edits = [e for d in picked for e in d.fix.edits]  # type: ignore[union-attr]
+            trial[key] = apply_edits(overlay.get(key, result.originals[key]), edits)
+        trial_diags = relint(trial)
+        worse = {key for key in chosen if _worse(trial_diags, diags, key)}
+        for key, picked in chosen.items():
+            if key not in worse:
+                overlay[key] = trial[key]
+                result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in picked)  # type: ignore[union-attr]
+        diags = relint(overlay) if worse else trial_diags
+        for key in worse:
+            diags = _isolate(key, overlay, diags, result, candidates, relint)
     else:
         for key in overlay:
             result.reverted[key] = f"fixes did not converge in {MAX_PASSES} passes (please report this)"
 
-    # Verify: every changed file still parses and has no error it did not have before.
+    # Verify: every changed file still parses and has no more errors than before.
     for key in list(overlay):
-        if key in result.reverted:
-            continue
-        if any(d.code == "CFG001" and d.path.resolve() == key for d in diags):
-            result.reverted[key] = "the fixed text did not parse (please report this)"
-        elif _error_keys(diags, key) - _error_keys(before, key):
-            new = sorted(_error_keys(diags, key) - _error_keys(before, key))
-            result.reverted[key] = f"the fix introduced new errors {new} (please report this)"
+        if key not in result.reverted and _worse(diags, before, key):
+            new = sorted(set(_errors(diags, key)) - set(_errors(before, key)))
+            result.reverted[key] = f"the fixed file is worse than the original {new} (please report this)"
     for key in result.reverted:
         overlay.pop(key, None)
         result.applied.pop(key, None)
     if result.reverted:
-        project = build_project(paths, settings, overlay)
-        diags = project.diagnostics()
+        diags = relint(overlay)
     result.fixed = {k: v for k, v in overlay.items() if v != result.originals[k]}
     result.remaining = diags
     return result
+
+
+def _isolate(key, overlay, diags, result, candidates, relint) -> list[Diagnostic]:
+    """The fixes for this file made it worse together: apply them one at a time instead (fresh offsets
+    after each), keeping each one that does not make the file worse and withholding the others. A fix can
+    be right on its own terms and still wrong here, e.g. renaming a misspelt DeepSpeed key that DeepSpeed
+    ignored makes it read the key's invalid value."""
+    while True:
+        mine = [d for d in candidates(diags) if real_path(d.path) == key]
+        if not mine:
+            return diags
+        diag = mine[0]
+        attempt = dict(overlay)
+        attempt[key] = apply_edits(overlay.get(key, result.originals[key]), diag.fix.edits)
+        attempt_diags = relint(attempt)
+        if _worse(attempt_diags, diags, key):
+            result.withheld[_fix_id(diag)] = diag
+            continue
+        overlay[key] = attempt[key]
+        result.applied.setdefault(key, []).append(f"{diag.code} {diag.fix.description}")
+        diags = attempt_diags

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.document import real_path
 
 _COLORS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
 
@@ -24,13 +25,28 @@ def _use_color(stream: TextIO) -> bool:
 
 def display_path(path: Path) -> str:
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(real_path(path).relative_to(real_path(Path.cwd())))
     except ValueError:
         return str(path)
 
 
 def _paint(text: str, code: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+
+FRAME_WIDTH = 120  # a code frame shows at most this many characters of a line, around the finding
+
+
+def _frame_window(text: str, col: int, span: int) -> tuple[str, int, int]:
+    """The part of a (possibly megabytes long) line to show, the column in it, and the caret count."""
+    if len(text) <= FRAME_WIDTH:
+        return text, col, span
+    start = max(0, col - 1 - FRAME_WIDTH // 3)
+    shown = text[start : start + FRAME_WIDTH]
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if start + FRAME_WIDTH < len(text) else ""
+    new_col = col - start + len(prefix)
+    return prefix + shown + suffix, new_col, max(1, min(span, FRAME_WIDTH - (new_col - 1)))
 
 
 def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
@@ -47,6 +63,7 @@ def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
             width = len(str(line))
             end_line, end_col = d.end_line_column
             span = max(1, (end_col - col) if end_line == line else len(text) - col + 1)
+            text, col, span = _frame_window(text, col, span)
             stream.write(
                 f"{' ' * width} |\n{line} | {text}\n{' ' * width} | {' ' * (col - 1)}"
                 f"{_paint('^' * span, _COLORS[d.severity], color)}\n"

@@ -16,12 +16,15 @@ class ChangedOnDisk(Exception):
 
 def atomic_write(path: Path, data: bytes, expected: bytes | None = None) -> bool:
     """Write `data` to `path`; False when the content is already that (the file is not touched)."""
+    st = path.stat()
+    if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+        # os.replace would happily swap a read-only file out from under its owner: respect the mode instead
+        raise PermissionError(f"{path} is read-only; not changed")
     current = path.read_bytes()
     if expected is not None and current != expected:
         raise ChangedOnDisk(f"{path} changed on disk while cfgopt was fixing it; not overwritten")
     if current == data:
         return False
-    st = path.stat()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".cfgopt-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -142,7 +142,7 @@ def _coerce_key(key: str) -> Any:
     # Keys resolve like values (`1: x` has the int key 1); look them up the same way.
     try:
         return construct(compose(key))
-    except yaml.YAMLError:  # a key that does not re-parse alone is looked up as text
+    except Exception:  # noqa: BLE001 - a key that does not re-parse alone is looked up as text
         return key
 
 
@@ -169,6 +169,9 @@ def load_yaml(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
         return source
     except RecursionError:
         source.error = ParseError("invalid YAML: nested too deeply to read", 0)
+        return source
+    except Exception as exc:  # noqa: BLE001 - PyYAML itself crashes on some inputs (e.g. a lone `?`)
+        source.error = ParseError(f"invalid YAML: PyYAML (and so OmegaConf) cannot read it ({type(exc).__name__})", 0)
         return source
     _attach_values(root, value)
     source.root = root

@@ -29,6 +29,13 @@ class Context:
     memo: dict[str, Any] = field(default_factory=dict)  # per-file results rules share (e.g. DS validation)
 
 
+MAX_MESSAGE = 400  # a value quoted in a message can be megabytes long; a message stays readable
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
@@ -71,7 +78,7 @@ class Rule:
             code=self.code,
             name=self.name,
             severity=severity if severity is not None else self.severity,
-            message=message,
+            message=_bounded(message),
             key=entry.dotted,
             fix=fix,
         )
@@ -98,7 +105,7 @@ class Rule:
             code=self.code,
             name=self.name,
             severity=severity if severity is not None else self.severity,
-            message=message,
+            message=_bounded(message),
             key=key,
             fix=fix,
         )

@@ -1,0 +1,36 @@
+"""Short fuzz run for CI (the long one: scripts/fuzz_long.py, results in bench/fuzz.md)."""
+
+from __future__ import annotations
+
+import os
+
+from fuzz_targets import check_fix, check_loaders, json_documents, yaml_documents
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("CFGOPT_FUZZ_EXAMPLES", "150"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(st.binary(max_size=400))
+def test_loaders_never_raise_on_bytes(raw: bytes) -> None:
+    check_loaders(raw)
+
+
+@SETTINGS
+@given(st.one_of(yaml_documents(), json_documents()))
+def test_loaders_never_raise_on_near_configs(raw: bytes) -> None:
+    check_loaders(raw)
+
+
+@SETTINGS
+@given(yaml_documents(), st.booleans())
+def test_yaml_fix_converges(raw: bytes, unsafe: bool) -> None:
+    check_fix("cfg.yaml", raw, unsafe)
+
+
+@SETTINGS
+@given(json_documents(), st.booleans())
+def test_json_fix_converges(raw: bytes, unsafe: bool) -> None:
+    check_fix("ds.json", raw, unsafe)
