@@ -23,21 +23,27 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
+def _fix_yaml(case: tuple[bytes, bool]) -> None:
+    check_fix("cfg.yaml", *case)
+
+
+def _fix_json(case: tuple[bytes, bool]) -> None:
+    check_fix("ds.json", *case)
+
+
 def run_hypothesis(examples: int) -> int:
     failures = 0
     runs = [
-        ("loaders on raw bytes", st.binary(max_size=2000), lambda raw: check_loaders(raw)),
-        ("loaders on near-configs", st.one_of(yaml_documents(), json_documents()), lambda raw: check_loaders(raw)),
-        ("YAML lint+fix", st.tuples(yaml_documents(), st.booleans()), lambda a: check_fix("cfg.yaml", *a)),
-        ("JSON lint+fix", st.tuples(json_documents(), st.booleans()), lambda a: check_fix("ds.json", *a)),
+        ("loaders on raw bytes", st.binary(max_size=2000), check_loaders),
+        ("loaders on near-configs", st.one_of(yaml_documents(), json_documents()), check_loaders),
+        ("YAML lint+fix", st.tuples(yaml_documents(), st.booleans()), _fix_yaml),
+        ("JSON lint+fix", st.tuples(json_documents(), st.booleans()), _fix_json),
     ]
     for label, strategy, target in runs:
         start = time.perf_counter()
-
-        @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        @given(strategy)
-        def prop(value, target=target) -> None:
-            target(value)
+        prop = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)(
+            given(strategy)(target)
+        )
 
         try:
             prop()

@@ -1,6 +1,7 @@
 """The per-rule fixture cases in fixtures/rules/<CODE>/<case>/ and how to run them.
 
-A case folder holds the input files, optionally `case.json` ({"args": [...cfgopt options...]}), the
+A case folder holds the input files, optionally `case.json` ({"args": [...cfgopt options...],
+"all_rules": false}), the
 expected diagnostics in `expected.txt` (one `file:line:column CODE severity` per line), and, when the
 case has fixes, `fixed/` with every input file as `cfgopt fix --write --unsafe-fixes` must leave it.
 `python scripts/update_rule_fixtures.py` rewrites expected.txt and fixed/ from the current behaviour;
@@ -27,8 +28,13 @@ def all_cases() -> list[Path]:
 
 
 def case_args(case: Path) -> list[str]:
-    meta = case / "case.json"
-    return json.loads(meta.read_text())["args"] if meta.exists() else []
+    """The case's cfgopt options. A case runs its own rule alone (`--select CODE`, as ruff's and SQLFluff's
+    rule tests do), so another rule's findings or fixes never change it; `"all_rules": true` opts out."""
+    meta = json.loads((case / "case.json").read_text()) if (case / "case.json").exists() else {}
+    args = list(meta.get("args", []))
+    if not meta.get("all_rules"):
+        args += ["--select", case.parent.name]
+    return args
 
 
 def input_files(case: Path) -> list[Path]:

@@ -9,12 +9,8 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).
-INT_KEYS = (
-    "train_batch_size",
-    "train_micro_batch_size_per_gpu",
-    "gradient_accumulation_steps",
-    "steps_per_print",
-)
+# (`steps_per_print` is not among them: accelerate overwrites it with inf before DeepSpeed reads it.)
+INT_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 NUMBER_KEYS = ("gradient_clipping",)
 
 
@@ -53,8 +49,10 @@ class InvalidValue(Rule):
             if entry is None:
                 continue
             value = entry.node.value
-            if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
-                continue
+            if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+                continue  # null is read as absent (get_scalar_param)
+            if key in NUMBER_KEYS and isinstance(value, bool):
+                continue  # Python compares True as 1.0: clipping at 1.0, as written
             if key in NUMBER_KEYS and isinstance(value, float):
                 continue
             if isinstance(value, float) and value.is_integer():

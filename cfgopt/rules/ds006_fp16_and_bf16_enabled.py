@@ -7,6 +7,17 @@ from cfgopt.rules._ds import enabled
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
+_TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}
+
+
+def lax_true(value: object) -> bool:
+    """True as DeepSpeed's pydantic (lax mode) reads a bool field: `"yes"` and 1 count, `"auto"` does not."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value == 1
+    return isinstance(value, str) and value.strip().lower() in _TRUE_STRINGS
+
 
 class Fp16AndBf16Enabled(Rule):
     code = "DS006"
@@ -22,7 +33,7 @@ class Fp16AndBf16Enabled(Rule):
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
         bf16_block = "bf16" if enabled(src, "bf16") is not None else "bfloat16"
-        if enabled(src, "fp16") is True and enabled(src, bf16_block) is True:
+        if lax_true(enabled(src, "fp16")) and lax_true(enabled(src, bf16_block)):
             entry = src.find(("fp16", "enabled"))
             if entry is not None:
                 yield self.at_entry(

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
 KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-PLAUSIBLE_WORLD_SIZES = range(1, 1025)
+PLAUSIBLE = range(1, 1025)  # GPU counts, and values an "auto" may be filled with
 
 
 def resolve(train: int | None, micro: int | None, accum: int | None, world: int) -> str | None:
@@ -41,39 +42,87 @@ def resolve(train: int | None, micro: int | None, accum: int | None, world: int)
     return None
 
 
+def _possible(values: list[int | str | None], worlds: list[int]) -> str | None:
+    """None when some GPU count (and some fill of each "auto") satisfies DeepSpeed; else its error."""
+    autos = [i for i, v in enumerate(values) if v == "auto"]
+    first_error = None
+    if len(autos) > 1:
+        return None  # two free values always admit a solution unless a fixed one is <= 0 (checked by caller)
+    fills = [None] if not autos else list(PLAUSIBLE)
+    for world in worlds:
+        for fill in fills:
+            concrete = [fill if v == "auto" else v for v in values]
+            error = resolve(*concrete, world)  # type: ignore[arg-type]
+            if error is None:
+                return None
+            first_error = first_error or error
+    return first_error
+
+
 class BatchSizeArithmetic(Rule):
     code = "DS007"
     name = "batch-size-arithmetic"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
-    summary = "train_batch_size, micro batch and accumulation cannot agree"
+    summary = "train_batch_size, micro batch and accumulation cannot agree (or none is given)"
     why = (
         "DeepSpeed derives the missing batch values and asserts `train_batch_size == micro * accumulation * "
-        "world_size`. cfgopt runs the same arithmetic with `--gpus` when given; without it, it reports only "
-        'values that fail for every GPU count from 1 to 1024. `"auto"` values are filled by the HF Trainer '
-        "and are checked against the training config by XF002 instead."
+        "world_size`, each > 0, and needs `train_batch_size` or `train_micro_batch_size_per_gpu`. The HF Trainer "
+        'fills only keys that are present as "auto" (accelerate adds `gradient_accumulation_steps: 1` when it '
+        "is absent), so a config with neither batch key fails under LLaMA-Factory too. cfgopt runs the same "
+        "arithmetic with `--gpus` when given; without it, it reports only values that fail for every GPU count "
+        'from 1 to 1024 and every value an "auto" could take. Mismatches with the training config itself are '
+        "XF002's."
     )
-    fails_when = "At DeepSpeedConfig construction (`deepspeed.initialize`), after data and model loading."
-    evidence = ("deepspeed 0.19.8 runtime/config.py `_set_batch_related_parameters`, `_batch_assertion`",)
+    fails_when = "At DeepSpeedConfig construction (`deepspeed.initialize`, train start), after data and model loading."
+    evidence = (
+        "deepspeed 0.19.8 runtime/config.py `_set_batch_related_parameters`, `_batch_assertion`",
+        "accelerate 1.11.0 accelerator.py `_prepare_deepspeed`: fills train_micro_batch_size_per_gpu only when it "
+        'is "auto"; transformers 5.6.0 integrations/deepspeed.py `fill_match` only touches existing keys',
+    )
     example = '"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2'
+    fix_safety = (
+        'Adding `"train_micro_batch_size_per_gpu": "auto"` when no batch key is given: safe when a LLaMA-Factory '
+        "config uses the file (the HF Trainer fills it from per_device_train_batch_size), unsafe otherwise."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
         data = src.data if isinstance(src.data, dict) else {}
-        values = [data.get(k) for k in KEYS]
-        if any(v == "auto" for v in values) or not any(k in data for k in KEYS[:2]):
+        if src.root is None:
             return
-        if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values):
+        values = [data.get(k) for k in KEYS]
+        if any(
+            v is not None and v != "auto" and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values
+        ):
             return  # DS005 reports non-numbers
-        train, micro, accum = (int(v) if v is not None else None for v in values)
-        worlds = [ctx.settings.gpus] if ctx.settings.gpus else list(PLAUSIBLE_WORLD_SIZES)
-        errors = [resolve(train, micro, accum, w) for w in worlds]
-        if all(errors):
+        if values[0] is None and values[1] is None:
+            fix = self.fix(
+                'Add "train_micro_batch_size_per_gpu": "auto"',
+                edits.insert_entry(src, None, "train_micro_batch_size_per_gpu", "auto"),
+                safe=bool(ctx.consumers),
+            )
+            yield self.at_node(
+                ctx,
+                src.root,
+                "Neither `train_batch_size` nor `train_micro_batch_size_per_gpu` is given: DeepSpeed "
+                "stops with `Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided` (the HF "
+                'Trainer fills only keys present as "auto")',
+                fix=fix,
+            )
+            return
+        concrete = [int(v) if isinstance(v, (int, float)) else v for v in values]
+        for key, value in zip(KEYS, concrete, strict=True):
+            if isinstance(value, int) and value <= 0:
+                yield self.at_entry(
+                    ctx, src.root.get(key), f"`{key}` is {value}: DeepSpeed needs it to be greater than 0", on="value"
+                )
+                return
+        worlds = [ctx.settings.gpus] if ctx.settings.gpus else list(PLAUSIBLE)
+        error = _possible(concrete, worlds)
+        if error:
             entry = src.root.get("train_batch_size") or src.root.get("train_micro_batch_size_per_gpu")
             scope = f"with {ctx.settings.gpus} GPUs" if ctx.settings.gpus else "for any GPU count"
             yield self.at_entry(
-                ctx,
-                entry,
-                f"The batch sizes cannot agree {scope}: DeepSpeed fails with `{errors[0]}`",
-                on="value",
+                ctx, entry, f"The batch sizes cannot agree {scope}: DeepSpeed fails with `{error}`", on="value"
             )

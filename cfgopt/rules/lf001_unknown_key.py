@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, suggest
+from cfgopt import edits, suggest, versions
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import LF, fields_for, group_of, top_entries
+from cfgopt.rules._lf import fields_for, group_of, top_entries
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Entry, Kind
 
@@ -114,7 +114,7 @@ class UnknownKey(Rule):
             key = entry.key
             if key in fields:
                 continue
-            head = f"Unknown key `{key}`: {LF} {stops}"
+            head = f"Unknown key `{key}`: LLaMA-Factory {lf.version} {stops}"
             hint, fix = self._hint(ctx, entry, fields, present, lf)
             yield self.at_entry(ctx, entry, f"{head}; {hint}" if hint else head, fix=fix)
 
@@ -122,7 +122,7 @@ class UnknownKey(Rule):
         src, key, value = ctx.source, entry.key, entry.node.value
         if key in WEBUI_KEYS:
             mapping = WEBUI_KEYS[key]
-            if value in mapping:
+            if isinstance(value, (str, int, float, bool)) and value in mapping:
                 target = mapping[value]
                 if target is None:
                     return (
@@ -175,18 +175,22 @@ class UnknownKey(Rule):
             )
         if key in lf.not_settable:
             return "LLaMA-Factory derives this field itself (init=False); it cannot be set", None
+        group = group_of(src)
+        history = versions.lf_key_history(key, group, lf.version)
         if key in REMOVED_IN_TRANSFORMERS_5:
-            return (
-                f"removed from TrainingArguments in transformers 5 ({LF} uses transformers {lf.transformers})",
-                None,
+            removed = (
+                f"removed from TrainingArguments in transformers 5 "
+                f"(LLaMA-Factory {lf.version} uses transformers {lf.transformers})"
             )
+            return (f"{removed}; {history}" if history else removed), None
         if key in MEGATRON_KEYS:
             return "a Megatron-Core key: only valid with USE_MCA=1 and mcore_adapter installed", None
-        group = group_of(src)
         for other in ("train", "infer"):
             if other != group and key in lf.group(other):
                 sub = "train" if other == "train" else "chat/export/api"
                 return f"it is only valid for `llamafactory-cli {sub}`", None
+        if history:  # a real key of another release, not a typo
+            return f"{history} (see `--llamafactory-version`)", None
         guess = suggest.closest(key, fields)
         if guess and guess not in present:
             return (
