@@ -49,8 +49,10 @@ def main() -> int:
         ("all seed fixtures (YAML, JSON, .sh)", ["lint", "fixtures/seed"]),
         (f"whole corpus ({a.corpus.name}, 177 files)", ["lint", "--no-config", str(a.corpus)]),
     ]
-    print(f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"command `{' '.join(cfgopt_command())}`, {a.runs} cold runs each\n")
+    print(
+        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"command `{' '.join(cfgopt_command())}`, {a.runs} cold runs each\n"
+    )
     print("| case | median s | p90 s | max s |\n| --- | --- | --- | --- |")
     for label, args in cases:
         times, _ = time_runs(args, a.runs)

@@ -15,6 +15,7 @@ from cfgopt import __version__
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.targets import DEFAULT_TARGET, TARGETS
+from cfgopt.versions import VersionError, resolve_version
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +40,20 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=None, help="GPUs the job will use (default: not stated)")
     p.add_argument("--select", type=_codes, default=[], help="rule codes or prefixes to run (default: all)")
     p.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
+    p.add_argument(
+        "--llamafactory-version",
+        metavar="VERSION",
+        default=None,
+        help="LLaMA-Factory release to judge configs for: a shipped snapshot, or a prefix such as 0.9 "
+        "(default: the installed one's series, else the newest; see docs/versions.md)",
+    )
+    p.add_argument(
+        "--deepspeed-version",
+        metavar="VERSION",
+        default=None,
+        help="DeepSpeed release to judge JSON for, e.g. 0.16 or 0.19.8 (default: the installed one's series, "
+        "else the newest)",
+    )
     p.add_argument(
         "--no-config",
         action="store_true",
@@ -70,12 +85,28 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     fix.add_argument("--fail-on", choices=("error", "warning", "info"), default="warning")
 
+    verify = sub.add_parser("verify", help="run the real trainer for a few steps, original vs fixed")
+    from cfgopt.verify.options import add_arguments
+
+    add_arguments(verify)
+
     rules = sub.add_parser("rules", help="list all rules")
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     rule = sub.add_parser("rule", help="explain one rule")
     rule.add_argument("code")
     rule.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     return parser
+
+
+def _versions(args: argparse.Namespace) -> dict[str, str]:
+    """The snapshot versions to judge with (cfgopt.versions.resolve_version); a bad value is a usage error."""
+    chosen: dict[str, str] = {}
+    for package, option in (("llamafactory", "llamafactory_version"), ("deepspeed", "deepspeed_version")):
+        try:
+            chosen[option] = resolve_version(package, getattr(args, option, None))
+        except VersionError as exc:
+            raise VersionError(f"--{option.replace('_', '-')}: {exc}") from None
+    return chosen
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -88,6 +119,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ignore=args.ignore,
         fail_on=Severity.parse(args.fail_on),
         unsafe_fixes=getattr(args, "unsafe_fixes", False),
+        **_versions(args),
     )
 
 
@@ -260,11 +292,22 @@ def cmd_rule(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from cfgopt.verify.command import run
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"lint": cmd_lint, "fix": cmd_fix, "rules": cmd_rules, "rule": cmd_rule}[args.command]
+    handler = {"lint": cmd_lint, "fix": cmd_fix, "rules": cmd_rules, "rule": cmd_rule, "verify": cmd_verify}[
+        args.command
+    ]
     try:
         return handler(args)
+    except VersionError as exc:  # no snapshot for the requested release: a usage error
+        sys.stderr.write(f"cfgopt: error: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("cfgopt: interrupted\n")
         return 130

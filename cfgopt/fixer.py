@@ -74,36 +74,47 @@ def fix_paths(paths: list[Path], settings: Settings) -> FixResult:
     def relint(texts: dict[Path, str]) -> list[Diagnostic]:
         return build_project(paths, settings, texts).diagnostics()
 
-    for _ in range(MAX_PASSES):
-        chosen: dict[Path, list[Diagnostic]] = {}
-        for diag in candidates(diags):
-            assert diag.fix is not None
-            taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
-            if any(
-                (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
-                for e in diag.fix.edits
-                for t in taken
-            ):
-                continue  # overlapping: picked up on the next pass
-            chosen.setdefault(real_path(diag.path), []).append(diag)
-        if not chosen:
+    # A fix withheld in an intermediate state may be fine once the others are in: retry withheld fixes
+    # against the final text (at most a few rounds), so that a second `cfgopt fix` finds nothing to do.
+    for _round in range(3):
+        applied_before = sum(len(v) for v in result.applied.values())
+        for _ in range(MAX_PASSES):
+            chosen: dict[Path, list[Diagnostic]] = {}
+            for diag in candidates(diags):
+                assert diag.fix is not None
+                taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
+                if any(
+                    (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
+                    for e in diag.fix.edits
+                    for t in taken
+                ):
+                    continue  # overlapping: picked up on the next pass
+                chosen.setdefault(real_path(diag.path), []).append(diag)
+            if not chosen:
+                break
+            trial = dict(overlay)
+            for key, picked in chosen.items():
+                edits = [e for d in picked for e in d.fix.edits]  # type: ignore[union-attr]
+                trial[key] = apply_edits(overlay.get(key, result.originals[key]), edits)
+            trial_diags = relint(trial)
+            worse = {key for key in chosen if _worse(trial_diags, diags, key)}
+            for key, picked in chosen.items():
+                if key not in worse:
+                    overlay[key] = trial[key]
+                    result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in picked)  # type: ignore[union-attr]
+            diags = relint(overlay) if worse else trial_diags
+            for key in worse:
+                diags = _isolate(key, overlay, diags, result, candidates, relint)
+        else:
+            for key in overlay:
+                result.reverted[key] = f"fixes did not converge in {MAX_PASSES} passes (please report this)"
+
+        applied_now = sum(len(v) for v in result.applied.values())
+        if not result.withheld or (_round > 0 and applied_now == applied_before):
             break
-        trial = dict(overlay)
-        for key, picked in chosen.items():
-            edits = [e for d in picked for e in d.fix.edits]  # type: ignore[union-attr]
-            trial[key] = apply_edits(overlay.get(key, result.originals[key]), edits)
-        trial_diags = relint(trial)
-        worse = {key for key in chosen if _worse(trial_diags, diags, key)}
-        for key, picked in chosen.items():
-            if key not in worse:
-                overlay[key] = trial[key]
-                result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in picked)  # type: ignore[union-attr]
-        diags = relint(overlay) if worse else trial_diags
-        for key in worse:
-            diags = _isolate(key, overlay, diags, result, candidates, relint)
-    else:
-        for key in overlay:
-            result.reverted[key] = f"fixes did not converge in {MAX_PASSES} passes (please report this)"
+        if not any(_fix_id(d) in result.withheld for d in diags if d.fix is not None):
+            break
+        result.withheld.clear()
 
     # Verify: every changed file still parses and has no more errors than before.
     for key in list(overlay):

@@ -27,6 +27,35 @@ def _read(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
 
 
+# --------------------------------------------------------------------------- shipped versions
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """`"0.16.4"` -> `(0, 16, 4)`: numeric order, so 0.9.10 sorts after 0.9.5 (non-digits end a part)."""
+    out: list[int] = []
+    for part in version.split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+@cache
+def shipped_versions(package: str) -> tuple[str, ...]:
+    """Versions with a snapshot in `cfgopt/schemas/` for `package` ("llamafactory" / "deepspeed"), oldest
+    first. Only file names are listed; no snapshot is read."""
+    prefix = f"{package}-"
+    found = [p.name[len(prefix) : -len(".json")] for p in SCHEMA_DIR.glob(f"{prefix}*.json")]
+    return tuple(sorted(found, key=version_key))
+
+
+def newest_version(package: str) -> str:
+    return shipped_versions(package)[-1]
+
+
 # --------------------------------------------------------------------------- LLaMA-Factory
 
 
@@ -89,6 +118,11 @@ def llamafactory(version: str = LLAMAFACTORY_VERSION) -> LlamaFactorySchema:
     return LlamaFactorySchema(_read(f"llamafactory-{version}.json"))
 
 
+def llamafactory_versions() -> dict[str, LlamaFactorySchema]:
+    """Every shipped LLaMA-Factory snapshot, oldest first (reads them all: for version comparisons only)."""
+    return {v: llamafactory(v) for v in shipped_versions("llamafactory")}
+
+
 _TRUTHY = ("yes", "true", "t", "y", "1")
 _FALSY = ("no", "false", "f", "n", "0")
 
@@ -142,6 +176,9 @@ class DeepSpeedSchema:
         self.removed_top_level: dict[str, str] = data.get("removed_top_level", {})
         self.removed_zero: dict[str, str] = data.get("removed_zero", {})
         self.hf_auto_keys: set[str] = set(data.get("hf_auto_keys", []))
+        # Keys read outside the pydantic models (dotted, nested ones of plain blocks) and their defaults.
+        self.plain_reads: set[str] = set(data.get("plain_reads", []))
+        self.plain_defaults: dict[str, Any] = data.get("plain_defaults", {})
         self._models: dict[str, Any] = {}
 
     def field_names(self, model: str) -> set[str]:
@@ -220,3 +257,8 @@ _SIMPLE_SCHEMAS = {
 @cache
 def deepspeed(version: str = DEEPSPEED_VERSION) -> DeepSpeedSchema:
     return DeepSpeedSchema(_read(f"deepspeed-{version}.json"))
+
+
+def deepspeed_versions() -> dict[str, DeepSpeedSchema]:
+    """Every shipped DeepSpeed snapshot, oldest first (reads them all: for version comparisons only)."""
+    return {v: deepspeed(v) for v in shipped_versions("deepspeed")}

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fuzz_targets import check_fix, check_loaders, json_documents, yaml_documents  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from fuzz_targets import check_fix, check_loaders, json_documents, yaml_documents
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def _fix_yaml(case: tuple[bytes, bool]) -> None:
@@ -60,7 +60,7 @@ def run_atheris(seconds: int) -> int:
     import atheris
 
     with atheris.instrument_imports():
-        import fuzz_targets  # noqa: F401
+        import fuzz_targets
 
     def one_input(data: bytes) -> None:
         fuzz_targets.check_loaders(data)

@@ -13,12 +13,18 @@ transformers/accelerate functions that fill them.  That keeps the snapshot hones
 Usage::
 
     DISABLE_VERSION_CHECK=1 python scripts/sync_schemas.py [--out-dir cfgopt/schemas] [--check]
+    # the other supported releases, each from its own venv (docs/versions.md):
+    DISABLE_VERSION_CHECK=1 /work/venv-ds0164/bin/python scripts/sync_schemas.py --allow-versions [--only deepspeed]
+
+Writing also refreshes ``version-index.json`` (what differs between the shipped snapshots; derived from
+them alone, see ``cfgopt.versions.build_index``).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import difflib
 import enum
@@ -316,10 +322,11 @@ class TrackingDict(dict):
     readers on a TrackingDict is the only reliable way to list every key 0.19.8 actually consumes.
     """
 
-    def __init__(self, sink: set[str], prefix: str = "") -> None:
+    def __init__(self, sink: set[str], prefix: str = "", defaults: dict[str, list[Any]] | None = None) -> None:
         super().__init__({FILLER_KEY: None})
         self._sink = sink
         self._prefix = prefix
+        self._defaults = defaults
 
     def _note(self, key: object) -> None:
         if isinstance(key, str) and key != FILLER_KEY:
@@ -327,6 +334,8 @@ class TrackingDict(dict):
 
     def get(self, key: Any, default: Any = None) -> Any:
         self._note(key)
+        if self._defaults is not None and isinstance(key, str) and not dict.__contains__(self, key):
+            self._defaults.setdefault(self._prefix + key, []).append(default)  # what the reader falls back to
         return super().get(key, default)
 
     def __getitem__(self, key: Any) -> Any:
@@ -475,6 +484,61 @@ def ds_sections(top_level: list[str], models: dict[str, type]) -> dict[str, str]
             if found is not None:
                 sections[dotted] = found.__name__
     return sections
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str | enum.Enum)
+
+
+def ds_plain_reads(top_level: list[str], sections: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
+    """Keys DeepSpeed reads outside its pydantic models, and the defaults its readers fall back to.
+
+    Returns (nested dotted keys read inside plain blocks such as 0.16's ``bf16``, {dotted key: default}).
+    Defaults come from running the readers on tracking dicts (``param_dict.get(KEY, DEFAULT)`` as
+    ``get_scalar_param`` does); a top-level key read without ``.get`` takes its ``runtime/constants.py``
+    ``<NAME>_DEFAULT`` (``NAME = "key"``). Strict sections are left out: their defaults are the models'.
+    """
+    from deepspeed.runtime import constants
+
+    strict_tops = {dotted.split(".", 1)[0] for dotted in sections}
+    traced: dict[str, list[Any]] = {}
+    _run_ds_readers(TrackingDict(set(), defaults=traced))
+    nested: set[str] = set()
+    for key in top_level:
+        if key in strict_tops:
+            continue
+        # Blocks read most keys only when switched on (fp16 loss scaling, ...): trace off and on.
+        for enabled in (False, True):
+            sink: set[str] = set()
+            block = TrackingDict(sink, prefix=key + ".", defaults=traced)
+            if enabled:
+                dict.__setitem__(block, "enabled", True)
+            # a scalar key fed a dict, or a block that needs more, fails somewhere: keep what was read until then
+            with contextlib.suppress(Exception):
+                _run_ds_readers({key: block})
+            nested |= {dotted for dotted in sink if dotted not in sections}
+    defaults: dict[str, Any] = {}
+    for dotted, seen in traced.items():
+        top = dotted.split(".", 1)[0]
+        if top not in top_level or top in strict_tops or dotted in sections:
+            continue
+        if not all(_scalar(v) for v in seen):
+            continue  # a block read as `.get(KEY, {})`: its keys are traced one level down
+        values = {json.dumps(jsonable(v), sort_keys=True) for v in seen}
+        if len(values) == 1:
+            defaults[dotted] = jsonable(seen[0])
+        else:  # two readers, two fallbacks: no single default to record
+            print(f"note: readers disagree on the default of {dotted!r}: {sorted(values)}", file=sys.stderr)
+    names = vars(constants)
+    for name, key in sorted(names.items()):
+        if not (isinstance(key, str) and f"{name}_DEFAULT" in names and key in top_level):
+            continue
+        if key in strict_tops or key in defaults or key in traced:
+            continue
+        value = names[f"{name}_DEFAULT"]
+        if _scalar(value):
+            defaults[key] = jsonable(value)
+    return sorted(nested), dict(sorted(defaults.items()))
 
 
 def ds_kinds(tp: Any) -> tuple[list[str], type | None, type | None]:
@@ -682,11 +746,13 @@ def build_deepspeed(versions: dict[str, str]) -> dict[str, Any]:
     from deepspeed.runtime import config as ds_config
 
     self_check_deepspeed()
-    removed_top = {k: str(v) for k, v in ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS.items()}
-    removed_zero = {k: str(v) for k, v in ds_config._REMOVED_ZERO_CONFIG_KEYS.items()}
+    # Rejection of removed blocks arrived in 0.19.x; older releases have no such tables (nothing removed).
+    removed_top = {k: str(v) for k, v in getattr(ds_config, "_REMOVED_TOP_LEVEL_CONFIG_KEYS", {}).items()}
+    removed_zero = {k: str(v) for k, v in getattr(ds_config, "_REMOVED_ZERO_CONFIG_KEYS", {}).items()}
     top_level = ds_top_level_keys(removed_top)
     all_models = _all_ds_models()
     sections = ds_sections(top_level, all_models)
+    plain_reads, plain_defaults = ds_plain_reads(top_level, sections)
 
     models: dict[str, Any] = {}
     seen: dict[str, type] = {}
@@ -712,6 +778,8 @@ def build_deepspeed(versions: dict[str, str]) -> dict[str, Any]:
         "top_level_keys": top_level,
         "removed_top_level": removed_top,
         "removed_zero": removed_zero,
+        "plain_reads": plain_reads,
+        "plain_defaults": plain_defaults,
         "hf_auto_keys": list(auto),
         "hf_auto_sources": auto,
     }
@@ -731,6 +799,48 @@ def render_all() -> dict[str, str]:
     }
 
 
+def installed_versions() -> dict[str, str]:
+    """Installed versions of the pinned packages, whatever they are (``--allow-versions``); absent ones left out."""
+    found: dict[str, str] = {}
+    for pkg in PINS:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[pkg] = importlib.metadata.version(pkg)
+    return found
+
+
+def render_installed(packages: Iterable[str] = ("llamafactory", "deepspeed")) -> dict[str, str]:
+    """``--allow-versions``: snapshot whichever of ``packages`` is installed, at its installed version.
+
+    For the other supported releases (LLaMA-Factory 0.9.4, DeepSpeed 0.16.x / 0.17.x, ...), each in its own
+    venv. The introspection is the same as for the pins; the file is named after the installed version and
+    records the transformers (and accelerate) it was taken with. Raises VersionMismatch when none is installed.
+    """
+    versions = installed_versions()
+    if "transformers" not in versions:
+        raise VersionMismatch("transformers: not installed (needed by both snapshots)")
+    out: dict[str, str] = {}
+    for pkg, build in (("llamafactory", build_llamafactory), ("deepspeed", build_deepspeed)):
+        if pkg not in packages:
+            continue
+        if pkg not in versions:
+            print(f"sync_schemas: {pkg} is not installed here; no {pkg} snapshot", file=sys.stderr)
+            continue
+        out[f"{pkg}-{versions[pkg]}.json"] = dump(build(versions))
+    if not out:
+        raise VersionMismatch(f"none of {sorted(packages)} is installed")
+    return out
+
+
+def write_index(out_dir: pathlib.Path) -> pathlib.Path:
+    """Rewrite ``version-index.json`` (what differs between the snapshots in ``out_dir``)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    from cfgopt.versions import INDEX_FILE, build_index
+
+    path = out_dir / INDEX_FILE
+    path.write_text(dump(build_index(out_dir)), encoding="utf-8")
+    return path
+
+
 def drift_summary(name: str, old: str, new: str, limit: int = 30) -> str:
     """A short human summary of how a shipped snapshot differs from the regenerated one."""
     diff = list(
@@ -747,12 +857,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out-dir", type=pathlib.Path, default=DEFAULT_OUT_DIR)
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if shipped files differ")
+    ap.add_argument(
+        "--allow-versions",
+        action="store_true",
+        help="snapshot whichever llamafactory / deepspeed version is installed (not only the pins), "
+        "as <package>-<installed version>.json",
+    )
+    ap.add_argument(
+        "--only",
+        choices=("llamafactory", "deepspeed"),
+        action="append",
+        help="with --allow-versions: only this package (repeatable; default: every installed one)",
+    )
     args = ap.parse_args(argv)
 
     try:
-        rendered = render_all()
+        rendered = render_installed(args.only or ("llamafactory", "deepspeed")) if args.allow_versions else render_all()
     except VersionMismatch as exc:
-        print(f"sync_schemas: refusing to snapshot, installed versions are not the pins: {exc}", file=sys.stderr)
+        what = "nothing to snapshot" if args.allow_versions else "installed versions are not the pins"
+        print(f"sync_schemas: refusing to snapshot, {what}: {exc}", file=sys.stderr)
         return 2
 
     out_dir: pathlib.Path = args.out_dir
@@ -779,6 +902,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in rendered.items():
         (out_dir / name).write_text(text, encoding="utf-8")
         print(f"wrote {out_dir / name}")
+    print(f"wrote {write_index(out_dir)}")
     return 0
 
 

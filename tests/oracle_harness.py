@@ -1,4 +1,5 @@
-"""The real tools' verdict on a config: LLaMA-Factory 0.9.5 / transformers 5.6.0 / DeepSpeed 0.19.8, run in-process.
+"""The real tools' verdict on a config: LLaMA-Factory 0.9.5 / transformers 5.6.0 / DeepSpeed 0.19.8,
+run in-process.
 
 Importable helper for the oracle tests (no pytest dependency). Everything heavy is imported lazily, once per
 process (`_lf()` is cached: importing llamafactory takes ~5 s).
@@ -54,8 +55,12 @@ VERDICTS = CORPUS / "oracle-verdicts.jsonl"
 # Target -> (platform, bf16 support). The same facts as cfgopt/targets.py, kept here so the oracle does not
 # take its device model from the code under test (tests/test_oracle_seed.py checks the two agree).
 TARGETS: dict[str, tuple[str, bool]] = {
-    "mi300x": ("rocm", True), "mi325x": ("rocm", True), "mi250x": ("rocm", True),
-    "h100": ("cuda", True), "h200": ("cuda", True), "a100": ("cuda", True),
+    "mi300x": ("rocm", True),
+    "mi325x": ("rocm", True),
+    "mi250x": ("rocm", True),
+    "h100": ("cuda", True),
+    "h200": ("cuda", True),
+    "a100": ("cuda", True),
     "cpu": ("cpu", False),
 }
 HIDDEN_SIZE = 4096
@@ -93,7 +98,7 @@ _RANK_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
 def _prepare_env() -> None:
     os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
-    os.environ.setdefault("LLAMAFACTORY_VERBOSITY", "WARN")
+    os.environ.setdefault("LLAMAFACTORY_VERBOSITY", "ERROR")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.pop("ALLOW_EXTRA_ARGS", None)  # it would turn every unknown key into a silent no-op
@@ -136,11 +141,9 @@ def _lf() -> types.SimpleNamespace:
     import deepspeed.runtime.config_utils as ds_config_utils
     import deepspeed.runtime.swap_tensor.aio_config as ds_aio
     import hjson
+    import llamafactory.hparams.parser as parser
     import transformers.integrations.deepspeed as hf_ds
     import transformers.training_args as hf_ta
-    from transformers import HfArgumentParser
-
-    import llamafactory.hparams.parser as parser
     from llamafactory.hparams import (
         DataArguments,
         FinetuningArguments,
@@ -149,12 +152,23 @@ def _lf() -> types.SimpleNamespace:
     )
     from llamafactory.hparams.training_args import TrainingArguments
     from llamafactory.model.model_utils import attention
+    from transformers import HfArgumentParser
 
     return types.SimpleNamespace(
-        accelerate_utils=accelerate.utils, ds_config=ds_config, ds_config_utils=ds_config_utils, ds_aio=ds_aio,
-        hjson=hjson, hf_ds=hf_ds, hf_ta=hf_ta, HfArgumentParser=HfArgumentParser, parser=parser,
-        attention=attention, ModelArguments=ModelArguments, DataArguments=DataArguments,
-        TrainingArguments=TrainingArguments, FinetuningArguments=FinetuningArguments,
+        accelerate_utils=accelerate.utils,
+        ds_config=ds_config,
+        ds_config_utils=ds_config_utils,
+        ds_aio=ds_aio,
+        hjson=hjson,
+        hf_ds=hf_ds,
+        hf_ta=hf_ta,
+        HfArgumentParser=HfArgumentParser,
+        parser=parser,
+        attention=attention,
+        ModelArguments=ModelArguments,
+        DataArguments=DataArguments,
+        TrainingArguments=TrainingArguments,
+        FinetuningArguments=FinetuningArguments,
         GeneratingArguments=GeneratingArguments,
     )
 
@@ -173,7 +187,7 @@ def training_field_names() -> frozenset[str]:
 
 
 def lf_group(cfg: dict[str, Any]) -> str:
-    """`train` when the config sets any TrainingArguments field, else `infer` (chat / export / api configs)."""
+    """`train` when the config sets any TrainingArguments field, else `infer` (chat/export/api configs)."""
     return "train" if any(k in training_field_names() for k in cfg) else "infer"
 
 
@@ -206,7 +220,7 @@ def _device(target: str) -> Iterator[None]:
 @contextlib.contextmanager
 def _host_issues_recorded(issues: list[str]) -> Iterator[None]:
     """`_check_extra_dependencies` raises ImportError for optional packages missing *here* (unsloth, jieba,
-    kt-kernel, ...): a fact about this host, not about the config. Record it and let the remaining checks run."""
+    kt-kernel, ...): a fact about this host, not about the config. Record it; the other checks still run."""
     parser = _lf().parser
     real = parser.check_version
 
@@ -311,11 +325,17 @@ def load_lf_yaml(path: str | Path) -> Any:
     return OmegaConf.to_container(OmegaConf.load(Path(path).absolute()))
 
 
-def lf_verdict_detail(cfg: dict[str, Any], group: str = "train", target: str = "mi300x", *,
-                      follow_deepspeed: bool = False, base_dir: str | Path | None = None,
-                      torchrun: bool | None = None) -> Verdict:
-    """`torchrun`: launch mode; default: torchrun exactly when the followed config uses DeepSpeed (LLaMA-Factory
-    requires it then), else a plain single-GPU launch."""
+def lf_verdict_detail(
+    cfg: dict[str, Any],
+    group: str = "train",
+    target: str = "mi300x",
+    *,
+    follow_deepspeed: bool = False,
+    base_dir: str | Path | None = None,
+    torchrun: bool | None = None,
+) -> Verdict:
+    """`torchrun`: launch mode; default: torchrun exactly when the followed config uses DeepSpeed
+    (LLaMA-Factory requires it then), else a plain single-GPU launch."""
     lf = _lf()
     if not isinstance(cfg, dict):
         return Verdict(False, f"TypeError: the config is a {type(cfg).__name__}, not a mapping", "parse")
@@ -350,14 +370,26 @@ def lf_verdict_detail(cfg: dict[str, Any], group: str = "train", target: str = "
     return Verdict(True, "", "", issues)
 
 
-def lf_verdict(cfg: dict[str, Any], group: str = "train", target: str = "mi300x", *,
-               follow_deepspeed: bool = False, base_dir: str | Path | None = None) -> tuple[bool, str]:
+def lf_verdict(
+    cfg: dict[str, Any],
+    group: str = "train",
+    target: str = "mi300x",
+    *,
+    follow_deepspeed: bool = False,
+    base_dir: str | Path | None = None,
+) -> tuple[bool, str]:
     """(ok, error) for a LLaMA-Factory config dict (as OmegaConf gives it)."""
     return lf_verdict_detail(cfg, group, target, follow_deepspeed=follow_deepspeed, base_dir=base_dir).pair()
 
 
-def parse_cli(argv: list[str], group: str = "train", target: str = "mi300x", *, cwd: str | Path | None = None,
-              torchrun: bool | None = None) -> tuple[tuple[Any, ...], list[str]]:
+def parse_cli(
+    argv: list[str],
+    group: str = "train",
+    target: str = "mi300x",
+    *,
+    cwd: str | Path | None = None,
+    torchrun: bool | None = None,
+) -> tuple[tuple[Any, ...], list[str]]:
     """LLaMA-Factory's command-line path (`llamafactory-cli train --k v ...`): argparse over the dataclasses,
     run from `cwd` (a `--deepspeed` path is relative to it). Raises SystemExit(2) on an argparse error, as the
     real CLI exits, and whatever TrainingArguments raise."""
@@ -448,9 +480,20 @@ def load_ds_text(text: str) -> Any:
     return data
 
 
-def ds_verdict_detail(cfg: str | bytes | Path | dict[str, Any], training_args: dict[str, Any] | None = None,
-                      world_size: int = 1, target: str = "mi300x") -> Verdict:
+def ds_verdict_detail(
+    cfg: str | bytes | Path | dict[str, Any],
+    training_args: dict[str, Any] | None = None,
+    world_size: int = 1,
+    target: str = "mi300x",
+    *,
+    cross_check: bool | None = None,
+) -> Verdict:
+    """`cross_check` (default: whether `training_args` is given): the HF path in full, i.e. explicit values
+    must match TrainingArguments and accelerate's DeepSpeedPlugin is built. Without it `training_args` (or
+    the TrainingArguments defaults) only fill the "auto" values, as for the corpus verdicts."""
     lf = _lf()
+    if cross_check is None:
+        cross_check = training_args is not None
     if isinstance(cfg, Path):
         try:
             cfg = cfg.read_text(encoding="utf-8")
@@ -483,7 +526,7 @@ def ds_verdict_detail(cfg: str | bytes | Path | dict[str, Any], training_args: d
             hf.trainer_config_process(view, auto_find_batch_size=bool(getattr(args, "auto_find_batch_size", False)))
         except Exception as exc:  # noqa: BLE001
             return Verdict(False, _err(exc), "process")
-        if training_args is not None:
+        if cross_check:
             try:  # TrainingArguments.__post_init__ builds the plugin right after processing
                 lf.accelerate_utils.DeepSpeedPlugin(hf_ds_config=hf)
             except Exception as exc:  # noqa: BLE001
@@ -495,9 +538,13 @@ def ds_verdict_detail(cfg: str | bytes | Path | dict[str, Any], training_args: d
         except ValueError as exc:
             judged = [m for m in hf.mismatches if not any(f"ds {k}=" in m for k in UNJUDGED_MISMATCH_KEYS)]
             if judged or "mismatch" not in str(exc):
-                return Verdict(False, _err(exc) if not judged else
-                               "ValueError: DeepSpeed config values mismatch TrainingArguments values:\n"
-                               + "\n".join(judged), "finalize")
+                return Verdict(
+                    False,
+                    _err(exc)
+                    if not judged
+                    else "ValueError: DeepSpeed config values mismatch TrainingArguments values:\n" + "\n".join(judged),
+                    "finalize",
+                )
         except Exception as exc:  # noqa: BLE001
             return Verdict(False, _err(exc), "finalize")
         filled = hf.config
@@ -511,8 +558,12 @@ def ds_verdict_detail(cfg: str | bytes | Path | dict[str, Any], training_args: d
     return Verdict(True)
 
 
-def ds_verdict(cfg_text_or_dict: str | bytes | Path | dict[str, Any], training_args: dict[str, Any] | None = None,
-               world_size: int = 1, target: str = "mi300x") -> tuple[bool, str]:
+def ds_verdict(
+    cfg_text_or_dict: str | bytes | Path | dict[str, Any],
+    training_args: dict[str, Any] | None = None,
+    world_size: int = 1,
+    target: str = "mi300x",
+) -> tuple[bool, str]:
     """(ok, error) for a DeepSpeed config (JSON text, a Path, or an already-parsed dict)."""
     return ds_verdict_detail(cfg_text_or_dict, training_args, world_size, target).pair()
 
@@ -523,7 +574,10 @@ def ds_verdict(cfg_text_or_dict: str | bytes | Path | dict[str, Any], training_a
 def cfgopt_lint_json(paths: list[str | Path], *args: str, cwd: str | Path | None = None) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "cfgopt", "lint", "--format", "json", *args, *map(str, paths)],
-        capture_output=True, text=True, cwd=cwd, check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
     )
     if proc.returncode not in (0, 1, 2) or not proc.stdout.strip():
         raise RuntimeError(f"cfgopt lint failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
@@ -536,8 +590,9 @@ def cfgopt_errors(paths: list[str | Path], *args: str, cwd: str | Path | None = 
     return [d for d in report["diagnostics"] if d["severity"] == "error"]
 
 
-def cfgopt_errors_inprocess(paths: list[str | Path], target: str = "mi300x",
-                            gpus: int | None = None) -> list[dict[str, Any]]:
+def cfgopt_errors_inprocess(
+    paths: list[str | Path], target: str = "mi300x", gpus: int | None = None
+) -> list[dict[str, Any]]:
     """Same, through the engine API (no subprocess): for property tests that lint thousands of files.
     Files cfgopt could not read at all count as errors too (exit code 2 in the CLI)."""
     from cfgopt.engine import lint_paths
@@ -545,8 +600,10 @@ def cfgopt_errors_inprocess(paths: list[str | Path], target: str = "mi300x",
 
     result = lint_paths([Path(p) for p in paths], Settings(target_name=target, gpus=gpus))
     out = [d.to_json() for d in result.diagnostics if str(d.severity) == "error"]
-    out += [{"file": str(p.path), "code": "PROBLEM", "severity": "error", "message": p.message, "key": ""}
-            for p in result.problems]
+    out += [
+        {"file": str(p.path), "code": "PROBLEM", "severity": "error", "message": p.message, "key": ""}
+        for p in result.problems
+    ]
     return out
 
 

@@ -83,12 +83,17 @@ def test_fix_keeps_mode(tmp_path: Path) -> None:
 
 
 def test_select_and_ignore() -> None:
-    _, out, _ = run_cli(["lint", "--format", "json", "--select", "DS", str(SEED)])
-    assert {d["code"] for d in json.loads(out)["diagnostics"]} == {"DS001"}
-    _, out, _ = run_cli(["lint", "--format", "json", "--ignore", "LF", str(SEED)])
-    assert {d["code"] for d in json.loads(out)["diagnostics"]} == {"DS001"}
-    _, out, _ = run_cli(["lint", "--format", "json", "--select", "LF", "--ignore", "LF003", str(SEED)])
-    assert {d["code"] for d in json.loads(out)["diagnostics"]} == {"LF001"}
+    def codes(*args: str) -> set[str]:
+        out = run_cli(["lint", "--format", "json", *args, str(SEED)])[1]
+        return {d["code"] for d in json.loads(out)["diagnostics"]}
+
+    everything = codes()
+    assert {"DS001", "LF001", "LF003"} <= everything
+    assert codes("--select", "DS") == {c for c in everything if c.startswith("DS")}
+    assert codes("--ignore", "LF,PF,XF") == {c for c in everything if c.startswith(("DS", "CFG"))}
+    # the longest matching prefix wins: select LF, but not LF003
+    assert codes("--select", "LF", "--ignore", "LF003") == {c for c in everything if c.startswith("LF")} - {"LF003"}
+    assert codes("--select", "LF003", "--ignore", "LF") == {"LF003"}
 
 
 def test_fail_on_and_exit_zero(tmp_path: Path) -> None:

@@ -55,8 +55,7 @@ def _has_duplicate(node: Node | None) -> bool:
     keys = [e.key for e in node.entries or ()]
     if len(keys) != len(set(keys)):
         return True
-    return any(_has_duplicate(e.node) for e in node.entries or ()) or any(
-        _has_duplicate(i) for i in node.items or ())
+    return any(_has_duplicate(e.node) for e in node.entries or ()) or any(_has_duplicate(i) for i in node.items or ())
 
 
 def cfgopt_view(path: Path) -> tuple[bool, Any]:
@@ -76,7 +75,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
 
 
@@ -85,8 +84,10 @@ def assert_parity(path: Path) -> None:
     cf_ok, cf = cfgopt_view(path)
     text = path.read_text(encoding="utf-8", errors="replace")
     shown = text if len(text) < 400 else text[:400] + "..."
-    assert om_ok == cf_ok, (f"OmegaConf {'accepts' if om_ok else 'rejects'} but cfgopt "
-                            f"{'accepts' if cf_ok else 'rejects'}:\n{shown}\nOmegaConf: {om!r}\ncfgopt: {cf!r}")
+    assert om_ok == cf_ok, (
+        f"OmegaConf {'accepts' if om_ok else 'rejects'} but cfgopt "
+        f"{'accepts' if cf_ok else 'rejects'}:\n{shown}\nOmegaConf: {om!r}\ncfgopt: {cf!r}"
+    )
     if om_ok:
         assert same(om, cf), f"values differ:\n{shown}\nOmegaConf: {om!r}\ncfgopt:    {cf!r}"
 
@@ -180,18 +181,131 @@ def test_edge_document_parity(name: str) -> None:
 # --------------------------------------------------------------------------------------------- property
 
 TRICKY_SCALARS = [
-    "yes", "no", "on", "off", "y", "n", "Y", "N", "Yes", "NO", "On", "OFF", "True", "true", "FALSE", "false",
-    "~", "null", "Null", "NULL", "", "1e-4", "1.0e-4", "1E5", "1e5", "5e-05", "1_000", "1_000.5", "0x10",
-    "0x_1A", "-0x10", "010", "08", "0o10", "0b101", "0b1_0", ".5", "+.5", "-.5", "+1", "-0", "0.", "1.e5",
-    ".5e3", "6.8523015e+5", "685.230_15e+03", "inf", "nan", ".inf", "-.inf", "+.inf", ".Inf", ".nan", ".NaN",
-    "2024-01-01", "2024-01-01 10:00:00", "2001-12-14t21:59:43.10-05:00", "'quoted'", '"1e9"', "'yes'",
-    '"null"', "3:20", "12:30:45", "1:2:3.5", "190:20:30.15", "1:60", "-1_0", "1__0", "0_", "1e", "._5",
-    "${a}", "${oc.env:HOME}", "${a", "x${y", "'${'", "\\${x}", "''", '""', "[1, 2]", "{a: 1}", "[]", "{}",
-    "!!str 1", "!!float 1", "!!int 3", "!!bool yes", "!!null ''", "a # comment", "fa2", "sdpa", "bf16",
-    "- x", "'multi word'", "@x", "`x", "%x", "a: b", "=", "?", "*undefined", "&anchor 1", "<<",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "n",
+    "Y",
+    "N",
+    "Yes",
+    "NO",
+    "On",
+    "OFF",
+    "True",
+    "true",
+    "FALSE",
+    "false",
+    "~",
+    "null",
+    "Null",
+    "NULL",
+    "",
+    "1e-4",
+    "1.0e-4",
+    "1E5",
+    "1e5",
+    "5e-05",
+    "1_000",
+    "1_000.5",
+    "0x10",
+    "0x_1A",
+    "-0x10",
+    "010",
+    "08",
+    "0o10",
+    "0b101",
+    "0b1_0",
+    ".5",
+    "+.5",
+    "-.5",
+    "+1",
+    "-0",
+    "0.",
+    "1.e5",
+    ".5e3",
+    "6.8523015e+5",
+    "685.230_15e+03",
+    "inf",
+    "nan",
+    ".inf",
+    "-.inf",
+    "+.inf",
+    ".Inf",
+    ".nan",
+    ".NaN",
+    "2024-01-01",
+    "2024-01-01 10:00:00",
+    "2001-12-14t21:59:43.10-05:00",
+    "'quoted'",
+    '"1e9"',
+    "'yes'",
+    '"null"',
+    "3:20",
+    "12:30:45",
+    "1:2:3.5",
+    "190:20:30.15",
+    "1:60",
+    "-1_0",
+    "1__0",
+    "0_",
+    "1e",
+    "._5",
+    "${a}",
+    "${oc.env:HOME}",
+    "${a",
+    "x${y",
+    "'${'",
+    "\\${x}",
+    "''",
+    '""',
+    "[1, 2]",
+    "{a: 1}",
+    "[]",
+    "{}",
+    "!!str 1",
+    "!!float 1",
+    "!!int 3",
+    "!!bool yes",
+    "!!null ''",
+    "a # comment",
+    "fa2",
+    "sdpa",
+    "bf16",
+    "- x",
+    "'multi word'",
+    "@x",
+    "`x",
+    "%x",
+    "a: b",
+    "=",
+    "?",
+    "*undefined",
+    "&anchor 1",
+    "<<",
 ]
-KEYS = ["model_name_or_path", "stage", "bf16", "flash_attn", "learning_rate", "lora_rank", "a", "b",
-        "yes", "1", "null", "0x10", "1.5", "true", "'1'", "'on'", "2024-01-01", "x_y", "k-1"]
+KEYS = [
+    "model_name_or_path",
+    "stage",
+    "bf16",
+    "flash_attn",
+    "learning_rate",
+    "lora_rank",
+    "a",
+    "b",
+    "yes",
+    "1",
+    "null",
+    "0x10",
+    "1.5",
+    "true",
+    "'1'",
+    "'on'",
+    "2024-01-01",
+    "x_y",
+    "k-1",
+]
 
 numeric_text = st.from_regex(r"[-+]?[0-9_]{0,4}(\.[0-9_]{0,3})?([eE][-+]?[0-9]{1,2})?", fullmatch=True)
 sexagesimal_text = st.from_regex(r"[-+]?[0-9]{1,2}(:[0-9]{1,2}){1,2}(\.[0-9]{0,2})?", fullmatch=True)

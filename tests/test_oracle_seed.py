@@ -24,7 +24,7 @@ pytest.importorskip("llamafactory")
 pytest.importorskip("deepspeed")
 pytest.importorskip("omegaconf")
 
-import oracle_harness as H  # noqa: E402 - after the skips
+import oracle_harness as H
 
 pytestmark = pytest.mark.oracle
 
@@ -53,8 +53,13 @@ def parse_cli_capturing(argv: list[str], cwd: Path) -> tuple[Any, str]:
 
 
 def cfgopt_fix(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "."],
-                          cwd=folder, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "."],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -124,7 +129,7 @@ def test_seed_fixed_json_accepted(fixed_seed: Path) -> None:
 
 
 def test_seed_fixed_launch_accepted_with_deepspeed_followed(fixed_seed: Path) -> None:
-    """The whole launch, DeepSpeed JSON included (ZeRO-3 checks, "auto" filling, the HF <-> DeepSpeed match)."""
+    """The whole launch, DeepSpeed JSON included (ZeRO-3 checks, "auto" filling, HF <-> DeepSpeed match)."""
     fixed = H.load_lf_yaml(fixed_seed / YAML)
     verdict = H.lf_verdict_detail(fixed, "train", "mi300x", follow_deepspeed=True, base_dir=fixed_seed)
     assert verdict.ok, verdict

@@ -22,6 +22,9 @@ SCHEMAS = ROOT / "cfgopt" / "schemas"
 SCRIPT = ROOT / "scripts" / "sync_schemas.py"
 LF_PATH = SCHEMAS / "llamafactory-0.9.5.json"
 DS_PATH = SCHEMAS / "deepspeed-0.19.8.json"
+# Every shipped release (docs/versions.md): the pins above plus the ones `--allow-versions` snapshotted.
+LF_PATHS = sorted(SCHEMAS.glob("llamafactory-*.json"))
+DS_PATHS = sorted(SCHEMAS.glob("deepspeed-*.json"))
 KINDS = {"bool", "int", "float", "str", "dict", "list", "null", "any"}
 
 
@@ -33,10 +36,18 @@ def _load(path: pathlib.Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- structure (always runs, no oracle)
 
 
-def test_llamafactory_snapshot_structure() -> None:
-    doc = _load(LF_PATH)
-    assert doc["package"] == "llamafactory" and doc["version"] == "0.9.5"
-    assert doc["transformers"] == "5.6.0"
+def test_every_supported_release_is_shipped() -> None:
+    assert [p.name for p in LF_PATHS] == ["llamafactory-0.9.4.json", "llamafactory-0.9.5.json"]
+    assert [p.name for p in DS_PATHS] == ["deepspeed-0.16.4.json", "deepspeed-0.17.6.json", "deepspeed-0.19.8.json"]
+    assert _load(LF_PATH)["transformers"] == "5.6.0"
+    assert _load(SCHEMAS / "llamafactory-0.9.4.json")["transformers"] == "4.57.1"
+
+
+@pytest.mark.parametrize("path", LF_PATHS, ids=lambda p: p.stem)
+def test_llamafactory_snapshot_structure(path: pathlib.Path) -> None:
+    doc = _load(path)
+    assert doc["package"] == "llamafactory" and path.name == f"llamafactory-{doc['version']}.json"
+    assert doc["transformers"]
     assert {"train", "infer"} <= set(doc["groups"])
     assert "TrainingArguments" in doc["groups"]["train"]
     known = {name for names in doc["groups"].values() for name in names}
@@ -51,9 +62,11 @@ def test_llamafactory_snapshot_structure() -> None:
     assert not set(doc["not_settable"]) & set(doc["fields"])
 
 
-def test_deepspeed_snapshot_structure() -> None:
-    doc = _load(DS_PATH)
-    assert doc["package"] == "deepspeed" and doc["version"] == "0.19.8"
+@pytest.mark.parametrize("path", DS_PATHS, ids=lambda p: p.stem)
+def test_deepspeed_snapshot_structure(path: pathlib.Path) -> None:
+    doc = _load(path)
+    assert doc["package"] == "deepspeed" and path.name == f"deepspeed-{doc['version']}.json"
+    assert doc["transformers"] and doc["accelerate"]  # hf_auto_keys depend on them
     models = doc["models"]
     for section, model in doc["sections"].items():
         assert model in models, section
@@ -72,11 +85,17 @@ def test_deepspeed_snapshot_structure() -> None:
     assert all(isinstance(v, str) and v for v in doc["removed_top_level"].values())
     assert all(isinstance(v, str) and v for v in doc["removed_zero"].values())
     assert "train_micro_batch_size_per_gpu" in doc["hf_auto_keys"]
+    assert doc["plain_reads"] == sorted(doc["plain_reads"])
+    assert all(k.split(".")[0] in doc["top_level_keys"] for k in doc["plain_reads"])
+    for key, default in doc["plain_defaults"].items():
+        assert key.split(".")[0] in set(doc["top_level_keys"]) | set(doc["removed_top_level"]), key
+        assert default is None or isinstance(default, bool | int | float | str), key
+    assert isinstance(doc["plain_defaults"]["gradient_clipping"], float)
 
 
 def test_snapshots_are_canonically_serialised() -> None:
     """Files must be exactly what the script's serialiser produces (sorted, indent 1, trailing newline)."""
-    for path in (LF_PATH, DS_PATH):
+    for path in sorted(SCHEMAS.glob("*.json")):
         text = path.read_text(encoding="utf-8")
         canon = json.dumps(json.loads(text), sort_keys=True, indent=1, ensure_ascii=False) + "\n"
         assert text == canon, path.name
@@ -140,6 +159,27 @@ def test_refuses_wrong_versions(sync: ModuleType, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.oracle
+def test_allow_versions_snapshots_the_installed_release(
+    sync: ModuleType, rendered: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    """`--allow-versions` runs the same introspection; with the pins installed it writes the same files."""
+    assert sync.main(["--allow-versions", "--only", "deepspeed", "--out-dir", str(tmp_path)]) == 0
+    assert (tmp_path / sync.DS_FILE).read_text(encoding="utf-8") == rendered[sync.DS_FILE]
+    assert not (tmp_path / sync.LF_FILE).exists()
+    index = json.loads((tmp_path / "version-index.json").read_text(encoding="utf-8"))
+    assert index["deepspeed"]["versions"] == [sync.PINS["deepspeed"]]
+    assert index["deepspeed"]["changed_defaults"] == {}  # one release: nothing to compare
+    assert sync.main(["--allow-versions", "--check", "--out-dir", str(SCHEMAS)]) == 0
+
+
+@pytest.mark.oracle
+def test_allow_versions_without_the_package(sync: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setattr(sync, "installed_versions", lambda: {"transformers": "5.6.0"})
+    assert sync.main(["--allow-versions", "--out-dir", str(tmp_path)]) == 2
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.oracle
 def test_render_is_deterministic(sync: ModuleType, rendered: dict[str, str]) -> None:
     assert sync.render_all() == rendered
 
@@ -180,6 +220,13 @@ def test_deepspeed_facts(rendered: dict[str, str], sync: ModuleType) -> None:
     assert "mics_shard_size" in doc["removed_zero"]
     assert "zero_optimisation" not in doc["top_level_keys"]
     assert "zero_optimization.stage3_prefetch_bucket_size" in doc["hf_auto_keys"]
+    # the defaults DS090 compares across releases are DeepSpeed's own
+    from deepspeed.runtime import constants
+    from deepspeed.runtime.zero.offload_config import DeepSpeedZeroOffloadOptimizerConfig
+
+    assert doc["plain_defaults"]["gradient_clipping"] == constants.GRADIENT_CLIPPING_DEFAULT
+    offload = doc["models"][zero["fields"]["offload_optimizer"]["model"]]
+    assert offload["fields"]["pin_memory"]["default"] == DeepSpeedZeroOffloadOptimizerConfig().pin_memory
     with pytest.raises(ValidationError) as err:
         DeepSpeedZeroConfig(**{"stage": 3, "stage3_parition_grads": True})
     assert any(e["type"] == "extra_forbidden" for e in err.value.errors())

@@ -109,3 +109,58 @@ def enabled(source: Source, block: str) -> Any:
     data = source.data if isinstance(source.data, dict) else {}
     value = data.get(block)
     return value.get("enabled") if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Added for the DS010+ / XF003+ / PF050+ rules.
+
+# Keys the HF Trainer + accelerate path fills from "auto", beyond the snapshot's `hf_auto_keys`
+# (transformers `trainer_config_process` / `trainer_config_finalize`, accelerate `_prepare_deepspeed`):
+# accelerate 1.11.0 utils/dataclasses.py L1243-1255 `DeepSpeedPlugin.__post_init__` fill_match()es its own
+# plugin fields (stage from ACCELERATE_DEEPSPEED_ZERO_STAGE, default 2; offload devices "none"; NVMe paths
+# "none"), and L1289 overwrites `steps_per_print` with inf before any "auto" is checked.
+PLUGIN_FILLED_KEYS = frozenset(
+    {
+        "zero_optimization.stage",
+        "zero_optimization.offload_optimizer.device",
+        "zero_optimization.offload_param.device",
+        "zero_optimization.offload_optimizer.nvme_path",
+        "zero_optimization.offload_param.nvme_path",
+        "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "steps_per_print",
+    }
+)
+
+
+def hf_filled_keys(ds: schema.DeepSpeedSchema) -> frozenset[str]:
+    """Dotted keys whose "auto" the HF Trainer / accelerate replace; any other "auto" makes accelerate raise."""
+    return frozenset(ds.hf_auto_keys) | PLUGIN_FILLED_KEYS
+
+
+def zero_block(source: Source) -> Entry | None:
+    entry = source.find(("zero_optimization",))
+    return entry if entry is not None and entry.node.is_mapping else None
+
+
+def hf_is_zero3(source: Source) -> bool:
+    """ZeRO-3 as transformers/accelerate see it (`HfDeepSpeedConfig.is_zero3`: `self._stage == 3`, the raw
+    value): `"3"` is not ZeRO-3 for them, and "auto" is filled with accelerate's default stage 2."""
+    zero = zero_block(source)
+    stage = zero.node.get("stage") if zero is not None else None
+    value = stage.node.value if stage is not None else None
+    return isinstance(value, int) and not isinstance(value, bool) and value == 3
+
+
+def offload_device(source: Source, block: str) -> str:
+    """`offload_optimizer` / `offload_param` device DeepSpeed will use: "none", "cpu" or "nvme"."""
+    entry = source.find(("zero_optimization", block, "device"))
+    value = entry.node.value if entry is not None else None
+    return value if value in ("cpu", "nvme") else "none"
+
+
+def as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)

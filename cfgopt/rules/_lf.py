@@ -21,3 +21,198 @@ def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
 
 def top_entries(source: Source):
     return list(source.root.entries or []) if source.root is not None else []
+
+
+# --------------------------------------------------------------------------- effective values
+# Helpers for the cross-field rules (LF006+, PF001+). A key absent from the config has its dataclass
+# default (from the schema snapshot); a present key has the value the consumer sees (YAML: unconverted,
+# so a quoted "false" is a truthy string exactly as in LLaMA-Factory; command line: argparse-converted).
+
+_MISSING = object()
+
+
+def entry_of(ctx: Context, key: str):
+    """The entry the consumer uses for a top-level key (the last one when repeated), or None."""
+    root = ctx.source.root
+    return root.get(key) if root is not None and root.is_mapping else None
+
+
+def value_of(ctx: Context, key: str, default=_MISSING):
+    """The value LLaMA-Factory works with: the config's, else the field's default."""
+    entry = entry_of(ctx, key)
+    if entry is not None:
+        return entry.node.value
+    if default is not _MISSING:
+        return default
+    spec = fields_for(ctx).get(key)
+    return spec.default if spec is not None else None
+
+
+def is_set(ctx: Context, key: str) -> bool:
+    return entry_of(ctx, key) is not None
+
+
+def on(ctx: Context, key: str) -> bool:
+    """Python truthiness of the effective value, as LLaMA-Factory's `if args.key:` sees it."""
+    return bool(value_of(ctx, key))
+
+
+def is_train_group(ctx: Context) -> bool:
+    return group_of(ctx.source) == "train"
+
+
+def training(ctx: Context) -> bool:
+    """A training run: the train subcommand's arguments with `do_train` on."""
+    return is_train_group(ctx) and on(ctx, "do_train")
+
+
+def as_list(value) -> list:
+    """`dataset`/`adapter_name_or_path`-style values: LLaMA-Factory splits strings on commas."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if v is not None and str(v).strip()]
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def number(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def deepspeed_zero3(ctx: Context) -> tuple[bool, bool]:
+    """(ZeRO-3 is on, that is certain). Read from the linked DeepSpeed JSON when it was found, from an
+    inline dict, else guessed from the file name (`ds_z3_config.json`, `zero3.json`): not certain."""
+    import re
+
+    value = value_of(ctx, "deepspeed")
+    if not value:
+        return False, True
+    if ctx.deepspeed is not None and ctx.deepspeed.root is not None:
+        from cfgopt.rules._ds import zero_stage
+
+        stage = zero_stage(ctx.deepspeed)
+        return stage == 3, stage is not None
+    if isinstance(value, dict):
+        zero = value.get("zero_optimization")
+        stage = zero.get("stage") if isinstance(zero, dict) else None
+        return stage == 3, isinstance(stage, int)
+    name = str(value).replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return bool(re.search(r"(?:^|[^a-z0-9])(?:ds_)?z(?:ero)?[_-]?(?:stage)?[_-]?3(?:[^0-9]|$)", name)), False
+
+
+def distributed(ctx: Context) -> bool | None:
+    """True when the run is surely multi-process (DeepSpeed, FSDP, or `--gpus` > 1), False when `--gpus 1`
+    and neither is set, None when it cannot be told (LLaMA-Factory starts torchrun over every visible GPU)."""
+    if on(ctx, "deepspeed") or on(ctx, "fsdp"):
+        return True
+    gpus = ctx.settings.gpus
+    if gpus is None:
+        return None
+    return gpus > 1
+
+
+def model_params_billion(name) -> float | None:
+    """Parameter count (billions) read from a model name such as `Meta-Llama-3-8B-Instruct`, `Qwen3-0.6B`,
+    `Qwen3-30B-A3B` (total, 30), `Mixtral-8x7B` (56, an upper bound); None when the name does not say."""
+    import re
+
+    if not isinstance(name, str):
+        return None
+    base = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    m = re.search(r"(?<![A-Za-z0-9.])(\d+)x(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])", base)
+    if m:
+        return float(m.group(1)) * float(m.group(2))
+    sizes = re.findall(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[bB](?![A-Za-z0-9])", base)
+    if not sizes:
+        return None
+    return float(sizes[0])
+
+
+def first_entry(ctx: Context, *keys: str):
+    """The first of `keys` present in the config (where a diagnostic about them should point)."""
+    for key in keys:
+        entry = entry_of(ctx, key)
+        if entry is not None:
+            return entry
+    return None
+
+
+def report(rule, ctx: Context, keys: tuple[str, ...], message: str, **kwargs):
+    """A diagnostic at the first of `keys` present in the config, else at the top of the file (a default
+    value is the cause)."""
+    entry = first_entry(ctx, *keys)
+    if entry is not None:
+        return rule.at_entry(ctx, entry, message, **kwargs)
+    kwargs.pop("on", None)
+    return rule.at_node(ctx, ctx.source.root, message, key=keys[0] if keys else "", **kwargs)
+
+
+TRAIN_KINDS = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+
+
+def tokens_per_micro_batch(ctx: Context) -> float | None:
+    """`per_device_train_batch_size x cutoff_len`: the most tokens one micro-batch holds (all of them when
+    packing)."""
+    bsz, cutoff = number(value_of(ctx, "per_device_train_batch_size")), number(value_of(ctx, "cutoff_len"))
+    if bsz is None or cutoff is None:
+        return None
+    return bsz * cutoff
+
+
+def packing_on(ctx: Context) -> bool:
+    """LLaMA-Factory packs when `packing` or `neat_packing` is on, and by default for `stage: pt`."""
+    packing = value_of(ctx, "packing")
+    if packing is None:
+        return value_of(ctx, "stage") == "pt" or on(ctx, "neat_packing")
+    return bool(packing) or on(ctx, "neat_packing")
+
+
+# Activation memory of an 8B Llama under LoRA (all linear layers, bf16, SDPA, no checkpointing), including the
+# fp32 logits: measured on an H200 (knowledge/rocm_perf.md §5.3, `8.75 MB/token`).
+ACTIVATION_MB_PER_TOKEN_8B = 8.75
+
+
+def lora_peak_gib_without_gc(ctx: Context) -> float | None:
+    """A deliberately high estimate of the per-GPU peak of a LoRA/OFT run without gradient checkpointing:
+    frozen weights (2 bytes/param, less when quantized) + activations scaled from the 8B measurement
+    (linearly with size above 8B, with its square root below, both over-estimates) + 4 GiB slack.
+    None when the model size cannot be read from its name or the run is not LoRA/OFT."""
+    if value_of(ctx, "finetuning_type") not in ("lora", "oft"):
+        return None
+    params = model_params_billion(value_of(ctx, "model_name_or_path"))
+    tokens = tokens_per_micro_batch(ctx)
+    if params is None or tokens is None:
+        return None
+    bit = value_of(ctx, "quantization_bit")
+    bytes_per_param = 2.0 if not isinstance(bit, int) or isinstance(bit, bool) else max(bit, 4) / 8 + 0.1
+    weights = params * bytes_per_param * 1e9 / 2**30
+    ratio = params / 8.0
+    scale = ratio if ratio >= 1 else ratio**0.5
+    activations = ACTIVATION_MB_PER_TOKEN_8B * scale * tokens * 1e6 / 2**30
+    return weights + activations + 4.0
+
+
+def insert_top(source: Source, key: str, value):
+    """Edits adding `key: value` at the top level: YAML via `edits.insert_entry`; on a command line, a new
+    `--key value` argument after the last one (on its own continuation line when the command uses them)."""
+    from cfgopt import edits
+    from cfgopt.diagnostics import Edit
+
+    if source.kind != Kind.LF_CLI:
+        return edits.insert_entry(source, None, key, value)
+    entries = top_entries(source)
+    if not entries:
+        return None
+    doc, text = source.document, source.document.text
+    last = entries[-1]
+    end = max(last.key_end, last.node.end)
+    indent = text[doc.line_start(last.key_start) : last.key_start]
+    before = text[: doc.line_start(last.key_start)].rstrip("\r\n")
+    arg = f"--{key} {edits.render_value(source, value)}"
+    if not indent.strip() and before.endswith("\\"):
+        return [Edit(end, end, f" \\{doc.newline}{indent}{arg}")]
+    return [Edit(end, end, f" {arg}")]

@@ -31,3 +31,25 @@ def lf_precision(consumer: Source, flag: str, lf: schema.LlamaFactorySchema | No
     if flag not in data and _COMPUTE_TYPE_INTENT.get(str(data.get("compute_type"))) == flag:
         return True
     return bool(lf_value(consumer, flag, lf) or lf_value(consumer, f"{flag}_full_eval", lf))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Added for the XF003+ / PF050+ rules.
+
+
+def lf_flag(consumer: Source, key: str, lf: schema.LlamaFactorySchema | None = None) -> bool:
+    """A boolean TrainingArguments/LLaMA-Factory flag as the parser will see it (true only for a real true)."""
+    return lf_value(consumer, key, lf) is True
+
+
+def consumer_entry(consumer: Source, key: str):
+    """The top-level entry of `key` in a LLaMA-Factory config (None when it is absent)."""
+    return consumer.root.get(key) if consumer.root is not None and consumer.root.is_mapping else None
+
+
+def model_shape(consumer: Source, lf: schema.LlamaFactorySchema | None = None):
+    """The model's shape from `model_name_or_path` (a local folder's config.json or the built-in table)."""
+    from cfgopt.model_shapes import shape_for
+
+    name = lf_value(consumer, "model_name_or_path", lf)
+    return shape_for(name, consumer.document.path.parent) if isinstance(name, str) else None

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema, suggest
+from cfgopt import edits, schema, suggest, versions
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import DS, locate, section_errors
+from cfgopt.rules._ds import locate, section_errors
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -67,7 +67,12 @@ class StrictSectionUnknownKey(Rule):
             if err.model == "DeepSpeedZeroConfig" and key in ds.removed_zero:
                 continue  # DS004 reports it with DeepSpeed's own removal message (checked first there too)
             where = ".".join(str(p) for p in entry.path[:-1])
-            head = f"`{key}` is not a key of `{where}`: {DS} rejects it (Extra inputs are not permitted)"
+            head = (
+                f"`{key}` is not a key of `{where}`: DeepSpeed {ds.version} rejects it (Extra inputs are not permitted)"
+            )
+            history = versions.ds_key_history(entry.dotted, ds.version)
+            if history:
+                head = f"{head}; {history}"
             reason = NO_OP_KEYS.get((err.model, key))
             if reason:
                 yield self.at_entry(
@@ -92,7 +97,7 @@ class StrictSectionUnknownKey(Rule):
             names = ds.field_names(node_model) if node_model else set()
             siblings = {e.key for e in (src.find(parent).node.entries or [])} if src.find(parent) else set()
             guess = suggest.closest(str(key), names)
-            if guess and guess not in siblings:
+            if guess and guess not in siblings and not (history and " valid in " in history):
                 yield self.at_entry(
                     ctx,
                     entry,

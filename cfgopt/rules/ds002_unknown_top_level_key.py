@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, suggest
+from cfgopt import edits, suggest, versions
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import DS
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -40,8 +39,11 @@ class UnknownTopLevelKey(Rule):
                 continue
             if key == "timers.throughput":
                 continue
+            msg = f"`{key}` is not a key DeepSpeed {ds.version} reads: it is silently ignored"
+            history = versions.ds_key_history(key, ds.version)
+            if history:  # a real key of another release: say so before any spelling guess
+                msg = f"{msg}; {history} (see `--deepspeed-version`)"
             guess = suggest.closest(key, ds.top_level_keys)
-            msg = f"`{key}` is not a key {DS} reads: it is silently ignored"
             if guess and guess not in present:
                 yield self.at_entry(
                     ctx,

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
+from cfgopt import edits, versions
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import DS
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -42,9 +41,12 @@ class RemovedConfigBlock(Rule):
                 yield self._report(ctx, entry, ds.removed_zero[entry.key])
 
     def _report(self, ctx: Context, entry, upstream: str) -> Diagnostic:
+        version = ctx.settings.ds_schema.version
+        history = versions.ds_removed_history(entry.dotted, version)
+        when = f" {history}" if history else ""
         return self.at_entry(
             ctx,
             entry,
-            f"`{entry.dotted}` was removed from DeepSpeed; {DS} stops with: {upstream.strip()}",
+            f"`{entry.dotted}` was removed from DeepSpeed{when}; DeepSpeed {version} stops with: {upstream.strip()}",
             fix=self.fix(f"Remove `{entry.dotted}`", edits.delete_entry(ctx.source, entry), safe=False),
         )

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, is_train_group, number, on, report, value_of
+from cfgopt.rules.base import Context, Rule
+
+
+class LoadBestModelConflict(Rule):
+    code = "LF016"
+    name = "load-best-model-conflict"
+    severity = Severity.ERROR
+    kinds = TRAIN_KINDS
+    summary = "`load_best_model_at_end` with unmatched save/eval strategies or steps, with rm/ppo, or save_only_model"
+    why = (
+        "Confidence: certain. TrainingArguments requires, for `load_best_model_at_end`, that the save and eval "
+        "strategies match (unless `save_strategy: best`) and, for `steps`, that `save_steps` be a multiple of "
+        "`eval_steps`; the defaults (`eval_strategy: no`, `save_strategy: steps`) do not match. LLaMA-Factory "
+        "refuses it for the rm and ppo stages; the HF Trainer refuses it with `save_only_model` under DeepSpeed "
+        "or FSDP. A truthy string (`true \\` with a stray backslash, LLaMA-Factory #6721) counts as on."
+    )
+    fails_when = (
+        "At start-up (TrainingArguments / get_train_args); with `save_only_model` under DeepSpeed/FSDP when the "
+        "Trainer is built, after the model is loaded."
+    )
+    evidence = (
+        "transformers 5.6.0 training_args.py L1704-1730",
+        "llamafactory 0.9.5 hparams/parser.py L329-330",
+        "transformers 5.6.0 trainer.py L838-845 (save_only_model with DeepSpeed/FSDP)",
+        "LLaMA-Factory issue #6721",
+    )
+    example = "load_best_model_at_end: true   (eval_strategy unset)  ->  eval_strategy: steps, eval_steps = save_steps"
+    fix_safety = "No fix."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        if not is_train_group(ctx):
+            return
+        entry = entry_of(ctx, "load_best_model_at_end")
+        if entry is None or not entry.node.value:
+            return
+        stage = value_of(ctx, "stage")
+        if stage in ("rm", "ppo"):
+            yield self.at_entry(
+                ctx, entry, f"stage {stage}: `RM and PPO stages do not support `load_best_model_at_end`.` (start-up)"
+            )
+        evals, saves = value_of(ctx, "eval_strategy"), value_of(ctx, "save_strategy")
+        if isinstance(evals, str) and isinstance(saves, str) and saves != "best":
+            if evals != saves:
+                yield report(
+                    self,
+                    ctx,
+                    ("eval_strategy", "save_strategy", "load_best_model_at_end"),
+                    f"`load_best_model_at_end` needs the save and eval strategies to match (eval `{evals}`, save "
+                    f"`{saves}`): TrainingArguments stops at start-up",
+                )
+            elif evals == "steps":
+                save_steps = number(value_of(ctx, "save_steps"))
+                eval_steps = number(value_of(ctx, "eval_steps"))
+                if eval_steps in (None, 0.0):
+                    eval_steps = number(value_of(ctx, "logging_steps"))
+                if save_steps and eval_steps and save_steps >= 1 and eval_steps >= 1 and save_steps % eval_steps:
+                    yield report(
+                        self,
+                        ctx,
+                        ("save_steps", "eval_steps"),
+                        f"`load_best_model_at_end` needs `save_steps` ({save_steps:g}) to be a round multiple of "
+                        f"`eval_steps` ({eval_steps:g}): TrainingArguments stops at start-up",
+                    )
+        if on(ctx, "save_only_model") and (on(ctx, "deepspeed") or on(ctx, "fsdp")):
+            wrapper = "DeepSpeed" if on(ctx, "deepspeed") else "FSDP"
+            yield report(
+                self,
+                ctx,
+                ("save_only_model",),
+                f"`{wrapper} can't be used with `save_only_model` along with `load_best_model_at_end`.` "
+                "(when the Trainer is built, after model load)",
+            )

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, on, training
+from cfgopt.rules.base import Context, Rule
+
+
+class MaxSamplesSet(Rule):
+    code = "LF023"
+    name = "max-samples-set"
+    severity = Severity.WARNING
+    kinds = TRAIN_KINDS
+    summary = "`max_samples` in a training config: each dataset is cut to its first N examples"
+    why = (
+        "Confidence: likely (it is a debugging limit unless meant). LLaMA-Factory's examples carry "
+        "`max_samples: 1000` (49 of them at HEAD); configs copied from them silently train on the first 1000 "
+        "examples of each dataset, and the run looks healthy. The maintainer's answer to 'why only 1000 "
+        "samples?' is to remove it (#7017, #5788). Keep it only if the subset is intended. Values above 10000 "
+        "are reported as info."
+    )
+    fails_when = "Never fails: training sees only the first `max_samples` examples of every dataset."
+    evidence = (
+        "llamafactory 0.9.5 data/loader.py L157-159 (`dataset.select(range(max_samples))` per dataset)",
+        "LLaMA-Factory issues #7017, #5788; knowledge/llamafactory.md §3 (49 examples set it)",
+    )
+    example = "max_samples: 1000   ->  (removed)"
+    fix_safety = "Unsafe: removing it trains on the whole dataset (longer run, different result)."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        if not training(ctx) or on(ctx, "streaming"):
+            return
+        entry = entry_of(ctx, "max_samples")
+        if entry is None or entry.node.value is None or isinstance(entry.node.value, bool):
+            return
+        value = entry.node.value
+        small = not isinstance(value, (int, float)) or value <= 10000
+        yield self.at_entry(
+            ctx,
+            entry,
+            severity=None if small else Severity.INFO,
+            message=f"`max_samples: {value}` trains on only the first {value} examples of each dataset "
+            + ("(a debugging limit copied from LLaMA-Factory's examples?)" if small else "(intended?)"),
+            fix=self.fix("Remove `max_samples`", edits.delete_entry(ctx.source, entry), safe=False),
+        )

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import entry_of, is_train_group, training, value_of
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+
+class ShiftAttnUnusable(Rule):
+    code = "LF025"
+    name = "shift-attn-unusable"
+    severity = Severity.WARNING
+    kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    summary = "`shift_attn: true` (LongLoRA S^2-Attn) cannot work with the transformers LLaMA-Factory 0.9.5 needs"
+    why = (
+        "Confidence: certain. S^2-Attn patches llama's attention classes and first demands "
+        "`transformers>=4.45.0,<4.48.0` (a mandatory check), while LLaMA-Factory 0.9.5 requires transformers "
+        ">=4.55. On a llama model the run stops at model load; on any other model it logs 'Current model does not "
+        "support shift short attention' and does nothing. An error when the model name says llama, else a warning."
+    )
+    fails_when = (
+        "Training a llama model: at model load (after tokenisation), "
+        "`ImportError: transformers>=4.45.0,<4.48.0 is required`."
+    )
+    evidence = (
+        "llamafactory 0.9.5 model/model_utils/longlora.py L352-353, L359-370",
+        "llamafactory 0.9.5 extras/constants.py L119 (`SUPPORTED_CLASS_FOR_S2ATTN = {'llama'}`)",
+    )
+    example = "shift_attn: true   ->  (removed)"
+    fix_safety = "Safe: the option cannot take effect with a supported transformers version."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        entry = entry_of(ctx, "shift_attn")
+        if entry is None or not entry.node.value or not is_train_group(ctx):
+            return
+        model = str(value_of(ctx, "model_name_or_path") or "").lower()
+        llama = "llama" in model and "llama4" not in model.replace("-", "")
+        fails = llama and training(ctx)
+        message = (
+            "`shift_attn: true` on a llama model: model load stops with `ImportError: transformers>=4.45.0,<4.48.0 "
+            "is required` (LLaMA-Factory 0.9.5 needs transformers>=4.55)"
+            if fails
+            else "`shift_attn: true` cannot take effect: S^2-Attn needs transformers<4.48 (LLaMA-Factory 0.9.5 needs "
+            ">=4.55) and supports llama only; on a llama model training stops at model load"
+        )
+        yield self.at_entry(
+            ctx,
+            entry,
+            message,
+            severity=Severity.ERROR if fails else None,
+            fix=self.fix("Remove `shift_attn`", edits.delete_entry(ctx.source, entry), safe=True),
+        )

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, insert_top, on, report, training
+from cfgopt.rules.base import Context, Rule
+
+
+class NoMixedPrecision(Rule):
+    code = "PF002"
+    name = "no-mixed-precision"
+    severity = Severity.WARNING
+    kinds = TRAIN_KINDS
+    summary = "Training with neither `bf16` nor `fp16` (nor `pure_bf16`, BAdam): no mixed precision"
+    why = (
+        "Confidence: likely. Without `bf16`/`fp16` the HF Trainer runs no autocast; LLaMA-Factory still loads the "
+        "weights in a half dtype it infers, but the trainable parameters are upcast to fp32 and the matmuls that "
+        "touch them run in fp32, which is several times slower on matrix cores and needs more memory. "
+        "LLaMA-Factory itself logs 'We recommend enable mixed precision training.'"
+    )
+    fails_when = "Never fails: a slower run."
+    evidence = (
+        "llamafactory 0.9.5 hparams/parser.py L438-439 ('We recommend enable mixed precision training.')",
+        "llamafactory 0.9.5 model/adapter.py L313-324 (trainable parameters upcast to fp32 unless pure_bf16)",
+    )
+    example = "(no bf16/fp16)   ->  bf16: true"
+    fix_safety = "Unsafe: adds `bf16: true` (on targets with bf16), which changes the training precision."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        if not training(ctx) or ctx.settings.target.platform == "cpu":
+            return
+        if any(on(ctx, k) for k in ("bf16", "fp16", "pure_bf16", "use_badam", "use_cpu")):
+            return
+        src = ctx.source
+        bf16 = entry_of(ctx, "bf16")
+        fix_edits = edits.replace_value(src, bf16, True) if bf16 is not None else insert_top(src, "bf16", True)
+        yield report(
+            self,
+            ctx,
+            ("bf16", "fp16", "do_train"),
+            "training without mixed precision (neither `bf16` nor `fp16`): trainable weights and their matmuls run "
+            "in fp32; set `bf16: true`",
+            fix=self.fix("Set `bf16: true`", fix_edits, safe=False),
+        )

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, number, training, value_of
+from cfgopt.rules.base import Context, Rule
+
+
+class EagerAttention(Rule):
+    code = "PF004"
+    name = "eager-attention"
+    severity = Severity.WARNING
+    kinds = TRAIN_KINDS
+    summary = "`flash_attn: disabled` (eager attention) for training: O(L^2) memory, no fused kernel"
+    why = (
+        "Confidence: likely at cutoff_len > 1024 (warning), contested below (info). `disabled` selects the "
+        "`eager` implementation, which materialises the full attention matrix. On an H200 (8B LoRA), eager at "
+        "4x2048 tokens ran out of 139 GiB where SDPA used 82 GiB; at Alpaca lengths (longest batch 832 tokens) "
+        "eager and SDPA ran at the same speed. A few models need eager (LLaMA-Factory forces it where so)."
+    )
+    fails_when = "Never fails by itself: slower, and out of memory at long sequences."
+    evidence = (
+        "llamafactory 0.9.5 model/model_utils/attention.py L67-68 (`disabled` -> eager)",
+        "knowledge/rocm_perf.md §1.4 (H200: eager OOM at 4x2048, SDPA 82 GiB)",
+        "knowledge/h200_measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
+    )
+    example = "flash_attn: disabled   ->  flash_attn: sdpa"
+    fix_safety = "Unsafe: changes the attention kernel (numerically close, not identical)."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        if not training(ctx):
+            return
+        entry = entry_of(ctx, "flash_attn")
+        if entry is None or entry.node.value != "disabled":
+            return
+        cutoff = number(value_of(ctx, "cutoff_len")) or 0
+        long = cutoff > 1024
+        yield self.at_entry(
+            ctx,
+            entry,
+            f"`flash_attn: disabled` trains with eager attention (full L x L matrix) at cutoff_len {cutoff:g}: "
+            + ("much more memory and slower than SDPA" if long else "little difference at this length"),
+            on="value",
+            severity=None if long else Severity.INFO,
+            fix=self.fix("Use `sdpa`", edits.replace_value(ctx.source, entry, "sdpa"), safe=False),
+        )

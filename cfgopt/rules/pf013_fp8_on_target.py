@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, is_train_group
+from cfgopt.rules.base import Context, Rule
+
+
+class Fp8OnTarget(Rule):
+    code = "PF013"
+    name = "fp8-on-target"
+    severity = Severity.INFO
+    kinds = TRAIN_KINDS
+    summary = "`fp8: true` on a target where LLaMA-Factory's FP8 path is unproven (ROCm, A100, CPU)"
+    why = (
+        "Confidence: contested. LLaMA-Factory's FP8 goes through Accelerate (torchao by default, Transformer "
+        "Engine optionally); its own help says it requires PyTorch 2.7+ and Hopper. A100 has no FP8 tensor "
+        "cores. MI300X uses the FNUZ FP8 formats and the HF path there is immature (FP8 was 21% slower than bf16 "
+        "for Llama-3-8B FSDP until an AMD fix in ROCm TransformerEngine #79). A short bf16-vs-fp8 A/B run on the "
+        "target settles it."
+    )
+    fails_when = "At train start or never (silently slower), depending on the backend and versions."
+    evidence = (
+        "llamafactory 0.9.5 hparams/training_args.py L123-140 (fp8 fields and help)",
+        "knowledge/rocm_perf.md §2.2 and R30 (contested)",
+    )
+    example = "fp8: true   # --target mi300x  ->  bf16: true unless an A/B run shows a gain"
+    fix_safety = "No fix."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        target = ctx.settings.target
+        if target.name in ("h100", "h200") or not is_train_group(ctx):
+            return
+        entry = entry_of(ctx, "fp8")
+        if entry is None or not entry.node.value:
+            return
+        if target.is_rocm:
+            why = "MI300-class GPUs use FNUZ FP8 and the HF/Accelerate FP8 path is not validated there"
+        elif target.is_cuda:
+            why = f"{target.device} has no FP8 tensor cores (LLaMA-Factory's help: requires Hopper)"
+        else:
+            why = "FP8 training needs a Hopper-class GPU"
+        yield self.at_entry(ctx, entry, f"`fp8: true` on {target.name}: {why}; compare with bf16 before relying on it")

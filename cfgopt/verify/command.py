@@ -1,0 +1,142 @@
+"""`cfgopt verify CONFIG`: the original config and its fixed version, each run for a few real training steps."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from cfgopt.document import Document, DocumentError, real_path
+from cfgopt.engine import resolve_reference
+from cfgopt.fixer import fix_paths
+from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.settings import Settings
+from cfgopt.verify import report, runner
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    try:
+        doc = Document.read(path)
+    except DocumentError as exc:
+        raise SystemExit(f"cfgopt verify: {path}: {exc}") from None
+    src = load_yaml(doc)
+    if src.error is not None or not isinstance(src.data, dict):
+        why = src.error.message if src.error else "not a mapping"
+        raise SystemExit(f"cfgopt verify: {path}: not a LLaMA-Factory YAML config ({why})")
+    return src.data
+
+
+def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list[str]]:
+    """The config (and the DeepSpeed JSON it names) as `cfgopt fix --unsafe-fixes` would leave them, written
+    into the work folder; the user's files are not touched."""
+    result = fix_paths([config], settings)
+    out = work / "fixed"
+    out.mkdir(parents=True, exist_ok=True)
+    key = real_path(config)
+    text = result.fixed.get(key, result.originals.get(key) or config.read_text())
+    data = load_yaml(Document.from_bytes(config, text.encode())).data or {}
+    new_config = out / config.name
+    ds_ref = data.get("deepspeed") if isinstance(data, dict) else None
+    if isinstance(ds_ref, str):
+        found, _ = resolve_reference(ds_ref, config)
+        if found is not None:
+            ds_key = real_path(found)
+            (out / found.name).write_text(result.fixed.get(ds_key, result.originals.get(ds_key) or found.read_text()))
+            text = text.replace(ds_ref, str(out / found.name), 1)
+    new_config.write_text(text)
+    applied = [d for k, v in result.applied.items() for d in v]
+    return new_config, applied
+
+
+def run(args: argparse.Namespace) -> int:
+    config_path: Path = args.config
+    if not config_path.is_file():
+        sys.stderr.write(f"cfgopt verify: {config_path}: no such file\n")
+        return 2
+    work = runner.new_workdir(args.keep_temp)
+    say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
+
+    def relay(line: str) -> None:
+        if line.startswith("cfgopt-verify step") or "Error" in line:
+            say(line)
+
+    try:
+        target = args.target or runner.detect_target()
+        say(f"fixes judged for target {target}")
+        settings = Settings(target_name=target, gpus=args.gpus)
+        settings.unsafe_fixes = True
+        original = _load_config(config_path)
+        if args.only_original:
+            fixed_path, applied = None, []
+        elif args.fixed:
+            fixed_path, applied = args.fixed, []
+        else:
+            fixed_path, applied = fixed_copy(config_path, work, settings)
+        try:
+            assets = runner.plan_assets(original, config_path, args.mode, args.cache_dir)
+        except ValueError as exc:
+            sys.stderr.write(f"cfgopt verify: {exc}\n")
+            return 2
+        for note in assets.notes:
+            say(f"offline mode: {note}")
+        say("preparing assets ...")
+        built = runner.prepare_assets(assets, work, args.timeout, relay)
+        if built.get("model_build_s"):
+            size = built["parameters"] / 1e9
+            say(f"built a {size:.2f}B-parameter random-init model in {built['model_build_s']:.0f} s")
+        runs: dict[str, runner.RunResult] = {}
+        plan = [("original", config_path, original)]
+        if fixed_path is not None:
+            plan.append(("fixed", fixed_path, _load_config(fixed_path)))
+            for line in applied:
+                say(f"fix: {line}")
+        for label, path, cfg in plan:
+            say(f"running the {label} config for {args.steps} steps ...")
+            runs[label] = runner.run_config(cfg, assets, args.steps, label, work, path, args.gpus, args.timeout, relay)
+        summaries = {label: report.summarize(r.metrics) for label, r in runs.items()}
+        for label, r in runs.items():
+            if r.error and not summaries[label].get("error"):
+                summaries[label]["error"] = r.error
+            if r.error:
+                summaries[label]["log_tail"] = r.log_tail[-3000:]
+        before = summaries["original"]
+        after = summaries.get("fixed", {})
+        verdict = report.compare(before, after) if after else {"status": "measured"}
+        print(report.table(before, after, verdict))
+        extra = {
+            "config": str(config_path),
+            "fixed_config": str(fixed_path) if fixed_path else None,
+            "fixes": applied,
+            "steps": args.steps,
+            "assets": assets.notes,
+            "per_step": {label: r.metrics.get("steps", []) for label, r in runs.items()},
+        }
+        if args.json is not None:
+            text = report.to_json(before, after, verdict, extra)
+            if str(args.json) == "-":
+                print(text)
+            else:
+                args.json.write_text(text)
+        if args.plot is not None and not report.plot(args.plot, {k: r.metrics for k, r in runs.items()}):
+            sys.stderr.write("cfgopt verify: matplotlib is not installed; no plot written\n")
+        for label, s in summaries.items():
+            if s.get("error"):
+                sys.stderr.write(f"cfgopt verify: the {label} run crashed: {s['error']}\n")
+        if any(s.get("error") for s in summaries.values()):
+            return 1
+        if verdict.get("status") == "slower":
+            sys.stderr.write(
+                f"cfgopt verify: the fixed config is slower ({verdict['speedup']:.2f}x): a rule was wrong here\n"
+            )
+            return 1
+        return 0
+    except KeyboardInterrupt:
+        sys.stderr.write("cfgopt verify: interrupted; runs stopped\n")
+        return 130
+    finally:
+        if not args.keep_temp:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            sys.stderr.write(f"cfgopt verify: work folder kept at {work}\n")

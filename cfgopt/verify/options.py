@@ -1,0 +1,40 @@
+"""`cfgopt verify`'s options (kept apart so that building the CLI parser imports nothing heavy)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
+    p.add_argument("--steps", type=int, default=20, help="optimizer steps per run (default 20)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--fixed", type=Path, help="the fixed config to compare with")
+    group.add_argument(
+        "--apply-fixes",
+        action="store_true",
+        help="compare with what `cfgopt fix --unsafe-fixes` makes of it (default when --fixed is absent)",
+    )
+    p.add_argument("--only-original", action="store_true", help="measure the original config alone")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs to launch on (torchrun); default 1")
+    p.add_argument(
+        "--target", default=None, help="target the fixes are made for (default: detected from this machine's GPU)"
+    )
+    p.add_argument(
+        "--mode",
+        choices=("auto", "synthetic", "real"),
+        default="auto",
+        help="auto: the config's own model and data when local, synthetic stand-ins otherwise",
+    )
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path.home() / ".cache" / "cfgopt" / "verify",
+        help="where synthetic models and data are kept between runs",
+    )
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is killed")
+    p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
+    p.add_argument("--plot", type=Path, default=None, help="write a PNG of tokens/s and memory per step")
+    p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")

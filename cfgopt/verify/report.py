@@ -1,0 +1,136 @@
+"""Summaries of verification runs, the before/after comparison, and its renderings (table, JSON, PNG).
+
+FLOP convention (stated in every report): model FLOPs per real token = 2N (forward) + 2N (activation
+gradients) + 2·N_trainable (weight gradients), N = all parameters; attention score FLOPs and the
+recomputation of gradient checkpointing are not counted. So a full fine-tune counts 6N and LoRA about 4N
+(as knowledge/h200_measurements.md). MFU = that x real tokens/s / the device's dense bf16 peak.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+FLOP_CONVENTION = (
+    "MFU counts 2N forward + 2N activation-gradient + 2N_trainable weight-gradient FLOPs per "
+    "real (non-padding) token; attention scores and checkpoint recomputation not counted"
+)
+NOISE = 0.05  # step-time differences below 5% are treated as noise
+
+
+def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
+    steps = metrics.get("steps") or []
+    warm = steps[max(1, len(steps) // 4) :] if len(steps) > 2 else steps
+    out: dict[str, Any] = {
+        "steps_measured": len(warm),
+        "device": metrics.get("device"),
+        "platform": metrics.get("platform"),
+        "attn_implementation": metrics.get("attn_implementation"),
+        "peak_allocated_gib": metrics.get("peak_allocated_gib"),
+        "peak_reserved_gib": metrics.get("peak_reserved_gib"),
+        "train_begin_s": metrics.get("train_begin_s"),
+        "error": metrics.get("error"),
+    }
+    if warm:
+        seconds = sum(s["seconds"] for s in warm)
+        real = sum(s["real_tokens"] for s in warm)
+        out["median_step_s"] = statistics.median(s["seconds"] for s in warm)
+        out["real_tokens_per_s"] = real / seconds if seconds else None
+        out["padded_tokens_per_s"] = sum(s["padded_tokens"] for s in warm) / seconds if seconds else None
+        out["supervised_tokens_per_s"] = sum(s["supervised_tokens"] for s in warm) / seconds if seconds else None
+        n, trainable = metrics.get("parameters"), metrics.get("trainable_parameters")
+        peak = metrics.get("peak_tflops")
+        if n and out["real_tokens_per_s"] and peak:
+            flops = (4 * n + 2 * (trainable or 0)) * out["real_tokens_per_s"]
+            out["mfu"] = flops / (peak * 1e12)
+    losses = metrics.get("losses") or []
+    if losses:
+        out["loss_first"], out["loss_last"] = losses[0]["loss"], losses[-1]["loss"]
+        out["loss_finite"] = all(x["loss"] == x["loss"] and abs(x["loss"]) != float("inf") for x in losses)
+    return out
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    verdict: dict[str, Any] = {"flop_convention": FLOP_CONVENTION}
+    if before.get("error") or after.get("error"):
+        verdict["status"] = "crash"
+        return verdict
+    b, a = before.get("real_tokens_per_s"), after.get("real_tokens_per_s")
+    if b and a:
+        verdict["speedup"] = a / b
+        verdict["status"] = "slower" if a < b * (1 - NOISE) else "faster" if a > b * (1 + NOISE) else "same"
+    if before.get("peak_allocated_gib") and after.get("peak_allocated_gib"):
+        verdict["memory_ratio"] = after["peak_allocated_gib"] / before["peak_allocated_gib"]
+    return verdict
+
+
+def _fmt(value: Any, pattern: str = "{:.3f}") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return pattern.format(value)
+    return str(value)
+
+
+ROWS = [
+    ("median step (s)", "median_step_s", "{:.3f}"),
+    ("real tokens/s", "real_tokens_per_s", "{:,.0f}"),
+    ("supervised tokens/s", "supervised_tokens_per_s", "{:,.0f}"),
+    ("MFU", "mfu", "{:.1%}"),
+    ("peak allocated (GiB)", "peak_allocated_gib", "{:.1f}"),
+    ("peak reserved (GiB)", "peak_reserved_gib", "{:.1f}"),
+    ("loss first -> last", None, ""),
+    ("attention", "attn_implementation", ""),
+    ("s to train start", "train_begin_s", "{:.1f}"),
+]
+
+
+def table(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any]) -> str:
+    lines = [f"{'':24} {'original':>20} {'fixed':>20}"]
+    for label, key, pattern in ROWS:
+        if key is None:
+            cells = [f"{_fmt(s.get('loss_first'))} -> {_fmt(s.get('loss_last'))}" for s in (before, after)]
+        else:
+            cells = [_fmt(s.get(key), pattern) if pattern else _fmt(s.get(key)) for s in (before, after)]
+        lines.append(f"{label:24} {cells[0]:>20} {cells[1]:>20}")
+    for name, s in (("original", before), ("fixed", after)):
+        if s.get("error"):
+            lines.append(f"{name} run crashed: {s['error']}")
+    device = before.get("device") or after.get("device")
+    lines.append(f"device: {device} ({before.get('platform') or after.get('platform')})")
+    if "speedup" in verdict:
+        lines.append(f"fixed vs original: {verdict['speedup']:.2f}x real tokens/s ({verdict['status']})")
+    lines.append(FLOP_CONVENTION)
+    return "\n".join(lines)
+
+
+def plot(path: Path, runs: dict[str, dict[str, Any]]) -> bool:
+    """tokens/s and allocated memory per step for each run; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, metrics in runs.items():
+        steps = metrics.get("steps") or []
+        xs = [s["step"] for s in steps]
+        ax1.plot(xs, [s["real_tokens"] / s["seconds"] if s["seconds"] else 0 for s in steps], marker="o", label=label)
+        if steps and "allocated_gib" in steps[0]:
+            ax2.plot(xs, [s["max_allocated_gib"] for s in steps], marker="o", label=label)
+    ax1.set(title="real tokens/s per step", xlabel="step")
+    ax2.set(title="peak allocated GiB (running)", xlabel="step")
+    ax1.legend()
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def to_json(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any], extra: dict[str, Any]) -> str:
+    return json.dumps({"original": before, "fixed": after, "comparison": verdict, **extra}, indent=2)

@@ -1,0 +1,138 @@
+"""Offline stand-ins for the hub: a tokenizer built with `tokenizers`, random-init weights with the model's
+real shapes, and an Alpaca-like dataset with a realistic length distribution. Runs in the worker process
+(imports torch / transformers / tokenizers)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES  # noqa: F401 - one list, shared
+
+# Special tokens of the chat templates the synthetic tokenizer supports (LLaMA-Factory template names).
+LLAMA3_TOKENS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+]
+CHATML_TOKENS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"]
+
+FUNCTION_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "a",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "on",
+    "be",
+    "by",
+    "this",
+    "are",
+    "or",
+    "from",
+    "at",
+    "an",
+    "which",
+    "can",
+    "will",
+    "not",
+    "you",
+    "your",
+    "we",
+]
+
+
+def _pseudo_words(rng: random.Random, n: int) -> list[str]:
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    weights = [12, 9, 8, 8, 7, 7, 6, 6, 6, 4, 4, 3, 3, 2, 2, 2, 2, 2, 1.5, 1.5, 1, 0.8, 0.2, 0.2, 0.1, 0.1]
+    return ["".join(rng.choices(letters, weights, k=rng.randint(2, 9))) for _ in range(n)]
+
+
+def _sentence(rng: random.Random, words: list[str], n_words: int) -> str:
+    out = []
+    for _ in range(n_words):
+        if rng.random() < 0.45:
+            out.append(rng.choice(FUNCTION_WORDS))
+        else:  # Zipf-like: low indices much more frequent
+            out.append(words[min(len(words) - 1, int(rng.paretovariate(1.1)) - 1)])
+    text = " ".join(out)
+    return text[:1].upper() + text[1:] + "."
+
+
+def build_tokenizer(out_dir: Path, vocab_size: int = 32000, seed: int = 0) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = random.Random(seed)
+    words = _pseudo_words(rng, 20000)
+    corpus = [_sentence(rng, words, rng.randint(8, 60)) for _ in range(30000)]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=LLAMA3_TOKENS + CHATML_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|begin_of_text|>",
+        eos_token="<|end_of_text|>",
+        pad_token="<|end_of_text|>",
+    )
+    fast.save_pretrained(out_dir)
+
+
+def build_model(out_dir: Path, config: dict[str, Any], device: str, dtype_name: str = "bfloat16") -> int:
+    """Random-init weights with the given config.json contents; returns the parameter count."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    model_type = config.get("model_type", "llama")
+    cfg = AutoConfig.for_model(model_type, **{k: v for k, v in config.items() if k != "model_type"})
+    dtype = getattr(torch, dtype_name)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    count = sum(p.numel() for p in model.parameters())
+    del model
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return count
+
+
+def build_dataset(out_dir: Path, rows: int = 4000, seed: int = 0) -> str:
+    """Alpaca-format rows; lengths lognormal (median ~150 tokens with the template, long tail to ~1000)."""
+    rng = random.Random(seed)
+    words = _pseudo_words(rng, 20000)
+    data = []
+    for _ in range(rows):
+        total = int(min(1000, max(25, rng.lognormvariate(math.log(140), 0.6))))
+        prompt_len = max(5, int(total * rng.uniform(0.15, 0.45)))
+        has_input = rng.random() < 0.4
+        input_len = int(prompt_len * 0.5) if has_input else 0
+        data.append(
+            {
+                "instruction": _sentence(rng, words, max(3, int((prompt_len - input_len) * 0.75))),
+                "input": _sentence(rng, words, max(3, int(input_len * 0.75))) if has_input else "",
+                "output": _sentence(rng, words, max(3, int((total - prompt_len) * 0.75))),
+            }
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "synthetic_alpaca.json").write_text(json.dumps(data))
+    (out_dir / "dataset_info.json").write_text(json.dumps({"synthetic_alpaca": {"file_name": "synthetic_alpaca.json"}}))
+    return "synthetic_alpaca"

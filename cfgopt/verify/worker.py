@@ -1,0 +1,234 @@
+"""The child process of `cfgopt verify`: `python -m cfgopt.verify.worker prepare|train SPEC.json`.
+
+`prepare` builds the offline assets (tokenizer, random-init weights, dataset). `train` runs LLaMA-Factory's
+own entry point, `llamafactory.train.tuner.run_exp(args, callbacks=[...])`, with a callback that measures
+each optimizer step, and writes the measurements to SPEC["metrics_path"]. It never saves a checkpoint: the
+trainer's save methods are replaced with no-ops (the run is a measurement, not a training job).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# Dense bf16 peak of the device, TFLOP/s, by a substring of torch.cuda.get_device_name() (vendor spec sheets).
+PEAK_TFLOPS = {
+    "H200": 989.4,
+    "H100": 989.4,
+    "A100": 312.0,
+    "MI300X": 1307.4,
+    "MI325X": 1307.4,
+    "MI300A": 980.6,
+    "MI250X": 191.5,
+    "MI250": 181.0,
+    "L40S": 362.1,
+}
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=1)
+    os.replace(tmp, path)
+
+
+def prepare(spec: dict[str, Any]) -> None:
+    """Build what the runs need into the given folders (atomically: a half-built folder is never used)."""
+    from cfgopt.verify import synthetic
+
+    device = "cuda" if _cuda() else "cpu"
+    out: dict[str, Any] = {}
+    if spec.get("model_dir"):
+        final = Path(spec["model_dir"])
+        building = final.with_name(final.name + ".building")
+        start = time.perf_counter()
+        synthetic.build_tokenizer(building)
+        out["parameters"] = synthetic.build_model(
+            building, spec["model_config"], device, "bfloat16" if device == "cuda" else "float32"
+        )
+        os.replace(building, final)
+        out["model_build_s"] = time.perf_counter() - start
+    if spec.get("dataset_dir"):
+        final = Path(spec["dataset_dir"])
+        building = final.with_name(final.name + ".building")
+        synthetic.build_dataset(building, rows=spec.get("rows", 4000))
+        os.replace(building, final)
+    _write(spec["metrics_path"], out)
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+class _Counter:
+    real = 0
+    padded = 0
+    supervised = 0
+
+
+def _patch_trainer() -> None:
+    import transformers
+
+    original = transformers.Trainer.training_step
+
+    def training_step(self, model, inputs, *args, **kwargs):
+        mask = inputs.get("attention_mask")
+        ids = inputs.get("input_ids")
+        labels = inputs.get("labels")
+        if ids is not None:
+            _Counter.padded += int(ids.numel())
+            # neat packing puts segment ids in the mask: count non-zero positions as real tokens
+            _Counter.real += int((mask != 0).sum()) if mask is not None else int(ids.numel())
+        if labels is not None:
+            _Counter.supervised += int((labels != -100).sum())
+        return original(self, model, inputs, *args, **kwargs)
+
+    transformers.Trainer.training_step = training_step
+    # A verification run is a measurement: never write checkpoints or the final model.
+    transformers.Trainer.save_model = lambda self, *a, **k: None
+    transformers.Trainer._save_checkpoint = lambda self, *a, **k: None
+    transformers.Trainer.save_state = lambda self, *a, **k: None
+
+
+def _make_callback(spec: dict[str, Any]):
+    import torch
+    from transformers import TrainerCallback
+
+    metrics: dict[str, Any] = {"steps": [], "losses": [], "error": None}
+    cuda = torch.cuda.is_available()
+
+    class MetricsCallback(TrainerCallback):
+        def _sync(self) -> None:
+            if cuda:
+                torch.cuda.synchronize()
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self._sync()
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+                metrics["device"] = torch.cuda.get_device_name()
+                metrics["platform"] = (
+                    "ROCm/HIP " + str(torch.version.hip) if torch.version.hip else ("CUDA " + str(torch.version.cuda))
+                )
+                name = metrics["device"]
+                metrics["peak_tflops"] = next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+            else:
+                metrics["device"], metrics["platform"], metrics["peak_tflops"] = "cpu", "CPU", None
+            if model is not None:
+                config = getattr(model, "config", None)
+                metrics["attn_implementation"] = getattr(config, "_attn_implementation", None)
+                metrics["parameters"] = sum(p.numel() for p in model.parameters())
+                metrics["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+            metrics["train_begin_s"] = time.perf_counter() - START
+            self.last = time.perf_counter()
+            _Counter.real = _Counter.padded = _Counter.supervised = 0
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self._sync()
+            now = time.perf_counter()
+            step = {
+                "step": state.global_step,
+                "seconds": now - self.last,
+                "real_tokens": _Counter.real,
+                "padded_tokens": _Counter.padded,
+                "supervised_tokens": _Counter.supervised,
+            }
+            if cuda:
+                step["allocated_gib"] = torch.cuda.memory_allocated() / 2**30
+                step["max_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+            metrics["steps"].append(step)
+            print(
+                f"cfgopt-verify step {state.global_step}/{state.max_steps} {step['seconds']:.3f}s "
+                f"{step['real_tokens']} tokens",
+                flush=True,
+            )
+            _Counter.real = _Counter.padded = _Counter.supervised = 0
+            self.last = time.perf_counter()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                metrics["losses"].append({"step": state.global_step, "loss": float(logs["loss"])})
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self._sync()
+            if cuda:
+                metrics["peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+                metrics["peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
+            if int(os.environ.get("RANK", "0")) == 0:
+                _write(spec["metrics_path"], metrics)
+
+    return MetricsCallback(), metrics
+
+
+START = time.perf_counter()
+
+
+def _torchaudio_placeholder() -> str | None:
+    """LLaMA-Factory 0.9.5 imports torchaudio unconditionally (data/mm_plugin.py) but uses it only to load
+    audio inputs. Where no torchaudio build matches the installed torch (PyPI's newest, 2.11, does not load
+    beside the pinned torch 2.13 CPU build), a placeholder module lets text-only training run the real
+    trainer; anything that touches audio raises. Reported in the run's metrics."""
+    try:
+        import torchaudio  # noqa: F401
+
+        return None
+    except (ImportError, OSError) as exc:
+        import importlib.machinery
+        import types
+
+        module = types.ModuleType("torchaudio")
+        module.__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)
+        module.__version__ = "0+unavailable"  # type: ignore[attr-defined]
+
+        def _unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("torchaudio is not installed: audio inputs cannot be loaded in this run")
+
+        module.load = _unavailable  # type: ignore[attr-defined]
+        module.functional = types.SimpleNamespace(resample=_unavailable)  # type: ignore[attr-defined]
+        sys.modules["torchaudio"] = module
+        return f"torchaudio unavailable ({type(exc).__name__}); text-only run, audio inputs would fail"
+
+
+def train(spec: dict[str, Any]) -> int:
+    os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
+    note = _torchaudio_placeholder()
+    _patch_trainer()
+    callback, metrics = _make_callback(spec)
+    if note:
+        metrics["notes"] = [note]
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        from llamafactory.train.tuner import run_exp
+
+        run_exp(dict(spec["args"]), callbacks=[callback])
+    except BaseException as exc:  # noqa: BLE001 - the parent reports the crash and its cause
+        metrics["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        metrics["traceback"] = traceback.format_exc()[-4000:]
+        metrics["failed_after_s"] = time.perf_counter() - START
+        if rank == 0:
+            _write(spec["metrics_path"], metrics)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    mode, spec_path = argv[0], argv[1]
+    spec = json.loads(Path(spec_path).read_text())
+    if mode == "prepare":
+        prepare(spec)
+        return 0
+    return train(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,317 @@
+"""Which LLaMA-Factory / DeepSpeed release judges a config, and what differs between the shipped ones.
+
+Selection (docs/versions.md): an explicit value (`--llamafactory-version` / `--deepspeed-version`, later a
+project config) names a shipped snapshot exactly or by prefix (`0.16` = the newest shipped 0.16.x); without
+one, the installed release is read from its dist-info (as `importlib.metadata` does; never an import) and snapped to
+the nearest shipped snapshot of the same minor; without that, the newest snapshot. `resolve_version` does it.
+
+Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected
+release (rare: that path reads the other snapshots). What DS090 needs on every DeepSpeed file, the defaults
+that differ between releases, is precomputed by `build_index` into `cfgopt/schemas/version-index.json`
+(written by `scripts/sync_schemas.py`, checked against the snapshots by tests/test_versions.py), so linting
+reads only the selected snapshot plus that small index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from cfgopt import schema
+from cfgopt.schema import newest_version, shipped_versions, version_key
+
+LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
+INDEX_FILE = "version-index.json"
+_DETECT: Any = object()
+
+
+class VersionError(ValueError):
+    """A requested version has no shipped snapshot (the CLI exits 2 with this message)."""
+
+
+# --------------------------------------------------------------------------- choosing the version
+
+
+def installed_version(package: str) -> str | None:
+    """The installed release of `package`, read from its dist-info as `importlib.metadata.version` does.
+
+    Never imports the package. Not `importlib.metadata` itself either: importing it (email, zipfile, csv, ...)
+    costs about 25 ms, a tenth of a whole lint run; the lookup is the same: the first `<name>-<version>.dist-info`
+    (or `.egg-info`) on sys.path whose normalised name matches, its `Version:` header.
+    """
+    want = _normalise(package)
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # not a folder (zip, finder hook) or unreadable
+            continue
+        for name in names:
+            stem, dot, suffix = name.rpartition(".")
+            if suffix not in ("dist-info", "egg-info") or not dot:
+                continue
+            if _normalise(stem.split("-", 1)[0]) != want:
+                continue
+            version = _metadata_version(os.path.join(entry or ".", name))
+            if version:
+                return version
+    return None
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _metadata_version(folder: str) -> str | None:
+    for meta in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, meta), encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip() or None
+                    if not line.strip():
+                        break  # end of the headers
+        except OSError:
+            continue
+    return None
+
+
+def match_version(package: str, value: str) -> str:
+    """A shipped version named exactly or by prefix (`0.16` -> newest shipped 0.16.x); VersionError otherwise."""
+    shipped = shipped_versions(package)
+    value = value.strip()
+    if value.lower() in ("latest", "newest") and shipped:
+        return shipped[-1]
+    if value in shipped:
+        return value
+    matches = [v for v in shipped if v.startswith(value + ".")]
+    if matches:
+        return matches[-1]
+    raise VersionError(
+        f"no {LABELS.get(package, package)} {value!r} snapshot; shipped: {', '.join(shipped)} "
+        "(a prefix such as 0.16 picks the newest of that series)"
+    )
+
+
+def snap_version(package: str, installed: str) -> str:
+    """The shipped snapshot nearest to an installed release of the same minor series, else the newest."""
+    shipped = shipped_versions(package)
+    if installed in shipped:
+        return installed
+    want = version_key(installed)
+    same = [v for v in shipped if version_key(v)[:2] == want[:2]]
+    if not same:
+        return shipped[-1]
+
+    def distance(v: str) -> tuple[int, tuple[int, ...]]:
+        patch = version_key(v)[2:3] or (0,)
+        return abs(patch[0] - (want[2:3] or (0,))[0]), tuple(-p for p in version_key(v))  # ties: the newer
+
+    return min(same, key=distance)
+
+
+def resolve_version(package: str, cli_value: str | None = None, installed: str | None = _DETECT) -> str:
+    """The version whose snapshot judges the files: explicit value > installed release > newest shipped.
+
+    `cli_value` is what the user asked for (command line, or a project config file); `installed` defaults to
+    the installed release found by `installed_version` (pass None to skip detection). Raises VersionError
+    for an explicit value that matches no shipped snapshot.
+    """
+    if cli_value:
+        return match_version(package, cli_value)
+    if installed is _DETECT:
+        installed = installed_version(package)
+    if installed:
+        return snap_version(package, installed)
+    return newest_version(package)
+
+
+# --------------------------------------------------------------------------- wording
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _split(versions: list[str], selected: str) -> tuple[list[str], list[str]]:
+    key = version_key(selected)
+    return [v for v in versions if version_key(v) < key], [v for v in versions if version_key(v) > key]
+
+
+def _history(label: str, key: str, valid: list[str], selected: str, tag=lambda v: v) -> str:
+    """`key` is valid in the shipped releases `valid` but not in `selected`: say when it came or went."""
+    older, newer = _split(valid, selected)
+    these = _join([tag(v) for v in valid])
+    if newer and not older:
+        return f"`{key}` was added after {label} {tag(selected)}: valid in {these}"
+    if older and not newer:
+        return f"`{key}` is valid in {label} {these} but was removed by {tag(selected)}"
+    return f"`{key}` is valid in {label} {these}, not in {tag(selected)}"
+
+
+# --------------------------------------------------------------------------- LLaMA-Factory
+
+
+def lf_key_history(key: str, group: str, selected: str) -> str | None:
+    """Why `key` is unknown to LLaMA-Factory `selected` when another shipped release accepts it (else None)."""
+    valid = [
+        v for v in shipped_versions("llamafactory") if v != selected and key in schema.llamafactory(v).group(group)
+    ]
+    if not valid:
+        return None
+    tf = {v: schema.llamafactory(v).transformers for v in [*valid, selected]}
+    owners = {c for v in valid for c in schema.llamafactory(v).fields[key].dataclasses}
+    if len(set(tf.values())) == 1 or "TrainingArguments" not in owners:
+        return _history("LLaMA-Factory", key, valid, selected)
+    # TrainingArguments fields come and go with transformers, whose version each snapshot records
+    return _history("LLaMA-Factory", key, valid, selected, tag=lambda v: f"{v} (transformers {tf[v]})")
+
+
+# --------------------------------------------------------------------------- DeepSpeed
+
+
+def _field(spec: dict[str, Any], part: str) -> dict[str, Any] | None:
+    fields = spec.get("fields", {})
+    return fields.get(part) or next((f for f in fields.values() if f.get("alias") == part), None)
+
+
+def ds_key_status(ds: schema.DeepSpeedSchema, dotted: str) -> str:
+    """How DeepSpeed `ds.version` treats a dotted config key: "known" (read or a model field), "removed"
+    (rejected with a removal message), "rejected" (a strict model forbids it) or "ignored" (never read)."""
+    parts = dotted.split(".")
+    top = parts[0]
+    if top in ds.removed_top_level:
+        return "removed"
+    if len(parts) == 1:
+        return "known" if top in ds.top_level_keys or top in ds.sections else "ignored"
+    if top == "zero_optimization" and len(parts) == 2 and parts[1] in ds.removed_zero:
+        return "removed"
+    for cut in range(len(parts) - 1, 0, -1):
+        section = ".".join(parts[:cut])
+        if section not in ds.sections:
+            continue
+        model = ds.sections[section]
+        rest = parts[cut:]
+        for i, part in enumerate(rest):
+            spec = ds.raw_models.get(model, {})
+            field = _field(spec, part)
+            if field is None:
+                return "rejected" if spec.get("extra", "forbid") == "forbid" else "ignored"
+            if i == len(rest) - 1 or not field.get("model"):
+                return "known"  # the field itself, or free content under a dict field
+            model = field["model"]
+    if dotted in ds.plain_reads or dotted in ds.plain_defaults:
+        return "known"
+    if any(dotted.startswith(read + ".") for read in ds.plain_reads):
+        return "known"  # inside a sub-block a plain reader hands on whole (data_efficiency.data_sampling, ...)
+    return "ignored"
+
+
+def ds_valid_in(dotted: str, selected: str) -> list[str]:
+    """The other shipped DeepSpeed releases that read `dotted`, oldest first."""
+    return [
+        v
+        for v in shipped_versions("deepspeed")
+        if v != selected and ds_key_status(schema.deepspeed(v), dotted) == "known"
+    ]
+
+
+def ds_removed_history(dotted: str, selected: str) -> str | None:
+    """For a key DeepSpeed `selected` rejects as removed: which older shipped releases still read it."""
+    older = [v for v in ds_valid_in(dotted, selected) if version_key(v) < version_key(selected)]
+    if not older:
+        return None
+    return f"after {older[-1]}: {_join(older)} still read{'s' * (len(older) == 1)} it"
+
+
+def ds_key_history(dotted: str, selected: str) -> str | None:
+    """Why DeepSpeed `selected` does not accept `dotted` when another shipped release does (else None)."""
+    others = [v for v in shipped_versions("deepspeed") if v != selected]
+    status = {v: ds_key_status(schema.deepspeed(v), dotted) for v in others}
+    valid = [v for v in others if status[v] == "known"]
+    if valid:
+        text = _history("DeepSpeed", dotted, valid, selected)
+        ignored = [v for v in others if status[v] == "ignored"]
+        return text + (f" ({_join(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
+    own = ds_key_status(schema.deepspeed(selected), dotted)
+    ignored = [v for v in others if status[v] == "ignored"]
+    if own in ("rejected", "removed") and ignored:
+        rejecting = [v for v in others if status[v] in ("rejected", "removed")] + [selected]
+        rejecting.sort(key=version_key)
+        return (
+            f"`{dotted}` passes DeepSpeed {_join(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
+            f"but is rejected by {_join(rejecting)}"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- changed defaults (the index)
+
+
+def _ds_defaults(doc: dict[str, Any]) -> dict[str, Any]:
+    """Every dotted key of one DeepSpeed snapshot with the default DeepSpeed applies when it is absent."""
+    out: dict[str, Any] = dict(doc.get("plain_defaults", {}))
+    models = doc["models"]
+
+    def visit(prefix: str, model: str, seen: tuple[str, ...]) -> None:
+        if model in seen:
+            return
+        for name, field in models[model]["fields"].items():
+            if field.get("deprecated"):
+                continue  # an old spelling of another field: its own default means nothing
+            path = f"{prefix}.{field.get('alias') or name}"
+            if field.get("model"):
+                visit(path, field["model"], (*seen, model))
+            else:
+                out[path] = field.get("default")
+
+    for section, model in doc["sections"].items():
+        visit(section, model, ())
+    return out
+
+
+def _lf_defaults(doc: dict[str, Any]) -> dict[str, Any]:
+    return {name: spec.get("default") for name, spec in doc["fields"].items() if not spec.get("required")}
+
+
+def _changed(per_version: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Keys whose default differs between two releases that both know them: {key: {version: default}}."""
+    keys = sorted({k for defaults in per_version.values() for k in defaults})
+    out: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        seen = {v: d[key] for v, d in per_version.items() if key in d}
+        if len({json.dumps(x, sort_keys=True) for x in seen.values()}) > 1:
+            out[key] = seen
+    return out
+
+
+def build_index(schema_dir: Path = schema.SCHEMA_DIR) -> dict[str, Any]:
+    """What differs between the snapshots in `schema_dir`, computed from them alone (no package needed)."""
+    index: dict[str, Any] = {}
+    for package, defaults_of in (("llamafactory", _lf_defaults), ("deepspeed", _ds_defaults)):
+        files = sorted(schema_dir.glob(f"{package}-*.json"), key=lambda p: version_key(p.stem.split("-", 1)[1]))
+        docs = {p.stem.split("-", 1)[1]: json.loads(p.read_text(encoding="utf-8")) for p in files}
+        index[package] = {
+            "versions": list(docs),
+            "changed_defaults": _changed({v: defaults_of(doc) for v, doc in docs.items()}),
+        }
+    return index
+
+
+@cache
+def index() -> dict[str, Any]:
+    return json.loads((schema.SCHEMA_DIR / INDEX_FILE).read_text(encoding="utf-8"))
+
+
+def ds_changed_defaults(selected: str) -> dict[str, dict[str, Any]]:
+    """Dotted DeepSpeed keys known to `selected` whose default is different in another shipped release:
+    {key: {version: default}} (only releases that know the key)."""
+    return {
+        key: seen
+        for key, seen in index()["deepspeed"]["changed_defaults"].items()
+        if selected in seen and any(d != seen[selected] for d in seen.values())
+    }
