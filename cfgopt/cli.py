@@ -90,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(verify)
 
+    estimate = sub.add_parser("estimate", help="peak memory per GPU of a training config, largest micro-batch")
+    from cfgopt.estimate_cmd import add_arguments as add_estimate_arguments
+
+    add_estimate_arguments(estimate)
+
+    tune = sub.add_parser("tune", help="find the fastest config that fits, by memory-pruned short runs")
+    from cfgopt.tune.options import add_arguments as add_tune_arguments
+
+    add_tune_arguments(tune)
+
     rules = sub.add_parser("rules", help="list all rules")
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     rule = sub.add_parser("rule", help="explain one rule")
@@ -298,11 +308,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from cfgopt.tune.command import run
+
+    return run(args)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from cfgopt.estimate_cmd import run
+
+    return run(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"lint": cmd_lint, "fix": cmd_fix, "rules": cmd_rules, "rule": cmd_rule, "verify": cmd_verify}[
-        args.command
-    ]
+    handler = {
+        "lint": cmd_lint,
+        "fix": cmd_fix,
+        "rules": cmd_rules,
+        "rule": cmd_rule,
+        "verify": cmd_verify,
+        "tune": cmd_tune,
+        "estimate": cmd_estimate,
+    }[args.command]
     try:
         return handler(args)
     except VersionError as exc:  # no snapshot for the requested release: a usage error

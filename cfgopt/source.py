@@ -62,6 +62,9 @@ class Entry:
     key_end: int
     node: Node
     path: KeyPath
+    # False for YAML keys that resolve to something other than a string (`1:`, `yes:`): OmegaConf only
+    # rejects repeated *string* keys, and keeps the last of repeated others.
+    key_is_str: bool = True
 
     @property
     def dotted(self) -> str:

@@ -52,7 +52,7 @@ def omegaconf_view(path: Path) -> tuple[bool, Any]:
 def _has_duplicate(node: Node | None) -> bool:
     if node is None:
         return False
-    keys = [e.key for e in node.entries or ()]
+    keys = [e.key for e in node.entries or () if e.key_is_str]  # as CFG002: OmegaConf checks string keys only
     if len(keys) != len(set(keys)):
         return True
     return any(_has_duplicate(e.node) for e in node.entries or ()) or any(_has_duplicate(i) for i in node.items or ())

@@ -55,6 +55,10 @@ STATS: Counter[str] = Counter()  # "<operator>:<outcome>" (agree-ok / agree-erro
 # --------------------------------------------------------------------------------------------- seeds
 
 
+from cfgopt import discovery  # noqa: E402
+from cfgopt.source import Kind  # noqa: E402
+
+
 def _seed_records() -> list[dict[str, Any]]:
     if not H.VERDICTS.is_file():
         return []
@@ -94,7 +98,7 @@ def _ds_seeds() -> list[tuple[str, dict[str, Any]]]:
             data = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
-        if isinstance(data, dict):
+        if discovery.classify_json(data) == Kind.DEEPSPEED:  # not case.json and other metadata files
             out.append((str(p.relative_to(H.ROOT)), data))
     return out
 
@@ -563,12 +567,65 @@ def known_difference(case: Case) -> str | None:
         with a batch-size error only because it filled the "auto" batch values from *default*
         TrainingArguments (micro 8, accumulation 1), while some training config makes the same file valid:
         cfgopt leaves "auto" values to the training config that uses the file (XF002 checks them there).
+    KD3 unfilled-auto: the oracle accepts, cfgopt's only error is DS011 ("auto" in a key neither the HF Trainer
+        nor accelerate fills): accelerate's `_prepare_deepspeed` raises at train start, which the harness
+        (transformers' fill only) does not run.
+    KD4 not-deepspeed: the oracle rejects a JSON that cfgopt does not recognise as DeepSpeed at all (no marker
+        key left), so cfgopt gives no verdict on it.
+    KD5 fractional-batch: the oracle accepts a non-integral batch size (DeepSpeed's arithmetic is in Python
+        floats); cfgopt's DS005 rejects it: the HF Trainer's integer batch never matches it and the data loader
+        needs an integer.
+    KD6 late-failure: the oracle accepts, cfgopt's only errors are rules whose failure comes after the oracle's
+        horizon (model load, Trainer construction, ZeRO-3 partitioning), each documented in its `fails_when`.
+    KD7 gpt-oss-fa3: `flash_attn: fa3` on a gpt-oss model: LLaMA-Factory 0.9.5 forces a hub FA3 kernel for
+        model_type gpt_oss; the harness judges attention on a llama config (no hub), cfgopt by the model id.
     """
     if case.ok and case.diags and all(d["code"] == "LF002" for d in case.diags):
         return "KD1"
+    codes = {d["code"] for d in case.diags}
+    if case.ok and codes == {"DS011"}:
+        return "KD3"
+    if not case.ok and not case.diags and _not_deepspeed_to_cfgopt(case):
+        return "KD4"
+    if case.ok and codes == {"DS005"} and all(_fractional_batch(d) for d in case.diags):
+        return "KD5"
+    if case.ok and codes and codes <= LATE_FAILURE_CODES:
+        return "KD6"
+    if (
+        not case.ok
+        and not case.diags
+        and "Unknown attention type: fa3" in case.error
+        and any("gpt-oss" in text for text in case.files.values())
+    ):
+        return "KD7"
     if not case.ok and not case.diags and case.operator in DS_OPS and _auto_batch_satisfiable(case):
         return "KD2"
     return None
+
+
+# Rules whose error is a failure after the oracle's horizon (model load, first use, ZeRO-3 partitioning), each
+# documented with where it fails ("fails_when"): the parse-time oracle accepts those files.
+LATE_FAILURE_CODES = {"LF011", "LF025", "LF030", "DS016"}
+
+
+def _not_deepspeed_to_cfgopt(case: Case) -> bool:
+    """KD4: a JSON with no DeepSpeed marker key left (e.g. only a `bf16` block): cfgopt does not recognise it
+    as a DeepSpeed config at all (discovery skips unrelated JSON silently), so it gives no verdict."""
+    from cfgopt import discovery
+    from cfgopt.source import Kind
+
+    jsons = [t for n, t in case.files.items() if n.endswith(".json")]
+    if len(case.files) != 1 or not jsons:
+        return False
+    try:
+        return discovery.classify_json(json.loads(jsons[0])) != Kind.DEEPSPEED
+    except json.JSONDecodeError:
+        return False
+
+
+def _fractional_batch(diag: dict[str, Any]) -> bool:
+    """KD5: DS005 on a non-integral batch size (`train_micro_batch_size_per_gpu: 1.4`)."""
+    return diag["key"] in BATCH_KEYS and "must be an integer" in diag["message"]
 
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
@@ -585,9 +642,8 @@ def _auto_batch_satisfiable(case: Case) -> bool:
     if not any(cfg.get(k) == "auto" for k in BATCH_KEYS):
         return False
     explicit = {v for k in BATCH_KEYS if isinstance(v := cfg.get(k), int) and not isinstance(v, bool) and v > 0}
-    sizes = sorted({1, 2, 4, 8, 16, 32, 64} | explicit)
-    for micro in sizes:
-        for accum in sizes:
+    for micro in sorted(set(range(1, 65)) | explicit):
+        for accum in sorted({1, 2, 4, 8, 16, 32, 64} | explicit):
             args = {"per_device_train_batch_size": micro, "gradient_accumulation_steps": accum}
             if H.ds_verdict_detail(text, args, GPUS, TARGET, cross_check=False).ok:
                 return True

@@ -117,6 +117,7 @@ class _SpanBuilder:
                         key_end=_mark_offset(self.doc, key_node.end_mark),
                         node=child,
                         path=(*path, key),
+                        key_is_str=getattr(key_node, "tag", "") == "tag:yaml.org,2002:str",
                     )
                 )
             return Node(value=None, start=start, end=end, entries=entries, style="flow" if ynode.flow_style else "")
@@ -138,6 +139,58 @@ def _attach_values(node: Node, value: Any) -> None:
             _attach_values(item, v)
 
 
+_INTERPOLATION = re.compile(r"(?<!\\)\$\{")
+_VALUE_TYPES = (bool, int, float, str, bytes, type(None))
+
+
+def _interpolation_error(text: str) -> str | None:
+    """OmegaConf parses `${...}` when a node is created: an unclosed one is a GrammarParseError."""
+    for match in _INTERPOLATION.finditer(text):
+        depth, i = 0, match.start()
+        while i < len(text):
+            if text.startswith("${", i):
+                depth += 1
+                i += 2
+                continue
+            if text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        if depth != 0:
+            return f"unclosed interpolation in {text[:60]!r} (GrammarParseError)"
+    return None
+
+
+def _omegaconf_refuses(value: Any, depth: int = 0) -> str | None:
+    """What OmegaConf.create() rejects after PyYAML built the value: null keys, value types it cannot hold
+    (`!!set`, `!!timestamp`), and interpolations its grammar cannot parse."""
+    if depth > 200:
+        return None
+    if isinstance(value, dict):
+        texts = {str(k) for k in value if isinstance(k, str)}
+        for key, item in value.items():
+            if key is None:
+                return "a null key (KeyValidationError)"
+            if isinstance(key, int) and not isinstance(key, bool) and str(key) in texts:
+                return f"conflicting integer and string keys {key} and '{key}' (KeyValidationError)"
+            problem = _omegaconf_refuses(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list):
+        for item in value:
+            problem = _omegaconf_refuses(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    if not isinstance(value, _VALUE_TYPES):
+        return f"a value of type {type(value).__name__} (UnsupportedValueType)"
+    if isinstance(value, str) and "${" in value:
+        return _interpolation_error(value)
+    return None
+
+
 def _coerce_key(key: str) -> Any:
     # Keys resolve like values (`1: x` has the int key 1); look them up the same way.
     try:
@@ -150,8 +203,8 @@ def load_yaml(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
     source = Source(document=doc, kind=kind)
     try:
         ynode = compose(doc.text)
-        if ynode is None:
-            source.root = Node(value=None, start=0, end=len(doc.text))
+        if ynode is None:  # empty or comments only: OmegaConf gives an empty config
+            source.root = Node(value={}, start=0, end=len(doc.text), entries=[])
             return source
         root = _SpanBuilder(doc).build(ynode, ())
         value = construct(ynode)
@@ -173,6 +226,15 @@ def load_yaml(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
     except Exception as exc:  # noqa: BLE001 - PyYAML itself crashes on some inputs (e.g. a lone `?`)
         source.error = ParseError(f"invalid YAML: PyYAML (and so OmegaConf) cannot read it ({type(exc).__name__})", 0)
         return source
+    problem = _omegaconf_refuses(value)
+    if problem:
+        source.error = ParseError(f"OmegaConf cannot load this YAML: {problem}", 0)
+        return source
+    if value is None:  # an empty document: OmegaConf gives an empty config
+        value = {}
+        root.entries = root.entries if root.entries is not None else []
+    elif isinstance(value, str):  # OmegaConf.create() reads a lone scalar as a key with no value
+        value = {value: None}
     _attach_values(root, value)
     source.root = root
     return source

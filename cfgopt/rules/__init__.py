@@ -30,7 +30,7 @@ def rule_classes() -> tuple[type[Rule], ...]:
         if len(classes) != 1:
             raise RuntimeError(f"{module.__name__} must define exactly one Rule subclass, found {len(classes)}")
         found.append(classes[0])
-    prefix_order = {"CFG": 0, "LF": 1, "DS": 2, "XF": 3, "PF": 4}
+    prefix_order = {"CFG": 0, "LF": 1, "DS": 2, "XF": 3, "PF": 4, "MEM": 5}
     found.sort(key=lambda c: (prefix_order.get(c.code.rstrip("0123456789"), 9), c.code))
     return tuple(found)
 

@@ -171,31 +171,6 @@ def packing_on(ctx: Context) -> bool:
     return bool(packing) or on(ctx, "neat_packing")
 
 
-# Activation memory of an 8B Llama under LoRA (all linear layers, bf16, SDPA, no checkpointing), including the
-# fp32 logits: measured on an H200 (knowledge/rocm_perf.md §5.3, `8.75 MB/token`).
-ACTIVATION_MB_PER_TOKEN_8B = 8.75
-
-
-def lora_peak_gib_without_gc(ctx: Context) -> float | None:
-    """A deliberately high estimate of the per-GPU peak of a LoRA/OFT run without gradient checkpointing:
-    frozen weights (2 bytes/param, less when quantized) + activations scaled from the 8B measurement
-    (linearly with size above 8B, with its square root below, both over-estimates) + 4 GiB slack.
-    None when the model size cannot be read from its name or the run is not LoRA/OFT."""
-    if value_of(ctx, "finetuning_type") not in ("lora", "oft"):
-        return None
-    params = model_params_billion(value_of(ctx, "model_name_or_path"))
-    tokens = tokens_per_micro_batch(ctx)
-    if params is None or tokens is None:
-        return None
-    bit = value_of(ctx, "quantization_bit")
-    bytes_per_param = 2.0 if not isinstance(bit, int) or isinstance(bit, bool) else max(bit, 4) / 8 + 0.1
-    weights = params * bytes_per_param * 1e9 / 2**30
-    ratio = params / 8.0
-    scale = ratio if ratio >= 1 else ratio**0.5
-    activations = ACTIVATION_MB_PER_TOKEN_8B * scale * tokens * 1e6 / 2**30
-    return weights + activations + 4.0
-
-
 def insert_top(source: Source, key: str, value):
     """Edits adding `key: value` at the top level: YAML via `edits.insert_entry`; on a command line, a new
     `--key value` argument after the last one (on its own continuation line when the command uses them)."""

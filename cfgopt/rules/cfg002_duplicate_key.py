@@ -37,6 +37,8 @@ class DuplicateKey(Rule):
         def visit(node) -> Iterator[Diagnostic]:
             seen = {}
             for entry in node.entries or ():
+                if not entry.key_is_str:
+                    continue  # `1:` / `yes:` repeated: OmegaConf keeps the last one, no error
                 if entry.key in seen:
                     first = seen[entry.key]
                     line, _ = src.document.position(first.key_start)

@@ -9,6 +9,20 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).
+# Loose keys whose null DeepSpeed does not read as "absent": DeepSpeedConfig itself fails on them
+# (probed: DeepSpeedConfig({"train_micro_batch_size_per_gpu": 1, key: None}) for every plain key with a default).
+NULL_FAILS = {
+    "wall_clock_breakdown": "TypeError: unsupported operand type(s) for |: 'NoneType' and 'bool'",
+    "gradient_allreduce_op": "ValueError: Invalid gradient_allreduce_op",
+}
+# Loose keys DeepSpeedConfig computes with at construction, so a value of another type fails there
+# (probed: DeepSpeedConfig with "yes", [1] and {"a": 1} for every plain key of the 0.19.8 snapshot).
+LOOSE_TYPES: dict[str, tuple[type, ...]] = {
+    "wall_clock_breakdown": (bool,),
+    "vocabulary_size": (int,),
+    "gradient_allreduce_op": (str,),
+    "seq_parallel_communication_data_type": (str,),
+}
 # (`steps_per_print` is not among them: accelerate overwrites it with inf before DeepSpeed reads it.)
 INT_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 NUMBER_KEYS = ("gradient_clipping",)
@@ -44,6 +58,38 @@ class InvalidValue(Rule):
             yield self.at_entry(ctx, entry, f"`{entry.dotted}`: {DS} rejects this value ({err.message})", on="value")
         if src.root is None:
             return
+        for key, failure in NULL_FAILS.items():
+            entry = src.root.get(key)
+            if entry is not None and entry.node.value is None:
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{key}: null` is not read as absent: DeepSpeed fails with `{failure}`",
+                    on="value",
+                    fix=self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                )
+        for key, types in LOOSE_TYPES.items():
+            entry = src.root.get(key)
+            value = entry.node.value if entry is not None else None
+            if entry is None or value is None or value == "auto":
+                continue
+            if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+                kind = " or ".join(t.__name__ for t in types)
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{key}` must be a {kind}, not {value!r}: DeepSpeedConfig fails on it when it is built",
+                    on="value",
+                )
+        zero = src.root.get("zero_optimization")
+        if zero is not None and not isinstance(zero.node.value, (dict, bool)):
+            yield self.at_entry(
+                ctx,
+                zero,
+                f"`zero_optimization` must be a block, not {zero.node.value!r}: the HF "
+                "Trainer's config reader and DeepSpeed both fail on it",
+                on="value",
+            )
         for key in INT_KEYS + NUMBER_KEYS:
             entry = src.root.get(key)
             if entry is None:
@@ -51,8 +97,18 @@ class InvalidValue(Rule):
             value = entry.node.value
             if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
                 continue  # null is read as absent (get_scalar_param)
-            if key in NUMBER_KEYS and isinstance(value, bool):
-                continue  # Python compares True as 1.0: clipping at 1.0, as written
+            if isinstance(value, bool):
+                if key in INT_KEYS:
+                    yield self.at_entry(
+                        ctx,
+                        entry,
+                        f"`{key}` is the boolean {str(value).lower()}, which DeepSpeed "
+                        f"accepts as {int(value)}; write the number",
+                        on="value",
+                        severity=Severity.WARNING,
+                        fix=self.fix(f"Write {int(value)}", edits.replace_value(src, entry, int(value)), safe=True),
+                    )
+                continue  # for gradient_clipping Python compares True as 1.0: clipping at 1.0, as written
             if key in NUMBER_KEYS and isinstance(value, float):
                 continue
             if isinstance(value, float) and value.is_integer():

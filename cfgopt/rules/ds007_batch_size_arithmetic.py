@@ -91,10 +91,9 @@ class BatchSizeArithmetic(Rule):
         data = src.data if isinstance(src.data, dict) else {}
         if src.root is None:
             return
-        values = [data.get(k) for k in KEYS]
-        if any(
-            v is not None and v != "auto" and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in values
-        ):
+        # DeepSpeed does the arithmetic in Python, where true counts as 1 (DS005 asks for the number)
+        values = [int(v) if isinstance(v, bool) else v for v in (data.get(k) for k in KEYS)]
+        if any(v is not None and v != "auto" and not isinstance(v, (int, float)) for v in values):
             return  # DS005 reports non-numbers
         if values[0] is None and values[1] is None:
             fix = self.fix(

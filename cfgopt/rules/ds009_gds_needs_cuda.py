@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.ds006_fp16_and_bf16_enabled import lax_true
 from cfgopt.source import Kind
 
 
@@ -20,7 +21,7 @@ class GdsNeedsCuda(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         entry = ctx.source.find(("aio", "use_gds"))
-        if entry is None or entry.node.value is not True or ctx.settings.target.is_cuda:
+        if entry is None or not lax_true(entry.node.value) or ctx.settings.target.is_cuda:
             return
         yield self.at_entry(
             ctx,

@@ -76,9 +76,11 @@ class DeprecatedZeroKey(Rule):
                 yield self.at_entry(
                     ctx,
                     top,
-                    f"`zero_optimization` is a boolean: DeepSpeed reads it as stage {stage} (deprecated); the "
-                    "HF Trainer / accelerate reader crashes on it",
+                    f"`zero_optimization` is a boolean: the bare DeepSpeed launcher reads it as stage {stage} "
+                    "(deprecated), but the HF Trainer / accelerate path (LLaMA-Factory) stops with "
+                    "`AttributeError: 'bool' object has no attribute 'get'`",
                     on="value",
+                    severity=Severity.ERROR,
                     fix=fix,
                 )
             return

@@ -71,6 +71,16 @@ class WrongValueType(Rule):
                         )
                 continue
             value = node.value
+            if isinstance(value, (list, dict)) and not {"list", "dict", "any"} & set(spec.types):
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"`{entry.key}` must be a single {'/'.join(spec.types)} value but is a "
+                    f"{type(value).__name__}; {LF} passes it on unconverted and its start-up checks "
+                    "crash comparing it (TypeError)",
+                    on="value",
+                )
+                continue
             if spec.is_bool and isinstance(value, str):
                 low = value.strip().lower()
                 meant = True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None

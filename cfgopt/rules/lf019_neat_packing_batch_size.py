@@ -10,11 +10,13 @@ from cfgopt.rules.base import Context, Rule
 class NeatPackingBatchSize(Rule):
     code = "LF019"
     name = "neat-packing-batch-size"
-    severity = Severity.ERROR
+    severity = Severity.WARNING
     kinds = TRAIN_KINDS
     summary = "`neat_packing` with `flash_attn: fa2` needs `per_device_train_batch_size: 1` (and not gemma4/gpt-oss)"
     why = (
-        "Confidence: certain when flash-attn is installed. With FlashAttention-2, LLaMA-Factory's collator "
+        "Confidence: certain when flash-attn is installed (a warning, not an error: without the flash-attn "
+        "package LLaMA-Factory falls back to SDPA and the collator never asserts). With FlashAttention-2, "
+        "LLaMA-Factory's collator "
         "feeds neat-packed rows through the varlen path and asserts one row per micro-batch; it also refuses "
         "gemma4 and gpt-oss models. (Without an importable flash-attn, `fa2` silently falls back to SDPA and "
         "neither check runs, see PF003.) Pack more tokens per row instead: `cutoff_len` sets the row length."

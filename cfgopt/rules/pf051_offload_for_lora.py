@@ -5,11 +5,9 @@ from collections.abc import Iterator
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import offload_device, zero_block, zero_stage
-from cfgopt.rules._xf import lf_value, model_shape
+from cfgopt.rules._xf import lf_value
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
-
-FIT_SHARE = 0.5
 
 
 class OffloadForLora(Rule):
@@ -17,14 +15,14 @@ class OffloadForLora(Rule):
     name = "offload-for-lora"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
-    summary = "ZeRO optimizer (or parameter) offload for LoRA training, where there is nothing worth offloading"
+    summary = "ZeRO optimizer offload for LoRA training, where there is nothing worth offloading"
     why = (
         "Confidence: certain (measured). A LoRA run's optimizer state covers only the adapters (a few tens of MB "
         "for an 8B model), so offloading it to the CPU frees no meaningful GPU memory while the optimizer step, "
         "gradient copies and the JIT-built DeepSpeedCPUAdam move to the host: measured 4.79x slower than no "
-        "DeepSpeed on one H200 with no memory saved. Parameter offload of the frozen base is reported too when the "
-        "model's bf16 weights fit half of one GPU (model size from a local config.json or cfgopt's table). "
-        "Reported when every LLaMA-Factory config using the file trains LoRA."
+        "DeepSpeed on one H200 with no memory saved. Needs no model size. Reported when every LLaMA-Factory config "
+        "using the file trains LoRA. Parameter offload, and offload for other fine-tuning types, save real memory: "
+        "whether the run fits without them is MEM002's (cfgopt's memory estimate)."
     )
     fails_when = "Never: the run is several times slower (4.79x measured)."
     evidence = (
@@ -53,21 +51,4 @@ class OffloadForLora(Rule):
                 "step runs on the CPU (measured 4.79x slower than no DeepSpeed, Llama-3-8B LoRA, H200)",
                 fix=self.fix("Remove `offload_optimizer`", edits.delete_entry(src, opt), safe=False),
             )
-        param = zero.node.get("offload_param")
-        target = ctx.settings.target
-        if param is None or stage != 3 or offload_device(src, "offload_param") == "none" or not target.memory_gib:
-            return
-        shapes = [model_shape(c, lf) for c in ctx.consumers]
-        if any(s is None for s in shapes):
-            return
-        biggest = max(shapes, key=lambda s: s.num_parameters)
-        weights_gb = 2 * biggest.num_parameters / 1e9
-        if weights_gb <= FIT_SHARE * target.memory_gib:
-            yield self.at_entry(
-                ctx,
-                param,
-                f"Parameter offload for LoRA on {biggest.name}: its bf16 weights ({weights_gb:.0f} GB) fit one "
-                f"{target.name} ({weights_gb / target.memory_gib:.0%}); offloading them makes every forward and "
-                "backward fetch the weights over PCIe",
-                fix=self.fix("Remove `offload_param`", edits.delete_entry(src, param), safe=False),
-            )
+        # Parameter offload (ZeRO-3) saves real memory for any model: whether it is needed is MEM002's estimate.

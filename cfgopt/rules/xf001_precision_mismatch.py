@@ -36,10 +36,10 @@ class PrecisionMismatch(Rule):
         for consumer in ctx.consumers:
             for block, keys in (("fp16", ("fp16", "fp16_full_eval")), ("bf16", ("bf16", "bf16_full_eval"))):
                 entry = src.find((block, "enabled"))
-                if entry is None or entry.node.value == "auto" or not isinstance(entry.node.value, bool):
-                    continue
+                if entry is None or entry.node.value == "auto" or entry.node.value is None:
+                    continue  # "auto" is filled from the training config; null is skipped by fill_match
                 hf = lf_precision(consumer, block, ctx.settings.lf_schema)
-                if entry.node.value != hf:
+                if entry.node.value != hf:  # fill_match compares with != (1 == True, "true" != True)
                     yield self.at_entry(
                         ctx,
                         entry,

@@ -67,7 +67,11 @@ class TrainerValueMismatch(Rule):
                 lf_value(consumer, "per_device_train_batch_size", lf),
                 lf_value(consumer, "gradient_accumulation_steps", lf),
             )
-            if not all(isinstance(v, int) and v > 0 for v in (micro, accum)) or not isinstance(entry.node.value, int):
+            if (
+                not all(isinstance(v, int) and v > 0 for v in (micro, accum))
+                or not isinstance(entry.node.value, (int, float))
+                or isinstance(entry.node.value, bool)
+            ):
                 continue
             per_gpu = micro * accum
             gpus = ctx.settings.gpus

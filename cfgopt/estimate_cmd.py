@@ -1,0 +1,139 @@
+"""`cfgopt estimate CONFIG --target mi300x --gpus 8 [--format json]`: peak memory per GPU of a LLaMA-Factory
+training config, broken down, and the largest micro-batch that fits (cfgopt.memory; docs/memory.md).
+
+Exit codes: 0 the run fits, 1 it is predicted not to fit, 2 a usage error, an unreadable file or an unknown
+model (no estimate is made for a model whose shape cfgopt cannot find). Imports stay light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cfgopt.targets import DEFAULT_TARGET, TARGETS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
+    parser.add_argument(
+        "--target",
+        default=DEFAULT_TARGET,
+        choices=sorted(TARGETS),
+        help=f"hardware to estimate for (default: {DEFAULT_TARGET})",
+    )
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs (data-parallel ranks) of the run (default: 1)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--fill",
+        type=float,
+        default=None,
+        help="without packing: share of cutoff_len the longest batch reaches (default: 1.0, the worst batch)",
+    )
+
+
+class _Error(Exception):
+    pass
+
+
+def _load(path: Path, kind: str) -> Any:
+    from cfgopt.document import Document, DocumentError
+    from cfgopt.loaders.json_loader import load_json
+    from cfgopt.loaders.yaml_loader import load_yaml
+
+    try:
+        doc = Document.read(path)
+    except DocumentError as exc:
+        raise _Error(f"{path}: {exc}") from None
+    src = load_yaml(doc) if kind == "yaml" else load_json(doc)
+    if src.error is not None:
+        raise _Error(f"{path}: {src.error.message}")
+    if not isinstance(src.data, dict):
+        raise _Error(f"{path}: not a mapping")
+    return src.data
+
+
+def _deepspeed(config: dict[str, Any], path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    from cfgopt.engine import resolve_reference
+
+    ref = config.get("deepspeed")
+    if not ref:
+        return None, None
+    if isinstance(ref, dict):
+        return ref, "inline"
+    found, searched = resolve_reference(str(ref), path)
+    if found is None:
+        raise _Error(f"deepspeed: {ref} not found (searched {', '.join(searched[:3])} ...)")
+    return _load(found, "json"), str(found)
+
+
+def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str:
+    from cfgopt.memory import HEADROOM
+
+    zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({ds_path})"
+    lines = [
+        f"{config_path}: {est.model}, {est.finetuning_type} ({est.stage}), {est.gpus} x {target.name} "
+        f"({target.memory_gib:g} GiB each), {zero}",
+        f"micro-batch {est.micro_batch} x accumulation {est.gradient_accumulation} x {est.gpus} GPU(s) = global "
+        f"batch {est.global_batch}; {est.tokens} tokens per micro-batch ({est.seq_len} per sequence"
+        f"{', packed' if est.packing else ''})",
+        f"gradient checkpointing {'on' if est.gradient_checkpointing else 'off'}, attention {est.attention}, "
+        f"Liger {'on' if est.liger else 'off'}"
+        + (f", base weights {est.quantization_bit}-bit" if est.quantization_bit else ""),
+        "",
+        f"{'component':28} {'GiB':>8}  detail",
+    ]
+    for label, gib, detail in est.rows():
+        lines.append(f"{label:28} {gib:8.1f}  {detail}")
+    share = est.required_gib / target.memory_gib if target.memory_gib else 0.0
+    lines += [
+        "",
+        f"fits: {'yes' if est.fits else 'NO'} ({share:.0%} of {target.memory_gib:g} GiB)",
+        f"largest per_device_train_batch_size within {HEADROOM:.0%} of memory: {best} (now {est.micro_batch})",
+    ]
+    lines += [f"note: {n}" for n in est.notes]
+    if est.unmodelled:
+        lines.append(f"not modelled (estimate is rough; lint rules stay silent): {', '.join(est.unmodelled)}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cfgopt import memory
+    from cfgopt.model_shapes import shape_for
+
+    if args.gpus < 1:
+        sys.stderr.write("cfgopt estimate: error: --gpus must be at least 1\n")
+        return 2
+    if args.fill is not None and not 0 < args.fill <= 1:
+        sys.stderr.write("cfgopt estimate: error: --fill must be in (0, 1]\n")
+        return 2
+    target = TARGETS[args.target]
+    if not target.memory_gib:
+        sys.stderr.write(f"cfgopt estimate: error: target {target.name} has no GPU memory to estimate against\n")
+        return 2
+    try:
+        config = _load(args.config, "yaml")
+        ds, ds_path = _deepspeed(config, args.config)
+    except _Error as exc:
+        sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
+        return 2
+    model = config.get("model_name_or_path")
+    shape = shape_for(model, args.config.parent) if isinstance(model, str) else None
+    if shape is None:
+        sys.stderr.write(
+            f"cfgopt estimate: unknown model {model!r}: no estimate (give a local folder with its config.json; "
+            "cfgopt's table knows Llama 3/3.1 8B and 70B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
+        )
+        return 2
+    est = memory.estimate(config, shape, target, args.gpus, ds, fill=args.fill)
+    best = memory.max_micro_batch(config, shape, target, args.gpus, ds, fill=args.fill)
+    if args.format == "json":
+        out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, **est.as_dict()}
+        out["max_micro_batch"] = best
+        out["headroom"] = memory.HEADROOM
+        print(json.dumps(out, indent=2))
+    else:
+        print(_text(est, best, args.config, ds_path, target))
+    return 0 if est.fits else 1

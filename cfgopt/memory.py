@@ -1,0 +1,687 @@
+"""Peak GPU memory of a LLaMA-Factory 0.9.5 training run, per GPU, with a breakdown.
+
+`estimate(config, shape, target, gpus, deepspeed)` adds model states (weights, gradients, optimizer states,
+partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and without
+gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and buffers,
+then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
+`per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
+docs/memory.md; the constants below are named there.
+
+Pure arithmetic over the config dict (values as LLaMA-Factory sees them), a `ModelShape` and a `Target`:
+nothing heavy is imported, so the lint path can use it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cfgopt.model_shapes import ModelShape
+from cfgopt.targets import Target
+
+GIB = 2**30
+
+# ---------------------------------------------------------------------------------------------------------
+# Constants (docs/memory.md says where each comes from). Bytes unless named otherwise.
+
+LOGITS_BYTES_PER_VOCAB = 10  # per token: bf16 logits 2V + fp32 upcast 4V + fp32 gradient 4V (rocm_perf §5.3)
+NORM_BYTES = 12  # per hidden element per RMSNorm: bf16 in/out 4 + HF's fp32 intermediates 8 (§5.3's 16h / 2)
+PROJ_BYTES = 4  # per q / k / v / attention-output element: bf16, saved by two consumers (§5.3: Q, K, V, attn out)
+MLP_BYTES = 8  # per intermediate element: gate out, up out, act(gate), product, bf16 (§5.3: 8i)
+LIGER_SWIGLU_SAVING = 4  # per intermediate element: Liger's SwiGLU keeps gate and up only (fit to V10/V11)
+GC_BOUNDARY_BYTES = 2  # per hidden element per layer: the bf16 layer input a checkpoint keeps
+GC_BACKWARD_BYTES = 5  # per intermediate element: gradients alive while one recomputed layer back-propagates (V7)
+FROZEN_INPUT_SCALE = 1.43  # frozen linears keep no input; q,v-only LoRA measured 63 KB/token/layer less (§5.3)
+LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
+OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)
+EAGER_SAVED_BYTES = 6  # per score element per layer: fp32 softmax + its bf16 copy (rocm_perf §5.2)
+EAGER_BACKWARD_BYTES = 14  # per score element, one layer at a time: softmax backward temporaries (fit to V1)
+NEAT_MASK_BYTES = 8  # per (b, s, s) element: the 4D mask of neat_packing without fa2 (fit to V13 vs V7)
+LIGER_CE_BYTES_PER_HIDDEN = 4  # per token: fused linear cross-entropy keeps the input gradient
+ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3
+RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's allocator statistics
+COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
+HEADROOM = 0.9  # advice that spends memory (bigger micro-batch, no checkpointing, no offload) keeps 10 % free
+DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
+
+# LLaMA-Factory 0.9.5 / transformers defaults of the keys read here (tests/test_memory.py checks the snapshot).
+DEFAULTS: dict[str, Any] = {
+    "stage": "sft",
+    "finetuning_type": "lora",
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "cutoff_len": 2048,
+    "packing": None,
+    "neat_packing": False,
+    "flash_attn": "auto",
+    "enable_liger_kernel": False,
+    "disable_gradient_checkpointing": False,
+    "quantization_bit": None,
+    "pure_bf16": False,
+    "bf16": False,
+    "fp16": False,
+    "optim": "adamw_torch_fused",
+    "lora_rank": 8,
+    "lora_target": "all",
+    "lora_dropout": 0.0,
+    "additional_target": None,
+    "oft_rank": 0,
+    "oft_block_size": 32,
+    "oft_target": "all",
+    "oft_dropout": 0.0,
+    "freeze_trainable_layers": 2,
+    "freeze_trainable_modules": "all",
+    "freeze_extra_modules": None,
+    "pref_loss": "sigmoid",
+    "use_galore": False,
+    "use_apollo": False,
+    "use_badam": False,
+    "use_dora": False,
+    "use_unsloth": False,
+    "use_llama_pro": False,
+}
+
+# Settings the model does not cover: an estimate is still printed, but rules stay silent.
+_UNMODELLED = {
+    "use_galore": "GaLore",
+    "use_apollo": "APOLLO",
+    "use_badam": "BAdam",
+    "use_unsloth": "Unsloth",
+    "use_dora": "DoRA",
+    "use_llama_pro": "LLaMA Pro",
+    "fsdp": "FSDP",
+    "mixture_of_depths": "mixture of depths",
+}
+_PAIRWISE = {"rm", "dpo", "kto"}  # chosen + rejected (KTO: sample + KL sample) in one batch
+MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
+_INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
+
+
+@dataclass
+class MemoryEstimate:
+    """Peak memory per GPU (GiB) and how it is made up."""
+
+    model: str
+    finetuning_type: str
+    stage: str
+    gpus: int
+    zero_stage: int | None  # None: no DeepSpeed
+    micro_batch: int
+    gradient_accumulation: int
+    seq_len: int  # padded tokens per sequence in the peak micro-batch
+    tokens: int  # tokens per micro-batch, pairs counted twice
+    packing: bool
+    fill: float
+    gradient_checkpointing: bool
+    attention: str
+    liger: bool
+    quantization_bit: int | None
+    total_params: int
+    trainable_params: int
+    weights_gib: float = 0.0
+    gradients_gib: float = 0.0
+    optimizer_gib: float = 0.0
+    activations_gib: float = 0.0  # saved layer activations (checkpoint boundaries with GC)
+    recompute_gib: float = 0.0  # GC: one layer recomputed + its backward temporaries
+    logits_gib: float = 0.0
+    attention_gib: float = 0.0  # eager score matrices
+    extra_gib: float = 0.0  # masks, ZeRO buffers, reference model
+    offloaded_gib: float = 0.0  # moved to CPU/NVMe (not counted on the GPU)
+    layer_bytes_per_token: float = 0.0  # one layer's saved activations, no recomputation
+    layer_bytes_per_token_gc: float = 0.0  # what one layer keeps under checkpointing
+    memory_gib: float = 0.0  # the target's memory per GPU
+    notes: list[str] = field(default_factory=list)
+    unmodelled: list[str] = field(default_factory=list)  # settings outside the model: rules stay silent
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.gradient_accumulation * self.gpus
+
+    @property
+    def peak_allocated_gib(self) -> float:
+        return (
+            self.weights_gib
+            + self.gradients_gib
+            + self.optimizer_gib
+            + self.activations_gib
+            + self.recompute_gib
+            + self.logits_gib
+            + self.attention_gib
+            + self.extra_gib
+        )
+
+    @property
+    def margin_gib(self) -> float:
+        return ALLOCATOR_MARGIN * self.peak_allocated_gib
+
+    @property
+    def runtime_gib(self) -> float:
+        return RUNTIME_GIB + (COMM_GIB if self.gpus > 1 else 0.0)
+
+    @property
+    def required_gib(self) -> float:
+        """What the GPU must hold: the allocated peak, the allocator's margin and the runtime."""
+        return self.peak_allocated_gib + self.margin_gib + self.runtime_gib
+
+    @property
+    def peak_gib(self) -> float:
+        """The number to hold against the target's memory: `required_gib` (cfgopt tune reads this name)."""
+        return self.required_gib
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.memory_gib) and self.required_gib <= self.memory_gib
+
+    def fits_with_headroom(self, headroom: float = HEADROOM) -> bool:
+        return bool(self.memory_gib) and self.required_gib <= headroom * self.memory_gib
+
+    @property
+    def surely_out_of_memory(self) -> bool:
+        """Even without the allocator margin the peak exceeds the GPU."""
+        return bool(self.memory_gib) and self.peak_allocated_gib + self.runtime_gib > self.memory_gib
+
+    def rows(self) -> list[tuple[str, float, str]]:
+        """(component, GiB, how it was counted) for a table."""
+        gc = "on" if self.gradient_checkpointing else "off"
+        act = (
+            f"{self.layer_bytes_per_token_gc:,.0f} B/token/layer kept (GC {gc})"
+            if self.gradient_checkpointing
+            else f"{self.layer_bytes_per_token:,.0f} B/token/layer (GC {gc})"
+        )
+        rows = [
+            ("weights", self.weights_gib, f"{self.total_params / 1e9:.2f}B parameters"),
+            ("gradients", self.gradients_gib, f"{self.trainable_params / 1e6:,.1f}M trainable"),
+            ("optimizer states", self.optimizer_gib, "incl. fp32 master copy where kept"),
+            ("activations", self.activations_gib, act),
+            ("recompute + backward", self.recompute_gib, "one layer (GC)" if self.gradient_checkpointing else "-"),
+            ("logits / loss", self.logits_gib, "fused (Liger)" if self.liger else "vocab x tokens, fp32"),
+            ("attention scores", self.attention_gib, self.attention),
+            ("masks, buffers, reference", self.extra_gib, ""),
+            ("= peak allocated", self.peak_allocated_gib, ""),
+            ("allocator margin", self.margin_gib, f"{ALLOCATOR_MARGIN:.0%}"),
+            ("runtime", self.runtime_gib, "context, workspaces" + (", NCCL" if self.gpus > 1 else "")),
+            ("= required per GPU", self.required_gib, f"of {self.memory_gib:g} GiB"),
+        ]
+        if self.offloaded_gib:
+            rows.append(("offloaded (host)", self.offloaded_gib, "not on the GPU"))
+        return rows
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(
+            peak_allocated_gib=self.peak_allocated_gib,
+            margin_gib=self.margin_gib,
+            runtime_gib=self.runtime_gib,
+            required_gib=self.required_gib,
+            fits=self.fits,
+            global_batch=self.global_batch,
+        )
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading the config
+
+
+def _get(config: dict[str, Any], key: str) -> Any:
+    return config[key] if key in config else DEFAULTS.get(key)
+
+
+def _int(config: dict[str, Any], key: str) -> int | None:
+    value = _get(config, key)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return [str(p).strip() for p in parts if str(p).strip()]
+
+
+def packing_on(config: dict[str, Any]) -> bool:
+    """LLaMA-Factory packs when `packing` or `neat_packing` is on, and by default for `stage: pt`."""
+    packing = _get(config, "packing")
+    if packing is None:
+        return _get(config, "stage") == "pt" or bool(_get(config, "neat_packing"))
+    return bool(packing) or bool(_get(config, "neat_packing"))
+
+
+def attention_of(config: dict[str, Any]) -> str:
+    value = _get(config, "flash_attn")
+    return {"disabled": "eager", "auto": "sdpa", "fa3": "fa2"}.get(value, value if value in ("sdpa", "fa2") else "sdpa")
+
+
+def gradient_checkpointing_on(config: dict[str, Any]) -> bool:
+    return _get(config, "disable_gradient_checkpointing") is not True
+
+
+_PREQUANTIZED = (
+    (re.compile(r"(?:^|[^a-z])(aqlm|2bit)(?:[^a-z]|$)"), 2),
+    (re.compile(r"(?:^|[^a-z])(awq|gptq|int4|4bit|bnb-4bit|nf4|exl2)(?:[^a-z]|$)"), 4),
+    (re.compile(r"(?:^|[^a-z])(int8|8bit)(?:[^a-z]|$)"), 8),
+)
+
+
+def quantization_bits(config: dict[str, Any]) -> int | None:
+    """Bits of the frozen base: `quantization_bit`, else a pre-quantized checkpoint named so (AWQ, GPTQ, AQLM)."""
+    bit = _int(config, "quantization_bit")
+    if bit in (2, 3, 4, 5, 6, 8):
+        return bit
+    name = str(config.get("model_name_or_path") or "").lower()
+    for pattern, bits in _PREQUANTIZED:
+        if pattern.search(name):
+            return bits
+    return None
+
+
+@dataclass(frozen=True)
+class DeepSpeedPlan:
+    stage: int | None  # None: no DeepSpeed
+    offload_optimizer: bool = False
+    offload_param: bool = False
+    half: bool = True  # bf16/fp16 enabled (or "auto" with the trainer's bf16/fp16 on)
+    bucket_elements: float | None = None  # ZeRO-1/2 reduce + all-gather buckets
+    overlap_comm: bool = False
+    known: bool = True  # False: the stage could not be read ("auto", not a number)
+
+
+def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> DeepSpeedPlan:
+    if deepspeed is None:
+        return DeepSpeedPlan(stage=None)
+    zero = deepspeed.get("zero_optimization")
+    if zero is None:
+        stage: Any = 0
+        zero = {}
+    elif zero is True:
+        stage, zero = 1, {}
+    elif isinstance(zero, dict):
+        stage = zero.get("stage", 0)
+    else:
+        return DeepSpeedPlan(stage=None, known=False)
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
+        return DeepSpeedPlan(stage=None, known=False)
+
+    def device(block: str) -> bool:
+        value = zero.get(block)
+        return isinstance(value, dict) and value.get("device") in ("cpu", "nvme")
+
+    def enabled(block: str, trainer_key: str) -> bool:
+        value = deepspeed.get(block)
+        flag = value.get("enabled") if isinstance(value, dict) else None
+        return bool(_get(config, trainer_key)) if flag == "auto" else flag is True
+
+    half = enabled("bf16", "bf16") or enabled("fp16", "fp16") or enabled("bfloat16", "bf16")
+    buckets = [zero.get(k) for k in ("reduce_bucket_size", "allgather_bucket_size")]
+    elements = [float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else 5e8 for b in buckets]
+    return DeepSpeedPlan(
+        stage=stage,
+        offload_optimizer=device("offload_optimizer"),
+        offload_param=stage == 3 and device("offload_param"),
+        half=half,
+        bucket_elements=sum(elements),
+        overlap_comm=zero.get("overlap_comm", stage == 3) is True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shape arithmetic
+
+
+def _module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
+    h, d = shape.hidden_size, shape.head_size
+    q, kv, i = shape.num_attention_heads * d, shape.num_key_value_heads * d, shape.intermediate_size
+    return {
+        "q_proj": (h, q),
+        "k_proj": (h, kv),
+        "v_proj": (h, kv),
+        "o_proj": (q, h),
+        "gate_proj": (h, i),
+        "up_proj": (h, i),
+        "down_proj": (i, h),
+    }
+
+
+def _layer_params(shape: ModelShape) -> int:
+    return (shape.num_parameters - _embedding_params(shape) - shape.hidden_size) // shape.num_hidden_layers
+
+
+def _embedding_params(shape: ModelShape) -> int:
+    return shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
+
+
+def _targets(value: Any, notes: list[str], what: str) -> set[str]:
+    names = _names(value)
+    if not names or any(n.lower() == "all" for n in names):
+        return set(MODULES)
+    known = {n for n in names if n in MODULES}
+    if len(known) < len(names):
+        notes.append(f"{what}: {', '.join(sorted(set(names) - known))} not modelled (counted as all linears)")
+        return set(MODULES)
+    return known
+
+
+def layer_activation_bytes(shape: ModelShape, trained: set[str], *, liger: bool) -> float:
+    """Bytes one decoder layer keeps per token for backward, bf16, no recomputation, with `trained` linears
+    (all seven for full fine-tuning and all-linear LoRA)."""
+    h, i = shape.hidden_size, shape.intermediate_size
+    dims = _module_dims(shape)
+    q, kv = dims["q_proj"][1], dims["k_proj"][1]
+    total = NORM_BYTES * h * shape.norms_per_layer + PROJ_BYTES * (q + kv) + MLP_BYTES * i
+    if shape.qk_norm:
+        total += NORM_BYTES * (q + kv)
+    if liger:
+        total -= LIGER_SWIGLU_SAVING * i
+    for group in _INPUT_GROUPS:
+        if not trained & set(group):
+            total -= FROZEN_INPUT_SCALE * 2 * dims[group[0]][0]
+    return total
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The estimate
+
+
+def _optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[float, bool]:
+    """Optimizer state bytes per trainable parameter, and whether the optimizer is modelled at all."""
+    name = str(optim or "adamw_torch")
+    if any(k in name for k in ("galore", "apollo", "lomo")):
+        return 0.0, False
+    if "8bit" in name:
+        return (1.0 if "lion" in name else 2.0), True
+    if "4bit" in name:
+        return 1.0, True
+    if name in ("sgd",):
+        return 0.0, True
+    if name == "adafactor":
+        notes.append("adafactor: factored second moments counted as 0")
+        return 0.0, True
+    one_state = "lion" in name or "rmsprop" in name or name == "adagrad"
+    per = 4.0 if one_state else 8.0
+    return (per / 2 if pure_bf16 else per), True
+
+
+def estimate(
+    config: dict[str, Any],
+    shape: ModelShape,
+    target: Target,
+    gpus: int,
+    deepspeed: dict[str, Any] | None,
+    *,
+    fill: float | None = None,
+) -> MemoryEstimate:
+    """Peak memory per GPU of the training run `config` (a LLaMA-Factory config as a dict) on `gpus` GPUs of
+    `target`, with the DeepSpeed JSON `deepspeed` (a dict) or None. `fill`: the share of `cutoff_len` the peak
+    micro-batch's sequences reach without packing (default 1.0: the longest batch is padded to cutoff_len)."""
+    notes: list[str] = []
+    unmodelled: list[str] = []
+    gpus = max(1, int(gpus or 1))
+    for key, label in _UNMODELLED.items():
+        if _get(config, key) not in (None, False, "", [], {}):
+            unmodelled.append(label)
+    stage = str(_get(config, "stage"))
+    if stage == "ppo":
+        unmodelled.append("PPO (policy, reference, reward and value models)")
+    ftype = str(_get(config, "finetuning_type"))
+    if ftype not in ("lora", "oft", "freeze", "full"):
+        unmodelled.append(f"finetuning_type {ftype!r}")
+        ftype = "lora"
+    bsz = _int(config, "per_device_train_batch_size")
+    accum = _int(config, "gradient_accumulation_steps")
+    cutoff = _int(config, "cutoff_len")
+    if bsz is None or bsz < 1 or cutoff is None or cutoff < 1:
+        unmodelled.append("batch size or cutoff_len not a positive integer")
+        bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)
+    accum = accum if accum and accum > 0 else 1
+    packing = packing_on(config)
+    if packing:
+        fill_used = 1.0
+    else:
+        fill_used = DEFAULT_FILL if fill is None else max(0.0, min(1.0, float(fill)))
+        notes.append(
+            f"packing off: sequences padded to {fill_used:.0%} of cutoff_len in the peak micro-batch"
+            + (" (the longest batch reaches cutoff_len)" if fill is None else "")
+        )
+    seq = max(1, math.ceil(cutoff * fill_used))
+    seqs = bsz * (2 if stage in _PAIRWISE else 1)
+    tokens = seqs * seq
+    gc = gradient_checkpointing_on(config)
+    attention = attention_of(config)
+    liger = bool(_get(config, "enable_liger_kernel"))
+    pure_bf16 = bool(_get(config, "pure_bf16"))
+    half = pure_bf16 or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
+    bits = quantization_bits(config) if ftype in ("lora", "oft") else None
+    plan = deepspeed_plan(deepspeed, config)
+    if not plan.known:
+        unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
+    zero = plan.stage
+
+    h, i, V, L = shape.hidden_size, shape.intermediate_size, shape.vocab_size, shape.num_hidden_layers
+    dims = _module_dims(shape)
+    total = shape.num_parameters
+    layer_params = _layer_params(shape)
+    embed = _embedding_params(shape)
+    linear_params = L * sum(a * b for a, b in dims.values())
+
+    # -- trainable parameters and the layers that keep activations -----------------------------------
+    trained: set[str] = set()
+    freeze_n = _int(config, "freeze_trainable_layers") or 2  # LLaMA-Factory: > 0 the last n layers, < 0 the first
+    first_active = 0  # first layer that keeps activations without GC
+    adapter_in = 0  # sum of input features of adapted linears, per layer
+    extra_act_per_layer = 0.0
+    if ftype == "lora":
+        trained = _targets(_get(config, "lora_target"), notes, "lora_target")
+        rank = _int(config, "lora_rank") or 8
+        trainable = L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained)
+        adapter_in = sum(dims[m][0] for m in trained)
+        dropout = _get(config, "lora_dropout")
+        if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
+            extra_act_per_layer += LORA_DROPOUT_BYTES * adapter_in
+        extra_modules = _names(_get(config, "additional_target"))
+        if any(m in ("embed_tokens", "lm_head") for m in extra_modules):
+            trainable += V * h * sum(m in ("embed_tokens", "lm_head") for m in extra_modules)
+    elif ftype == "oft":
+        trained = _targets(_get(config, "oft_target"), notes, "oft_target")
+        block = _int(config, "oft_block_size") or 0
+        rank = _int(config, "oft_rank") or 0
+        trainable = 0
+        for m in trained:
+            fan_in = dims[m][0]
+            b = block if block > 0 else max(1, fan_in // max(1, rank))
+            trainable += L * fan_in * (b - 1) // 2
+        adapter_in = sum(dims[m][0] for m in trained)
+        extra_act_per_layer += OFT_INPUT_BYTES * adapter_in
+        notes.append("OFT: activation cost of the rotation not measured (counted as one input copy)")
+    elif ftype == "freeze":
+        count = min(abs(freeze_n), L)
+        modules = _names(_get(config, "freeze_trainable_modules"))
+        share = 1.0
+        if modules and not any(m.lower() == "all" for m in modules):
+            attn = sum(a * b for m, (a, b) in dims.items() if m in MODULES[:4])
+            mlp = sum(a * b for m, (a, b) in dims.items() if m in MODULES[4:])
+            picked = (attn if "self_attn" in modules else 0) + (mlp if "mlp" in modules else 0)
+            share = picked / (attn + mlp) if picked else 1.0
+            trained = set(MODULES[:4] if "self_attn" in modules else ()) | set(MODULES[4:] if "mlp" in modules else ())
+        trained = trained or set(MODULES)
+        trainable = int(count * layer_params * share)
+        first_active = L - count if freeze_n > 0 else 0
+        if _names(_get(config, "freeze_extra_modules")):
+            notes.append("freeze_extra_modules: not counted")
+    else:  # full
+        trained = set(MODULES)
+        trainable = total
+    trainable = min(trainable, total)
+    frozen = total - trainable
+
+    # -- model states ------------------------------------------------------------------------------
+    # DeepSpeed keeps its optimizer states in fp32 whatever the trainer's precision.
+    opt_bytes, opt_known = _optimizer_bytes(_get(config, "optim"), pure_bf16 and zero is None, notes)
+    if not opt_known:
+        unmodelled.append(f"optimizer {_get(config, 'optim')}")
+    if zero is None:
+        n_params = n_grads = n_opt = 1
+        upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
+        p_bytes = 4.0 if upcast else 2.0
+        cache = 2.0 if upcast and half and ftype in ("full", "freeze") else 0.0  # autocast's bf16 weight copies
+        weights_trainable = trainable * (p_bytes + cache)
+        grads = trainable * p_bytes
+        master = 0.0
+    else:
+        n_opt = gpus if zero >= 1 else 1
+        n_grads = gpus if zero >= 2 else 1
+        n_params = gpus if zero == 3 else 1
+        p_bytes = 2.0 if plan.half else 4.0  # the DeepSpeed engine casts the module to bf16/fp16
+        weights_trainable = trainable * p_bytes / n_params
+        grads = trainable * p_bytes / n_grads
+        master = trainable * (4.0 if plan.half else 0.0) / n_opt
+    optimizer = trainable * opt_bytes / n_opt + master
+    # Frozen weights: bf16, or quantized linears with bf16 embeddings (bitsandbytes keeps those in 16 bits).
+    if bits:
+        frozen_linear = max(0, min(frozen, linear_params))
+        frozen_bytes = frozen_linear * (bits / 8 + 0.03) + (frozen - frozen_linear) * 2.0
+    else:
+        frozen_bytes = frozen * 2.0
+    weights = frozen_bytes / n_params + weights_trainable
+    offloaded = 0.0
+    if plan.offload_optimizer:
+        offloaded += optimizer
+        optimizer = 0.0
+        if zero in (1, 2):
+            offloaded += grads * 2  # the fp32 gradient partition lives on the host as well
+    if plan.offload_param:
+        offloaded += weights
+        weights = 0.0
+    if zero is None and not half and ftype in ("full", "freeze"):
+        notes.append("no bf16/fp16: activations in fp32")
+    act_scale = 2.0 if (not half and ftype in ("full", "freeze")) else 1.0
+
+    # -- activations ---------------------------------------------------------------------------------
+    per_layer = layer_activation_bytes(shape, trained, liger=liger) + extra_act_per_layer
+    frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
+    if ftype == "freeze":
+        # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
+        # keep nothing; frozen layers after it keep what back-propagation through them needs.
+        count = min(abs(freeze_n), L)
+        saved_layers = per_layer * count + (frozen_per_layer * (L - count) if freeze_n < 0 else 0.0)
+    else:
+        saved_layers = per_layer * L
+    boundary = GC_BOUNDARY_BYTES * h
+    if gc:
+        activations = tokens * boundary * L * act_scale
+        recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
+    else:
+        activations = tokens * saved_layers * act_scale
+        recompute = 0.0
+
+    if liger:
+        chunk = 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(V / h)))))
+        logits = tokens * LIGER_CE_BYTES_PER_HIDDEN * h + min(chunk, tokens) * V * 8
+    else:
+        logits = tokens * LOGITS_BYTES_PER_VOCAB * V
+
+    attention_bytes = 0.0
+    heads = shape.num_attention_heads
+    if attention == "eager":
+        scores = heads * seqs * seq * seq
+        layers_kept = 1 if gc else (L - first_active)
+        attention_bytes = scores * (EAGER_SAVED_BYTES * layers_kept + EAGER_BACKWARD_BYTES)
+        notes.append("eager attention: every layer's L x L scores are materialised")
+
+    extra = 0.0
+    if packing and bool(_get(config, "neat_packing")) and attention != "fa2":
+        extra += NEAT_MASK_BYTES * seqs * seq * seq
+    if zero == 3 and gpus > 1:
+        extra += 2.0 * max(2 * layer_params, embed // (1 if shape.tie_word_embeddings else 2))
+    if zero in (1, 2) and gpus > 1 and plan.bucket_elements:
+        extra += 2.0 * min(plan.bucket_elements, trainable) * (2 if plan.overlap_comm else 1)
+    if stage in ("dpo", "kto") and ftype != "lora" and str(_get(config, "pref_loss")) not in ("orpo", "simpo"):
+        ref = 2.0 * total / (gpus if zero == 3 else 1)
+        extra += ref
+        notes.append("preference training: a frozen bf16 reference model")
+
+    est = MemoryEstimate(
+        model=shape.name,
+        finetuning_type=ftype,
+        stage=stage,
+        gpus=gpus,
+        zero_stage=zero,
+        micro_batch=bsz,
+        gradient_accumulation=accum,
+        seq_len=seq,
+        tokens=tokens,
+        packing=packing,
+        fill=fill_used,
+        gradient_checkpointing=gc,
+        attention=attention,
+        liger=liger,
+        quantization_bit=bits,
+        total_params=total,
+        trainable_params=trainable,
+        weights_gib=weights / GIB,
+        gradients_gib=grads / GIB,
+        optimizer_gib=optimizer / GIB,
+        activations_gib=activations / GIB,
+        recompute_gib=recompute / GIB,
+        logits_gib=logits / GIB,
+        attention_gib=attention_bytes / GIB,
+        extra_gib=extra / GIB,
+        offloaded_gib=offloaded / GIB,
+        layer_bytes_per_token=per_layer,
+        layer_bytes_per_token_gc=boundary,
+        memory_gib=float(target.memory_gib),
+        notes=notes,
+        unmodelled=unmodelled,
+    )
+    if stage in _PAIRWISE:
+        notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
+    return est
+
+
+def with_changes(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of `config` with keys set (value None removes the key, so its default applies)."""
+    out = dict(config)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def max_micro_batch(
+    config: dict[str, Any],
+    shape: ModelShape,
+    target: Target,
+    gpus: int,
+    deepspeed: dict[str, Any] | None,
+    *,
+    headroom: float = HEADROOM,
+    fill: float | None = None,
+    limit: int = 4096,
+) -> int:
+    """The largest `per_device_train_batch_size` whose estimate fits `headroom` of the target's memory
+    (0 when not even 1 fits). Memory grows with the micro-batch, so a binary search finds it."""
+
+    def fits(b: int) -> bool:
+        est = estimate(with_changes(config, per_device_train_batch_size=b), shape, target, gpus, deepspeed, fill=fill)
+        return est.fits_with_headroom(headroom)
+
+    if not target.memory_gib or not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import top_entries
+from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class TrainerArgumentInvalid(Rule):
+    code = "LF031"
+    name = "trainer-argument-invalid"
+    severity = Severity.ERROR
+    kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    summary = "A value HF TrainingArguments refuses when it is built (steps, warmup, schedulers, full-eval precision)"
+    why = (
+        "Confidence: certain. transformers' `TrainingArguments.__post_init__` validates a handful of values as "
+        "LLaMA-Factory builds the arguments: `*_steps` above 1 must be integers under a steps strategy, "
+        "`logging_steps` cannot be 0, `warmup_steps` cannot be negative, a plateau or greedy scheduler needs an "
+        "eval strategy, fp16 and bf16 full-eval exclude each other, `torch_empty_cache_steps` must be a positive "
+        "integer, and `dataloader_prefetch_factor` needs worker processes."
+    )
+    fails_when = "At start-up, in `get_train_args`, before data and model loading."
+    evidence = ("transformers 5.6.0 training_args.py `TrainingArguments.__post_init__` L1681-1763",)
+    example = "save_steps: 1.5   ->  an integer (or a ratio below 1)"
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        src = ctx.source
+        if src.root is None:
+            return
+        data = src.data if isinstance(src.data, dict) else {}
+        entries = {e.key: e for e in top_entries(src)}
+
+        def get(key: str, default: Any) -> Any:
+            return data.get(key, default)
+
+        def report(key: str, message: str) -> Diagnostic:
+            return self.at_entry(ctx, entries[key], f"{message}: TrainingArguments stops at start-up", on="value")
+
+        strategy = {
+            "logging": get("logging_strategy", "steps"),
+            "eval": get("eval_strategy", "no"),
+            "save": get("save_strategy", "steps"),
+        }
+        if "torch_empty_cache_steps" in entries and data["torch_empty_cache_steps"] is not None:
+            value = data["torch_empty_cache_steps"]
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                yield report(
+                    "torch_empty_cache_steps", f"`torch_empty_cache_steps` must be a positive integer, not {value!r}"
+                )
+        logging_steps = _num(get("logging_steps", 500))
+        if "logging_steps" in entries and strategy["logging"] == "steps" and logging_steps == 0:
+            yield report("logging_steps", "`logging_steps: 0` with the steps logging strategy")
+        for kind in ("logging", "eval", "save"):
+            key = f"{kind}_steps"
+            value = _num(data.get(key)) if key in entries else None
+            if value is not None and strategy[kind] == "steps" and value > 1 and value != int(value):
+                yield report(key, f"`{key}` must be an integer if bigger than 1 (it is {data[key]})")
+        if "fp16_full_eval" in entries and data.get("fp16_full_eval") and data.get("bf16_full_eval"):
+            yield report("fp16_full_eval", "`fp16_full_eval` and `bf16_full_eval` are both on")
+        scheduler = data.get("lr_scheduler_type")
+        if (
+            "lr_scheduler_type" in entries
+            and scheduler in ("reduce_lr_on_plateau", "greedy")
+            and strategy["eval"] == "no"
+        ):
+            yield report(
+                "lr_scheduler_type", f"`lr_scheduler_type: {scheduler}` needs an eval strategy (eval_strategy is no)"
+            )
+        warmup = _num(data.get("warmup_steps"))
+        # transformers 5.6 copies a set warmup_ratio over warmup_steps before this check (training_args.py L1511)
+        if "warmup_steps" in entries and warmup is not None and warmup < 0 and data.get("warmup_ratio") is None:
+            yield report("warmup_steps", "`warmup_steps` is negative")
+        prefetch = data.get("dataloader_prefetch_factor")
+        if "dataloader_prefetch_factor" in entries and prefetch is not None and get("dataloader_num_workers", 0) == 0:
+            yield report(
+                "dataloader_prefetch_factor", "`dataloader_prefetch_factor` needs `dataloader_num_workers` > 0"
+            )

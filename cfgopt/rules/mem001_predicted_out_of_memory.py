@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, insert_top, report
+from cfgopt.rules._mem import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
+from cfgopt.rules.base import Context, Rule
+
+
+def batch_edits(ctx: Context, micro: int, accum: int):
+    """Edits setting `per_device_train_batch_size` and `gradient_accumulation_steps` (inserted when absent)."""
+    out = []
+    for key, value in (("per_device_train_batch_size", micro), ("gradient_accumulation_steps", accum)):
+        entry = entry_of(ctx, key)
+        if entry is not None:
+            part = edits.replace_value(ctx.source, entry, value)
+        else:
+            part = insert_top(ctx.source, key, value)
+        if not part:
+            return None
+        out += part
+    return out
+
+
+def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
+    """(micro, accumulation) pairs with the same product and a smaller micro-batch, largest first."""
+    product = micro * accum
+    return [(m, product // m) for m in range(micro - 1, 0, -1) if product % m == 0]
+
+
+class PredictedOutOfMemory(Rule):
+    code = "MEM001"
+    name = "predicted-out-of-memory"
+    severity = Severity.WARNING
+    kinds = TRAIN_KINDS
+    summary = "The estimated peak memory per GPU exceeds the target's memory"
+    why = (
+        "Confidence: likely (calibrated estimate, docs/memory.md). cfgopt's memory model (`cfgopt estimate`) "
+        "adds weights, gradients and optimizer states (partitioned by the ZeRO stage over the GPUs, minus "
+        "offload), activations (with or without gradient checkpointing), the fp32 logits, eager attention "
+        "scores and buffers. When even that peak without the allocator margin exceeds the target's memory, the "
+        "run will stop with an out-of-memory error at its first full-length batch. The message names the "
+        "largest parts and the first change that makes it fit: gradient checkpointing back on, a smaller "
+        "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload. Only for "
+        "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
+        "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
+    )
+    fails_when = "At the first batch that reaches the estimated size: CUDA/HIP out of memory."
+    evidence = (
+        "bench/memory/results.md: estimate vs measured peaks on an H200 (LLaMA-Factory 0.9.5)",
+        "knowledge/rocm_perf.md §5.3 (8B LoRA 8x2048 tokens without GC predicted 149 GiB: OOM on the H200, "
+        "as measured)",
+    )
+    example = (
+        "Llama-3-8B LoRA, disable_gradient_checkpointing: true, 8 x 2048 tokens, h200  ->  "
+        "gradient checkpointing on (or 4 x 2 micro x accumulation)"
+    )
+    fix_safety = (
+        "Unsafe: re-enabling gradient checkpointing or trading micro-batch for accumulation keeps the global batch "
+        "but changes speed; offered only when the change alone fits."
+    )
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        n = gpus(ctx, GPUS_IF_UNSTATED_OOM)
+        est = estimate_ctx(ctx, n)
+        if est is None or not est.surely_out_of_memory:
+            return
+        target = ctx.settings.target
+        remedies: list[str] = []
+        fix = None
+        if not est.gradient_checkpointing:
+            after = estimate_ctx(ctx, n, disable_gradient_checkpointing=None)
+            if after is not None and after.fits:
+                remedies.append(f"gradient checkpointing on (~{after.required_gib:.0f} GiB)")
+                entry = entry_of(ctx, "disable_gradient_checkpointing")
+                fix_edits = edits.replace_value(ctx.source, entry, False) if entry is not None else None
+                fix = self.fix("Turn gradient checkpointing back on", fix_edits, safe=False)
+        for micro, accum in smaller_micro_batches(est.micro_batch, est.gradient_accumulation):
+            after = estimate_ctx(ctx, n, per_device_train_batch_size=micro, gradient_accumulation_steps=accum)
+            if after is not None and after.fits:
+                remedies.append(
+                    f"micro-batch {micro} x accumulation {accum} (same global batch, ~{after.required_gib:.0f} GiB)"
+                )
+                if fix is None:
+                    fix = self.fix(
+                        f"Use {micro} x {accum} (micro-batch x accumulation, same global batch)",
+                        batch_edits(ctx, micro, accum),
+                        safe=False,
+                    )
+                break
+        if not est.liger and est.logits_gib > 0.15 * est.peak_allocated_gib:
+            remedies.append(f"`enable_liger_kernel: true` (fused loss saves ~{est.logits_gib:.0f} GiB of logits)")
+        if est.zero_stage != 3 and est.gpus > 1:
+            remedies.append("ZeRO-3 to shard the model states over the GPUs")
+        elif est.zero_stage == 3 and not est.offloaded_gib:
+            remedies.append("ZeRO offload of the optimizer states")
+        yield report(
+            self,
+            ctx,
+            ("per_device_train_batch_size", "cutoff_len", "disable_gradient_checkpointing", "model_name_or_path"),
+            f"predicted out of memory: about {est.required_gib:.0f} GiB per GPU on a {target.memory_gib:g} GiB "
+            f"{target.name} with {est.gpus} GPU(s) ({est.model}, {est.tokens} tokens per micro-batch; largest parts "
+            f"in GiB: {top3(est)}); try " + ("; or ".join(remedies) if remedies else "a smaller cutoff_len"),
+            fix=fix,
+        )

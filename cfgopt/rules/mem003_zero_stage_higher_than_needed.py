@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, value_of
+from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, deepspeed_of, estimate_source, gpus
+from cfgopt.rules.base import Context, Rule
+
+
+def _at_stage(ds: dict, stage: int) -> dict:
+    out = dict(ds)
+    zero = dict(out.get("zero_optimization") or {})
+    zero["stage"] = stage
+    out["zero_optimization"] = {k: v for k, v in zero.items() if not (stage < 3 and k.startswith("stage3_"))}
+    return out
+
+
+class ZeroStageHigherThanNeeded(Rule):
+    code = "MEM003"
+    name = "zero-stage-higher-than-needed"
+    severity = Severity.WARNING
+    kinds = TRAIN_KINDS
+    summary = "A DeepSpeed ZeRO stage higher than the model and GPU count need: a lower stage (or none) fits"
+    why = (
+        "Confidence: likely (calibrated estimate, docs/memory.md). Each ZeRO stage trades speed for memory: "
+        "stage 1 shards the optimizer states, stage 2 the gradients too, both with the communication volume of "
+        "plain data parallel; stage 3 shards the weights and all-gathers them in every forward and backward "
+        "(1.5x the traffic, and the frozen base of a LoRA run as well). The fastest setting is the lowest stage "
+        "that fits. Reported when the estimated peak per GPU at a lower stage (no DeepSpeed first, then ZeRO-2) "
+        "stays within 90% of the target's memory for this model, GPU count and batch, without offload. With "
+        "`--gpus` unstated one GPU is assumed (the most memory per GPU at every stage). ZeRO-3 for LoRA on one GPU "
+        "is PF050's (measured, no estimate needed); a file with offload is MEM002's first."
+    )
+    fails_when = "Never: the run is slower than it needs to be."
+    evidence = (
+        "knowledge/deepspeed.md §2.1 (stage trade-offs; 'stage 0 = plain DP, fastest if it fits'), "
+        "rocm_perf.md §5.1 and §5.4 (ZeRO-2 for 8B full fine-tuning on 8 x MI300X)",
+        "measured: knowledge/h200_measurements.md V2 vs V4 (ZeRO-3 4.47x slower on one H200, no memory saved)",
+        "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",
+    )
+    example = "Llama-3-8B full fine-tune, ZeRO-3, 8 x mi300x  ->  ZeRO-2 (the states take ~30 GB per GPU)"
+    fix_safety = (
+        "Unsafe: when no DeepSpeed at all fits, the fix removes `deepspeed` (plain data parallel); a lower stage "
+        "in a shared DeepSpeed file is left to the user."
+    )
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        known, ds = deepspeed_of(ctx)
+        if not known or ds is None:
+            return
+        n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
+        current = estimate_source(ctx.source, ctx.settings, ds, n, ctx.memo)
+        if current is None or not current.zero_stage or current.offloaded_gib:
+            return
+        if current.zero_stage == 3 and n == 1 and current.finetuning_type == "lora" and ctx.settings.gpus == 1:
+            return  # PF050
+        candidates = [(0, None)] + [(s, _at_stage(ds, s)) for s in (2,) if s < current.zero_stage]
+        for stage, plan in candidates:
+            est = estimate_source(ctx.source, ctx.settings, plan, n, ctx.memo)
+            if est is None or not est.fits_with_headroom():
+                continue
+            target = ctx.settings.target
+            entry = entry_of(ctx, "deepspeed")
+            lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
+            fix = None
+            if stage == 0 and entry is not None:
+                removal = edits.delete_entry(ctx.source, entry)
+                fix = self.fix("Remove `deepspeed` (plain data parallel)", removal, safe=False)
+            yield self.at_entry(
+                ctx,
+                entry,
+                f"ZeRO-{current.zero_stage} is more than {est.model} ({value_of(ctx, 'finetuning_type')}) needs on "
+                f"{f'{n} GPU(s)' if ctx.settings.gpus else 'any number of GPUs'}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
+                f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
+                "adds communication",
+                fix=fix,
+            )
+            return

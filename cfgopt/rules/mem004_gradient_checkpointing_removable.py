@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cfgopt import edits
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.rules._lf import TRAIN_KINDS, entry_of, insert_top, report
+from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
+from cfgopt.rules.base import Context, Rule
+
+
+class GradientCheckpointingRemovable(Rule):
+    code = "MEM004"
+    name = "gradient-checkpointing-removable"
+    severity = Severity.WARNING
+    kinds = TRAIN_KINDS
+    summary = "Gradient checkpointing on (LLaMA-Factory's default) for a run that fits without it"
+    why = (
+        "Confidence: likely (measured gain; calibrated estimate). LLaMA-Factory enables gradient checkpointing "
+        "unless `disable_gradient_checkpointing: true`, recomputing every layer's forward in the backward pass. "
+        "Measured on an H200 (8B LoRA, packed 4x2048): GC off was 1.37x faster for +26 GiB (12,757 vs 9,284 "
+        "tokens/s); HF+PEFT at 4x2048: 11,073 vs 7,793 tokens/s; 1B full fine-tune 43,938 vs 36,176. Reported when "
+        "cfgopt's memory estimate of the same run without checkpointing (every layer's activations kept) stays "
+        "within 90% of the target's memory, for a known model (local config.json or cfgopt's table). Without "
+        "packing the peak batch is assumed to reach cutoff_len; with `--gpus` unstated one GPU is assumed."
+    )
+    fails_when = "Never fails: every step pays for a second forward pass."
+    evidence = (
+        "llamafactory 0.9.5 model/model_utils/checkpointing.py L164-178 (GC on by default)",
+        "knowledge/h200_measurements.md V10 vs V7 (1.37x, 58 vs 32 GiB)",
+        "knowledge/rocm_perf.md §2.4, §5.3; bench/memory/results.md (the estimate)",
+    )
+    example = "(LoRA Llama-3-8B, 2 x 2048 tokens, mi300x)   ->  disable_gradient_checkpointing: true"
+    fix_safety = "Unsafe: turning checkpointing off raises peak memory (the estimate keeps 10% headroom)."
+
+    def check(self, ctx: Context) -> Iterator[Diagnostic]:
+        n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
+        now = estimate_ctx(ctx, n)
+        if now is None or not now.gradient_checkpointing:
+            return
+        after = estimate_ctx(ctx, n, disable_gradient_checkpointing=True)
+        if after is None or not after.fits_with_headroom():
+            return
+        src = ctx.source
+        entry = entry_of(ctx, "disable_gradient_checkpointing")
+        fix_edits = (
+            edits.replace_value(src, entry, True)
+            if entry is not None
+            else insert_top(src, "disable_gradient_checkpointing", True)
+        )
+        target = ctx.settings.target
+        yield report(
+            self,
+            ctx,
+            ("disable_gradient_checkpointing", "gradient_checkpointing", "finetuning_type", "model_name_or_path"),
+            f"gradient checkpointing is on (LLaMA-Factory's default) though {now.model} ({now.finetuning_type}, "
+            f"{now.tokens} tokens per micro-batch) should need about {after.required_gib:.0f} GiB per GPU without it "
+            f"(now {now.required_gib:.0f}) on a {target.memory_gib:g} GiB {target.name}: "
+            "`disable_gradient_checkpointing: true` was 1.37x faster on an H200",
+            fix=self.fix("Set `disable_gradient_checkpointing: true`", fix_edits, safe=False),
+        )

@@ -1,0 +1,532 @@
+"""`cfgopt tune CONFIG`: the fastest config that fits, found by memory-pruned short runs of the real trainer.
+
+The candidates (cfgopt.tune.space) go through cfgopt.tune.search with `RealSession.measure`, which runs each
+one through `cfgopt.verify.runner.run_config` with assets prepared once. The winner is printed as a unified
+diff of the YAML (span edits from cfgopt.edits: comments, order and quoting stay as they are) or written
+with --write; a DeepSpeed JSON the winner needs is written beside the config (or beside the user's JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cfgopt.document import Document, DocumentError
+from cfgopt.engine import resolve_reference
+from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.tune import search as S
+from cfgopt.tune import space
+
+
+class Session(Protocol):
+    """What the command needs from the machine: the platform, assets, one run, the memory check."""
+
+    def platform(self) -> space.Platform: ...
+    def prepare(self) -> None: ...
+    def asset_id(self) -> str: ...
+    def measure(self, candidate: S.Candidate) -> S.Measurement: ...
+    def fits(self) -> S.Fits: ...
+
+
+def measurement_from(result: Any, warmup: int) -> S.Measurement:
+    """A verify RunResult as the search sees it: real tokens/s over the steps after `warmup`, peak memory."""
+    metrics = result.metrics or {}
+    steps = metrics.get("steps") or []
+    warm = steps[min(warmup, max(0, len(steps) - 1)) :]
+    seconds = sum(s["seconds"] for s in warm)
+    error = result.error
+    if error and not S.is_oom(error) and S.is_oom(result.log_tail):
+        error += " (the log says: out of memory)"
+    peak = metrics.get("peak_allocated_gib")
+    if peak is None:
+        peaks = [s["max_allocated_gib"] for s in steps if "max_allocated_gib" in s]
+        peak = max(peaks) if peaks else None
+    return S.Measurement(
+        tokens_per_s=(sum(s["real_tokens"] for s in warm) / seconds) if seconds and not error else None,
+        peak_gib=peak,
+        reserved_gib=metrics.get("peak_reserved_gib"),
+        wall_s=result.wall_s,
+        error=error,
+        device=metrics.get("device"),
+        steps_measured=len(warm),
+    )
+
+
+@dataclass
+class RealSession:
+    """Runs through cfgopt.verify's runner (children: the trainer; the parent imports nothing heavy)."""
+
+    config_path: Path
+    config: dict[str, Any]
+    work: Path
+    steps: int
+    warmup: int
+    gpus: int
+    timeout: float
+    mode: str = "auto"
+    cache_dir: Path = Path.home() / ".cache" / "cfgopt" / "verify"
+    target_name: str | None = None
+    margin: float = 0.10
+    say: Callable[[str], None] = lambda _line: None
+    _assets: Any = None
+    _platform: space.Platform | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def _relay(self, line: str) -> None:
+        if "Error" in line or "out of memory" in line:
+            self.say(f"  {line[:300]}")
+
+    def platform(self) -> space.Platform:
+        if self._platform is None:
+            self._platform = space.probe_platform()
+        return self._platform
+
+    def _plan(self) -> Any:
+        from cfgopt.verify import runner
+
+        if self._assets is None:
+            self._assets = runner.plan_assets(self.config, self.config_path, self.mode, self.cache_dir)
+        return self._assets
+
+    def prepare(self) -> None:
+        from cfgopt.verify import runner
+
+        assets = self._plan()
+        for note in assets.notes:
+            self.say(f"offline mode: {note}")
+        runner.prepare_assets(assets, self.work, self.timeout, self._relay)
+
+    def asset_id(self) -> str:
+        a = self._plan()
+        return json.dumps([str(a.model_dir), a.dataset, a.template, a.model_config], sort_keys=True, default=str)
+
+    def measure(self, candidate: S.Candidate) -> S.Measurement:
+        from cfgopt.verify import runner
+
+        label = f"c{candidate.index:03d}"
+        result = runner.run_config(
+            candidate.config,
+            self._plan(),
+            self.steps,
+            label,
+            self.work,
+            self.config_path,
+            self.gpus,
+            self.timeout,
+            self._relay,
+        )
+        if not os.environ.get("CFGOPT_TUNE_KEEP_OUTPUTS"):
+            shutil.rmtree(self.work / f"{label}-output", ignore_errors=True)
+        return measurement_from(result, self.warmup)
+
+    def fits(self) -> S.Fits:
+        from cfgopt.model_shapes import shape_for
+        from cfgopt.targets import TARGETS
+        from cfgopt.verify import runner
+
+        name = self.target_name or runner.detect_target()
+        target = TARGETS.get(name)
+        ref = str(self.config.get("model_name_or_path", ""))
+        shape = shape_for(ref, self.config_path.parent)
+        assets = self._plan()
+        if shape is None and assets.model_dir is not None:
+            shape = shape_for(str(assets.model_dir))
+        return S.MemoryFits(shape, target, self.gpus, self.margin)
+
+
+def load_config(path: Path) -> tuple[Document, Any, dict[str, Any]]:
+    try:
+        doc = Document.read(path)
+    except DocumentError as exc:
+        raise SystemExit(f"cfgopt tune: {path}: {exc}") from None
+    src = load_yaml(doc)
+    if src.error is not None or not isinstance(src.data, dict):
+        why = src.error.message if src.error else "not a mapping"
+        raise SystemExit(f"cfgopt tune: {path}: not a LLaMA-Factory YAML config ({why})")
+    return doc, src, src.data
+
+
+def load_user_deepspeed(config: dict[str, Any], config_path: Path) -> tuple[dict[str, Any] | None, Path | None]:
+    ref = config.get("deepspeed")
+    if isinstance(ref, dict):
+        return ref, None
+    if not isinstance(ref, str) or not ref:
+        return None, None
+    found, _ = resolve_reference(ref, config_path)
+    if found is None:
+        raise SystemExit(f"cfgopt tune: {config_path}: the DeepSpeed JSON `{ref}` was not found")
+    try:
+        data = json.loads(found.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"cfgopt tune: {found}: not readable JSON ({exc}); run `cfgopt lint` first") from None
+    return (data if isinstance(data, dict) else None), found
+
+
+def cache_key(resolved: dict[str, Any], steps: int, warmup: int, gpus: int, device: str, assets: str) -> str:
+    blob = json.dumps(
+        {"config": resolved, "steps": steps, "warmup": warmup, "gpus": gpus, "device": device, "assets": assets},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def make_candidates(
+    config: dict[str, Any],
+    user_ds: dict[str, Any] | None,
+    base: space.Knobs,
+    knobs_list: list[space.Knobs],
+    work: Path,
+    key_of: Callable[[dict[str, Any]], str],
+) -> list[S.Candidate]:
+    """Each candidate's config; DeepSpeed variants are written into `work` (one file per distinct JSON)."""
+    out: list[S.Candidate] = []
+    for i, knobs in enumerate(knobs_list):
+        action, ds = space.deepspeed_for(knobs, base, user_ds)
+        ds_path = None
+        if action == "new":
+            assert ds is not None
+            text = json.dumps(ds, indent=2) + "\n"
+            digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+            ds_file = work / f"ds-{knobs.zero}-{digest}.json"
+            if not ds_file.exists():
+                ds_file.write_text(text)
+            ds_path = str(ds_file)
+        cfg = space.candidate_config(config, knobs, base, user_ds, ds_path)
+        resolved = dict(cfg)
+        if action == "new":
+            resolved["deepspeed"] = ds
+        elif action == "keep" and "deepspeed" in cfg:
+            resolved["deepspeed"] = user_ds if user_ds is not None else cfg["deepspeed"]
+        out.append(S.Candidate(i, knobs, cfg, resolved, key_of(resolved), baseline=(i == 0)))
+    return out
+
+
+# ---------------------------------------------------------------- the winner as span edits
+
+
+@dataclass
+class FixPlan:
+    yaml_before: str
+    yaml_after: str
+    ds_file: Path | None = None  # a new DeepSpeed JSON to write beside the config
+    ds_text: str | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def plan_fix(
+    config_path: Path,
+    doc: Document,
+    src: Any,
+    winner: S.Candidate,
+    base: space.Knobs,
+    user_ds: dict[str, Any] | None,
+    user_ds_path: Path | None,
+) -> FixPlan:
+    """The YAML edits (and new DeepSpeed JSON) that turn the user's config into the winner; no re-serialising."""
+    from cfgopt.edits import delete_entry, insert_entry, replace_value
+    from cfgopt.fixer import apply_edits
+
+    changes = space.changed_keys(winner.knobs, base)
+    action, ds = space.deepspeed_for(winner.knobs, base, user_ds)
+    plan = FixPlan(doc.text, doc.text, changes=dict(changes))
+    if action == "new":
+        assert ds is not None
+        name = f"{config_path.stem}.tune-{winner.knobs.zero}.json"
+        ref = config_path.parent / name
+        raw_ref = config_path.parent / name
+        if user_ds_path is not None and isinstance(winner.config.get("deepspeed"), str):
+            user_ref = str(src.data.get("deepspeed"))
+            ref = user_ds_path.parent / name
+            raw_ref = Path(user_ref).parent / name
+        plan.ds_file, plan.ds_text = ref, json.dumps(ds, indent=2) + "\n"
+        changes = {**changes, "deepspeed": str(raw_ref)}
+        plan.changes["deepspeed"] = str(raw_ref)
+    edits = []
+    failed: set[str] = set()
+    root = src.root
+    for key, value in changes.items():
+        entry = root.get(key)
+        made = replace_value(src, entry, value) if entry is not None else insert_entry(src, None, key, value)
+        if made is None:
+            failed.add(key)
+            plan.problems.append(f"`{key}` cannot be edited in place; set `{key}: {value}` by hand")
+            continue
+        edits.extend(made)
+    if action == "drop":
+        plan.changes["deepspeed"] = None
+        for entry in [e for e in root.entries or () if e.key == "deepspeed"]:
+            made = delete_entry(src, entry)
+            if made is None:
+                failed.add("deepspeed")
+                plan.problems.append("`deepspeed` cannot be removed in place; remove it by hand")
+                continue
+            edits.extend(made)
+    after = apply_edits(doc.text, edits)
+    check = load_yaml(Document(path=config_path, text=after)).data
+    for key, value in plan.changes.items():
+        got = check.get(key) if isinstance(check, dict) else None
+        if key not in failed and got != value:
+            plan.problems.append(f"the edited YAML reads `{key}` as {got!r}, not {value!r}; nothing written")
+    plan.yaml_after = after
+    return plan
+
+
+def render_diff(config_path: Path, plan: FixPlan) -> str:
+    out = list(
+        difflib.unified_diff(
+            plan.yaml_before.splitlines(keepends=True),
+            plan.yaml_after.splitlines(keepends=True),
+            fromfile=f"a/{config_path}",
+            tofile=f"b/{config_path}",
+        )
+    )
+    if plan.ds_file is not None and plan.ds_text is not None:
+        out += list(difflib.unified_diff([], plan.ds_text.splitlines(keepends=True), "/dev/null", f"b/{plan.ds_file}"))
+    return "".join(out)
+
+
+def write_fix(config_path: Path, doc: Document, plan: FixPlan) -> list[str]:
+    """Write the plan; returns the problems (empty: written)."""
+    from cfgopt.writer import ChangedOnDisk, atomic_write
+
+    if plan.problems:
+        return plan.problems
+    if plan.ds_file is not None and plan.ds_text is not None:
+        if plan.ds_file.exists() and plan.ds_file.read_text() != plan.ds_text:
+            return [f"{plan.ds_file} exists with other content; not overwritten (nothing written)"]
+        plan.ds_file.write_text(plan.ds_text)
+    try:
+        atomic_write(config_path, doc.to_bytes(plan.yaml_after), expected=doc.to_bytes())
+    except (ChangedOnDisk, OSError) as exc:
+        return [f"{config_path}: not written: {exc}"]
+    return []
+
+
+# ---------------------------------------------------------------- report
+
+
+def _f(value: Any, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+def row_json(row: S.Row, base_tps: float | None) -> dict[str, Any]:
+    c, m = row.candidate, row.measurement
+    tps = row.tokens_per_s
+    return {
+        "index": c.index,
+        "label": c.knobs.label(),
+        "knobs": c.knobs.as_dict(),
+        "baseline": c.baseline,
+        "status": row.status,
+        "cached": row.cached,
+        "reason": row.reason,
+        "run_order": row.order,
+        "prior": round(c.prior, 4),
+        "est_peak_gib": c.est_peak_gib,
+        "tokens_per_s": tps,
+        "vs_baseline": (tps / base_tps) if tps and base_tps else None,
+        "peak_gib": m.peak_gib if m else None,
+        "reserved_gib": m.reserved_gib if m else None,
+        "wall_s": m.wall_s if m else None,
+        "error": m.error if m else None,
+        "key": c.key,
+    }
+
+
+def table(result: S.SearchResult) -> str:
+    base_tps = result.baseline.tokens_per_s
+    head = (
+        f"{'':2}{'#':>3}  {'candidate':60} {'status':22} {'tokens/s':>9} {'vs base':>8} "
+        f"{'peak GiB':>9} {'est GiB':>8} {'run s':>6}  note"
+    )
+    lines = [head]
+    for row in result.rows:
+        c, m = row.candidate, row.measurement
+        tps = row.tokens_per_s
+        mark = "*" if result.winner is not None and row is result.winner else ""
+        label = c.knobs.label() + (" (baseline)" if c.baseline else "")
+        status = row.status + (" (cached)" if row.cached else "")
+        lines.append(
+            f"{mark:2}{c.index:>3}  {label:60} {status:22} {_f(tps, '{:,.0f}'):>9} "
+            f"{_f(tps / base_tps if tps and base_tps else None, '{:.2f}x'):>8} "
+            f"{_f(m.peak_gib if m else None, '{:.1f}'):>9} {_f(c.est_peak_gib, '{:.1f}'):>8} "
+            f"{_f(m.wall_s if m else None, '{:.0f}'):>6}  {row.reason}"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the command
+
+
+def sigterm_as_interrupt() -> Any:
+    """Treat SIGTERM (an outer `timeout`, a scheduler) like Ctrl-C, so the runner kills the trainer's process
+    group instead of leaving it on the GPU; returns the previous handler (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def run(args: argparse.Namespace, session: Session | None = None) -> int:
+    config_path: Path = args.config
+    if not config_path.is_file():
+        sys.stderr.write(f"cfgopt tune: {config_path}: no such file\n")
+        return 2
+    gpus = args.gpus or 1
+    if gpus < 1 or args.steps < 1 or args.budget < 0:
+        sys.stderr.write("cfgopt tune: --gpus and --steps must be at least 1, --budget not negative\n")
+        return 2
+    warmup = max(0, min(args.warmup, args.steps - 2))
+    say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
+    doc, src, config = load_config(config_path)
+    user_ds, user_ds_path = load_user_deepspeed(config, config_path)
+    work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
+    previous_handler = sigterm_as_interrupt()
+    try:
+        if session is None:
+            session = RealSession(
+                config_path,
+                config,
+                work,
+                args.steps,
+                warmup,
+                gpus,
+                args.timeout,
+                mode=args.mode,
+                cache_dir=args.cache_dir,
+                target_name=args.target,
+                margin=args.memory_margin,
+                say=say,
+            )
+        try:
+            asset_id = session.asset_id()
+        except ValueError as exc:
+            sys.stderr.write(f"cfgopt tune: {exc}\n")
+            return 2
+        platform = session.platform()
+        for note in platform.notes:
+            say(note)
+        options = space.SpaceOptions(
+            gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
+        )
+        base, knobs_list = space.build_space(config, user_ds, platform, options)
+        candidates = make_candidates(
+            config,
+            user_ds,
+            base,
+            knobs_list,
+            work,
+            lambda resolved: cache_key(resolved, args.steps, warmup, gpus, platform.device, asset_id),
+        )
+        fits = session.fits()
+        memory_note = getattr(fits, "note", "memory check given by the caller")
+        say(memory_note)
+        say(f"{len(candidates)} candidates on {platform.device}; global batch {base.micro * base.ga * gpus} kept")
+        cache_path = args.cache or config_path.with_name(config_path.name + ".cfgopt-tune.json")
+        cache = S.ResultCache(cache_path)
+        say("preparing assets ...")
+        session.prepare()
+        result = S.search(
+            candidates,
+            session.measure,
+            fits,
+            budget_s=args.budget * 60,
+            gpus=gpus,
+            cache=cache,
+            patience=args.patience,
+            min_gain=args.min_gain,
+            on_event=say,
+            memory_note=memory_note,
+        )
+        print(table(result))
+        base_tps = result.baseline.tokens_per_s
+        winner = result.winner
+        plan = None
+        if winner is not None and winner is not result.baseline:
+            plan = plan_fix(config_path, doc, src, winner.candidate, base, user_ds, user_ds_path)
+        gpu_s = result.search_s * gpus
+        print(
+            f"searched {sum(r.order is not None for r in result.rows)} of {len(result.rows)} candidates: "
+            f"{result.spent_s:.0f} s of runs now, {gpu_s:.0f} GPU s in all (cached included); {memory_note}"
+        )
+        code = 0
+        if winner is None:
+            print("no candidate could be measured: nothing to change")
+            code = 1
+        elif winner is result.baseline:
+            print("the config as it is was the fastest measured: nothing to change")
+        else:
+            gain = f" ({winner.tokens_per_s / base_tps:.2f}x the baseline)" if base_tps and winner.tokens_per_s else ""
+            print(f"winner: #{winner.candidate.index} {winner.candidate.knobs.label()}{gain}")
+        if result.baseline.status == S.CRASHED:
+            sys.stderr.write(
+                f"cfgopt tune: the config as it is crashed: {result.baseline.reason}; try `cfgopt fix` first\n"
+            )
+            code = 1
+        if plan is not None:
+            if args.write:
+                problems = write_fix(config_path, doc, plan)
+                for p in problems:
+                    sys.stderr.write(f"cfgopt tune: {p}\n")
+                if problems:
+                    code = 2
+                else:
+                    written = f" and {plan.ds_file}" if plan.ds_file else ""
+                    sys.stderr.write(f"cfgopt tune: wrote {config_path}{written}\n")
+            else:
+                sys.stdout.write(render_diff(config_path, plan))
+                for p in plan.problems:
+                    sys.stderr.write(f"cfgopt tune: {p}\n")
+        if args.json is not None:
+            report = {
+                "config": str(config_path),
+                "device": platform.device,
+                "gpus": gpus,
+                "steps": args.steps,
+                "warmup": warmup,
+                "budget_s": result.budget_s,
+                "spent_s": result.spent_s,
+                "search_s": result.search_s,
+                "gpu_seconds": gpu_s,
+                "stopped": result.stopped,
+                "memory": memory_note,
+                "platform_notes": platform.notes,
+                "priors": S.PRIORS,
+                "baseline": row_json(result.baseline, base_tps),
+                "winner": row_json(winner, base_tps) if winner else None,
+                "changes": plan.changes if plan else {},
+                "rows": [row_json(r, base_tps) for r in result.rows],
+            }
+            text = json.dumps(report, indent=2, default=str)
+            if str(args.json) == "-":
+                print(text)
+            else:
+                args.json.write_text(text)
+        return code
+    except KeyboardInterrupt:
+        sys.stderr.write("cfgopt tune: interrupted; finished runs are in the cache\n")
+        return 130
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+        if args.keep_temp:
+            sys.stderr.write(f"cfgopt tune: work folder kept at {work}\n")
+        else:
+            shutil.rmtree(work, ignore_errors=True)

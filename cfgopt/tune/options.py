@@ -1,0 +1,74 @@
+"""`cfgopt tune`'s options (kept apart so that building the CLI parser imports nothing heavy)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+KNOBS = ("micro", "gc", "attn", "packing", "liger", "zero")
+
+
+def _knobs(text: str) -> tuple[str, ...]:
+    names = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in names if k not in KNOBS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown knob(s) {', '.join(bad)}; choose from {', '.join(KNOBS)}")
+    return names
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
+    p.add_argument("--budget", type=float, default=30.0, help="minutes of runs to spend (default 30)")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs to launch on (torchrun); default 1")
+    p.add_argument("--steps", type=int, default=10, help="optimizer steps per candidate (default 10)")
+    p.add_argument("--warmup", type=int, default=3, help="first steps not timed (default 3)")
+    p.add_argument(
+        "--allow-packing",
+        action="store_true",
+        help="also try packing (SFT only; it changes what each batch holds, so it is opt-in)",
+    )
+    p.add_argument(
+        "--knobs",
+        type=_knobs,
+        default=KNOBS,
+        help=f"knobs to search, comma-separated (default: all of {','.join(KNOBS)})",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--write", action="store_true", help="apply the winning config to the YAML")
+    group.add_argument("--diff", action="store_true", help="print the winning config as a diff (the default)")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="results cache, for resuming (default: <config>.cfgopt-tune.json beside the config)",
+    )
+    p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
+    p.add_argument(
+        "--target", default=None, help="memory the candidates must fit (default: detected from this machine's GPU)"
+    )
+    p.add_argument("--memory-margin", type=float, default=0.10, help="headroom kept below the GPU memory (0.10)")
+    p.add_argument(
+        "--patience",
+        type=int,
+        default=6,
+        help="stop after this many runs in a row without a 1%% gain (default 6; 0 = run until the budget)",
+    )
+    p.add_argument(
+        "--min-gain", type=float, default=0.03, help="a change must be this much faster than the baseline (0.03)"
+    )
+    p.add_argument("--max-micro", type=int, default=64, help="largest micro batch tried (default 64)")
+    p.add_argument(
+        "--mode",
+        choices=("auto", "synthetic", "real"),
+        default="auto",
+        help="auto: the config's own model and data when local, synthetic stand-ins otherwise",
+    )
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path.home() / ".cache" / "cfgopt" / "verify",
+        help="where synthetic models and data are kept between runs (shared with `cfgopt verify`)",
+    )
+    p.add_argument("--timeout", type=float, default=900, help="seconds per run before it is killed (default 900)")
+    p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -1,0 +1,454 @@
+"""The search of `cfgopt tune`: memory pruning, ranking by a speed prior, runs best first within a budget,
+out-of-memory neighbour pruning, early stop, and the per-config result cache that makes it resumable.
+
+Nothing here launches anything: `search()` is given a `measure(candidate) -> Measurement` callable (the real
+one wraps `cfgopt.verify.runner.run_config`; the tests pass a fake that stands in for timing) and a
+`fits(resolved_config) -> (bool, estimated_peak_gib | None)` callable (the memory model, or "no model").
+
+The speed prior (docs/tune.md) multiplies one factor per knob, each taken from the H200 measurements in
+knowledge/h200_measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048):
+  - micro batch m: m ** 0.2 unpacked (16x1 vs 4x4 was 1.33x = 4 ** 0.2), m ** 0.05 packed (8x2 vs 4x4 1.035x)
+  - gradient checkpointing off: 1.37x (V10 vs V7)
+  - packing: 2.9x (V6 vs V5, both 16x1)
+  - Liger kernels: 1.196x (V7 vs V6)
+  - attention: sdpa 1.0, fa2 1.03 (not measured: a small prior edge), eager 0.97 (no measured difference at
+    Alpaca lengths; ranked after sdpa because it is slower on long sequences)
+  - ZeRO on one GPU: none 1.0, ZeRO-3 0.225 (V2 vs V4), ZeRO-3 + offload 0.206 (V3 vs V4); on several GPUs
+    guesses until issue 10 measures them: DDP 1.0, ZeRO-2 0.95, ZeRO-3 0.8, ZeRO-2 offload 0.5, ZeRO-3 offload 0.3
+Ties go to the smaller estimated peak, then to fewer changes from the user's config.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cfgopt.tune.space import Knobs
+
+PRIORS: dict[str, Any] = {
+    "micro_exponent_unpacked": 0.2,
+    "micro_exponent_packed": 0.05,
+    "gc_off": 1.37,
+    "packing": 2.9,
+    "liger": 1.196,
+    "attn": {"sdpa": 1.0, "fa2": 1.03, "disabled": 0.97},
+    "attn_other": 0.95,
+    "zero_one_gpu": {"none": 1.0, "z2": 0.5, "z2_offload": 0.3, "z3": 0.225, "z3_offload": 0.206},
+    "zero_multi_gpu": {"none": 1.0, "z2": 0.95, "z3": 0.8, "z2_offload": 0.5, "z3_offload": 0.3},
+    "zero_other": 0.7,
+}
+
+OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
+
+Fits = Callable[[dict[str, Any]], "tuple[bool, float | None]"]
+
+
+def prior_speed(k: Knobs, gpus: int = 1) -> float:
+    """The speed prior of a candidate (relative, unitless); see the module docstring for the sources."""
+    p = PRIORS
+    score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else p["micro_exponent_unpacked"])
+    if not k.gc:
+        score *= p["gc_off"]
+    if k.packing:
+        score *= p["packing"]
+    if k.liger:
+        score *= p["liger"]
+    score *= p["attn"].get(k.attn, p["attn_other"])
+    table = p["zero_one_gpu"] if gpus <= 1 else p["zero_multi_gpu"]
+    score *= table.get(k.zero, p["zero_other"])
+    return score
+
+
+def is_oom(text: str | None) -> bool:
+    low = (text or "").lower()
+    return any(m in low for m in OOM_MARKERS)
+
+
+def hungrier_or_equal(d: Knobs, c: Knobs) -> bool:
+    """Does `d` need at least the memory of `c`? Same attention, packing and ZeRO; micro batch at least as
+    large; checkpointing off where `c` has it off; Liger off where `c` has it off (Liger saves memory)."""
+    return (
+        d.attn == c.attn
+        and d.packing == c.packing
+        and d.zero == c.zero
+        and d.micro >= c.micro
+        and (d.gc == c.gc or (c.gc and not d.gc))
+        and (d.liger == c.liger or (c.liger and not d.liger))
+    )
+
+
+@dataclass
+class Measurement:
+    tokens_per_s: float | None = None
+    peak_gib: float | None = None  # max allocated
+    reserved_gib: float | None = None
+    wall_s: float = 0.0  # seconds the run took, start-up included: what the search pays
+    error: str | None = None
+    device: str | None = None
+    steps_measured: int = 0
+
+    @property
+    def oom(self) -> bool:
+        return is_oom(self.error)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Measurement:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Candidate:
+    index: int
+    knobs: Knobs
+    config: dict[str, Any]  # what the runner gets (`deepspeed` a path)
+    resolved: dict[str, Any]  # what the memory model sees (`deepspeed` inlined as a dict)
+    key: str  # cache key: the hash of the resolved config, steps, GPUs and device
+    baseline: bool = False
+    prior: float = 1.0
+    est_peak_gib: float | None = None
+
+
+MEASURED, OOM, CRASHED = "measured", "oom", "crashed"
+PRUNED_MEMORY, PRUNED_OOM = "pruned: memory", "pruned: OOM neighbour"
+NOT_RUN_BUDGET, NOT_RUN_PATIENCE = "not run: budget", "not run: patience"
+
+
+@dataclass
+class Row:
+    candidate: Candidate
+    status: str
+    measurement: Measurement | None = None
+    cached: bool = False
+    reason: str = ""
+    order: int | None = None  # position in the run order (None: not run)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.measurement.tokens_per_s if self.measurement and self.status == MEASURED else None
+
+
+@dataclass
+class SearchResult:
+    rows: list[Row]
+    baseline: Row
+    winner: Row | None
+    spent_s: float  # wall seconds of the runs made by this invocation
+    search_s: float  # wall seconds of every run the search used, cached ones included (its full cost)
+    budget_s: float
+    memory_note: str = ""
+    stopped: str = ""  # why the search stopped before the end of the ranking, if it did
+
+
+class ResultCache:
+    """Results by config hash in one JSON file, written atomically after every run."""
+
+    VERSION = 1
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = {}
+        if path is not None and path.exists():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                data = {}
+            if isinstance(data, dict) and data.get("version") == self.VERSION and isinstance(data.get("entries"), dict):
+                self.entries = data["entries"]
+
+    def get(self, key: str) -> tuple[str, Measurement] | None:
+        entry = self.entries.get(key)
+        if not isinstance(entry, dict) or "measurement" not in entry:
+            return None
+        return entry.get("status", MEASURED), Measurement.from_json(entry["measurement"])
+
+    def put(self, key: str, knobs: Knobs, status: str, m: Measurement) -> None:
+        self.entries[key] = {"knobs": knobs.as_dict(), "status": status, "measurement": m.to_json()}
+        self.save()
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        text = json.dumps({"version": self.VERSION, "entries": self.entries}, indent=1, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, self.path)
+
+
+def no_memory_model(_config: dict[str, Any]) -> tuple[bool, float | None]:
+    return True, None
+
+
+def status_of(m: Measurement) -> str:
+    if m.error:
+        return OOM if m.oom else CRASHED
+    return MEASURED if m.tokens_per_s else CRASHED
+
+
+class Corrections:
+    """What the measurements say about the prior: log(measured) = log(prior) + b + sum of one correction per
+    knob value, fitted by ridge regression (coordinate descent) with `strength` pulling each correction to 0.
+    With one measurement per knob value a correction moves half way to what it implies, so one run that
+    shows e.g. Liger slower than its prior demotes every Liger candidate still queued."""
+
+    def __init__(self, strength: float = 1.0, iterations: int = 30) -> None:
+        self.strength, self.iterations = strength, iterations
+        self.points: list[tuple[list[tuple[str, Any]], float]] = []
+        self.delta: dict[tuple[str, Any], float] = {}
+
+    @staticmethod
+    def features(k: Knobs) -> list[tuple[str, Any]]:
+        return [(name, getattr(k, name)) for name in ("micro", "gc", "attn", "packing", "liger", "zero")]
+
+    def predict(self, c: Candidate) -> float:
+        return math.log(c.prior) + sum(self.delta.get(f, 0.0) for f in self.features(c.knobs))
+
+    def observe(self, c: Candidate, tokens_per_s: float) -> None:
+        if self.strength <= 0 or tokens_per_s <= 0:
+            return
+        self.points.append((self.features(c.knobs), math.log(tokens_per_s) - math.log(c.prior)))
+        feats = {f for fs, _ in self.points for f in fs}
+        delta = dict.fromkeys(feats, 0.0)
+        for _ in range(self.iterations):
+            offset = statistics.fmean(r - sum(delta[f] for f in fs) for fs, r in self.points)
+            for f in feats:
+                resid = [r - offset - sum(delta[g] for g in fs if g != f) for fs, r in self.points if f in fs]
+                delta[f] = sum(resid) / (len(resid) + self.strength)
+        self.delta = delta
+
+
+def search(
+    candidates: list[Candidate],
+    measure: Callable[[Candidate], Measurement],
+    fits: Fits = no_memory_model,
+    budget_s: float = 1800.0,
+    gpus: int = 1,
+    cache: ResultCache | None = None,
+    patience: int = 6,
+    min_gain: float = 0.03,
+    improve: float = 0.01,
+    tie: float = 0.01,
+    learn: float = 1.0,
+    on_event: Callable[[str], None] | None = None,
+    memory_note: str = "",
+) -> SearchResult:
+    """Run the baseline (candidates[0] or the one marked `baseline`), then the rest best first.
+
+    - memory: every non-baseline candidate that `fits` says will not fit is pruned before any run;
+    - ranking: by `prior_speed` corrected by what the runs so far measured (`Corrections`), then the smaller
+      estimated peak, then fewer changes from the baseline; re-ranked after every measured run;
+    - budget: a run starts only while the run seconds used so far plus the median run stay within `budget_s`;
+      cached results count with the seconds they took, so an interrupted search, run again, replays its
+      decisions from the cache at no cost and ends where the uninterrupted one would (raise the budget to go on);
+    - OOM: a run that runs out of memory prunes every remaining candidate that needs at least as much;
+    - patience: after `patience` runs in a row that do not beat the best by `improve`, stop (0: never).
+    The winner is the fastest measured run (within `tie` of it, the one with the fewest changes); a change
+    wins only if it is `min_gain` faster than the baseline.
+    """
+    say = on_event or (lambda _line: None)
+    cache = cache or ResultCache(None)
+    base = next((c for c in candidates if c.baseline), candidates[0])
+    base.baseline = True
+    rows: dict[int, Row] = {}
+    live: list[Candidate] = []
+    for c in candidates:
+        c.prior = prior_speed(c.knobs, gpus)
+        ok, est = fits(c.resolved)
+        c.est_peak_gib = est
+        if c is base:
+            continue
+        if not ok:
+            why = f"estimated peak {est:.1f} GiB does not fit" if est is not None else "estimated not to fit"
+            rows[c.index] = Row(c, PRUNED_MEMORY, reason=why)
+        else:
+            live.append(c)
+    model = Corrections(learn)
+
+    def rank(c: Candidate) -> tuple[float, float, int, int]:
+        return (
+            -model.predict(c),
+            c.est_peak_gib if c.est_peak_gib is not None else float("inf"),
+            len(c.knobs.changes(base.knobs)),
+            c.index,
+        )
+
+    spent = 0.0
+    search_s = 0.0
+    walls: list[float] = []
+    best: float | None = None
+    since_best = 0
+    stopped = ""
+    order = 0
+    pruned_by: dict[int, int] = {}
+
+    def run_one(c: Candidate) -> Row:
+        nonlocal spent, search_s, order
+        hit = cache.get(c.key)
+        if hit is not None:
+            status, m = hit
+            row = Row(c, status, m, cached=True)
+            say(f"#{c.index} {c.knobs.label()}: cached ({_brief(row)})")
+        else:
+            say(f"#{c.index} {c.knobs.label()}: running ...")
+            m = measure(c)
+            status = status_of(m)
+            row = Row(c, status, m)
+            spent += m.wall_s
+            cache.put(c.key, c.knobs, status, m)
+            say(f"#{c.index}: {_brief(row)}")
+        search_s += m.wall_s
+        walls.append(m.wall_s)
+        row.order = order
+        order += 1
+        if row.status == CRASHED and not row.reason:
+            row.reason = (m.error or "crashed").splitlines()[0][:200]
+        if row.status == OOM:
+            row.reason = "out of memory"
+            for other in live:
+                if other.index not in rows and other.index not in pruned_by and hungrier_or_equal(other.knobs, c.knobs):
+                    pruned_by[other.index] = c.index
+        return row
+
+    if base.est_peak_gib is not None and not fits(base.resolved)[0]:
+        say(f"the baseline is estimated not to fit ({base.est_peak_gib:.1f} GiB); measured anyway")
+    rows[base.index] = base_row = run_one(base)
+    if base_row.tokens_per_s:
+        best = base_row.tokens_per_s
+    if base_row.tokens_per_s:
+        model.observe(base, base_row.tokens_per_s)
+    queue = sorted(live, key=rank)
+    while queue:
+        c = queue.pop(0)
+        if c.index in pruned_by:
+            rows[c.index] = Row(c, PRUNED_OOM, reason=f"#{pruned_by[c.index]} ran out of memory with less")
+            continue
+        if stopped:
+            reason = f"{search_s:.0f} s of runs used of {budget_s:.0f} s" if stopped == "budget" else ""
+            rows[c.index] = Row(c, NOT_RUN_PATIENCE if stopped == "patience" else NOT_RUN_BUDGET, reason=reason)
+            continue
+        if cache.get(c.key) is None:
+            expected = statistics.median(walls) if walls else 0.0
+            if search_s + expected > budget_s:
+                stopped = "budget"
+                rows[c.index] = Row(c, NOT_RUN_BUDGET, reason=f"{search_s:.0f} s of runs used of {budget_s:.0f} s")
+                continue
+        row = rows[c.index] = run_one(c)
+        tps = row.tokens_per_s
+        if tps:
+            model.observe(c, tps)
+            queue.sort(key=rank)
+        if tps and (best is None or tps > best * (1 + improve)):
+            best, since_best = tps, 0
+        else:
+            since_best += 1
+        if patience and since_best >= patience:
+            stopped = "patience"
+            say(f"stopping: {patience} runs in a row without a gain of {improve:.0%}")
+    for row in rows.values():
+        if row.status == NOT_RUN_PATIENCE:
+            row.reason = f"{patience} runs in a row gained nothing; stopped early"
+    measured = [r for r in rows.values() if r.tokens_per_s]
+    top = max((r.tokens_per_s or 0.0 for r in measured), default=0.0)
+    # within `tie` of the fastest, the fewest changes from the user's config win (single runs are noisy)
+    winner = min(
+        (r for r in measured if (r.tokens_per_s or 0.0) >= top * (1 - tie)),
+        key=lambda r: (len(r.candidate.knobs.changes(base.knobs)), -(r.tokens_per_s or 0.0)),
+        default=None,
+    )
+    if (
+        winner is not None
+        and base_row.tokens_per_s
+        and winner is not base_row
+        and (winner.tokens_per_s or 0.0) < base_row.tokens_per_s * (1 + min_gain)
+    ):
+        winner = base_row
+    ordered = sorted(
+        rows.values(), key=lambda r: (r.order if r.order is not None else 10**9, -r.candidate.prior, r.candidate.index)
+    )
+    return SearchResult(ordered, base_row, winner, spent, search_s, budget_s, memory_note, stopped)
+
+
+def _brief(row: Row) -> str:
+    m = row.measurement
+    if m is None:
+        return row.status
+    if row.status == MEASURED:
+        peak = f", peak {m.peak_gib:.1f} GiB" if m.peak_gib is not None else ""
+        return f"{m.tokens_per_s:,.0f} tokens/s{peak}, {m.wall_s:.0f} s"
+    return f"{row.status}: {(m.error or '').splitlines()[0][:160] if m.error else ''}"
+
+
+def _peak_of(estimate: Any) -> float | None:
+    """The peak in GiB from whatever the memory model returns (an object, a dict or a number)."""
+    if isinstance(estimate, (int, float)) and not isinstance(estimate, bool):
+        return float(estimate)
+    for name in ("peak_gib", "peak", "total_gib", "total"):
+        value = estimate.get(name) if isinstance(estimate, dict) else getattr(estimate, name, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+class MemoryFits:
+    """The default `fits`: cfgopt.memory.estimate(config, shape, target, gpus, deepspeed), imported lazily.
+
+    A candidate fits when its estimated peak (`MemoryEstimate.peak_gib`: the allocated peak plus the
+    allocator's margin and the runtime) is at most (1 - margin) of the target's memory per GPU. Where
+    the model is missing, the shape or the target's memory is unknown, or the model cannot estimate a
+    candidate (or flags settings it does not model), nothing is pruned (and `note` says so)."""
+
+    def __init__(self, shape: Any, target: Any, gpus: int, margin: float = 0.10) -> None:
+        self.shape, self.target, self.gpus, self.margin = shape, target, gpus, margin
+        self.estimate: Callable[..., Any] | None = None
+        self.failures = 0
+        try:
+            memory = importlib.import_module("cfgopt.memory")
+        except ImportError:
+            self.note = "no memory model: nothing pruned"
+            return
+        estimate = getattr(memory, "estimate", None)
+        if not callable(estimate):
+            self.note = "cfgopt.memory has no estimate(): nothing pruned"
+        elif shape is None:
+            self.note = "model shape unknown: nothing pruned by memory"
+        elif not getattr(target, "memory_gib", 0):
+            self.note = f"target {getattr(target, 'name', '?')} has no memory size: nothing pruned by memory"
+        else:
+            self.estimate = estimate
+            self.note = (
+                f"memory model: pruned above {(1 - margin) * target.memory_gib:.0f} GiB "
+                f"({1 - margin:.0%} of {target.memory_gib:g} GiB on {target.name})"
+            )
+
+    @property
+    def limit_gib(self) -> float:
+        return (1 - self.margin) * float(getattr(self.target, "memory_gib", 0) or 0)
+
+    def __call__(self, config: dict[str, Any]) -> tuple[bool, float | None]:
+        if self.estimate is None:
+            return True, None
+        ds = config.get("deepspeed") if isinstance(config.get("deepspeed"), dict) else None
+        try:
+            estimate = self.estimate(config, self.shape, self.target, self.gpus, ds)
+        except Exception:  # noqa: BLE001 - a candidate the model cannot estimate is run, not pruned
+            self.failures += 1
+            return True, None
+        peak = _peak_of(estimate)
+        if peak is None:
+            return True, None
+        if getattr(estimate, "unmodelled", None):
+            return True, peak  # settings outside the model: its figure is shown, nothing is pruned on it
+        return peak <= self.limit_gib, peak

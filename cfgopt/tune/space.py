@@ -1,0 +1,333 @@
+"""The search space of `cfgopt tune`: which knobs a candidate may change, and the config each candidate is.
+
+A candidate is a `Knobs` value: micro batch with its matching gradient accumulation (micro x GA is kept at
+the user's value, so the global batch micro x GA x GPUs does not change), gradient checkpointing, attention
+implementation, packing, Liger kernels and the ZeRO stage / offload. `candidate_config` turns knobs into the
+user's config with only the knobs that differ from the baseline changed, so the winner's diff is small.
+
+Nothing here imports torch or the trainer; what the machine offers (CUDA, flash-attn, Liger, DeepSpeed) is
+found by `probe_platform`, which asks a child Python process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero")
+
+# ZeRO variants of the search, as LLaMA-Factory 0.9.5's examples/deepspeed/ds_z*_config.json write them.
+ZERO_VALUES = ("none", "z2", "z2_offload", "z3", "z3_offload")
+
+_DS_COMMON: dict[str, Any] = {
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "zero_allow_untested_optimizer": True,
+    "fp16": {
+        "enabled": "auto",
+        "loss_scale": 0,
+        "loss_scale_window": 1000,
+        "initial_scale_power": 16,
+        "hysteresis": 2,
+        "min_loss_scale": 1,
+    },
+    "bf16": {"enabled": "auto"},
+}
+_Z2: dict[str, Any] = {
+    "stage": 2,
+    "allgather_partitions": True,
+    "allgather_bucket_size": 5e8,
+    "overlap_comm": False,
+    "reduce_scatter": True,
+    "reduce_bucket_size": 5e8,
+    "contiguous_gradients": True,
+    "round_robin_gradients": True,
+}
+_Z3: dict[str, Any] = {
+    "stage": 3,
+    "overlap_comm": False,
+    "contiguous_gradients": True,
+    "sub_group_size": 1e9,
+    "reduce_bucket_size": "auto",
+    "stage3_prefetch_bucket_size": "auto",
+    "stage3_param_persistence_threshold": "auto",
+    "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9,
+    "stage3_gather_16bit_weights_on_model_save": True,
+}
+_CPU = {"device": "cpu", "pin_memory": True}
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def deepspeed_template(zero: str) -> dict[str, Any] | None:
+    """LLaMA-Factory's own example JSON for a ZeRO variant (every batch and precision value "auto")."""
+    if zero == "none":
+        return None
+    if zero.startswith("z2"):
+        zopt = dict(_Z2)
+        if zero == "z2_offload":
+            zopt = {"stage": 2, "offload_optimizer": dict(_CPU), **{k: v for k, v in _Z2.items() if k != "stage"}}
+    elif zero.startswith("z3"):
+        zopt = dict(_Z3)
+        if zero == "z3_offload":
+            zopt = {
+                "stage": 3,
+                "offload_optimizer": dict(_CPU),
+                "offload_param": dict(_CPU),
+                **{k: v for k, v in _Z3.items() if k != "stage"},
+            }
+    else:
+        raise ValueError(f"unknown ZeRO variant {zero!r}")
+    return {**json.loads(json.dumps(_DS_COMMON)), "zero_optimization": zopt}
+
+
+def zero_of(ds: dict[str, Any] | None) -> str:
+    """The ZeRO knob value of a DeepSpeed config (None: no DeepSpeed)."""
+    if ds is None:
+        return "none"
+    zopt = ds.get("zero_optimization") if isinstance(ds.get("zero_optimization"), dict) else {}
+    try:
+        stage = int(zopt.get("stage", 0))
+    except (TypeError, ValueError):
+        stage = 0
+    offload = any(
+        isinstance(zopt.get(k), dict) and str(zopt[k].get("device", "none")).lower() in ("cpu", "nvme")
+        for k in ("offload_optimizer", "offload_param")
+    )
+    return f"z{stage}" + ("_offload" if offload else "")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    micro: int
+    ga: int
+    gc: bool  # gradient checkpointing on (LLaMA-Factory's default)
+    attn: str  # "sdpa", "disabled" (eager), "fa2", or the user's other value
+    packing: bool
+    liger: bool
+    zero: str  # see ZERO_VALUES; the user's own stage (e.g. "z1") may appear in the baseline
+
+    def label(self) -> str:
+        return (
+            f"{self.micro}x{self.ga} gc={'on' if self.gc else 'off'} attn={self.attn} "
+            f"pack={'on' if self.packing else 'off'} liger={'on' if self.liger else 'off'} zero={self.zero}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def changes(self, base: Knobs) -> list[str]:
+        """The knob names where this candidate differs from `base` (micro and ga count as one)."""
+        return [k for k in KNOB_NAMES if getattr(self, k) != getattr(base, k)]
+
+
+@dataclass
+class Platform:
+    """What the machine the runs go to offers; found by `probe_platform` in a child process."""
+
+    cuda: bool = False
+    device: str = "cpu"
+    gpu_count: int = 0
+    flash_attn: bool = False
+    liger: bool = False
+    deepspeed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+_PROBE = r"""
+import importlib, json, sys
+out = {"cuda": False, "device": "cpu", "gpu_count": 0}
+try:
+    import torch
+    out["cuda"] = bool(torch.cuda.is_available())
+    if out["cuda"]:
+        out["gpu_count"] = torch.cuda.device_count()
+        out["device"] = torch.cuda.get_device_name()
+except Exception as exc:
+    out["torch_error"] = repr(exc)
+for name, module in (("flash_attn", "flash_attn"), ("liger", "liger_kernel.transformers"), ("deepspeed", "deepspeed")):
+    try:
+        importlib.import_module(module)
+        out[name] = True
+    except Exception as exc:
+        out[name] = False
+        out[name + "_error"] = f"{type(exc).__name__}: {exc}"[:200]
+print("CFGOPT-PROBE " + json.dumps(out))
+"""
+
+
+def probe_platform(python: str | None = None, timeout: float = 300) -> Platform:
+    """Ask a child Python (the one the runs use) what it can import; the lint path never does this."""
+    try:
+        proc = subprocess.run(
+            [python or sys.executable, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "DISABLE_VERSION_CHECK": "1"},
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Platform(notes=[f"platform probe failed ({exc}); searching sdpa/eager only, no Liger, no DeepSpeed"])
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("CFGOPT-PROBE ")), None)
+    if line is None:
+        return Platform(notes=[f"platform probe failed: {proc.stderr.strip()[-300:]}"])
+    data = json.loads(line.split(" ", 1)[1])
+    plat = Platform(
+        cuda=data["cuda"],
+        device=data["device"],
+        gpu_count=data["gpu_count"],
+        flash_attn=data["flash_attn"] and data["cuda"],
+        liger=data["liger"] and data["cuda"],
+        deepspeed=data["deepspeed"],
+    )
+    for name, what in (("flash_attn", "fa2"), ("liger", "Liger kernels"), ("deepspeed", "DeepSpeed")):
+        if not data.get(name):
+            plat.notes.append(f"{what} not searched: {data.get(name + '_error', 'not importable')}")
+        elif not data["cuda"] and name != "deepspeed":
+            plat.notes.append(f"{what} not searched: no CUDA device")
+    return plat
+
+
+def _bool(value: Any, default: bool) -> bool:
+    return value if isinstance(value, bool) else default
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def baseline_knobs(config: dict[str, Any], ds: dict[str, Any] | None) -> Knobs:
+    """The user's config as knob values. `flash_attn: auto` counts as sdpa (what transformers picks)."""
+    attn = str(config.get("flash_attn", "auto")).lower()
+    if attn == "auto":
+        attn = "sdpa"
+    stage = str(config.get("stage", "sft"))
+    packing = config.get("packing")
+    packing = _bool(packing, stage == "pt") or config.get("neat_packing") is True
+    return Knobs(
+        micro=_int(config.get("per_device_train_batch_size"), 8),
+        ga=_int(config.get("gradient_accumulation_steps"), 1),
+        gc=not _bool(config.get("disable_gradient_checkpointing"), False),
+        attn=attn,
+        packing=packing,
+        liger=_bool(config.get("enable_liger_kernel"), False),
+        zero=zero_of(ds) if ds is not None or config.get("deepspeed") else "none",
+    )
+
+
+def divisors(n: int, cap: int) -> list[int]:
+    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+
+
+@dataclass
+class SpaceOptions:
+    gpus: int = 1
+    allow_packing: bool = False
+    max_micro: int = 64
+    knobs: tuple[str, ...] = KNOB_NAMES  # the knobs searched; the others stay at the user's value
+
+
+def knob_values(config: dict[str, Any], base: Knobs, platform: Platform, options: SpaceOptions) -> dict[str, list[Any]]:
+    """The values each knob may take (the baseline's value always among them)."""
+    product = base.micro * base.ga
+    values: dict[str, list[Any]] = {
+        "micro": [(m, product // m) for m in divisors(product, options.max_micro)],
+        "gc": [True, False],
+        "attn": ["sdpa", "disabled"] + (["fa2"] if platform.flash_attn else []),
+        "packing": [False, True] if options.allow_packing and str(config.get("stage", "sft")) == "sft" else [],
+        "liger": [False, True] if platform.liger else [],
+        "zero": (
+            ["none"] if options.gpus <= 1 or not platform.deepspeed else list(ZERO_VALUES)
+        ),  # one GPU: no DeepSpeed (ZeRO-3 measured 4.5x slower with no saving for LoRA)
+    }
+    if config.get("neat_packing") is True:
+        values["packing"] = []  # neat_packing forces packing on
+    base_values = {
+        "micro": (base.micro, base.ga),
+        "gc": base.gc,
+        "attn": base.attn,
+        "packing": base.packing,
+        "liger": base.liger,
+        "zero": base.zero,
+    }
+    for name in KNOB_NAMES:
+        if name not in options.knobs:
+            values[name] = [base_values[name]]
+        elif base_values[name] not in values[name] and name not in ("zero",):
+            values[name] = [base_values[name], *values[name]]
+        if not values[name]:
+            values[name] = [base_values[name]]
+    return values
+
+
+def build_space(
+    config: dict[str, Any], ds: dict[str, Any] | None, platform: Platform, options: SpaceOptions
+) -> tuple[Knobs, list[Knobs]]:
+    """The baseline and every candidate (the baseline first; no duplicates)."""
+    base = baseline_knobs(config, ds)
+    values = knob_values(config, base, platform, options)
+    out: dict[Knobs, None] = {base: None}
+    for micro, ga in values["micro"]:
+        for gc in values["gc"]:
+            for attn in values["attn"]:
+                for packing in values["packing"]:
+                    for liger in values["liger"]:
+                        for zero in values["zero"]:
+                            out.setdefault(Knobs(micro, ga, gc, attn, packing, liger, zero), None)
+    return base, list(out)
+
+
+def changed_keys(knobs: Knobs, base: Knobs) -> dict[str, Any]:
+    """The YAML keys (other than `deepspeed`) to set for this candidate, only where it differs from the baseline."""
+    out: dict[str, Any] = {}
+    if knobs.micro != base.micro or knobs.ga != base.ga:
+        out["per_device_train_batch_size"] = knobs.micro
+        out["gradient_accumulation_steps"] = knobs.ga
+    if knobs.gc != base.gc:
+        out["disable_gradient_checkpointing"] = not knobs.gc
+    if knobs.attn != base.attn:
+        out["flash_attn"] = knobs.attn
+    if knobs.packing != base.packing:
+        out["packing"] = knobs.packing
+    if knobs.liger != base.liger:
+        out["enable_liger_kernel"] = knobs.liger
+    return out
+
+
+def deepspeed_for(knobs: Knobs, base: Knobs, user_ds: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+    """What the candidate does with `deepspeed`: ("keep", None) the user's file as it is; ("drop", None) no
+    DeepSpeed; ("new", json) a JSON to write (a template, or the user's with its batch values made "auto"
+    where the micro batch changed and the user had pinned them)."""
+    if knobs.zero == "none":
+        return ("keep", None) if base.zero == "none" else ("drop", None)
+    if knobs.zero == base.zero and user_ds is not None:
+        batch_changed = (knobs.micro, knobs.ga) != (base.micro, base.ga)
+        pinned = [k for k in BATCH_KEYS if k in user_ds and user_ds[k] != "auto"]
+        if not (batch_changed and pinned):
+            return ("keep", None)
+        return ("new", {**user_ds, **dict.fromkeys(pinned, "auto")})
+    return ("new", deepspeed_template(knobs.zero))
+
+
+def candidate_config(
+    config: dict[str, Any], knobs: Knobs, base: Knobs, user_ds: dict[str, Any] | None, ds_path: str | None
+) -> dict[str, Any]:
+    """The user's config with this candidate's changes; `ds_path` names where a new DeepSpeed JSON was written."""
+    out = dict(config)
+    out.update(changed_keys(knobs, base))
+    action, _ = deepspeed_for(knobs, base, user_ds)
+    if action == "drop":
+        out.pop("deepspeed", None)
+    elif action == "new":
+        out["deepspeed"] = ds_path
+    return out
+
+
+def with_micro(knobs: Knobs, micro: int) -> Knobs:
+    return replace(knobs, micro=micro, ga=knobs.micro * knobs.ga // micro)

@@ -1,0 +1,527 @@
+"""`cfgopt tune`: the search on CPU with a fake runner that stands in for timing only (pruning, ranking, budget,
+OOM neighbours, cache resume, global batch kept, the winner as span edits), and a CPU smoke run of the real
+runner on a tiny model (oracle group: needs llamafactory)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from rule_cases import ROOT
+
+from cfgopt.tune import command, space
+from cfgopt.tune import search as S
+from cfgopt.tune.options import KNOBS, add_arguments
+
+CONFIG = """# a LoRA SFT config; this comment must survive the fix
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: all
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 2048
+output_dir: saves/x   # trailing comment
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 4
+learning_rate: 1.0e-4
+bf16: true
+flash_attn: sdpa
+{extra}"""
+
+DS_Z3 = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}
+CUDA = space.Platform(cuda=True, device="FAKE GPU", gpu_count=8, flash_attn=False, liger=True, deepspeed=True)
+
+
+# ---------------------------------------------------------------- a fake machine: timing and memory only
+
+ZERO_SPEED = {"none": 1.0, "z2": 0.9, "z2_offload": 0.4, "z3": 0.6, "z3_offload": 0.25}
+
+
+def true_speed(k: space.Knobs) -> float:
+    """Not the prior on purpose: eager as fast as sdpa, Liger +10%, packing 2.5x."""
+    s = 1000.0 * k.micro**0.15
+    s *= 1.3 if not k.gc else 1.0
+    s *= 2.5 if k.packing else 1.0
+    s *= 1.1 if k.liger else 1.0
+    return s * ZERO_SPEED.get(k.zero, 0.5)
+
+
+def true_peak(k: space.Knobs) -> float:
+    per = (2.0 if k.gc else 9.0) * (1.5 if k.packing else 1.0) * (0.6 if k.liger else 1.0)
+    return 16.0 + k.micro * per * (0.5 if k.zero.startswith("z3") else 1.0)
+
+
+class FakeRunner:
+    def __init__(self, capacity: float = 100.0, wall: float = 60.0) -> None:
+        self.capacity, self.wall, self.calls = capacity, wall, []
+
+    def __call__(self, c: S.Candidate) -> S.Measurement:
+        self.calls.append(c.knobs)
+        peak = true_peak(c.knobs)
+        if peak > self.capacity:
+            return S.Measurement(error="OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", wall_s=20)
+        return S.Measurement(tokens_per_s=true_speed(c.knobs), peak_gib=peak, wall_s=self.wall, device="FAKE")
+
+
+def fake_fits(limit: float):
+    def fits(resolved: dict) -> tuple[bool, float]:
+        k = resolved["_knobs"]
+        est = true_peak(k) * 1.05
+        return est <= limit, est
+
+    return fits
+
+
+def make(config: dict, platform=CUDA, gpus=1, allow_packing=False, knobs=KNOBS, user_ds=None, work=None):
+    base, knobs_list = space.build_space(
+        config, user_ds, platform, space.SpaceOptions(gpus=gpus, allow_packing=allow_packing, knobs=knobs)
+    )
+    cands = command.make_candidates(
+        config, user_ds, base, knobs_list, work or Path("/nonexistent"), lambda r: json.dumps(r, sort_keys=True)
+    )
+    for c in cands:
+        c.resolved["_knobs"] = c.knobs  # lets fake_fits read the knobs back
+    return base, cands
+
+
+def cfg(**over) -> dict:
+    base = {
+        "model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct",
+        "stage": "sft",
+        "finetuning_type": "lora",
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 4,
+        "flash_attn": "sdpa",
+        "cutoff_len": 2048,
+    }
+    base.update(over)
+    return base
+
+
+# ---------------------------------------------------------------- the space
+
+
+def test_global_batch_is_kept_and_micro_batches_are_divisors() -> None:
+    base, cands = make(cfg(gradient_accumulation_steps=3), allow_packing=True)
+    assert base == space.Knobs(4, 3, True, "sdpa", False, False, "none")
+    assert {c.knobs.micro for c in cands} == {1, 2, 3, 4, 6, 12}
+    for c in cands:
+        assert c.knobs.micro * c.knobs.ga == 12
+        got = c.config.get("per_device_train_batch_size", 4) * c.config.get("gradient_accumulation_steps", 3)
+        assert got == 12
+    assert cands[0].baseline and cands[0].config == cfg(gradient_accumulation_steps=3)
+    assert len({c.knobs for c in cands}) == len(cands)
+
+
+def test_knobs_follow_the_platform_and_the_options() -> None:
+    _, cands = make(cfg())
+    seen = {k: {getattr(c.knobs, k) for c in cands} for k in ("gc", "attn", "packing", "liger", "zero")}
+    assert seen == {
+        "gc": {True, False},
+        "attn": {"sdpa", "disabled"},  # fa2 only where flash_attn imports
+        "packing": {False},  # opt-in
+        "liger": {False, True},
+        "zero": {"none"},  # one GPU: no DeepSpeed
+    }
+    _, cands = make(cfg(), platform=space.Platform(), allow_packing=True)  # CPU: no Liger, no fa2
+    assert {c.knobs.liger for c in cands} == {False} and {c.knobs.packing for c in cands} == {False, True}
+    _, cands = make(cfg(stage="dpo"), allow_packing=True)
+    assert {c.knobs.packing for c in cands} == {False}  # packing is for SFT only
+    fa = space.Platform(cuda=True, flash_attn=True, liger=True, deepspeed=True)
+    _, cands = make(cfg(flash_attn="auto"), platform=fa, knobs=("attn",))
+    assert [c.knobs.attn for c in cands] == ["sdpa", "disabled", "fa2"]  # auto counts as sdpa
+    assert "flash_attn" not in cands[0].config or cands[0].config["flash_attn"] == "auto"
+
+
+def test_zero_variants_on_several_gpus_write_deepspeed_json(tmp_path: Path) -> None:
+    base, cands = make(cfg(deepspeed="ds.json"), gpus=4, user_ds=DS_Z3, knobs=("zero", "micro"), work=tmp_path)
+    assert base.zero == "z3"
+    by = {(c.knobs.zero, c.knobs.micro): c for c in cands}
+    assert {z for z, _ in by} == set(space.ZERO_VALUES)
+    assert "deepspeed" not in by[("none", 4)].config  # DDP: the key is dropped
+    assert by[("z3", 4)].config["deepspeed"] == "ds.json"  # unchanged knob: the user's file as it is
+    pinned = by[("z3", 8)]  # the user pinned the micro batch in the JSON: a copy with "auto"
+    assert json.loads(Path(pinned.config["deepspeed"]).read_text())["train_micro_batch_size_per_gpu"] == "auto"
+    z2 = json.loads(Path(by[("z2_offload", 4)].config["deepspeed"]).read_text())
+    assert z2["zero_optimization"]["stage"] == 2 and z2["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert by[("z3_offload", 4)].resolved["deepspeed"]["zero_optimization"]["offload_param"]["device"] == "cpu"
+    assert space.zero_of({"zero_optimization": {"stage": "2", "offload_optimizer": {"device": "cpu"}}}) == "z2_offload"
+
+
+# ---------------------------------------------------------------- the search
+
+
+def test_memory_pruning_happens_before_any_run() -> None:
+    _, cands = make(cfg(), allow_packing=True)
+    runner = FakeRunner()
+    result = S.search(cands, runner, fake_fits(80.0), budget_s=1e9, patience=0)
+    pruned = [r for r in result.rows if r.status == S.PRUNED_MEMORY]
+    assert pruned and all(r.candidate.est_peak_gib > 80.0 for r in pruned)
+    assert not {r.candidate.knobs for r in pruned} & set(runner.calls)
+    assert "does not fit" in pruned[0].reason
+    # with everything that fits run, nothing ran out of memory and the winner is the true best that fits
+    assert not any(r.status == S.OOM for r in result.rows)
+    fitting = [c.knobs for c in cands if true_peak(c.knobs) * 1.05 <= 80.0]
+    assert result.winner.candidate.knobs == max(fitting, key=true_speed)
+
+
+def test_baseline_first_then_by_prior() -> None:
+    _, cands = make(cfg(), allow_packing=True)
+    runner = FakeRunner(capacity=1e9)
+    S.search(cands, runner, budget_s=1e9, patience=0, learn=0)  # no learning: the prior order exactly
+    assert runner.calls[0] == cands[0].knobs
+    priors = [S.prior_speed(k) for k in runner.calls[1:]]
+    assert priors == sorted(priors, reverse=True)
+    top = runner.calls[1]
+    assert top.packing and top.liger and not top.gc and top.micro == 16 and top.attn == "sdpa"
+
+
+def test_measurements_correct_the_prior_ranking() -> None:
+    def slow_liger(c: S.Candidate) -> S.Measurement:  # this machine: Liger makes things slower, not 1.2x faster
+        speed = 1000 * S.prior_speed(c.knobs) * (0.6 / 1.196 if c.knobs.liger else 1.0)
+        return S.Measurement(tokens_per_s=speed, peak_gib=1.0, wall_s=1.0)
+
+    orders = {}
+    for learn in (0.0, 1.0):
+        _, cands = make(cfg(), knobs=("micro", "liger", "gc"))
+        calls: list[space.Knobs] = []
+        S.search(cands, lambda c, calls=calls: (calls.append(c.knobs), slow_liger(c))[1], budget_s=1e9, learn=learn)
+        orders[learn] = calls
+    assert [k.liger for k in orders[0.0][1:4]] == [True, True, False]  # the prior keeps trying Liger
+    assert [k.liger for k in orders[1.0][1:4]] == [True, False, False]  # one slow Liger run demotes the rest
+    best = space.Knobs(16, 1, False, "sdpa", False, False, "none")
+    assert orders[1.0].index(best) < orders[0.0].index(best)
+    fitted = S.Corrections()
+    c = S.Candidate(0, best, {}, {}, "k", prior=S.prior_speed(best))
+    fitted.observe(c, 1000.0)
+    assert fitted.predict(c) == pytest.approx(math.log(c.prior))  # one point: all in the free offset
+
+
+def test_prior_uses_the_measured_h200_ratios() -> None:
+    k = space.Knobs(4, 4, True, "sdpa", False, False, "none")
+    assert S.prior_speed(space.with_micro(k, 16)) / S.prior_speed(k) == pytest.approx(1.32, abs=0.01)  # V5/V4
+    assert S.prior_speed(space.Knobs(4, 4, False, "sdpa", True, True, "none")) / S.prior_speed(
+        space.Knobs(4, 4, True, "sdpa", True, True, "none")
+    ) == pytest.approx(1.37)  # V10/V7
+    assert S.prior_speed(space.Knobs(4, 4, True, "sdpa", False, False, "z3")) < 0.25 * S.prior_speed(k)  # V2/V4
+
+
+def test_budget_stops_the_search_and_is_accounted() -> None:
+    _, cands = make(cfg())
+    runner = FakeRunner(capacity=1e9, wall=100.0)
+    result = S.search(cands, runner, budget_s=350.0, patience=0)
+    assert len(runner.calls) == 3  # baseline + 2: after 300 s a 100 s run would pass 350 s
+    assert result.spent_s == pytest.approx(300.0) and result.stopped == "budget"
+    skipped = [r for r in result.rows if r.status == S.NOT_RUN_BUDGET]
+    assert len(skipped) == len(cands) - 3
+    # the baseline is measured even with no budget at all
+    runner = FakeRunner(capacity=1e9)
+    result = S.search(cands, runner, budget_s=0, patience=0)
+    assert runner.calls == [cands[0].knobs] and result.winner is result.baseline
+
+
+def test_oom_prunes_its_neighbours() -> None:
+    _, cands = make(cfg(), knobs=("micro", "gc", "liger"))
+    runner = FakeRunner(capacity=50.0)
+    result = S.search(cands, runner, budget_s=1e9, patience=0)
+    rows = {(r.candidate.knobs.micro, r.candidate.knobs.gc, r.candidate.knobs.liger): r for r in result.rows}
+    # Liger on ranks first; (8, GC off, Liger on) runs out of memory, so the same without Liger (which needs
+    # more) and every larger micro batch with GC off are never run
+    assert rows[(8, False, True)].status == S.OOM and rows[(16, False, True)].status == S.OOM
+    for key in ((8, False, False), (16, False, False)):
+        assert rows[key].status == S.PRUNED_OOM and "ran out of memory" in rows[key].reason
+    assert not {r.candidate.knobs for r in result.rows if r.status == S.PRUNED_OOM} & set(runner.calls)
+    assert rows[(4, False, True)].status == S.MEASURED  # a smaller micro batch is still tried
+    assert rows[(16, True, True)].status == S.MEASURED  # GC on is not a neighbour of GC off
+    oom = rows[(8, False, True)].candidate.knobs
+    assert S.hungrier_or_equal(space.Knobs(16, 1, False, "sdpa", False, False, "none"), oom)
+    assert not S.hungrier_or_equal(space.Knobs(16, 1, True, "sdpa", False, False, "none"), oom)
+    assert not S.hungrier_or_equal(space.Knobs(16, 1, False, "disabled", False, True, "none"), oom)
+    # the winner is the fastest that ran
+    assert result.winner.candidate.knobs == max(
+        (r.candidate.knobs for r in result.rows if r.status == S.MEASURED), key=true_speed
+    )
+
+
+def test_patience_and_min_gain() -> None:
+    _, cands = make(cfg(), knobs=("attn", "micro"))
+    runner = FakeRunner(capacity=1e9)
+    result = S.search(cands, runner, budget_s=1e9, patience=2)
+    assert result.stopped == "patience" and len(runner.calls) < len(cands)
+    assert any(r.status == S.NOT_RUN_PATIENCE for r in result.rows)
+
+    def almost_flat(c: S.Candidate) -> S.Measurement:  # everything within 1% of the baseline
+        return S.Measurement(tokens_per_s=1000.0 + c.index, peak_gib=10.0, wall_s=1.0)
+
+    result = S.search(cands, almost_flat, budget_s=1e9, patience=0)
+    assert result.winner is result.baseline  # not 3% faster: keep the config as it is
+
+
+def test_cache_resumes_a_search(tmp_path: Path) -> None:
+    _, cands = make(cfg(), allow_packing=True)
+    cache_file = tmp_path / "cache.json"
+    first = FakeRunner(capacity=1e9, wall=100.0)
+    r1 = S.search(cands, first, budget_s=450.0, cache=S.ResultCache(cache_file), patience=0)
+    assert len(first.calls) == 4 and r1.stopped == "budget"
+    # run again as it was (e.g. after an interruption): every decision replays from the cache, nothing runs
+    again = FakeRunner(capacity=1e9, wall=100.0)
+    r2 = S.search(cands, again, budget_s=450.0, cache=S.ResultCache(cache_file), patience=0)
+    assert again.calls == [] and [r.status for r in r2.rows] == [r.status for r in r1.rows]
+    assert r2.winner.candidate.key == r1.winner.candidate.key and r2.spent_s == 0
+    # a larger budget goes on from there
+    second = FakeRunner(capacity=1e9, wall=100.0)
+    r3 = S.search(cands, second, budget_s=850.0, cache=S.ResultCache(cache_file), patience=0)
+    assert len(second.calls) == 4 and not set(second.calls) & set(first.calls)  # new candidates only
+    cached = [r for r in r3.rows if r.cached]
+    assert len(cached) == 4 and all(r.measurement.wall_s == 100.0 for r in cached)
+    assert r3.search_s == pytest.approx(800.0) and r3.spent_s == pytest.approx(400.0)
+    data = json.loads(cache_file.read_text())
+    assert data["version"] == 1 and len(data["entries"]) == 8
+    # a corrupt cache is ignored, not fatal
+    cache_file.write_text("{not json")
+    assert S.ResultCache(cache_file).entries == {}
+
+
+def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cfgopt.model_shapes import shape_for
+    from cfgopt.targets import TARGETS
+
+    shape, target = shape_for("meta-llama/Meta-Llama-3-8B"), TARGETS["h200"]
+    monkeypatch.setitem(sys.modules, "cfgopt.memory", None)  # as if the module did not exist
+    fits = S.MemoryFits(shape, target, 1)
+    assert fits.note == "no memory model: nothing pruned" and fits({"x": 1}) == (True, None)
+    seen = {}
+
+    def estimate(config, shape_, target_, gpus, deepspeed):
+        seen.update(config=config, gpus=gpus, deepspeed=deepspeed)
+        return types.SimpleNamespace(peak_gib=20.0 * config["per_device_train_batch_size"])
+
+    monkeypatch.setitem(sys.modules, "cfgopt.memory", types.SimpleNamespace(estimate=estimate))
+    fits = S.MemoryFits(shape, target, 2, margin=0.10)
+    assert fits({"per_device_train_batch_size": 6}) == (True, 120.0)  # 120 <= 0.9 * 141
+    assert fits({"per_device_train_batch_size": 7, "deepspeed": {"a": 1}}) == (False, 140.0)
+    assert seen["gpus"] == 2 and seen["deepspeed"] == {"a": 1}
+    assert fits({}) == (True, None) and fits.failures == 1  # the model raised: run it, do not prune
+    assert S.MemoryFits(None, target, 1).note.startswith("model shape unknown")
+    assert "no memory size" in S.MemoryFits(shape, TARGETS["cpu"], 1).note
+
+
+def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
+    pytest.importorskip("cfgopt.memory")
+    from cfgopt.model_shapes import shape_for
+    from cfgopt.targets import TARGETS
+
+    fits = S.MemoryFits(shape_for("meta-llama/Meta-Llama-3-8B-Instruct"), TARGETS["h200"], 1)
+    assert fits.note.startswith("memory model: pruned above 127 GiB")
+    v11 = {**cfg(per_device_train_batch_size=8, gradient_accumulation_steps=2), "packing": True}
+    v11.update(disable_gradient_checkpointing=True, enable_liger_kernel=True)
+    ok, est = fits(v11)  # measured 101.3 GiB allocated, 105.7 reserved (knowledge/h200_measurements.md)
+    assert ok and 100 < est < 127
+    ok, est = fits({**v11, "per_device_train_batch_size": 16, "gradient_accumulation_steps": 1})
+    assert not ok and est > 141
+
+
+def test_measurement_from_a_verify_run() -> None:
+    steps = [{"seconds": 10.0 if i < 3 else 1.0, "real_tokens": 1000, "max_allocated_gib": 5.0 + i} for i in range(8)]
+    run = types.SimpleNamespace(metrics={"steps": steps}, error=None, log_tail="", wall_s=42.0)
+    m = command.measurement_from(run, warmup=3)
+    assert m.tokens_per_s == pytest.approx(1000.0) and m.peak_gib == 12.0 and m.steps_measured == 5
+    crash = types.SimpleNamespace(
+        metrics={}, error="exited with code 1", log_tail="torch.OutOfMemoryError: CUDA out of memory", wall_s=9.0
+    )
+    m = command.measurement_from(crash, warmup=3)
+    assert m.oom and m.tokens_per_s is None and S.status_of(m) == S.OOM
+
+
+# ---------------------------------------------------------------- the command, with a fake machine
+
+
+class FakeSession:
+    def __init__(self, capacity=100.0, platform=CUDA, limit=None) -> None:
+        self.runner = FakeRunner(capacity=capacity)
+        self._platform, self.limit = platform, limit
+
+    def platform(self):
+        return self._platform
+
+    def prepare(self):
+        pass
+
+    def asset_id(self):
+        return "fake"
+
+    def measure(self, c):
+        return self.runner(c)
+
+    def fits(self):
+        if self.limit is None:
+            return S.no_memory_model
+
+        def fits(resolved):
+            est = true_peak(space.baseline_knobs(resolved, resolved.get("deepspeed"))) * 1.05
+            return est <= self.limit, est
+
+        return fits
+
+
+def _args(path: Path, *extra: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return p.parse_args([str(path), "--quiet", *extra])
+
+
+def test_command_prints_a_diff_and_writes_span_edits(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "cfg.yaml"
+    original = CONFIG.format(extra="")
+    path.write_text(original)
+    code = command.run(_args(path, "--allow-packing", "--json", str(tmp_path / "r.json")), FakeSession(limit=95.0))
+    out = capsys.readouterr().out
+    assert code == 0 and path.read_text() == original  # a diff only
+    assert "+packing: true" in out and "+enable_liger_kernel: true" in out and "-per_device_train_batch_size" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["rows"][0]["baseline"] and report["winner"]["status"] == "measured"
+    assert report["memory"] == "memory check given by the caller"
+    assert {r["status"] for r in report["rows"]} >= {"measured", "pruned: memory"}
+    assert (tmp_path / "cfg.yaml.cfgopt-tune.json").exists()  # the default cache beside the config
+    win = report["winner"]["knobs"]
+    assert win["micro"] * win["ga"] == 16
+
+    code = command.run(_args(path, "--allow-packing", "--write"), FakeSession(limit=95.0))
+    assert code == 0
+    text = path.read_text()
+    assert "# a LoRA SFT config; this comment must survive the fix" in text and "saves/x   # trailing comment" in text
+    from cfgopt.loaders.yaml_loader import load_yaml
+
+    data = load_yaml(command.Document.read(path)).data
+    assert data["per_device_train_batch_size"] == win["micro"] and data["gradient_accumulation_steps"] == win["ga"]
+    assert data["packing"] is True and data["enable_liger_kernel"] is True
+    assert data["disable_gradient_checkpointing"] is (not win["gc"])
+    untouched = [line for line in original.splitlines() if not line.startswith(("per_device", "gradient_acc"))]
+    assert all(line in text.splitlines() for line in untouched)
+
+
+def test_command_multi_gpu_writes_deepspeed_json_beside_the_users(tmp_path: Path) -> None:
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "z3.json").write_text(json.dumps({**DS_Z3, "train_micro_batch_size_per_gpu": "auto"}))
+    path = tmp_path / "cfg.yaml"
+    path.write_text(CONFIG.format(extra="deepspeed: ds/z3.json\n"))
+    slow_ddp = FakeSession(capacity=1e9)
+    real = slow_ddp.runner.__call__
+
+    def prefer_z2(c):  # on this fake machine DDP crashes, so ZeRO-2 wins
+        if c.knobs.zero == "none":
+            return S.Measurement(error="RuntimeError: NCCL error", wall_s=5.0)
+        return real(c)
+
+    slow_ddp.measure = prefer_z2
+    code = command.run(_args(path, "--gpus", "4", "--knobs", "zero", "--write"), slow_ddp)
+    assert code == 0
+    written = tmp_path / "ds" / "cfg.tune-z2.json"
+    assert json.loads(written.read_text())["zero_optimization"]["stage"] == 2
+    assert "deepspeed: ds/cfg.tune-z2.json\n" in path.read_text()
+
+
+def test_command_drops_deepspeed_on_one_gpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "z3.json").write_text(json.dumps(DS_Z3))
+    path = tmp_path / "cfg.yaml"
+    path.write_text(CONFIG.format(extra="deepspeed: z3.json\n"))
+    code = command.run(_args(path, "--knobs", "zero", "--cache", str(tmp_path / "c.json")), FakeSession())
+    out = capsys.readouterr().out
+    assert code == 0 and "-deepspeed: z3.json" in out and "winner" in out
+    assert (tmp_path / "c.json").exists()
+
+
+def test_tune_is_registered_and_light() -> None:
+    code = (
+        "import sys; from cfgopt.cli import build_parser; a = build_parser().parse_args(['tune', 'x.yaml']); "
+        "heavy = ('torch', 'transformers', 'llamafactory', 'deepspeed', 'cfgopt.tune.search'); "
+        "bad = [m for m in heavy if m in sys.modules]; print(bad, a.budget, a.steps); raise SystemExit(bool(bad))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and "30.0 10" in proc.stdout, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- the real runner on a tiny model (CPU)
+
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 32000,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 2048,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+}
+TINY_CONFIG = """model_name_or_path: tiny
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: all
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 256
+output_dir: {out}
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 2
+learning_rate: 1.0e-4
+flash_attn: sdpa
+"""
+
+
+@pytest.mark.oracle
+def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
+    pytest.importorskip("llamafactory")
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "config.json").write_text(json.dumps(TINY))
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(TINY_CONFIG.format(out=tmp_path / "users_output_dir"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "cfgopt",
+        "tune",
+        str(cfg_path),
+        "--knobs",
+        "micro",  # 1x4, 2x2 (the baseline), 4x1: three candidates
+        "--steps",
+        "3",
+        "--target",
+        "cpu",
+        "--patience",
+        "0",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--json",
+        str(tmp_path / "report.json"),
+    ]
+    env = {**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert (tmp_path / "report.json").exists(), proc.stderr[-3000:]
+    data = json.loads((tmp_path / "report.json").read_text())
+    rows = data["rows"]
+    assert len(rows) == 3 and [r["status"] for r in rows] == ["measured"] * 3, proc.stderr[-3000:]
+    assert rows[0]["baseline"] and rows[0]["knobs"]["micro"] == 2
+    assert {r["knobs"]["micro"] * r["knobs"]["ga"] for r in rows} == {4}
+    assert all(r["tokens_per_s"] > 0 and r["wall_s"] > 0 for r in rows)
+    assert rows[1]["knobs"]["micro"] == 4  # larger micro batch first by the prior
+    assert data["memory"].startswith(("no memory model", "target cpu has no memory size"))
+    assert data["winner"] is not None and proc.returncode == 0
+    assert not (tmp_path / "users_output_dir").exists()
+    # resumed: every result comes from the cache, nothing runs again
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    again = json.loads((tmp_path / "report.json").read_text())
+    assert all(r["cached"] for r in again["rows"]) and again["spent_s"] == 0, proc.stderr[-2000:]
+    assert again["winner"]["key"] == data["winner"]["key"]
