@@ -70,7 +70,6 @@ DEFAULTS: dict[str, Any] = {
     "oft_rank": 0,
     "oft_block_size": 32,
     "oft_target": "all",
-    "oft_dropout": 0.0,
     "freeze_trainable_layers": 2,
     "freeze_trainable_modules": "all",
     "freeze_extra_modules": None,
@@ -142,16 +141,13 @@ class MemoryEstimate:
 
     @property
     def peak_allocated_gib(self) -> float:
-        return (
-            self.weights_gib
-            + self.gradients_gib
-            + self.optimizer_gib
-            + self.activations_gib
-            + self.recompute_gib
-            + self.logits_gib
-            + self.attention_gib
-            + self.extra_gib
-        )
+        persistent = self.weights_gib + self.gradients_gib + self.optimizer_gib + self.activations_gib + self.extra_gib
+        if self.gradient_checkpointing and self.attention_gib:
+            # With checkpointing, eager's score matrices exist only while one layer is recomputed, after the
+            # logits of the loss are freed: the two transients do not meet (measured on the H200: eager and
+            # SDPA peaked within 0.1 GiB for 4 x 2048 packed tokens, bench/memory/results.md).
+            return persistent + max(self.logits_gib, self.recompute_gib + self.attention_gib)
+        return persistent + self.recompute_gib + self.logits_gib + self.attention_gib
 
     @property
     def margin_gib(self) -> float:
@@ -531,7 +527,11 @@ def estimate(
         n_params = n_grads = n_opt = 1
         upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
         p_bytes = 4.0 if upcast else 2.0
-        cache = 2.0 if upcast and half and ftype in ("full", "freeze") else 0.0  # autocast's bf16 weight copies
+        # Autocast caches the bf16 casts of the fp32 weights for a whole forward (2 bytes/parameter at the
+        # peak: 18 bytes/parameter measured for a 1.24B full fine-tune without checkpointing, rocm_perf.md 5.3);
+        # checkpointed segments run without that cache (16 bytes/parameter measured for LLaMA-Factory's 1.5B full
+        # fine-tune with checkpointing on the H200, bench/memory/results.md).
+        cache = 2.0 if upcast and half and ftype in ("full", "freeze") and not gc else 0.0
         weights_trainable = trainable * (p_bytes + cache)
         grads = trainable * p_bytes
         master = 0.0
@@ -555,6 +555,12 @@ def estimate(
     if plan.offload_optimizer:
         offloaded += optimizer
         optimizer = 0.0
+        if zero is not None and zero >= 2:
+            # gradients stream to the host in reduce buckets: only a bucket stays on the GPU
+            # (measured: ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200)
+            bucket = 2.0 * (plan.bucket_elements or 5e8)
+            offloaded += max(0.0, grads - bucket)
+            grads = min(grads, bucket)
         if zero in (1, 2):
             offloaded += grads * 2  # the fp32 gradient partition lives on the host as well
     if plan.offload_param:

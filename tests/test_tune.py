@@ -525,3 +525,47 @@ def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
     again = json.loads((tmp_path / "report.json").read_text())
     assert all(r["cached"] for r in again["rows"]) and again["spent_s"] == 0, proc.stderr[-2000:]
     assert again["winner"]["key"] == data["winner"]["key"]
+
+
+def test_ties_go_to_fewer_changes() -> None:
+    _, cands = make(cfg(), knobs=("attn", "micro"))
+
+    def flat_micro(c: S.Candidate) -> S.Measurement:  # 16x1 is 20% faster; eager and sdpa the same
+        return S.Measurement(tokens_per_s=1200.0 if c.knobs.micro == 16 else 1000.0, peak_gib=1.0, wall_s=1.0)
+
+    result = S.search(cands, flat_micro, budget_s=1e9, patience=0)
+    assert result.winner.candidate.knobs == space.Knobs(16, 1, True, "sdpa", False, False, "none")
+
+
+def _load_bench(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_tune_{name}", ROOT / "bench" / "tune" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_compare_scores_the_pick_with_the_grids_own_run() -> None:
+    compare, grid = _load_bench("compare"), _load_bench("grid")
+
+    def row(i, tps, wall, status="measured", base=False):
+        return {"index": i, "label": f"c{i}", "knobs": {"i": i}, "key": f"k{i}", "baseline": base,
+                "status": status, "tokens_per_s": tps, "wall_s": wall}  # fmt: skip
+
+    rows = [row(0, 1000.0, 60, base=True), row(1, 5000.0, 60), row(2, 4900.0, 60), row(3, None, 20, "oom")]
+    rows += [row(i, 2000.0, 60) for i in range(4, 12)]
+    g = {"config": "x.yaml", "gpus": 1, "steps": 10, "warmup": 3, "rows": rows}
+    t = {"steps": 10, "warmup": 3, "gpu_seconds": 180.0, "winner": {**row(2, 5100.0, 60)}, "rows": rows[:3]}
+    t["rows"] = [{**r, "run_order": i} for i, r in enumerate(t["rows"])]
+    out = compare.compare(g, t)
+    assert out["pick_in_grid_tokens_per_s"] == 4900.0 and out["speed_ratio"] == pytest.approx(0.98)
+    assert out["grid_gpu_seconds"] == 60 * 11 + 20 and out["gpu_time_fraction"] == pytest.approx(180 / 680)
+    assert out["passes"] and "PASS" in compare.render(out)
+    t["gpu_seconds"] = 300.0
+    assert not compare.compare(g, t)["passes"]  # more than a third of the grid's GPU time
+    g["rows"][2]["key"] = "other"  # matched by knobs when the keys differ
+    assert compare.compare(g, t)["pick_in_grid_tokens_per_s"] == 4900.0
+    g.update(command="grid.py x.yaml", started="now", device="FAKE", gpu_seconds=0, memory="none")
+    md = grid.render_md(g)
+    assert "| 1 | c1 | measured | 5,000 | 5.00x |" in md and "oom" in md

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cfgopt.tune import command, space  # noqa: E402
-from cfgopt.tune import search as S  # noqa: E402
-from cfgopt.tune.options import KNOBS  # noqa: E402
+from cfgopt.tune import command, space
+from cfgopt.tune import search as S
+from cfgopt.tune.options import KNOBS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,7 +74,8 @@ def render_md(data: dict) -> str:
         lines.append(f"- best: #{best['index']} {best['label']}: {best['tokens_per_s']:,.0f} tokens/s")
     lines += [
         "",
-        "| # | candidate | status | tokens/s | vs baseline | peak alloc GiB | peak reserved GiB | est GiB | run s | note |",
+        "| # | candidate | status | tokens/s | vs baseline | peak alloc GiB | peak reserved GiB | est GiB | run s "
+        "| note |",
         "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
 
@@ -107,7 +108,7 @@ def save(out: Path, data: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config_path = args.config
-    doc, src, config = command.load_config(config_path)
+    _, _, config = command.load_config(config_path)
     user_ds, _ = command.load_user_deepspeed(config, config_path)
     steps, gpus = args.steps, args.gpus
     warmup = max(0, min(args.warmup, steps - 2))
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         session.prepare()
         save(out, data)
         new = 0
-        for c, row in zip(cands, data["rows"]):
+        for c, row in zip(cands, data["rows"], strict=True):
             if row["status"] != "pending":
                 continue
             if args.limit is not None and new >= args.limit:

@@ -93,15 +93,19 @@ class PredictedOutOfMemory(Rule):
         if not est.liger and est.logits_gib > 0.15 * est.peak_allocated_gib:
             remedies.append(f"`enable_liger_kernel: true` (fused loss saves ~{est.logits_gib:.0f} GiB of logits)")
         if est.zero_stage != 3 and est.gpus > 1:
-            remedies.append("ZeRO-3 to shard the model states over the GPUs")
+            remedies.append(
+                "ZeRO-3 to shard the model states over the GPUs"
+                + (" (FSDP from an accelerate config is invisible to cfgopt)" if est.zero_stage is None else "")
+            )
         elif est.zero_stage == 3 and not est.offloaded_gib:
             remedies.append("ZeRO offload of the optimizer states")
+        assumed = "" if ctx.settings.gpus else " (assumed; --gpus)"
         yield report(
             self,
             ctx,
             ("per_device_train_batch_size", "cutoff_len", "disable_gradient_checkpointing", "model_name_or_path"),
             f"predicted out of memory: about {est.required_gib:.0f} GiB per GPU on a {target.memory_gib:g} GiB "
-            f"{target.name} with {est.gpus} GPU(s) ({est.model}, {est.tokens} tokens per micro-batch; largest parts "
-            f"in GiB: {top3(est)}); try " + ("; or ".join(remedies) if remedies else "a smaller cutoff_len"),
+            f"{target.name} with {est.gpus} GPU(s){assumed} ({est.model}, {est.tokens} tokens per micro-batch; "
+            f"largest parts in GiB: {top3(est)}); try {'; or '.join(remedies) or 'a smaller cutoff_len'}",
             fix=fix,
         )

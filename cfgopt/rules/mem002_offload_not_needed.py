@@ -62,11 +62,12 @@ class OffloadNotNeeded(Rule):
             worst = max(estimates, key=lambda e: e.required_gib)
             target = ctx.settings.target
             what = "optimizer states" if block == "offload_optimizer" else "parameters"
+            where = f"{worst.gpus} GPU(s)" if ctx.settings.gpus else "even on 1 GPU"
             yield self.at_entry(
                 ctx,
                 entry,
                 f"{block}: without offloading the {what}, {worst.model} ({worst.finetuning_type}, ZeRO-{stage}, "
-                f"{f'{worst.gpus} GPU(s)' if ctx.settings.gpus else 'even on 1 GPU'}) needs about {worst.required_gib:.0f} GiB per GPU of a {target.memory_gib:g} "
+                f"{where}) needs about {worst.required_gib:.0f} GiB per GPU of a {target.memory_gib:g} "
                 f"GiB {target.name}: the offload only slows every step down",
                 fix=self.fix(f"Remove `{block}`", edits.delete_entry(src, entry), safe=False),
             )

@@ -22,16 +22,17 @@ class ZeroStageHigherThanNeeded(Rule):
     name = "zero-stage-higher-than-needed"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
-    summary = "A DeepSpeed ZeRO stage higher than the model and GPU count need: a lower stage (or none) fits"
+    summary = "DeepSpeed ZeRO-3 where the model and GPU count need no more than ZeRO-2 (or no DeepSpeed)"
     why = (
         "Confidence: likely (calibrated estimate, docs/memory.md). Each ZeRO stage trades speed for memory: "
         "stage 1 shards the optimizer states, stage 2 the gradients too, both with the communication volume of "
         "plain data parallel; stage 3 shards the weights and all-gathers them in every forward and backward "
         "(1.5x the traffic, and the frozen base of a LoRA run as well). The fastest setting is the lowest stage "
-        "that fits. Reported when the estimated peak per GPU at a lower stage (no DeepSpeed first, then ZeRO-2) "
-        "stays within 90% of the target's memory for this model, GPU count and batch, without offload. With "
-        "`--gpus` unstated one GPU is assumed (the most memory per GPU at every stage). ZeRO-3 for LoRA on one GPU "
-        "is PF050's (measured, no estimate needed); a file with offload is MEM002's first."
+        "that fits. Reported for ZeRO-3 when the estimated peak per GPU without DeepSpeed (LoRA, OFT) or with "
+        "ZeRO-2 (full, freeze; then without DeepSpeed) stays within 90% of the target's memory for this model, "
+        "GPU count and batch (a file with offload is MEM002's first). ZeRO-1/2 are not reported: they move as "
+        "much data as plain data parallel. With `--gpus` unstated one GPU is assumed (the most memory per GPU "
+        "at every stage). ZeRO-3 for LoRA with `--gpus 1` is PF050's (measured, no estimate needed)."
     )
     fails_when = "Never: the run is slower than it needs to be."
     evidence = (
@@ -52,11 +53,15 @@ class ZeroStageHigherThanNeeded(Rule):
             return
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
         current = estimate_source(ctx.source, ctx.settings, ds, n, ctx.memo)
-        if current is None or not current.zero_stage or current.offloaded_gib:
-            return
+        if current is None or current.zero_stage != 3 or current.offloaded_gib:
+            return  # ZeRO-1/2 move as much data as plain data parallel: no measured gain from dropping them
         if current.zero_stage == 3 and n == 1 and current.finetuning_type == "lora" and ctx.settings.gpus == 1:
             return  # PF050
-        candidates = [(0, None)] + [(s, _at_stage(ds, s)) for s in (2,) if s < current.zero_stage]
+        # LoRA/OFT states are tiny: plain data parallel first. Full/freeze: ZeRO-2 keeps its memory small at the
+        # same communication volume as plain data parallel, so it comes first.
+        candidates = [(0, None), (2, _at_stage(ds, 2))]
+        if current.finetuning_type in ("full", "freeze"):
+            candidates.reverse()
         for stage, plan in candidates:
             est = estimate_source(ctx.source, ctx.settings, plan, n, ctx.memo)
             if est is None or not est.fits_with_headroom():
@@ -64,6 +69,7 @@ class ZeroStageHigherThanNeeded(Rule):
             target = ctx.settings.target
             entry = entry_of(ctx, "deepspeed")
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
+            where = f"{n} GPU(s)" if ctx.settings.gpus else "any number of GPUs"
             fix = None
             if stage == 0 and entry is not None:
                 removal = edits.delete_entry(ctx.source, entry)
@@ -72,7 +78,7 @@ class ZeroStageHigherThanNeeded(Rule):
                 ctx,
                 entry,
                 f"ZeRO-{current.zero_stage} is more than {est.model} ({value_of(ctx, 'finetuning_type')}) needs on "
-                f"{f'{n} GPU(s)' if ctx.settings.gpus else 'any number of GPUs'}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
+                f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
                 f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
                 "adds communication",
                 fix=fix,

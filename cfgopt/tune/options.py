@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cfgopt.targets import TARGETS
+
 KNOBS = ("micro", "gc", "attn", "packing", "liger", "zero")
 
 
@@ -44,7 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
     p.add_argument(
-        "--target", default=None, help="memory the candidates must fit (default: detected from this machine's GPU)"
+        "--target",
+        default=None,
+        choices=sorted(TARGETS),
+        help="whose memory the candidates must fit (default: detected from this machine's GPU)",
     )
     p.add_argument("--memory-margin", type=float, default=0.10, help="headroom kept below the GPU memory (0.10)")
     p.add_argument(

@@ -1,0 +1,251 @@
+"""The memory model (cfgopt/memory.py), `cfgopt estimate`, and the calibration table (bench/memory)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from rule_cases import ROOT, run_cli
+
+from cfgopt import memory
+from cfgopt.model_shapes import ModelShape, shape_for
+from cfgopt.targets import TARGETS
+
+L8 = shape_for("meta-llama/Meta-Llama-3-8B")
+L1 = ModelShape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True)  # the 1.24B probe of rocm_perf §5.3
+H200, MI300X = TARGETS["h200"], TARGETS["mi300x"]
+LORA = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "bf16": True, "cutoff_len": 2048}
+
+
+def est(config: dict, shape: ModelShape = L8, target=H200, gpus: int = 1, ds: dict | None = None, **kw):
+    return memory.estimate({**LORA, **config}, shape, target, gpus, ds, **kw)
+
+
+def within(value: float, measured: float, tolerance: float) -> bool:
+    return abs(value - measured) / measured <= tolerance
+
+
+# --------------------------------------------------------------------------------------------- known points
+
+
+def test_hf_peft_8b_lora_points() -> None:
+    """rocm_perf.md §5.3: Llama-3-8B LoRA r16 all-linear, 8192 tokens: 82.35 GiB without GC, 31.3 with."""
+    base = {"lora_rank": 16, "packing": True, "per_device_train_batch_size": 4}
+    assert within(est({**base, "disable_gradient_checkpointing": True}).peak_allocated_gib, 82.35, 0.02)
+    assert within(est(base).peak_allocated_gib, 31.3, 0.07)
+    qv = est({**base, "lora_target": "q_proj,v_proj", "disable_gradient_checkpointing": True})
+    assert within(qv.peak_allocated_gib, 66.9, 0.03)
+    dropout = est({**base, "lora_dropout": 0.05, "disable_gradient_checkpointing": True})
+    assert within(dropout.peak_allocated_gib, 82.35 + 9.4, 0.03)
+
+
+def test_full_finetune_1b_points() -> None:
+    """1.24B full fine-tune, 8192 tokens, HF AMP: 46.78 GiB without GC (18 bytes/param), 30.2 with (16)."""
+    full = {"finetuning_type": "full", "packing": True, "per_device_train_batch_size": 4}
+    assert L1.num_parameters == 1_235_814_400
+    assert within(est({**full, "disable_gradient_checkpointing": True}, L1).peak_allocated_gib, 46.78, 0.05)
+    assert within(est(full, L1).peak_allocated_gib, 30.2, 0.10)
+    # 18 bytes/parameter without checkpointing (autocast's weight-cast cache), 16 with it (measured, both)
+    for extra, per_param in (({"disable_gradient_checkpointing": True}, 18), ({}, 16)):
+        states = est({**full, **extra}, L1)
+        total = (states.weights_gib + states.gradients_gib + states.optimizer_gib) * 2**30
+        assert total == pytest.approx(per_param * L1.num_parameters)
+
+
+def test_lora_trainable_count_and_static() -> None:
+    e = est({"packing": True, "per_device_train_batch_size": 1})
+    assert e.trainable_params == 20_971_520  # rank 8, all linears (h200_measurements.md)
+    assert e.weights_gib == pytest.approx(15.04, abs=0.05)  # the resident model after load
+
+
+def test_transcribed_calibration_table_meets_the_target() -> None:
+    sys.path.insert(0, str(ROOT / "bench" / "memory"))
+    import compare
+
+    rows = [compare.compare_one(p) for p in compare._runs(compare.MEASURED)]
+    assert len(rows) >= 11
+    median, worst = compare.summary(rows)
+    assert median <= 0.05 and worst <= 0.15, compare.table(rows)
+
+
+# --------------------------------------------------------------------------------------------- directions
+
+
+def test_components_move_the_right_way() -> None:
+    packed = {"packing": True, "per_device_train_batch_size": 4}
+    sdpa, eager = est(packed), est({**packed, "flash_attn": "disabled"})
+    assert eager.attention_gib > 0 and sdpa.attention_gib == 0
+    assert est({**packed, "enable_liger_kernel": True}).peak_allocated_gib < sdpa.peak_allocated_gib
+    assert est({**packed, "disable_gradient_checkpointing": True}).peak_allocated_gib > sdpa.peak_allocated_gib
+    q4 = est({**packed, "quantization_bit": 4})
+    assert q4.weights_gib < 0.5 * sdpa.weights_gib and q4.quantization_bit == 4
+    assert est({**packed, "model_name_or_path": "TechxGenus/Meta-Llama-3-8B-Instruct-AWQ"}).quantization_bit == 4
+    assert est({**packed, "stage": "dpo"}).tokens == 2 * sdpa.tokens
+    # unpacked: the peak batch reaches cutoff_len unless told otherwise
+    assert est({"per_device_train_batch_size": 4}).tokens == 8192
+    assert est({"per_device_train_batch_size": 4}, fill=0.5).tokens == 4096
+
+
+def test_zero_partitioning_and_offload() -> None:
+    full = {"finetuning_type": "full", "packing": True, "per_device_train_batch_size": 1}
+
+    def ds(stage: int, **zero) -> dict:
+        return {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": stage, **zero}}
+
+    def states(e) -> float:
+        return e.weights_gib + e.gradients_gib + e.optimizer_gib
+
+    by_stage = [states(est(full, gpus=8, ds=ds(s))) for s in (0, 1, 2, 3)]
+    assert by_stage == sorted(by_stage, reverse=True) and by_stage[0] > 3 * by_stage[3]
+    assert states(est(full, gpus=8, ds=ds(3))) == pytest.approx(16 * L8.num_parameters / 8 / 2**30)
+    assert states(est(full, gpus=4, ds=ds(3))) > states(est(full, gpus=8, ds=ds(3)))
+    offload = est(full, gpus=8, ds=ds(3, offload_optimizer={"device": "cpu"}, offload_param={"device": "cpu"}))
+    assert offload.optimizer_gib == 0 and offload.weights_gib == 0 and offload.offloaded_gib > 0
+    # ZeRO-3 on one GPU shards nothing (h200_measurements.md V2 vs V4: 21.1 vs 21.0 GiB)
+    one = est({"per_device_train_batch_size": 4}, ds=ds(3), fill=832 / 2048)
+    assert within(
+        one.peak_allocated_gib, est({"per_device_train_batch_size": 4}, fill=832 / 2048).peak_allocated_gib, 0.02
+    )
+    assert est(full, gpus=8, ds={"zero_optimization": {"stage": "auto"}}).unmodelled
+
+
+@pytest.mark.parametrize("ftype", ["lora", "full", "freeze", "oft"])
+def test_max_micro_batch_is_monotonic(ftype: str) -> None:
+    config = {"finetuning_type": ftype, "packing": True, "per_device_train_batch_size": 1}
+    sizes = [memory.max_micro_batch({**LORA, **config}, L8, TARGETS[t], 1, None) for t in ("h100", "h200", "mi300x")]
+    assert sizes == sorted(sizes)
+    longer = memory.max_micro_batch({**LORA, **config, "cutoff_len": 8192}, L8, MI300X, 1, None)
+    assert longer <= sizes[-1]
+    no_gc = memory.max_micro_batch({**LORA, **config, "disable_gradient_checkpointing": True}, L8, MI300X, 1, None)
+    # freeze: without GC the frozen layers before the trainable ones keep nothing (no input requires grad)
+    assert no_gc >= sizes[-1] if ftype == "freeze" else no_gc <= sizes[-1]
+    best = sizes[-1]
+    if best:
+        assert est({**config, "per_device_train_batch_size": best}, target=MI300X).fits_with_headroom()
+        assert not est({**config, "per_device_train_batch_size": best + 1}, target=MI300X).fits_with_headroom()
+    peaks = [est({**config, "per_device_train_batch_size": b}).peak_allocated_gib for b in (1, 2, 4, 8)]
+    assert peaks == sorted(peaks)
+
+
+def test_full_70b_on_one_gpu_fits_nothing() -> None:
+    shape = shape_for("meta-llama/Meta-Llama-3-70B")
+    assert memory.max_micro_batch({**LORA, "finetuning_type": "full"}, shape, MI300X, 1, None) == 0
+
+
+def test_defaults_match_the_llamafactory_snapshot() -> None:
+    from cfgopt import schema
+
+    fields = schema.llamafactory().group("train")
+    for key, value in memory.DEFAULTS.items():
+        assert key in fields, key
+        assert fields[key].default == value, key
+
+
+def test_estimate_exposes_peak_gib_for_tune() -> None:
+    e = est({"packing": True, "per_device_train_batch_size": 4})
+    assert e.peak_gib == e.required_gib > e.peak_allocated_gib
+
+
+# --------------------------------------------------------------------------------------------- the command
+
+
+def _write(tmp_path: Path, text: str, name: str = "train.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+CONFIG = """\
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+bf16: true
+packing: true
+cutoff_len: 2048
+per_device_train_batch_size: {bsz}
+gradient_accumulation_steps: 2
+{extra}
+"""
+
+
+def test_estimate_command_json_and_exit_codes(tmp_path: Path) -> None:
+    fits = _write(tmp_path, CONFIG.format(bsz=4, extra=""))
+    code, out, _ = run_cli(["estimate", str(fits), "--target", "mi300x", "--gpus", "8", "--format", "json"])
+    data = json.loads(out)
+    assert code == 0 and data["fits"] and data["model"] == "Llama-3-8B" and data["gpus"] == 8
+    assert data["max_micro_batch"] >= 4 and data["global_batch"] == 4 * 2 * 8
+    for key in ("weights_gib", "activations_gib", "logits_gib", "required_gib", "notes"):
+        assert key in data
+    code, out, _ = run_cli(["estimate", str(fits)])
+    assert code == 0 and "= required per GPU" in out and "largest per_device_train_batch_size" in out
+
+    oom = _write(tmp_path, CONFIG.format(bsz=16, extra="disable_gradient_checkpointing: true"), "oom.yaml")
+    code, out, _ = run_cli(["estimate", str(oom), "--target", "h100"])
+    assert code == 1 and "fits: NO" in out
+
+
+def test_estimate_command_unknown_model_and_errors(tmp_path: Path) -> None:
+    unknown = _write(tmp_path, CONFIG.format(bsz=4, extra="").replace("meta-llama/Meta-Llama-3-8B-Instruct", "x/y"))
+    code, out, err = run_cli(["estimate", str(unknown)])
+    assert code == 2 and out == "" and "unknown model" in err and "no estimate" in err
+    assert run_cli(["estimate", str(tmp_path / "missing.yaml")])[0] == 2
+    assert run_cli(["estimate", str(unknown), "--gpus", "0"])[0] == 2
+    assert run_cli(["estimate", str(unknown), "--target", "cpu"])[0] == 2
+    missing_ds = _write(tmp_path, CONFIG.format(bsz=4, extra="deepspeed: nowhere.json"), "ds.yaml")
+    code, _, err = run_cli(["estimate", str(missing_ds)])
+    assert code == 2 and "nowhere.json" in err
+
+
+def test_estimate_command_local_config_and_deepspeed(tmp_path: Path) -> None:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 2048,
+                "intermediate_size": 8192,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "vocab_size": 128256,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
+    (tmp_path / "ds.json").write_text(json.dumps({"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}))
+    cfg = _write(
+        tmp_path,
+        CONFIG.format(bsz=4, extra="deepspeed: ds.json")
+        .replace("meta-llama/Meta-Llama-3-8B-Instruct", "tiny")
+        .replace("finetuning_type: lora", "finetuning_type: full"),
+    )
+    code, out, _ = run_cli(["estimate", str(cfg), "--gpus", "4", "--format", "json"])
+    data = json.loads(out)
+    assert code == 0 and data["model"] == "tiny" and data["zero_stage"] == 2
+    assert data["total_params"] == L1.num_parameters
+
+
+# --------------------------------------------------------------------------------------------- rules
+
+
+def test_memory_rules_silent_for_unknown_models(tmp_path: Path) -> None:
+    text = CONFIG.format(bsz=64, extra="disable_gradient_checkpointing: true")
+    known = _write(tmp_path, text, "known.yaml")
+    unknown = _write(tmp_path, text.replace("meta-llama/Meta-Llama-3-8B-Instruct", "my-org/house-model"), "u.yaml")
+    for path, expect in ((known, {"MEM001"}), (unknown, set())):
+        _, out, _ = run_cli(["lint", "--format", "json", "--select", "MEM", "--target", "h100", str(path)])
+        assert {d["code"] for d in json.loads(out)["diagnostics"]} == expect, path.name
+
+
+def test_memory_fixes_keep_the_global_batch(tmp_path: Path) -> None:
+    cfg = _write(tmp_path, CONFIG.format(bsz=32, extra=""))
+    run_cli(["fix", "--write", "--unsafe-fixes", "--select", "MEM001", "--target", "h100", "--gpus", "1", str(cfg)])
+    import yaml
+
+    data = yaml.safe_load(cfg.read_text())
+    assert data["per_device_train_batch_size"] < 32
+    assert data["per_device_train_batch_size"] * data["gradient_accumulation_steps"] == 32 * 2
