@@ -165,11 +165,6 @@ NOT_IMPLEMENTED_LF: list[tuple[str, str, str]] = [
         "`fa3` fails at model load in LLaMA-Factory 0.9.5 (LF006), so it cannot be recommended.",
     ),
     (
-        "H2 / memory estimate: OOM prediction for activations at long cutoff_len",
-        "rocm_perf.md §7a",
-        "Needs the model's shapes; PF008 uses a deliberately high estimate only to stay silent when memory is tight.",
-    ),
-    (
         "dataloader_num_workers / preprocessing workers",
         "rocm_perf.md §2 (dataloader workers)",
         "Data is pre-tokenised; no measured step-time effect at 0-4 workers (the H200 runs used 0).",
@@ -261,17 +256,6 @@ NOT_IMPLEMENTED_DS: list[tuple[str, str, str]] = [
         "deepspeed.md §7 #37 (PERF-102, part)",
         "DeepSpeed's behaviour for a non-dividing hpZ size was not confirmed in the pinned code; DS020 reports "
         "hpZ on a single node and quantized ZeRO++ on ROCm",
-    ),
-    (
-        "Full DeepSpeed memory estimate (states + activations) against HBM / host RAM",
-        "deepspeed.md §7 #39 (MEM-130)",
-        "the memory estimator is a separate piece of work; PF050/PF051 use a deliberately simple weights-only "
-        "rule (bf16 weights at most half of one GPU)",
-    ),
-    (
-        "ZeRO-3 for full fine-tuning whose ZeRO-2 states fit (use ZeRO-2)",
-        "rocm_perf.md §7a R07 (full-FT part)",
-        "needs the memory estimator (states 2P + 14P/N plus activations); PF050 covers the LoRA part",
     ),
     (
         "Offload on ROCm needs DeepSpeedCPUAdam built with hipcc (preflight `ds_report`)",
