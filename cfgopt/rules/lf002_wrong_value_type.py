@@ -72,13 +72,21 @@ class WrongValueType(Rule):
                 continue
             value = node.value
             if isinstance(value, (list, dict)) and not {"list", "dict", "any"} & set(spec.types):
+                # Numbers are compared at start-up (HF's *_steps checks), and the GaLore/APOLLO/BAdam switches are
+                # added up (finetuning_args.py L598): both crash with TypeError. Other booleans are just truthy.
+                crashes = spec.numeric_only or entry.key in ("use_galore", "use_apollo", "use_badam")
+                consequence = (
+                    " and its start-up checks crash on it (TypeError)"
+                    if crashes
+                    else ": a non-empty list counts as true"
+                )
                 yield self.at_entry(
                     ctx,
                     entry,
                     f"`{entry.key}` must be a single {'/'.join(spec.types)} value but is a "
-                    f"{type(value).__name__}; {LF} passes it on unconverted and its start-up checks "
-                    "crash comparing it (TypeError)",
+                    f"{type(value).__name__}; {LF} passes it on unconverted{consequence}",
                     on="value",
+                    severity=Severity.ERROR if crashes else Severity.WARNING,
                 )
                 continue
             if spec.is_bool and isinstance(value, str):
