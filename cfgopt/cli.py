@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from cfgopt import __version__
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.targets import DEFAULT_TARGET, TARGETS
-from cfgopt.versions import VersionError, resolve_version
+from cfgopt.versions import VersionError
+
+FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,32 +36,69 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", type=Path, default=[Path(".")], help="files or folders (default: .)")
     p.add_argument(
         "--target",
-        default=DEFAULT_TARGET,
+        default=None,
         choices=sorted(TARGETS),
-        help=f"hardware the config is judged for (default: {DEFAULT_TARGET})",
+        help=f"hardware the config is judged for (default: the project config's, else {DEFAULT_TARGET})",
     )
     p.add_argument("--gpus", type=int, default=None, help="GPUs the job will use (default: not stated)")
-    p.add_argument("--select", type=_codes, default=[], help="rule codes or prefixes to run (default: all)")
+    p.add_argument(
+        "--select",
+        type=_codes,
+        default=None,
+        help="rule codes or prefixes to run (default: all); replaces the config's",
+    )
+    p.add_argument("--extend-select", type=_codes, default=[], help="rule codes or prefixes to add to the selection")
     p.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
+    p.add_argument(
+        "--fixable", type=_codes, default=None, help="rule codes or prefixes whose fixes apply (default all)"
+    )
+    p.add_argument("--unfixable", type=_codes, default=[], help="rule codes or prefixes whose fixes never apply")
     p.add_argument(
         "--llamafactory-version",
         metavar="VERSION",
         default=None,
         help="LLaMA-Factory release to judge configs for: a shipped snapshot, or a prefix such as 0.9 "
-        "(default: the installed one's series, else the newest; see docs/versions.md)",
+        "(default: the project config's, else the installed one's series, else the newest; see docs/versions.md)",
     )
     p.add_argument(
         "--deepspeed-version",
         metavar="VERSION",
         default=None,
-        help="DeepSpeed release to judge JSON for, e.g. 0.16 or 0.19.8 (default: the installed one's series, "
-        "else the newest)",
+        help="DeepSpeed release to judge JSON for, e.g. 0.16 or 0.19.8 (default: the project config's, else the "
+        "installed one's series, else the newest)",
     )
     p.add_argument(
-        "--no-config",
-        action="store_true",
-        help="ignore project configuration files (none are read yet; accepted for scripts)",
+        "--config",
+        dest="config_overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override one project-config option, VALUE in TOML syntax (repeatable): --config 'select=[\"LF\"]'",
     )
+    p.add_argument(
+        "--isolated",
+        "--no-config",
+        dest="isolated",
+        action="store_true",
+        help="ignore every project config file (cfgopt.toml, pyproject.toml [tool.cfgopt])",
+    )
+    p.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the settings resolved for the first path (which config file applies) and exit",
+    )
+    p.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="skip paths matching the config's `exclude` even when named on the command line (pre-commit)",
+    )
+    p.add_argument(
+        "--recognised-only",
+        action="store_true",
+        help="judge named files by content, as files found in a folder: skip empty, unparseable or unrelated "
+        "YAML/JSON/shell files silently unless they look like LLaMA-Factory or DeepSpeed configs (pre-commit)",
+    )
+    p.add_argument("--show-fixes", action="store_true", help="list the fixes (available with lint, applied with fix)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,12 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     lint = sub.add_parser("lint", help="report problems")
     _add_common(lint)
-    lint.add_argument("--format", choices=("full", "concise", "json"), default="full")
+    lint.add_argument(
+        "--format",
+        "--output-format",
+        dest="format",
+        choices=FORMATS,
+        default=os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
+        help="full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
+        "(SARIF 2.1.0, GitHub code scanning), junit",
+    )
     lint.add_argument(
         "--fail-on",
         choices=("error", "warning", "info"),
-        default="warning",
-        help="lowest severity that makes the exit code 1 (default: warning)",
+        default=None,
+        help="lowest severity that makes the exit code 1 (default: the project config's, else warning)",
     )
     lint.add_argument("--statistics", action="store_true", help="count findings per rule")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
@@ -83,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--write", action="store_true", help="write the fixes to the files")
     fix.add_argument("--diff", action="store_true", help="print a unified diff (the default without --write)")
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
-    fix.add_argument("--fail-on", choices=("error", "warning", "info"), default="warning")
+    fix.add_argument("--fail-on", choices=("error", "warning", "info"), default=None)
 
     verify = sub.add_parser("verify", help="run the real trainer for a few steps, original vs fixed")
     from cfgopt.verify.options import add_arguments
@@ -100,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tune_arguments(tune)
 
+    schema_cmd = sub.add_parser("schema", help="JSON Schema files for editors: `cfgopt schema export`")
+    schema_sub = schema_cmd.add_subparsers(dest="schema_command", required=True, parser_class=_Parser)
+    export = schema_sub.add_parser("export", help="write llamafactory-train.schema.json and deepspeed.schema.json")
+    export.add_argument("--out", type=Path, default=Path("."), help="folder to write to (default: .)")
+    export.add_argument("--llamafactory-version", metavar="VERSION", default=None, help="default: as for lint")
+    export.add_argument("--deepspeed-version", metavar="VERSION", default=None, help="default: as for lint")
+
     rules = sub.add_parser("rules", help="list all rules")
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     rule = sub.add_parser("rule", help="explain one rule")
@@ -108,29 +163,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _versions(args: argparse.Namespace) -> dict[str, str]:
-    """The snapshot versions to judge with (cfgopt.versions.resolve_version); a bad value is a usage error."""
-    chosen: dict[str, str] = {}
-    for package, option in (("llamafactory", "llamafactory_version"), ("deepspeed", "deepspeed_version")):
-        try:
-            chosen[option] = resolve_version(package, getattr(args, option, None))
-        except VersionError as exc:
-            raise VersionError(f"--{option.replace('_', '-')}: {exc}") from None
-    return chosen
-
-
 def _settings(args: argparse.Namespace) -> Settings:
+    """The settings for the run: a `Settings` whose `for_path` gives each file's (the closest project config
+    wins, then `--config` overrides, then the flags). Raises ConfigError / VersionError (exit 2)."""
+    from cfgopt.config import CommandLine, Resolver, parse_override
+
     if args.gpus is not None and args.gpus < 1:
         raise SystemExit("cfgopt: error: --gpus must be at least 1")
-    return Settings(
-        target_name=args.target,
+    overrides: dict = {}
+    for text in args.config_overrides:
+        overrides.update(parse_override(text))
+    cli = CommandLine(
+        target=args.target,
         gpus=args.gpus,
         select=args.select,
         ignore=args.ignore,
-        fail_on=Severity.parse(args.fail_on),
+        extend_select=args.extend_select,
+        fixable=args.fixable,
+        unfixable=args.unfixable,
+        fail_on=args.fail_on,
         unsafe_fixes=getattr(args, "unsafe_fixes", False),
-        **_versions(args),
+        llamafactory_version=args.llamafactory_version,
+        deepspeed_version=args.deepspeed_version,
+        force_exclude=args.force_exclude,
     )
+    resolver = Resolver(cli, overrides, isolated=args.isolated)
+    first = args.paths[0] if args.paths else Path(".")
+    return resolver.settings_for(first if first.exists() else Path("."))
+
+
+def _show_settings(args: argparse.Namespace, settings: Settings) -> int:
+    from cfgopt.config import show_settings
+
+    path = args.paths[0] if args.paths else Path(".")
+    sys.stdout.write(show_settings(settings.for_path(path), path))
+    return 0
 
 
 def _print_problems(problems: list) -> None:
@@ -143,19 +210,20 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from cfgopt.engine import lint_paths
 
     settings = _settings(args)
-    result = lint_paths(args.paths, settings)
-    if args.format == "json":
-        report.render_json(result.diagnostics, result.files, result.problems, sys.stdout)
-    elif args.format == "concise":
-        report.render_concise(result.diagnostics, sys.stdout)
-    else:
-        report.render_full(result.diagnostics, sys.stdout)
+    if args.show_settings:
+        return _show_settings(args, settings)
+    result = lint_paths(args.paths, settings, recognised_only=args.recognised_only)
+    machine = args.format in ("json", "json-lines", "sarif", "junit")
+    report.render(args.format, result, sys.stdout)
     if args.statistics:
-        report.render_statistics(result.diagnostics, sys.stdout)
+        report.render_statistics(result.diagnostics, sys.stderr if machine else sys.stdout)
+    if args.show_fixes:
+        text_stream = sys.stderr if machine or args.format == "github" else sys.stdout
+        report.render_available_fixes(result.diagnostics, text_stream)
     _print_problems(result.problems)
-    if args.format != "json":
+    if not machine:
         report.render_summary_line(result.diagnostics, result.files, result.problems)
-    code = result.exit_code(settings.fail_on)
+    code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
 
 
@@ -165,7 +233,9 @@ def cmd_fix(args: argparse.Namespace) -> int:
     from cfgopt.writer import ChangedOnDisk, atomic_write
 
     settings = _settings(args)
-    result = fix_paths(args.paths, settings)
+    if args.show_settings:
+        return _show_settings(args, settings)
+    result = fix_paths(args.paths, settings, recognised_only=args.recognised_only)
     _print_problems(result.problems)
     exit_code = 2 if result.problems else 0
     for diag in result.withheld.values():
@@ -199,7 +269,9 @@ def cmd_fix(args: argparse.Namespace) -> int:
                 continue
         for description in result.applied.get(path, []):
             sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
-    remaining = [d for d in result.remaining if d.severity >= settings.fail_on]
+    remaining = [d for d in result.remaining if d.severity >= settings.for_path(d.path).fail_on]
+    if args.show_fixes:
+        report.render_applied_fixes(result.applied, args.write, sys.stderr)
     if remaining and args.write:
         report.render_concise(remaining, sys.stderr)
     n = sum(len(v) for v in result.applied.values())
@@ -314,6 +386,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from cfgopt.schema_export import run
+
+    return run(args)
+
+
 def cmd_estimate(args: argparse.Namespace) -> int:
     from cfgopt.estimate_cmd import run
 
@@ -321,6 +399,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cfgopt.config import ConfigError
+
     args = build_parser().parse_args(argv)
     handler = {
         "lint": cmd_lint,
@@ -330,10 +410,11 @@ def main(argv: list[str] | None = None) -> int:
         "verify": cmd_verify,
         "tune": cmd_tune,
         "estimate": cmd_estimate,
+        "schema": cmd_schema,
     }[args.command]
     try:
         return handler(args)
-    except VersionError as exc:  # no snapshot for the requested release: a usage error
+    except (VersionError, ConfigError) as exc:  # no snapshot for a release, a bad project config: usage errors
         sys.stderr.write(f"cfgopt: error: {exc}\n")
         return 2
     except KeyboardInterrupt:

@@ -42,7 +42,17 @@ class Project:
     documents: dict[Path, Document] = field(default_factory=dict)
     problems: list[FileProblem] = field(default_factory=list)
     contexts: dict[int, Context] = field(default_factory=dict)
+    recognised_only: bool = False  # named files are judged by content like found ones (pre-commit)
+    # Files read only because a linted config names them, but excluded by the project config: they give
+    # the linted config its context (XF rules) and get no diagnostics of their own.
+    quiet: set[Path] = field(default_factory=set)
     _by_path: dict[Path, list[Source]] = field(default_factory=dict)
+
+    def context(self, src: Source) -> Context:
+        ctx = self.contexts.get(id(src))
+        if ctx is None:
+            ctx = self.contexts[id(src)] = Context(source=src, settings=self.settings.for_path(src.document.path))
+        return ctx
 
     # ---------------------------------------------------------------- reading
     def read_document(self, path: Path) -> Document:
@@ -75,11 +85,16 @@ class Project:
             return None
 
     def load(self, path: Path, explicit: bool, kind_hint: Kind | None = None) -> list[Source]:
+        """Read and parse a file. `explicit`: named on the command line, so a file that is empty or does not
+        parse is reported even when it does not look like a config (unless `recognised_only`, for pre-commit,
+        which names every YAML/JSON/shell file of a repository)."""
         key = real_path(path)
         if key in self._by_path:
             return self._by_path[key]
         sources: list[Source] = []
         self._by_path[key] = sources
+        if explicit and self.recognised_only:
+            explicit = False
         try:
             doc = self.read_document(path)
         except (DocumentError, OSError) as exc:
@@ -92,8 +107,9 @@ class Project:
         loader = discovery.loader_for(path)
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"
+        settings = self.settings.for_path(path)
         if loader == "script":
-            sources.extend(find_commands(doc, self.settings.lf_schema))
+            sources.extend(find_commands(doc, settings.lf_schema))
         elif loader == "json":
             src = load_json(doc)
             if src.error is None:
@@ -104,7 +120,7 @@ class Project:
                 sources.append(src)
         else:
             src = load_yaml(doc)
-            lf = self.settings.lf_schema
+            lf = settings.lf_schema
             if src.error is None:
                 src.kind = discovery.classify_yaml(src.data, set(lf.fields))
                 if src.kind == Kind.LF_TRAIN and not _has_training_keys(src.data, lf):
@@ -119,39 +135,48 @@ class Project:
     # ---------------------------------------------------------------- linking
     def link(self) -> None:
         for src in list(self.sources):
-            ctx = self.contexts.setdefault(id(src), Context(source=src, settings=self.settings))
+            ctx = self.context(src)
             if src.kind == Kind.LF_CLI and src.command.get("yaml"):
                 word = src.command["yaml"][0]
                 found, _ = resolve_reference(word, src.document.path)
                 if found is not None:
+                    self._mark_if_excluded(found)
                     self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
                     for new in self._by_path.get(real_path(found), []):
-                        self.contexts.setdefault(id(new), Context(source=new, settings=self.settings))
+                        self.context(new)
         for src in list(self.sources):
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
                 continue
             ref = src.data.get("deepspeed")
             if not isinstance(ref, str) or not ref:
                 continue
-            ctx = self.contexts[id(src)]
+            ctx = self.context(src)
             found, searched = resolve_reference(ref, src.document.path)
             ctx.deepspeed_searched = searched
             if found is None:
                 continue
+            self._mark_if_excluded(found)
             for ds in self.load(found, explicit=False, kind_hint=Kind.DEEPSPEED):
-                ds_ctx = self.contexts.setdefault(id(ds), Context(source=ds, settings=self.settings))
+                ds_ctx = self.context(ds)
                 ds_ctx.consumers.append(src)
                 ctx.deepspeed = ds
 
+    def _mark_if_excluded(self, path: Path) -> None:
+        key = real_path(path)
+        if key not in self._by_path and self.settings.for_path(path).is_excluded(path):
+            self.quiet.add(key)
+
     # ---------------------------------------------------------------- rules
     def diagnostics(self) -> list[Diagnostic]:
-        rules = [r for r in all_rules() if self.settings.is_selected(r.code)]
+        rules = all_rules()
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
         for src in self.sources:
-            ctx = self.contexts.get(id(src)) or Context(source=src, settings=self.settings)
+            if real_path(src.document.path) in self.quiet:
+                continue
+            ctx = self.context(src)
             for rule in rules:
-                if src.kind not in rule.kinds:
+                if src.kind not in rule.kinds or not ctx.settings.is_selected(rule.code):
                     continue
                 if src.error is not None and rule.code != "CFG001":
                     continue
@@ -170,8 +195,23 @@ class Project:
                     if ident not in seen:
                         seen.add(ident)
                         out.append(diag)
+        if self._may_suppress():
+            from cfgopt.suppressions import apply_suppressions
+
+            out = apply_suppressions(self, out)
         out.sort(key=Diagnostic.sort_key)
         return out
+
+    def _may_suppress(self) -> bool:
+        """Is there anything for `cfgopt.suppressions` to do (kept off the common path: it is not imported
+        for a project without suppression comments, per-file ignores or fix restrictions)?"""
+        if self.quiet:
+            return True
+        for src in self.sources:
+            s = self.context(src).settings
+            if s.per_file_ignores or s.fixable or s.unfixable:
+                return True
+        return any("cfgopt" in doc.text.lower() for doc in self.documents.values())
 
 
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:
@@ -209,25 +249,43 @@ class LintResult:
     diagnostics: list[Diagnostic]
     problems: list[FileProblem]
     files: int
+    checked: list[Path] = field(default_factory=list)  # the files linted (resolved), in path order
+    settings: Settings | None = None
 
-    def exit_code(self, fail_on: Severity) -> int:
+    def exit_code(self, fail_on: Severity | None = None) -> int:
+        """2 on a problem or parse error, 1 on a finding at or above `fail_on` (default: each file's
+        own `fail-on`), else 0."""
         if self.problems or any(d.code == "CFG001" for d in self.diagnostics):
             return 2
-        return 1 if any(d.severity >= fail_on for d in self.diagnostics) else 0
+
+        def threshold(d: Diagnostic) -> Severity:
+            if fail_on is not None:
+                return fail_on
+            return self.settings.for_path(d.path).fail_on if self.settings is not None else Severity.WARNING
+
+        return 1 if any(d.severity >= threshold(d) for d in self.diagnostics) else 0
 
 
-def build_project(paths: list[Path], settings: Settings, overlay: dict[Path, str] | None = None) -> Project:
-    project = Project(settings=settings, overlay=dict(overlay or {}))
+def build_project(
+    paths: list[Path],
+    settings: Settings,
+    overlay: dict[Path, str] | None = None,
+    recognised_only: bool = False,
+) -> Project:
+    project = Project(settings=settings, overlay=dict(overlay or {}), recognised_only=recognised_only)
     for path, explicit in discovery.iter_files(paths):
         if explicit and not path.exists():
             project.problems.append(FileProblem(path, "no such file or directory"))
             continue
+        file_settings = settings.for_path(path)
+        if (not explicit or file_settings.force_exclude) and file_settings.is_excluded(path):
+            continue  # `exclude` in the project config; named files only with --force-exclude (as ruff)
         project.load(path, explicit)
     project.link()
     return project
 
 
-def lint_paths(paths: list[Path], settings: Settings) -> LintResult:
-    project = build_project(paths, settings)
-    checked = {real_path(src.document.path) for src in project.sources}
-    return LintResult(project.diagnostics(), project.problems, len(checked))
+def lint_paths(paths: list[Path], settings: Settings, recognised_only: bool = False) -> LintResult:
+    project = build_project(paths, settings, recognised_only=recognised_only)
+    checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
+    return LintResult(project.diagnostics(), project.problems, len(checked), checked, settings)

@@ -38,7 +38,9 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
 
 
 def _applicable(diag: Diagnostic, settings: Settings) -> bool:
-    return diag.fix is not None and (diag.fix.applicability == Applicability.SAFE or settings.unsafe_fixes)
+    return diag.fix is not None and (
+        diag.fix.applicability == Applicability.SAFE or settings.for_path(diag.path).unsafe_fixes
+    )
 
 
 def _errors(diags: list[Diagnostic], path: Path) -> list[tuple[str, str]]:
@@ -57,9 +59,9 @@ def _worse(after: list[Diagnostic], before: list[Diagnostic], key: Path) -> bool
     return len(_errors(after, key)) > len(_errors(before, key))
 
 
-def fix_paths(paths: list[Path], settings: Settings) -> FixResult:
+def fix_paths(paths: list[Path], settings: Settings, recognised_only: bool = False) -> FixResult:
     result = FixResult()
-    project = build_project(paths, settings)
+    project = build_project(paths, settings, recognised_only=recognised_only)
     before = project.diagnostics()
     result.problems = project.problems
     for key, doc in project.documents.items():
@@ -72,7 +74,7 @@ def fix_paths(paths: list[Path], settings: Settings) -> FixResult:
         return [d for d in current if _applicable(d, settings) and _fix_id(d) not in result.withheld]
 
     def relint(texts: dict[Path, str]) -> list[Diagnostic]:
-        return build_project(paths, settings, texts).diagnostics()
+        return build_project(paths, settings, texts, recognised_only=recognised_only).diagnostics()
 
     # A fix withheld in an intermediate state may be fine once the others are in: retry withheld fixes
     # against the final text (at most a few rounds), so that a second `cfgopt fix` finds nothing to do.

@@ -1,4 +1,5 @@
-"""Output formats: `full` (ruff-like, with a code frame), `concise` (one line each) and `json`."""
+"""Output formats: `full` (ruff-like, with a code frame), `concise` (one line each), `json`, `json-lines`,
+`github` (Actions annotations), `sarif` (SARIF 2.1.0 for GitHub code scanning) and `junit`."""
 
 from __future__ import annotations
 
@@ -118,3 +119,48 @@ def render_summary_line(diags: list[Diagnostic], files: int, problems: list, str
     if problems:
         line += f"; {len(problems)} file(s) could not be read"
     stream.write(line + "\n")
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def render(fmt: str, result, stream: TextIO) -> None:
+    """Write `result` (engine.LintResult) in one of the `--format`s."""
+    if fmt == "json":
+        render_json(result.diagnostics, result.files, result.problems, stream)
+    elif fmt == "concise":
+        render_concise(result.diagnostics, stream)
+    elif fmt in ("json-lines", "github", "sarif", "junit"):
+        from cfgopt import ci_formats  # imported only for these formats: the lint path stays small
+
+        ci_formats.render(fmt, result, stream)
+    else:
+        render_full(result.diagnostics, stream)
+
+
+# --------------------------------------------------------------------------- fixes
+
+
+def render_available_fixes(diags: list[Diagnostic], stream: TextIO) -> None:
+    """`lint --show-fixes`: every fix `cfgopt fix` would apply, by file."""
+    fixable = [d for d in diags if d.fix is not None]
+    if not fixable:
+        stream.write("No fixes available.\n")
+        return
+    safe = sum(1 for d in fixable if d.fix is not None and d.fix.applicability.value == "safe")
+    stream.write(f"{len(fixable)} fix(es) available ({safe} safe, {len(fixable) - safe} with --unsafe-fixes):\n")
+    for d in fixable:
+        assert d.fix is not None
+        line, col = d.line_column
+        stream.write(f"  {display_path(d.path)}:{line}:{col}: {d.code} [{d.fix.applicability}] {d.fix.description}\n")
+
+
+def render_applied_fixes(applied: dict[Path, list[str]], written: bool, stream: TextIO) -> None:
+    """`fix --show-fixes`: the fixes applied (or, without --write, that would be), by file."""
+    total = sum(len(v) for v in applied.values())
+    verb = "Fixed" if written else "Would fix"
+    stream.write(f"{verb} {total} problem(s):\n" if total else "No fixes applied.\n")
+    for path in sorted(applied):
+        stream.write(f"  {display_path(path)}:\n")
+        for description in applied[path]:
+            stream.write(f"    {description}\n")

@@ -1,8 +1,18 @@
-"""Run settings: the target hardware, GPU count, rule selection and fix options."""
+"""Run settings: the target hardware, GPU count, rule selection and fix options, and the per-file parts of a
+project configuration (per-file ignores, excludes, fixable rules).
+
+A `Settings` is what one file is judged with. Project configuration files (`cfgopt.config`) make that depend
+on the file: the closest `cfgopt.toml` / `pyproject.toml [tool.cfgopt]` wins, so `Settings.for_path` asks the
+resolver the CLI attached; a `Settings` built by hand (tests, `verify`, `tune`) applies to every file.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
 
 from cfgopt.diagnostics import Severity
 from cfgopt.schema import (
@@ -27,6 +37,16 @@ class Settings:
     # Which versions' schemas judge the files (cfgopt/schemas/<package>-<version>.json).
     llamafactory_version: str = LLAMAFACTORY_VERSION
     deepspeed_version: str = DEEPSPEED_VERSION
+    # Project configuration (docs/configuration.md); globs are relative to `root`, the config file's folder.
+    per_file_ignores: list[tuple[str, list[str]]] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    fixable: list[str] = field(default_factory=list)  # empty = every rule may fix
+    unfixable: list[str] = field(default_factory=list)
+    force_exclude: bool = False  # skip excluded paths even when named on the command line
+    root: Path | None = None
+    config_file: Path | None = None
+    # Settings of another file (the closest project config wins); None: these settings apply everywhere.
+    resolver: Callable[[Path], Settings] | None = field(default=None, repr=False, compare=False)
 
     @property
     def lf_schema(self) -> LlamaFactorySchema:
@@ -40,13 +60,71 @@ class Settings:
     def target(self) -> Target:
         return TARGETS[self.target_name]
 
+    def for_path(self, path: Path) -> Settings:
+        """The settings that judge `path`."""
+        return self if self.resolver is None else self.resolver(path)
+
     def is_selected(self, code: str) -> bool:
         """Longest matching prefix wins, as in ruff: `--select DS --ignore DS0` keeps DS1xx only;
         on a tie the ignore wins."""
+        return _prefix_choice(code, self.select, self.ignore)
 
-        def best(prefixes: list[str]) -> int:
-            return max((len(p) for p in prefixes if code.startswith(p) or p == "ALL"), default=-1)
+    def is_fixable(self, code: str) -> bool:
+        """`fixable` / `unfixable`, with the same longest-prefix rule as the selection."""
+        return _prefix_choice(code, self.fixable, self.unfixable)
 
-        selected = best(self.select) if self.select else 0
-        ignored = best(self.ignore)
-        return selected >= 0 and (ignored < 0 or selected > ignored)
+    def relative(self, path: Path) -> str:
+        """`path` relative to the config's folder (POSIX separators), or absolute when outside it."""
+        real = os.path.realpath(path)
+        root = os.path.realpath(self.root) if self.root is not None else os.getcwd()
+        try:
+            rel = os.path.relpath(real, root)
+        except ValueError:  # another drive on Windows
+            return Path(real).as_posix()
+        if rel == ".." or rel.startswith(".." + os.sep):
+            return Path(real).as_posix()
+        return Path(rel).as_posix()
+
+    def is_excluded(self, path: Path) -> bool:
+        return bool(self.exclude) and any(glob_match(p, self.relative(path)) for p in self.exclude)
+
+    def ignored_in_file(self, path: Path, code: str) -> bool:
+        """Does a `per-file-ignores` entry drop `code` in `path`?"""
+        if not self.per_file_ignores:
+            return False
+        rel = self.relative(path)
+        return any(
+            glob_match(pattern, rel) and _prefix_choice(code, codes, [], empty_is_all=False)
+            for pattern, codes in self.per_file_ignores
+        )
+
+
+def _prefix_choice(code: str, chosen: list[str], dropped: list[str], empty_is_all: bool = True) -> bool:
+    def best(prefixes: list[str]) -> int:
+        return max((len(p) for p in prefixes if code.startswith(p) or p == "ALL"), default=-1)
+
+    picked = best(chosen) if chosen or not empty_is_all else 0
+    ignored = best(dropped)
+    return picked >= 0 and (ignored < 0 or picked > ignored)
+
+
+def glob_match(pattern: str, rel: str) -> bool:
+    """Does a glob from a project config match a path (relative to the config's folder, POSIX)?
+
+    As gitignore and ruff read them: a pattern without `/` matches any path component (`*.json`,
+    `examples`); one with `/` matches from the config's folder (`examples/v1/*.yaml`, `**/ds_*.json`);
+    a pattern matching a folder matches everything in it. `*` also crosses `/` (fnmatch)."""
+    pat = pattern.strip()
+    if pat.startswith("./"):
+        pat = pat[2:]
+    pat = pat.rstrip("/")
+    if not pat:
+        return False
+    parts = rel.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    if "/" not in pat:
+        candidates += parts
+    alternatives = [pat]
+    if pat.startswith("**/"):
+        alternatives.append(pat[3:])
+    return any(fnmatchcase(c, p) for c in candidates for p in alternatives)

@@ -1,0 +1,250 @@
+"""Machine formats for CI: `json-lines`, `github` (Actions workflow commands), `sarif` (SARIF 2.1.0 as GitHub
+code scanning ingests it) and `junit` (JUnit XML for CI test tabs). Imported only when one of them is asked for.
+
+References: ../shared/knowledge/linter_anchors.md §4.3 (SARIF), §4.4 (annotations); tests/test_formats.py
+validates the SARIF output against the official schema (tests/data/sarif-2.1.0.json).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TextIO
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.report import display_path
+
+
+def render(fmt: str, result, stream: TextIO) -> None:
+    if fmt == "json-lines":
+        render_json_lines(result.diagnostics, stream)
+    elif fmt == "github":
+        render_github(result.diagnostics, result.problems, stream)
+    elif fmt == "sarif":
+        render_sarif(result.diagnostics, result.problems, stream)
+    else:
+        render_junit(result.diagnostics, result.problems, result.checked, stream)
+
+
+def render_json_lines(diags: list[Diagnostic], stream: TextIO) -> None:
+    """One JSON object per line, the same objects as `--format json`'s `diagnostics`."""
+    for d in diags:
+        stream.write(json.dumps(d.to_json()) + "\n")
+
+
+# --------------------------------------------------------------------------- GitHub Actions
+
+
+_GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _gh_data(text: str) -> str:
+    """actions/toolkit `escapeData`."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    """actions/toolkit `escapeProperty`: also `:` and `,`, which end a property."""
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(diags: list[Diagnostic], problems: list, stream: TextIO) -> None:
+    """GitHub Actions workflow commands:
+    `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=CODE name::message`."""
+    for d in diags:
+        line, col = d.line_column
+        end_line, end_col = d.end_line_column
+        props = [f"file={_gh_property(display_path(d.path))}", f"line={line}"]
+        if end_line == line:  # GitHub uses the columns only on a one-line span
+            props += [f"col={col}", f"endLine={end_line}", f"endColumn={max(end_col, col)}"]
+        else:
+            props += [f"endLine={end_line}"]
+        props.append(f"title={_gh_property(f'{d.code} {d.name}')}")
+        message = f"{display_path(d.path)}:{line}:{col}: {d.code} {d.message}"
+        stream.write(f"::{_GITHUB_LEVEL[d.severity]} {','.join(props)}::{_gh_data(message)}\n")
+    for p in problems:
+        stream.write(
+            f"::error file={_gh_property(display_path(p.path))},title=cfgopt::"
+            f"{_gh_data(f'{display_path(p.path)}: {p.message}')}\n"
+        )
+
+
+# --------------------------------------------------------------------------- SARIF
+
+
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _artifact_location(path: Path) -> dict:
+    """A URI relative to the working directory (`%SRCROOT%`), or an absolute file URI outside it."""
+    from urllib.parse import quote
+
+    shown = Path(display_path(path))
+    if shown.is_absolute():
+        return {"uri": shown.as_uri()}
+    return {"uri": quote(shown.as_posix()), "uriBaseId": "%SRCROOT%"}
+
+
+def _region(doc, start: int, end: int) -> dict:
+    line, col = doc.position(start)
+    end_line, end_col = doc.position(max(start, end))
+    return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": max(end_col, 1)}
+
+
+def _rule_descriptor(rule) -> dict:
+    doc = rule.docs()
+    help_text = "\n\n".join(
+        part
+        for part in (
+            doc["summary"],
+            f"Why: {doc['why']}" if doc["why"] else "",
+            f"When the real tool fails: {doc['fails_when']}" if doc["fails_when"] else "",
+            f"Example:\n{doc['example']}" if doc["example"] else "",
+            f"Fix: {doc['fix_safety']}" if doc["fix_safety"] else "",
+            f"More: `cfgopt rule {doc['code']}` or rules/{doc['code']}.md",
+        )
+        if part
+    )
+    return {
+        "id": doc["code"],
+        "name": doc["name"],
+        "shortDescription": {"text": doc["summary"]},
+        "fullDescription": {"text": doc["why"] or doc["summary"]},
+        "help": {"text": help_text},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
+        "properties": {"tags": [doc["code"].rstrip("0123456789")], "kinds": doc["kinds"]},
+    }
+
+
+def _fingerprint(d: Diagnostic, uri: str) -> str:
+    import hashlib
+
+    # stable across runs and line moves: rule, file, key path (or the line's text) and message
+    anchor = d.key or d.document.line_text(d.line_column[0]).strip()
+    return hashlib.sha256(f"{d.code}\0{uri}\0{anchor}\0{d.message}".encode()).hexdigest()[:32]
+
+
+def sarif_log(diags: list[Diagnostic], problems: list) -> dict:
+    from cfgopt import __version__
+    from cfgopt.rules import by_code
+
+    used = sorted({d.code for d in diags})
+    rules = [r for r in (by_code(code) for code in used) if r is not None]
+    index = {r.code: i for i, r in enumerate(rules)}
+    results = []
+    for d in diags:
+        location = _artifact_location(d.path)
+        result: dict = {
+            "ruleId": d.code,
+            "level": _SARIF_LEVEL[d.severity],
+            "message": {"text": d.message},
+            "locations": [
+                {"physicalLocation": {"artifactLocation": location, "region": _region(d.document, d.start, d.end)}}
+            ],
+            "partialFingerprints": {"cfgoptFinding/v1": _fingerprint(d, location["uri"])},
+        }
+        if d.code in index:
+            result["ruleIndex"] = index[d.code]
+        if d.key:
+            result["properties"] = {"key": d.key}
+        if d.fix is not None:
+            result["fixes"] = [
+                {
+                    "description": {"text": f"{d.fix.description} ({d.fix.applicability})"},
+                    "artifactChanges": [
+                        {
+                            "artifactLocation": location,
+                            "replacements": [
+                                {
+                                    "deletedRegion": _region(d.document, e.start, e.end),
+                                    "insertedContent": {"text": e.text},
+                                }
+                                for e in d.fix.edits
+                            ],
+                        }
+                    ],
+                }
+            ]
+        results.append(result)
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": p.message},
+            "locations": [{"physicalLocation": {"artifactLocation": _artifact_location(Path(p.path))}}],
+        }
+        for p in problems
+    ]
+    run: dict = {
+        "tool": {
+            "driver": {
+                "name": "cfgopt",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": [_rule_descriptor(r) for r in rules],
+            }
+        },
+        "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
+        "columnKind": "unicodeCodePoints",
+        "invocations": [{"executionSuccessful": not problems, "toolExecutionNotifications": notifications}],
+        "results": results,
+    }
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def render_sarif(diags: list[Diagnostic], problems: list, stream: TextIO) -> None:
+    json.dump(sarif_log(diags, problems), stream, indent=2)
+    stream.write("\n")
+
+
+# --------------------------------------------------------------------------- JUnit
+
+
+def render_junit(diags: list[Diagnostic], problems: list, checked: list[Path], stream: TextIO) -> None:
+    """JUnit XML: one <testsuite> per file, one <testcase> in it, one <failure> per finding (an <error> for a
+    file that could not be read). Clean files are passing test cases, so CI test tabs count them."""
+    import xml.etree.ElementTree as ET
+
+    by_file: dict[str, list[Diagnostic]] = {}
+    for path in checked:
+        by_file.setdefault(display_path(path), [])
+    for d in diags:
+        by_file.setdefault(display_path(d.path), []).append(d)
+    broken = {display_path(Path(p.path)): p.message for p in problems}
+    for name in broken:
+        by_file.setdefault(name, [])
+    root = ET.Element(
+        "testsuites",
+        name="cfgopt",
+        tests=str(len(by_file)),
+        failures=str(sum(1 for v in by_file.values() if v)),
+        errors=str(len(broken)),
+    )
+    for name in sorted(by_file):
+        found = by_file[name]
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=name,
+            tests="1",
+            failures="1" if found else "0",
+            errors="1" if name in broken else "0",
+            skipped="0",
+        )
+        case = ET.SubElement(suite, "testcase", name=name, classname="cfgopt", file=name)
+        for d in found:
+            line, col = d.line_column
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"{d.code} {d.message}",
+                type=f"{d.severity}",
+            )
+            failure.text = f"{name}:{line}:{col}: {d.severity} {d.code} [{d.name}] {d.message}"
+        if name in broken:
+            error = ET.SubElement(case, "error", message=broken[name], type="cfgopt")
+            error.text = broken[name]
+    ET.indent(root) if hasattr(ET, "indent") else None
+    stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+    stream.write(ET.tostring(root, encoding="unicode"))
+    stream.write("\n")

@@ -1,0 +1,386 @@
+"""Project configuration: `[tool.cfgopt]` in `pyproject.toml`, or `cfgopt.toml` / `.cfgopt.toml` (top-level
+keys), the closest one to each linted file winning, as in ruff (docs/configuration.md).
+
+Three layers, as ruff's Options / Configuration / Settings: a file's options are read and checked here
+(`load_options`: unknown options are a usage error with a did-you-mean), `--config KEY=VALUE` overrides go
+on top, the command-line flags on top of those, and `Resolver.settings_for` turns the result into the
+`cfgopt.settings.Settings` one file is judged with. Nothing here imports a TOML parser unless a config file
+(or a `--config` override) is actually there to read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cfgopt.diagnostics import Severity
+from cfgopt.settings import Settings
+from cfgopt.suggest import closest
+from cfgopt.targets import DEFAULT_TARGET, TARGETS
+
+CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
+
+# option -> what it takes (for messages and `--show-settings`)
+OPTIONS: dict[str, str] = {
+    "target": f"one of {', '.join(sorted(TARGETS))}",
+    "gpus": "an integer >= 1",
+    "select": "a list of rule codes, prefixes or names",
+    "ignore": "a list of rule codes, prefixes or names",
+    "extend-select": "a list of rule codes, prefixes or names",
+    "per-file-ignores": 'a table of glob = list of codes, e.g. {"examples/**" = ["LF023"]}',
+    "fixable": "a list of rule codes, prefixes or names",
+    "unfixable": "a list of rule codes, prefixes or names",
+    "unsafe-fixes": "true or false",
+    "llamafactory-version": "a shipped LLaMA-Factory snapshot or prefix, e.g. 0.9.4",
+    "deepspeed-version": "a shipped DeepSpeed snapshot or prefix, e.g. 0.16",
+    "exclude": "a list of globs",
+    "fail-on": "one of error, warning, info",
+}
+_MENTIONS_TABLE = re.compile(r"tool\s*\.\s*[\"']?cfgopt\b")
+_CODE_LISTS = ("select", "ignore", "extend-select", "fixable", "unfixable")
+
+
+class ConfigError(ValueError):
+    """A project configuration cannot be used (bad TOML, unknown option, bad value): exit code 2."""
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _toml() -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    import tomli  # the `tomli; python_version < "3.11"` dependency
+
+    return tomli
+
+
+def read_table(path: Path) -> dict[str, Any] | None:
+    """The cfgopt options in a config file, unchecked; None for a pyproject.toml without [tool.cfgopt]."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    if path.name == "pyproject.toml" and not _MENTIONS_TABLE.search(text):
+        return None  # skip parsing the common case: a pyproject.toml without a [tool.cfgopt] table
+    toml = _toml()
+    try:
+        data = toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("cfgopt") if isinstance(data.get("tool"), dict) else None
+        return table if isinstance(table, dict) else None
+    return data
+
+
+def find_config(
+    folder: Path, cache: dict[str, tuple[Path, dict[str, Any]] | None] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
+    """The closest config file at or above `folder` (and its raw options), stopping at the filesystem root.
+    `cache` (folder -> result) is shared by the lookups of one run, so each folder is looked at once."""
+    known = {} if cache is None else cache
+    start = os.path.realpath(folder)
+    visited: list[str] = []
+    current = start
+    found: tuple[Path, dict[str, Any]] | None = None
+    while True:
+        if current in known:
+            found = known[current]
+            break
+        visited.append(current)
+        for name in CONFIG_NAMES:
+            candidate = Path(current) / name
+            if candidate.is_file():
+                table = read_table(candidate)
+                if table is not None:
+                    found = (candidate, table)
+                    break
+        if found is not None:
+            break
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for folder_seen in visited:
+        known[folder_seen] = found
+    return found
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def _rule_index() -> tuple[set[str], dict[str, str]]:
+    from cfgopt.rules import rule_classes
+
+    codes = {c.code for c in rule_classes()}
+    names = {c.name: c.code for c in rule_classes()}
+    return codes, names
+
+
+def check_codes(values: list[str], where: str) -> list[str]:
+    """Rule selectors as written (code, prefix, `ALL` or rule name) -> codes / prefixes; ConfigError if unknown."""
+    codes, names = _rule_index()
+    out: list[str] = []
+    for raw in values:
+        if not isinstance(raw, str) or not raw.strip():
+            raise ConfigError(f"{where}: {raw!r} is not a rule code")
+        value = raw.strip()
+        if value in names:
+            out.append(names[value])
+            continue
+        upper = value.upper()
+        if upper == "ALL" or any(c.startswith(upper) for c in codes):
+            out.append(upper)
+            continue
+        hint = closest(upper, sorted(codes)) or closest(value, sorted(names))
+        raise ConfigError(f"{where}: unknown rule {value!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
+    return out
+
+
+def _str_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+
+
+def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
+    """Validate one layer's options; `origin` names it in messages (a file, or `--config`)."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"{origin}: {key}"
+        if key not in OPTIONS:
+            hint = closest(key, OPTIONS) or closest(key.replace("_", "-"), OPTIONS)
+            raise ConfigError(
+                f"{origin}: unknown option {key!r}"
+                + (f" (did you mean {hint!r}?)" if hint else f"; options: {', '.join(OPTIONS)}")
+            )
+        if key == "target":
+            if not isinstance(value, str) or value not in TARGETS:
+                hint = closest(str(value), TARGETS) if isinstance(value, str) else None
+                raise ConfigError(
+                    f"{where}: {value!r} is not a target; {OPTIONS[key]}"
+                    + (f" (did you mean {hint!r}?)" if hint else "")
+                )
+        elif key == "gpus":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{where}: expected an integer >= 1, got {value!r}")
+        elif key in _CODE_LISTS:
+            value = check_codes(_str_list(value, where), where)
+        elif key == "exclude":
+            value = _str_list(value, where)
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: expected {OPTIONS[key]}, got {value!r}")
+            value = {g: check_codes(_str_list(c, f"{where}.{g}"), f"{where}.{g}") for g, c in value.items()}
+        elif key == "unsafe-fixes":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        elif key in ("llamafactory-version", "deepspeed-version"):
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f'{where}: expected a version string such as "0.9.4", got {value!r}')
+        elif key == "fail-on" and value not in ("error", "warning", "info"):
+            raise ConfigError(f"{where}: expected one of error, warning, info, got {value!r}")
+        out[key] = value
+    return out
+
+
+def load_options(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    where = f"{path} [tool.cfgopt]" if path.name == "pyproject.toml" else str(path)
+    return check_options(table, where)
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """`--config KEY=VALUE`, VALUE in TOML syntax (`select=["LF", "DS"]`); a bare word is taken as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--config {text!r}: expected KEY=VALUE, e.g. --config 'select=[\"LF\"]'")
+    key, _, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    toml = _toml()
+    try:
+        table = toml.loads(f"{_toml_key(key)} = {value}")
+    except toml.TOMLDecodeError:
+        try:
+            table = toml.loads(f"{_toml_key(key)} = {_toml_string(value)}")
+        except toml.TOMLDecodeError as exc:
+            raise ConfigError(f"--config {text!r}: not a TOML value: {exc}") from None
+    return check_options(table, f"--config {key}")
+
+
+def _toml_key(key: str) -> str:
+    return key if key and all(c.isalnum() or c in "-_" for c in key) else _toml_string(key)
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --------------------------------------------------------------------------- resolving
+
+
+@dataclass
+class CommandLine:
+    """What the command line said; None = not given (the config file or the default decides)."""
+
+    target: str | None = None
+    gpus: int | None = None
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    fixable: list[str] | None = None
+    unfixable: list[str] = field(default_factory=list)
+    fail_on: str | None = None
+    unsafe_fixes: bool = False
+    llamafactory_version: str | None = None
+    deepspeed_version: str | None = None
+    force_exclude: bool = False
+
+
+def _folder(path: Path) -> str:
+    real = os.path.realpath(path)
+    return real if os.path.isdir(real) else os.path.dirname(real)
+
+
+class Resolver:
+    """Settings per file: defaults < closest config file < `--config` overrides < command-line flags."""
+
+    def __init__(
+        self,
+        cli: CommandLine | None = None,
+        overrides: dict[str, Any] | None = None,
+        isolated: bool = False,
+        cwd: Path | None = None,
+    ) -> None:
+        self.cli = cli or CommandLine()
+        self.overrides = overrides or {}
+        self.isolated = isolated
+        self.cwd = Path(os.path.realpath(cwd or Path.cwd()))
+        self._by_config: dict[Path | None, Settings] = {}
+        self._by_folder: dict[str, Settings] = {}
+        self._installed: dict[str, str | None] = {}
+        self._found: dict[str, tuple[Path, dict[str, Any]] | None] = {}
+        self._options: dict[Path, dict[str, Any]] = {}
+
+    def installed(self, package: str) -> str | None:
+        """The installed release, looked up once per run (it is the same for every config file)."""
+        if package not in self._installed:
+            from cfgopt.versions import installed_version
+
+            self._installed[package] = installed_version(package)
+        return self._installed[package]
+
+    def config_for(self, path: Path) -> tuple[Path | None, dict[str, Any]]:
+        """The config file that applies to `path` (None: none, or --isolated) and its checked options."""
+        if self.isolated:
+            return None, {}
+        found = find_config(Path(_folder(path)), self._found)
+        if found is None:
+            return None, {}
+        if found[0] not in self._options:
+            self._options[found[0]] = load_options(*found)
+        return found[0], self._options[found[0]]
+
+    def settings_for(self, path: Path) -> Settings:
+        folder = _folder(path)
+        cached = self._by_folder.get(folder)
+        if cached is not None:
+            return cached
+        config_file, options = self.config_for(path)
+        if config_file not in self._by_config:
+            self._by_config[config_file] = self._build(config_file, options)
+        self._by_folder[folder] = self._by_config[config_file]
+        return self._by_config[config_file]
+
+    def _build(self, config_file: Path | None, options: dict[str, Any]) -> Settings:
+        from cfgopt.versions import VersionError, resolve_version
+
+        cli = self.cli
+        merged = {**options, **self.overrides}
+        origin = {k: (f"--config {k}" if k in self.overrides else f"{config_file}: {k}") for k in merged}
+
+        # rule selection: a layer that selects resets the layers below it (ruff's rule)
+        select: list[str] = []
+        ignore: list[str] = []
+        extend: list[str] = []
+        cli_layer = {"select": cli.select, "ignore": cli.ignore, "extend-select": cli.extend_select}
+        for layer in (options, self.overrides, cli_layer):
+            if layer.get("select") is not None:
+                select, ignore, extend = list(layer["select"]), [], []
+            extend += layer.get("extend-select") or []
+            ignore += layer.get("ignore") or []
+        if select:
+            select += extend
+
+        fixable = cli.fixable if cli.fixable is not None else list(merged.get("fixable", []))
+        unfixable = list(merged.get("unfixable", [])) + list(cli.unfixable)
+
+        versions: dict[str, str] = {}
+        for package, option, flag in (
+            ("llamafactory", "llamafactory_version", "llamafactory-version"),
+            ("deepspeed", "deepspeed_version", "deepspeed-version"),
+        ):
+            value = getattr(cli, option) or merged.get(flag)
+            where = f"--{flag}" if getattr(cli, option) else origin.get(flag, f"--{flag}")
+            try:
+                versions[option] = resolve_version(package, value, self.installed(package))
+            except VersionError as exc:
+                raise VersionError(f"{where}: {exc}") from None
+
+        gpus = cli.gpus if cli.gpus is not None else merged.get("gpus")
+        if gpus is not None and gpus < 1:
+            raise ConfigError("--gpus must be at least 1")
+        return Settings(
+            target_name=cli.target or merged.get("target") or DEFAULT_TARGET,
+            gpus=gpus,
+            select=select,
+            ignore=ignore,
+            fail_on=Severity.parse(cli.fail_on or merged.get("fail-on") or "warning"),
+            unsafe_fixes=cli.unsafe_fixes or bool(merged.get("unsafe-fixes", False)),
+            per_file_ignores=list(merged.get("per-file-ignores", {}).items()),
+            exclude=list(merged.get("exclude", [])),
+            fixable=fixable,
+            unfixable=unfixable,
+            force_exclude=cli.force_exclude,
+            root=config_file.parent if config_file is not None else self.cwd,
+            config_file=config_file,
+            resolver=self.settings_for,
+            **versions,
+        )
+
+
+def show_settings(settings: Settings, path: Path) -> str:
+    """`--show-settings PATH`: which config file applies and every resolved value, TOML-like."""
+    import json
+
+    def fmt(value: Any) -> str:
+        return json.dumps(value)
+
+    lines = [
+        f"# settings for {path}",
+        f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
+        f"target = {fmt(settings.target_name)}",
+        f"gpus = {fmt(settings.gpus) if settings.gpus is not None else '# not stated'}",
+        f"select = {fmt(settings.select)}{'  # empty: every rule' if not settings.select else ''}",
+        f"ignore = {fmt(settings.ignore)}",
+        f"fixable = {fmt(settings.fixable)}{'  # empty: every rule' if not settings.fixable else ''}",
+        f"unfixable = {fmt(settings.unfixable)}",
+        f"unsafe-fixes = {fmt(settings.unsafe_fixes)}",
+        f"fail-on = {fmt(str(settings.fail_on))}",
+        f"llamafactory-version = {fmt(settings.llamafactory_version)}",
+        f"deepspeed-version = {fmt(settings.deepspeed_version)}",
+        f"exclude = {fmt(settings.exclude)}",
+        f"force-exclude = {fmt(settings.force_exclude)}",
+        f"excluded = {fmt(settings.is_excluded(path))}  # this path",
+        "",
+        "[per-file-ignores]",
+    ]
+    lines += [f"{fmt(glob)} = {fmt(codes)}" for glob, codes in settings.per_file_ignores]
+    return "\n".join(lines) + "\n"
