@@ -56,7 +56,7 @@ def test_closest_config_wins_and_pyproject_without_table_is_skipped(tmp_path: Pa
 def test_unknown_option_is_a_usage_error_with_did_you_mean(tmp_path: Path) -> None:
     work = seed_project(tmp_path)
     (work / "pyproject.toml").write_text("[tool.cfgopt]\nselet = ['LF']\n")
-    code, out, err = run_cli(["lint", str(work)])
+    code, _out, err = run_cli(["lint", str(work)])
     assert code == 2
     assert "unknown option 'selet'" in err and "did you mean 'select'" in err and "pyproject.toml" in err
 
@@ -166,7 +166,7 @@ def test_excluded_deepspeed_json_still_gives_context_but_no_findings(tmp_path: P
 def test_unfixable_rules_keep_their_findings_but_not_their_fixes(tmp_path: Path) -> None:
     work = seed_project(tmp_path)
     (work / "cfgopt.toml").write_text("unfixable = ['LF001']\n")
-    code, out, _ = run_cli(["lint", "--format", "json", str(work / "llama3_lora_sft.yaml")])
+    _code, out, _ = run_cli(["lint", "--format", "json", str(work / "llama3_lora_sft.yaml")])
     lf001 = [d for d in json.loads(out)["diagnostics"] if d["code"] == "LF001"]
     assert lf001 and all(d["fix"] is None for d in lf001)
     run_cli(["fix", "--write", "--unsafe-fixes", str(work / "llama3_lora_sft.yaml")])
@@ -195,8 +195,8 @@ def test_versions_from_config(tmp_path: Path) -> None:
     work = seed_project(tmp_path)
     (work / "cfgopt.toml").write_text("deepspeed-version = '0.16'\nllamafactory-version = '0.9.4'\n")
     code, out, _ = run_cli(["lint", "--show-settings", str(work)])
-    assert 'deepspeed-version = "0.16.4"' in out and 'llamafactory-version = "0.9.4"' in out
-    code, out, _ = run_cli(["lint", "--show-settings", "--deepspeed-version", "0.17", str(work)])
+    assert code == 0 and 'deepspeed-version = "0.16.4"' in out and 'llamafactory-version = "0.9.4"' in out
+    _code, out, _ = run_cli(["lint", "--show-settings", "--deepspeed-version", "0.17", str(work)])
     assert 'deepspeed-version = "0.17.6"' in out
 
 

@@ -83,7 +83,7 @@ def test_unused_and_unknown_are_reported_with_a_safe_fix(tmp_path: Path) -> None
     assert [(line, code) for line, code, _ in found] == [(5, "CFG004"), (7, "CFG004")]
     assert "no LF001 finding on line 6" in found[0][2]
     assert "no LF003 finding" in found[1][2] and "unknown rule code `NOPE1`" in found[1][2]
-    code, _, _ = run_cli(["fix", "--write", str(path), *SELECT])
+    _code, _, _ = run_cli(["fix", "--write", str(path), *SELECT])
     assert path.read_text() == HEAD + "flash_attn: sdpa\ncompute_type: bf16  # cfgopt: ignore[LF001]\n" + TAIL
     assert lint(path) == []
 

@@ -50,10 +50,24 @@ def validate_section(
     except ValidationError as exc:
         core_ok = False
         out.extend((tuple(err["loc"]), err["type"], err["msg"]) for err in exc.errors())
-    validators = ds.raw_models[model_name].get("validators", {})
-    out.extend(
-        (loc, "value_error", message) for loc, message in _ds_validators.run(model_name, validators, section, core_ok)
-    )
+    out.extend((loc, "value_error", message) for loc, message in _nested_validators(ds, model_name, section, core_ok))
+    return out
+
+
+def _nested_validators(
+    ds: schema.DeepSpeedSchema, model_name: str, section: dict[str, Any], core_ok: bool, prefix: tuple[Any, ...] = ()
+) -> list[tuple[tuple[Any, ...], str]]:
+    """DeepSpeed's validators of a model and of the nested models (offload blocks, zenflow) it holds."""
+    spec = ds.raw_models[model_name]
+    out = [
+        ((*prefix, *loc), msg)
+        for loc, msg in _ds_validators.run(model_name, spec.get("validators", {}), section, core_ok)
+    ]
+    for name, field in spec["fields"].items():
+        nested = field.get("model")
+        value = section.get(name, section.get(field.get("alias") or name))
+        if nested and isinstance(value, dict):
+            out += _nested_validators(ds, nested, value, core_ok, (*prefix, name))
     return out
 
 

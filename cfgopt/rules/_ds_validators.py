@@ -80,6 +80,20 @@ def _offload_ratio(section: dict[str, Any]) -> list[Problem]:
     return []
 
 
+def _zenflow(section: dict[str, Any]) -> list[Problem]:
+    out: list[Problem] = []
+    if section.get("select_strategy", "auto") not in ("auto", "step", "epoch"):
+        out.append((("select_strategy",), 'select_strategy must be one of "auto", "step", or "epoch"'))
+    for key in ("select_interval", "update_interval"):
+        value = section.get(key, "auto")
+        if isinstance(value, str) and value != "auto":
+            out.append(((key,), f'If {key} is a string, it must be "auto"'))
+    update = section.get("update_interval", "auto")
+    if isinstance(update, int) and not isinstance(update, bool) and update < 1:
+        out.append((("update_interval",), "If update_interval is a number, it must be at least 1"))
+    return out
+
+
 FIELD_VALIDATORS: dict[str, Callable[[Any, str], str | None]] = {
     "DeepSpeedFP16Config._validate_loss_scale": _loss_scale,
     "DeepSpeedFP16Config._reject_non_integer_scale_params": _integer_scale_param,
@@ -88,6 +102,7 @@ MODEL_VALIDATORS: dict[str, Callable[[dict[str, Any]], list[Problem]]] = {
     "DeepSpeedFP16Config._validate_dynamic_loss_scale_params": _dynamic_loss_scale,
     "DeepSpeedZeroConfig.compute_grad_norm_valid": _compute_grad_norm,
     "DeepSpeedZeroConfig.offload_ratio_check": _offload_ratio,
+    "ZenFlowConfig.validate_fields": _zenflow,
 }
 # Validators that never reject a config (they fill defaults or log), or guard blocks cfgopt does not
 # model yet; with the reason.
@@ -96,7 +111,6 @@ NOT_ERRORS: dict[str, str] = {
     "DeepSpeedZeroConfig.elastic_checkpoint_deprecated": "logs a deprecation warning; never rejects",
     "DeepSpeedZeroOffloadOptimizerConfig.set_pipeline": "derives `pipeline` from pipeline_read/write; never rejects",
     "DeepSpeedMonitorConfig.check_enabled": "derives `enabled` from the monitors; never rejects",
-    "ZenFlowConfig.validate_fields": "ZenFlow block: not checked yet",
     "DeepSpeedZeroLeafModuleConfig._coerce_container_types": "normalises lists; never rejects",
     "DeepSpeedZeroLeafModuleConfig._validate_entries": "leaf_module block: not checked yet",
 }

@@ -76,8 +76,7 @@ def as_list(value) -> list:
 
 
 def number(value) -> float | None:
-    if isinstance(value, bool):
-        return None
+    """A value as Python arithmetic in transformers/LLaMA-Factory sees it (True is 1); None for non-numbers."""
     if isinstance(value, (int, float)):
         return float(value)
     return None

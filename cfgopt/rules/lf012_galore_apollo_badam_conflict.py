@@ -5,13 +5,14 @@ from collections.abc import Iterator
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, deepspeed_zero3, distributed, is_train_group, on, report, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.source import Kind
 
 
 class GaloreApolloBadamConflict(Rule):
     code = "LF012"
     name = "galore-apollo-badam-conflict"
     severity = Severity.ERROR
-    kinds = TRAIN_KINDS
+    kinds = TRAIN_KINDS | {Kind.LF_INFER}  # FinetuningArguments.__post_init__ runs for chat/export too
     summary = "GaLore / APOLLO / BAdam combined with LoRA, each other, DeepSpeed or distributed training"
     why = (
         "Confidence: certain. FinetuningArguments refuses LoRA together with GaLore, APOLLO or BAdam, and more "
@@ -30,8 +31,6 @@ class GaloreApolloBadamConflict(Rule):
     fix_safety = "No fix."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        if not is_train_group(ctx):
-            return
         galore, apollo, badam = on(ctx, "use_galore"), on(ctx, "use_apollo"), on(ctx, "use_badam")
         used = [k for k, v in (("use_galore", galore), ("use_apollo", apollo), ("use_badam", badam)) if v]
         if not used:
@@ -51,6 +50,8 @@ class GaloreApolloBadamConflict(Rule):
                 tuple(used),
                 "FinetuningArguments stops at start-up: `Cannot use GaLore, APOLLO or BAdam together.`",
             )
+        if not is_train_group(ctx):
+            return  # the checks above are FinetuningArguments.__post_init__ (chat/export too); the rest are training's
         if (galore or apollo) and on(ctx, "deepspeed"):
             yield report(
                 self,

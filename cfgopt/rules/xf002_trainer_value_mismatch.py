@@ -69,8 +69,7 @@ class TrainerValueMismatch(Rule):
             )
             if (
                 not all(isinstance(v, int) and v > 0 for v in (micro, accum))
-                or not isinstance(entry.node.value, (int, float))
-                or isinstance(entry.node.value, bool)
+                or not isinstance(entry.node.value, (int, float))  # (true counts as 1, as in fill_match's !=)
             ):
                 continue
             per_gpu = micro * accum
