@@ -596,10 +596,10 @@ def known_difference(case: Case) -> str | None:
     if (
         case.ok
         and codes
-        and all(d["code"] in LATE_FAILURE_CODES or "at model load" in d["message"] for d in case.diags)
+        and all(d["code"] in LATE_FAILURE_CODES or "at model load" in d.get("message", "") for d in case.diags)
     ):
         return "KD6"
-    if case.ok and codes == {"DS005"} and all(d["key"] == "gradient_clipping" for d in case.diags):
+    if case.ok and codes == {"DS005"} and all(d.get("key") == "gradient_clipping" for d in case.diags):
         return "KD6"  # a string clipping value: `gradient_clipping() > 0.0` fails at the first optimizer step
     if (
         not case.ok
@@ -635,7 +635,7 @@ def _not_deepspeed_to_cfgopt(case: Case) -> bool:
 
 def _fractional_batch(diag: dict[str, Any]) -> bool:
     """KD5: DS005 on a non-integral batch size (`train_micro_batch_size_per_gpu: 1.4`)."""
-    return diag["key"] in BATCH_KEYS and "must be an integer" in diag["message"]
+    return diag.get("key") in BATCH_KEYS and "must be an integer" in diag.get("message", "")
 
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")

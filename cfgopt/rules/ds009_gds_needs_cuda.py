@@ -4,7 +4,6 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.ds006_fp16_and_bf16_enabled import lax_true
 from cfgopt.source import Kind
 
 
@@ -21,7 +20,8 @@ class GdsNeedsCuda(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         entry = ctx.source.find(("aio", "use_gds"))
-        if entry is None or not lax_true(entry.node.value) or ctx.settings.target.is_cuda:
+        # `aio` is read as a plain dict (no pydantic): any truthy value, even the string "false", turns GDS on
+        if entry is None or not entry.node.value or ctx.settings.target.is_cuda:
             return
         yield self.at_entry(
             ctx,
