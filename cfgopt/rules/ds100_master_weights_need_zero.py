@@ -47,11 +47,8 @@ class MasterWeightsNeedZero(Rule):
                     f"`{block}.{key}` without ZeRO stage 1-3 (stage {stage}): DeepSpeed "
                     f"stops with `{label} is only supported with ZeRO Stage 1, 2, or 3.`",
                 )
-            if key == "bf16_optimizer_states" and not lax_true(
-                (src.find(("bf16", "bf16_master_weights_and_grads")) or entry).node.value
-                if src.find(("bf16", "bf16_master_weights_and_grads"))
-                else False
-            ):
+            master = src.find(("bf16", "bf16_master_weights_and_grads"))
+            if key == "bf16_optimizer_states" and not (master is not None and lax_true(master.node.value)):
                 yield self.at_entry(
                     ctx,
                     entry,
