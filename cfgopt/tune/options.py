@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from cfgopt.targets import TARGETS
+from cfgopt.verify.options import add_run_options
 
 KNOBS = ("micro", "gc", "attn", "packing", "liger", "zero")
 
@@ -62,18 +63,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--min-gain", type=float, default=0.03, help="a change must be this much faster than the baseline (0.03)"
     )
     p.add_argument("--max-micro", type=int, default=64, help="largest micro batch tried (default 64)")
-    p.add_argument(
-        "--mode",
-        choices=("auto", "synthetic", "real"),
-        default="auto",
-        help="auto: the config's own model and data when local, synthetic stand-ins otherwise",
-    )
-    p.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=Path.home() / ".cache" / "cfgopt" / "verify",
-        help="where synthetic models and data are kept between runs (shared with `cfgopt verify`)",
-    )
-    p.add_argument("--timeout", type=float, default=900, help="seconds per run before it is killed (default 900)")
-    p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_run_options(p, timeout=900)

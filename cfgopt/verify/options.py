@@ -21,6 +21,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target", default=None, help="target the fixes are made for (default: detected from this machine's GPU)"
     )
+    add_run_options(p, timeout=1800)
+    p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
+    p.add_argument("--plot", type=Path, default=None, help="write a PNG of tokens/s and memory per step")
+
+
+def add_run_options(p: argparse.ArgumentParser, timeout: float) -> None:
+    """How runs are made: shared by `cfgopt verify` and `cfgopt tune` (one runner, one set of options)."""
     p.add_argument(
         "--mode",
         choices=("auto", "synthetic", "real"),
@@ -31,10 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--cache-dir",
         type=Path,
         default=Path.home() / ".cache" / "cfgopt" / "verify",
-        help="where synthetic models and data are kept between runs",
+        help="where synthetic models and data are kept between runs (shared by verify and tune)",
     )
-    p.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is killed")
-    p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
-    p.add_argument("--plot", type=Path, default=None, help="write a PNG of tokens/s and memory per step")
+    p.add_argument("--timeout", type=float, default=timeout, help=f"seconds per run before it is killed ({timeout:g})")
     p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
