@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cfgopt.document import Document, DocumentError
+from cfgopt.document import Document
 from cfgopt.engine import resolve_reference
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.tune import search as S
@@ -147,15 +147,9 @@ class RealSession:
 
 
 def load_config(path: Path) -> tuple[Document, Any, dict[str, Any]]:
-    try:
-        doc = Document.read(path)
-    except DocumentError as exc:
-        raise SystemExit(f"cfgopt tune: {path}: {exc}") from None
-    src = load_yaml(doc)
-    if src.error is not None or not isinstance(src.data, dict):
-        why = src.error.message if src.error else "not a mapping"
-        raise SystemExit(f"cfgopt tune: {path}: not a LLaMA-Factory YAML config ({why})")
-    return doc, src, src.data
+    from cfgopt.verify import runner
+
+    return runner.load_training_config(path, "tune")
 
 
 def load_user_deepspeed(config: dict[str, Any], config_path: Path) -> tuple[dict[str, Any] | None, Path | None]:

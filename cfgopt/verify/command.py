@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cfgopt.document import Document, DocumentError, real_path
+from cfgopt.document import Document, real_path
 from cfgopt.engine import resolve_reference
 from cfgopt.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
@@ -17,15 +17,7 @@ from cfgopt.verify import report, runner
 
 
 def _load_config(path: Path) -> dict[str, Any]:
-    try:
-        doc = Document.read(path)
-    except DocumentError as exc:
-        raise SystemExit(f"cfgopt verify: {path}: {exc}") from None
-    src = load_yaml(doc)
-    if src.error is not None or not isinstance(src.data, dict):
-        why = src.error.message if src.error else "not a mapping"
-        raise SystemExit(f"cfgopt verify: {path}: not a LLaMA-Factory YAML config ({why})")
-    return src.data
+    return runner.load_training_config(path, "verify")[2]
 
 
 def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list[str]]:
