@@ -131,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--write", action="store_true", help="write the fixes to the files")
     fix.add_argument("--diff", action="store_true", help="print a unified diff (the default without --write)")
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
+    fix.add_argument(
+        "--fix-references",
+        action="store_true",
+        help="also fix files read only because a config names them (a `deepspeed:` JSON outside the given paths)",
+    )
     fix.add_argument("--fail-on", choices=("error", "warning", "info"), default=None)
 
     verify = sub.add_parser("verify", help="run the real trainer for a few steps, original vs fixed")
@@ -227,6 +232,20 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 0 if args.exit_zero and code == 1 else code
 
 
+def _print_not_fixed(result) -> None:  # noqa: ANN001 - FixResult, imported lazily
+    from cfgopt import report
+
+    for ident, diag in result.withheld.items():
+        line, col = diag.line_column
+        why = result.withheld_why.get(ident, "it would make the file worse")
+        sys.stderr.write(
+            f"{report.display_path(diag.path)}:{line}:{col}: {diag.code} fix withheld: "
+            f"{diag.fix.description if diag.fix else ''}: {why}\n"
+        )
+    for path, why in sorted(result.not_fixed.items()):
+        sys.stderr.write(f"{report.display_path(path)}: not fixed: {why}\n")
+
+
 def cmd_fix(args: argparse.Namespace) -> int:
     from cfgopt import report
     from cfgopt.fixer import fix_paths
@@ -235,15 +254,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.show_settings:
         return _show_settings(args, settings)
-    result = fix_paths(args.paths, settings, recognised_only=args.recognised_only)
+    result = fix_paths(
+        args.paths, settings, recognised_only=args.recognised_only, fix_references=args.fix_references
+    )
     _print_problems(result.problems)
     exit_code = 2 if result.problems else 0
-    for diag in result.withheld.values():
-        line, col = diag.line_column
-        sys.stderr.write(
-            f"{report.display_path(diag.path)}:{line}:{col}: {diag.code} fix withheld: "
-            f"{diag.fix.description if diag.fix else ''} would make the file worse\n"
-        )
+    _print_not_fixed(result)
     for path, why in result.reverted.items():
         sys.stderr.write(f"{path}: error: fixes not applied: {why}\n")
         exit_code = 2

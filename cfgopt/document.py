@@ -1,17 +1,25 @@
 """A source file as text, with what a span edit must preserve: encoding, BOM, line endings, final newline.
 
 Every position cfgopt reports or edits is a character offset into `Document.text`; (line, column) pairs
-are derived from it here and nowhere else.
+are derived from it here and nowhere else. Lines end where PyYAML (and so OmegaConf) ends them: at `\r\n`,
+`\n`, a lone `\r`, U+0085, U+2028 or U+2029, so a line number cfgopt reports is the parser's. The fixer
+refuses files with the last four (`unusual_line_break`): few editors show them as line breaks, and an edit
+that adds a line could not match them.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 BOM = "\ufeff"
+# Every line break of YAML 1.1 as PyYAML reads it (reader.py `forward`): CRLF counts once.
+LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+_UNUSUAL_BREAK = re.compile("\r(?!\n)|[\x85\u2028\u2029]")
+BREAK_CHARS = "\r\n\x85\u2028\u2029"
 
 
 class DocumentError(Exception):
@@ -59,14 +67,16 @@ class Document:
     @property
     def line_starts(self) -> list[int]:
         if not self._line_starts:
-            starts = [0]
-            find = self.text.find
-            i = find("\n")
-            while i != -1:
-                starts.append(i + 1)
-                i = find("\n", i + 1)
-            self._line_starts = starts
+            self._line_starts = [0, *(m.end() for m in LINE_BREAK.finditer(self.text))]
         return self._line_starts
+
+    def unusual_line_break(self) -> str | None:
+        """A description of the first line break other than `\n` and `\r\n`, or None."""
+        m = _UNUSUAL_BREAK.search(self.text)
+        if m is None:
+            return None
+        name = {"\r": "a lone CR (\\r)", "\x85": "U+0085 (NEL)", "\u2028": "U+2028", "\u2029": "U+2029"}[m.group()]
+        return f"{name} at line {self.position(m.start())[0]}"
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset."""
@@ -85,15 +95,16 @@ class Document:
         starts = self.line_starts
         start = starts[line - 1]
         end = starts[line] if line < len(starts) else len(self.text)
-        return self.text[start:end].rstrip("\r\n")
+        return self.text[start:end].rstrip(BREAK_CHARS)
 
     def line_start(self, offset: int) -> int:
         return self.line_starts[bisect.bisect_right(self.line_starts, offset) - 1]
 
     def line_end(self, offset: int) -> int:
         """Offset just past the line ending of the line holding `offset` (or end of text)."""
-        i = self.text.find("\n", offset)
-        return len(self.text) if i == -1 else i + 1
+        starts = self.line_starts
+        line = bisect.bisect_right(starts, offset)
+        return starts[line] if line < len(starts) else len(self.text)
 
 
 def real_path(path: Path) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 from cfgopt.diagnostics import Edit
@@ -22,7 +23,7 @@ def render_value(source: Source, value: Any, like: Node | None = None) -> str:
     if source.kind == Kind.DEEPSPEED:
         return json.dumps(value)
     if source.kind == Kind.LF_CLI:
-        return str(value)
+        return shlex.quote(str(value))  # a value with a blank or a `$` stays one literal word
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

@@ -22,6 +22,8 @@ from cfgopt.rules import all_rules
 from cfgopt.rules.base import Context
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
+from cfgopt.timelimit import TimeLimitExceeded, time_limit
+from cfgopt.timelimit import message as time_limit_message
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 
@@ -46,6 +48,8 @@ class Project:
     # Files read only because a linted config names them, but excluded by the project config: they give
     # the linted config its context (XF rules) and get no diagnostics of their own.
     quiet: set[Path] = field(default_factory=set)
+    # Files not read (again): the fixer's re-lints skip a file that could not be checked the first time.
+    skip: set[Path] = field(default_factory=set)
     _by_path: dict[Path, list[Source]] = field(default_factory=dict)
 
     def context(self, src: Source) -> Context:
@@ -95,15 +99,28 @@ class Project:
         self._by_path[key] = sources
         if explicit and self.recognised_only:
             explicit = False
+        if key in self.skip:
+            return sources
+        try:
+            with time_limit():
+                self._parse(path, explicit, kind_hint, sources)
+        except TimeLimitExceeded as exc:
+            self.problems.append(FileProblem(path, time_limit_message(exc, "reading it")))
+            sources.clear()
+            self.skip.add(key)
+        self.sources.extend(sources)
+        return sources
+
+    def _parse(self, path: Path, explicit: bool, kind_hint: Kind | None, sources: list[Source]) -> None:
         try:
             doc = self.read_document(path)
         except (DocumentError, OSError) as exc:
             if explicit or kind_hint is not None or path.suffix.lower() in discovery.CONFIG_SUFFIXES:
                 self.problems.append(FileProblem(path, str(exc)))
-            return sources
+            return
         if explicit and not doc.text.strip():
             self.problems.append(FileProblem(path, "empty file: no configuration to check"))
-            return sources
+            return
         loader = discovery.loader_for(path)
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"
@@ -129,14 +146,12 @@ class Project:
                 src.kind = kind_hint or Kind.LF_TRAIN
             if src.kind != Kind.UNKNOWN:
                 sources.append(src)
-        self.sources.extend(sources)
-        return sources
 
     # ---------------------------------------------------------------- linking
     def link(self) -> None:
         for src in list(self.sources):
             ctx = self.context(src)
-            if src.kind == Kind.LF_CLI and src.command.get("yaml"):
+            if src.kind == Kind.LF_CLI and src.command.get("yaml") and src.command["yaml"][3]:
                 word = src.command["yaml"][0]
                 found, _ = resolve_reference(word, src.document.path)
                 if found is not None:
@@ -172,35 +187,54 @@ class Project:
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
         for src in self.sources:
-            if real_path(src.document.path) in self.quiet:
+            key = real_path(src.document.path)
+            if key in self.quiet or key in self.skip:
                 continue
-            ctx = self.context(src)
-            for rule in rules:
-                if src.kind not in rule.kinds or not ctx.settings.is_selected(rule.code):
-                    continue
-                if src.error is not None and rule.code != "CFG001":
-                    continue
-                try:
-                    found = list(rule.check(ctx))
-                except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the other files
-                    self.problems.append(
-                        FileProblem(
-                            src.document.path,
-                            f"internal error in {rule.code} ({type(exc).__name__}: {exc}); please report this",
-                        )
-                    )
-                    continue
-                for diag in found:
-                    ident = (str(diag.path), diag.start, diag.end, diag.code, diag.message)
-                    if ident not in seen:
-                        seen.add(ident)
-                        out.append(diag)
+            try:
+                with time_limit():
+                    found = self._check(src, rules)
+            except TimeLimitExceeded as exc:
+                self.problems.append(FileProblem(src.document.path, time_limit_message(exc, "checking it")))
+                self.skip.add(key)
+                continue
+            for diag in found:
+                ident = (str(diag.path), diag.start, diag.end, diag.code, diag.message)
+                if ident not in seen:
+                    seen.add(ident)
+                    out.append(diag)
+        out = [d for d in out if real_path(d.path) not in self.skip]
         if self._may_suppress():
             from cfgopt.suppressions import apply_suppressions
 
             out = apply_suppressions(self, out)
         out.sort(key=Diagnostic.sort_key)
         return out
+
+    def _check(self, src: Source, rules: list) -> list[Diagnostic]:
+        ctx = self.context(src)
+        found: list[Diagnostic] = []
+        for rule in rules:
+            if src.kind not in rule.kinds or not ctx.settings.is_selected(rule.code):
+                continue
+            if src.error is not None and rule.code != "CFG001":
+                continue
+            try:
+                found.extend(rule.check(ctx))
+            except RecursionError:
+                self.problems.append(
+                    FileProblem(src.document.path, "nested too deeply for cfgopt to check; this file is not checked")
+                )
+                return []
+            except TimeLimitExceeded:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken rule must not stop the other files
+                self.problems.append(
+                    FileProblem(
+                        src.document.path,
+                        f"internal error in {rule.code} ({type(exc).__name__}: {exc}); please report this",
+                    )
+                )
+        return found
 
     def _may_suppress(self) -> bool:
         """Is there anything for `cfgopt.suppressions` to do (kept off the common path: it is not imported
@@ -271,8 +305,11 @@ def build_project(
     settings: Settings,
     overlay: dict[Path, str] | None = None,
     recognised_only: bool = False,
+    skip: set[Path] | None = None,
 ) -> Project:
-    project = Project(settings=settings, overlay=dict(overlay or {}), recognised_only=recognised_only)
+    project = Project(
+        settings=settings, overlay=dict(overlay or {}), recognised_only=recognised_only, skip=set(skip or ())
+    )
     for path, explicit in discovery.iter_files(paths):
         if explicit and not path.exists():
             project.problems.append(FileProblem(path, "no such file or directory"))

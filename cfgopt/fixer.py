@@ -1,17 +1,34 @@
 """Apply fixes: non-overlapping span edits, re-lint, repeat to a fixed point (at most MAX_PASSES), then
-verify. A file whose result does not parse, or has more errors than the original, is left as it was."""
+verify. Every change is checked by `cfgopt.fix_check` (the file still loads as its consumer loads it,
+repeats no key, and changes no value that no fix names) and by the rules (no more errors than before);
+a fix that fails either is withheld, with the reason. Every loop here is bounded.
+
+Only files in the write scope are fixed (`write_scope`): the files named on the command line and the files
+found under the folders named there, by their real path (a symlink inside a folder pointing outside it is
+not followed for writing). A file read only because a config names it (a `deepspeed:` JSON, the YAML of a
+`llamafactory-cli train cfg.yaml` line) elsewhere is linted and reported, and fixed only with
+`fix_references` (`--fix-references`).
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cfgopt import discovery
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.document import real_path
-from cfgopt.engine import build_project
+from cfgopt.engine import Project, build_project
+from cfgopt.fix_check import damage
+from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.settings import Settings
+from cfgopt.source import Kind
 
 MAX_PASSES = 10
+MAX_ROUNDS = 3
+
+FixId = tuple[Path, str, str, str]
 
 
 @dataclass
@@ -23,18 +40,15 @@ class FixResult:
     remaining: list[Diagnostic] = field(default_factory=list)
     problems: list = field(default_factory=list)
     bom: dict[Path, bool] = field(default_factory=dict)
-    # Fixes not applied because, applied, they would make the file worse (unparseable or more errors).
-    withheld: dict[tuple[Path, str, str, str], Diagnostic] = field(default_factory=dict)
+    # Fixes not applied because, applied, they would make the file worse or damage it; the reason by id.
+    withheld: dict[FixId, Diagnostic] = field(default_factory=dict)
+    withheld_why: dict[FixId, str] = field(default_factory=dict)
+    # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
+    not_fixed: dict[Path, str] = field(default_factory=dict)
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
-    out, last = [], 0
-    for edit in sorted(edits):
-        out.append(text[last : edit.start])
-        out.append(edit.text)
-        last = edit.end
-    out.append(text[last:])
-    return "".join(out)
+    return _apply_tracked(text, edits)[0]
 
 
 def _applicable(diag: Diagnostic, settings: Settings) -> bool:
@@ -47,7 +61,7 @@ def _errors(diags: list[Diagnostic], path: Path) -> list[tuple[str, str]]:
     return sorted((d.code, d.key) for d in diags if d.severity == Severity.ERROR and real_path(d.path) == path)
 
 
-def _fix_id(diag: Diagnostic) -> tuple[Path, str, str, str]:
+def _fix_id(diag: Diagnostic) -> FixId:
     assert diag.fix is not None
     return (real_path(diag.path), diag.code, diag.key, diag.fix.description)
 
@@ -59,96 +73,196 @@ def _worse(after: list[Diagnostic], before: list[Diagnostic], key: Path) -> bool
     return len(_errors(after, key)) > len(_errors(before, key))
 
 
-def fix_paths(paths: list[Path], settings: Settings, recognised_only: bool = False) -> FixResult:
-    result = FixResult()
-    project = build_project(paths, settings, recognised_only=recognised_only)
-    before = project.diagnostics()
-    result.problems = project.problems
+def write_scope(paths: list[Path], project: Project, fix_references: bool) -> set[Path]:
+    """Real paths cfgopt may write: files named, files under folders named (by real path), and with
+    `fix_references` every file read."""
+    if fix_references:
+        return set(project.documents)
+    named = {real_path(p) for p in paths if not p.is_dir()}
+    folders = [real_path(p) for p in paths if p.is_dir()]
+    return {k for k in project.documents if k in named or any(k.is_relative_to(f) for f in folders)}
+
+
+_OUTSIDE = (
+    "not named on the command line nor under a folder named there (it is read because a config names it); "
+    "name it, or pass --fix-references"
+)
+_SYMLINK = "a symlink to a file outside the folders named; cfgopt does not write through it (name the target)"
+
+
+def _refusals(project: Project, scope: set[Path], paths: list[Path]) -> dict[Path, str]:
+    """Files whose fixes are not applied, and why."""
+    out: dict[Path, str] = {}
+    folders = [Path(os.path.abspath(p)) for p in paths if p.is_dir()]
+    for problem in project.problems:
+        out[real_path(problem.path)] = "cfgopt could not check it (see the error above)"
     for key, doc in project.documents.items():
-        result.originals[key] = doc.text
-        result.bom[key] = doc.has_bom
-    overlay: dict[Path, str] = {}
-    diags = before
+        if key not in scope:
+            linked = any(Path(os.path.abspath(doc.path)).is_relative_to(f) for f in folders)
+            out.setdefault(key, _SYMLINK if linked else _OUTSIDE)
+        unusual = doc.unusual_line_break()
+        if unusual:
+            out.setdefault(key, f"it has a line break other than \\n and \\r\\n ({unusual}); cfgopt does not edit such files")
+    return out
 
-    def candidates(current: list[Diagnostic]) -> list[Diagnostic]:
-        return [d for d in current if _applicable(d, settings) and _fix_id(d) not in result.withheld]
 
-    def relint(texts: dict[Path, str]) -> list[Diagnostic]:
-        return build_project(paths, settings, texts, recognised_only=recognised_only).diagnostics()
+class _Fixer:
+    def __init__(self, paths: list[Path], settings: Settings, recognised_only: bool, fix_references: bool) -> None:
+        self.paths, self.settings, self.recognised_only = paths, settings, recognised_only
+        self.result = FixResult()
+        project = build_project(paths, settings, recognised_only=recognised_only)
+        self.before = project.diagnostics()
+        self.result.problems = project.problems
+        self.skip = {real_path(p.path) for p in project.problems}
+        self.loaders: dict[Path, str] = {}
+        for src in project.sources:
+            key = real_path(src.document.path)
+            self.loaders[key] = "json" if src.kind == Kind.DEEPSPEED else discovery.loader_for(src.document.path)
+        for key, doc in project.documents.items():
+            self.result.originals[key] = doc.text
+            self.result.bom[key] = doc.has_bom
+        self.refused = _refusals(project, write_scope(paths, project, fix_references), paths)
+        self.overlay: dict[Path, str] = {}
 
-    # A fix withheld in an intermediate state may be fine once the others are in: retry withheld fixes
-    # against the final text (at most a few rounds), so that a second `cfgopt fix` finds nothing to do.
-    for _round in range(3):
-        applied_before = sum(len(v) for v in result.applied.values())
-        for _ in range(MAX_PASSES):
-            chosen: dict[Path, list[Diagnostic]] = {}
-            for diag in candidates(diags):
-                assert diag.fix is not None
-                taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
-                if any(
-                    (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
-                    for e in diag.fix.edits
-                    for t in taken
-                ):
-                    continue  # overlapping: picked up on the next pass
-                chosen.setdefault(real_path(diag.path), []).append(diag)
-            if not chosen:
+    def candidates(self, current: list[Diagnostic]) -> list[Diagnostic]:
+        out = []
+        for d in current:
+            if not _applicable(d, self.settings) or _fix_id(d) in self.result.withheld:
+                continue
+            key = real_path(d.path)
+            if key in self.refused:
+                self.result.not_fixed.setdefault(key, self.refused[key])
+                continue
+            out.append(d)
+        return out
+
+    def relint(self, texts: dict[Path, str]) -> list[Diagnostic]:
+        project = build_project(self.paths, self.settings, texts, self.recognised_only, skip=self.skip)
+        return project.diagnostics()
+
+    def text(self, key: Path) -> str:
+        return self.overlay.get(key, self.result.originals[key])
+
+    def try_edits(self, key: Path, diags: list[Diagnostic]) -> tuple[str, str | None]:
+        edits = [e for d in diags for e in d.fix.edits]  # type: ignore[union-attr]
+        lf = self.settings.for_path(key).lf_schema if self.loaders.get(key) == "script" else None
+        return damage(key, self.text(key), edits, self.loaders.get(key, "yaml"), lf)
+
+    def withhold(self, diag: Diagnostic, why: str) -> None:
+        self.result.withheld[_fix_id(diag)] = diag
+        self.result.withheld_why[_fix_id(diag)] = why
+
+    def accept(self, key: Path, text: str, diags: list[Diagnostic]) -> None:
+        self.overlay[key] = text
+        self.result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in diags)  # type: ignore[union-attr]
+
+    def one_pass(self, diags: list[Diagnostic]) -> list[Diagnostic] | None:
+        """Apply every non-overlapping fix once; None when there was nothing to apply."""
+        chosen = _non_overlapping(self.candidates(diags))
+        if not chosen:
+            return None
+        trial = dict(self.overlay)
+        bad: set[Path] = set()
+        for key, picked in chosen.items():
+            trial[key], why = self.try_edits(key, picked)
+            if why:
+                bad.add(key)
+        trial_diags = self.relint(trial)
+        bad |= {key for key in chosen if _worse(trial_diags, diags, key)}
+        for key, picked in chosen.items():
+            if key not in bad:
+                self.accept(key, trial[key], picked)
+        diags = self.relint(self.overlay) if bad else trial_diags
+        for key in bad:
+            diags = self.isolate(key, diags)
+        return diags
+
+    def isolate(self, key: Path, diags: list[Diagnostic]) -> list[Diagnostic]:
+        """The fixes for this file failed together: apply them one at a time instead (fresh offsets after
+        each), keeping each one that passes and withholding the others. A fix can be right on its own terms
+        and still wrong here, e.g. renaming a misspelt DeepSpeed key that DeepSpeed ignored makes it read the
+        key's invalid value. Bounded: each step withholds a fix or applies one, at most 4x the fixes seen."""
+        budget = 4 * len(self.candidates(diags)) + 4
+        for _ in range(budget):
+            mine = [d for d in self.candidates(diags) if real_path(d.path) == key]
+            if not mine:
+                return diags
+            diag = mine[0]
+            text, why = self.try_edits(key, [diag])
+            if why:
+                self.withhold(diag, why)
+                continue
+            attempt = dict(self.overlay)
+            attempt[key] = text
+            attempt_diags = self.relint(attempt)
+            if _worse(attempt_diags, diags, key):
+                self.withhold(diag, "it would make the file worse (more errors)")
+                continue
+            self.accept(key, text, [diag])
+            diags = attempt_diags
+        for diag in self.candidates(diags):
+            if real_path(diag.path) == key:
+                self.withhold(diag, "fixes did not converge (please report this)")
+        return diags
+
+    def run(self) -> FixResult:
+        result = self.result
+        diags = self.before
+        # A fix withheld in an intermediate state may be fine once the others are in: retry withheld fixes
+        # against the final text (a few rounds), so that a second `cfgopt fix` finds nothing to do.
+        for round_no in range(MAX_ROUNDS):
+            applied_before = sum(len(v) for v in result.applied.values())
+            for _ in range(MAX_PASSES):
+                after = self.one_pass(diags)
+                if after is None:
+                    break
+                diags = after
+            else:
+                for key in self.overlay:
+                    result.reverted[key] = f"fixes did not converge in {MAX_PASSES} passes (please report this)"
+            applied_now = sum(len(v) for v in result.applied.values())
+            if not result.withheld or (round_no > 0 and applied_now == applied_before):
                 break
-            trial = dict(overlay)
-            for key, picked in chosen.items():
-                edits = [e for d in picked for e in d.fix.edits]  # type: ignore[union-attr]
-                trial[key] = apply_edits(overlay.get(key, result.originals[key]), edits)
-            trial_diags = relint(trial)
-            worse = {key for key in chosen if _worse(trial_diags, diags, key)}
-            for key, picked in chosen.items():
-                if key not in worse:
-                    overlay[key] = trial[key]
-                    result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in picked)  # type: ignore[union-attr]
-            diags = relint(overlay) if worse else trial_diags
-            for key in worse:
-                diags = _isolate(key, overlay, diags, result, candidates, relint)
-        else:
-            for key in overlay:
-                result.reverted[key] = f"fixes did not converge in {MAX_PASSES} passes (please report this)"
+            if not any(_fix_id(d) in result.withheld for d in diags if d.fix is not None):
+                break
+            if round_no + 1 < MAX_ROUNDS:
+                result.withheld.clear()
+                result.withheld_why.clear()
+        self.verify(diags)
+        return result
 
-        applied_now = sum(len(v) for v in result.applied.values())
-        if not result.withheld or (_round > 0 and applied_now == applied_before):
-            break
-        if not any(_fix_id(d) in result.withheld for d in diags if d.fix is not None):
-            break
-        result.withheld.clear()
-
-    # Verify: every changed file still parses and has no more errors than before.
-    for key in list(overlay):
-        if key not in result.reverted and _worse(diags, before, key):
-            new = sorted(set(_errors(diags, key)) - set(_errors(before, key)))
-            result.reverted[key] = f"the fixed file is worse than the original {new} (please report this)"
-    for key in result.reverted:
-        overlay.pop(key, None)
-        result.applied.pop(key, None)
-    if result.reverted:
-        diags = relint(overlay)
-    result.fixed = {k: v for k, v in overlay.items() if v != result.originals[k]}
-    result.remaining = diags
-    return result
+    def verify(self, diags: list[Diagnostic]) -> None:
+        """Every changed file still parses and has no more errors than before; else it is left as it was."""
+        result = self.result
+        for key in list(self.overlay):
+            if key not in result.reverted and _worse(diags, self.before, key):
+                new = sorted(set(_errors(diags, key)) - set(_errors(self.before, key)))
+                result.reverted[key] = f"the fixed file is worse than the original {new} (please report this)"
+        for key in result.reverted:
+            self.overlay.pop(key, None)
+            result.applied.pop(key, None)
+        if result.reverted:
+            diags = self.relint(self.overlay)
+        result.fixed = {k: v for k, v in self.overlay.items() if v != result.originals[k]}
+        result.remaining = diags
 
 
-def _isolate(key, overlay, diags, result, candidates, relint) -> list[Diagnostic]:
-    """The fixes for this file made it worse together: apply them one at a time instead (fresh offsets
-    after each), keeping each one that does not make the file worse and withholding the others. A fix can
-    be right on its own terms and still wrong here, e.g. renaming a misspelt DeepSpeed key that DeepSpeed
-    ignored makes it read the key's invalid value."""
-    while True:
-        mine = [d for d in candidates(diags) if real_path(d.path) == key]
-        if not mine:
-            return diags
-        diag = mine[0]
-        attempt = dict(overlay)
-        attempt[key] = apply_edits(overlay.get(key, result.originals[key]), diag.fix.edits)
-        attempt_diags = relint(attempt)
-        if _worse(attempt_diags, diags, key):
-            result.withheld[_fix_id(diag)] = diag
-            continue
-        overlay[key] = attempt[key]
-        result.applied.setdefault(key, []).append(f"{diag.code} {diag.fix.description}")
-        diags = attempt_diags
+def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic]]:
+    chosen: dict[Path, list[Diagnostic]] = {}
+    for diag in candidates:
+        assert diag.fix is not None
+        taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
+        if any(
+            (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
+            for e in diag.fix.edits
+            for t in taken
+        ):
+            continue  # overlapping: picked up on the next pass
+        chosen.setdefault(real_path(diag.path), []).append(diag)
+    return chosen
+
+
+def fix_paths(
+    paths: list[Path], settings: Settings, recognised_only: bool = False, fix_references: bool = False
+) -> FixResult:
+    return _Fixer(paths, settings, recognised_only, fix_references).run()

@@ -41,6 +41,8 @@ class Node:
     items: list[Node] | None = None  # sequences
     style: str = ""  # scalars: '"', "'", "|", ">" or "" (plain); containers: "flow" or ""
     raw: str | None = None  # command-line values: the token as typed, before argparse converts it
+    tagged: bool = False  # YAML: an explicit tag (`!!int 5`); start..end excludes it, and an anchor
+    via_alias: bool = False  # YAML: reached through an alias (`*name`), so its text is shared with the anchor
 
     def get(self, key: str) -> Entry | None:
         """The entry the consumer uses for `key`: the last one when a key is repeated."""

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
-from cfgopt.document import Document, real_path
+from cfgopt.document import BREAK_CHARS, Document, real_path
+from cfgopt.loaders.shell import layout as shell_layout
 from cfgopt.source import Kind, Node
 
 if TYPE_CHECKING:
@@ -125,6 +126,8 @@ def scan(doc: Document, shell: bool, spans: list[tuple[int, int]] | None = None)
         return []
     candidates = sorted({doc.position(m.start())[0] for m in re.finditer("cfgopt", text, re.IGNORECASE)})
     found: list[Suppression] = []
+    # In a script, text inside a heredoc body or a multi-line string is data, not a comment of the script
+    opaque = shell_layout(text).in_opaque if shell else (lambda _offset: False)
     logical: list[tuple[int, int]] | None = None
     for line in candidates:
         line_text = doc.line_text(line)
@@ -134,6 +137,8 @@ def scan(doc: Document, shell: bool, spans: list[tuple[int, int]] | None = None)
         line_start = doc.line_starts[line - 1]
         if spans and any(s <= line_start + begin < e for s, e in spans):
             continue  # inside a scalar that spans lines (quoted, block)
+        if opaque(line_start + begin):
+            continue
         m = DIRECTIVE.search(line_text, begin)
         if m is None:
             continue
@@ -308,13 +313,25 @@ def _unused(doc: Document, sups: list[Suppression], settings: Settings, codes: _
 
 
 def _removal(doc: Document, sup: Suppression) -> Fix:
+    """Delete the directive only: a note after it (`# cfgopt: ignore[LF003] keep 10 for the dashboard`)
+    stays a comment, and a line holding nothing else goes with its line break."""
     text = doc.text
     line_start = doc.line_starts[sup.line - 1]
-    content_end = doc.line_end(sup.start)
-    while content_end > sup.start and text[content_end - 1] in "\r\n":
+    line_end = doc.line_end(sup.start)
+    content_end = line_end
+    while content_end > sup.start and text[content_end - 1] in BREAK_CHARS:
         content_end -= 1
-    if sup.own_line:
-        edit = Edit(line_start, doc.line_end(sup.start), "")
+    note = text[sup.end : content_end]
+    if note.strip():
+        note_start = sup.end + len(note) - len(note.lstrip())
+        keep_hash = not text.startswith("#", note_start)
+        edit = Edit(sup.start, note_start, "# " if keep_hash else "")
+    elif sup.own_line:
+        if line_end == len(text) and line_start > 0:
+            # the last line has no line break: take the one before it, so no line break is added or left over
+            edit = Edit(doc.line_starts[sup.line - 2] + len(doc.line_text(sup.line - 1)), line_end, "")
+        else:
+            edit = Edit(line_start, line_end, "")
     else:
         begin = sup.start
         while begin > line_start and text[begin - 1] in " \t":

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from cfgopt.document import Document
+from cfgopt.loaders import shell
 from cfgopt.source import Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
@@ -29,42 +30,9 @@ _SUBCOMMAND_GROUP = {
 }
 
 
-def _tokens(text: str, start: int) -> list[tuple[str, int, int]]:
-    """Shell words from `start` to the end of the command, with spans; quotes removed from the word."""
-    out: list[tuple[str, int, int]] = []
-    i, n = start, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\" and text.startswith("\n", i + 1):
-            i += 2
-            continue
-        if ch == "\\" and text.startswith("\r\n", i + 1):
-            i += 3
-            continue
-        if ch in " \t":
-            i += 1
-            continue
-        if ch in "\r\n;&|>#<)":
-            break
-        word, begin = "", i
-        while i < n and text[i] not in " \t\r\n;&|><)":
-            c = text[i]
-            if c == "\\" and i + 1 < n and text[i + 1] not in "\r\n":
-                word += text[i + 1]
-                i += 2
-            elif c in "'\"":
-                close = text.find(c, i + 1)
-                if close == -1:
-                    close = n
-                word += text[i + 1 : close]
-                i = close + 1
-            elif c == "\\":
-                break
-            else:
-                word += c
-                i += 1
-        out.append((word, begin, i))
-    return out
+def _tokens(text: str, start: int) -> list[tuple[str, int, int, bool]]:
+    """Shell words from `start` to the end of the command, with spans and whether each is literal."""
+    return [(w.text, w.start, w.end, w.literal) for w in shell.command_words(text, start).words]
 
 
 def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[Source]:
@@ -72,14 +40,16 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
     from cfgopt import schema
 
     sources = []
+    layout = None
     for match in _COMMAND.finditer(doc.text):
-        line_start = doc.line_start(match.start(1))
-        if doc.text[line_start : match.start(1)].lstrip().startswith("#"):
-            continue
+        if layout is None:
+            layout = shell.layout(doc.text)
+        if layout.in_comment(match.start(1)) or layout.in_opaque(match.start(1)):
+            continue  # commented out, or text inside a heredoc or a string: not run by this script
         tokens = _tokens(doc.text, match.end(1))
         if not tokens or tokens[0][0] not in _SUBCOMMAND_GROUP:
             continue
-        subcommand, _, sub_end = tokens[0]
+        subcommand, _, sub_end, _ = tokens[0]
         args = tokens[1:]
         source = Source(document=doc, kind=Kind.LF_CLI)
         source.command = {
@@ -100,7 +70,10 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
         value: dict[str, object] = {}
         i = 0
         while i < len(args):
-            word, begin, end = args[i]
+            word, begin, end, literal = args[i]
+            if not literal and word.startswith("--") and "=" not in word:
+                i += 1  # `--$KEY`: which argument this is is known only when the script runs
+                continue
             if not word.startswith("--"):
                 source.command["argparse_errors"].append((begin, end, f"unrecognized argument: {word}"))
                 i += 1
@@ -110,11 +83,12 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
             spec = fields.get(name)
             key_end = begin + 2 + len(key)
             if "=" in word:
-                vnode = Node(value=inline, start=key_end + 1, end=end, raw=inline)
+                vnode = Node(value=inline, start=key_end + 1, end=end, raw=inline if literal else None)
                 i += 1
             elif i + 1 < len(args) and not args[i + 1][0].startswith("--"):
-                vword, vbegin, vend = args[i + 1]
-                vnode = Node(value=vword, start=vbegin, end=vend, raw=vword)
+                vword, vbegin, vend, vliteral = args[i + 1]
+                # an expansion (`$LR`, `$(date)`) has no value until the script runs: raw None, no argparse check
+                vnode = Node(value=vword, start=vbegin, end=vend, raw=vword if vliteral else None)
                 i += 2
             else:  # a bare flag: HfArgumentParser gives bool fields nargs="?" const=True
                 vnode = Node(value=True, start=begin, end=begin, raw=None)

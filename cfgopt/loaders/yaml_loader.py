@@ -71,6 +71,10 @@ def construct(node: yaml.Node) -> Any:
 
 
 def _mark_offset(doc: Document, mark: Any) -> int:
+    # The mark's character index, not (line, column): the parser counts lines at every YAML line break.
+    index = getattr(mark, "index", None)
+    if isinstance(index, int):
+        return max(0, min(index, len(doc.text)))
     return doc.offset(mark.line, mark.column)
 
 
@@ -81,8 +85,10 @@ class _SpanBuilder:
         self.doc = doc
         self.expanded = 0
         self.visiting: set[int] = set()
+        self.built: set[int] = set()  # nodes met before: meeting one again is an alias
 
-    def build(self, ynode: yaml.Node, path: tuple[Any, ...]) -> Node:
+    def build(self, ynode: yaml.Node, path: tuple[Any, ...], alias_at: tuple[int, int] | None = None) -> Node:
+        """`alias_at`: the span of the `*alias` token when this node is reached through an alias."""
         self.expanded += 1
         if self.expanded > MAX_EXPANDED_NODES:
             raise YamlStructureError(
@@ -97,32 +103,87 @@ class _SpanBuilder:
             )
         start = _mark_offset(self.doc, ynode.start_mark)
         end = _mark_offset(self.doc, ynode.end_mark)
+        value_start, tagged = _skip_properties(self.doc.text, start, end)
+        if alias_at is not None:  # `key: *name`: the alias token is this value's own text
+            start, value_start, end = alias_at[0], alias_at[0], alias_at[1]
+        via_alias = alias_at is not None or ident in self.built
+        self.built.add(ident)
         if isinstance(ynode, yaml.ScalarNode):
-            return Node(value=None, start=start, end=end, style=_STYLE.get(ynode.style or "", ""))
+            return Node(
+                value=None,
+                start=value_start,
+                end=end,
+                style=_STYLE.get(ynode.style or "", ""),
+                tagged=tagged,
+                via_alias=via_alias,
+            )
         self.visiting.add(ident)
         try:
             if isinstance(ynode, yaml.SequenceNode):
                 items = [self.build(child, (*path, i)) for i, child in enumerate(ynode.value)]
-                return Node(value=None, start=start, end=end, items=items, style="flow" if ynode.flow_style else "")
-            entries: list[Entry] = []
-            for key_node, value_node in ynode.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue  # `<<: *base`: the merged keys keep the spans of the anchored mapping
-                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
-                child = self.build(value_node, (*path, key))
-                entries.append(
-                    Entry(
-                        key=key,
-                        key_start=_mark_offset(self.doc, key_node.start_mark),
-                        key_end=_mark_offset(self.doc, key_node.end_mark),
-                        node=child,
-                        path=(*path, key),
-                        key_is_str=getattr(key_node, "tag", "") == "tag:yaml.org,2002:str",
-                    )
-                )
-            return Node(value=None, start=start, end=end, entries=entries, style="flow" if ynode.flow_style else "")
+                for item in items:
+                    item.via_alias = item.via_alias or via_alias
+                node = Node(value=None, start=start, end=end, items=items, style="flow" if ynode.flow_style else "")
+            else:
+                node = self._mapping(ynode, path, start, end)
+            node.tagged, node.via_alias = tagged, via_alias
+            if via_alias:
+                _mark_via_alias(node)
+            return node
         finally:
             self.visiting.discard(ident)
+
+    def _mapping(self, ynode: yaml.MappingNode, path: tuple[Any, ...], start: int, end: int) -> Node:
+        entries: list[Entry] = []
+        for key_node, value_node in ynode.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base`: the merged keys keep the spans of the anchored mapping
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            key_start = _mark_offset(self.doc, key_node.start_mark)
+            key_end = _mark_offset(self.doc, key_node.end_mark)
+            alias_at = None
+            if id(value_node) in self.built:
+                m = _ALIAS_AFTER_KEY.match(self.doc.text, key_end)
+                alias_at = (m.start(1), m.end(1)) if m else None
+            child = self.build(value_node, (*path, key), alias_at)
+            entries.append(
+                Entry(
+                    key=key,
+                    key_start=key_start,
+                    key_end=key_end,
+                    node=child,
+                    path=(*path, key),
+                    key_is_str=getattr(key_node, "tag", "") == "tag:yaml.org,2002:str",
+                )
+            )
+        return Node(value=None, start=start, end=end, entries=entries, style="flow" if ynode.flow_style else "")
+
+
+_ALIAS_AFTER_KEY = re.compile(r"[ \t]*:\s*(\*[^\s,\[\]{}]+)")
+_PROPERTY = re.compile(r"[&!][^\s,\[\]{}]*\s*")
+
+
+def _skip_properties(text: str, start: int, end: int) -> tuple[int, bool]:
+    """Where a node's own text starts after its anchor (`&a`) and tag (`!!int`), and whether it has a tag.
+    PyYAML's node marks include those properties; an edit of the value must keep them."""
+    tagged = False
+    i = start
+    for _ in range(2):  # at most one anchor and one tag
+        m = _PROPERTY.match(text, i, end)
+        if m is None:
+            break
+        tagged = tagged or text[i] == "!"
+        i = m.end()
+    return (i if i <= end else start), tagged
+
+
+def _mark_via_alias(node: Node) -> None:
+    for entry in node.entries or ():
+        entry.node.via_alias = True
+        _mark_via_alias(entry.node)
+    for item in node.items or ():
+        item.via_alias = True
+        _mark_via_alias(item)
 
 
 def _attach_values(node: Node, value: Any) -> None:

@@ -23,7 +23,7 @@ def _load_config(path: Path) -> dict[str, Any]:
 def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list[str]]:
     """The config (and the DeepSpeed JSON it names) as `cfgopt fix --unsafe-fixes` would leave them, written
     into the work folder; the user's files are not touched."""
-    result = fix_paths([config], settings)
+    result = fix_paths([config], settings, fix_references=True)  # copies only: the user's files are not written
     out = work / "fixed"
     out.mkdir(parents=True, exist_ok=True)
     key = real_path(config)

@@ -1,0 +1,195 @@
+"""The fixer's last word on one file: would these edits damage it?
+
+Independent of the rules (and so of `--select`/`--ignore`), a change is kept only when the file, re-read
+the way its consumer reads it, (1) still loads, (2) repeats no key it did not repeat before (OmegaConf, which
+LLaMA-Factory loads YAML with, refuses a duplicate key; so does the `deepspeed` launcher for JSON), and
+(3) has every value equal to before except those the edits touch: parse before and after, compare.
+A value reached through a YAML alias is never "touched" by an edit of its anchor, so a fix that would change
+it through the anchor is refused. Edits are also refused inside text they must not change: a YAML alias or
+tagged value, a heredoc body, a shell string that spans lines, or a word whose value the shell computes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cfgopt.diagnostics import Edit
+from cfgopt.document import Document
+from cfgopt.source import Entry, KeyPath, Node, Source, dotted
+
+
+@dataclass
+class Parsed:
+    sources: list[Source]
+    error: str | None
+    values: dict[KeyPath, Any]  # every leaf (and empty container) by path; scripts: (command index, *path)
+    duplicates: set[KeyPath]
+    entries: list[tuple[KeyPath, Entry]]
+
+
+def apply_edits(text: str, edits: list[Edit]) -> tuple[str, list[tuple[int, int]]]:
+    """The new text and, for each edit in offset order, the span of its replacement in the new text."""
+    out: list[str] = []
+    images: list[tuple[int, int]] = []
+    last, size = 0, 0
+    for edit in sorted(edits):
+        out.append(text[last : edit.start])
+        size += edit.start - last
+        out.append(edit.text)
+        images.append((size, size + len(edit.text)))
+        size += len(edit.text)
+        last = edit.end
+    out.append(text[last:])
+    return "".join(out), images
+
+
+def parse(path: Path, text: str, loader: str, lf_schema: Any = None) -> Parsed:
+    from cfgopt.loaders.command_loader import find_commands
+    from cfgopt.loaders.json_loader import load_json
+    from cfgopt.loaders.yaml_loader import load_yaml
+
+    doc = Document(path=path, text=text)
+    if loader == "script":
+        sources = find_commands(doc, lf_schema)
+    else:
+        sources = [load_json(doc) if loader == "json" else load_yaml(doc)]
+    parsed = Parsed(sources, None, {}, set(), [])
+    for index, src in enumerate(sources):
+        if src.error is not None:
+            parsed.error = src.error.message
+            continue
+        prefix: KeyPath = (index,) if loader == "script" else ()
+        if src.root is not None:
+            _flatten(src.root, prefix, parsed)
+    return parsed
+
+
+def _flatten(node: Node, path: KeyPath, parsed: Parsed) -> None:
+    if node.entries is not None:
+        seen: set[str] = set()
+        if not node.entries:
+            parsed.values[path] = {}
+        for entry in node.entries:
+            child = (*path, entry.key)
+            if entry.key in seen and entry.key_is_str:
+                parsed.duplicates.add(child)
+            seen.add(entry.key)
+            parsed.entries.append((child, entry))
+            _flatten(entry.node, child, parsed)
+    elif node.items is not None:
+        if not node.items:
+            parsed.values[path] = []
+        for i, item in enumerate(node.items):
+            _flatten(item, (*path, i), parsed)
+    else:
+        parsed.values[path] = node.value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _touches(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    for s, e in spans:
+        if s == e:
+            if start < s < end or start == s == end:
+                return True
+        elif s < end and start < e:
+            return True
+    return False
+
+
+def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
+    """Paths of the entries an edit touches (its key or value text), the innermost ones: an edit inside one
+    child names that child, not its whole parent. Entries reached through an alias are never named."""
+    out: set[KeyPath] = set()
+    for path, entry in parsed.entries:
+        if entry.node.via_alias:
+            continue
+        start, end = min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end)
+        mine = [(s, e) for s, e in spans if _touches(start, end, [(s, e)])]
+        children = [c for c in (entry.node.entries or ())] if entry.node.entries else []
+        inside_child = [
+            (s, e)
+            for s, e in mine
+            if any(min(c.key_start, c.node.start) <= s and e <= max(c.key_end, c.node.end) for c in children)
+        ]
+        if len(inside_child) < len(mine):
+            out.add(path)
+    return out
+
+
+def protected_spans(sources: list[Source]) -> list[tuple[int, int, str]]:
+    """Text an edit must not touch, with why."""
+    out: list[tuple[int, int, str]] = []
+    for src in sources:
+        if src.root is None:
+            continue
+        stack = [src.root]
+        while stack:
+            node = stack.pop()
+            if node.via_alias and node.entries is None and node.items is None:
+                out.append((node.start, node.end, "the value is a YAML alias (edit its anchor by hand)"))
+            elif node.tagged:
+                out.append((node.start, node.end, "the value has an explicit YAML tag"))
+            stack.extend(e.node for e in node.entries or ())
+            stack.extend(node.items or ())
+        for entry in src.root.entries or ():
+            if entry.node.raw is None and entry.node.start != entry.key_start and src.command:
+                out.append((entry.node.start, entry.node.end, "the shell computes this value when the script runs"))
+    return out
+
+
+def damage(
+    path: Path, before: str, edits: list[Edit], loader: str, lf_schema: Any = None
+) -> tuple[str, str | None]:
+    """The edited text, and why it damages the file (None: it does not)."""
+    after, images = apply_edits(before, edits)
+    if after == before:
+        return after, "the fix changes nothing"
+    old = parse(path, before, loader, lf_schema)
+    why = _refused_text(before, edits, old, loader)
+    if why:
+        return after, why
+    new = parse(path, after, loader, lf_schema)
+    if new.error and not old.error:
+        return after, f"the fixed file would not load: {new.error}"
+    if old.error:
+        return after, None  # nothing to compare against: the rules' own verdict (not worse) decides
+    repeated = new.duplicates - old.duplicates
+    if repeated:
+        return after, f"the fixed file would repeat the key `{dotted(_strip(sorted(repeated, key=str)[0], loader))}`"
+    if len(new.sources) != len(old.sources):
+        return after, "the fix would change which commands the script runs"
+    named = _named(old, [(e.start, e.end) for e in edits]) | _named(new, images)
+    for key in sorted(set(old.values) | set(new.values), key=str):
+        if any(key[: len(n)] == n for n in named):
+            continue
+        if key not in old.values or key not in new.values or not _same(old.values[key], new.values[key]):
+            return after, f"the fix would also change `{dotted(_strip(key, loader))}`, which no fix names"
+    return after, None
+
+
+def _strip(key: KeyPath, loader: str) -> KeyPath:
+    return key[1:] if loader == "script" and key else key
+
+
+def _refused_text(before: str, edits: list[Edit], parsed: Parsed, loader: str) -> str | None:
+    spans = [(e.start, e.end) for e in edits]
+    for start, end, why in protected_spans(parsed.sources):
+        if _touches(start, end, spans):
+            return why
+    if loader == "script":
+        from cfgopt.loaders import shell
+
+        layout = shell.layout(before)
+        if any(layout.overlaps_opaque(s, e) for s, e in spans):
+            return "the edit falls inside a heredoc or a multi-line string"
+    return None
