@@ -232,7 +232,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 0 if args.exit_zero and code == 1 else code
 
 
-def _print_not_fixed(result) -> None:  # noqa: ANN001 - FixResult, imported lazily
+def _print_not_fixed(result) -> None:
     from cfgopt import report
 
     for ident, diag in result.withheld.items():
@@ -254,9 +254,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.show_settings:
         return _show_settings(args, settings)
-    result = fix_paths(
-        args.paths, settings, recognised_only=args.recognised_only, fix_references=args.fix_references
-    )
+    result = fix_paths(args.paths, settings, recognised_only=args.recognised_only, fix_references=args.fix_references)
     _print_problems(result.problems)
     exit_code = 2 if result.problems else 0
     _print_not_fixed(result)

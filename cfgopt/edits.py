@@ -177,5 +177,7 @@ def insert_entry(source: Source, parent: Entry | None, key: str, value: Any) -> 
     end = doc.line_end(max(last.node.end - 1, last.key_end))
     if last.node.end > last.key_end and text[last.node.end - 1 : last.node.end] == "\n":
         end = last.node.end
-    prefix = "" if end == 0 or text[end - 1] == "\n" else nl
-    return [Edit(end, end, f"{prefix}{indent}{key}: {render_value(source, value)}{nl}")]
+    if end == 0 or text[end - 1] == "\n":
+        return [Edit(end, end, f"{indent}{key}: {render_value(source, value)}{nl}")]
+    # after a last line without a line break: start a new line, and still end without one, as the file did
+    return [Edit(end, end, f"{nl}{indent}{key}: {render_value(source, value)}")]

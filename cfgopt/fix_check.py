@@ -147,9 +147,7 @@ def protected_spans(sources: list[Source]) -> list[tuple[int, int, str]]:
     return out
 
 
-def damage(
-    path: Path, before: str, edits: list[Edit], loader: str, lf_schema: Any = None
-) -> tuple[str, str | None]:
+def damage(path: Path, before: str, edits: list[Edit], loader: str, lf_schema: Any = None) -> tuple[str, str | None]:
     """The edited text, and why it damages the file (None: it does not)."""
     after, images = apply_edits(before, edits)
     if after == before:

@@ -20,8 +20,8 @@ from cfgopt import discovery
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.document import real_path
 from cfgopt.engine import Project, build_project
-from cfgopt.fix_check import damage
 from cfgopt.fix_check import apply_edits as _apply_tracked
+from cfgopt.fix_check import damage
 from cfgopt.settings import Settings
 from cfgopt.source import Kind
 
@@ -102,7 +102,9 @@ def _refusals(project: Project, scope: set[Path], paths: list[Path]) -> dict[Pat
             out.setdefault(key, _SYMLINK if linked else _OUTSIDE)
         unusual = doc.unusual_line_break()
         if unusual:
-            out.setdefault(key, f"it has a line break other than \\n and \\r\\n ({unusual}); cfgopt does not edit such files")
+            out.setdefault(
+                key, f"it has a line break other than \\n and \\r\\n ({unusual}); cfgopt does not edit such files"
+            )
     return out
 
 

@@ -52,7 +52,7 @@ def time_limit(limit: float | None = None) -> Iterator[None]:
         yield
         return
 
-    def expire(signum, frame):  # noqa: ANN001, ARG001 - signal handler signature
+    def expire(signum, frame):
         raise TimeLimitExceeded(limit)
 
     previous = signal.signal(signal.SIGALRM, expire)
