@@ -1,0 +1,83 @@
+"""The shell lexer (`cfgopt.loaders.shell`): the same words as `shlex.split(posix=True)` where shlex is
+right (no expansions), expansions kept whole, heredocs and multi-line strings found, and linear time on
+any input."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cfgopt.loaders import shell
+
+PLAIN_WORD = st.text(alphabet="abz019_-.=/:,+%@", min_size=1, max_size=6)
+QUOTED = st.one_of(
+    PLAIN_WORD.map(lambda w: f"'{w} {w}'"),
+    PLAIN_WORD.map(lambda w: f'"{w} \\"{w}\\""'),
+    PLAIN_WORD.map(lambda w: f"{w}\\ {w}"),
+    PLAIN_WORD.map(lambda w: f"{w}'{w}'\"{w}\""),
+)
+SEPARATOR = st.sampled_from([" ", "  ", "\t", " \\\n  ", " \\\r\n"])
+
+
+def words_of(line: str) -> list[str]:
+    return [w.text for w in shell.command_words(line, 0).words]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(PLAIN_WORD, QUOTED), min_size=1, max_size=8), st.data())
+def test_words_equal_shlex_posix(parts: list[str], data) -> None:
+    line = "".join(p + data.draw(SEPARATOR) for p in parts).rstrip(" \t\\\r\n")
+    # shlex does not join `\`-newline continuations as the shell does: remove them first
+    joined = line.replace("\\\r\n", "").replace("\\\n", "")
+    assert words_of(line) == shlex.split(joined, posix=True)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("--out out_$(date +%s) --bf16 True", ["--out", "out_$(date +%s)", "--bf16", "True"]),
+        ("--out $(echo 'a )' \"$(b c)\") x", ["--out", "$(echo 'a )' \"$(b c)\")", "x"]),
+        ("--out `date +%s`x --lr ${LR:-1e-4}", ["--out", "`date +%s`x", "--lr", "${LR:-1e-4}"]),
+        ("--a 1 > log 2>&1 --b 2", ["--a", "1", "--b", "2"]),
+        ("--a 1 | tee log", ["--a", "1"]),
+        ("--a 1 ) ; echo", ["--a", "1"]),
+        ("--a 1 # --b 2", ["--a", "1"]),
+        ("--a x#y", ["--a", "x#y"]),
+        ("--a 'unterminated", ["--a", "unterminated"]),
+        ("--a \\", ["--a", "\\"]),
+        ("--a \\\r", ["--a", "\r"]),
+        ("--a $'x\\ty'", ["--a", "$'x\\ty'"]),
+    ],
+)
+def test_command_words(line: str, expected: list[str]) -> None:
+    assert words_of(line) == expected
+
+
+def test_expansions_are_not_literal() -> None:
+    literal = {w.text: w.literal for w in shell.command_words("a $X \"$Y\" '$Z' $(d) `e` f", 0).words}
+    assert literal == {"a": True, "$X": False, "$Y": False, "$Z": True, "$(d)": False, "`e`": False, "f": True}
+
+
+def test_layout_finds_heredocs_strings_and_comments() -> None:
+    text = "cat > c.yaml <<-'EOF'\n\ta: 1 # c\n\tEOF\necho \"x\ny\" # note\nrun <<E\nE\n"
+    layout = shell.layout(text)
+    body = text.index("\ta: 1")
+    assert layout.in_opaque(body) and layout.in_opaque(text.index("# c"))
+    assert layout.in_opaque(text.index('"x') + 1)
+    assert layout.in_comment(text.index("# note")) and not layout.in_opaque(text.index("# note"))
+    assert not layout.in_opaque(text.index("run"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\\" * 20000, "$(" * 5000, '"$(' * 5000, "'" * 20001, "<<" * 5000 + "\n", "`" * 20001, "${" * 5000, "x\\\r" * 5000],
+)
+def test_lexer_ends_quickly_on_hostile_input(text: str) -> None:
+    started = time.perf_counter()
+    shell.layout(text)
+    shell.command_words(text, 0)
+    assert time.perf_counter() - started < 2
