@@ -36,6 +36,7 @@ class FixResult:
     originals: dict[Path, str] = field(default_factory=dict)  # resolved path -> text before
     fixed: dict[Path, str] = field(default_factory=dict)  # resolved path -> text after (changed files only)
     applied: dict[Path, list[str]] = field(default_factory=dict)  # descriptions of the fixes applied
+    applied_keys: dict[Path, list[str]] = field(default_factory=dict)  # the key of each fix applied (dotted)
     reverted: dict[Path, str] = field(default_factory=dict)  # file -> why its fixes were dropped
     remaining: list[Diagnostic] = field(default_factory=list)
     problems: list = field(default_factory=list)
@@ -157,6 +158,7 @@ class _Fixer:
     def accept(self, key: Path, text: str, diags: list[Diagnostic]) -> None:
         self.overlay[key] = text
         self.result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in diags)  # type: ignore[union-attr]
+        self.result.applied_keys.setdefault(key, []).extend(d.key for d in diags)
 
     def one_pass(self, diags: list[Diagnostic]) -> list[Diagnostic] | None:
         """Apply every non-overlapping fix once; None when there was nothing to apply."""
@@ -243,6 +245,7 @@ class _Fixer:
         for key in result.reverted:
             self.overlay.pop(key, None)
             result.applied.pop(key, None)
+            result.applied_keys.pop(key, None)
         if result.reverted:
             diags = self.relint(self.overlay)
         result.fixed = {k: v for k, v in self.overlay.items() if v != result.originals[k]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -53,6 +54,12 @@ SCALARS = st.one_of(
 )
 
 
+# Issue 18: value properties and the line breaks PyYAML knows (a lone CR, NEL, LS, PS as well as LF/CRLF)
+PROPERTIES = st.sampled_from(["", "", "", "&a ", "&b ", "!!str ", "!!int ", "&c !!str "])
+ALIAS_LINES = st.sampled_from(["run_name: *a", "output_dir: *b", "logging_steps: *a", "max_grad_norm: *c"])
+BREAKS = st.sampled_from(["\n", "\n", "\r\n", "\r", "\x85", "\u2028", "\u2029", "\r\r\n"])
+
+
 def mutate_key(key: str, draw) -> str:
     if draw(st.booleans()):
         return key
@@ -65,12 +72,17 @@ def yaml_documents(draw) -> bytes:
     lines = ["model_name_or_path: m"] if draw(st.booleans()) else []
     for _ in range(draw(st.integers(0, 12))):
         key = mutate_key(draw(st.sampled_from([*LF_KEYS, "compute_type", "disable_torch_compile"])), draw)
-        comment = draw(st.sampled_from(["", "  # c", " #x"]))
-        lines.append(f"{key}: {draw(SCALARS)}{comment}")
+        comment = draw(st.sampled_from(["", "  # c", " #x", "  # cfgopt: ignore[LF003] note", " # cfgopt: ignore"]))
+        lines.append(f"{key}: {draw(PROPERTIES)}{draw(SCALARS)}{comment}")
     if draw(st.booleans()):
         lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(["# comment", "", "---", "  nested: 1"])))
+    if draw(st.booleans()):
+        lines.append(draw(ALIAS_LINES))
     nl = draw(st.sampled_from(["\n", "\r\n"]))
     body = nl.join(lines) + (nl if draw(st.booleans()) else "")
+    if draw(st.integers(0, 3)) == 0:  # plant an unusual line break somewhere
+        at = draw(st.integers(0, len(body)))
+        body = body[:at] + draw(BREAKS) + body[at:]
     return (b"\xef\xbb\xbf" if draw(st.booleans()) else b"") + body.encode()
 
 
@@ -98,6 +110,47 @@ def json_documents(draw) -> bytes:
     return text.encode()
 
 
+CLI_KEYS = [*LF_KEYS[:200], "bf16", "fp16", "compute_type", "flash_attn", "output_dir", "learning_rate"]
+CLI_VALUES = st.sampled_from(
+    ["True", "true", "fa2", "1e-4", "out_$(date +%s)", "`date +%s`", "$LR", '"a b"', "'x y'", "${X:-1}", "2"]
+)
+# Fragments that must come out of any fix byte for byte: data written elsewhere, and strings the shell keeps.
+PROTECTED = st.sampled_from(
+    [
+        "cat > gen.yaml <<EOF\nmodel_name_or_path: m\nlogging_steps: 10  # cfgopt: ignore[LF003]\nEOF\n",
+        "cat <<-'END' > run2.sh\n\tllamafactory-cli train --bf_16 True\n\tEND\n",
+        'python -c "\n# cfgopt: ignore[LF001]\nprint(1)"\n',
+        "echo 'multi\nline # cfgopt: ignore' $(date +%s)\n",
+        "X=$(echo \"$(date)\" | tr -d ')') # a note\n",
+    ]
+)
+
+
+@st.composite
+def script_documents(draw) -> tuple[bytes, list[str]]:
+    """A training script: `llamafactory-cli train` lines with mutated `--key value` arguments, continuations,
+    command substitutions and suppressions, around fragments (heredocs, multi-line strings) a fix must keep."""
+    out: list[str] = ["#!/bin/bash\n"]
+    kept: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()):
+            fragment = draw(PROTECTED)
+            kept.append(fragment)
+            out.append(fragment)
+        args = ["--model_name_or_path m", "--stage sft"] if draw(st.booleans()) else []
+        for _ in range(draw(st.integers(0, 6))):
+            key = mutate_key(draw(st.sampled_from(CLI_KEYS)), draw)
+            args.append(f"--{key}" if draw(st.integers(0, 4)) == 0 else f"--{key} {draw(CLI_VALUES)}")
+        sep = draw(st.sampled_from([" ", " \\\n    "]))
+        tail = draw(st.sampled_from(["", " 2>&1 | tee log", " # cfgopt: ignore[LF001]", " > out.log", ")"]))
+        prefix = draw(st.sampled_from(["", "FORCE_TORCHRUN=1 ", "( ", "time "]))
+        out.append(prefix + "llamafactory-cli train" + "".join(sep + a for a in args) + tail + "\n")
+    text = "".join(out)
+    if draw(st.integers(0, 3)) == 0:
+        text = text.rstrip("\n") + draw(st.sampled_from(["\\", "\\\r", "\r", ""]))
+    return text.encode(), kept
+
+
 def check_loaders(raw: bytes) -> None:
     """Loaders and the span mapper never raise on any bytes: they return a source or an error."""
     try:
@@ -108,6 +161,100 @@ def check_loaders(raw: bytes) -> None:
         for entry in src.walk():
             assert 0 <= entry.key_start <= entry.key_end <= len(doc.text)
             assert entry.node.start <= entry.node.end <= len(doc.text)
+
+
+_BATCH_PAIR = ("per_device_train_batch_size", "gradient_accumulation_steps")
+
+
+def _flat(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict) and value:
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for i, item in enumerate(value):
+            out.update(_flat(item, f"{prefix}[{i}]"))
+        return out
+    return {prefix: (type(value).__name__, repr(value))}
+
+
+def _real_load(name: str, data: bytes):
+    """The file as its real consumer loads it: OmegaConf.load for YAML (LLaMA-Factory), json.loads refusing
+    duplicate keys for JSON (the `deepspeed` launcher), `bash -n` for scripts. Raises when it is refused."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        if name.endswith(".json"):
+
+            def no_duplicates(pairs):
+                keys = [k for k, _ in pairs]
+                if len(keys) != len(set(keys)):
+                    raise ValueError("duplicate key")
+                return dict(pairs)
+
+            return json.loads(data.decode("utf-8-sig"), object_pairs_hook=no_duplicates)
+        if name.endswith(".sh"):
+            if subprocess.run(["bash", "-n", str(path)], capture_output=True, timeout=10).returncode:
+                raise ValueError("bash -n refuses it")
+            return None
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(OmegaConf.load(path))
+
+
+def _named(keys: list[str], descriptions: list[str]) -> set[str]:
+    """The keys the applied fixes name: each fix's own key, and the keys written in its description."""
+    named = {k for k in keys if k}
+    for text in descriptions:
+        named.update(m.split(":")[0].strip().lstrip("-") for m in re.findall(r"`([^`]+)`", text))
+        named.update(re.findall(r'"([A-Za-z_][\w.]*)"', text))
+        if re.search(r"Use \d+ x \d+", text):
+            named.update(_BATCH_PAIR)
+    return named
+
+
+def judge_fix(name: str, raw: bytes, unsafe: bool, kept: list[str] | None = None) -> list[str]:
+    """Issue 18's verdicts on `cfgopt fix` of one file, by the real loaders, independent of cfgopt's own
+    checks: "rejected" (the consumer refuses the fixed file but took the original), "damaged" (a value changed
+    that no applied fix names, or a protected fragment changed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(raw)
+        result = fix_paths([path], Settings(unsafe_fixes=unsafe))
+        key = Path(tmp).resolve() / name
+        fixed = result.fixed.get(key)
+        if fixed is None:
+            return []
+        bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
+        after_raw = bom + fixed.encode()
+        verdicts = []
+        for fragment in kept or ():
+            if fragment not in fixed:
+                verdicts.append(f"damaged: protected text changed: {fragment!r}")
+        try:
+            before = _real_load(name, raw)
+        except Exception:  # noqa: BLE001 - the original is refused: nothing to compare against
+            return verdicts
+        try:
+            after = _real_load(name, after_raw)
+        except Exception as exc:  # noqa: BLE001
+            return [*verdicts, f"rejected: {type(exc).__name__}: {exc}"]
+        if before is None:
+            return verdicts
+        old, new = _flat(before), _flat(after)
+        named = _named(result.applied_keys.get(key, []), result.applied.get(key, []))
+        for path_ in sorted(set(old) | set(new)):
+            if old.get(path_) == new.get(path_):
+                continue
+            leaf = path_.rsplit(".", 1)[-1]
+            related = (path_ == n or leaf == n or path_.startswith(n + ".") or n.startswith(path_ + ".") for n in named)
+            if not any(related):
+                verdicts.append(f"damaged: `{path_}` changed, no fix names it ({result.applied.get(key)})")
+        return verdicts
 
 
 def check_fix(name: str, raw: bytes, unsafe: bool) -> None:
@@ -137,3 +284,23 @@ def check_fix(name: str, raw: bytes, unsafe: bool) -> None:
             and not any(w.code == d.code and w.key == d.key for w in second.withheld.values())
         ]
         assert not left, [(d.code, d.message) for d in left]
+    verdicts = judge_fix(name, raw, unsafe)
+    assert not verdicts, verdicts
+
+
+def check_script(case: tuple[bytes, list[str]], unsafe: bool) -> None:
+    """Lint and fix of a training script: no internal error, the fixed script still parses (`bash -n`),
+    heredocs and multi-line strings kept byte for byte, and a second fix changes nothing."""
+    raw, kept = case
+    check_loaders(raw)
+    verdicts = judge_fix("run.sh", raw, unsafe, kept)
+    assert not verdicts, verdicts
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.sh"
+        path.write_bytes(raw)
+        first = fix_paths([path], Settings(unsafe_fixes=unsafe))
+        assert not [p for p in first.problems if "internal error" in p.message], first.problems
+        fixed = first.fixed.get(Path(tmp).resolve() / "run.sh")
+        if fixed is not None:
+            path.write_bytes(fixed.encode())
+            assert not fix_paths([path], Settings(unsafe_fixes=unsafe)).fixed, "fix is not idempotent"

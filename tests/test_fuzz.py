@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from fuzz_targets import check_fix, check_loaders, json_documents, yaml_documents
+from fuzz_targets import check_fix, check_loaders, check_script, json_documents, script_documents, yaml_documents
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,3 +34,9 @@ def test_yaml_fix_converges(raw: bytes, unsafe: bool) -> None:
 @given(json_documents(), st.booleans())
 def test_json_fix_converges(raw: bytes, unsafe: bool) -> None:
     check_fix("ds.json", raw, unsafe)
+
+
+@SETTINGS
+@given(script_documents(), st.booleans())
+def test_script_fix_keeps_heredocs_and_strings(case, unsafe: bool) -> None:
+    check_script(case, unsafe)

@@ -74,7 +74,16 @@ def test_layout_finds_heredocs_strings_and_comments() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["\\" * 20000, "$(" * 5000, '"$(' * 5000, "'" * 20001, "<<" * 5000 + "\n", "`" * 20001, "${" * 5000, "x\\\r" * 5000],
+    [
+        "\\" * 20000,
+        "$(" * 5000,
+        '"$(' * 5000,
+        "'" * 20001,
+        "<<" * 5000 + "\n",
+        "`" * 20001,
+        "${" * 5000,
+        "x\\\r" * 5000,
+    ],
 )
 def test_lexer_ends_quickly_on_hostile_input(text: str) -> None:
     started = time.perf_counter()
