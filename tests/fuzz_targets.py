@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -151,6 +152,43 @@ def script_documents(draw) -> tuple[bytes, list[str]]:
     return text.encode(), kept
 
 
+ROOT = Path(__file__).resolve().parent.parent
+REAL_CONFIGS = sorted(
+    p.read_text(encoding="utf-8")
+    for p in (ROOT / "fixtures").rglob("*.yaml")
+    if "model_name_or_path" in p.read_text(encoding="utf-8", errors="replace")
+)
+
+
+@st.composite
+def real_config_mutations(draw) -> bytes:
+    """A LLaMA-Factory config from the fixtures with issue 18's shapes planted: an anchor shared by an alias,
+    a tag, an explicit `? key` / `: value`, a suppression with a note, an unusual line break, no final newline."""
+    lines = draw(st.sampled_from(REAL_CONFIGS)).splitlines()
+    plain = [i for i, line in enumerate(lines) if re.match(r"^[a-z_]+: [^&!*|>'\"\[{#]+$", line)]
+    for _ in range(draw(st.integers(1, 4))):
+        if not plain:
+            break
+        i = draw(st.sampled_from(plain))
+        key, _, value = lines[i].partition(": ")
+        shape = draw(st.sampled_from(["anchor", "tag", "explicit", "note", "break", "dup"]))
+        if shape == "anchor":
+            lines[i] = f"{key}: &v{i} {value}"
+            lines.append(f"{draw(st.sampled_from(['run_name', 'output_dir', 'logging_steps']))}: *v{i}")
+        elif shape == "tag":
+            lines[i] = f"{key}: {draw(st.sampled_from(['!!str', '!!int', '!!float']))} {value}"
+        elif shape == "explicit":
+            lines[i] = f"? {key}\n: {value}"
+        elif shape == "note":
+            lines[i] = f"{lines[i]}  # cfgopt: ignore[{draw(st.sampled_from(['LF003', 'LF001', 'PF002']))}] a note"
+        elif shape == "break":
+            lines[i] = lines[i] + draw(BREAKS) + "# planted"
+        else:
+            lines.append(f"{draw(st.sampled_from(['bf16', 'compute_type', 'fp16']))}: true")
+    text = "\n".join(lines) + ("\n" if draw(st.booleans()) else "")
+    return text.encode()
+
+
 def check_loaders(raw: bytes) -> None:
     """Loaders and the span mapper never raise on any bytes: they return a source or an error."""
     try:
@@ -163,6 +201,7 @@ def check_loaders(raw: bytes) -> None:
             assert entry.node.start <= entry.node.end <= len(doc.text)
 
 
+JUDGED: Counter[str] = Counter()  # how many inputs `judge_fix` saw fixed (for the long run's report)
 _BATCH_PAIR = ("per_device_train_batch_size", "gradient_accumulation_steps")
 
 
@@ -229,6 +268,7 @@ def judge_fix(name: str, raw: bytes, unsafe: bool, kept: list[str] | None = None
         fixed = result.fixed.get(key)
         if fixed is None:
             return []
+        JUDGED["fixed"] += 1
         bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
         after_raw = bom + fixed.encode()
         verdicts = []
@@ -246,7 +286,7 @@ def judge_fix(name: str, raw: bytes, unsafe: bool, kept: list[str] | None = None
         if before is None:
             return verdicts
         old, new = _flat(before), _flat(after)
-        named = _named(result.applied_keys.get(key, []), result.applied.get(key, []))
+        named = _named(getattr(result, "applied_keys", {}).get(key, []), result.applied.get(key, []))
         for path_ in sorted(set(old) | set(new)):
             if old.get(path_) == new.get(path_):
                 continue
