@@ -56,7 +56,9 @@ def time_limit(limit: float | None = None) -> Iterator[None]:
         raise TimeLimitExceeded(limit)
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, limit)
+    # Re-fire every 0.25 s after the limit: an exception raised where Python swallows it (a gc callback,
+    # a __del__) does not end the block, the next one will.
+    signal.setitimer(signal.ITIMER_REAL, limit, 0.25)
     try:
         yield
     finally:

@@ -251,6 +251,7 @@ def _named(keys: list[str], descriptions: list[str]) -> set[str]:
     for text in descriptions:
         named.update(m.split(":")[0].strip().lstrip("-") for m in re.findall(r"`([^`]+)`", text))
         named.update(re.findall(r'"([A-Za-z_][\w.]*)"', text))
+        named.update(re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b(?:bf16|fp16|fp32|tf32)\b", text))
         if re.search(r"Use \d+ x \d+", text):
             named.update(_BATCH_PAIR)
     return named
