@@ -12,6 +12,7 @@ tagged value, a heredoc body, a shell string that spans lines, or a word whose v
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,10 +109,14 @@ def _touches(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
 
 def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
     """Paths of the entries an edit touches (its key or value text), the innermost ones: an edit inside one
-    child names that child, not its whole parent. Entries reached through an alias are never named."""
+    child names that child, not its whole parent. Entries of an anchored mapping that an alias repeats are
+    never named."""
     out: set[KeyPath] = set()
+    # An entry whose key text also belongs to another entry sits in an anchored mapping that an alias
+    # repeats: an edit there changes every copy, so it names none of them.
+    shared = Counter(entry.key_start for _, entry in parsed.entries)
     for path, entry in parsed.entries:
-        if entry.node.via_alias:
+        if shared[entry.key_start] > 1:
             continue
         start, end = min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end)
         mine = [(s, e) for s, e in spans if _touches(start, end, [(s, e)])]
@@ -126,29 +131,40 @@ def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
     return out
 
 
-def protected_spans(sources: list[Source]) -> list[tuple[int, int, str]]:
-    """Text an edit must not touch, with why."""
-    out: list[tuple[int, int, str]] = []
+def protected_spans(sources: list[Source]) -> list[tuple[int, int, int, str]]:
+    """Text an edit must not change, as (owner start, start, end, why): an edit may remove it whole with its
+    key (from the owner's start on), never edit inside it or replace it."""
+    out: list[tuple[int, int, int, str]] = []
     for src in sources:
         if src.root is None:
             continue
-        stack = [src.root]
+        text = src.document.text
+        stack: list[tuple[int, Node]] = [(src.root.start, src.root)]
         while stack:
-            node = stack.pop()
-            if node.via_alias and node.entries is None and node.items is None:
-                out.append((node.start, node.end, "the value is a YAML alias (edit its anchor by hand)"))
+            owner, node = stack.pop()
+            if node.via_alias and text.startswith("*", node.start):
+                out.append((owner, node.start, node.end, "the value is a YAML alias (edit its anchor by hand)"))
             elif node.tagged:
-                out.append((node.start, node.end, "the value has an explicit YAML tag"))
-            stack.extend(e.node for e in node.entries or ())
-            stack.extend(node.items or ())
+                out.append((owner, node.start, node.end, "the value has an explicit YAML tag"))
+            stack.extend((e.key_start, e.node) for e in node.entries or ())
+            stack.extend((item.start, item) for item in node.items or ())
         for entry in src.root.entries or ():
             if entry.node.raw is None and entry.node.start != entry.key_start and src.command:
-                out.append((entry.node.start, entry.node.end, "the shell computes this value when the script runs"))
+                why = "the shell computes this value when the script runs"
+                out.append((entry.key_start, entry.node.start, entry.node.end, why))
     return out
 
 
-def damage(path: Path, before: str, edits: list[Edit], loader: str, lf_schema: Any = None) -> tuple[str, str | None]:
-    """The edited text, and why it damages the file (None: it does not)."""
+def damage(
+    path: Path,
+    before: str,
+    edits: list[Edit],
+    loader: str,
+    lf_schema: Any = None,
+    claims: list[tuple[str, list[Edit]]] | None = None,
+) -> tuple[str, str | None]:
+    """The edited text, and why it damages the file (None: it does not). `claims`: each fix's key (dotted)
+    with its edits: a fix must touch the key it is about, or it edits the wrong text."""
     after, images = apply_edits(before, edits)
     if after == before:
         return after, "the fix changes nothing"
@@ -167,6 +183,11 @@ def damage(path: Path, before: str, edits: list[Edit], loader: str, lf_schema: A
     if len(new.sources) != len(old.sources):
         return after, "the fix would change which commands the script runs"
     named = _named(old, [(e.start, e.end) for e in edits]) | _named(new, images)
+    image_of = {edit: image for edit, image in zip(sorted(edits), images, strict=True)}
+    for key, own in claims or ():
+        why = _misplaced(key, own, image_of, old, new, loader)
+        if why:
+            return after, why
     for key in sorted(set(old.values) | set(new.values), key=str):
         if any(key[: len(n)] == n for n in named):
             continue
@@ -175,15 +196,45 @@ def damage(path: Path, before: str, edits: list[Edit], loader: str, lf_schema: A
     return after, None
 
 
+def _key_path(key: str) -> KeyPath:
+    """`a.b[0].c` -> ("a", "b", 0, "c") (the inverse of `source.dotted`)."""
+    out: list[Any] = []
+    for part in key.split("."):
+        name, *indexes = part.split("[")
+        if name:
+            out.append(name)
+        out.extend(int(i.rstrip("]")) for i in indexes if i.rstrip("]").isdigit())
+    return tuple(out)
+
+
+def _misplaced(key: str, own: list[Edit], image_of: dict, old: Parsed, new: Parsed, loader: str) -> str | None:
+    """Does a fix about `key` leave that key's text untouched while editing something else?"""
+    if not key or not own:
+        return None
+    wanted = _key_path(key)
+    present = {_strip(p, loader) for p, _ in old.entries} | {_strip(p, loader) for p, _ in new.entries}
+    if wanted not in present:
+        return None  # the key is not in the file (an insert names it, or it lives elsewhere): nothing to match
+    touched = _named(old, [(e.start, e.end) for e in own]) | _named(new, [image_of[e] for e in own if e in image_of])
+    for path in (_strip(p, loader) for p in touched):
+        if path[: len(wanted)] == wanted or wanted[: len(path)] == path:
+            return None
+    if not touched:
+        return None  # edits between keys (a comment, whitespace): no value can change through them
+    shown = dotted(_strip(sorted(touched, key=str)[0], loader))
+    return f"the fix for `{key}` would edit `{shown}` instead (please report this)"
+
+
 def _strip(key: KeyPath, loader: str) -> KeyPath:
     return key[1:] if loader == "script" and key else key
 
 
 def _refused_text(before: str, edits: list[Edit], parsed: Parsed, loader: str) -> str | None:
     spans = [(e.start, e.end) for e in edits]
-    for start, end, why in protected_spans(parsed.sources):
-        if _touches(start, end, spans):
-            return why
+    for owner, start, end, why in protected_spans(parsed.sources):
+        for s, e in spans:
+            if _touches(start, end, [(s, e)]) and not (s <= owner and e >= end):
+                return why
     if loader == "script":
         from cfgopt.loaders import shell
 

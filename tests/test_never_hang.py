@@ -204,7 +204,7 @@ def _tree(tmp_path: Path) -> tuple[Path, list[Path]]:
 def test_fix_writes_only_files_given_or_found_under_given_folders(tmp_path: Path) -> None:
     given, watched = _tree(tmp_path)
     before = {p: p.read_bytes() for p in watched}
-    run = cli("fix", "--write", "--unsafe-fixes", "t", cwd=tmp_path)
+    run = cli("fix", "--write", "t", cwd=tmp_path)
     assert {p: p.read_bytes() for p in watched} == before
     assert "not fixed" in run.stderr and "--fix-references" in run.stderr and "symlink" in run.stderr
     assert (given / "cfg.yaml").read_text() != SEED_YAML.read_text()  # the given files are fixed
