@@ -161,10 +161,8 @@ def damage(
     edits: list[Edit],
     loader: str,
     lf_schema: Any = None,
-    claims: list[tuple[str, list[Edit]]] | None = None,
 ) -> tuple[str, str | None]:
-    """The edited text, and why it damages the file (None: it does not). `claims`: each fix's key (dotted)
-    with its edits: a fix must touch the key it is about, or it edits the wrong text."""
+    """The edited text, and why it damages the file (None: it does not)."""
     after, images = apply_edits(before, edits)
     if after == before:
         return after, "the fix changes nothing"
@@ -183,46 +181,12 @@ def damage(
     if len(new.sources) != len(old.sources):
         return after, "the fix would change which commands the script runs"
     named = _named(old, [(e.start, e.end) for e in edits]) | _named(new, images)
-    image_of = {edit: image for edit, image in zip(sorted(edits), images, strict=True)}
-    for key, own in claims or ():
-        why = _misplaced(key, own, image_of, old, new, loader)
-        if why:
-            return after, why
     for key in sorted(set(old.values) | set(new.values), key=str):
         if any(key[: len(n)] == n for n in named):
             continue
         if key not in old.values or key not in new.values or not _same(old.values[key], new.values[key]):
             return after, f"the fix would also change `{dotted(_strip(key, loader))}`, which no fix names"
     return after, None
-
-
-def _key_path(key: str) -> KeyPath:
-    """`a.b[0].c` -> ("a", "b", 0, "c") (the inverse of `source.dotted`)."""
-    out: list[Any] = []
-    for part in key.split("."):
-        name, *indexes = part.split("[")
-        if name:
-            out.append(name)
-        out.extend(int(i.rstrip("]")) for i in indexes if i.rstrip("]").isdigit())
-    return tuple(out)
-
-
-def _misplaced(key: str, own: list[Edit], image_of: dict, old: Parsed, new: Parsed, loader: str) -> str | None:
-    """Does a fix about `key` leave that key's text untouched while editing something else?"""
-    if not key or not own:
-        return None
-    wanted = _key_path(key)
-    present = {_strip(p, loader) for p, _ in old.entries} | {_strip(p, loader) for p, _ in new.entries}
-    if wanted not in present:
-        return None  # the key is not in the file (an insert names it, or it lives elsewhere): nothing to match
-    touched = _named(old, [(e.start, e.end) for e in own]) | _named(new, [image_of[e] for e in own if e in image_of])
-    for path in (_strip(p, loader) for p in touched):
-        if path[: len(wanted)] == wanted or wanted[: len(path)] == path:
-            return None
-    if not touched:
-        return None  # edits between keys (a comment, whitespace): no value can change through them
-    shown = dotted(_strip(sorted(touched, key=str)[0], loader))
-    return f"the fix for `{key}` would edit `{shown}` instead (please report this)"
 
 
 def _strip(key: KeyPath, loader: str) -> KeyPath:

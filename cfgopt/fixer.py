@@ -149,8 +149,7 @@ class _Fixer:
     def try_edits(self, key: Path, diags: list[Diagnostic]) -> tuple[str, str | None]:
         edits = [e for d in diags for e in d.fix.edits]  # type: ignore[union-attr]
         lf = self.settings.for_path(key).lf_schema if self.loaders.get(key) == "script" else None
-        claims = [(d.key, list(d.fix.edits)) for d in diags]  # type: ignore[union-attr]
-        return damage(key, self.text(key), edits, self.loaders.get(key, "yaml"), lf, claims)
+        return damage(key, self.text(key), edits, self.loaders.get(key, "yaml"), lf)
 
     def withhold(self, diag: Diagnostic, why: str) -> None:
         self.result.withheld[_fix_id(diag)] = diag
