@@ -25,6 +25,7 @@ class FixResult:
     bom: dict[Path, bool] = field(default_factory=dict)
     # Fixes not applied because, applied, they would make the file worse (unparseable or more errors).
     withheld: dict[tuple[Path, str, str, str], Diagnostic] = field(default_factory=dict)
+    files: int = 0  # config files checked (0: a warning, as for lint)
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
@@ -59,22 +60,27 @@ def _worse(after: list[Diagnostic], before: list[Diagnostic], key: Path) -> bool
     return len(_errors(after, key)) > len(_errors(before, key))
 
 
-def fix_paths(paths: list[Path], settings: Settings, recognised_only: bool = False) -> FixResult:
+def fix_paths(
+    paths: list[Path], settings: Settings, recognised_only: bool = False, overlay: dict[Path, str] | None = None
+) -> FixResult:
+    """Fix the files under `paths`; `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
     result = FixResult()
-    project = build_project(paths, settings, recognised_only=recognised_only)
+    given = dict(overlay or {})
+    project = build_project(paths, settings, given, recognised_only=recognised_only)
     before = project.diagnostics()
     result.problems = project.problems
+    result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
     for key, doc in project.documents.items():
         result.originals[key] = doc.text
         result.bom[key] = doc.has_bom
-    overlay: dict[Path, str] = {}
+    overlay = {}
     diags = before
 
     def candidates(current: list[Diagnostic]) -> list[Diagnostic]:
         return [d for d in current if _applicable(d, settings) and _fix_id(d) not in result.withheld]
 
     def relint(texts: dict[Path, str]) -> list[Diagnostic]:
-        return build_project(paths, settings, texts, recognised_only=recognised_only).diagnostics()
+        return build_project(paths, settings, {**given, **texts}, recognised_only=recognised_only).diagnostics()
 
     # A fix withheld in an intermediate state may be fine once the others are in: retry withheld fixes
     # against the final text (at most a few rounds), so that a second `cfgopt fix` finds nothing to do.
