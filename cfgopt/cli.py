@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from cfgopt import __version__
+from cfgopt.argtypes import positive_int
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.targets import DEFAULT_TARGET, TARGETS
@@ -37,17 +38,6 @@ def _codes(text: str) -> list[str]:
         return check_codes([c.strip() for c in text.split(",") if c.strip()], "rule selector")
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("rule selector: ")) from None
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1 (`--gpus`, `--steps`); anything else is a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
