@@ -378,7 +378,6 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     """`cfgopt fix -`: the fixed text on stdout (the input unchanged when nothing applies), messages on
     stderr; exit 1 when findings at or above --fail-on remain, 2 when it could not be read."""
     from cfgopt import report
-
     from cfgopt.document import real_path
 
     sys.stdout.write(result.fixed.get(key, result.originals.get(key, "")))

@@ -46,6 +46,8 @@ def add_run_options(p: argparse.ArgumentParser, timeout: float) -> None:
         default=Path.home() / ".cache" / "cfgopt" / "verify",
         help="where synthetic models and data are kept between runs (shared by verify and tune)",
     )
-    p.add_argument("--timeout", type=positive_float, default=timeout, help=f"seconds per run before it is killed ({timeout:g})")
+    p.add_argument(
+        "--timeout", type=positive_float, default=timeout, help=f"seconds per run before it is killed ({timeout:g})"
+    )
     p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
