@@ -483,16 +483,28 @@ def cmd_rule(args: argparse.Namespace) -> int:
     return 0
 
 
+def _could_not_run(command: str, exc: Exception) -> int:
+    """verify / tune: the runs could not be made (an offline asset failed to build): exit 2, one line."""
+    sys.stderr.write(f"cfgopt {command}: could not run: {exc}\n")
+    return 2
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from cfgopt.verify.command import run
 
-    return run(args)
+    try:
+        return run(args)
+    except RuntimeError as exc:
+        return _could_not_run("verify", exc)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from cfgopt.tune.command import run
 
-    return run(args)
+    try:
+        return run(args)
+    except RuntimeError as exc:
+        return _could_not_run("tune", exc)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -532,6 +544,11 @@ def main(argv: list[str] | None = None) -> int:
     except (VersionError, ConfigError) as exc:  # no snapshot for a release, a bad project config: usage errors
         sys.stderr.write(f"cfgopt: error: {exc}\n")
         return 2
+    except SystemExit as exc:  # SystemExit("message") from a command: it could not run (exit 2, not Python's 1)
+        if isinstance(exc.code, str):
+            sys.stderr.write(exc.code.rstrip("\n") + "\n")
+            return 2
+        raise
     except KeyboardInterrupt:
         sys.stderr.write("cfgopt: interrupted\n")
         return 130

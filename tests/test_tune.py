@@ -500,6 +500,8 @@ def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
         "3",
         "--target",
         "cpu",
+        "--mode",
+        "synthetic",  # no GPU in CI: a CPU run of a tiny model
         "--patience",
         "0",
         "--cache-dir",
