@@ -84,7 +84,9 @@ def test_links_and_paths_in_docs_resolve() -> None:
 
 def test_rule_evidence_paths_resolve() -> None:
     """What `cfgopt rule CODE` prints (the rule modules' docs) names only files a clone has."""
-    named = [(rule.code, path) for rule in all_rules() for line in rule.docs()["evidence"] for path in _repo_paths(line)]
+    named = [
+        (rule.code, path) for rule in all_rules() for line in rule.docs()["evidence"] for path in _repo_paths(line)
+    ]
     assert ("PF006", "bench/h200/measurements.md") in named  # the check sees the measurements the rules cite
     missing = [f"{code}: {path}" for code, path in named if not (ROOT / path).exists()]
     assert not missing, "\n".join(missing)
