@@ -122,7 +122,9 @@ def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = F
         stream.write(f"{row['count']:5d}\t{row['code']}\t{'[*] ' if row['fixable'] else '    '}{row['name']}\n")
 
 
-def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO = sys.stderr) -> None:
+def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None) -> None:
+    """The last line of a run, on stderr (the stream looked up when called, so redirections apply)."""
+    stream = stream or sys.stderr
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
     line = f"Checked {files} file(s): " + ", ".join(parts)
