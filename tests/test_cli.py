@@ -202,4 +202,5 @@ def test_summary_line_ends_with_a_newline(capsys) -> None:
     from cfgopt.cli import main
 
     main(["lint", "fixtures/clean"])
-    assert capsys.readouterr().err.endswith(" info\n")
+    err = capsys.readouterr().err
+    assert err.startswith("Checked 2 file(s)") and err.endswith("\n") and err.count("\n") == 1
