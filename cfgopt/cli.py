@@ -11,6 +11,7 @@ import difflib
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from cfgopt import __version__
 from cfgopt.argtypes import positive_int
@@ -240,17 +241,20 @@ def _read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
         return None
     if len(args.paths) > 1:
         _usage_error(args, "- (stdin) cannot be combined with other paths")
-    raw = sys.stdin.buffer.read()
-    text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    try:  # the same bytes rule as a file: UTF-8, a BOM allowed
+        text = sys.stdin.buffer.read().decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        _usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
     name = args.stdin_filename or Path("stdin.json" if text.lstrip().startswith("{") else "stdin.yaml")
     args.paths = [name]
     return {real_path(name): text}
 
 
-def _usage_error(args: argparse.Namespace, message: str) -> None:
+def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
     parser = build_parser()
     sub = parser.subcommands.get(args.command, parser)  # type: ignore[attr-defined]
     sub.error(message)
+    raise AssertionError("unreachable: argparse's error() exits")
 
 
 def _print_problems(problems: list) -> None:
