@@ -192,7 +192,9 @@ def test_estimate_command_unknown_model_and_errors(tmp_path: Path) -> None:
     code, out, err = run_cli(["estimate", str(unknown)])
     assert code == 2 and out == "" and "unknown model" in err and "no estimate" in err
     assert run_cli(["estimate", str(tmp_path / "missing.yaml")])[0] == 2
-    assert run_cli(["estimate", str(unknown), "--gpus", "0"])[0] == 2
+    with pytest.raises(SystemExit) as usage:  # a bad value is argparse's usage error: exit 2 with the usage
+        run_cli(["estimate", str(unknown), "--gpus", "0"])
+    assert usage.value.code == 2
     assert run_cli(["estimate", str(unknown), "--target", "cpu"])[0] == 2
     missing_ds = _write(tmp_path, CONFIG.format(bsz=4, extra="deepspeed: nowhere.json"), "ds.yaml")
     code, _, err = run_cli(["estimate", str(missing_ds)])
