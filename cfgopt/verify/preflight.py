@@ -49,8 +49,11 @@ def check(args: argparse.Namespace, command: str) -> int | None:
         return 2
     if "model_name_or_path" not in config:
         return _fail(command, f"{args.config}: not a LLaMA-Factory training config (no `model_name_or_path`)")
-    if accelerator() is not None:
-        return None
+    try:
+        if accelerator() is not None:
+            return None
+    except Exception as exc:  # noqa: BLE001 - a broken torch install (missing shared library, driver mismatch)
+        return _fail(command, f"torch cannot look for a GPU here ({type(exc).__name__}: {exc})")
     if args.mode != "synthetic":
         return _fail(
             command,
