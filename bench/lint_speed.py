@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cold-start timing of `cfgopt lint`: every run is a fresh interpreter, as in pre-commit or CI.
 
-Usage: python bench/lint_speed.py [--runs 20] [--corpus ../shared/corpus]
+Usage: python bench/lint_speed.py [--runs 20] [--corpus PATH]  (default: shared/corpus beside the checkout)
 Prints a Markdown table (median / p90 / max wall seconds, peak RSS) to paste into bench/results.md.
 Targets (issue 2): one file < 0.300 s cold on the 2-core machine; the whole corpus < 2 s.
 """

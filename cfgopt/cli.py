@@ -11,8 +11,10 @@ import difflib
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from cfgopt import __version__
+from cfgopt.argtypes import positive_int
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.targets import DEFAULT_TARGET, TARGETS
@@ -29,18 +31,35 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _codes(text: str) -> list[str]:
-    return [c.strip().upper() for c in text.split(",") if c.strip()]
+    """Rule selectors from the command line; an unknown code or prefix is a usage error (as ruff's
+    `Unknown rule selector`), with a did-you-mean."""
+    from cfgopt.config import ConfigError, check_codes
+
+    try:
+        return check_codes([c.strip() for c in text.split(",") if c.strip()], "rule selector")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("rule selector: ")) from None
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", type=Path, default=[Path(".")], help="files or folders (default: .)")
+    p.add_argument(
+        "paths", nargs="*", type=Path, default=[Path(".")], help="files or folders (default: .); - reads stdin"
+    )
+    p.add_argument(
+        "--stdin-filename",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with -: the name stdin is linted as (its kind, messages, project config, DeepSpeed lookup)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print findings (or fixed text) and nothing else")
     p.add_argument(
         "--target",
         default=None,
         choices=sorted(TARGETS),
         help=f"hardware the config is judged for (default: the project config's, else {DEFAULT_TARGET})",
     )
-    p.add_argument("--gpus", type=int, default=None, help="GPUs the job will use (default: not stated)")
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs the job will use (default: not stated)")
     p.add_argument(
         "--select",
         type=_codes,
@@ -123,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="lowest severity that makes the exit code 1 (default: the project config's, else warning)",
     )
-    lint.add_argument("--statistics", action="store_true", help="count findings per rule")
+    lint.add_argument(
+        "--statistics", action="store_true", help="print only a count of findings per rule ([*]: has safe fixes)"
+    )
+    lint.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (Ctrl-C stops)")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
 
     fix = sub.add_parser("fix", help="fix what can be fixed: print a diff, or --write it")
@@ -136,7 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also fix files read only because a config names them (a `deepspeed:` JSON outside the given paths)",
     )
-    fix.add_argument("--fail-on", choices=("error", "warning", "info"), default=None)
+    fix.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default=None,
+        help="lowest severity left unfixed that makes the exit code 1 (default: the project config's, else warning)",
+    )
 
     verify = sub.add_parser("verify", help="run the real trainer for a few steps, original vs fixed")
     from cfgopt.verify.options import add_arguments
@@ -155,16 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema_cmd = sub.add_parser("schema", help="JSON Schema files for editors: `cfgopt schema export`")
     schema_sub = schema_cmd.add_subparsers(dest="schema_command", required=True, parser_class=_Parser)
+    schema_cmd.subcommands = schema_sub.choices  # type: ignore[attr-defined]
     export = schema_sub.add_parser("export", help="write llamafactory-train.schema.json and deepspeed.schema.json")
     export.add_argument("--out", type=Path, default=Path("."), help="folder to write to (default: .)")
     export.add_argument("--llamafactory-version", metavar="VERSION", default=None, help="default: as for lint")
     export.add_argument("--deepspeed-version", metavar="VERSION", default=None, help="default: as for lint")
 
     rules = sub.add_parser("rules", help="list all rules")
-    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
     rule = sub.add_parser("rule", help="explain one rule")
-    rule.add_argument("code")
-    rule.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    rule.add_argument("code", help="a rule code, e.g. LF003")
+    rule.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
+    parser.subcommands = sub.choices  # type: ignore[attr-defined]  # for the subcommand's usage on errors
     return parser
 
 
@@ -173,8 +202,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     wins, then `--config` overrides, then the flags). Raises ConfigError / VersionError (exit 2)."""
     from cfgopt.config import CommandLine, Resolver, parse_override
 
-    if args.gpus is not None and args.gpus < 1:
-        raise SystemExit("cfgopt: error: --gpus must be at least 1")
     overrides: dict = {}
     for text in args.config_overrides:
         overrides.update(parse_override(text))
@@ -194,7 +221,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     )
     resolver = Resolver(cli, overrides, isolated=args.isolated)
     first = args.paths[0] if args.paths else Path(".")
-    return resolver.settings_for(first if first.exists() else Path("."))
+    return resolver.settings_for(first if first.exists() or first.parent.is_dir() else Path("."))
 
 
 def _show_settings(args: argparse.Namespace, settings: Settings) -> int:
@@ -205,28 +232,81 @@ def _show_settings(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+STDIN = Path("-")
+
+
+def _read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
+    """`-` as the path: stdin's text, linted as --stdin-filename (default stdin.yaml, or stdin.json when it
+    starts with `{`). Returns the overlay {path: text} and rewrites `args.paths`; None without `-`."""
+    from cfgopt.document import real_path
+
+    if STDIN not in args.paths:
+        if args.stdin_filename is not None:
+            _usage_error(args, "--stdin-filename needs - among the paths")
+        return None
+    if len(args.paths) > 1:
+        _usage_error(args, "- (stdin) cannot be combined with other paths")
+    try:  # the same bytes rule as a file: UTF-8, a BOM allowed
+        text = sys.stdin.buffer.read().decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        _usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    name = args.stdin_filename or Path("stdin.json" if text.lstrip().startswith("{") else "stdin.yaml")
+    args.paths = [name]
+    return {real_path(name): text}
+
+
+def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
+    parser = build_parser()
+    sub = parser.subcommands.get(args.command, parser)  # type: ignore[attr-defined]
+    sub.error(message)
+    raise AssertionError("unreachable: argparse's error() exits")
+
+
 def _print_problems(problems: list) -> None:
     for p in problems:
         sys.stderr.write(f"{p.path}: error: {p.message}\n")
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
-    from cfgopt import report
-    from cfgopt.engine import lint_paths
+def _warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
+    """As ruff's "No Python files found under the given path(s)": a hint, not an error (exit 0)."""
+    if result.files == 0 and not result.problems and not args.quiet and not args.recognised_only:
+        shown = " ".join(str(p) for p in args.paths)
+        sys.stderr.write(
+            f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON or "
+            "scripts calling llamafactory-cli)\n"
+        )
 
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    overlay = _read_stdin(args)
     settings = _settings(args)
     if args.show_settings:
         return _show_settings(args, settings)
-    result = lint_paths(args.paths, settings, recognised_only=args.recognised_only)
+    if args.watch:
+        if overlay is not None:
+            _usage_error(args, "--watch cannot read stdin")
+        from cfgopt.watch import watch
+
+        return watch(args.paths, lambda: _lint_once(args, settings, None))
+    return _lint_once(args, settings, overlay)
+
+
+def _lint_once(args: argparse.Namespace, settings: Settings, overlay: dict[Path, str] | None) -> int:
+    from cfgopt import report
+    from cfgopt.engine import lint_paths
+
+    result = lint_paths(args.paths, settings, recognised_only=args.recognised_only, overlay=overlay)
     machine = args.format in ("json", "json-lines", "sarif", "junit")
-    report.render(args.format, result, sys.stdout)
-    if args.statistics:
-        report.render_statistics(result.diagnostics, sys.stderr if machine else sys.stdout)
+    if args.statistics:  # as ruff: the table instead of the findings
+        report.render_statistics(result.diagnostics, sys.stdout, as_json=args.format == "json")
+    else:
+        report.render(args.format, result, sys.stdout)
     if args.show_fixes:
         text_stream = sys.stderr if machine or args.format == "github" else sys.stdout
         report.render_available_fixes(result.diagnostics, text_stream)
     _print_problems(result.problems)
-    if not machine:
+    _warn_if_nothing_checked(args, result)
+    if not machine and not args.quiet and not args.statistics:
         report.render_summary_line(result.diagnostics, result.files, result.problems)
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
@@ -251,11 +331,22 @@ def cmd_fix(args: argparse.Namespace) -> int:
     from cfgopt.fixer import fix_paths
     from cfgopt.writer import ChangedOnDisk, atomic_write
 
+    overlay = _read_stdin(args)
     settings = _settings(args)
     if args.show_settings:
         return _show_settings(args, settings)
-    result = fix_paths(args.paths, settings, recognised_only=args.recognised_only, fix_references=args.fix_references)
+    result = fix_paths(
+        args.paths,
+        settings,
+        recognised_only=args.recognised_only,
+        fix_references=args.fix_references,
+        overlay=overlay,
+    )
+    if overlay is not None:
+        return _fix_stdin(args, settings, result, next(iter(overlay)))
     _print_problems(result.problems)
+    if not result.problems:
+        _warn_if_nothing_checked(args, result)
     exit_code = 2 if result.problems else 0
     _print_not_fixed(result)
     for path, why in result.reverted.items():
@@ -281,24 +372,52 @@ def cmd_fix(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"{shown}: error: not written: {exc}\n")
                 exit_code = 2
                 continue
-        for description in result.applied.get(path, []):
+        for description in [] if args.quiet else result.applied.get(path, []):
             sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
     remaining = [d for d in result.remaining if d.severity >= settings.for_path(d.path).fail_on]
     if args.show_fixes:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
     if remaining and args.write:
         report.render_concise(remaining, sys.stderr)
-    n = sum(len(v) for v in result.applied.values())
-    verb = "Fixed" if args.write else "Would fix"
-    sys.stderr.write(
-        f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
-        + ("" if settings.unsafe_fixes else " (some may need --unsafe-fixes)")
-        + "\n"
-    )
+    if not args.quiet:
+        _fix_summary(result, remaining, args.write, settings.unsafe_fixes)
     if exit_code:
         return exit_code
     if not args.write and result.fixed:
         return 1  # as `ruff check --fix --diff`: there are changes to make
+    return 1 if remaining else 0
+
+
+def _fix_summary(result, remaining: list, written: bool, unsafe_fixes: bool) -> None:
+    n = sum(len(v) for v in result.applied.values())
+    verb = "Fixed" if written else "Would fix"
+    sys.stderr.write(
+        f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
+        + ("" if unsafe_fixes or not remaining else " (some may need --unsafe-fixes)")
+        + "\n"
+    )
+
+
+def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) -> int:
+    """`cfgopt fix -`: the fixed text on stdout (the input unchanged when nothing applies), messages on
+    stderr; exit 1 when findings at or above --fail-on remain, 2 when it could not be read."""
+    from cfgopt import report
+    from cfgopt.document import real_path
+
+    sys.stdout.write(result.fixed.get(key, result.originals.get(key, "")))
+    _print_problems(result.problems)
+    # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written.
+    remaining = [
+        d for d in result.remaining if real_path(d.path) == key and d.severity >= settings.for_path(d.path).fail_on
+    ]
+    result.applied = {k: v for k, v in result.applied.items() if k == key}
+    result.fixed = {k: v for k, v in result.fixed.items() if k == key}
+    if remaining and not args.quiet:
+        report.render_concise(remaining, sys.stderr)
+    if not args.quiet:
+        _fix_summary(result, remaining, True, settings.unsafe_fixes)
+    if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
+        return 2
     return 1 if remaining else 0
 
 
@@ -388,16 +507,28 @@ def cmd_rule(args: argparse.Namespace) -> int:
     return 0
 
 
+def _could_not_run(command: str, exc: Exception) -> int:
+    """verify / tune: the runs could not be made (an offline asset failed to build): exit 2, one line."""
+    sys.stderr.write(f"cfgopt {command}: could not run: {exc}\n")
+    return 2
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from cfgopt.verify.command import run
 
-    return run(args)
+    try:
+        return run(args)
+    except RuntimeError as exc:
+        return _could_not_run("verify", exc)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from cfgopt.tune.command import run
 
-    return run(args)
+    try:
+        return run(args)
+    except RuntimeError as exc:
+        return _could_not_run("tune", exc)
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -415,7 +546,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     from cfgopt.config import ConfigError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # as ruff: the subcommand's usage, not the top-level one
+        sub = parser.subcommands[args.command]  # type: ignore[attr-defined]
+        if getattr(args, "schema_command", None):
+            sub = sub.subcommands[args.schema_command]
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}")
     handler = {
         "lint": cmd_lint,
         "fix": cmd_fix,
@@ -431,6 +568,11 @@ def main(argv: list[str] | None = None) -> int:
     except (VersionError, ConfigError) as exc:  # no snapshot for a release, a bad project config: usage errors
         sys.stderr.write(f"cfgopt: error: {exc}\n")
         return 2
+    except SystemExit as exc:  # SystemExit("message") from a command: it could not run (exit 2, not Python's 1)
+        if isinstance(exc.code, str):
+            sys.stderr.write(exc.code.rstrip("\n") + "\n")
+            return 2
+        raise
     except KeyboardInterrupt:
         sys.stderr.write("cfgopt: interrupted\n")
         return 130

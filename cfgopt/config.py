@@ -357,7 +357,8 @@ class Resolver:
 
 
 def show_settings(settings: Settings, path: Path) -> str:
-    """`--show-settings PATH`: which config file applies and every resolved value, TOML-like."""
+    """`--show-settings PATH`: which config file applies and every resolved value, as TOML (a value that is
+    not stated, such as `gpus`, is a comment, since TOML has no null)."""
     import json
 
     def fmt(value: Any) -> str:
@@ -367,7 +368,7 @@ def show_settings(settings: Settings, path: Path) -> str:
         f"# settings for {path}",
         f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
         f"target = {fmt(settings.target_name)}",
-        f"gpus = {fmt(settings.gpus) if settings.gpus is not None else '# not stated'}",
+        f"gpus = {fmt(settings.gpus)}" if settings.gpus is not None else "# gpus: not stated",
         f"select = {fmt(settings.select)}{'  # empty: every rule' if not settings.select else ''}",
         f"ignore = {fmt(settings.ignore)}",
         f"fixable = {fmt(settings.fixable)}{'  # empty: every rule' if not settings.fixable else ''}",

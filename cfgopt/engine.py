@@ -311,7 +311,7 @@ def build_project(
         settings=settings, overlay=dict(overlay or {}), recognised_only=recognised_only, skip=set(skip or ())
     )
     for path, explicit in discovery.iter_files(paths):
-        if explicit and not path.exists():
+        if explicit and not path.exists() and real_path(path) not in project.overlay:
             project.problems.append(FileProblem(path, "no such file or directory"))
             continue
         file_settings = settings.for_path(path)
@@ -322,7 +322,10 @@ def build_project(
     return project
 
 
-def lint_paths(paths: list[Path], settings: Settings, recognised_only: bool = False) -> LintResult:
-    project = build_project(paths, settings, recognised_only=recognised_only)
+def lint_paths(
+    paths: list[Path], settings: Settings, recognised_only: bool = False, overlay: dict[Path, str] | None = None
+) -> LintResult:
+    """Lint the files under `paths`; `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
+    project = build_project(paths, settings, overlay, recognised_only=recognised_only)
     checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
     return LintResult(project.diagnostics(), project.problems, len(checked), checked, settings)

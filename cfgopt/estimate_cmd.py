@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cfgopt.argtypes import positive_int
 from cfgopt.targets import DEFAULT_TARGET, TARGETS
 
 
@@ -24,8 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(TARGETS),
         help=f"hardware to estimate for (default: {DEFAULT_TARGET})",
     )
-    parser.add_argument("--gpus", type=int, default=1, help="GPUs (data-parallel ranks) of the run (default: 1)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--gpus", type=positive_int, default=1, help="GPUs (data-parallel ranks) of the run (default: 1)"
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument(
         "--fill",
         type=float,
@@ -51,8 +54,22 @@ def _load(path: Path, kind: str) -> Any:
     if src.error is not None:
         raise _Error(f"{path}: {src.error.message}")
     if not isinstance(src.data, dict):
-        raise _Error(f"{path}: not a mapping")
+        raise _Error(f"{path}: not a LLaMA-Factory training config (not a YAML mapping)")
     return src.data
+
+
+def _require_training_config(config: dict[str, Any], path: Path) -> None:
+    """estimate reads a LLaMA-Factory training YAML; say so for anything else (a DeepSpeed JSON, a script)."""
+    from cfgopt import discovery
+    from cfgopt.source import Kind
+
+    if "model_name_or_path" in config:
+        return
+    if discovery.classify_json(config) == Kind.DEEPSPEED:
+        raise _Error(
+            f"{path}: a DeepSpeed config; estimate reads the LLaMA-Factory training YAML that names it (`deepspeed:`)"
+        )
+    raise _Error(f"{path}: not a LLaMA-Factory training config (no `model_name_or_path`)")
 
 
 def _deepspeed(config: dict[str, Any], path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -100,7 +117,7 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str
 
 
 def run(args: argparse.Namespace) -> int:
-    from cfgopt import memory
+    from cfgopt import discovery, memory
     from cfgopt.model_shapes import shape_for
 
     if args.gpus < 1:
@@ -114,7 +131,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cfgopt estimate: error: target {target.name} has no GPU memory to estimate against\n")
         return 2
     try:
+        if args.config.suffix.lower() in discovery.SCRIPT_SUFFIXES:
+            raise _Error(f"{args.config}: a shell script; give the training YAML it passes to llamafactory-cli")
         config = _load(args.config, "yaml")
+        _require_training_config(config, args.config)
         ds, ds_path = _deepspeed(config, args.config)
     except _Error as exc:
         sys.stderr.write(f"cfgopt estimate: error: {exc}\n")

@@ -46,6 +46,7 @@ class FixResult:
     withheld_why: dict[FixId, str] = field(default_factory=dict)
     # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
     not_fixed: dict[Path, str] = field(default_factory=dict)
+    files: int = 0  # config files checked (0: a warning, as for lint)
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
@@ -110,12 +111,21 @@ def _refusals(project: Project, scope: set[Path], paths: list[Path]) -> dict[Pat
 
 
 class _Fixer:
-    def __init__(self, paths: list[Path], settings: Settings, recognised_only: bool, fix_references: bool) -> None:
+    def __init__(
+        self,
+        paths: list[Path],
+        settings: Settings,
+        recognised_only: bool,
+        fix_references: bool,
+        given: dict[Path, str],
+    ) -> None:
         self.paths, self.settings, self.recognised_only = paths, settings, recognised_only
+        self.given = given  # texts that stand in for files on disk (stdin)
         self.result = FixResult()
-        project = build_project(paths, settings, recognised_only=recognised_only)
+        project = build_project(paths, settings, dict(given), recognised_only=recognised_only)
         self.before = project.diagnostics()
         self.result.problems = project.problems
+        self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
         self.skip = {real_path(p.path) for p in project.problems}
         self.loaders: dict[Path, str] = {}
         for src in project.sources:
@@ -140,7 +150,9 @@ class _Fixer:
         return out
 
     def relint(self, texts: dict[Path, str]) -> list[Diagnostic]:
-        project = build_project(self.paths, self.settings, texts, self.recognised_only, skip=self.skip)
+        project = build_project(
+            self.paths, self.settings, {**self.given, **texts}, self.recognised_only, skip=self.skip
+        )
         return project.diagnostics()
 
     def text(self, key: Path) -> str:
@@ -268,6 +280,11 @@ def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic
 
 
 def fix_paths(
-    paths: list[Path], settings: Settings, recognised_only: bool = False, fix_references: bool = False
+    paths: list[Path],
+    settings: Settings,
+    recognised_only: bool = False,
+    fix_references: bool = False,
+    overlay: dict[Path, str] | None = None,
 ) -> FixResult:
-    return _Fixer(paths, settings, recognised_only, fix_references).run()
+    """Fix the files under `paths`; `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
+    return _Fixer(paths, settings, recognised_only, fix_references, dict(overlay or {})).run()

@@ -528,7 +528,8 @@ def estimate(
         upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
         p_bytes = 4.0 if upcast else 2.0
         # Autocast caches the bf16 casts of the fp32 weights for a whole forward (2 bytes/parameter at the
-        # peak: 18 bytes/parameter measured for a 1.24B full fine-tune without checkpointing, rocm_perf.md 5.3);
+        # peak: 18 bytes/parameter measured for a 1.24B full fine-tune without checkpointing,
+        # docs/evidence/rocm_perf.md 5.3);
         # checkpointed segments run without that cache (16 bytes/parameter measured for LLaMA-Factory's 1.5B full
         # fine-tune with checkpointing on the H200, bench/memory/results.md).
         cache = 2.0 if upcast and half and ftype in ("full", "freeze") and not gc else 0.0

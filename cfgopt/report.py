@@ -102,13 +102,29 @@ def render_json(diags: list[Diagnostic], files: int, problems: list, stream: Tex
     stream.write("\n")
 
 
-def render_statistics(diags: list[Diagnostic], stream: TextIO) -> None:
-    counts = Counter((d.code, d.name, d.fix is not None) for d in diags)
-    for (code, name, fixable), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        stream.write(f"{n:5d}\t{code}\t{'[*] ' if fixable else '    '}{name}\n")
+def statistics(diags: list[Diagnostic]) -> list[dict]:
+    """One row per rule, most frequent first; `fixable`: some of its findings have a safe fix (as ruff's
+    `[*]`, which `cfgopt fix` applies without --unsafe-fixes)."""
+    counts = Counter(d.code for d in diags)
+    names = {d.code: d.name for d in diags}
+    safe = {d.code for d in diags if d.fix is not None and d.fix.applicability.value == "safe"}
+    order = sorted(counts, key=lambda code: (-counts[code], code))
+    return [{"code": c, "name": names[c], "count": counts[c], "fixable": c in safe} for c in order]
 
 
-def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO = sys.stderr) -> None:
+def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = False) -> None:
+    rows = statistics(diags)
+    if as_json:
+        json.dump(rows, stream, indent=2)
+        stream.write("\n")
+        return
+    for row in rows:
+        stream.write(f"{row['count']:5d}\t{row['code']}\t{'[*] ' if row['fixable'] else '    '}{row['name']}\n")
+
+
+def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None) -> None:
+    """The last line of a run, on stderr (the stream looked up when called, so redirections apply)."""
+    stream = stream or sys.stderr
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
     line = f"Checked {files} file(s): " + ", ".join(parts)

@@ -14,7 +14,7 @@ Usage::
 
     DISABLE_VERSION_CHECK=1 python scripts/sync_schemas.py [--out-dir cfgopt/schemas] [--check]
     # the other supported releases, each from its own venv (docs/versions.md):
-    DISABLE_VERSION_CHECK=1 /work/venv-ds0164/bin/python scripts/sync_schemas.py --allow-versions [--only deepspeed]
+    DISABLE_VERSION_CHECK=1 /tmp/venv-ds0164/bin/python scripts/sync_schemas.py --allow-versions [--only deepspeed]
 
 Writing also refreshes ``version-index.json`` (what differs between the shipped snapshots; derived from
 them alone, see ``cfgopt.versions.build_index``).

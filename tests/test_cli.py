@@ -158,3 +158,49 @@ def test_deepspeed_reference_is_followed(tmp_path: Path) -> None:
     _, out, _ = run_cli(["lint", "--format", "json", str(tmp_path / "cfg.yaml")])
     codes = {d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"}
     assert codes == {"DS001", "DS007"}  # found in ds.json, which only the YAML names
+
+
+def test_every_option_has_help_text() -> None:
+    from cfgopt.cli import build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:  # argparse keeps subparsers as an action's `choices`
+            if isinstance(action.choices, dict):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    missing = [
+        f"{p.prog} {action.option_strings or action.dest}"
+        for p in parsers(build_parser())
+        for action in p._actions
+        if not action.help and action.dest not in ("help", "command", "schema_command")
+    ]
+    assert not missing, missing
+
+
+def test_watch_lints_again_when_a_file_changes(tmp_path: Path) -> None:
+    from cfgopt.watch import watch
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text("model_name_or_path: x\n")
+    runs: list[str] = []
+
+    def lint_once() -> int:
+        runs.append(config.read_text())
+        return 0
+
+    def sleep(_seconds: float) -> None:  # the user edits the file while cfgopt waits
+        if len(runs) == 1:
+            config.write_text("model_name_or_path: y\nstage: sft\n")
+
+    assert watch([tmp_path], lint_once, rounds=2, sleep=sleep) == 0
+    assert runs == ["model_name_or_path: x\n", "model_name_or_path: y\nstage: sft\n"]
+
+
+def test_summary_line_ends_with_a_newline(capsys) -> None:
+    from cfgopt.cli import main
+
+    main(["lint", "fixtures/clean"])
+    err = capsys.readouterr().err
+    assert err.startswith("Checked 2 file(s)") and err.endswith("\n") and err.count("\n") == 1

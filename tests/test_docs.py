@@ -24,3 +24,84 @@ def test_every_rule_is_documented() -> None:
         doc = rule.docs()
         assert doc["why"] and doc["fails_when"] and doc["evidence"] and doc["example"], rule.code
         assert rule.name == rule.name.lower() and " " not in rule.name
+
+
+# --------------------------------------------------------------------------------------------- links and paths
+# Everything a user is pointed to is in the repository: a Markdown link, or a path such as
+# `bench/h200/measurements.md` named in a doc, a rule's evidence or a fixture's comment, resolves in a clone.
+
+import re  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+# Paths of this repository as docs name them. Upstream files (LLaMA-Factory's `scripts/...`, ruff's
+# `docs/linter.md`) are cited with their project's name and are not matched: `tests/`, `scripts/` and plain
+# `docs/` are too common upstream to tell apart, so only these prefixes are held to resolve here.
+_REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:bench/|fixtures/|cfgopt/|docs/evidence/|rules/[A-Z]+\d+\.md|docs/[a-z-]+\.md)[\w./-]*[\w/])"
+)
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_OUTSIDE = re.compile(r"\.\./shared|/work[/]")  # the folder beside the checkout; this machine's root
+
+
+def _tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-z", *patterns], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:  # not a git checkout (an sdist): walk the folders instead
+        return sorted({p for pattern in patterns for p in ROOT.glob(pattern.replace(":(glob)", "")) if p.is_file()})
+    return [ROOT / name for name in out.stdout.split("\0") if name]
+
+
+def _documents() -> list[Path]:
+    return _tracked("README.md", "docs/*.md", "rules/*.md", "bench/**.md", "fixtures/**.yaml", "fixtures/**.sh")
+
+
+def _repo_paths(text: str) -> list[str]:
+    """Repository paths named in prose (a command in a code block may name the files it is about to write)."""
+    found = []
+    for match in _REPO_PATH.finditer(_FENCE.sub("", text)):
+        after = text[match.end() : match.end() + 1]
+        if after in ("<", "*", "{", "$") or "<" in match.group(1):
+            continue  # a pattern (`rules/<CODE>.md`, `bench/tune/results/*.json`), not a path
+        found.append(match.group(1).rstrip("."))
+    return found
+
+
+def test_links_and_paths_in_docs_resolve() -> None:
+    missing = []
+    for doc in _documents() + _tracked("docs/evidence/*.md"):
+        text = doc.read_text(encoding="utf-8")
+        for target in _LINK.findall(text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            if not (doc.parent / target.split("#")[0]).exists():
+                missing.append(f"{doc.relative_to(ROOT)}: link {target}")
+        for path in [] if doc.parent.name == "evidence" else _repo_paths(text):  # notes cite upstream paths
+            if not (ROOT / path).exists():
+                missing.append(f"{doc.relative_to(ROOT)}: path {path}")
+    assert not missing, "\n".join(missing)
+
+
+def test_rule_evidence_paths_resolve() -> None:
+    """What `cfgopt rule CODE` prints (the rule modules' docs) names only files a clone has."""
+    named = [
+        (rule.code, path) for rule in all_rules() for line in rule.docs()["evidence"] for path in _repo_paths(line)
+    ]
+    assert ("PF006", "bench/h200/measurements.md") in named  # the check sees the measurements the rules cite
+    missing = [f"{code}: {path}" for code, path in named if not (ROOT / path).exists()]
+    assert not missing, "\n".join(missing)
+
+
+def test_nothing_points_outside_the_repository() -> None:
+    """No doc, message, test or data file refers to the shared folder beside the checkout or to an absolute
+    path of the machine it was written on."""
+    offenders = []
+    for path in _tracked():
+        if path.suffix in (".whl", ".png", ".gz") or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        offenders += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in _OUTSIDE.finditer(text)]
+    assert not offenders, "\n".join(offenders)

@@ -152,12 +152,21 @@ def test_show_fixes_on_fix(tmp_path: Path) -> None:
     assert "Fixed " in err and "LF001" in err
 
 
-def test_statistics_keep_machine_output_parseable() -> None:
-    code, out, err = lint("--format", "json", "--statistics", "fixtures/seed")
-    assert code == 1 and json.loads(out)
-    assert "LF003" in err
-    _code, out, _ = lint("--format", "concise", "--statistics", "fixtures/seed")
-    assert "\tLF003\t" in out
+def test_statistics_print_only_the_table_one_row_per_rule() -> None:
+    """As ruff: the table instead of the findings (no summary line); `[*]` only for rules with safe fixes."""
+    code, out, err = lint("--statistics", "fixtures/seed")
+    rows = [line.split("\t") for line in out.splitlines()]
+    codes = [row[1] for row in rows]
+    assert code == 1 and len(codes) == len(set(codes)) and "LF003" in codes
+    assert all(len(row) == 3 for row in rows) and "Checked" not in err
+    marks = {row[1]: row[2].startswith("[*]") for row in rows}
+    assert marks["LF001"] and not marks["LF003"]  # LF003's fix is unsafe: no mark
+    code, out, _ = lint("--format", "json", "--statistics", "fixtures/seed")
+    stats = json.loads(out)
+    assert code == 1 and {"code", "name", "count", "fixable"} == set(stats[0])
+    assert sum(r["count"] for r in stats) == len(
+        json.loads(lint("--format", "json", "fixtures/seed")[1])["diagnostics"]
+    )
 
 
 def test_exit_zero() -> None:

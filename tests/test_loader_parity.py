@@ -34,7 +34,8 @@ from cfgopt.source import Node  # noqa: E402
 pytestmark = pytest.mark.oracle
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(os.environ.get("CFGOPT_CORPUS", "/work/shared/corpus"))
+from oracle_harness import CORPUS  # noqa: E402  # one place says where the corpus is
+
 EXAMPLES = int(os.environ.get("CFGOPT_PARITY_EXAMPLES", "400"))
 
 

@@ -31,7 +31,7 @@ def within(value: float, measured: float, tolerance: float) -> bool:
 
 
 def test_hf_peft_8b_lora_points() -> None:
-    """rocm_perf.md §5.3: Llama-3-8B LoRA r16 all-linear, 8192 tokens: 82.35 GiB without GC, 31.3 with."""
+    """docs/evidence/rocm_perf.md §5.3: Llama-3-8B LoRA r16 all-linear, 8192 tokens: 82.35 GiB without GC, 31.3 with."""
     base = {"lora_rank": 16, "packing": True, "per_device_train_batch_size": 4}
     assert within(est({**base, "disable_gradient_checkpointing": True}).peak_allocated_gib, 82.35, 0.02)
     assert within(est(base).peak_allocated_gib, 31.3, 0.07)
@@ -56,7 +56,7 @@ def test_full_finetune_1b_points() -> None:
 
 def test_lora_trainable_count_and_static() -> None:
     e = est({"packing": True, "per_device_train_batch_size": 1})
-    assert e.trainable_params == 20_971_520  # rank 8, all linears (h200_measurements.md)
+    assert e.trainable_params == 20_971_520  # rank 8, all linears (bench/h200/measurements.md)
     assert e.weights_gib == pytest.approx(15.04, abs=0.05)  # the resident model after load
 
 
@@ -103,7 +103,7 @@ def test_zero_partitioning_and_offload() -> None:
     assert states(est(full, gpus=4, ds=ds(3))) > states(est(full, gpus=8, ds=ds(3)))
     offload = est(full, gpus=8, ds=ds(3, offload_optimizer={"device": "cpu"}, offload_param={"device": "cpu"}))
     assert offload.optimizer_gib == 0 and offload.weights_gib == 0 and offload.offloaded_gib > 0
-    # ZeRO-3 on one GPU shards nothing (h200_measurements.md V2 vs V4: 21.1 vs 21.0 GiB)
+    # ZeRO-3 on one GPU shards nothing (bench/h200/measurements.md V2 vs V4: 21.1 vs 21.0 GiB)
     one = est({"per_device_train_batch_size": 4}, ds=ds(3), fill=832 / 2048)
     assert within(
         one.peak_allocated_gib, est({"per_device_train_batch_size": 4}, fill=832 / 2048).peak_allocated_gib, 0.02
@@ -192,7 +192,9 @@ def test_estimate_command_unknown_model_and_errors(tmp_path: Path) -> None:
     code, out, err = run_cli(["estimate", str(unknown)])
     assert code == 2 and out == "" and "unknown model" in err and "no estimate" in err
     assert run_cli(["estimate", str(tmp_path / "missing.yaml")])[0] == 2
-    assert run_cli(["estimate", str(unknown), "--gpus", "0"])[0] == 2
+    with pytest.raises(SystemExit) as usage:  # a bad value is argparse's usage error: exit 2 with the usage
+        run_cli(["estimate", str(unknown), "--gpus", "0"])
+    assert usage.value.code == 2
     assert run_cli(["estimate", str(unknown), "--target", "cpu"])[0] == 2
     missing_ds = _write(tmp_path, CONFIG.format(bsz=4, extra="deepspeed: nowhere.json"), "ds.yaml")
     code, _, err = run_cli(["estimate", str(missing_ds)])

@@ -232,7 +232,8 @@ def bad_enum_value(data: st.DataObject, field: str, choices: list[Any]) -> Any:
     }.get(field, choice)
 
 
-# Start-up checks of get_train_args (llamafactory.md §1.6 G1-G27, V1-V6) reachable from a config: additions.
+# Start-up checks of get_train_args (docs/evidence/llamafactory.md §1.6 G1-G27, V1-V6) reachable from a config:
+# additions.
 CROSS_FIELD_ADDITIONS: list[tuple[str, Any]] = [
     ("predict_with_generate", True),
     ("do_predict", True),
@@ -821,7 +822,7 @@ SETTINGS: Callable[[Any], Any] = settings(
 )
 
 
-@pytest.mark.skipif(not LF_SEEDS, reason="no LLaMA-Factory seeds (corpus missing)")
+@pytest.mark.skipif(not LF_SEEDS, reason=H.CORPUS_SKIP)
 @pytest.mark.parametrize("operator", LF_OPS)
 def test_lf_mutants(operator: str) -> None:
     found: list[Case] = []
@@ -845,7 +846,7 @@ def test_lf_mutants(operator: str) -> None:
     assert_no_disagreement(found)
 
 
-@pytest.mark.skipif(not DS_SEEDS, reason="no DeepSpeed seeds (corpus missing)")
+@pytest.mark.skipif(not DS_SEEDS, reason=H.CORPUS_SKIP)
 @pytest.mark.parametrize("operator", DS_OPS)
 def test_ds_mutants(operator: str) -> None:
     found: list[Case] = []
@@ -871,7 +872,7 @@ def test_ds_mutants(operator: str) -> None:
     assert_no_disagreement(found)
 
 
-@pytest.mark.skipif(not (LF_TRAIN_SEEDS and LF_DS_SEEDS), reason="no seed pairs (corpus missing)")
+@pytest.mark.skipif(not (LF_TRAIN_SEEDS and LF_DS_SEEDS), reason=H.CORPUS_SKIP)
 def test_lf_deepspeed_pairs() -> None:
     """A training config and the DeepSpeed JSON its `deepspeed:` key names, judged together (torchrun launch,
     ZeRO-3 checks, "auto" filling and the HF <-> DeepSpeed value match, accelerate's plugin)."""
@@ -939,7 +940,7 @@ def test_kd2_auto_batch_standalone_pinned() -> None:
 RECORDS = H.corpus_verdicts() if H.VERDICTS.is_file() else []
 
 
-@pytest.mark.skipif(not RECORDS, reason="corpus not present")
+@pytest.mark.skipif(not RECORDS, reason=H.CORPUS_SKIP)
 @pytest.mark.parametrize("record", RECORDS, ids=[r["file"] for r in RECORDS])
 def test_corpus_file_agrees(record: dict[str, Any]) -> None:
     """The unmutated corpus: cfgopt errors on a file  <=>  the recorded ground truth says not ok."""

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from oracle_harness import CORPUS, CORPUS_SKIP
 from rule_cases import ROOT, run_cli
 
 from cfgopt.document import Document
@@ -14,7 +15,6 @@ from cfgopt.loaders.yaml_loader import load_yaml
 
 jsonschema = pytest.importorskip("jsonschema")
 
-CORPUS = ROOT.parent / "shared" / "corpus"
 SEED = ROOT / "fixtures" / "seed"
 CLEAN = ROOT / "fixtures" / "clean"
 
@@ -88,7 +88,7 @@ def test_older_snapshots_export(tmp_path: Path) -> None:
     assert "0.16.4" in json.loads((tmp_path / "deepspeed.schema.json").read_text())["title"]
 
 
-@pytest.mark.skipif(not (CORPUS / "oracle-verdicts.jsonl").exists(), reason="no ../shared/corpus")
+@pytest.mark.skipif(not (CORPUS / "oracle-verdicts.jsonl").exists(), reason=CORPUS_SKIP)
 def test_every_accepted_corpus_file_validates(exported) -> None:
     verdicts = [json.loads(x) for x in (CORPUS / "oracle-verdicts.jsonl").read_text().splitlines() if x.strip()]
     bad = {}

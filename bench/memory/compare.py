@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             "# Memory estimate vs measured peak (allocated)\n\n"
             "Made by `python bench/memory/compare.py --write` from `bench/memory/measured/`. "
             f"{transcribed} of {len(rows)} rows are transcribed by hand from "
-            "`../shared/knowledge/h200_measurements.md` (one H200, LLaMA-Factory 0.9.5, Llama-3-8B shapes, LoRA "
+            "`bench/h200/measurements.md` (one H200, LLaMA-Factory 0.9.5, Llama-3-8B shapes, LoRA "
             "rank 8 on all linears), not produced by `cfgopt verify`; unpacked rows use the longest padded "
             "sequence that file reports (832 tokens). Formulas: docs/memory.md.\n\n" + text + "\n"
         )

@@ -36,7 +36,7 @@ class UnusedSuppression(Rule):
     evidence = (
         "ruff's RUF100 unused-noqa (docs/linter.md 'Detecting unused suppressions') and astral-sh/ruff#2194 "
         "(do not strip codes of rules that are not enabled)",
-        "../shared/knowledge/linter_anchors.md §1.7",
+        "docs/evidence/linter_anchors.md §1.7",
     )
     example = (
         "flash_attn: sdpa  # cfgopt: ignore[LF003]\n"

@@ -45,7 +45,7 @@ class StrictSectionUnknownKey(Rule):
     evidence = (
         "deepspeed 0.19.8 runtime/config_utils.py `DeepSpeedConfigModel` (extra='forbid')",
         "measured: `stage3_parition_grads` fails 15.8 s after start inside deepspeed.zero.Init "
-        "(knowledge/h200_measurements.md)",
+        "(bench/h200/measurements.md)",
         "https://github.com/hiyouga/LlamaFactory/issues/1949 (loss-scale keys in the bf16 block)",
     )
     example = '"stage3_parition_grads": true   ->  (removed: ZeRO-3 always partitions gradients)'

@@ -38,7 +38,7 @@ class ChangedDefault(Rule):
         "deepspeed 0.19.8 runtime/zero/offload_config.py `pin_memory: bool = True` (PR #8207; False in 0.17.6)",
         "deepspeed 0.19.8 runtime/precision_config.py `DeepSpeedBF16Config.check_grad_overflow = True` "
         "(PR #8035; False in 0.17.6, no such key in 0.16.4)",
-        "knowledge: ../shared/knowledge/deepspeed.md §1.7 (version drift that changes the meaning of the same JSON)",
+        "knowledge: docs/evidence/deepspeed.md §1.7 (version drift that changes the meaning of the same JSON)",
     )
     example = '{"train_micro_batch_size_per_gpu": 4}   ->  add "gradient_clipping": 1.0 (or 0.0: what you meant)'
     fix_safety = (

@@ -43,7 +43,7 @@ class WrongValueType(Rule):
     evidence = (
         "transformers 5.6.0 hf_argparser.py `parse_dict`: `obj = dtype(**inputs)`, no conversion",
         "https://github.com/hiyouga/LlamaFactory/issues/4149 (learning_rate read as a string)",
-        "knowledge/llamafactory.md §1.4, reproduced with the real 0.9.5 parser",
+        "docs/evidence/llamafactory.md §1.4, reproduced with the real 0.9.5 parser",
     )
     example = 'learning_rate: "1e-4"  ->  learning_rate: 1.0e-4\nbf16: "false"          ->  bf16: false'
     fix_safety = (

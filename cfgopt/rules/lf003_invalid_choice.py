@@ -48,7 +48,7 @@ def flash_attn_for(target: Target) -> str:
     `sdpa`: PyTorch's scaled-dot-product attention dispatches to a flash kernel on CUDA (FlashAttention-2
     kernels inside PyTorch) and on ROCm (AOTriton/CK on MI200/MI300), with no extra package. `fa2` needs the
     `flash-attn` package (a ROCm build on AMD), and without it LLaMA-Factory silently falls back; measured on
-    an H200, eager vs SDPA made no difference at Alpaca lengths (knowledge/h200_measurements.md). So `sdpa`
+    an H200, eager vs SDPA made no difference at Alpaca lengths (bench/h200/measurements.md). So `sdpa`
     is the one value that is valid and flash-backed on every GPU target; `auto` would pick it too, except
     for a few models LLaMA-Factory special-cases.
     """
@@ -71,7 +71,7 @@ class InvalidChoice(Rule):
     fails_when = "YAML: at model load for `flash_attn` (measured 16.2 s into a run), at start-up for HF enums."
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L86: `NotImplementedError: Unknown attention type`",
-        "measured: `flash_attn: true` fails 16.2 s after start on an H200 (knowledge/h200_measurements.md)",
+        "measured: `flash_attn: true` fails 16.2 s after start on an H200 (bench/h200/measurements.md)",
         "transformers 5.6.0 hf_argparser.py: choices for Enum/Literal fields (`invalid choice`, exit 2)",
         "llamafactory commit c3c0efbaa (2025-04-07): quantization_method `bitsandbytes` renamed `bnb`",
     )

@@ -27,7 +27,7 @@ class FlashAttnFa3Unsupported(Rule):
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L64-86 (no FA3 branch; `raise NotImplementedError`)",
         "llamafactory 0.9.5 model/model_utils/attention.py L34-44 (gpt_oss forces a FA3 hub kernel first)",
-        "knowledge/llamafactory.md §1.4 (reproduced with the 0.9.5 parser)",
+        "docs/evidence/llamafactory.md §1.4 (reproduced with the 0.9.5 parser)",
     )
     example = "flash_attn: fa3   ->  flash_attn: sdpa"
     fix_safety = (

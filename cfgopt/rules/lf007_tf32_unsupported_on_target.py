@@ -26,7 +26,7 @@ class Tf32UnsupportedOnTarget(Rule):
         "transformers 5.6.0 training_args.py L1641-1646 (`raise ValueError('--tf32 requires Ampere ...')`)",
         "transformers 5.6.0 utils/import_utils.py L583-599 (`is_torch_tf32_available`: False when "
         "`torch.version.cuda is None`)",
-        "knowledge/rocm_perf.md §2.2 and R01 (certain); LLaMA-Factory issue #3718",
+        "docs/evidence/rocm_perf.md §2.2 and R01 (certain); LLaMA-Factory issue #3718",
     )
     example = "tf32: true   ->  (removed)   # --target mi300x"
     fix_safety = (

@@ -57,7 +57,7 @@ class Zero3IncompatibleOption(Rule):
         "llamafactory 0.9.5 hparams/parser.py L367-369, L377-378, L384-385, L409-413",
         "llamafactory 0.9.5 model/model_utils/quantization.py L185-188, L199-200, L211-212",
         "llamafactory 0.9.5 model/adapter.py L163-164 (`Cannot use multiple adapters in DeepSpeed ZeRO-3.`)",
-        "LLaMA-Factory issues #6940, #5635 (unsloth); knowledge/llamafactory.md §1.6 G16-G27, L7, L8",
+        "LLaMA-Factory issues #6940, #5635 (unsloth); docs/evidence/llamafactory.md §1.6 G16-G27, L7, L8",
     )
     example = "deepspeed: ds_z3_config.json\npure_bf16: true   ->  use ds_z2_config.json, or bf16 instead of pure_bf16"
     fix_safety = "No fix: either the DeepSpeed stage or the option has to change, and that is a choice."

@@ -25,7 +25,7 @@ class GaloreApolloBadamConflict(Rule):
     evidence = (
         "llamafactory 0.9.5 hparams/finetuning_args.py L595-599",
         "llamafactory 0.9.5 hparams/parser.py L387-401",
-        "knowledge/llamafactory.md §1.6 G22, G23",
+        "docs/evidence/llamafactory.md §1.6 G22, G23",
     )
     example = "use_galore: true\ndeepspeed: ds_z2_config.json   ->  drop deepspeed (GaLore is single-process-friendly)"
     fix_safety = "No fix."

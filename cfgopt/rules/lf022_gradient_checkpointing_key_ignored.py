@@ -27,7 +27,7 @@ class GradientCheckpointingKeyIgnored(Rule):
     evidence = (
         "llamafactory 0.9.5 model/model_utils/checkpointing.py L164-178 (GC on unless disable_gradient_checkpointing)",
         "transformers 5.6.0 trainer.py L1378-1379 (`if args.gradient_checkpointing: ...gradient_checkpointing_enable`)",
-        "LLaMA-Factory issue #6232; knowledge/h200_measurements.md (GC off 1.37x, V10 vs V7)",
+        "LLaMA-Factory issue #6232; bench/h200/measurements.md (GC off 1.37x, V10 vs V7)",
     )
     example = "gradient_checkpointing: false   ->  disable_gradient_checkpointing: true"
     fix_safety = (

@@ -24,7 +24,7 @@ class MaxSamplesSet(Rule):
     fails_when = "Never fails: training sees only the first `max_samples` examples of every dataset."
     evidence = (
         "llamafactory 0.9.5 data/loader.py L157-159 (`dataset.select(range(max_samples))` per dataset)",
-        "LLaMA-Factory issues #7017, #5788; knowledge/llamafactory.md §3 (49 examples set it)",
+        "LLaMA-Factory issues #7017, #5788; docs/evidence/llamafactory.md §3 (49 examples set it)",
     )
     example = "max_samples: 1000   ->  (removed)"
     fix_safety = "Unsafe: removing it trains on the whole dataset (longer run, different result)."

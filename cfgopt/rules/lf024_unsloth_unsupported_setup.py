@@ -25,7 +25,7 @@ class UnslothUnsupportedSetup(Rule):
     evidence = (
         "LLaMA-Factory issues #6940, #5635, #4667 (maintainer: use enable_liger_kernel)",
         "llamafactory 0.9.5 hparams/parser.py L409-410 (only ZeRO-3 is refused)",
-        "knowledge/rocm_perf.md §2.3 and R27 (Unsloth AMD install page; contested)",
+        "docs/evidence/rocm_perf.md §2.3 and R27 (Unsloth AMD install page; contested)",
     )
     example = "use_unsloth: true\ndeepspeed: ds_z2_config.json   ->  enable_liger_kernel: true"
     fix_safety = "No fix: replacing Unsloth with Liger changes the kernels and memory use."

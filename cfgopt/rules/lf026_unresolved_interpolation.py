@@ -26,7 +26,7 @@ class UnresolvedInterpolation(Rule):
     fails_when = "Usually never: the literal text is used; for number fields, where the value is first used."
     evidence = (
         "llamafactory 0.9.5 hparams/parser.py L85-99 (`OmegaConf.to_container(...)`, no resolve)",
-        "knowledge/llamafactory.md §1.2 (verified: `f: ${a}` comes back as the string '${a}')",
+        "docs/evidence/llamafactory.md §1.2 (verified: `f: ${a}` comes back as the string '${a}')",
     )
     example = "output_dir: ${oc.env:HOME}/saves   ->  output_dir: /home/me/saves"
     fix_safety = "No fix: cfgopt cannot know the value meant."

@@ -24,7 +24,7 @@ class DeepspeedWithFsdp(Rule):
     )
     evidence = (
         "transformers 5.6.0 trainer.py L451-455 (fsdp with deepspeed), L849-855 (auto_find_batch_size, ZeRO-3)",
-        "knowledge/llamafactory.md §2 (`fsdp` + `deepspeed` not rejected at parse, verified)",
+        "docs/evidence/llamafactory.md §2 (`fsdp` + `deepspeed` not rejected at parse, verified)",
     )
     example = "fsdp: full_shard auto_wrap\ndeepspeed: ds_z3_config.json   ->  keep one of them"
     fix_safety = "No fix: choose one sharding backend."

@@ -50,7 +50,7 @@ class PredictedOutOfMemory(Rule):
     fails_when = "At the first batch that reaches the estimated size: CUDA/HIP out of memory."
     evidence = (
         "bench/memory/results.md: estimate vs measured peaks on an H200 (LLaMA-Factory 0.9.5)",
-        "knowledge/rocm_perf.md §5.3 (8B LoRA 8x2048 tokens without GC predicted 149 GiB: OOM on the H200, "
+        "docs/evidence/rocm_perf.md §5.3 (8B LoRA 8x2048 tokens without GC predicted 149 GiB: OOM on the H200, "
         "as measured)",
     )
     example = (

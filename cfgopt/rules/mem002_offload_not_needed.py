@@ -29,9 +29,9 @@ class OffloadNotNeeded(Rule):
     )
     fails_when = "Never: the run is slower than it needs to be."
     evidence = (
-        "measured: knowledge/h200_measurements.md V3 vs V4 (ZeRO-3 + offload_optimizer 4.79x slower, no memory "
+        "measured: bench/h200/measurements.md V3 vs V4 (ZeRO-3 + offload_optimizer 4.79x slower, no memory "
         "saved for LoRA)",
-        "knowledge/deepspeed.md §2.1 (offload trades HBM for host RAM and PCIe bandwidth)",
+        "docs/evidence/deepspeed.md §2.1 (offload trades HBM for host RAM and PCIe bandwidth)",
         "bench/memory/results.md (the estimate)",
     )
     example = '"offload_param": {"device": "cpu"} for Llama-3-8B LoRA on 8 x mi300x  ->  remove it'

@@ -36,9 +36,9 @@ class ZeroStageHigherThanNeeded(Rule):
     )
     fails_when = "Never: the run is slower than it needs to be."
     evidence = (
-        "knowledge/deepspeed.md §2.1 (stage trade-offs; 'stage 0 = plain DP, fastest if it fits'), "
-        "rocm_perf.md §5.1 and §5.4 (ZeRO-2 for 8B full fine-tuning on 8 x MI300X)",
-        "measured: knowledge/h200_measurements.md V2 vs V4 (ZeRO-3 4.47x slower on one H200, no memory saved)",
+        "docs/evidence/deepspeed.md §2.1 (stage trade-offs; 'stage 0 = plain DP, fastest if it fits'), "
+        "docs/evidence/rocm_perf.md §5.1 and §5.4 (ZeRO-2 for 8B full fine-tuning on 8 x MI300X)",
+        "measured: bench/h200/measurements.md V2 vs V4 (ZeRO-3 4.47x slower on one H200, no memory saved)",
         "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",
     )
     example = "Llama-3-8B full fine-tune, ZeRO-3, 8 x mi300x  ->  ZeRO-2 (the states take ~30 GB per GPU)"

@@ -27,8 +27,8 @@ class GradientCheckpointingRemovable(Rule):
     fails_when = "Never fails: every step pays for a second forward pass."
     evidence = (
         "llamafactory 0.9.5 model/model_utils/checkpointing.py L164-178 (GC on by default)",
-        "knowledge/h200_measurements.md V10 vs V7 (1.37x, 58 vs 32 GiB)",
-        "knowledge/rocm_perf.md §2.4, §5.3; bench/memory/results.md (the estimate)",
+        "bench/h200/measurements.md V10 vs V7 (1.37x, 58 vs 32 GiB)",
+        "docs/evidence/rocm_perf.md §2.4, §5.3; bench/memory/results.md (the estimate)",
     )
     example = "(LoRA Llama-3-8B, 2 x 2048 tokens, mi300x)   ->  disable_gradient_checkpointing: true"
     fix_safety = "Unsafe: turning checkpointing off raises peak memory (the estimate keeps 10% headroom)."

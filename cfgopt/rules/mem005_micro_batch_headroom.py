@@ -27,7 +27,7 @@ class MicroBatchHeadroom(Rule):
     )
     fails_when = "Never fails: the GPU does the same work in more, smaller pieces."
     evidence = (
-        "knowledge/h200_measurements.md V11 vs V10 (8x2 vs 4x4: 13,209 vs 12,757 tokens/s, 101 vs 58 GiB)",
+        "bench/h200/measurements.md V11 vs V10 (8x2 vs 4x4: 13,209 vs 12,757 tokens/s, 101 vs 58 GiB)",
         "bench/memory/results.md (the estimate)",
     )
     example = (

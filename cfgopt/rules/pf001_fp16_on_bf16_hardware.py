@@ -22,8 +22,8 @@ class Fp16OnBf16Hardware(Rule):
     )
     fails_when = "Never fails: a slower or less stable run (loss-scale overflows skip steps)."
     evidence = (
-        "knowledge/rocm_perf.md §2.2 and R04 (AMD max-achievable FLOPs: bf16 708 vs fp16 654 TFLOP/s)",
-        "knowledge/h200_measurements.md V1 vs V4 (fp16/eager 2178 vs bf16/sdpa 2011 tok/s, within noise)",
+        "docs/evidence/rocm_perf.md §2.2 and R04 (AMD max-achievable FLOPs: bf16 708 vs fp16 654 TFLOP/s)",
+        "bench/h200/measurements.md V1 vs V4 (fp16/eager 2178 vs bf16/sdpa 2011 tok/s, within noise)",
         "llamafactory 0.9.5 hparams/parser.py L522-525 (compute dtype from bf16/fp16)",
     )
     example = "fp16: true   ->  bf16: true"

@@ -21,13 +21,13 @@ class FlashAttnFa2Fallback(Rule):
         "ROCm build (CK, `GPU_ARCHS=gfx942`), or the Triton backend, which also needs "
         "`FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE` at run time; LLaMA-Factory's ROCm Dockerfile does not install "
         "it by default. The log line 'Using FlashAttention-2' / 'Using torch SDPA' settles what ran; at Alpaca "
-        "lengths SDPA was as fast (knowledge/h200_measurements.md), so the gain shows only at long or packed "
+        "lengths SDPA was as fast (bench/h200/measurements.md), so the gain shows only at long or packed "
         "sequences."
     )
     fails_when = "Never fails: the run uses SDPA instead of FlashAttention-2 and says so only in a warning line."
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L76-83 (warning and return when not available)",
-        "knowledge/rocm_perf.md §1.1-1.3, R02, R03 (ROCm builds, FLASH_ATTENTION_TRITON_AMD_ENABLE)",
+        "docs/evidence/rocm_perf.md §1.1-1.3, R02, R03 (ROCm builds, FLASH_ATTENTION_TRITON_AMD_ENABLE)",
         "LLaMA-Factory issues #7979, #8793",
     )
     example = "flash_attn: fa2   # check the log for 'Using FlashAttention-2', or use sdpa"

@@ -23,8 +23,8 @@ class EagerAttention(Rule):
     fails_when = "Never fails by itself: slower, and out of memory at long sequences."
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L67-68 (`disabled` -> eager)",
-        "knowledge/rocm_perf.md §1.4 (H200: eager OOM at 4x2048, SDPA 82 GiB)",
-        "knowledge/h200_measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
+        "docs/evidence/rocm_perf.md §1.4 (H200: eager OOM at 4x2048, SDPA 82 GiB)",
+        "bench/h200/measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
     )
     example = "flash_attn: disabled   ->  flash_attn: sdpa"
     fix_safety = "Unsafe: changes the attention kernel (numerically close, not identical)."

@@ -26,7 +26,7 @@ class NeatPackingWithoutFa2(Rule):
     fails_when = "Never fails: slower steps (and O(L^2) mask memory at long cutoff_len)."
     evidence = (
         "llamafactory 0.9.5 data/collator.py L524-525 (`prepare_4d_attention_mask` unless flash_attention_2)",
-        "knowledge/h200_measurements.md V13 vs V7 (-11.3%)",
+        "bench/h200/measurements.md V13 vs V7 (-11.3%)",
         "LLaMA-Factory PR #7272 (18.7 s per collator call at 26k tokens before optimisation)",
     )
     example = "neat_packing: true   ->  add flash_attn: fa2 (with a flash-attn build), or use packing: true"

@@ -23,7 +23,7 @@ class PackingOff(Rule):
     )
     fails_when = "Never fails: slower; the gain depends on the dataset's length distribution."
     evidence = (
-        "knowledge/h200_measurements.md V6 vs V4 (7,762 vs 2,011 real tokens/s, 3.86x)",
+        "bench/h200/measurements.md V6 vs V4 (7,762 vs 2,011 real tokens/s, 3.86x)",
         "llamafactory 0.9.5 hparams/parser.py L527 (packing defaults to `stage == pt`)",
         "llamafactory 0.9.5 data/processor/supervised.py L173 ('Dropped lengthy example')",
     )

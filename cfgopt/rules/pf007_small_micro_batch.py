@@ -7,7 +7,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, entry_of, number, report, tokens_per_micro_batch, training, value_of
 from cfgopt.rules.base import Context, Rule
 
-SMALL_TOKENS = 4096  # knowledge/rocm_perf.md R08: tokens per micro-batch <~ 4k leaves a big GPU idle
+SMALL_TOKENS = 4096  # docs/evidence/rocm_perf.md R08: tokens per micro-batch <~ 4k leaves a big GPU idle
 AIM_TOKENS = 8192
 
 
@@ -26,8 +26,8 @@ class SmallMicroBatch(Rule):
     )
     fails_when = "Never fails: the GPU is under-used."
     evidence = (
-        "knowledge/h200_measurements.md V5 vs V4 (2,667 vs 2,011 real tokens/s)",
-        "knowledge/rocm_perf.md §2.4 and R08 (1x512: 2,721 tok/s; 16x512: 11,322 tok/s)",
+        "bench/h200/measurements.md V5 vs V4 (2,667 vs 2,011 real tokens/s)",
+        "docs/evidence/rocm_perf.md §2.4 and R08 (1x512: 2,721 tok/s; 16x512: 11,322 tok/s)",
     )
     example = "per_device_train_batch_size: 1\ngradient_accumulation_steps: 8   ->  4 and 2"
     fix_safety = "Unsafe: a larger micro-batch needs more memory (the optimizer step sees the same samples)."

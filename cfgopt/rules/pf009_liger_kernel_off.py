@@ -40,9 +40,9 @@ class LigerKernelOff(Rule):
     )
     fails_when = "Never fails: more memory and somewhat slower than needed."
     evidence = (
-        "knowledge/h200_measurements.md V7 vs V6 (9,284 vs 7,762 tok/s; 32.2 vs 70.7 GiB)",
+        "bench/h200/measurements.md V7 vs V6 (9,284 vs 7,762 tok/s; 32.2 vs 70.7 GiB)",
         "llamafactory 0.9.5 model/model_utils/liger_kernel.py L30-90 (supported model types)",
-        "knowledge/rocm_perf.md §2.3 and R26",
+        "docs/evidence/rocm_perf.md §2.3 and R26",
     )
     example = "packing: true   ->  add enable_liger_kernel: true   (pip install liger-kernel)"
     fix_safety = "Unsafe: needs the liger-kernel package (start-up fails without it) and changes the kernels."

@@ -21,7 +21,7 @@ class LoraDropoutCost(Rule):
         "regularisation choice; keep it if it was chosen for quality."
     )
     fails_when = "Never fails."
-    evidence = ("knowledge/rocm_perf.md §5.3 and R28 (H200 probe: +11% memory, -6.8% tokens/s)",)
+    evidence = ("docs/evidence/rocm_perf.md §5.3 and R28 (H200 probe: +11% memory, -6.8% tokens/s)",)
     example = "lora_dropout: 0.05   ->  lora_dropout: 0.0"
     fix_safety = "Unsafe: changes the regularisation."
 

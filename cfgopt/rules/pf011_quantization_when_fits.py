@@ -22,8 +22,8 @@ class QuantizationWhenFits(Rule):
     )
     fails_when = "Never fails: slower steps than needed."
     evidence = (
-        "knowledge/rocm_perf.md R15 and §5.1 (bytes per parameter)",
-        "knowledge/llamafactory.md §2 (`quantization_bit`: QLoRA slower per step, only worth it when memory-bound)",
+        "docs/evidence/rocm_perf.md R15 and §5.1 (bytes per parameter)",
+        "docs/evidence/llamafactory.md §2 (`quantization_bit`: QLoRA slower per step, only worth it when memory-bound)",
     )
     example = "quantization_bit: 4   # Llama-3-8B on mi300x  ->  remove it (bf16 LoRA)"
     fix_safety = "No fix: dropping quantization raises memory use and changes numerics."

@@ -27,7 +27,7 @@ class BitsandbytesOnRocm(Rule):
     fails_when = "At model load (quantization) or optimizer creation, when the installed bitsandbytes lacks ROCm."
     evidence = (
         "llamafactory 0.9.5 model/model_utils/quantization.py L167-181 (bnb path)",
-        "knowledge/rocm_perf.md §2.3; knowledge/llamafactory.md §2 (bnb on ROCm), LLaMA-Factory #8793",
+        "docs/evidence/rocm_perf.md §2.3; docs/evidence/llamafactory.md §2 (bnb on ROCm), LLaMA-Factory #8793",
     )
     example = "quantization_bit: 4   # --target mi300x: check `python -m bitsandbytes` in the image"
     fix_safety = "No fix."

@@ -23,7 +23,7 @@ class Fp8OnTarget(Rule):
     fails_when = "At train start or never (silently slower), depending on the backend and versions."
     evidence = (
         "llamafactory 0.9.5 hparams/training_args.py L123-140 (fp8 fields and help)",
-        "knowledge/rocm_perf.md §2.2 and R30 (contested)",
+        "docs/evidence/rocm_perf.md §2.2 and R30 (contested)",
     )
     example = "fp8: true   # --target mi300x  ->  bf16: true unless an A/B run shows a gain"
     fix_safety = "No fix."

@@ -23,7 +23,7 @@ class NonFusedAdamw(Rule):
     fails_when = "Never fails."
     evidence = (
         "cfgopt/schemas/llamafactory-0.9.5.json (`optim` default adamw_torch_fused under transformers 5.6.0)",
-        "knowledge/rocm_perf.md §2.3 and R14 (pytorch#120308)",
+        "docs/evidence/rocm_perf.md §2.3 and R14 (pytorch#120308)",
     )
     example = "optim: adamw_torch   ->  optim: adamw_torch_fused"
     fix_safety = "Unsafe: a different optimizer implementation (same algorithm, different rounding)."

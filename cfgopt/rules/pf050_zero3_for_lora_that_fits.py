@@ -25,9 +25,9 @@ class Zero3ForLoraThatFits(Rule):
     )
     fails_when = "Never: the run is slower (4.47x measured on one H200)."
     evidence = (
-        "measured: knowledge/h200_measurements.md V2 vs V4, Llama-3-8B LoRA on one H200: ZeRO-3 6.286 s/step vs "
+        "measured: bench/h200/measurements.md V2 vs V4, Llama-3-8B LoRA on one H200: ZeRO-3 6.286 s/step vs "
         "1.434 s/step without DeepSpeed (4.47x), peak 21.1 vs 21.0 GiB",
-        "knowledge/rocm_perf.md §6 (the seed's ZeRO-3 claim), R07; HF DeepSpeed guide speed order "
+        "docs/evidence/rocm_perf.md §6 (the seed's ZeRO-3 claim), R07; HF DeepSpeed guide speed order "
         "'Stage 0 (DDP) > Stage 1 > Stage 2 > ... > Stage 3'",
         "https://github.com/hiyouga/LlamaFactory/issues/3499 (maintainer: 'zero3 has communication cost'), "
         "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",

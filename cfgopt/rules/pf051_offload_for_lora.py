@@ -26,9 +26,9 @@ class OffloadForLora(Rule):
     )
     fails_when = "Never: the run is several times slower (4.79x measured)."
     evidence = (
-        "measured: knowledge/h200_measurements.md V3 vs V4, Llama-3-8B LoRA on one H200: ZeRO-3 + offload_optimizer "
+        "measured: bench/h200/measurements.md V3 vs V4, Llama-3-8B LoRA on one H200: ZeRO-3 + offload_optimizer "
         "cpu 6.855 s/step vs 1.434 s/step (4.79x), peak 20.5 vs 21.0 GiB; train start 74.5 s vs ~20 s (CPUAdam JIT)",
-        "knowledge/rocm_perf.md §5.1 (LoRA states 16 bytes per trainable parameter)",
+        "docs/evidence/rocm_perf.md §5.1 (LoRA states 16 bytes per trainable parameter)",
     )
     example = '"offload_optimizer": {"device": "cpu"} for LoRA   ->  remove it'
     fix_safety = "Unsafe: removing the offload changes where memory goes; check the GPU budget."

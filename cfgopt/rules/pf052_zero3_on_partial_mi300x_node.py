@@ -25,7 +25,7 @@ class Zero3OnPartialMi300xNode(Rule):
     evidence = (
         "AMD ROCm workload optimization guide, 'Multi-GPU communications' "
         "(https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/workload.html)",
-        "knowledge/rocm_perf.md §2.1, R18",
+        "docs/evidence/rocm_perf.md §2.1, R18",
     )
     example = "--target mi300x --gpus 4 with ZeRO-3   ->  8 GPUs, or ZeRO-2 / no DeepSpeed"
     fix_safety = "No fix."

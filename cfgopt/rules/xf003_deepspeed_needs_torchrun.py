@@ -24,7 +24,7 @@ class DeepspeedNeedsTorchrun(Rule):
     fails_when = "At argument parsing (seconds): `Please use `FORCE_TORCHRUN=1` to launch DeepSpeed training.`"
     evidence = (
         "llamafactory 0.9.5 launcher.py:60-61 (torchrun only with FORCE_TORCHRUN or > 1 device)",
-        "llamafactory 0.9.5 hparams/parser.py:353-354 (G12 in knowledge/llamafactory.md §1.6)",
+        "llamafactory 0.9.5 hparams/parser.py:353-354 (G12 in docs/evidence/llamafactory.md §1.6)",
         "https://github.com/ROCm/gpuaidev/pull/119",
     )
     example = "llamafactory-cli train cfg.yaml   ->  FORCE_TORCHRUN=1 llamafactory-cli train cfg.yaml"

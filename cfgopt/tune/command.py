@@ -383,6 +383,11 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
     if not config_path.is_file():
         sys.stderr.write(f"cfgopt tune: {config_path}: no such file\n")
         return 2
+    if session is None:
+        from cfgopt.verify import preflight
+
+        if (cannot_run := preflight.check(args, "tune")) is not None:
+            return cannot_run
     gpus = args.gpus or 1
     if gpus < 1 or args.steps < 1 or args.budget < 0:
         sys.stderr.write("cfgopt tune: --gpus and --steps must be at least 1, --budget not negative\n")

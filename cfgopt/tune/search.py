@@ -6,7 +6,7 @@ one wraps `cfgopt.verify.runner.run_config`; the tests pass a fake that stands i
 `fits(resolved_config) -> (bool, estimated_peak_gib | None)` callable (the memory model, or "no model").
 
 The speed prior (docs/tune.md) multiplies one factor per knob, each taken from the H200 measurements in
-knowledge/h200_measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048):
+bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048):
   - micro batch m: m ** 0.2 unpacked (16x1 vs 4x4 was 1.33x = 4 ** 0.2), m ** 0.05 packed (8x2 vs 4x4 1.035x)
   - gradient checkpointing off: 1.37x (V10 vs V7)
   - packing: 2.9x (V6 vs V5, both 16x1)

@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
     if not config_path.is_file():
         sys.stderr.write(f"cfgopt verify: {config_path}: no such file\n")
         return 2
+    from cfgopt.verify import preflight
+
+    if (cannot_run := preflight.check(args, "verify")) is not None:
+        return cannot_run
     work = runner.new_workdir(args.keep_temp)
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
 
@@ -116,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
         for label, s in summaries.items():
             if s.get("error"):
                 sys.stderr.write(f"cfgopt verify: the {label} run crashed: {s['error']}\n")
-        if any(s.get("error") for s in summaries.values()):
-            return 1
+        if summaries.get("fixed", before).get("error"):
+            return 1  # the fix (or, measured alone, the original) crashes; the original crashing is what fixes fix
         if verdict.get("status") == "slower":
             sys.stderr.write(
                 f"cfgopt verify: the fixed config is slower ({verdict['speedup']:.2f}x): a rule was wrong here\n"

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cfgopt.argtypes import positive_float, positive_int
+from cfgopt.targets import TARGETS
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
-    p.add_argument("--steps", type=int, default=20, help="optimizer steps per run (default 20)")
+    p.add_argument("--steps", type=positive_int, default=20, help="optimizer steps per run (default 20)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--fixed", type=Path, help="the fixed config to compare with")
     group.add_argument(
@@ -17,9 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compare with what `cfgopt fix --unsafe-fixes` makes of it (default when --fixed is absent)",
     )
     p.add_argument("--only-original", action="store_true", help="measure the original config alone")
-    p.add_argument("--gpus", type=int, default=None, help="GPUs to launch on (torchrun); default 1")
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs to launch on (torchrun); default 1")
     p.add_argument(
-        "--target", default=None, help="target the fixes are made for (default: detected from this machine's GPU)"
+        "--target",
+        default=None,
+        choices=sorted(TARGETS),
+        help="target the fixes are made for (default: detected from this machine's GPU)",
     )
     add_run_options(p, timeout=1800)
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
@@ -40,6 +46,8 @@ def add_run_options(p: argparse.ArgumentParser, timeout: float) -> None:
         default=Path.home() / ".cache" / "cfgopt" / "verify",
         help="where synthetic models and data are kept between runs (shared by verify and tune)",
     )
-    p.add_argument("--timeout", type=float, default=timeout, help=f"seconds per run before it is killed ({timeout:g})")
+    p.add_argument(
+        "--timeout", type=positive_float, default=timeout, help=f"seconds per run before it is killed ({timeout:g})"
+    )
     p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

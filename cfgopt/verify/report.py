@@ -3,7 +3,7 @@
 FLOP convention (stated in every report): model FLOPs per real token = 2N (forward) + 2N (activation
 gradients) + 2·N_trainable (weight gradients), N = all parameters; attention score FLOPs and the
 recomputation of gradient checkpointing are not counted. So a full fine-tune counts 6N and LoRA about 4N
-(as knowledge/h200_measurements.md). MFU = that x real tokens/s / the device's dense bf16 peak.
+(as bench/h200/measurements.md). MFU = that x real tokens/s / the device's dense bf16 peak.
 """
 
 from __future__ import annotations

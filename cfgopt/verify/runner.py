@@ -237,15 +237,21 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
         spec["dataset_dir"] = str(assets.dataset_dir)
     if len(spec) == 1:
         return {}
-    for key in ("model_dir", "dataset_dir"):
-        if key in spec:
-            Path(spec[key]).parent.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(spec[key] + ".building", ignore_errors=True)
+    from cfgopt.verify.synthetic import remove_partial
+
+    folders = [Path(spec[key]) for key in ("model_dir", "dataset_dir") if key in spec]
+    for folder in folders:
+        remove_partial(folder)
     (work / "prepare-spec.json").write_text(json.dumps(spec))
     cmd = [sys.executable, "-m", "cfgopt.verify.worker", "prepare", str(work / "prepare-spec.json")]
     code, tail = _run(cmd, work / "prepare.log", timeout, on_line)
     if code != 0:
-        raise RuntimeError(f"building the offline assets failed:\n{tail}")
+        for folder in folders:  # a child killed outright (out of memory) could not clean up itself
+            remove_partial(folder)
+        last = next((line for line in reversed(tail.splitlines()) if line.strip()), f"exit code {code}")
+        if code < 0:  # SIGKILL is what the kernel's out-of-memory killer sends
+            last = f"killed by signal {-code}" + (" (out of memory?)" if code == -9 else "")
+        raise RuntimeError(f"building the offline assets failed: {last.strip()[:300]}")
     return json.loads((work / "prepare.json").read_text())
 
 

@@ -6,11 +6,68 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES  # noqa: F401 - one list, shared
+
+_PARTIAL = ".building-"
+
+
+def build_into(final: Path, build: Callable[[Path], Any]) -> Any:
+    """Run `build(folder)` in a fresh hidden folder beside `final`, then rename it into place: a build that
+    fails or is interrupted never leaves a folder that looks finished (what is left, if the process was
+    killed outright, is removed by `remove_partial` before the next build)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".{final.name}{_PARTIAL}", dir=final.parent))
+    try:
+        value = build(folder)
+        if final.exists():  # built meanwhile by another run: keep that one
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            os.replace(folder, final)
+        return value
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def remove_partial(final: Path) -> None:
+    """Remove what builds of `final` that were killed left behind (and the `.building` folders of old
+    releases)."""
+    if not final.parent.is_dir():
+        return
+    for leftover in final.parent.glob(f".{final.name}{_PARTIAL}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    shutil.rmtree(final.with_name(final.name + ".building"), ignore_errors=True)
+
+
+def cpu_bytes_needed(parameters: int, finetuning_type: str) -> int:
+    """Memory a CPU run of a random-init model needs, roughly: fp32 weights, built once and loaded again by
+    the trainer, plus (full / freeze fine-tuning) fp32 gradients and two Adam states; 2 GiB for the rest."""
+    per_parameter = 16 if finetuning_type in ("full", "freeze") else 8
+    return parameters * per_parameter + 2 * 1024**3
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), else physical memory; None when neither is known."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
 
 # Special tokens of the chat templates the synthetic tokenizer supports (LLaMA-Factory template names).
 LLAMA3_TOKENS = [

@@ -44,20 +44,18 @@ def prepare(spec: dict[str, Any]) -> None:
     device = "cuda" if _cuda() else "cpu"
     out: dict[str, Any] = {}
     if spec.get("model_dir"):
-        final = Path(spec["model_dir"])
-        building = final.with_name(final.name + ".building")
         start = time.perf_counter()
-        synthetic.build_tokenizer(building)
-        out["parameters"] = synthetic.build_model(
-            building, spec["model_config"], device, "bfloat16" if device == "cuda" else "float32"
-        )
-        os.replace(building, final)
+
+        def build_model(folder: Path) -> int:
+            synthetic.build_tokenizer(folder)
+            dtype = "bfloat16" if device == "cuda" else "float32"
+            return synthetic.build_model(folder, spec["model_config"], device, dtype)
+
+        out["parameters"] = synthetic.build_into(Path(spec["model_dir"]), build_model)
         out["model_build_s"] = time.perf_counter() - start
     if spec.get("dataset_dir"):
-        final = Path(spec["dataset_dir"])
-        building = final.with_name(final.name + ".building")
-        synthetic.build_dataset(building, rows=spec.get("rows", 4000))
-        os.replace(building, final)
+        rows = spec.get("rows", 4000)
+        synthetic.build_into(Path(spec["dataset_dir"]), lambda folder: synthetic.build_dataset(folder, rows=rows))
     _write(spec["metrics_path"], out)
 
 
