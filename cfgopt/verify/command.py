@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if not config_path.is_file():
         sys.stderr.write(f"cfgopt verify: {config_path}: no such file\n")
         return 2
-    work = runner.new_workdir(args.keep_temp)
+    work = runner.new_workdir()
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
 
     def relay(line: str) -> None:
