@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/rules.md (the catalog) and rules/<CODE>.md (one page per rule) from the rule modules, the
+"""Write docs/rules.md (the catalog) and docs/rules/<CODE>.md (one page per rule) from the rule modules, the
 single source of rule docs. tests/test_docs.py fails when the committed files differ from this output."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cfgopt.cli import _rule_text
+from cfgopt.rule_docs import PAGES_DIR, render_page
 from cfgopt.rules import all_rules
 from cfgopt.rules._not_implemented import NOT_IMPLEMENTED
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES_DIR = ROOT / "rules"
+RULES_DIR = ROOT / PAGES_DIR
 CATALOG = ROOT / "docs" / "rules.md"
 
 
@@ -30,9 +30,9 @@ def render() -> dict[Path, str]:
     ]
     for rule in all_rules():
         doc = rule.docs()
-        out[RULES_DIR / f"{doc['code']}.md"] = _rule_text(doc, "markdown")
+        out[RULES_DIR / f"{doc['code']}.md"] = render_page(doc, "markdown")
         rows.append(
-            f"| [{doc['code']}](../rules/{doc['code']}.md) | `{doc['name']}` | {doc['severity']} | {doc['summary']} "
+            f"| [{doc['code']}](rules/{doc['code']}.md) | `{doc['name']}` | {doc['severity']} | {doc['summary']} "
             f"| [`{Path(doc['module']).name}`](../{doc['module']}) "
             f"| [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/) |"
         )

@@ -42,7 +42,7 @@ class Rule:
     severity: ClassVar[Severity]
     kinds: ClassVar[frozenset[Kind]]
     summary: ClassVar[str]
-    # Long-form docs, shown by `cfgopt rule CODE` and rendered into rules/<CODE>.md.
+    # Long-form docs, shown by `cfgopt rule CODE` and rendered into docs/rules/<CODE>.md.
     why: ClassVar[str] = ""
     fails_when: ClassVar[str] = ""  # when the real tool fails (or misbehaves): the cost the rule saves
     evidence: ClassVar[tuple[str, ...]] = ()
