@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.report import display_path
+from cfgopt.document import display_path
 
 
 def render(fmt: str, result, stream: TextIO) -> None:

@@ -11,6 +11,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cfgopt import discovery, schema
 from cfgopt.diagnostics import Diagnostic, Severity
@@ -18,10 +19,13 @@ from cfgopt.document import Document, DocumentError, real_path
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.rules import all_rules
-from cfgopt.rules.base import Context
+from cfgopt.rules import all_rules, rule_classes
+from cfgopt.rules.base import Context, ProjectView
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
+
+if TYPE_CHECKING:
+    from cfgopt.suppressions import RuleCodes
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 
@@ -169,6 +173,7 @@ class Project:
     # ---------------------------------------------------------------- rules
     def diagnostics(self) -> list[Diagnostic]:
         rules = all_rules()
+        settings_for = self.settings.for_path
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
         for src in self.sources:
@@ -195,10 +200,17 @@ class Project:
                     if ident not in seen:
                         seen.add(ident)
                         out.append(diag)
-        if self._may_suppress():
-            from cfgopt.suppressions import apply_suppressions
+        suppressing = self._may_suppress()
+        matched = None
+        if suppressing:  # kept off the common path: nothing to suppress, nothing imported
+            from cfgopt import suppressions
 
-            out = apply_suppressions(self, out)
+            out, matched = suppressions.apply_suppressions(self.sources, self.quiet, settings_for, _rule_codes, out)
+        view = ProjectView(settings_for, matched)
+        for rule in rules:
+            out.extend(rule.check_project(view))
+        if suppressing:
+            suppressions.strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
         return out
 
@@ -212,6 +224,14 @@ class Project:
             if s.per_file_ignores or s.fixable or s.unfixable:
                 return True
         return any("cfgopt" in doc.text.lower() for doc in self.documents.values())
+
+
+def _rule_codes() -> RuleCodes:
+    """Every rule's code and name, for the codes written in suppression comments."""
+    from cfgopt.suppressions import RuleCodes
+
+    classes = rule_classes()
+    return RuleCodes(frozenset(c.code for c in classes), {c.name: c.code for c in classes})
 
 
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:
