@@ -35,7 +35,7 @@ class DeepSpeedConfigNotFound(Rule):
         where = (
             tried[0]
             if len(tried) == 1
-            else f"the current directory, the config's folder and the {len(tried) - 2} folders above it"
+            else "the current directory, the config's folder and every folder above it"
         )
         yield self.at_entry(
             ctx,
