@@ -19,8 +19,8 @@ from cfgopt.document import Document, DocumentError, real_path
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.rules import all_rules, rule_classes
-from cfgopt.rules.base import Context, ProjectView
+from cfgopt.rules import codes_and_names, rules_for
+from cfgopt.rules.base import Context, ProjectView, Rule
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
 
@@ -172,7 +172,7 @@ class Project:
 
     # ---------------------------------------------------------------- rules
     def diagnostics(self) -> list[Diagnostic]:
-        rules = all_rules()
+        rules = self._rules_needed()
         settings_for = self.settings.for_path
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
@@ -214,6 +214,12 @@ class Project:
         out.sort(key=Diagnostic.sort_key)
         return out
 
+    def _rules_needed(self) -> tuple[Rule, ...]:
+        """The rules for the kinds of file linted and selected for one of them: only these are imported."""
+        linted = [src for src in self.sources if real_path(src.document.path) not in self.quiet]
+        settings = {id(s): s for s in (self.context(src).settings for src in linted)}.values()
+        return rules_for({src.kind for src in linted}, lambda code: any(s.is_selected(code) for s in settings))
+
     def _may_suppress(self) -> bool:
         """Is there anything for `cfgopt.suppressions` to do (kept off the common path: it is not imported
         for a project without suppression comments, per-file ignores or fix restrictions)?"""
@@ -230,8 +236,7 @@ def _rule_codes() -> RuleCodes:
     """Every rule's code and name, for the codes written in suppression comments."""
     from cfgopt.suppressions import RuleCodes
 
-    classes = rule_classes()
-    return RuleCodes(frozenset(c.code for c in classes), {c.name: c.code for c in classes})
+    return RuleCodes(*codes_and_names())
 
 
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:

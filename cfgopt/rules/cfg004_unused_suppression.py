@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import Document
 from cfgopt.rules.base import ProjectView, Rule
-from cfgopt.settings import Settings
 from cfgopt.source import Kind
-from cfgopt.suggest import closest
-from cfgopt.suppressions import RuleCodes, Suppression, removal_fix, shrink_fix
+
+if TYPE_CHECKING:  # imported when there is a suppression to judge, not on every lint run
+    from cfgopt.document import Document
+    from cfgopt.settings import Settings
+    from cfgopt.suppressions import RuleCodes, Suppression
 
 
 class UnusedSuppression(Rule):
@@ -64,6 +66,8 @@ class UnusedSuppression(Rule):
 
     def _unused(self, doc: Document, sup: Suppression, settings: Settings, codes: RuleCodes) -> Diagnostic | None:
         """The finding for one suppression that suppressed nothing (or some of whose codes did not)."""
+        from cfgopt.suppressions import removal_fix, shrink_fix
+
         first, last = sup.covers
         where = (
             "in this file" if sup.file_level else (f"on line {first}" if first == last else f"on lines {first}-{last}")
@@ -92,6 +96,8 @@ class UnusedSuppression(Rule):
         self, doc: Document, sup: Suppression, settings: Settings, codes: RuleCodes, where: str
     ) -> tuple[list[str], set[int]]:
         """Why each unused or unknown code of a suppression's list is reported, and their indexes."""
+        from cfgopt.suggest import closest
+
         reasons: list[str] = []
         dropped: set[int] = set()
         for i, (written, _, _) in enumerate(sup.codes or ()):
