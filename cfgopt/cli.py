@@ -421,60 +421,6 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     return 1 if remaining else 0
 
 
-def _rule_text(doc: dict, fmt: str) -> str:
-    if fmt == "markdown":
-        lines = (
-            [
-                f"# {doc['code']} `{doc['name']}`",
-                "",
-                f"**{doc['summary']}**",
-                "",
-                f"- Severity: {doc['severity']}",
-                f"- Files: {', '.join(doc['kinds'])}",
-                "",
-                "## Why",
-                "",
-                doc["why"],
-                "",
-                "## When the real tool fails",
-                "",
-                doc["fails_when"],
-                "",
-                "## Evidence",
-                "",
-            ]
-            + [f"- {e}" for e in doc["evidence"]]
-            + ["", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
-            + ["## Where", "", f"- Code: [`{doc['module']}`](../{doc['module']})"]
-            + [
-                f"- Cases: [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/), run by "
-                "`tests/test_rule_fixtures.py`",
-                "",
-            ]
-        )
-        return "\n".join(lines)
-    lines = (
-        [
-            f"{doc['code']} ({doc['name']}): {doc['summary']}",
-            f"severity: {doc['severity']}",
-            f"files: {', '.join(doc['kinds'])}",
-            "",
-            "Why:",
-            f"  {doc['why']}",
-            "",
-            "When the real tool fails:",
-            f"  {doc['fails_when']}",
-            "",
-            "Evidence:",
-        ]
-        + [f"  - {e}" for e in doc["evidence"]]
-        + ["", "Example:"]
-        + [f"  {line}" for line in doc["example"].splitlines()]
-        + ["", "Fix:", f"  {doc['fix_safety']}", ""]
-    )
-    return "\n".join(lines)
-
-
 def cmd_rules(args: argparse.Namespace) -> int:
     import json
 
@@ -502,8 +448,10 @@ def cmd_rule(args: argparse.Namespace) -> int:
     if rule is None:
         sys.stderr.write(f"cfgopt: error: no rule {args.code!r} (see `cfgopt rules`)\n")
         return 2
+    from cfgopt.rule_docs import render_page
+
     doc = rule.docs()
-    print(json.dumps(doc, indent=2) if args.format == "json" else _rule_text(doc, args.format))
+    print(json.dumps(doc, indent=2) if args.format == "json" else render_page(doc, args.format))
     return 0
 
 

@@ -116,12 +116,10 @@ def find_config(
 # --------------------------------------------------------------------------- checking
 
 
-def _rule_index() -> tuple[set[str], dict[str, str]]:
-    from cfgopt.rules import rule_classes
+def _rule_index() -> tuple[frozenset[str], dict[str, str]]:
+    from cfgopt.rules import codes_and_names  # from the rules' catalog: no rule module imported
 
-    codes = {c.code for c in rule_classes()}
-    names = {c.name: c.code for c in rule_classes()}
-    return codes, names
+    return codes_and_names()
 
 
 def check_codes(values: list[str], where: str) -> list[str]:

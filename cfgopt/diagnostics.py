@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,6 @@ class Fix:
     description: str
     applicability: Applicability
     edits: list[Edit]
-    # Other files this fix must edit together with this one (e.g. nothing yet); kept for cross-file fixes.
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -111,3 +111,11 @@ def real_path(path: Path) -> Path:
     """The canonical path used as a file's identity. Unlike Path.resolve(), never raises on a symlink
     loop (Python 3.11 raises RuntimeError there); the loop then fails, with a clear message, when read."""
     return Path(os.path.realpath(path))
+
+
+def display_path(path: Path) -> str:
+    """A path as reports show it: relative to the current directory when under it, else as given."""
+    try:
+        return str(real_path(path).relative_to(real_path(Path.cwd())))
+    except ValueError:
+        return str(path)

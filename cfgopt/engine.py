@@ -11,6 +11,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cfgopt import discovery, schema
 from cfgopt.diagnostics import Diagnostic, Severity
@@ -18,12 +19,15 @@ from cfgopt.document import Document, DocumentError, real_path
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.rules import all_rules
-from cfgopt.rules.base import Context
+from cfgopt.rules import codes_and_names, rules_for
+from cfgopt.rules.base import Context, ProjectView, Rule
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
 from cfgopt.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.timelimit import message as time_limit_message
+
+if TYPE_CHECKING:
+    from cfgopt.suppressions import RuleCodes
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 
@@ -183,7 +187,8 @@ class Project:
 
     # ---------------------------------------------------------------- rules
     def diagnostics(self) -> list[Diagnostic]:
-        rules = all_rules()
+        rules = self._rules_needed()
+        settings_for = self.settings.for_path
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
         for src in self.sources:
@@ -203,10 +208,17 @@ class Project:
                     seen.add(ident)
                     out.append(diag)
         out = [d for d in out if real_path(d.path) not in self.skip]
-        if self._may_suppress():
-            from cfgopt.suppressions import apply_suppressions
+        suppressing = self._may_suppress()
+        matched = None
+        if suppressing:  # kept off the common path: nothing to suppress, nothing imported
+            from cfgopt import suppressions
 
-            out = apply_suppressions(self, out)
+            out, matched = suppressions.apply_suppressions(self.sources, self.quiet, settings_for, _rule_codes, out)
+        view = ProjectView(settings_for, matched)
+        for rule in rules:
+            out.extend(rule.check_project(view))
+        if suppressing:
+            suppressions.strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
         return out
 
@@ -236,6 +248,12 @@ class Project:
                 )
         return found
 
+    def _rules_needed(self) -> tuple[Rule, ...]:
+        """The rules for the kinds of file linted and selected for one of them: only these are imported."""
+        linted = [src for src in self.sources if real_path(src.document.path) not in self.quiet]
+        settings = {id(s): s for s in (self.context(src).settings for src in linted)}.values()
+        return rules_for({src.kind for src in linted}, lambda code: any(s.is_selected(code) for s in settings))
+
     def _may_suppress(self) -> bool:
         """Is there anything for `cfgopt.suppressions` to do (kept off the common path: it is not imported
         for a project without suppression comments, per-file ignores or fix restrictions)?"""
@@ -246,6 +264,13 @@ class Project:
             if s.per_file_ignores or s.fixable or s.unfixable:
                 return True
         return any("cfgopt" in doc.text.lower() for doc in self.documents.values())
+
+
+def _rule_codes() -> RuleCodes:
+    """Every rule's code and name, for the codes written in suppression comments."""
+    from cfgopt.suppressions import RuleCodes
+
+    return RuleCodes(*codes_and_names())
 
 
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import real_path
+from cfgopt.document import display_path
 
 _COLORS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
 
@@ -22,13 +22,6 @@ def _use_color(stream: TextIO) -> bool:
     if os.environ.get("FORCE_COLOR"):
         return True
     return hasattr(stream, "isatty") and stream.isatty()
-
-
-def display_path(path: Path) -> str:
-    try:
-        return str(real_path(path).relative_to(real_path(Path.cwd())))
-    except ValueError:
-        return str(path)
 
 
 def _paint(text: str, code: str, color: bool) -> str:

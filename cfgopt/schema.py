@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import enum
 import json
+import math
+import operator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -180,6 +182,7 @@ class DeepSpeedSchema:
         self.plain_reads: set[str] = set(data.get("plain_reads", []))
         self.plain_defaults: dict[str, Any] = data.get("plain_defaults", {})
         self._models: dict[str, Any] = {}
+        self._keys: dict[str, dict[str, str]] = {}
 
     def field_names(self, model: str) -> set[str]:
         """Every key a strict section accepts: field names and their aliases."""
@@ -242,6 +245,82 @@ class DeepSpeedSchema:
                 schema, required=False, validation_alias=[[alias], [fname]] if alias else None
             )
         return cs.typed_dict_schema(fields, extra_behavior=spec.get("extra", "forbid"))
+
+    def plain_errors(
+        self, name: str, value: Any, at: tuple[str, ...] = ()
+    ) -> list[tuple[tuple[str, ...], str, str]] | None:
+        """`model(name)`'s verdict on `value` when it is plain, without pydantic-core: every value plainly of
+        its field's type (a bool for a bool, an int or an integral float within the limits for an int, a
+        listed enum value, a str for a str, ...) and unknown keys (pydantic-core's `extra_forbidden`, the
+        common mistake) reported as pydantic-core reports them. None means "ask pydantic-core", never
+        "invalid": a lint run whose DeepSpeed sections are plain never imports it (about 40 ms of a cold
+        start). tests/test_ds_fast_path.py holds this against pydantic-core on every field of every model."""
+        spec = self.raw_models[name]
+        if not isinstance(value, dict):
+            return None
+        forbid = spec.get("extra", "forbid") == "forbid"
+        by_field: dict[str, list[tuple[tuple[str, ...], str, str]]] = {}
+        extra: list[tuple[tuple[str, ...], str, str]] = []
+        for key, item in value.items():
+            fname = self._field_of(name).get(key)
+            if fname is None:
+                if forbid:
+                    extra.append(((*at, key), "extra_forbidden", "Extra inputs are not permitted"))
+                continue
+            found = self._plain_field(spec["fields"][fname], item, (*at, key))
+            if fname in by_field or found is None:
+                return None  # a field given twice (name and alias), or a value pydantic-core must judge
+            by_field[fname] = found
+        nested = [e for fname in spec["fields"] if fname in by_field for e in by_field[fname]]
+        return nested + extra
+
+    def _field_of(self, name: str) -> dict[str, str]:
+        """Key as written (field name or alias) -> field name, for model `name`."""
+        if name not in self._keys:
+            keys: dict[str, str] = {}
+            for fname, f in self.raw_models[name]["fields"].items():
+                keys[fname] = fname
+                if f.get("alias"):
+                    keys[f["alias"]] = fname
+            self._keys[name] = keys
+        return self._keys[name]
+
+    def _plain_field(self, f: dict[str, Any], item: Any, at: tuple[str, ...]) -> list | None:
+        """[] when `item` is plainly of field `f`'s type, the errors of a nested model, None when unsure."""
+        kinds = f.get("types") or ["any"]
+        if item is None:
+            return [] if "null" in kinds or "any" in kinds else None
+        if f.get("enum"):
+            base = int if f["enum"].get("base") == "int" else str
+            return [] if type(item) is base and item in f["enum"]["values"] else None
+        if "any" in kinds:
+            return []
+        if "model" in kinds and f.get("model") and isinstance(item, dict):
+            nested = self.plain_errors(f["model"], item, at)
+            only_model = [k for k in kinds if k != "null"] == ["model"]
+            return nested if not nested or only_model else None  # in a union, pydantic-core tags the location
+        limits = f.get("constraints") or {}
+        for kind in kinds:
+            if kind in ("int", "float"):
+                plain = _plain_number(kind, item, limits)
+            else:
+                plain = type(item) is _PLAIN_TYPES.get(kind)
+            if plain:
+                return []
+        return None
+
+
+def _plain_number(kind: str, item: Any, limits: dict[str, Any]) -> bool:
+    """An int (or, for an int field, an integral float such as 1e9) within the field's limits."""
+    if type(item) not in (int, float) or (type(item) is float and not math.isfinite(item)):
+        return False
+    if kind == "int" and type(item) is float and not (item.is_integer() and abs(item) <= 2**53):
+        return False  # pydantic-core takes an integral float (1e9) for an int, not one past int64
+    checks = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+    return all(checks[k](item, v) for k, v in limits.items() if k in checks)
+
+
+_PLAIN_TYPES: dict[str, type] = {"bool": bool, "str": str, "path": str, "dict": dict, "list": list}
 
 
 # JSON kinds whose schema needs no parameters (pathlib.Path fields take a string from JSON).

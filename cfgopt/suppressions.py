@@ -1,6 +1,8 @@
 """Suppressions: `# cfgopt: ignore[CODE, ...]` comments, `# cfgopt: ignore-file[...]`, and the project
 config's `per-file-ignores`, applied in one place after the rules ran (`apply_suppressions`, called by
-`engine.Project.diagnostics`), and the unused ones reported as CFG004.
+`engine.Project.diagnostics`). Each comment records what it suppressed; CFG004
+(`cfgopt/rules/cfg004_unused_suppression.py`, a project-level rule) reports the unused ones with the
+removal fixes written here. This module knows no rule and no engine: the caller passes the rule codes.
 
 Comments exist only in YAML and shell scripts; PyYAML drops them, so `scan` finds them in the text: a `#`
 that starts a word, outside quotes (a small per-line scanner), and, for a YAML file that parsed, outside
@@ -22,16 +24,17 @@ they would fire is unknown (ruff's RUF100 pitfall, astral-sh/ruff#2194).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.document import BREAK_CHARS, Document, real_path
 from cfgopt.loaders.shell import layout as shell_layout
-from cfgopt.source import Kind, Node
+from cfgopt.source import Kind, Node, Source
 
 if TYPE_CHECKING:
-    from cfgopt.engine import Project
     from cfgopt.settings import Settings
 
 DIRECTIVE = re.compile(
@@ -180,14 +183,12 @@ def _next_code_line(doc: Document, line: int) -> int | None:
 # --------------------------------------------------------------------------- applying
 
 
-class _Codes:
-    """Rule codes and names, for reading the codes written in a suppression."""
+@dataclass(frozen=True)
+class RuleCodes:
+    """Rule codes and names, for reading the codes written in a suppression (a name works as its code)."""
 
-    def __init__(self) -> None:
-        from cfgopt.rules import rule_classes
-
-        self.codes = {c.code for c in rule_classes()}
-        self.names = {c.name: c.code for c in rule_classes()}
+    codes: frozenset[str]
+    names: dict[str, str]  # name -> code
 
     def resolve(self, written: str) -> str | None:
         upper = written.upper()
@@ -196,14 +197,23 @@ class _Codes:
         return self.names.get(written.lower())
 
 
-def _documents(project: Project) -> dict:
+@dataclass
+class Matched:
+    """The suppression comments of the linted files, each with the codes it suppressed on this run
+    (`Suppression.used`): what CFG004 (`Rule.check_project`) reads to report the unused ones."""
+
+    files: list[tuple[Document, list[Suppression]]]
+    codes: RuleCodes
+
+
+def _documents(sources: list[Source], quiet: set[Path]) -> dict:
     """Linted documents that can hold comments: resolved path -> (document, is a shell script, spans)."""
     from cfgopt import discovery
 
     out: dict = {}
-    for src in project.sources:
+    for src in sources:
         key = real_path(src.document.path)
-        if key in project.quiet or src.kind in (Kind.DEEPSPEED, Kind.UNKNOWN):
+        if key in quiet or src.kind in (Kind.DEEPSPEED, Kind.UNKNOWN):
             continue
         shell = discovery.loader_for(src.document.path) == "script"
         if key not in out:
@@ -213,38 +223,44 @@ def _documents(project: Project) -> dict:
     return out
 
 
-def apply_suppressions(project: Project, diags: list[Diagnostic]) -> list[Diagnostic]:
-    """Drop what `per-file-ignores` and suppression comments suppress, strip fixes of `unfixable` rules,
-    and add a CFG004 diagnostic for every suppression that suppressed nothing."""
-    settings_for = project.settings.for_path
+def apply_suppressions(
+    sources: list[Source],
+    quiet: set[Path],
+    settings_for: Callable[[Path], Settings],
+    codes: Callable[[], RuleCodes],
+    diags: list[Diagnostic],
+) -> tuple[list[Diagnostic], Matched | None]:
+    """Drop the findings in `quiet` files and what `per-file-ignores` and suppression comments suppress;
+    return the rest and the comments found (None when there are none). `codes` is called only then."""
     kept = [
-        d
-        for d in diags
-        if real_path(d.path) not in project.quiet and not settings_for(d.path).ignored_in_file(d.path, d.code)
+        d for d in diags if real_path(d.path) not in quiet and not settings_for(d.path).ignored_in_file(d.path, d.code)
     ]
-    documents = _documents(project)
-    found: dict = {}
-    for key, (doc, shell, spans) in documents.items():
+    found: list[tuple[Document, list[Suppression]]] = []
+    for doc, shell, spans in _documents(sources, quiet).values():
         sups = scan(doc, shell, spans)
         if sups:
-            found[key] = (doc, sups)
-    if found:
-        codes = _Codes()
-        out: list[Diagnostic] = []
-        for d in kept:
-            entry = found.get(real_path(d.path))
-            if entry is None or not _suppressed(d, entry[1], codes):
-                out.append(d)
-        for doc, sups in found.values():
-            out.extend(_unused(doc, sups, settings_for(doc.path), codes))
-        kept = out
+            found.append((doc, sups))
+    if not found:
+        return kept, None
+    matched = Matched(found, codes())
+    by_path = {real_path(doc.path): sups for doc, sups in found}
+    out: list[Diagnostic] = []
     for d in kept:
+        sups = by_path.get(real_path(d.path))
+        if sups is None or not _suppressed(d, sups, matched.codes):
+            out.append(d)
+    return out, matched
+
+
+def strip_unfixable(diags: list[Diagnostic], settings_for: Callable[[Path], Settings]) -> None:
+    """Take the fix off each finding of a rule the project config lists as `unfixable` (or leaves out of
+    `fixable`)."""
+    for d in diags:
         if d.fix is not None and not settings_for(d.path).is_fixable(d.code):
             d.fix = None
-    return kept
 
 
-def _suppressed(diag: Diagnostic, sups: list[Suppression], codes: _Codes) -> bool:
+def _suppressed(diag: Diagnostic, sups: list[Suppression], codes: RuleCodes) -> bool:
     line = diag.line_column[0]
     hit = False
     for sup in sups:
@@ -260,59 +276,10 @@ def _suppressed(diag: Diagnostic, sups: list[Suppression], codes: _Codes) -> boo
     return hit
 
 
-def _unused(doc: Document, sups: list[Suppression], settings: Settings, codes: _Codes) -> list[Diagnostic]:
-    from cfgopt.rules.cfg004_unused_suppression import UnusedSuppression as Rule
-    from cfgopt.suggest import closest
-
-    if not settings.is_selected(Rule.code) or settings.ignored_in_file(doc.path, Rule.code):
-        return []
-    out: list[Diagnostic] = []
-    for sup in sups:
-        first, last = sup.covers
-        where = (
-            "in this file" if sup.file_level else (f"on line {first}" if first == last else f"on lines {first}-{last}")
-        )
-        if sup.codes is None or not sup.codes:
-            if sup.used:
-                continue
-            reasons = [f"nothing to suppress {where}"]
-            drop_all = True
-            dropped: set[int] = set()
-        else:
-            reasons = []
-            dropped = set()
-            for i, (written, _, _) in enumerate(sup.codes):
-                code = codes.resolve(written)
-                if code is None:
-                    hint = closest(written.upper(), sorted(codes.codes)) or closest(written.lower(), codes.names)
-                    reasons.append(f"unknown rule code `{written}`" + (f" (did you mean `{hint}`?)" if hint else ""))
-                    dropped.add(i)
-                elif code == Rule.code or not settings.is_selected(code) or settings.ignored_in_file(doc.path, code):
-                    continue  # not run on this file: whether it would fire here is unknown
-                elif code not in sup.used:
-                    reasons.append(f"no {code} finding {where}")
-                    dropped.add(i)
-            if not dropped:
-                continue
-            drop_all = len(dropped) == len(sup.codes)
-        fix = _removal(doc, sup) if drop_all else _shrink(sup, dropped)
-        message = "Unused suppression: " + "; ".join(reasons)
-        out.append(
-            Diagnostic(
-                document=doc,
-                start=sup.start,
-                end=sup.end,
-                code=Rule.code,
-                name=Rule.name,
-                severity=Rule.severity,
-                message=message,
-                fix=fix,
-            )
-        )
-    return out
+# --------------------------------------------------------------------------- removing (CFG004's fixes)
 
 
-def _removal(doc: Document, sup: Suppression) -> Fix:
+def removal_fix(doc: Document, sup: Suppression) -> Fix:
     """Delete the directive only: a note after it (`# cfgopt: ignore[LF003] keep 10 for the dashboard`)
     stays a comment, and a line holding nothing else goes with its line break."""
     text = doc.text
@@ -340,7 +307,8 @@ def _removal(doc: Document, sup: Suppression) -> Fix:
     return Fix("Remove the unused suppression comment", Applicability.SAFE, [edit])
 
 
-def _shrink(sup: Suppression, dropped: set[int]) -> Fix:
+def shrink_fix(sup: Suppression, dropped: set[int]) -> Fix:
+    """Remove only the codes at the indexes `dropped` from the comment's list."""
     assert sup.codes is not None
     keep = [w for i, (w, _, _) in enumerate(sup.codes) if i not in dropped]
     gone = ", ".join(w for i, (w, _, _) in enumerate(sup.codes) if i in dropped)

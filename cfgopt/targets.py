@@ -38,3 +38,10 @@ TARGETS: dict[str, Target] = {
 }
 
 DEFAULT_TARGET = "mi300x"
+
+
+def target_for_device(device_name: str) -> Target | None:
+    """The target an accelerator is, from the name it reports (`torch.cuda.get_device_name()`, e.g.
+    "NVIDIA H200", "AMD Instinct MI300X"); None for a device cfgopt has no target for."""
+    reported = device_name.upper()
+    return next((t for t in TARGETS.values() if t.platform != "cpu" and t.name.upper() in reported), None)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines
+from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_blocks, render_expected
 
 
 def main(argv: list[str]) -> int:
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
         if wanted and case.parent.name not in wanted:
             continue
         args = case_args(case)
-        (case / "expected.txt").write_text("\n".join(lint_lines(case, args)) + "\n")
+        (case / "expected.txt").write_text(render_expected(lint_blocks(case, args)))
         with tempfile.TemporaryDirectory() as tmp:
             work = copy_inputs(case, Path(tmp) / "case")
             fix_in(work, args)

@@ -1,9 +1,17 @@
 """The per-rule fixture cases in fixtures/rules/<CODE>/<case>/ and how to run them.
 
 A case folder holds the input files, optionally `case.json` ({"args": [...cfgopt options...],
-"all_rules": false}), the
-expected diagnostics in `expected.txt` (one `file:line:column CODE severity` per line), and, when the
-case has fixes, `fixed/` with every input file as `cfgopt fix --write --unsafe-fixes` must leave it.
+"all_rules": false}), the expected diagnostics in `expected.txt`, and, when the case has fixes, `fixed/`
+with every input file as `cfgopt fix --write --unsafe-fixes` must leave it.
+
+`expected.txt` has one block per diagnostic, in report order, blocks separated by a blank line:
+
+    train.yaml:5:13 LF002 warning
+      message: `bf16` is the string 'false', which LLaMA-Factory does not convert: ...
+      fix (unsafe): Write the boolean `false`
+
+(`fix: none` when there is no fix). Paths in messages are written relative to the case folder (`<case>/`)
+or the current directory (`<cwd>/`), so the snapshot is the same on every machine.
 `python scripts/update_rule_fixtures.py` rewrites expected.txt and fixed/ from the current behaviour;
 review the diff before committing it.
 """
@@ -48,14 +56,36 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def lint_lines(folder: Path, args: list[str]) -> list[str]:
+def _portable(text: str, folder: Path) -> str:
+    """A message with the machine's absolute paths replaced by `<case>` and `<cwd>`."""
+    for path, name in ((folder.resolve(), "<case>"), (Path.cwd().resolve(), "<cwd>")):
+        text = text.replace(str(path), name)
+    return text
+
+
+def diagnostic_block(diag: dict, folder: Path) -> str:
+    """One diagnostic of `cfgopt lint --format json` as it is written in expected.txt."""
+    rel = Path(diag["file"]).resolve().relative_to(folder.resolve())
+    fix = diag["fix"]
+    fix_line = "fix: none" if fix is None else f"fix ({fix['applicability']}): {_portable(fix['description'], folder)}"
+    message = _portable(diag["message"], folder).replace("\n", "\n    ")
+    header = f"{rel}:{diag['line']}:{diag['column']} {diag['code']} {diag['severity']}"
+    return f"{header}\n  message: {message}\n  {fix_line}"
+
+
+def lint_blocks(folder: Path, args: list[str]) -> list[str]:
+    """The case's diagnostics, one block each, in report order (file, position, code)."""
     files = [str(f) for f in input_files(folder)]
     _, out, _ = run_cli(["lint", "--format", "json", *files, *args])
-    lines = []
-    for d in json.loads(out)["diagnostics"]:
-        rel = Path(d["file"]).resolve().relative_to(folder.resolve())
-        lines.append(f"{rel}:{d['line']}:{d['column']} {d['code']} {d['severity']}")
-    return sorted(lines)
+    return [diagnostic_block(d, folder) for d in json.loads(out)["diagnostics"]]
+
+
+def render_expected(blocks: list[str]) -> str:
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def parse_expected(text: str) -> list[str]:
+    return [block.strip("\n") for block in text.split("\n\n") if block.strip()]
 
 
 def copy_inputs(case: Path, dest: Path) -> Path:

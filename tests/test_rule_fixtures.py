@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from rule_cases import CASES_DIR, all_cases, case_args, copy_inputs, fix_in, input_files, lint_lines
+from rule_cases import CASES_DIR, all_cases, case_args, copy_inputs, fix_in, input_files, lint_blocks, parse_expected
 
 from cfgopt.rules import all_rules
 
@@ -14,8 +15,21 @@ CASES = all_cases()
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_case_diagnostics(case: Path) -> None:
-    expected = (case / "expected.txt").read_text().split("\n")
-    assert lint_lines(case, case_args(case)) == sorted(line for line in expected if line)
+    """Position, code, severity, message and fix (applicability and description) of every diagnostic: a
+    changed wording fails here until `python scripts/update_rule_fixtures.py` rewrites the snapshot."""
+    expected = parse_expected((case / "expected.txt").read_text())
+    assert lint_blocks(case, case_args(case)) == expected
+
+
+BLOCK = re.compile(
+    r"\S+:\d+:\d+ [A-Z]+\d{3} (error|warning|info)\n  message: .+(\n    .*)*\n  fix(: none| \((safe|unsafe)\): .+)"
+)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_snapshot_records_message_and_fix(case: Path) -> None:
+    for block in parse_expected((case / "expected.txt").read_text()):
+        assert BLOCK.fullmatch(block), block
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")

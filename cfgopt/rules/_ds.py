@@ -39,19 +39,30 @@ def validate_section(
 ) -> list[tuple[tuple[Any, ...], str, str]]:
     """What DeepSpeed's class `model_name` says of a section: (location, error type, message) for each
     problem; empty when DeepSpeed accepts it. Its pydantic schema first, then its validators."""
-    from pydantic_core import ValidationError
-
     ds = ds or schema.deepspeed()
     section = strip_auto(value)
-    out: list[tuple[tuple[Any, ...], str, str]] = []
-    core_ok = True
+    out = _core_errors(ds, model_name, section)
+    core_ok = not out
+    out.extend((loc, "value_error", message) for loc, message in _nested_validators(ds, model_name, section, core_ok))
+    return out
+
+
+def _core_errors(
+    ds: schema.DeepSpeedSchema, model_name: str, section: dict[str, Any]
+) -> list[tuple[tuple[Any, ...], str, str]]:
+    """pydantic-core's errors for a section. A plain one (the common case, unknown keys included) is judged
+    without it (`DeepSpeedSchema.plain_errors`), so pydantic-core is imported only for a section it must judge."""
+    plain = ds.plain_errors(model_name, section)
+    if plain is not None:
+        return list(plain)
+    from pydantic_core import ValidationError
+
     try:
         ds.model(model_name).validate_python(section)
     except ValidationError as exc:
-        core_ok = False
-        out.extend((tuple(err["loc"]), err["type"], err["msg"]) for err in exc.errors())
-    out.extend((loc, "value_error", message) for loc, message in _nested_validators(ds, model_name, section, core_ok))
-    return out
+        # include_url=False: the documentation URLs import all of pydantic (~20 ms of a cold run) to be built
+        return [(tuple(err["loc"]), err["type"], err["msg"]) for err in exc.errors(include_url=False)]
+    return []
 
 
 def _nested_validators(

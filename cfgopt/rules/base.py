@@ -4,8 +4,9 @@ an example, fix safety), and `check`, which yields diagnostics."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
@@ -13,6 +14,7 @@ from cfgopt.source import Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
     from cfgopt.settings import Settings
+    from cfgopt.suppressions import Matched
 
 
 @dataclass
@@ -29,6 +31,15 @@ class Context:
     memo: dict[str, Any] = field(default_factory=dict)  # per-file results rules share (e.g. DS validation)
 
 
+@dataclass
+class ProjectView:
+    """What a project-level rule (`Rule.check_project`) sees, once every file's rules ran and the
+    suppressions were applied: each file's settings and the suppression comments found (None: none)."""
+
+    settings_for: Callable[[Path], Settings]
+    suppressions: Matched | None = None
+
+
 MAX_MESSAGE = 400  # a value quoted in a message can be megabytes long; a message stays readable
 
 
@@ -42,7 +53,7 @@ class Rule:
     severity: ClassVar[Severity]
     kinds: ClassVar[frozenset[Kind]]
     summary: ClassVar[str]
-    # Long-form docs, shown by `cfgopt rule CODE` and rendered into rules/<CODE>.md.
+    # Long-form docs, shown by `cfgopt rule CODE` and rendered into docs/rules/<CODE>.md.
     why: ClassVar[str] = ""
     fails_when: ClassVar[str] = ""  # when the real tool fails (or misbehaves): the cost the rule saves
     evidence: ClassVar[tuple[str, ...]] = ()
@@ -50,7 +61,12 @@ class Rule:
     fix_safety: ClassVar[str] = "No fix."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        raise NotImplementedError
+        """The findings in one file of the rule's `kinds` (most rules)."""
+        return iter(())
+
+    def check_project(self, project: ProjectView) -> Iterator[Diagnostic]:
+        """The findings only known once every file was checked (CFG004); called once per lint run."""
+        return iter(())
 
     # -- helpers for rule bodies -------------------------------------------------------------------
     def at_entry(

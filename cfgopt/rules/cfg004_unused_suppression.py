@@ -1,20 +1,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.base import ProjectView, Rule
 from cfgopt.source import Kind
+
+if TYPE_CHECKING:  # imported when there is a suppression to judge, not on every lint run
+    from cfgopt.document import Document
+    from cfgopt.settings import Settings
+    from cfgopt.suppressions import RuleCodes, Suppression
 
 
 class UnusedSuppression(Rule):
-    """Documentation and identity of CFG004; the diagnostics come from `cfgopt.suppressions`.
-
-    Whether a suppression is used is only known once every other rule has run on the file and the
-    suppressions were matched against their findings, which happens in one place after the rules
-    (`cfgopt.suppressions.apply_suppressions`, called by the engine). So `check` yields nothing: the engine
-    builds CFG004's diagnostics with this class's code, name and severity, and `--select`/`--ignore`,
-    `per-file-ignores` and `# cfgopt: ignore-file[CFG004]` apply to it as to any rule.
+    """A project-level rule: whether a suppression is used is only known once every other rule has run
+    and the suppressions were matched against their findings (`cfgopt.suppressions.apply_suppressions`,
+    called by the engine). So it has no per-file `check`; the engine calls `check_project` after that
+    matching. `--select`/`--ignore` and `per-file-ignores` apply to it as to any rule.
     """
 
     code = "CFG004"
@@ -49,5 +52,63 @@ class UnusedSuppression(Rule):
         "suppressed nothing on this run."
     )
 
-    def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        return iter(())  # reported by cfgopt.suppressions after every rule ran (see the class docstring)
+    def check_project(self, project: ProjectView) -> Iterator[Diagnostic]:
+        matched = project.suppressions
+        if matched is None:
+            return
+        for doc, sups in matched.files:
+            settings = project.settings_for(doc.path)
+            if settings.is_selected(self.code) and not settings.ignored_in_file(doc.path, self.code):
+                for sup in sups:
+                    diag = self._unused(doc, sup, settings, matched.codes)
+                    if diag is not None:
+                        yield diag
+
+    def _unused(self, doc: Document, sup: Suppression, settings: Settings, codes: RuleCodes) -> Diagnostic | None:
+        """The finding for one suppression that suppressed nothing (or some of whose codes did not)."""
+        from cfgopt.suppressions import removal_fix, shrink_fix
+
+        first, last = sup.covers
+        where = (
+            "in this file" if sup.file_level else (f"on line {first}" if first == last else f"on lines {first}-{last}")
+        )
+        if not sup.codes:
+            if sup.used:
+                return None
+            reasons, dropped = [f"nothing to suppress {where}"], set()
+        else:
+            reasons, dropped = self._unused_codes(doc, sup, settings, codes, where)
+            if not dropped:
+                return None
+        drop_all = not sup.codes or len(dropped) == len(sup.codes)
+        return Diagnostic(
+            document=doc,
+            start=sup.start,
+            end=sup.end,
+            code=self.code,
+            name=self.name,
+            severity=self.severity,
+            message="Unused suppression: " + "; ".join(reasons),
+            fix=removal_fix(doc, sup) if drop_all else shrink_fix(sup, dropped),
+        )
+
+    def _unused_codes(
+        self, doc: Document, sup: Suppression, settings: Settings, codes: RuleCodes, where: str
+    ) -> tuple[list[str], set[int]]:
+        """Why each unused or unknown code of a suppression's list is reported, and their indexes."""
+        from cfgopt.suggest import closest
+
+        reasons: list[str] = []
+        dropped: set[int] = set()
+        for i, (written, _, _) in enumerate(sup.codes or ()):
+            code = codes.resolve(written)
+            if code is None:
+                hint = closest(written.upper(), sorted(codes.codes)) or closest(written.lower(), codes.names)
+                reasons.append(f"unknown rule code `{written}`" + (f" (did you mean `{hint}`?)" if hint else ""))
+                dropped.add(i)
+            elif code == self.code or not settings.is_selected(code) or settings.ignored_in_file(doc.path, code):
+                continue  # not run on this file: whether it would fire here is unknown
+            elif code not in sup.used:
+                reasons.append(f"no {code} finding {where}")
+                dropped.add(i)
+        return reasons, dropped

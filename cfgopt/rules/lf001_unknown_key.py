@@ -121,44 +121,7 @@ class UnknownKey(Rule):
     def _hint(self, ctx: Context, entry: Entry, fields, present, lf) -> tuple[str, object]:
         src, key, value = ctx.source, entry.key, entry.node.value
         if key in WEBUI_KEYS:
-            mapping = WEBUI_KEYS[key]
-            if isinstance(value, (str, int, float, bool)) and value in mapping:
-                target = mapping[value]
-                if target is None:
-                    return (
-                        f"it is a WebUI setting; `{value}` is the default, so the key can go",
-                        self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
-                    )
-                new_key, new_value = target
-                rival = {"bf16": "fp16", "fp16": "bf16", "pure_bf16": "fp16"}.get(new_key)
-                rival_entry = src.root.get(rival) if rival else None
-                if rival_entry is not None and rival_entry.node.value is True:
-                    return (
-                        f"it is the WebUI's name for `{new_key}: true`, which contradicts `{rival}: true` "
-                        "here; keep one precision",
-                        self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=False),
-                    )
-                if new_key in present:
-                    existing = src.root.get(new_key)
-                    if existing is not None and existing.node.value == new_value:
-                        return (
-                            f"it is a WebUI setting, and `{new_key}: {new_value}` is already set",
-                            self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
-                        )
-                    return f"it is the WebUI's name for `{new_key}: {str(new_value).lower()}`", None
-                new_edits = edits.rename_key(src, entry, new_key)
-                value_edits = edits.replace_value(src, entry, new_value)
-                if value_edits is None:
-                    return f"it is the WebUI's name for `{new_key}`", None
-                rendered = edits.render_value(src, new_value)
-                return (
-                    f"it is the WebUI's widget for precision; the config key is `{new_key}: {rendered}`",
-                    self.fix(f"Replace with `{new_key}: {rendered}`", new_edits + value_edits, safe=True),
-                )
-            return (
-                f"it is a WebUI setting, not a config key (use one of {sorted(str(v) for v in mapping)})",
-                None,
-            )
+            return self._webui_hint(ctx, entry, present)
         if key == "disable_torch_compile":
             compile_on = value is False or (isinstance(value, str) and value.lower() in ("false", "no", "0"))
             msg = "compilation is HF's opt-in `torch_compile` (default false)" + (
@@ -200,3 +163,45 @@ class UnknownKey(Rule):
         if guess:
             return f"did you mean `{guess}` (already set)?", None
         return "", None
+
+    def _webui_hint(self, ctx: Context, entry: Entry, present) -> tuple[str, object]:
+        """A LLaMA-Factory WebUI setting saved into a config: the config key it stands for, if any."""
+        src, key, value = ctx.source, entry.key, entry.node.value
+        mapping = WEBUI_KEYS[key]
+        if isinstance(value, (str, int, float, bool)) and value in mapping:
+            target = mapping[value]
+            if target is None:
+                return (
+                    f"it is a WebUI setting; `{value}` is the default, so the key can go",
+                    self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                )
+            new_key, new_value = target
+            rival = {"bf16": "fp16", "fp16": "bf16", "pure_bf16": "fp16"}.get(new_key)
+            rival_entry = src.root.get(rival) if rival else None
+            if rival_entry is not None and rival_entry.node.value is True:
+                return (
+                    f"it is the WebUI's name for `{new_key}: true`, which contradicts `{rival}: true` "
+                    "here; keep one precision",
+                    self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=False),
+                )
+            if new_key in present:
+                existing = src.root.get(new_key)
+                if existing is not None and existing.node.value == new_value:
+                    return (
+                        f"it is a WebUI setting, and `{new_key}: {new_value}` is already set",
+                        self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
+                    )
+                return f"it is the WebUI's name for `{new_key}: {str(new_value).lower()}`", None
+            new_edits = edits.rename_key(src, entry, new_key)
+            value_edits = edits.replace_value(src, entry, new_value)
+            if value_edits is None:
+                return f"it is the WebUI's name for `{new_key}`", None
+            rendered = edits.render_value(src, new_value)
+            return (
+                f"it is the WebUI's widget for precision; the config key is `{new_key}: {rendered}`",
+                self.fix(f"Replace with `{new_key}: {rendered}`", new_edits + value_edits, safe=True),
+            )
+        return (
+            f"it is a WebUI setting, not a config key (use one of {sorted(str(v) for v in mapping)})",
+            None,
+        )

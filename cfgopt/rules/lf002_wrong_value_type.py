@@ -6,7 +6,7 @@ from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import LF, fields_for, top_entries
 from cfgopt.rules.base import Context, Rule
-from cfgopt.source import Kind
+from cfgopt.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
@@ -60,55 +60,14 @@ class WrongValueType(Rule):
                 continue
             node = entry.node
             if src.kind == Kind.LF_CLI:
-                if node.raw is not None:
-                    ok, _, error = schema.argparse_convert(spec, node.raw)
-                    if not ok:
-                        yield self.at_entry(
-                            ctx,
-                            entry,
-                            f"argparse rejects `--{entry.key} {node.raw}` at once (exit 2): {error}",
-                            on="value",
-                        )
+                yield from self._command_line_value(ctx, entry, spec)
                 continue
             value = node.value
             if isinstance(value, (list, dict)) and not {"list", "dict", "any"} & set(spec.types):
-                # Numbers are compared at start-up (HF's *_steps checks), and the GaLore/APOLLO/BAdam switches are
-                # added up (finetuning_args.py L598): both crash with TypeError. Other booleans are just truthy.
-                crashes = spec.numeric_only or entry.key in ("use_galore", "use_apollo", "use_badam")
-                consequence = (
-                    " and its start-up checks crash on it (TypeError)"
-                    if crashes
-                    else ": a non-empty list counts as true"
-                )
-                yield self.at_entry(
-                    ctx,
-                    entry,
-                    f"`{entry.key}` must be a single {'/'.join(spec.types)} value but is a "
-                    f"{type(value).__name__}; {LF} passes it on unconverted{consequence}",
-                    on="value",
-                    severity=Severity.ERROR if crashes else Severity.WARNING,
-                )
+                yield self._container_value(ctx, entry, spec)
                 continue
             if spec.is_bool and isinstance(value, str):
-                low = value.strip().lower()
-                meant = True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None
-                fix = None
-                if meant is not None:
-                    fix = self.fix(
-                        f"Write the boolean `{str(meant).lower()}`",
-                        edits.replace_value(src, entry, meant),
-                        safe=False,
-                    )
-                yield self.at_entry(
-                    ctx,
-                    entry,
-                    f"`{entry.key}` is the string {value!r}, which {LF} does not convert: "
-                    "any non-empty string counts as true"
-                    + (f", so this is silently ON although it reads `{value}`" if meant is False else ""),
-                    on="value",
-                    severity=Severity.WARNING,
-                    fix=fix,
-                )
+                yield self._string_boolean(ctx, entry, value)
             elif spec.numeric_only and isinstance(value, str):
                 number = _as_number(value.strip())
                 fix = None
@@ -172,3 +131,57 @@ class WrongValueType(Rule):
                         safe=True,
                     ),
                 )
+
+    def _command_line_value(self, ctx: Context, entry: Entry, spec: schema.FieldSpec) -> Iterator[Diagnostic]:
+        """A `--key value` argparse converts before LLaMA-Factory sees it: a bad one is exit 2 at once."""
+        raw = entry.node.raw
+        if raw is not None:
+            ok, _, error = schema.argparse_convert(spec, raw)
+            if not ok:
+                yield self.at_entry(
+                    ctx,
+                    entry,
+                    f"argparse rejects `--{entry.key} {raw}` at once (exit 2): {error}",
+                    on="value",
+                )
+
+    def _container_value(self, ctx: Context, entry: Entry, spec: schema.FieldSpec) -> Diagnostic:
+        """A list or mapping where the field takes a single value."""
+        value = entry.node.value
+        # Numbers are compared at start-up (HF's *_steps checks), and the GaLore/APOLLO/BAdam switches are
+        # added up (finetuning_args.py L598): both crash with TypeError. Other booleans are just truthy.
+        crashes = spec.numeric_only or entry.key in ("use_galore", "use_apollo", "use_badam")
+        consequence = (
+            " and its start-up checks crash on it (TypeError)" if crashes else ": a non-empty list counts as true"
+        )
+        return self.at_entry(
+            ctx,
+            entry,
+            f"`{entry.key}` must be a single {'/'.join(spec.types)} value but is a "
+            f"{type(value).__name__}; {LF} passes it on unconverted{consequence}",
+            on="value",
+            severity=Severity.ERROR if crashes else Severity.WARNING,
+        )
+
+    def _string_boolean(self, ctx: Context, entry: Entry, value: str) -> Diagnostic:
+        """A boolean field given a string: any non-empty string is true."""
+        src = ctx.source
+        low = value.strip().lower()
+        meant = True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None
+        fix = None
+        if meant is not None:
+            fix = self.fix(
+                f"Write the boolean `{str(meant).lower()}`",
+                edits.replace_value(src, entry, meant),
+                safe=False,
+            )
+        return self.at_entry(
+            ctx,
+            entry,
+            f"`{entry.key}` is the string {value!r}, which {LF} does not convert: "
+            "any non-empty string counts as true"
+            + (f", so this is silently ON although it reads `{value}`" if meant is False else ""),
+            on="value",
+            severity=Severity.WARNING,
+            fix=fix,
+        )

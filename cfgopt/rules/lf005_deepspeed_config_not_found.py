@@ -32,11 +32,7 @@ class DeepSpeedConfigNotFound(Rule):
         if not entry.node.value:
             return
         tried = ctx.deepspeed_searched
-        where = (
-            tried[0]
-            if len(tried) == 1
-            else f"the current directory, the config's folder and the {len(tried) - 2} folders above it"
-        )
+        where = tried[0] if len(tried) == 1 else "the current directory, the config's folder and every folder above it"
         yield self.at_entry(
             ctx,
             entry,

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     if (cannot_run := preflight.check(args, "verify")) is not None:
         return cannot_run
-    work = runner.new_workdir(args.keep_temp)
+    work = runner.new_workdir()
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
 
     def relay(line: str) -> None:

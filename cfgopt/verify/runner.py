@@ -334,5 +334,6 @@ def detect_target() -> str:
     return "cpu"
 
 
-def new_workdir(keep: bool) -> Path:
+def new_workdir() -> Path:
+    """A fresh work folder; the caller removes it unless the user asked to keep it (`--keep-temp`)."""
     return Path(tempfile.mkdtemp(prefix="cfgopt-verify-"))

@@ -16,18 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-# Dense bf16 peak of the device, TFLOP/s, by a substring of torch.cuda.get_device_name() (vendor spec sheets).
-PEAK_TFLOPS = {
-    "H200": 989.4,
-    "H100": 989.4,
-    "A100": 312.0,
-    "MI300X": 1307.4,
-    "MI325X": 1307.4,
-    "MI300A": 980.6,
-    "MI250X": 191.5,
-    "MI250": 181.0,
-    "L40S": 362.1,
-}
+from cfgopt.targets import target_for_device  # a table only: the worker stays import-light
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
@@ -118,8 +107,8 @@ def _make_callback(spec: dict[str, Any]):
                 metrics["platform"] = (
                     "ROCm/HIP " + str(torch.version.hip) if torch.version.hip else ("CUDA " + str(torch.version.cuda))
                 )
-                name = metrics["device"]
-                metrics["peak_tflops"] = next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+                target = target_for_device(metrics["device"])  # dense bf16 peak, for the MFU
+                metrics["peak_tflops"] = target.peak_bf16_tflops if target else None
             else:
                 metrics["device"], metrics["platform"], metrics["peak_tflops"] = "cpu", "CPU", None
             if model is not None:

@@ -1,0 +1,63 @@
+"""A rule's page, rendered from its module's docs: printed by `cfgopt rule CODE` and written to
+docs/rules/<CODE>.md by scripts/gen_rule_docs.py (one renderer, so the two never differ)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PAGES_DIR = "docs/rules"  # where the generated pages live, relative to the repository root
+
+
+def render_page(doc: dict[str, Any], fmt: str) -> str:
+    """A rule's page from `Rule.docs()`: `markdown` (docs/rules/<CODE>.md) or plain text (`cfgopt rule CODE`)."""
+    if fmt == "markdown":
+        lines = (
+            [
+                f"# {doc['code']} `{doc['name']}`",
+                "",
+                f"**{doc['summary']}**",
+                "",
+                f"- Severity: {doc['severity']}",
+                f"- Files: {', '.join(doc['kinds'])}",
+                "",
+                "## Why",
+                "",
+                doc["why"],
+                "",
+                "## When the real tool fails",
+                "",
+                doc["fails_when"],
+                "",
+                "## Evidence",
+                "",
+            ]
+            + [f"- {e}" for e in doc["evidence"]]
+            + ["", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
+            + ["## Where", "", f"- Code: [`{doc['module']}`](../../{doc['module']})"]
+            + [
+                f"- Cases: [`fixtures/rules/{doc['code']}/`](../../fixtures/rules/{doc['code']}/), run by "
+                "`tests/test_rule_fixtures.py`",
+                "",
+            ]
+        )
+        return "\n".join(lines)
+    lines = (
+        [
+            f"{doc['code']} ({doc['name']}): {doc['summary']}",
+            f"severity: {doc['severity']}",
+            f"files: {', '.join(doc['kinds'])}",
+            "",
+            "Why:",
+            f"  {doc['why']}",
+            "",
+            "When the real tool fails:",
+            f"  {doc['fails_when']}",
+            "",
+            "Evidence:",
+        ]
+        + [f"  - {e}" for e in doc["evidence"]]
+        + ["", "Example:"]
+        + [f"  {line}" for line in doc["example"].splitlines()]
+        + ["", "Fix:", f"  {doc['fix_safety']}", ""]
+    )
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""The code base's shape, checked: no import cycles among cfgopt's modules, and short functions.
+
+Both are read from the source (AST), so an import inside a function or under `if TYPE_CHECKING:` counts
+as much as one at the top: a lazy import that dodges a cycle is still a cycle (one layer knowing another
+that knows it back).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cfgopt"
+MAX_FUNCTION_LINES = 80
+
+# TEMPORARY allow-list: functions over the limit in modules other branches are rewriting now (issue 13:
+# the verify and tune commands and tune's search; issue 16: memory.estimate), so they are split there or
+# right after the merge. The integrator empties this list after merging; a new entry is no way to pass.
+LONG_FUNCTIONS_BEING_SPLIT = {
+    "cfgopt/memory.py:estimate",
+    "cfgopt/tune/search.py:search",
+    "cfgopt/tune/command.py:run",
+    "cfgopt/verify/command.py:run",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imported(module: str, path: Path, node: ast.Import | ast.ImportFrom, known: dict[str, Path]) -> set[str]:
+    """The cfgopt modules an import statement loads (the deepest known module of each dotted name)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:  # relative: from the module's package
+            package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join([*package, base] if base else package)
+        # `from pkg import mod` loads pkg.mod; `from mod import name` loads mod
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+    out: set[str] = set()
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.add(name)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in known.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                deps |= _imported(module, path, node, known)
+        graph[module] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    detail = "; ".join(
+        " <-> ".join(c) + " (" + ", ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a] & set(c))) + ")"
+        for c in found
+    )
+    assert not found, f"import cycles: {detail}"
+
+
+def test_cycle_finder_sees_lazy_imports() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    tree = ast.parse("def f():\n    from cfgopt import engine\n")
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
+    assert _imported("cfgopt.suppressions", PACKAGE / "suppressions.py", node, _modules()) == {"cfgopt.engine"}
+
+
+def long_functions() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno is not None
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    out[f"{path.relative_to(PACKAGE.parent).as_posix()}:{node.name}"] = lines
+    return out
+
+
+def test_no_long_functions() -> None:
+    found = long_functions()
+    new = {name: n for name, n in found.items() if name not in LONG_FUNCTIONS_BEING_SPLIT}
+    assert not new, f"functions over {MAX_FUNCTION_LINES} lines (split them into named steps): {new}"
+
+
+@pytest.mark.parametrize("name", sorted(LONG_FUNCTIONS_BEING_SPLIT))
+def test_allow_list_is_not_stale(name: str) -> None:
+    """An entry whose function is now short (or gone) is removed from the list, so the list only shrinks."""
+    assert name in long_functions(), f"{name} is no longer over {MAX_FUNCTION_LINES} lines: remove it from the list"
