@@ -115,6 +115,17 @@ OUTSIDE: dict[str, Outside] = {
         fails=True,
         used=lambda ctx: distributed(ctx) is not False,
     ),
+    "rope_scaling": Outside(
+        "stops when the model is built: the rotary embedding has no such rope type (`KeyError`)",
+        "llamafactory 0.9.5 model/model_utils/rope.py L68 (`rope_type` = the value); transformers 5.6.0 "
+        "models/llama/modeling_llama.py L86 (`ROPE_INIT_FUNCTIONS[self.rope_type]`)",
+        fails=True,
+    ),
+    "download_mode": Outside(
+        "stops when `llamafactory-cli eval` loads the benchmark: `DownloadMode(value)` raises ValueError",
+        "llamafactory 0.9.5 eval/evaluator.py (`load_dataset(download_mode=...)`), read only by eval",
+        fails=True,
+    ),
     # ---- the run goes on
     "export_device": Outside(
         'treats every value but `cpu` as `auto` (`device_map="auto"`): the export runs on the GPUs',
@@ -157,6 +168,19 @@ OUTSIDE: dict[str, Outside] = {
     "quantization_type": Outside(_UNCHECKED.format(package="bitsandbytes"), "model_utils/quantization.py L177"),
     "sglang_lora_backend": Outside(_UNCHECKED.format(package="SGLang"), "chat/sglang_engine.py L101"),
     "swanlab_mode": Outside(_UNCHECKED.format(package="SwanLab"), "train/trainer_utils.py L886"),
+    # LLaMA-Factory 0.9.4 (transformers 4.57.1) only
+    "placement_strategy": Outside(_UNCHECKED.format(package="Ray"), "0.9.4 hparams/training_args.py, Ray runs only"),
+    "ray_storage_filesystem": Outside(
+        _UNCHECKED.format(package="Ray"), "0.9.4 hparams/training_args.py, Ray runs only"
+    ),
+    "half_precision_backend": Outside(
+        "uses no apex for any value but `apex` (transformers 4.57 compares with `auto` and `apex` only)",
+        'transformers 4.57.1 trainer.py (`args.half_precision_backend == "apex"`)',
+    ),
+    "fp16_backend": Outside(
+        "uses no apex for any value but `apex` (a deprecated alias of `half_precision_backend`)",
+        "transformers 4.57.1 training_args.py (`fp16_backend` copied to `half_precision_backend`)",
+    ),
     "infer_backend": Outside(
         "stops when a chat or API engine starts: `NotImplementedError: Unknown backend` (training ignores it)",
         "llamafactory 0.9.5 chat/chat_model.py L50-75",

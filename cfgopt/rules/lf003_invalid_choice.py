@@ -118,7 +118,7 @@ class InvalidChoice(Rule):
         the run does instead."""
         audit = outside(entry.key)
         stops = audit.stops(ctx)
-        choices = ", ".join(map(str, spec.choices or ()))
+        choices = _listed(spec.choices or ())
         version = ctx.settings.lf_schema.version
         yaml11 = yaml11_note(entry.node, shown, [str(c) for c in spec.choices or ()])
         message = f"`{entry.key}: {shown}` is not one of {choices}{yaml11}; LLaMA-Factory {version} {audit.outcome}"
@@ -162,6 +162,14 @@ class InvalidChoice(Rule):
         if guess:
             return self.fix(f"Use `{guess}`", edits.replace_value(src, entry, guess), safe=False)
         return None
+
+
+def _listed(choices, most: int = 12) -> str:
+    """The choices for a message: all of them when few, else the first ones and how many (optim has 42)."""
+    names = [str(c) for c in choices]
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{', '.join(names[:most])}, ... ({len(names)} choices)"
 
 
 def yaml11_note(node, shown: str, choices: list[str]) -> str:
