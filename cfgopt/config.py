@@ -38,6 +38,7 @@ OPTIONS: dict[str, str] = {
     "llamafactory-version": "a shipped LLaMA-Factory snapshot or prefix, e.g. 0.9.4",
     "deepspeed-version": "a shipped DeepSpeed snapshot or prefix, e.g. 0.16",
     "exclude": "a list of globs",
+    "extra-templates": "a list of chat-template names your LLaMA-Factory fork registers",
     "fail-on": "one of error, warning, info",
 }
 _MENTIONS_TABLE = re.compile(r"tool\s*\.\s*[\"']?cfgopt\b")
@@ -173,7 +174,7 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
                 raise ConfigError(f"{where}: expected an integer >= 1, got {value!r}")
         elif key in _CODE_LISTS:
             value = check_codes(_str_list(value, where), where)
-        elif key == "exclude":
+        elif key in ("exclude", "extra-templates"):
             value = _str_list(value, where)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
@@ -344,6 +345,7 @@ class Resolver:
             unsafe_fixes=cli.unsafe_fixes or bool(merged.get("unsafe-fixes", False)),
             per_file_ignores=list(merged.get("per-file-ignores", {}).items()),
             exclude=list(merged.get("exclude", [])),
+            extra_templates=list(merged.get("extra-templates", [])),
             fixable=fixable,
             unfixable=unfixable,
             force_exclude=cli.force_exclude,
@@ -376,6 +378,7 @@ def show_settings(settings: Settings, path: Path) -> str:
         f"llamafactory-version = {fmt(settings.llamafactory_version)}",
         f"deepspeed-version = {fmt(settings.deepspeed_version)}",
         f"exclude = {fmt(settings.exclude)}",
+        f"extra-templates = {fmt(settings.extra_templates)}",
         f"force-exclude = {fmt(settings.force_exclude)}",
         f"excluded = {fmt(settings.is_excluded(path))}  # this path",
         "",

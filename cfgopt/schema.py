@@ -91,6 +91,9 @@ class LlamaFactorySchema:
         self.transformers = data.get("transformers", "")
         self.groups: dict[str, list[str]] = data["groups"]
         self.not_settable: set[str] = set(data.get("not_settable", []))
+        # Chat templates the release registers (data/template.py); None: a snapshot taken without them.
+        templates = data.get("templates")
+        self.templates: frozenset[str] | None = frozenset(templates) if templates is not None else None
         self.fields: dict[str, FieldSpec] = {
             name: FieldSpec(
                 name=name,

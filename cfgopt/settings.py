@@ -40,6 +40,7 @@ class Settings:
     # Project configuration (docs/configuration.md); globs are relative to `root`, the config file's folder.
     per_file_ignores: list[tuple[str, list[str]]] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    extra_templates: list[str] = field(default_factory=list)  # chat templates a LLaMA-Factory fork registers
     fixable: list[str] = field(default_factory=list)  # empty = every rule may fix
     unfixable: list[str] = field(default_factory=list)
     force_exclude: bool = False  # skip excluded paths even when named on the command line

@@ -290,7 +290,45 @@ def build_llamafactory(versions: dict[str, str]) -> dict[str, Any]:
         "groups": groups,
         "fields": fields,
         "not_settable": sorted(not_settable - set(fields)),
+        "templates": installed_templates(),
     }
+
+
+def templates_in_source(template_py: str) -> list[str]:
+    """Chat-template names a LLaMA-Factory `data/template.py` registers, read from its AST.
+
+    Every template is a top-level `register_template(name="...", ...)` call filling `TEMPLATES`, the dict
+    `get_template_and_fix_tokenizer` looks names up in (`Template X does not exist.`). Reading the source
+    works for any release without installing it (LLaMA-Factory 0.9.4 caps transformers below 5.6.0).
+    """
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(template_py)):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register_template"):
+            continue
+        arg = next((kw.value for kw in node.keywords if kw.arg == "name"), node.args[0] if node.args else None)
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            names.add(arg.value)
+    return sorted(names)
+
+
+def installed_templates() -> list[str]:
+    """The installed LLaMA-Factory's registry, read from its `data/template.py` (importing that module needs
+    torchaudio through the multimodal plugins, which a CPU host may lack; the names are literal strings)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llamafactory")
+    if spec is None or not spec.submodule_search_locations:
+        raise VersionMismatch("llamafactory: not installed")
+    template_py = pathlib.Path(spec.submodule_search_locations[0]) / "data" / "template.py"
+    return templates_in_source(template_py.read_text(encoding="utf-8"))
+
+
+def add_templates(snapshot: pathlib.Path, template_py: pathlib.Path) -> str:
+    """`--templates-from`: set the `templates` of an existing LLaMA-Factory snapshot from that release's
+    `llamafactory/data/template.py` (from its wheel or its git tag)."""
+    data = json.loads(snapshot.read_text(encoding="utf-8"))
+    data["templates"] = templates_in_source(template_py.read_text(encoding="utf-8"))
+    return dump(data)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -869,7 +907,21 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="with --allow-versions: only this package (repeatable; default: every installed one)",
     )
+    ap.add_argument(
+        "--templates-from",
+        nargs=2,
+        metavar=("VERSION", "TEMPLATE_PY"),
+        help="only set the chat-template registry of llamafactory-VERSION.json from that release's "
+        "llamafactory/data/template.py",
+    )
     args = ap.parse_args(argv)
+
+    if args.templates_from:
+        version, template_py = args.templates_from
+        snapshot = args.out_dir / f"llamafactory-{version}.json"
+        snapshot.write_text(add_templates(snapshot, pathlib.Path(template_py)), encoding="utf-8")
+        print(f"wrote {snapshot}")
+        return 0
 
     try:
         rendered = render_installed(args.only or ("llamafactory", "deepspeed")) if args.allow_versions else render_all()

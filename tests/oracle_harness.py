@@ -294,13 +294,62 @@ def _is_member(value: Any, choices: list[Any]) -> bool:
     return False
 
 
+# Literal/Enum fields whose out-of-choice value the consuming code lets through (LLaMA-Factory 0.9.5 /
+# transformers 5.6.0, read in the code): the run goes on, so the real tool accepts the config.
+PROCEEDS = {
+    "export_device": "hparams/parser.py L561-567: every value but 'cpu' is device_map='auto'",
+    "quantization_method": "model/model_utils/quantization.py: no branch matches, no else; loads unquantized",
+    "init_special_tokens": "model/model_utils/embedding.py L145-147: falls back to noise_init",
+    "quantization_device_map": "hparams/parser.py L374: only 'auto' is acted on",
+    "mixture_of_depths": "model/loader.py L157/L176: neither branch, no else",
+    "reward_model_type": "train/trainer_utils.py L155-170: the else (full) branch",
+    "train_sampling_strategy": "transformers trainer.py L1014-1036: the else (random) branch",
+    # passed unchecked to an optional package that this host does not have; not judged
+    "badam_switch_mode": "badam",
+    "badam_mask_mode": "badam",
+    "galore_proj_type": "galore-torch",
+    "apollo_proj": "apollo-torch",
+    "apollo_proj_type": "apollo-torch",
+    "apollo_scale_type": "apollo-torch",
+    "quantization_type": "bitsandbytes",
+    "sglang_lora_backend": "sglang",
+    "swanlab_mode": "swanlab",
+}
+
+
+def _several(value: Any) -> bool:
+    if value is None:
+        return False
+    return len(value if isinstance(value, list) else [v for v in str(value).split(",") if v.strip()]) > 1
+
+
+def _read_in_this_run(name: str, objs: dict[str, Any]) -> bool:
+    """Fields the code reads only in some runs (the line that raises is only reached then)."""
+    args = {
+        k: getattr(o, k)
+        for o in objs.values()
+        for k in ("stage", "use_badam", "do_train", "dataset", "eval_dataset")
+        if hasattr(o, k)
+    }
+    if name == "pref_loss":  # train/dpo/trainer.py L195-201
+        return args.get("stage") == "dpo"
+    if name == "mix_strategy":  # data/data_utils.py L58-82, merge_dataset of several datasets
+        return _several(args.get("dataset")) or _several(args.get("eval_dataset"))
+    if name == "badam_mode":  # train/trainer_utils.py L432-470: UnboundLocalError
+        return bool(args.get("use_badam"))
+    if name in ("infer_dtype", "infer_backend"):  # model/patcher.py L322 / chat/chat_model.py L75
+        return not args.get("do_train")
+    return True
+
+
 def _enum_errors(cfg: dict[str, Any], parsed: tuple[Any, ...]) -> str:
-    """Enum-typed fields checked as model load / `run_exp` would check them."""
+    """Enum/Literal-typed fields checked as the code that reads them would check them."""
     lf = _lf()
+    objs = {type(o).__name__: o for o in parsed}
     for obj in parsed:
         hints = typing.get_type_hints(type(obj))
         for f in dataclasses.fields(obj):
-            if not f.init or f.name not in cfg:
+            if not f.init or f.name not in cfg or f.name in PROCEEDS:
                 continue
             value = getattr(obj, f.name)
             if f.name == "flash_attn":
@@ -310,10 +359,38 @@ def _enum_errors(cfg: dict[str, Any], parsed: tuple[Any, ...]) -> str:
                     return _err(exc)
                 continue
             choices = _choices(hints.get(f.name, f.type))
-            if choices is not None and not _is_member(value, choices):
+            if choices is not None and not _is_member(value, choices) and _read_in_this_run(f.name, objs):
                 allowed = ", ".join(str(c.value if isinstance(c, enum.Enum) else c) for c in choices)
                 where = "Unknown task" if f.name == "stage" else "not a valid value"
                 return f"ValueError: {where}: {f.name}={value!r} (allowed: {allowed})"
+    return ""
+
+
+@cache
+def chat_templates() -> frozenset[str]:
+    """LLaMA-Factory's template registry: `TEMPLATES` when importable, else the `register_template(name=...)`
+    calls of the installed data/template.py (its import needs torchaudio, which a CPU host may lack)."""
+    try:
+        from llamafactory.data.template import TEMPLATES
+    except ImportError:
+        import importlib.util
+
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from sync_schemas import templates_in_source
+
+        spec = importlib.util.find_spec("llamafactory")
+        assert spec is not None and spec.submodule_search_locations
+        source = Path(spec.submodule_search_locations[0], "data", "template.py").read_text(encoding="utf-8")
+        return frozenset(templates_in_source(source))
+    return frozenset(TEMPLATES)
+
+
+def _template_error(parsed: tuple[Any, ...]) -> str:
+    """data/template.py L638-639, reached by every workflow once the tokenizer is loaded."""
+    for obj in parsed:
+        name = getattr(obj, "template", None)
+        if type(obj).__name__ == "DataArguments" and name is not None and name not in chat_templates():
+            return f"ValueError: Template {name} does not exist."
     return ""
 
 
@@ -364,6 +441,9 @@ def lf_verdict_detail(
             enum_error = _enum_errors(cfg, parsed)
             if enum_error:
                 return Verdict(False, enum_error, "enum", issues)
+            template_error = _template_error(parsed)
+            if template_error:
+                return Verdict(False, template_error, "template", issues)
     finally:
         _reset_hf_deepspeed()
     if ds_path is not None:

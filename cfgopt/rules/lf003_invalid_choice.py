@@ -5,29 +5,19 @@ from typing import Any
 
 from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import LF, fields_for, top_entries
+from cfgopt.rules._choices import outside
+from cfgopt.rules._lf import fields_for, top_entries
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Entry, Kind
 from cfgopt.targets import Target
 
-# Where a bad value of each field makes the real run fail (YAML path). Default: when first used.
-FAILS_AT = {
-    "flash_attn": "model load fails with `NotImplementedError: Unknown attention type` "
-    "(after the dataset is tokenised: 16 s into a small run on an H200, hours on a real dataset)",
-    "stage": "`run_exp` stops with `Unknown task` after start-up",
-    "finetuning_type": "the parser stops with `AssertionError: Invalid fine-tuning method`",
-    "optim": "TrainingArguments stops at once: `is not a valid OptimizerNames`",
-    "lr_scheduler_type": "TrainingArguments stops at once: `is not a valid SchedulerType`",
-    "eval_strategy": "TrainingArguments stops at once: `is not a valid IntervalStrategy`",
-    "save_strategy": "TrainingArguments stops at once: `is not a valid SaveStrategy`",
-    "logging_strategy": "TrainingArguments stops at once: `is not a valid IntervalStrategy`",
-    "quantization_method": "model load matches no quantization branch and loads the model unquantized",
-}
 # Values whose meaning is certain: the mapping is safe.
 SAFE_ALIASES: dict[str, dict[Any, str]] = {
     "flash_attn": {"flash_attention_2": "fa2", "eager": "disabled", "off": "disabled", "none": "disabled"},
     "quantization_method": {"bitsandbytes": "bnb"},
 }
+# Unquoted YAML 1.1 words that OmegaConf reads as booleans (`save_strategy: no` is False, not "no").
+YAML11_BOOLEANS = {"yes", "no", "on", "off", "y", "n"}
 # Values that mean "use flash attention" without saying which: the target decides (unsafe).
 FLASH_INTENT = {
     "true",
@@ -60,27 +50,42 @@ class InvalidChoice(Rule):
     name = "invalid-choice"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    summary = "A value outside the field's choices (flash_attn, stage, optim, ...)"
+    summary = "A value outside the field's choices (flash_attn, stage, optim, ...): an error where the run stops"
     why = (
-        "On the command line argparse rejects it at once. From YAML, `parse_dict` does not check Enum/Literal "
-        "fields, so `flash_attn: true` or `flash_attn: Fa` *passes* the parser and the run dies later, at model "
-        "load, after the dataset has been tokenised; HF's own enums (`optim`, `lr_scheduler_type`, strategies) "
-        "fail at once. `flash_attn` was a boolean only until LLaMA-Factory 0.6 (2024-04); it is now one of "
-        "auto, disabled, sdpa, fa2, fa3."
+        "On the command line argparse rejects it at once. From YAML, `parse_dict` checks no `Literal` and "
+        "converts no LLaMA-Factory `Enum`: the string reaches the code that reads the field, and what happens "
+        "there differs per field (cfgopt/rules/_choices.py, one test per field): `flash_attn: true` passes the "
+        "parser and the run dies at model load, after the dataset has been tokenised; HF's own enums "
+        "(`optim`, `lr_scheduler_type`, the strategies) fail at once; but `export_device: cuda` exports with "
+        '`device_map="auto"` (every value but `cpu` means that) and `quantization_method: bitsandbytes` '
+        "trains *unquantized* without a word. So the severity is an error only where the real run stops, and "
+        "a warning where it goes on doing something else. `save_strategy: no` is the YAML 1.1 trap: OmegaConf "
+        "reads an unquoted `no`/`off` as false and `yes`/`on` as true; the message says so."
     )
-    fails_when = "YAML: at model load for `flash_attn` (measured 16.2 s into a run), at start-up for HF enums."
+    fails_when = (
+        "Errors: at model load for `flash_attn` (measured 16.2 s into a run), at start-up for HF enums and "
+        "`finetuning_type`, after start-up for `stage`, where the value is first used for the others "
+        "(cfgopt/rules/_choices.py). Warnings: never; the run does something else than written."
+    )
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L86: `NotImplementedError: Unknown attention type`",
         "measured: `flash_attn: true` fails 16.2 s after start on an H200 (bench/h200/measurements.md)",
-        "transformers 5.6.0 hf_argparser.py: choices for Enum/Literal fields (`invalid choice`, exit 2)",
+        "transformers 5.6.0 hf_argparser.py: choices for Enum/Literal fields (`invalid choice`, exit 2); "
+        "`parse_dict` does not check them",
+        'llamafactory 0.9.5 hparams/parser.py L561-567: every `export_device` but `cpu` is `device_map="auto"`',
+        "llamafactory 0.9.5 model/model_utils/quantization.py: no branch for an unknown quantization_method",
         "llamafactory commit c3c0efbaa (2025-04-07): quantization_method `bitsandbytes` renamed `bnb`",
     )
-    example = "flash_attn: true        ->  flash_attn: sdpa\n--flash_attn Fa         ->  --flash_attn sdpa"
+    example = (
+        'flash_attn: true        ->  flash_attn: sdpa\nsave_strategy: no       ->  save_strategy: "no"\n'
+        "--flash_attn Fa         ->  --flash_attn sdpa"
+    )
     fix_safety = (
-        "Safe: a different case of a valid value (`FA2`), and renamed values with the same meaning "
-        "(`bitsandbytes` -> `bnb`, `flash_attention_2` -> `fa2`, `off`/`eager` -> `disabled`). Unsafe: `true`/`Fa` "
-        "for flash_attn (-> `sdpa`, the flash-backed attention available on every target without an extra "
-        "package; choose `fa2` yourself if a flash-attn build is installed), and did-you-mean guesses."
+        'Safe: a different case of a valid value (`FA2`), quoting a YAML 1.1 boolean (`no` -> `"no"`), renamed '
+        "values with the same meaning (`bitsandbytes` -> `bnb`, `flash_attention_2` -> `fa2`, `off`/`eager` -> "
+        "`disabled`), and the value the code already treats it as (`export_device: cuda` -> `auto`). Unsafe: "
+        "`true`/`Fa` for flash_attn (-> `sdpa`, the flash-backed attention available on every target without "
+        "an extra package; choose `fa2` yourself if a flash-attn build is installed), and did-you-mean guesses."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -98,32 +103,43 @@ class InvalidChoice(Rule):
                 if ok:
                     continue
                 message = f"argparse rejects `--{entry.key} {node.raw}` at once (exit 2): {error}"
-                shown = node.raw
-            else:
-                value = node.value
-                if value in spec.choices or (value is None and spec.nullable):
-                    continue
-                if isinstance(value, list) and all(v in spec.choices for v in value):
-                    continue
-                shown = src.document.text[node.start : node.end] or repr(value)
-                where = FAILS_AT.get(entry.key, "the run fails where the value is used")
-                passes = (
-                    "passes the parser, then " if entry.key in ("flash_attn", "stage", "quantization_method") else ""
-                )
-                message = (
-                    f"`{entry.key}: {shown}` is not one of {', '.join(map(str, spec.choices))}; "
-                    f"in {LF} it {passes}{where}"
-                )
-            yield self.at_entry(ctx, entry, message, on="value", fix=self._fix(ctx, entry, spec, shown))
+                yield self.at_entry(ctx, entry, message, on="value", fix=self._fix(ctx, entry, spec, node.raw))
+                continue
+            value = node.value
+            if value in spec.choices or (value is None and spec.nullable):
+                continue
+            if isinstance(value, list) and all(v in spec.choices for v in value):
+                continue
+            shown = src.document.text[node.start : node.end] or repr(value)
+            yield self._outside(ctx, entry, spec, shown)
 
-    def _fix(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str):
+    def _outside(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str) -> Diagnostic:
+        """A YAML value outside the choices: an error where the real run stops, else a warning saying what
+        the run does instead."""
+        audit = outside(entry.key)
+        stops = audit.stops(ctx)
+        choices = _listed(spec.choices or ())
+        version = ctx.settings.lf_schema.version
+        yaml11 = yaml11_note(entry.node, shown, [str(c) for c in spec.choices or ()])
+        message = f"`{entry.key}: {shown}` is not one of {choices}{yaml11}; LLaMA-Factory {version} {audit.outcome}"
+        if audit.fails and not stops:
+            message += " (not read in this run, so nothing fails now)"
+        fix = self._fix(ctx, entry, spec, shown, same_as=audit.same_as)
+        return self.at_entry(
+            ctx, entry, message, on="value", fix=fix, severity=Severity.ERROR if stops else Severity.WARNING
+        )
+
+    def _fix(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str, same_as: str | None = None):
         src = ctx.source
         text = str(shown).strip().strip("'\"")
         choices = [str(c) for c in spec.choices or ()]
         low = text.lower()
         for choice in choices:
             if choice.lower() == low:
-                return self.fix(f"Use `{choice}`", edits.replace_value(src, entry, choice), safe=True)
+                described = f'Quote it: `"{choice}"`' if choice == text else f"Use `{choice}`"
+                return self.fix(described, edits.replace_value(src, entry, choice), safe=True)
+        if same_as is not None and same_as in choices:
+            return self.fix(f"Use `{same_as}` (what it means now)", edits.replace_value(src, entry, same_as), safe=True)
         alias = SAFE_ALIASES.get(entry.key, {}).get(low)
         if alias is not None and alias in choices:
             return self.fix(f"Use `{alias}`", edits.replace_value(src, entry, alias), safe=True)
@@ -146,3 +162,23 @@ class InvalidChoice(Rule):
         if guess:
             return self.fix(f"Use `{guess}`", edits.replace_value(src, entry, guess), safe=False)
         return None
+
+
+def _listed(choices, most: int = 12) -> str:
+    """The choices for a message: all of them when few, else the first ones and how many (optim has 42)."""
+    names = [str(c) for c in choices]
+    if len(names) <= most:
+        return ", ".join(names)
+    return f"{', '.join(names[:most])}, ... ({len(names)} choices)"
+
+
+def yaml11_note(node, shown: str, choices: list[str]) -> str:
+    """Why a plain `no`/`off`/`yes`/`on` is a boolean: said in the message where that causes the finding."""
+    word = shown.strip()
+    if not (isinstance(node.value, bool) and not node.style and word.lower() in YAML11_BOOLEANS):
+        return ""
+    quote = f'; quote it: `"{word}"`' if word in choices else ""
+    return (
+        f" (YAML 1.1, which LLaMA-Factory's OmegaConf follows, reads an unquoted `{word}` as the boolean "
+        f"{str(node.value).lower()}{quote})"
+    )
