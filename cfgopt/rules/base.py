@@ -48,6 +48,9 @@ class Rule:
     evidence: ClassVar[tuple[str, ...]] = ()
     example: ClassVar[str] = ""
     fix_safety: ClassVar[str] = "No fix."
+    # In the default selection (as ruff's default rule set): errors and high-confidence silent
+    # misconfigurations. Advice (speed, memory headroom, notes) is opt-in: `extend-select = ["PF", "MEM"]`.
+    default_on: ClassVar[bool] = True
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         raise NotImplementedError
@@ -129,5 +132,6 @@ class Rule:
             "evidence": list(cls.evidence),
             "example": cls.example,
             "fix_safety": cls.fix_safety,
+            "default": cls.default_on,
             "module": cls.__module__.replace(".", "/") + ".py",
         }

@@ -21,7 +21,7 @@ class GdsNeedsCuda(Rule):
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         entry = ctx.source.find(("aio", "use_gds"))
         # `aio` is read as a plain dict (no pydantic): any truthy value, even the string "false", turns GDS on
-        if entry is None or not entry.node.value or ctx.settings.target.is_cuda:
+        if entry is None or not entry.node.value or ctx.settings.target.is_cuda or not ctx.settings.target.stated:
             return
         yield self.at_entry(
             ctx,
