@@ -297,6 +297,25 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _runs(versions: list[str], tag=lambda v: v) -> str:
+    """`versions` (shipped ones, any package), with three or more consecutive snapshots shown as a span:
+    "0.14.5 to 0.18.9", "0.9.0 (transformers 4.45.0) to 0.9.4 (transformers 4.57.1)"."""
+    package = next((p for p in LABELS if versions and versions[0] in shipped_versions(p)), None)
+    order = {v: i for i, v in enumerate(shipped_versions(package))} if package else {}
+    parts: list[str] = []
+    run: list[str] = []
+    for v in [*versions, None]:
+        if v is not None and run and order.get(v, -9) == order.get(run[-1], -9) + 1:
+            run.append(v)
+            continue
+        if len(run) >= 3:
+            parts.append(f"{tag(run[0])} to {tag(run[-1])}")
+        else:
+            parts += [tag(r) for r in run]
+        run = [v] if v is not None else []
+    return _join(parts) if parts else ""
+
+
 def _split(versions: list[str], selected: str) -> tuple[list[str], list[str]]:
     key = version_key(selected)
     return [v for v in versions if version_key(v) < key], [v for v in versions if version_key(v) > key]
@@ -305,7 +324,7 @@ def _split(versions: list[str], selected: str) -> tuple[list[str], list[str]]:
 def _history(label: str, key: str, valid: list[str], selected: str, tag=lambda v: v) -> str:
     """`key` is valid in the shipped releases `valid` but not in `selected`: say when it came or went."""
     older, newer = _split(valid, selected)
-    these = _join([tag(v) for v in valid])
+    these = _runs(valid, tag)
     if newer and not older:
         return f"`{key}` was added after {label} {tag(selected)}: valid in {these}"
     if older and not newer:
@@ -385,7 +404,7 @@ def ds_removed_history(dotted: str, selected: str) -> str | None:
     older = [v for v in ds_valid_in(dotted, selected) if version_key(v) < version_key(selected)]
     if not older:
         return None
-    return f"after {older[-1]}: {_join(older)} still read{'s' * (len(older) == 1)} it"
+    return f"after {older[-1]}: {_runs(older)} still read{'s' * (len(older) == 1)} it"
 
 
 def ds_key_history(dotted: str, selected: str) -> str | None:
@@ -396,15 +415,15 @@ def ds_key_history(dotted: str, selected: str) -> str | None:
     if valid:
         text = _history("DeepSpeed", dotted, valid, selected)
         ignored = [v for v in others if status[v] == "ignored"]
-        return text + (f" ({_join(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
+        return text + (f" ({_runs(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
     own = ds_key_status(schema.deepspeed(selected), dotted)
     ignored = [v for v in others if status[v] == "ignored"]
     if own in ("rejected", "removed") and ignored:
         rejecting = [v for v in others if status[v] in ("rejected", "removed")] + [selected]
         rejecting.sort(key=version_key)
         return (
-            f"`{dotted}` passes DeepSpeed {_join(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
-            f"but is rejected by {_join(rejecting)}"
+            f"`{dotted}` passes DeepSpeed {_runs(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
+            f"but is rejected by {_runs(rejecting)}"
         )
     return None
 
