@@ -20,9 +20,7 @@ from cfgopt.versions import VersionRange
 
 # distribution names as pip normalises them (LLaMA-Factory was published as `llmtuner` before 0.6)
 NAMES = {"deepspeed": ("deepspeed",), "llamafactory": ("llamafactory", "llama_factory")}
-_REQUIREMENT = re.compile(
-    r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^][^;#@]*)?)\s*(?:;.*)?$"
-)
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^][^;#@]*)?)\s*(?:;.*)?$")
 _QUOTED = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*[<>=!~][^"']*)["']""")
 _LF_VERSION = re.compile(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
 _LF_SOURCE = ("src", "llamafactory", "extras", "env.py")

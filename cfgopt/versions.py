@@ -88,7 +88,7 @@ SERIES_DEPTH = {"llamafactory": 3, "deepspeed": 2}
 
 def _series(package: str, version: str) -> tuple[int, ...]:
     depth = SERIES_DEPTH.get(package, 2)
-    return (tuple(version_key(version)) + (0, 0, 0))[:depth]
+    return (*version_key(version), 0, 0, 0)[:depth]
 
 
 def match_version(package: str, value: str) -> str:
@@ -104,7 +104,7 @@ def match_version(package: str, value: str) -> str:
         return matches[-1]
     raise VersionError(
         f"no {LABELS.get(package, package)} {value!r} snapshot; shipped: {', '.join(shipped)} "
-        "(a prefix such as 0.16 picks the newest of that series; a range such as \">=0.16,<0.20\" the newest "
+        '(a prefix such as 0.16 picks the newest of that series; a range such as ">=0.16,<0.20" the newest '
         "in it)"
     )
 
@@ -274,9 +274,7 @@ def explicit_range(package: str, value: str, origin: str) -> Choice:
     return Choice(reached[-1], rng)
 
 
-def choose(
-    package: str, value: str | None, origin: str, pinned: VersionRange | None, installed: str | None
-) -> Choice:
+def choose(package: str, value: str | None, origin: str, pinned: VersionRange | None, installed: str | None) -> Choice:
     """explicit option (version, prefix or range) > the repository's dependency pins > installed > newest."""
     if value:
         if is_range(value):

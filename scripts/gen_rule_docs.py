@@ -41,7 +41,7 @@ def render() -> dict[Path, str]:
         "test cases are one click away below.",
         "",
         "**default**: in the default selection (errors and silent misconfigurations); `opt-in` rules (advice:",
-        "speed, memory headroom, notes) run only when selected, e.g. `extend-select = [\"PF\", \"MEM\"]`.",
+        'speed, memory headroom, notes) run only when selected, e.g. `extend-select = ["PF", "MEM"]`.',
         "**fires on**: the share of real configs of the kinds the rule reads on which it reports at default",
         f"settings, measured on {rates.get('corpus', 'a corpus')} ({rates.get('files', 0)} files) by",
         "`python scripts/rule_rates.py CORPUS_FOLDER` (docs/rule-rates.json). A rule above "

@@ -146,7 +146,10 @@ def test_ds_strict_key_ignored_by_016_rejected_since_017(tmp_path: Path) -> None
     for v in ("0.17.6", "0.19.8"):
         (msg,) = pick(lint([ds], "--deepspeed-version", v, "--select", "DS001")[1], "DS001")
         assert f"DeepSpeed {v} rejects it" in msg
-        assert "`bf16.loss_scale` passes DeepSpeed 0.14.5 to 0.16.4, which ignore it, but is rejected by 0.17.6 to 0.19.8" in msg
+        assert (
+            "`bf16.loss_scale` passes DeepSpeed 0.14.5 to 0.16.4, which ignore it, but is rejected by 0.17.6 to 0.19.8"
+            in msg
+        )
 
 
 def test_ds_strict_key_added_later(tmp_path: Path) -> None:
@@ -168,7 +171,10 @@ def test_ds_top_level_key_added_later(tmp_path: Path) -> None:
     ds = write(tmp_path, "ds.json", '{"torch_autocast": {"enabled": false}}')
     (msg,) = pick(lint([ds], "--deepspeed-version", "0.16.4", "--select", "DS002")[1], "DS002")
     assert "`torch_autocast` is not a key DeepSpeed 0.16.4 reads" in msg
-    assert "`torch_autocast` was added after DeepSpeed 0.16.4: valid in 0.17.6 to 0.19.8 (0.14.5 and 0.15.4 ignore it)" in msg
+    assert (
+        "`torch_autocast` was added after DeepSpeed 0.16.4: valid in 0.17.6 to 0.19.8 (0.14.5 and 0.15.4 ignore it)"
+        in msg
+    )
     assert lint([ds], "--deepspeed-version", "0.17", "--select", "DS002")[1] == []
 
 

@@ -66,8 +66,13 @@ def main(variant: str, out_path: str) -> int:
 
         importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=SEQ,
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=SEQ,
     )
     model = LlamaForCausalLM(config)
     ds = ds_config(variant, bf16=gpu)
@@ -90,10 +95,10 @@ def main(variant: str, out_path: str) -> int:
     losses: list[float] = []
 
     class Record(TrainerCallback):
-        def on_optimizer_step(self, args, state, control, **kwargs):  # noqa: ANN001 - HF signature
+        def on_optimizer_step(self, args, state, control, **kwargs):
             optimizer_steps.append(state.global_step)
 
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+        def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
                 losses.append(float(logs["loss"]))
 
@@ -125,9 +130,7 @@ def main(variant: str, out_path: str) -> int:
         "losses": losses,
         "weights_abs_sum": weights,
         "device": torch.cuda.get_device_name(0) if gpu else "cpu",
-        "versions": {
-            m: __import__(m).__version__ for m in ("torch", "transformers", "accelerate", "deepspeed")
-        },
+        "versions": {m: __import__(m).__version__ for m in ("torch", "transformers", "accelerate", "deepspeed")},
     }
     if int(os.environ.get("RANK", "0")) == 0:
         with open(out_path, "w") as fh:

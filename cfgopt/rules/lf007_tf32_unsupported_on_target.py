@@ -18,8 +18,8 @@ class Tf32UnsupportedOnTarget(Rule):
         "Confidence: certain. HF `TrainingArguments.__post_init__` raises when `tf32` is true and "
         "`is_torch_tf32_available()` is false, and that function returns false whenever `torch.version.cuda` is "
         "None: on every ROCm build (MI200/MI300), and without a CUDA GPU. TF32 is an NVIDIA Ampere+ format; on "
-        "Hopper it is a no-op for bf16 work. Judged for `--target` (quiet when none is stated), never the machine cfgopt "
-        "runs on."
+        "Hopper it is a no-op for bf16 work. Judged for `--target` (quiet when none is stated), never the machine "
+        "cfgopt runs on."
     )
     fails_when = "At start-up: `ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7`."
     evidence = (
