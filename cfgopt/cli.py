@@ -17,7 +17,7 @@ from cfgopt import __version__
 from cfgopt.argtypes import positive_int
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
-from cfgopt.targets import DEFAULT_TARGET, TARGETS
+from cfgopt.targets import TARGETS
 from cfgopt.versions import VersionError
 
 FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
@@ -57,14 +57,16 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--target",
         default=None,
         choices=sorted(TARGETS),
-        help=f"hardware the config is judged for (default: the project config's, else {DEFAULT_TARGET})",
+        help="hardware the config is judged for (default: the project config's, else none: hardware-specific "
+        "rules stay quiet)",
     )
     p.add_argument("--gpus", type=positive_int, default=None, help="GPUs the job will use (default: not stated)")
     p.add_argument(
         "--select",
         type=_codes,
         default=None,
-        help="rule codes or prefixes to run (default: all); replaces the config's",
+        help="rule codes or prefixes to run, ALL for every rule (default: the default selection, errors and "
+        "silent misconfigurations; advice such as PF and MEM002-005 is opt-in); replaces the config's",
     )
     p.add_argument("--extend-select", type=_codes, default=[], help="rule codes or prefixes to add to the selection")
     p.add_argument("--ignore", type=_codes, default=[], help="rule codes or prefixes to skip")
@@ -76,15 +78,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--llamafactory-version",
         metavar="VERSION",
         default=None,
-        help="LLaMA-Factory release to judge configs for: a shipped snapshot, or a prefix such as 0.9 "
-        "(default: the project config's, else the installed one's series, else the newest; see docs/versions.md)",
+        help="LLaMA-Factory release to judge configs for: a shipped snapshot, a prefix such as 0.9, or a range "
+        "such as '>=0.9.3,<0.9.6' (default: the project config's, else the repository's dependency pins, else "
+        "the installed one's, else the newest; see docs/versions.md)",
     )
     p.add_argument(
         "--deepspeed-version",
         metavar="VERSION",
         default=None,
-        help="DeepSpeed release to judge JSON for, e.g. 0.16 or 0.19.8 (default: the project config's, else the "
-        "installed one's series, else the newest)",
+        help="DeepSpeed release to judge JSON for, e.g. 0.16, 0.19.8 or a range '>=0.16,<0.20' (DS090 then "
+        "compares the releases in it) (default: the project config's, else the repository's dependency pins, "
+        "else the installed one's series, else the newest)",
     )
     p.add_argument(
         "--config",
@@ -99,7 +103,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--no-config",
         dest="isolated",
         action="store_true",
-        help="ignore every project config file (cfgopt.toml, pyproject.toml [tool.cfgopt])",
+        help="ignore every project config file (cfgopt.toml, pyproject.toml [tool.cfgopt]) and the "
+        "repository's dependency pins",
     )
     p.add_argument(
         "--show-settings",

@@ -35,8 +35,8 @@ OPTIONS: dict[str, str] = {
     "fixable": "a list of rule codes, prefixes or names",
     "unfixable": "a list of rule codes, prefixes or names",
     "unsafe-fixes": "true or false",
-    "llamafactory-version": "a shipped LLaMA-Factory snapshot or prefix, e.g. 0.9.4",
-    "deepspeed-version": "a shipped DeepSpeed snapshot or prefix, e.g. 0.16",
+    "llamafactory-version": 'a shipped LLaMA-Factory snapshot, prefix or range, e.g. 0.9.4 or ">=0.9.3"',
+    "deepspeed-version": 'a shipped DeepSpeed snapshot, prefix or range, e.g. 0.16 or ">=0.16,<0.20"',
     "exclude": "a list of globs",
     "extra-templates": "a list of chat-template names your LLaMA-Factory fork registers",
     "fail-on": "one of error, warning, info",
@@ -262,11 +262,12 @@ class Resolver:
         self.overrides = overrides or {}
         self.isolated = isolated
         self.cwd = Path(os.path.realpath(cwd or Path.cwd()))
-        self._by_config: dict[Path | None, Settings] = {}
+        self._by_config: dict[tuple[Path | None, tuple], Settings] = {}
         self._by_folder: dict[str, Settings] = {}
         self._installed: dict[str, str | None] = {}
         self._found: dict[str, tuple[Path, dict[str, Any]] | None] = {}
         self._options: dict[Path, dict[str, Any]] = {}
+        self._pins: dict[str, dict] = {}
 
     def installed(self, package: str) -> str | None:
         """The installed release, looked up once per run (it is the same for every config file)."""
@@ -287,19 +288,29 @@ class Resolver:
             self._options[found[0]] = load_options(*found)
         return found[0], self._options[found[0]]
 
+    def pins_for(self, folder: str) -> dict:
+        """The repository's dependency pins for files in `folder` ({} with --isolated): `cfgopt.pins`."""
+        if self.isolated:
+            return {}
+        from cfgopt.pins import find_pins
+
+        return find_pins(Path(folder), self._pins)
+
     def settings_for(self, path: Path) -> Settings:
         folder = _folder(path)
         cached = self._by_folder.get(folder)
         if cached is not None:
             return cached
         config_file, options = self.config_for(path)
-        if config_file not in self._by_config:
-            self._by_config[config_file] = self._build(config_file, options)
-        self._by_folder[folder] = self._by_config[config_file]
-        return self._by_config[config_file]
+        pins = self.pins_for(folder)
+        key = (config_file, tuple(sorted(pins.items())))
+        if key not in self._by_config:
+            self._by_config[key] = self._build(config_file, options, pins)
+        self._by_folder[folder] = self._by_config[key]
+        return self._by_config[key]
 
-    def _build(self, config_file: Path | None, options: dict[str, Any]) -> Settings:
-        from cfgopt.versions import VersionError, resolve_version
+    def _build(self, config_file: Path | None, options: dict[str, Any], pins: dict | None = None) -> Settings:
+        from cfgopt.versions import VersionError, choose
 
         cli = self.cli
         merged = {**options, **self.overrides}
@@ -315,31 +326,33 @@ class Resolver:
                 select, ignore, extend = list(layer["select"]), [], []
             extend += layer.get("extend-select") or []
             ignore += layer.get("ignore") or []
-        if select:
-            select += extend
 
         fixable = cli.fixable if cli.fixable is not None else list(merged.get("fixable", []))
         unfixable = list(merged.get("unfixable", [])) + list(cli.unfixable)
 
-        versions: dict[str, str] = {}
+        versions: dict[str, Any] = {}
         for package, option, flag in (
             ("llamafactory", "llamafactory_version", "llamafactory-version"),
             ("deepspeed", "deepspeed_version", "deepspeed-version"),
         ):
             value = getattr(cli, option) or merged.get(flag)
             where = f"--{flag}" if getattr(cli, option) else origin.get(flag, f"--{flag}")
+            pinned = (pins or {}).get(package)
             try:
-                versions[option] = resolve_version(package, value, self.installed(package))
+                choice = choose(package, value, where, pinned, None if pinned or value else self.installed(package))
             except VersionError as exc:
                 raise VersionError(f"{where}: {exc}") from None
+            versions[option] = choice.version
+            versions[option.replace("_version", "_range")] = choice.range
 
         gpus = cli.gpus if cli.gpus is not None else merged.get("gpus")
         if gpus is not None and gpus < 1:
             raise ConfigError("--gpus must be at least 1")
         return Settings(
-            target_name=cli.target or merged.get("target") or DEFAULT_TARGET,
+            target_name=cli.target or merged.get("target") or DEFAULT_TARGET,  # None: not stated
             gpus=gpus,
             select=select,
+            extend_select=extend,
             ignore=ignore,
             fail_on=Severity.parse(cli.fail_on or merged.get("fail-on") or "warning"),
             unsafe_fixes=cli.unsafe_fixes or bool(merged.get("unsafe-fixes", False)),
@@ -367,9 +380,10 @@ def show_settings(settings: Settings, path: Path) -> str:
     lines = [
         f"# settings for {path}",
         f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
-        f"target = {fmt(settings.target_name)}",
-        f"gpus = {fmt(settings.gpus)}" if settings.gpus is not None else "# gpus: not stated",
-        f"select = {fmt(settings.select)}{'  # empty: every rule' if not settings.select else ''}",
+        f"target = {fmt(settings.target_name) if settings.target_stated else '# not stated: hardware rules quiet'}",
+        f"gpus = {fmt(settings.gpus) if settings.gpus is not None else '# not stated'}",
+        f"select = {fmt(settings.select)}{'  # empty: the default selection' if not settings.select else ''}",
+        f"extend-select = {fmt(settings.extend_select)}",
         f"ignore = {fmt(settings.ignore)}",
         f"fixable = {fmt(settings.fixable)}{'  # empty: every rule' if not settings.fixable else ''}",
         f"unfixable = {fmt(settings.unfixable)}",
@@ -377,6 +391,11 @@ def show_settings(settings: Settings, path: Path) -> str:
         f"fail-on = {fmt(str(settings.fail_on))}",
         f"llamafactory-version = {fmt(settings.llamafactory_version)}",
         f"deepspeed-version = {fmt(settings.deepspeed_version)}",
+        *(
+            f"# {rng.describe()} -> releases {', '.join(rng.shipped()) or 'none shipped'}"
+            for rng in (settings.llamafactory_range, settings.deepspeed_range)
+            if rng is not None
+        ),
         f"exclude = {fmt(settings.exclude)}",
         f"extra-templates = {fmt(settings.extra_templates)}",
         f"force-exclude = {fmt(settings.force_exclude)}",

@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.argtypes import positive_int
-from cfgopt.targets import DEFAULT_TARGET, TARGETS
+from cfgopt.targets import ESTIMATE_TARGET, TARGETS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
     parser.add_argument(
         "--target",
-        default=DEFAULT_TARGET,
+        default=ESTIMATE_TARGET,
         choices=sorted(TARGETS),
-        help=f"hardware to estimate for (default: {DEFAULT_TARGET})",
+        help=f"hardware to estimate for (default: {ESTIMATE_TARGET})",
     )
     parser.add_argument(
         "--gpus", type=positive_int, default=1, help="GPUs (data-parallel ranks) of the run (default: 1)"

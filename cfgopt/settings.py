@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cfgopt.diagnostics import Severity
 from cfgopt.schema import (
@@ -23,20 +24,28 @@ from cfgopt.schema import (
     deepspeed,
     llamafactory,
 )
-from cfgopt.targets import DEFAULT_TARGET, TARGETS, Target
+from cfgopt.targets import TARGETS, UNSTATED, Target
+
+if TYPE_CHECKING:
+    from cfgopt.versions import VersionRange
 
 
 @dataclass
 class Settings:
-    target_name: str = DEFAULT_TARGET
+    # None: not stated (no --target, no project config): hardware-specific rules stay quiet (targets.UNSTATED)
+    target_name: str | None = None
     gpus: int | None = None  # None: not stated; rules that need it check every plausible count
-    select: list[str] = field(default_factory=list)  # codes or prefixes; empty = all
+    select: list[str] = field(default_factory=list)  # codes or prefixes; empty = the default selection
+    extend_select: list[str] = field(default_factory=list)  # added to the default selection (or to `select`)
     ignore: list[str] = field(default_factory=list)
     fail_on: Severity = Severity.WARNING
     unsafe_fixes: bool = False
     # Which versions' schemas judge the files (cfgopt/schemas/<package>-<version>.json).
     llamafactory_version: str = LLAMAFACTORY_VERSION
     deepspeed_version: str = DEEPSPEED_VERSION
+    # The releases the user's project allows (option range or the repository's dependency pins); None: unknown.
+    llamafactory_range: VersionRange | None = None
+    deepspeed_range: VersionRange | None = None
     # Project configuration (docs/configuration.md); globs are relative to `root`, the config file's folder.
     per_file_ignores: list[tuple[str, list[str]]] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
@@ -59,7 +68,12 @@ class Settings:
 
     @property
     def target(self) -> Target:
-        return TARGETS[self.target_name]
+        """The stated target, or `targets.UNSTATED` (no platform, no memory size) when none was stated."""
+        return UNSTATED if self.target_name is None else TARGETS[self.target_name]
+
+    @property
+    def target_stated(self) -> bool:
+        return self.target_name is not None
 
     def for_path(self, path: Path) -> Settings:
         """The settings that judge `path`."""
@@ -67,8 +81,19 @@ class Settings:
 
     def is_selected(self, code: str) -> bool:
         """Longest matching prefix wins, as in ruff: `--select DS --ignore DS0` keeps DS1xx only;
-        on a tie the ignore wins."""
-        return _prefix_choice(code, self.select, self.ignore)
+        on a tie the ignore wins. Without `select`, the default selection (every rule but the opt-in ones,
+        `Rule.default_on = False`) plus `extend_select`."""
+        if self.select:
+            return _prefix_choice(code, self.select + self.extend_select, self.ignore)
+        if _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
+            return True
+        from cfgopt.rules import opt_in_codes
+
+        return code not in opt_in_codes() and _prefix_choice(code, [], self.ignore)
+
+    def named(self, code: str) -> bool:
+        """Was `code` itself (or ALL) selected, not only a prefix of it? (DS090 widens its comparison then.)"""
+        return any(c in (code, "ALL") for c in self.select + self.extend_select) and self.is_selected(code)
 
     def is_fixable(self, code: str) -> bool:
         """`fixable` / `unfixable`, with the same longest-prefix rule as the selection."""

@@ -16,6 +16,10 @@ class Target:
     peak_bf16_tflops: float  # dense, per GPU, vendor spec sheet
 
     @property
+    def stated(self) -> bool:
+        return self.platform != "unknown"
+
+    @property
     def is_rocm(self) -> bool:
         return self.platform == "rocm"
 
@@ -37,7 +41,14 @@ TARGETS: dict[str, Target] = {
     )
 }
 
-DEFAULT_TARGET = "mi300x"
+# No stated target: a linter cannot know the cluster, and a config written for 80 GB NVIDIA GPUs judged as if
+# for a 192 GiB MI300X gets advice about the wrong machine (ROCm communication dtype, memory headroom). So
+# without `--target` / `target =`, hardware-specific rules stay quiet: no platform (neither ROCm nor CUDA),
+# no memory size; bf16 is taken as supported (every GPU the targets list has it) so nothing fails on it.
+UNSTATED = Target("unstated", "unknown", "an unstated GPU", 0, True, 0.0)
+DEFAULT_TARGET: str | None = None
+# `cfgopt estimate` needs a memory size to compare with: it says which one it assumed.
+ESTIMATE_TARGET = "mi300x"
 
 
 def target_for_device(device_name: str) -> Target | None:

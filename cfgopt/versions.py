@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,16 @@ def _metadata_version(folder: str) -> str | None:
     return None
 
 
+# How much of a version names a series whose releases share a snapshot: DeepSpeed's patch releases keep the
+# config schema (0.16.9 is judged by 0.16.4), LLaMA-Factory's patch releases each change it (0.9.3 != 0.9.4).
+SERIES_DEPTH = {"llamafactory": 3, "deepspeed": 2}
+
+
+def _series(package: str, version: str) -> tuple[int, ...]:
+    depth = SERIES_DEPTH.get(package, 2)
+    return (*version_key(version), 0, 0, 0)[:depth]
+
+
 def match_version(package: str, value: str) -> str:
     """A shipped version named exactly or by prefix (`0.16` -> newest shipped 0.16.x); VersionError otherwise."""
     shipped = shipped_versions(package)
@@ -93,19 +104,22 @@ def match_version(package: str, value: str) -> str:
         return matches[-1]
     raise VersionError(
         f"no {LABELS.get(package, package)} {value!r} snapshot; shipped: {', '.join(shipped)} "
-        "(a prefix such as 0.16 picks the newest of that series)"
+        '(a prefix such as 0.16 picks the newest of that series; a range such as ">=0.16,<0.20" the newest '
+        "in it)"
     )
 
 
 def snap_version(package: str, installed: str) -> str:
-    """The shipped snapshot nearest to an installed release of the same minor series, else the newest."""
+    """The shipped snapshot of a release's series (nearest patch); for a series without one, the newest older
+    snapshot (the oldest for a release older than every snapshot)."""
     shipped = shipped_versions(package)
     if installed in shipped:
         return installed
     want = version_key(installed)
-    same = [v for v in shipped if version_key(v)[:2] == want[:2]]
+    same = [v for v in shipped if _series(package, v) == _series(package, installed)]
     if not same:
-        return shipped[-1]
+        older = [v for v in shipped if version_key(v) < want]
+        return older[-1] if older else shipped[0]
 
     def distance(v: str) -> tuple[int, tuple[int, ...]]:
         patch = version_key(v)[2:3] or (0,)
@@ -114,14 +128,119 @@ def snap_version(package: str, installed: str) -> str:
     return min(same, key=distance)
 
 
+# --------------------------------------------------------------------------- version ranges
+
+_CLAUSE = re.compile(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+_PAD = 4
+
+
+def _padded(version: str) -> tuple[int, ...]:
+    key = tuple(version_key(version.rstrip(".*")))
+    return (key + (0,) * _PAD)[:_PAD]
+
+
+def _clause_admits(op: str, bound: str, version: str) -> bool:
+    v, w = _padded(version), _padded(bound)
+    wild = bound.endswith(".*")
+    width = len(version_key(bound.rstrip(".*")))
+    if op in ("==", "===", ""):
+        return v[:width] == w[:width] if wild else v == w
+    if op == "!=":
+        return v[:width] != w[:width] if wild else v != w
+    if op == ">=":
+        return v >= w
+    if op == "<=":
+        return v <= w
+    if op == ">":
+        return v > w
+    if op == "<":
+        return v < w
+    if op == "~=":  # PEP 440: >= bound, same release up to the last part but one
+        return v >= w and v[: max(width - 1, 1)] == w[: max(width - 1, 1)]
+    if op == "~":  # poetry: ~0.16.4 = >=0.16.4,<0.17
+        return v >= w and v[: min(width, 2)] == w[: min(width, 2)]
+    if op == "^":  # poetry: first non-zero part fixed (^0.16.4 = >=0.16.4,<0.17)
+        lead = next((i for i, part in enumerate(w[:width]) if part), width - 1)
+        return v >= w and v[: lead + 1] == w[: lead + 1]
+    return False
+
+
+def parse_spec(spec: str) -> list[tuple[str, str]]:
+    """`">=0.16,<0.20"` -> [(">=", "0.16"), ("<", "0.20")]; `"*"` / `""` -> [] (any); ValueError if unreadable."""
+    clauses: list[tuple[str, str]] = []
+    for raw in spec.replace(" ", "").split(","):
+        if raw in ("", "*"):
+            continue
+        match = _CLAUSE.match(raw)
+        if match is None:
+            raise ValueError(f"not a version specifier: {raw!r}")
+        clauses.append((match.group(1) or "==", match.group(2)))
+    return clauses
+
+
+def is_range(value: str) -> bool:
+    """Is a --*-version / project-config value a range (has an operator) rather than a version or prefix?"""
+    return any(ch in value for ch in "<>=!~^,*")
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    """The releases a user's project allows, as written (`spec`) and where (`origin`: a file or an option)."""
+
+    package: str
+    spec: str
+    origin: str
+
+    def admits(self, version: str) -> bool:
+        return all(_clause_admits(op, bound, version) for op, bound in parse_spec(self.spec))
+
+    @property
+    def exact(self) -> bool:
+        clauses = parse_spec(self.spec)
+        return len(clauses) == 1 and clauses[0][0] in ("==", "===") and not clauses[0][1].endswith(".*")
+
+    def shipped(self) -> tuple[str, ...]:
+        """The shipped snapshots whose series the range reaches (a series counts when any of its first
+        releases is admitted: `<0.16.5` reaches 0.16, judged by the 0.16.4 snapshot), oldest first."""
+        out = []
+        for v in shipped_versions(self.package):
+            series = _series(self.package, v)
+            tries = [series] if len(series) >= 3 else [(*series, p) for p in range(40)]
+            if any(self.admits(".".join(map(str, t))) for t in tries):
+                out.append(v)
+        return tuple(out)
+
+    def describe(self) -> str:
+        return f"{self.origin}: {LABELS.get(self.package, self.package)} {self.spec}"
+
+
+def resolve_range(rng: VersionRange) -> str:
+    """The snapshot that judges a project pinned to `rng`: an exact pin snaps to its series; a range gets the
+    newest shipped series it reaches (what a fresh install picks); a range below or above every snapshot gets
+    the nearest one."""
+    if rng.exact:
+        return snap_version(rng.package, parse_spec(rng.spec)[0][1])
+    reached = rng.shipped()
+    if reached:
+        return reached[-1]
+    shipped = shipped_versions(rng.package)
+    lows = [bound for op, bound in parse_spec(rng.spec) if op in ("<", "<=")]
+    if lows and all(version_key(b) <= version_key(shipped[0]) for b in lows):
+        return shipped[0]
+    return shipped[-1]
+
+
 def resolve_version(package: str, cli_value: str | None = None, installed: str | None = _DETECT) -> str:
     """The version whose snapshot judges the files: explicit value > installed release > newest shipped.
 
-    `cli_value` is what the user asked for (command line, or a project config file); `installed` defaults to
-    the installed release found by `installed_version` (pass None to skip detection). Raises VersionError
-    for an explicit value that matches no shipped snapshot.
+    `cli_value` is what the user asked for (command line, or a project config file): a version, a prefix or a
+    range (`>=0.16,<0.20`: the newest shipped series in it); `installed` defaults to the installed release
+    found by `installed_version` (pass None to skip detection). Raises VersionError for an explicit value
+    that matches no shipped snapshot. `choose` adds the repository's dependency pins between the two.
     """
     if cli_value:
+        if is_range(cli_value):
+            return explicit_range(package, cli_value, "--version").version
         return match_version(package, cli_value)
     if installed is _DETECT:
         installed = installed_version(package)
@@ -130,11 +249,69 @@ def resolve_version(package: str, cli_value: str | None = None, installed: str |
     return newest_version(package)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Which snapshot judges the files, and the range of releases the user's project allows (None: unknown;
+    DS090 compares the defaults of the releases in it)."""
+
+    version: str
+    range: VersionRange | None = None
+
+
+def explicit_range(package: str, value: str, origin: str) -> Choice:
+    """A range given as an option (`deepspeed-version = ">=0.16,<0.20"`): VersionError when it reaches no
+    shipped snapshot or cannot be read."""
+    rng = VersionRange(package, value.strip(), origin)
+    try:
+        reached = rng.shipped()
+    except ValueError as exc:
+        raise VersionError(f"{value!r}: {exc}") from None
+    if not reached:
+        shipped = shipped_versions(package)
+        raise VersionError(
+            f"{value!r} reaches no shipped {LABELS.get(package, package)} snapshot; shipped: {', '.join(shipped)}"
+        )
+    return Choice(reached[-1], rng)
+
+
+def choose(package: str, value: str | None, origin: str, pinned: VersionRange | None, installed: str | None) -> Choice:
+    """explicit option (version, prefix or range) > the repository's dependency pins > installed > newest."""
+    if value:
+        if is_range(value):
+            return explicit_range(package, value, origin)
+        return Choice(match_version(package, value))
+    if pinned is not None:
+        try:
+            return Choice(resolve_range(pinned), pinned)
+        except ValueError:  # a specifier cfgopt cannot read: ignore the pin rather than stop the lint
+            pass
+    return Choice(resolve_version(package, None, installed))
+
+
 # --------------------------------------------------------------------------- wording
 
 
 def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _runs(versions: list[str], tag=lambda v: v) -> str:
+    """`versions` (shipped ones, any package), with three or more consecutive snapshots shown as a span:
+    "0.14.5 to 0.18.9", "0.9.0 (transformers 4.45.0) to 0.9.4 (transformers 4.57.1)"."""
+    package = next((p for p in LABELS if versions and versions[0] in shipped_versions(p)), None)
+    order = {v: i for i, v in enumerate(shipped_versions(package))} if package else {}
+    parts: list[str] = []
+    run: list[str] = []
+    for v in [*versions, None]:
+        if v is not None and run and order.get(v, -9) == order.get(run[-1], -9) + 1:
+            run.append(v)
+            continue
+        if len(run) >= 3:
+            parts.append(f"{tag(run[0])} to {tag(run[-1])}")
+        else:
+            parts += [tag(r) for r in run]
+        run = [v] if v is not None else []
+    return _join(parts) if parts else ""
 
 
 def _split(versions: list[str], selected: str) -> tuple[list[str], list[str]]:
@@ -145,7 +322,7 @@ def _split(versions: list[str], selected: str) -> tuple[list[str], list[str]]:
 def _history(label: str, key: str, valid: list[str], selected: str, tag=lambda v: v) -> str:
     """`key` is valid in the shipped releases `valid` but not in `selected`: say when it came or went."""
     older, newer = _split(valid, selected)
-    these = _join([tag(v) for v in valid])
+    these = _runs(valid, tag)
     if newer and not older:
         return f"`{key}` was added after {label} {tag(selected)}: valid in {these}"
     if older and not newer:
@@ -225,7 +402,7 @@ def ds_removed_history(dotted: str, selected: str) -> str | None:
     older = [v for v in ds_valid_in(dotted, selected) if version_key(v) < version_key(selected)]
     if not older:
         return None
-    return f"after {older[-1]}: {_join(older)} still read{'s' * (len(older) == 1)} it"
+    return f"after {older[-1]}: {_runs(older)} still read{'s' * (len(older) == 1)} it"
 
 
 def ds_key_history(dotted: str, selected: str) -> str | None:
@@ -236,15 +413,15 @@ def ds_key_history(dotted: str, selected: str) -> str | None:
     if valid:
         text = _history("DeepSpeed", dotted, valid, selected)
         ignored = [v for v in others if status[v] == "ignored"]
-        return text + (f" ({_join(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
+        return text + (f" ({_runs(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
     own = ds_key_status(schema.deepspeed(selected), dotted)
     ignored = [v for v in others if status[v] == "ignored"]
     if own in ("rejected", "removed") and ignored:
         rejecting = [v for v in others if status[v] in ("rejected", "removed")] + [selected]
         rejecting.sort(key=version_key)
         return (
-            f"`{dotted}` passes DeepSpeed {_join(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
-            f"but is rejected by {_join(rejecting)}"
+            f"`{dotted}` passes DeepSpeed {_runs(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
+            f"but is rejected by {_runs(rejecting)}"
         )
     return None
 

@@ -5,6 +5,7 @@ only the rules it needs). tests/test_docs.py fails when the committed files diff
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -38,8 +39,24 @@ def render_index() -> str:
     return "\n".join([*lines, "}", ""])
 
 
+RATES = ROOT / "docs" / "rule-rates.json"  # written by scripts/rule_rates.py
+NOISY = 0.25
+
+
+def _rates() -> dict:
+    return json.loads(RATES.read_text(encoding="utf-8")) if RATES.exists() else {"rules": {}}
+
+
+def _rate(rates: dict, code: str) -> str:
+    r = rates["rules"].get(code)
+    if not r or not r["files"]:
+        return "-"
+    return f"{r['rate']:.0%} ({r['fired']}/{r['files']})"
+
+
 def render() -> dict[Path, str]:
     out: dict[Path, str] = {}
+    rates = _rates()
     rows = [
         "# Rules",
         "",
@@ -47,17 +64,31 @@ def render() -> dict[Path, str]:
         "`cfgopt rules` lists them and `cfgopt rule CODE` prints a rule's page. Each rule's code, docs page and",
         "test cases are one click away below.",
         "",
-        "| code | name | severity | summary | code | cases |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "**default**: in the default selection (errors and silent misconfigurations); `opt-in` rules (advice:",
+        'speed, memory headroom, notes) run only when selected, e.g. `extend-select = ["PF", "MEM"]`.',
+        "**fires on**: the share of real configs of the kinds the rule reads on which it reports at default",
+        f"settings, measured on {rates.get('corpus', 'a corpus')} ({rates.get('files', 0)} files) by",
+        "`python scripts/rule_rates.py CORPUS_FOLDER` (docs/rule-rates.json). A rule above "
+        f"{NOISY:.0%} says why it is worth it below the table.",
+        "",
+        "| code | name | severity | default | fires on | summary | code | cases |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    noisy: list[str] = []
     for rule in all_rules():
         doc = rule.docs()
         out[RULES_DIR / f"{doc['code']}.md"] = render_page(doc, "markdown")
         rows.append(
-            f"| [{doc['code']}](rules/{doc['code']}.md) | `{doc['name']}` | {doc['severity']} | {doc['summary']} "
+            f"| [{doc['code']}](rules/{doc['code']}.md) | `{doc['name']}` | {doc['severity']} "
+            f"| {'yes' if doc['default'] else 'opt-in'} | {_rate(rates, doc['code'])} | {doc['summary']} "
             f"| [`{Path(doc['module']).name}`](../{doc['module']}) "
             f"| [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/) |"
         )
+        rate = rates["rules"].get(doc["code"], {}).get("rate", 0.0)
+        if rate > NOISY:
+            noisy.append(f"- **{doc['code']}** ({rate:.0%}): {doc['worth_it'] or 'MISSING: say why it is worth it'}")
+    if noisy:
+        rows += ["", "## Rules that fire on more than a quarter of real configs", "", *noisy]
     rows += ["", "## Not implemented", ""]
     if NOT_IMPLEMENTED:
         rows += ["| candidate | proposed in | why not |", "| --- | --- | --- |"]

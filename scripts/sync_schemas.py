@@ -447,6 +447,125 @@ def ds_top_level_keys(removed: Iterable[str]) -> list[str]:
     return sorted(keys)
 
 
+# DeepSpeed before 0.15 builds its config models on pydantic 1 (`deepspeed.pydantic_v1`, i.e. `pydantic.v1`
+# under pydantic 2). These helpers read either kind of model the same way, so one introspection serves all
+# releases. The snapshot records which one validated the release (`pydantic`), because their lax coercions
+# differ (pydantic 1 truncates 3.7 to the int 3; pydantic 2 refuses it).
+_EXTRA_FORBIDDEN = {"extra_forbidden", "value_error.extra"}
+
+
+def _model_bases() -> tuple[type, ...]:
+    from pydantic import BaseModel
+
+    try:
+        from pydantic.v1 import BaseModel as BaseModelV1
+    except ImportError:
+        return (BaseModel,)
+    return (BaseModel, BaseModelV1)
+
+
+def _validation_errors() -> tuple[type[Exception], ...]:
+    from pydantic import ValidationError
+
+    try:
+        from pydantic.v1 import ValidationError as ValidationErrorV1
+    except ImportError:
+        return (ValidationError,)
+    return (ValidationError, ValidationErrorV1)
+
+
+def _is_v1(model: type) -> bool:
+    return not hasattr(model, "model_fields") or "__pydantic_decorators__" not in dir(model)
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, _model_bases())
+
+
+@dataclasses.dataclass
+class FieldView:
+    """One pydantic field, read the same way from a pydantic 1 or 2 model."""
+
+    alias: str | None
+    annotation: Any
+    default: Any
+    required: bool
+    constraints: dict[str, Any]
+    extra: dict[str, Any]
+
+
+def _constraints(*sources: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for src in sources:
+        for attr in ("ge", "gt", "le", "lt"):
+            val = getattr(src, attr, None)
+            if val is not None and not callable(val):
+                out[attr] = jsonable(val)
+    return out
+
+
+def field_views(model: type) -> dict[str, FieldView]:
+    """Field name -> FieldView for a DeepSpeed config model of either pydantic generation."""
+    if _is_v1(model):
+        out: dict[str, FieldView] = {}
+        for name, f in model.__fields__.items():
+            if f.default_factory is not None:
+                default = jsonable(f.default_factory())
+            else:
+                default = None if f.required else jsonable(f.default)
+            out[name] = FieldView(
+                alias=f.alias if f.has_alias else None,
+                annotation=f.annotation,
+                default=default,
+                required=bool(f.required),
+                constraints=_constraints(f.field_info, f.outer_type_),
+                extra=dict(f.field_info.extra),
+            )
+        return out
+    from pydantic_core import PydanticUndefined
+
+    views: dict[str, FieldView] = {}
+    for name, fi in model.model_fields.items():
+        if fi.default is not PydanticUndefined:
+            default = jsonable(fi.default)
+        elif fi.default_factory is not None:
+            default = jsonable(fi.default_factory())  # type: ignore[call-arg]
+        else:
+            default = None
+        views[name] = FieldView(
+            alias=fi.alias,
+            annotation=fi.annotation,
+            default=default,
+            required=fi.is_required(),
+            constraints=_constraints(*fi.metadata),
+            extra=fi.json_schema_extra if isinstance(fi.json_schema_extra, dict) else {},
+        )
+    return views
+
+
+def model_validators(model: type) -> dict[str, Any]:
+    """Names of a model's validators: {"field": {name: [fields]}, "model": [names]}."""
+    if _is_v1(model):
+        by_name: dict[str, list[str]] = {}
+        for field, validators in model.__validators__.items():
+            for v in validators:
+                by_name.setdefault(v.func.__name__, []).append(field)
+        roots = [f for f in model.__pre_root_validators__] + [f for _, f in model.__post_root_validators__]
+        return {"field": dict(sorted(by_name.items())), "model": sorted(f.__name__ for f in roots)}
+    decorators = model.__pydantic_decorators__
+    return {
+        "field": {name: list(dec.info.fields) for name, dec in sorted(decorators.field_validators.items())},
+        "model": sorted(decorators.model_validators),
+    }
+
+
+def model_extra(model: type) -> str:
+    if _is_v1(model):
+        extra = getattr(model.__config__, "extra", None)
+        return str(getattr(extra, "value", extra) or "ignore")
+    return model.model_config.get("extra") or "ignore"
+
+
 def _all_ds_models() -> dict[str, type]:
     """Name -> class for every DeepSpeedConfigModel subclass currently imported."""
     from deepspeed.runtime.config_utils import DeepSpeedConfigModel
@@ -462,20 +581,19 @@ def _all_ds_models() -> dict[str, type]:
 
 def _nested_model(model: type, loc: tuple[Any, ...]) -> type | None:
     """Follow a pydantic error location (field names or aliases) down nested model annotations."""
-    from pydantic import BaseModel
-
     cur: type | None = model
     for part in loc:
         if cur is None or not isinstance(part, str):
             return None
-        by_name = {n: fi for n, fi in cur.model_fields.items()}
-        by_name.update({fi.alias: fi for fi in cur.model_fields.values() if fi.alias})
+        views = field_views(cur)
+        by_name = dict(views)
+        by_name.update({fi.alias: fi for fi in views.values() if fi.alias})
         fi = by_name.get(part)
         if fi is None:
             return None
         nxt = None
         for m in union_args(fi.annotation) or (fi.annotation,):
-            if isinstance(m, type) and issubclass(m, BaseModel):
+            if _is_model(m):
                 nxt = m
         cur = nxt
     return cur
@@ -483,15 +601,14 @@ def _nested_model(model: type, loc: tuple[Any, ...]) -> type | None:
 
 def _probe_section(param_dict: dict, models: dict[str, type]) -> type | None:
     """Run the readers on a dict holding one unknown key; the model that rejects it is the strict section."""
-    from pydantic import ValidationError
-
     try:
         _run_ds_readers(param_dict)
-    except ValidationError as exc:
+    except _validation_errors() as exc:
         for err in exc.errors():
             loc = tuple(err.get("loc", ()))
-            if err.get("type") == "extra_forbidden" and loc and loc[-1] == PROBE_KEY:
-                outer = models.get(exc.title)
+            if err.get("type") in _EXTRA_FORBIDDEN and loc and loc[-1] == PROBE_KEY:
+                title = getattr(exc, "title", None) or getattr(getattr(exc, "model", None), "__name__", None)
+                outer = models.get(title)
                 return _nested_model(outer, loc[:-1]) if outer is not None else None
         return None
     except Exception:  # noqa: BLE001 - a scalar key fed a dict may crash any way; that means "not strict"
@@ -499,7 +616,28 @@ def _probe_section(param_dict: dict, models: dict[str, type]) -> type | None:
     return None
 
 
+@contextlib.contextmanager
+def _v1_root_validators_skip_on_failure(models: dict[str, type]) -> typing.Iterator[None]:
+    """While probing: pydantic 1 runs root validators even after a field failed, and DeepSpeed 0.14's
+    (monitor `check_enabled`, ...) then crash on the missing value (AttributeError) before the
+    ValidationError that names the unknown key is raised. The run fails either way; the probe needs the
+    ValidationError, so root validators skip on failure meanwhile (restored after)."""
+    saved = {cls: cls.__post_root_validators__ for cls in models.values() if _is_v1(cls)}
+    try:
+        for cls, validators in saved.items():
+            cls.__post_root_validators__ = [(True, func) for _, func in validators]
+        yield
+    finally:
+        for cls, validators in saved.items():
+            cls.__post_root_validators__ = validators
+
+
 def ds_sections(top_level: list[str], models: dict[str, type]) -> dict[str, str]:
+    with _v1_root_validators_skip_on_failure(models):
+        return _ds_sections(top_level, models)
+
+
+def _ds_sections(top_level: list[str], models: dict[str, type]) -> dict[str, str]:
     """Map each JSON location validated by a pydantic model to that model's class name.
 
     Top-level keys are probed directly; for keys that are plain dict reads we trace which sub-keys the
@@ -581,8 +719,6 @@ def ds_plain_reads(top_level: list[str], sections: dict[str, str]) -> tuple[list
 
 def ds_kinds(tp: Any) -> tuple[list[str], type | None, type | None]:
     """Return (kinds, nested pydantic model, enum class) for a pydantic field annotation."""
-    from pydantic import BaseModel
-
     if tp is type(None) or tp is None:
         return ["null"], None, None
     members = union_args(tp)
@@ -606,12 +742,15 @@ def ds_kinds(tp: Any) -> tuple[list[str], type | None, type | None]:
         return [value_kind(v) for v in enum_values(tp)], None, tp
     base = origin or tp
     if isinstance(base, type):
-        if issubclass(base, BaseModel):
+        if _is_model(base):
             return ["model"], base, None
         if issubclass(base, pathlib.PurePath):
             return ["path"], None, None
         for py, kind in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
             if base is py:
+                return [kind], None, None
+        for py, kind in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
+            if issubclass(base, py):  # pydantic 1 constrained types (conint -> ConstrainedIntValue)
                 return [kind], None, None
         if issubclass(base, dict):
             return ["dict"], None, None
@@ -636,48 +775,29 @@ def _enum_info(enum_cls: type[enum.Enum]) -> dict[str, Any]:
 
 def ds_model_entry(model: type, queue: list[type]) -> dict[str, Any]:
     """Describe one pydantic model; nested models are appended to ``queue`` for the caller to visit."""
-    from pydantic_core import PydanticUndefined
-
     fields: dict[str, Any] = {}
-    for name, fi in model.model_fields.items():
+    for name, fi in field_views(model).items():
         kinds, nested, enum_cls = ds_kinds(fi.annotation)
         if nested is not None:
             queue.append(nested)
-        constraints: dict[str, Any] = {}
-        for meta in fi.metadata:
-            for attr in ("ge", "gt", "le", "lt"):
-                val = getattr(meta, attr, None)
-                if val is not None:
-                    constraints[attr] = jsonable(val)
-        if fi.default is not PydanticUndefined:
-            default = jsonable(fi.default)
-        elif fi.default_factory is not None:
-            default = jsonable(fi.default_factory())  # type: ignore[call-arg]
-        else:
-            default = None
-        extra = fi.json_schema_extra if isinstance(fi.json_schema_extra, dict) else {}
+        extra = fi.extra
         deprecated = bool(extra.get("deprecated", False))
         fields[name] = {
             "alias": fi.alias,
             "types": sort_kinds(kinds),
             "model": nested.__name__ if nested is not None else None,
             "enum": _enum_info(enum_cls) if enum_cls is not None else None,
-            "default": default,
-            "required": fi.is_required(),
-            "constraints": constraints,
+            "default": fi.default,
+            "required": fi.required,
+            "constraints": fi.constraints,
             "deprecated": deprecated,
             "new_param": (extra.get("new_param") or None) if deprecated else None,
             # False means DeepSpeed warns but does NOT copy the value to new_param (a fixer must not either).
             "set_new_param": bool(extra.get("set_new_param", True)) if deprecated else None,
         }
-    decorators = model.__pydantic_decorators__
     # Validators are code, not data: record their names so cfgopt's own implementations
     # (cfgopt/rules/_ds_validators.py) can be checked for completeness against them.
-    validators = {
-        "field": {name: list(dec.info.fields) for name, dec in sorted(decorators.field_validators.items())},
-        "model": sorted(decorators.model_validators),
-    }
-    return {"extra": model.model_config.get("extra") or "ignore", "fields": fields, "validators": validators}
+    return {"extra": model_extra(model), "fields": fields, "validators": model_validators(model)}
 
 
 def _ast_string_keys(func: Callable[..., Any], pred: Callable[[ast.AST], Iterable[str]]) -> set[str]:
@@ -767,12 +887,11 @@ def hf_auto_keys() -> dict[str, list[str]]:
 def self_check_deepspeed() -> None:
     """Fail fast if the assumption 'DeepSpeedZeroConfig forbids unknown keys' no longer holds."""
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
-    from pydantic import ValidationError
 
     try:
         DeepSpeedZeroConfig(**{"stage": 3, "stage3_parition_grads": True})
-    except ValidationError as exc:
-        if any(e.get("type") == "extra_forbidden" for e in exc.errors()):
+    except _validation_errors() as exc:
+        if any(e.get("type") in _EXTRA_FORBIDDEN for e in exc.errors()):
             return
         raise
     raise AssertionError("DeepSpeedZeroConfig accepted an unknown key; strictness assumption is broken")
@@ -811,6 +930,8 @@ def build_deepspeed(versions: dict[str, str]) -> dict[str, Any]:
         # hf_auto_keys come from these two; recorded so drift in either shows up in --check.
         "transformers": versions["transformers"],
         "accelerate": accelerate.__version__,
+        # validated by pydantic 1 (DeepSpeed < 0.15): its lax coercions differ; absent = pydantic 2
+        **({"pydantic": 1} if _is_v1(all_models["DeepSpeedZeroConfig"]) else {}),
         "models": models,
         "sections": sections,
         "top_level_keys": top_level,

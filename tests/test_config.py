@@ -121,7 +121,8 @@ def test_show_settings_names_the_config_file(tmp_path: Path) -> None:
     assert code == 0
     assert f"config file: {(work / 'cfgopt.toml').resolve()}" in out
     for line in (
-        'select = ["LF", "DS001"]',
+        'select = ["LF"]',
+        'extend-select = ["DS001"]',
         'ignore = ["LF023"]',
         "gpus = 8",
         'llamafactory-version = "0.9.4"',

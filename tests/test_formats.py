@@ -31,7 +31,8 @@ def test_json_lines_are_the_json_objects() -> None:
 
 
 def test_github_annotations() -> None:
-    code, out, _ = lint("--format", "github", "fixtures/seed/llama3_lora_sft.yaml")
+    # every rule, so that the advice (info, opt-in) shows as notices too
+    code, out, _ = lint("--format", "github", "--select", "ALL", "fixtures/seed/llama3_lora_sft.yaml")
     assert code == 1
     line = next(x for x in out.splitlines() if "LF003" in x)
     assert line.startswith("::error file=fixtures/seed/llama3_lora_sft.yaml,line=15,col=13,endLine=15,endColumn=17,")
@@ -65,7 +66,7 @@ def test_sarif_is_valid_sarif_2_1_0() -> None:
 
 
 def test_sarif_has_what_github_code_scanning_needs() -> None:
-    _, out, _ = lint("--format", "sarif", "fixtures/seed")
+    _, out, _ = lint("--format", "sarif", "--select", "ALL", "fixtures/seed")
     log = json.loads(out)
     assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-schema-2.1.0.json")
     run = log["runs"][0]

@@ -49,10 +49,19 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_the_supported_releases_are_shipped() -> None:
-    assert LF_VERSIONS == ("0.9.4", "0.9.5")
-    assert DS_VERSIONS == ("0.16.4", "0.17.6", "0.19.8")
+    assert LF_VERSIONS == ("0.9.0", "0.9.1", "0.9.2", "0.9.3", "0.9.4", "0.9.5")
+    assert DS_VERSIONS == ("0.14.5", "0.15.4", "0.16.4", "0.17.6", "0.18.9", "0.19.8")  # one per minor release
     assert (LF_VERSIONS[-1], DS_VERSIONS[-1]) == (schema.LLAMAFACTORY_VERSION, schema.DEEPSPEED_VERSION)
-    assert schema.llamafactory("0.9.4").transformers == "4.57.1"  # what LLaMA-Factory 0.9.4 accepts (<=4.57.1)
+    # each LLaMA-Factory snapshot was taken with the newest transformers that release accepts
+    transformers = {v: schema.llamafactory(v).transformers for v in LF_VERSIONS}
+    assert transformers == {
+        "0.9.0": "4.45.0",
+        "0.9.1": "4.46.1",
+        "0.9.2": "4.49.0",
+        "0.9.3": "4.52.4",
+        "0.9.4": "4.57.1",
+        "0.9.5": "5.6.0",
+    }
     for v in DS_VERSIONS:
         assert schema.deepspeed(v).version == v
 
@@ -67,14 +76,15 @@ def test_version_index_is_current() -> None:
 def test_changed_defaults_come_from_the_snapshots() -> None:
     """The knowledge file's §1.7 table, found by comparing the snapshots (no list in the code)."""
     changed = versions.index()["deepspeed"]["changed_defaults"]
-    assert changed["gradient_clipping"] == {"0.16.4": 0.0, "0.17.6": 0.0, "0.19.8": 1.0}
+    before = {v: 0.0 for v in DS_VERSIONS[:-1]}
+    assert changed["gradient_clipping"] == {**before, "0.19.8": 1.0}
     assert changed["zero_optimization.offload_optimizer.pin_memory"] == {
-        "0.16.4": False,
-        "0.17.6": False,
+        **{v: False for v in DS_VERSIONS[:-1]},
         "0.19.8": True,
     }
     assert changed["zero_optimization.offload_param.pin_memory"]["0.19.8"] is True
-    assert changed["bf16.check_grad_overflow"] == {"0.17.6": False, "0.19.8": True}  # 0.16.4 has no such key
+    # 0.14-0.16 have no such key (bf16 was a plain block)
+    assert changed["bf16.check_grad_overflow"] == {"0.17.6": False, "0.18.9": False, "0.19.8": True}
 
 
 # ---------------------------------------------------------------- the version matrix
@@ -108,14 +118,14 @@ def test_seed_and_clean_under_every_pair(lf: str, ds: str) -> None:
         (
             "group_by_length",
             "0.9.4",
-            "`group_by_length` is valid in LLaMA-Factory 0.9.4 (transformers 4.57.1) but was removed by 0.9.5 "
-            "(transformers 5.6.0)",
+            "`group_by_length` is valid in LLaMA-Factory 0.9.0 (transformers 4.45.0) to 0.9.4 (transformers 4.57.1) "
+            "but was removed by 0.9.5 (transformers 5.6.0)",
         ),
     ],
 )
 def test_lf_key_of_one_release_errors_in_the_other(tmp_path: Path, key: str, valid_in: str, message: str) -> None:
     cfg = write(tmp_path, "cfg.yaml", TRAIN_HEAD + f"{key}: true\n")
-    for lf in LF_VERSIONS:
+    for lf in ("0.9.4", "0.9.5"):
         _, diags = lint([cfg], "--llamafactory-version", lf, "--select", "LF001")
         if lf == valid_in:
             assert diags == []
@@ -137,7 +147,8 @@ def test_ds_strict_key_ignored_by_016_rejected_since_017(tmp_path: Path) -> None
         (msg,) = pick(lint([ds], "--deepspeed-version", v, "--select", "DS001")[1], "DS001")
         assert f"DeepSpeed {v} rejects it" in msg
         assert (
-            "`bf16.loss_scale` passes DeepSpeed 0.16.4, which ignores it, but is rejected by 0.17.6 and 0.19.8" in msg
+            "`bf16.loss_scale` passes DeepSpeed 0.14.5 to 0.16.4, which ignore it, but is rejected by 0.17.6 to 0.19.8"
+            in msg
         )
 
 
@@ -145,10 +156,11 @@ def test_ds_strict_key_added_later(tmp_path: Path) -> None:
     ds = write(tmp_path, "ds.json", '{"zero_optimization": {"stage": 3, "zenflow": {}, "allgather_sequential": true}}')
     msgs = pick(lint([ds], "--deepspeed-version", "0.16", "--select", "DS001")[1], "DS001")
     assert any(
-        "`zero_optimization.zenflow` was added after DeepSpeed 0.16.4: valid in 0.17.6 and 0.19.8" in m for m in msgs
+        "`zero_optimization.zenflow` was added after DeepSpeed 0.16.4: valid in 0.17.6 to 0.19.8" in m for m in msgs
     )
     assert any(
-        "`zero_optimization.allgather_sequential` was added after DeepSpeed 0.16.4: valid in 0.19.8" in m for m in msgs
+        "`zero_optimization.allgather_sequential` was added after DeepSpeed 0.16.4: valid in 0.18.9 and 0.19.8" in m
+        for m in msgs
     )
     assert all("did you mean" not in m for m in msgs)  # a real key of another release is no typo
     msgs = pick(lint([ds], "--deepspeed-version", "0.19", "--select", "DS001")[1], "DS001")
@@ -159,7 +171,10 @@ def test_ds_top_level_key_added_later(tmp_path: Path) -> None:
     ds = write(tmp_path, "ds.json", '{"torch_autocast": {"enabled": false}}')
     (msg,) = pick(lint([ds], "--deepspeed-version", "0.16.4", "--select", "DS002")[1], "DS002")
     assert "`torch_autocast` is not a key DeepSpeed 0.16.4 reads" in msg
-    assert "`torch_autocast` was added after DeepSpeed 0.16.4: valid in 0.17.6 and 0.19.8" in msg
+    assert (
+        "`torch_autocast` was added after DeepSpeed 0.16.4: valid in 0.17.6 to 0.19.8 (0.14.5 and 0.15.4 ignore it)"
+        in msg
+    )
     assert lint([ds], "--deepspeed-version", "0.17", "--select", "DS002")[1] == []
 
 
@@ -167,7 +182,7 @@ def test_ds_top_level_key_renamed_keeps_the_spelling_hint(tmp_path: Path) -> Non
     ds = write(tmp_path, "ds.json", '{"seq_parallel_comm_data_type": "fp32"}')
     assert lint([ds], "--deepspeed-version", "0.16", "--select", "DS002")[1] == []
     (msg,) = pick(lint([ds], "--deepspeed-version", "0.19", "--select", "DS002")[1], "DS002")
-    assert "valid in DeepSpeed 0.16.4 but was removed by 0.19.8" in msg
+    assert "valid in DeepSpeed 0.14.5 to 0.16.4 but was removed by 0.19.8 (0.17.6 and 0.18.9 ignore it)" in msg
     assert "did you mean `seq_parallel_communication_data_type`?" in msg
 
 
@@ -182,10 +197,10 @@ def test_ds_top_level_key_renamed_keeps_the_spelling_hint(tmp_path: Path) -> Non
 )
 def test_ds_removed_block_names_the_releases_that_read_it(tmp_path: Path, text: str, key: str) -> None:
     ds = write(tmp_path, "ds.json", text)
-    for v in ("0.16", "0.17"):
+    for v in ("0.14", "0.16", "0.17", "0.18"):
         assert lint([ds], "--deepspeed-version", v, "--select", "DS004,DS001,DS002")[1] == []
     (msg,) = pick(lint([ds], "--deepspeed-version", "0.19", "--select", "DS004")[1], "DS004")
-    assert msg.startswith(f"`{key}` was removed from DeepSpeed after 0.17.6: 0.16.4 and 0.17.6 still read it; ")
+    assert msg.startswith(f"`{key}` was removed from DeepSpeed after 0.18.9: 0.14.5 to 0.18.9 still read it; ")
     assert "DeepSpeed 0.19.8 stops with:" in msg
 
 
@@ -203,7 +218,14 @@ def test_key_unknown_everywhere_gets_no_history(tmp_path: Path) -> None:
 
 def test_key_status_per_release() -> None:
     status = {v: versions.ds_key_status(schema.deepspeed(v), "bf16.loss_scale") for v in DS_VERSIONS}
-    assert status == {"0.16.4": "ignored", "0.17.6": "rejected", "0.19.8": "rejected"}
+    assert status == {
+        "0.14.5": "ignored",
+        "0.15.4": "ignored",
+        "0.16.4": "ignored",
+        "0.17.6": "rejected",
+        "0.18.9": "rejected",
+        "0.19.8": "rejected",
+    }
     assert versions.ds_key_status(schema.deepspeed("0.16.4"), "fp16.loss_scale") == "known"  # read when enabled
     assert versions.ds_key_status(schema.deepspeed("0.19.8"), "amp") == "removed"
     assert (
@@ -222,8 +244,8 @@ def ds090(tmp_path: Path, text: str, version: str) -> list[str]:
 def test_gradient_clipping_default(tmp_path: Path) -> None:
     (msg,) = ds090(tmp_path, '{"train_micro_batch_size_per_gpu": 1}', "0.19")
     assert msg == (
-        "`gradient_clipping` is not set, so DeepSpeed's default applies, and it differs between releases: "
-        "1.0 in DeepSpeed 0.19.8, but 0.0 (no clipping) in 0.16.4 and 0.17.6; set it to say which you mean"
+        "`gradient_clipping` is not set, so DeepSpeed's default applies, and it differs between the shipped "
+        "snapshots: 1.0 in DeepSpeed 0.19.8, but 0.0 (no clipping) in 0.14.5 to 0.18.9; set it to say which you mean"
     )
     (msg,) = ds090(tmp_path, '{"train_micro_batch_size_per_gpu": 1}', "0.16")
     assert "0.0 (no clipping) in DeepSpeed 0.16.4, but 1.0 in 0.19.8" in msg
@@ -240,7 +262,7 @@ def test_pin_memory_default(tmp_path: Path) -> None:
 
 def test_check_grad_overflow_default(tmp_path: Path) -> None:
     (msg,) = ds090(tmp_path, '{"gradient_clipping": 1, "bf16": {"enabled": true}}', "0.19")
-    assert "`bf16.check_grad_overflow`" in msg and "(0.16.4 has no such key)" in msg
+    assert "`bf16.check_grad_overflow`" in msg and "(0.14.5, 0.15.4, 0.16.4 have no such key)" in msg
     assert "true (steps with inf/nan gradients are skipped) in DeepSpeed 0.19.8" in msg
     # 0.16.4 does not know the key: nothing to compare there
     assert ds090(tmp_path, '{"gradient_clipping": 1, "bf16": {"enabled": true}}', "0.16") == []
@@ -280,7 +302,7 @@ def test_cli_exact_and_prefix(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("option", ["--deepspeed-version", "--llamafactory-version"])
-@pytest.mark.parametrize("value", ["0.18", "1.0", "0.16.40", "x"])
+@pytest.mark.parametrize("value", ["0.13", "1.0", "0.16.40", "x"])
 def test_cli_bad_version_exits_2_with_the_list(option: str, value: str) -> None:
     code, out, err = run_cli(["lint", option, value, str(CLEAN)])
     assert code == 2 and out == ""
@@ -290,7 +312,7 @@ def test_cli_bad_version_exits_2_with_the_list(option: str, value: str) -> None:
 
 
 def test_fix_takes_the_options_too(tmp_path: Path) -> None:
-    code, _, err = run_cli(["fix", "--deepspeed-version", "0.15", str(tmp_path)])
+    code, _, err = run_cli(["fix", "--deepspeed-version", "0.13", str(tmp_path)])
     assert code == 2 and "--deepspeed-version" in err
 
 
@@ -302,8 +324,9 @@ def test_fix_takes_the_options_too(tmp_path: Path) -> None:
         ("0.17.1", "0.17.6"),
         ("0.19.3", "0.19.8"),
         ("0.19.10", "0.19.8"),
-        ("0.18.4", "0.19.8"),  # no 0.18 snapshot: the newest
-        ("0.20.0", "0.19.8"),
+        ("0.18.4", "0.18.9"),
+        ("0.13.2", "0.14.5"),  # older than every snapshot: the oldest
+        ("0.20.0", "0.19.8"),  # newer than every snapshot: the newest
         (None, "0.19.8"),  # not installed: the newest
     ],
 )
@@ -314,11 +337,12 @@ def test_installed_release_snaps_to_a_shipped_snapshot(installed: str | None, ch
 
 def test_installed_llamafactory_snaps() -> None:
     assert resolve_version("llamafactory", None, "0.9.4") == "0.9.4"
-    assert resolve_version("llamafactory", None, "0.9.3") == "0.9.4"
-    assert resolve_version("llamafactory", None, "0.8.3") == "0.9.5"
+    assert resolve_version("llamafactory", None, "0.9.3") == "0.9.3"  # every 0.9.x release has its own
+    assert resolve_version("llamafactory", None, "0.9.2.dev0") == "0.9.2"
+    assert resolve_version("llamafactory", None, "0.8.3") == "0.9.0"  # older than every snapshot: the oldest
     assert resolve_version("llamafactory", None, "0.9.6.dev0") == "0.9.5"
-    with pytest.raises(VersionError, match=r"shipped: 0\.9\.4, 0\.9\.5"):
-        resolve_version("llamafactory", "0.9.3", None)
+    with pytest.raises(VersionError, match=r"shipped: 0\.9\.0, 0\.9\.1, .*0\.9\.5"):
+        resolve_version("llamafactory", "0.8.3", None)
 
 
 def fake_dist(site: Path, name: str, version: str) -> None:

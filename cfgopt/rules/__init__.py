@@ -95,3 +95,9 @@ def codes_and_names() -> tuple[frozenset[str], dict[str, str]]:
 def by_code(code: str) -> Rule | None:
     wanted = code.upper()
     return next((r for r in all_rules() if r.code == wanted or r.name == code), None)
+
+
+@cache
+def opt_in_codes() -> frozenset[str]:
+    """Rules outside the default selection (`Rule.default_on = False`): they run only when selected."""
+    return frozenset(c.code for c in rule_classes() if not c.default_on)

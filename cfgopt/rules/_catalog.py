@@ -85,6 +85,7 @@ RULES: dict[str, tuple[str, str, str]] = {
         "pixel-limits-inverted",
         "llamafactory-cli llamafactory-infer llamafactory-train",
     ),
+    "lf035_unknown_template": ("LF035", "unknown-template", "llamafactory-cli llamafactory-infer llamafactory-train"),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed"),

@@ -59,6 +59,12 @@ class Rule:
     evidence: ClassVar[tuple[str, ...]] = ()
     example: ClassVar[str] = ""
     fix_safety: ClassVar[str] = "No fix."
+    # In the default selection (as ruff's default rule set): errors and high-confidence silent
+    # misconfigurations. Advice (speed, memory headroom, notes) is opt-in: `extend-select = ["PF", "MEM"]`.
+    default_on: ClassVar[bool] = True
+    # Why the rule is worth it although it fires on more than a quarter of real configs at default settings
+    # (docs/rule-rates.json, written by scripts/rule_rates.py; tests/test_docs.py asks for it).
+    worth_it: ClassVar[str] = ""
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         """The findings in one file of the rule's `kinds` (most rules)."""
@@ -145,5 +151,7 @@ class Rule:
             "evidence": list(cls.evidence),
             "example": cls.example,
             "fix_safety": cls.fix_safety,
+            "default": cls.default_on,
+            "worth_it": cls.worth_it,
             "module": cls.__module__.replace(".", "/") + ".py",
         }

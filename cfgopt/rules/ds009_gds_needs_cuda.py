@@ -13,7 +13,11 @@ class GdsNeedsCuda(Rule):
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "GPUDirect Storage (`aio.use_gds`) on a target that is not NVIDIA CUDA"
-    why = "DeepSpeed's GDS op exists only for the CUDA accelerator; on ROCm (and CPU) the config is refused."
+    why = (
+        "DeepSpeed's GDS op exists only for the CUDA accelerator; on ROCm (and CPU) the config is refused. With "
+        "no `--target` stated the rule still reports it (the run fails everywhere but on NVIDIA GPUs) and says "
+        "so; `--target h100` / `h200` / `a100` silences it."
+    )
     fails_when = "At DeepSpeedConfig construction: `GDS currently only supported for CUDA accelerator`."
     evidence = ("deepspeed 0.19.8 runtime/swap_tensor/aio_config.py (use_gds assertion), op_builder/gds.py",)
     example = '"aio": {"use_gds": true}   ->  false on MI300X'
@@ -21,12 +25,14 @@ class GdsNeedsCuda(Rule):
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         entry = ctx.source.find(("aio", "use_gds"))
         # `aio` is read as a plain dict (no pydantic): any truthy value, even the string "false", turns GDS on
-        if entry is None or not entry.node.value or ctx.settings.target.is_cuda:
+        target = ctx.settings.target
+        if entry is None or not entry.node.value or target.is_cuda:
             return
+        where = f"on {target.device}" if target.stated else "on any accelerator but CUDA (no --target stated)"
         yield self.at_entry(
             ctx,
             entry,
-            f"GPUDirect Storage needs CUDA; on {ctx.settings.target.device} DeepSpeed "
+            f"GPUDirect Storage needs CUDA; {where} DeepSpeed "
             "stops with `GDS currently only supported for CUDA accelerator`",
             on="value",
         )

@@ -15,6 +15,7 @@ class OverlapCommZero12(Rule):
     code = "DS019"
     name = "overlap-comm-zero12"
     severity = Severity.INFO
+    default_on = False  # advice: opt-in
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "`overlap_comm: true` at ZeRO stage 1/2: large bucket buffers, NaN reports"
     why = (

@@ -15,6 +15,27 @@ MEANING = {
     "pin_memory": {True: "pinned host buffers", False: "pageable host buffers"},
     "check_grad_overflow": {True: "steps with inf/nan gradients are skipped", False: "no overflow check"},
 }
+# Defaults that changed without changing the run (how often DeepSpeed logs): never worth a finding.
+NO_EFFECT = {"steps_per_print"}
+
+
+def compared_releases(ctx: Context) -> tuple[tuple[str, ...], str]:
+    """The DeepSpeed releases whose defaults DS090 compares, and how to name them in a message.
+
+    The releases the user's project allows (a `deepspeed-version` range, or the repository's dependency
+    pins: requirements*.txt, pyproject.toml, uv.lock, ...) when they are more than one; every shipped
+    snapshot when DS090 itself is selected (`--select DS090`, `extend-select`); otherwise none: a drift
+    between releases the user may never run is not worth a warning by default.
+    """
+    settings = ctx.settings
+    rng = settings.deepspeed_range
+    if rng is not None:
+        reached = rng.shipped()
+        if len(reached) > 1:
+            return reached, f"the releases {rng.origin} allows (DeepSpeed {rng.spec})"
+    if settings.named(ChangedDefault.code):
+        return schema.shipped_versions("deepspeed"), "the shipped snapshots"
+    return (), ""
 
 
 class ChangedDefault(Rule):
@@ -30,7 +51,10 @@ class ChangedDefault(Rule):
         "config that leaves such a key out trains differently depending on the installed DeepSpeed, without a "
         "word in the log. The keys and defaults come from the shipped snapshots (`cfgopt/schemas/`, compared in "
         "`version-index.json`), not from a list in this rule; a key is reported only where it takes effect (its "
-        "block is present and not switched off)."
+        "block is present and not switched off). By default it compares only the releases the project allows "
+        "(a `deepspeed-version` range in the project config, or the repository's own dependency pins: "
+        "requirements*.txt, pyproject.toml, uv.lock, poetry.lock, setup.py); with none stated, or an exact pin, "
+        "it is quiet unless selected by name (`--extend-select DS090`), which compares every shipped release."
     )
     fails_when = "Never: the run starts; it clips, pins or skips steps differently from the same JSON elsewhere."
     evidence = (
@@ -52,7 +76,11 @@ class ChangedDefault(Rule):
         root = src.root
         if root is None or not root.is_mapping or not root.entries:
             return
-        for dotted, seen in sorted(versions.ds_changed_defaults(ds.version).items()):
+        releases, which = compared_releases(ctx)
+        for dotted, every in sorted(versions.ds_changed_defaults(ds.version).items()):
+            seen = {v: d for v, d in every.items() if v in releases or v == ds.version}
+            if dotted in NO_EFFECT or all(d == seen[ds.version] for d in seen.values()):
+                continue
             parts = dotted.split(".")
             parent_entry, parent = None, root
             blocks: list[tuple[str, Node]] = []
@@ -67,9 +95,9 @@ class ChangedDefault(Rule):
                     continue
                 if _get(ds, parent, parts[:-1], parts[-1]) is not None:
                     continue
-                yield self._report(ctx, ds, dotted, seen, parent_entry, parent)
+                yield self._report(ctx, ds, dotted, seen, (releases, which), parent_entry, parent)
 
-    def _report(self, ctx, ds, dotted, seen, parent_entry: Entry | None, parent: Node) -> Diagnostic:
+    def _report(self, ctx, ds, dotted, seen, compared, parent_entry: Entry | None, parent: Node) -> Diagnostic:
         key = dotted.rsplit(".", 1)[-1]
         mine = seen[ds.version]
 
@@ -82,11 +110,12 @@ class ChangedDefault(Rule):
         for version, value in seen.items():
             if version != ds.version and value != mine:
                 by_value.setdefault(show(value), []).append(version)
-        others = "; ".join(f"{text} in {versions._join(vs)}" for text, vs in by_value.items())
-        unknown = [v for v in schema.shipped_versions("deepspeed") if v not in seen]
+        others = "; ".join(f"{text} in {versions._runs(vs)}" for text, vs in by_value.items())
+        releases, which = compared
+        unknown = [v for v in releases if v not in seen]
         missing = f" ({', '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no such key)" if unknown else ""
         message = (
-            f"`{dotted}` is not set, so DeepSpeed's default applies, and it differs between releases: "
+            f"`{dotted}` is not set, so DeepSpeed's default applies, and it differs between {which}: "
             f"{show(mine)} in DeepSpeed {ds.version}, but {others}{missing}; set it to say which you mean"
         )
         fix = self.fix(

@@ -18,8 +18,8 @@ class Tf32UnsupportedOnTarget(Rule):
         "Confidence: certain. HF `TrainingArguments.__post_init__` raises when `tf32` is true and "
         "`is_torch_tf32_available()` is false, and that function returns false whenever `torch.version.cuda` is "
         "None: on every ROCm build (MI200/MI300), and without a CUDA GPU. TF32 is an NVIDIA Ampere+ format; on "
-        "Hopper it is a no-op for bf16 work. Judged for `--target` (default mi300x), never the machine cfgopt "
-        "runs on."
+        "Hopper it is a no-op for bf16 work. Judged for `--target` (quiet when none is stated), never the machine "
+        "cfgopt runs on."
     )
     fails_when = "At start-up: `ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7`."
     evidence = (
@@ -31,12 +31,12 @@ class Tf32UnsupportedOnTarget(Rule):
     example = "tf32: true   ->  (removed)   # --target mi300x"
     fix_safety = (
         "Unsafe: removes the key. It is what the target needs, but it depends on `--target` being the hardware "
-        "the job really runs on (the default target is mi300x)."
+        "the job really runs on (with no target stated the rule is quiet)."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         target = ctx.settings.target
-        if target.is_cuda or not is_train_group(ctx):
+        if target.is_cuda or not target.stated or not is_train_group(ctx):
             return
         entry = entry_of(ctx, "tf32")
         if entry is None or not entry.node.value:

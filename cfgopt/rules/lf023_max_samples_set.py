@@ -26,6 +26,12 @@ class MaxSamplesSet(Rule):
         "llamafactory 0.9.5 data/loader.py L157-159 (`dataset.select(range(max_samples))` per dataset)",
         "LLaMA-Factory issues #7017, #5788; docs/evidence/llamafactory.md §3 (49 examples set it)",
     )
+    worth_it = (
+        "It fires on most of the shared corpus because that corpus is LLaMA-Factory's own examples, the very "
+        "files that carry the debugging limit; a config copied from one trains on 1000 examples per dataset "
+        "without a word in the log, the silent misconfiguration the default selection exists for. "
+        "`per-file-ignores` keeps it off example folders."
+    )
     example = "max_samples: 1000   ->  (removed)"
     fix_safety = "Unsafe: removing it trains on the whole dataset (longer run, different result)."
 

@@ -21,6 +21,7 @@ class ZeroStageHigherThanNeeded(Rule):
     code = "MEM003"
     name = "zero-stage-higher-than-needed"
     severity = Severity.WARNING
+    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "DeepSpeed ZeRO-3 where the model and GPU count need no more than ZeRO-2 (or no DeepSpeed)"
     why = (

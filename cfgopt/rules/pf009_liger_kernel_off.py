@@ -28,6 +28,7 @@ class LigerKernelOff(Rule):
     code = "PF009"
     name = "liger-kernel-off"
     severity = Severity.INFO
+    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "Long or packed micro-batches without `enable_liger_kernel` on a model Liger supports"
     why = (

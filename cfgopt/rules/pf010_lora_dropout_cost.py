@@ -12,6 +12,7 @@ class LoraDropoutCost(Rule):
     code = "PF010"
     name = "lora-dropout-cost"
     severity = Severity.INFO
+    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "`lora_dropout` > 0 stores a dropout output per adapted module: more memory, slower"
     why = (

@@ -11,6 +11,7 @@ class QuantizationWhenFits(Rule):
     code = "PF011"
     name = "quantization-when-fits"
     severity = Severity.INFO
+    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "On-the-fly quantization (QLoRA) of a model whose bf16 weights fit the GPU several times over"
     why = (

@@ -12,6 +12,7 @@ class NonFusedAdamw(Rule):
     code = "PF014"
     name = "non-fused-adamw"
     severity = Severity.INFO
+    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "`optim: adamw_torch` (not fused) for full or freeze fine-tuning"
     why = (

@@ -12,6 +12,7 @@ class Zero3OnPartialMi300xNode(Rule):
     code = "PF052"
     name = "zero3-on-partial-mi300x-node"
     severity = Severity.INFO
+    default_on = False  # advice: opt-in
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "ZeRO-3 on 2 or 4 GPUs of an AMD Instinct node: collectives use only part of the xGMI links"
     why = (

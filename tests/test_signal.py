@@ -1,0 +1,187 @@
+"""Signal over noise: the default selection, the unstated target, and DS090 judged against the releases the
+user's project allows (a `deepspeed-version` range, or the repository's own dependency pins).
+
+Why: on real configs DS090 warned about releases the user may never run, and ROCm / 192 GiB advice reached
+configs written for 80 GB NVIDIA clusters because a target was assumed silently (issue 14).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rule_cases import run_cli
+
+from cfgopt import pins, versions
+from cfgopt.versions import VersionRange
+
+DS_JSON = (
+    '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'
+)
+ROCM_JSON = '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}'
+TRAIN = (
+    "model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: lora\ndataset: d\ntemplate: t\n"
+    "output_dir: o\nper_device_train_batch_size: 1\n"
+)
+
+
+def repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A repository (a folder with `.git`) holding `files`, and a DeepSpeed JSON in configs/."""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "configs").mkdir(exist_ok=True)
+    (root / "configs" / "ds.json").write_text(DS_JSON)
+    return root
+
+
+def codes(*args: str) -> list[tuple[str, str]]:
+    code, out, err = run_cli(["lint", "--format", "json", *args])
+    assert code in (0, 1), err
+    return [(d["code"], d["message"]) for d in json.loads(out)["diagnostics"]]
+
+
+def ds090(*args: str) -> list[str]:
+    return [m for c, m in codes(*args) if c == "DS090"]
+
+
+# ---------------------------------------------------------------- DS090 and the user's version range
+
+
+def test_ds090_quiet_when_no_range_is_known(tmp_path: Path) -> None:
+    root = repo(tmp_path, {})
+    assert ds090(str(root / "configs" / "ds.json")) == []
+
+
+def test_ds090_compares_the_range_of_the_project_config(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"cfgopt.toml": 'deepspeed-version = ">=0.16,<0.20"\n'})
+    msgs = ds090(str(root / "configs" / "ds.json"))
+    assert len(msgs) == 2  # gradient_clipping and the offload pin_memory
+    assert any("0.0 (no clipping) in 0.16.4 to 0.18.9" in m for m in msgs)
+    assert all("(DeepSpeed >=0.16,<0.20)" in m and "0.14.5" not in m for m in msgs)
+
+
+def test_ds090_quiet_for_a_range_that_spans_no_change(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"cfgopt.toml": 'deepspeed-version = ">=0.16,<0.19"\n'})
+    assert ds090(str(root / "configs" / "ds.json")) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fires"),
+    [
+        ("requirements.txt", "torch\ndeepspeed>=0.14,<0.20  # any\n", True),
+        ("requirements-train.txt", "deepspeed>=0.10.0,<=0.16.9\n", False),  # 0.14-0.16: same defaults
+        ("requirements.txt", "deepspeed==0.19.8\n", False),  # an exact pin: nothing drifts
+        ("requirements.txt", "deepspeed\n", True),  # unpinned: any release
+        ("pyproject.toml", '[project]\nname = "x"\ndependencies = ["deepspeed>=0.15"]\n', True),
+        ("pyproject.toml", '[tool.poetry.dependencies]\ndeepspeed = "^0.15.0"\n', False),
+        ("uv.lock", 'version = 1\n[[package]]\nname = "deepspeed"\nversion = "0.17.6"\n', False),
+        ("setup.py", 'setup(extras_require={"ds": ["deepspeed>=0.18,<0.20"]})\n', True),
+    ],
+)
+def test_ds090_follows_the_repository_pins(tmp_path: Path, name: str, text: str, fires: bool) -> None:
+    root = repo(tmp_path, {name: text})
+    msgs = ds090(str(root / "configs" / "ds.json"))
+    assert bool(msgs) == fires, msgs
+    if fires:
+        assert f"the releases {name} allows" in msgs[0] or name in msgs[0]
+
+
+def test_pins_are_ignored_with_isolated(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"requirements.txt": "deepspeed>=0.14\n"})
+    assert ds090(str(root / "configs" / "ds.json"))
+    assert ds090("--isolated", str(root / "configs" / "ds.json")) == []
+
+
+def test_ds090_selected_by_name_compares_every_snapshot(tmp_path: Path) -> None:
+    root = repo(tmp_path, {})
+    (msg, _) = ds090("--extend-select", "DS090", str(root / "configs" / "ds.json"))
+    assert "the shipped snapshots" in msg and "0.14.5 to 0.18.9" in msg
+    assert ds090("--extend-select", "DS0", str(root / "configs" / "ds.json")) == []  # a prefix is not a name
+
+
+def test_pins_choose_the_judging_release(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"requirements.txt": "deepspeed>=0.14,<0.16\nllamafactory==0.9.2\n"})
+    (root / "configs" / "train.yaml").write_text(TRAIN)
+    _, out, _ = run_cli(["lint", "--show-settings", str(root / "configs" / "ds.json")])
+    assert 'deepspeed-version = "0.15.4"' in out and 'llamafactory-version = "0.9.2"' in out
+    assert "DeepSpeed >=0.14,<0.16 -> releases 0.14.5, 0.15.4" in out
+
+
+def test_explicit_version_beats_the_pins(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"requirements.txt": "deepspeed>=0.14\n"})
+    _, out, _ = run_cli(["lint", "--show-settings", "--deepspeed-version", "0.16", str(root / "configs")])
+    assert 'deepspeed-version = "0.16.4"' in out and "->" not in out
+    assert ds090("--deepspeed-version", "0.16", str(root / "configs" / "ds.json")) == []
+
+
+def test_a_range_reaching_no_snapshot_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = run_cli(["lint", "--deepspeed-version", "<0.10", str(tmp_path)])
+    assert code == 2 and "reaches no shipped DeepSpeed snapshot" in err
+
+
+def test_closest_pins_win_and_the_walk_stops_at_the_repository(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("deepspeed==0.14.5\n")  # outside the repository: not read
+    root = repo(tmp_path, {"requirements.txt": "deepspeed>=0.16\n", "sub/requirements.txt": "deepspeed==0.17.6\n"})
+    assert pins.find_pins(root / "sub")["deepspeed"].spec == "==0.17.6"
+    assert pins.find_pins(root / "configs")["deepspeed"].spec == ">=0.16"
+    (root / "requirements.txt").unlink()
+    assert "deepspeed" not in pins.find_pins(root / "configs")
+
+
+def test_a_llamafactory_fork_is_judged_by_its_own_release(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"src/llamafactory/extras/env.py": 'VERSION = "0.9.1.dev0"\n'})
+    assert pins.find_pins(root / "configs")["llamafactory"].spec == "==0.9.1.dev0"
+    _, out, _ = run_cli(["lint", "--show-settings", str(root / "configs" / "ds.json")])
+    assert 'llamafactory-version = "0.9.1"' in out
+
+
+@pytest.mark.parametrize(
+    ("spec", "reached", "chosen"),
+    [
+        (">=0.16,<0.20", ("0.16.4", "0.17.6", "0.18.9", "0.19.8"), "0.19.8"),
+        ("<=0.16.9", ("0.14.5", "0.15.4", "0.16.4"), "0.16.4"),
+        ("<0.16.5", ("0.14.5", "0.15.4", "0.16.4"), "0.16.4"),  # a series counts when any release is admitted
+        ("~=0.16.0", ("0.16.4",), "0.16.4"),
+        ("==0.18.*", ("0.18.9",), "0.18.9"),
+        ("^0.14.0", ("0.14.5",), "0.14.5"),
+        ("==0.12.6", (), "0.14.5"),  # older than every snapshot: the oldest
+    ],
+)
+def test_version_ranges(spec: str, reached: tuple[str, ...], chosen: str) -> None:
+    rng = VersionRange("deepspeed", spec, "x")
+    assert rng.shipped() == reached
+    assert versions.resolve_range(rng) == chosen
+
+
+# ---------------------------------------------------------------- the default selection and the target
+
+
+def test_advice_is_opt_in(tmp_path: Path) -> None:
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(TRAIN)  # no bf16/fp16 (PF002), no packing (PF006): advice only
+    assert not [c for c, _ in codes(str(cfg)) if c.startswith(("PF", "MEM"))]
+    assert "PF002" in {c for c, _ in codes("--extend-select", "PF", str(cfg))}
+    assert "PF002" in {c for c, _ in codes("--select", "ALL", str(cfg))}
+    (tmp_path / "cfgopt.toml").write_text('extend-select = ["PF002"]\n')
+    assert {c for c, _ in codes(str(cfg))} >= {"PF002"}
+
+
+def test_hardware_rules_judge_only_a_stated_target(tmp_path: Path) -> None:
+    ds = tmp_path / "ds.json"
+    ds.write_text(ROCM_JSON)
+    assert "DS023" not in {c for c, _ in codes(str(ds))}  # ROCm advice for a target nobody stated
+    assert "DS023" in {c for c, _ in codes("--target", "mi300x", str(ds))}
+    assert "DS023" not in {c for c, _ in codes("--target", "h100", str(ds))}
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(TRAIN + "bf16: true\ntf32: true\n")
+    assert "LF007" not in {c for c, _ in codes(str(cfg))}  # tf32 is refused on ROCm only
+    assert "LF007" in {c for c, _ in codes("--target", "mi300x", str(cfg))}
+
+
+def test_show_settings_says_the_target_is_not_stated(tmp_path: Path) -> None:
+    _, out, _ = run_cli(["lint", "--show-settings", "--isolated", str(tmp_path)])
+    assert "target = # not stated" in out
