@@ -339,6 +339,7 @@ class Resolver:
             raise ConfigError("--gpus must be at least 1")
         return Settings(
             target_name=cli.target or merged.get("target") or DEFAULT_TARGET,
+            target_stated=bool(cli.target or merged.get("target")),
             gpus=gpus,
             select=select,
             ignore=ignore,

@@ -30,6 +30,10 @@ from cfgopt.targets import DEFAULT_TARGET, TARGETS, Target
 class Settings:
     target_name: str = DEFAULT_TARGET
     gpus: int | None = None  # None: not stated; rules that need it check every plausible count
+    target_stated: bool = False  # False: `target_name` is the default, not chosen by a flag or project config
+    # Optional packages the training environment has (import name -> importable), where known: `verify` and
+    # `tune` probe the machine they run on; None (lint): unknown.
+    packages: dict[str, bool] | None = None
     select: list[str] = field(default_factory=list)  # codes or prefixes; empty = all
     ignore: list[str] = field(default_factory=list)
     fail_on: Severity = Severity.WARNING

@@ -5,7 +5,7 @@ from typing import Any
 
 from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import LF, fields_for, top_entries
+from cfgopt.rules._lf import fields_for, top_entries
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Entry, Kind
 from cfgopt.targets import Target
@@ -112,7 +112,7 @@ class InvalidChoice(Rule):
                 )
                 message = (
                     f"`{entry.key}: {shown}` is not one of {', '.join(map(str, spec.choices))}; "
-                    f"in {LF} it {passes}{where}"
+                    f"in {ctx.lf_label} it {passes}{where}"
                 )
             yield self.at_entry(ctx, entry, message, on="value", fix=self._fix(ctx, entry, spec, shown))
 

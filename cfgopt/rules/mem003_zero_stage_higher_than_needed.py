@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, entry_of, value_of
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, deepspeed_of, estimate_source, gpus
+from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
 
 
@@ -48,11 +48,11 @@ class ZeroStageHigherThanNeeded(Rule):
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        known, ds = deepspeed_of(ctx)
+        known, ds = ctx.job.deepspeed
         if not known or ds is None:
             return
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
-        current = estimate_source(ctx.source, ctx.settings, ds, n, ctx.memo)
+        current = ctx.job.estimate(n, deepspeed=ds)
         if current is None or current.zero_stage != 3 or current.offloaded_gib:
             return  # ZeRO-1/2 move as much data as plain data parallel: no measured gain from dropping them
         if current.zero_stage == 3 and n == 1 and current.finetuning_type == "lora" and ctx.settings.gpus == 1:
@@ -63,7 +63,7 @@ class ZeroStageHigherThanNeeded(Rule):
         if current.finetuning_type in ("full", "freeze"):
             candidates.reverse()
         for stage, plan in candidates:
-            est = estimate_source(ctx.source, ctx.settings, plan, n, ctx.memo)
+            est = ctx.job.estimate(n, deepspeed=plan)
             if est is None or not est.fits_with_headroom():
                 continue
             target = ctx.settings.target

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import zero_stage
-from cfgopt.rules._xf import consumer_entry, lf_value
+from cfgopt.rules._xf import consumer_entry
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -40,8 +40,7 @@ class Zero3ForLoraThatFits(Rule):
         ds = ctx.deepspeed
         if ds is None or zero_stage(ds) != 3 or not isinstance(src.data, dict):
             return
-        lf = ctx.settings.lf_schema
-        if lf_value(src, "finetuning_type", lf) != "lora":
+        if ctx.job.value("finetuning_type") != "lora":
             return
         entry = consumer_entry(src, "deepspeed")
         if entry is None or ctx.settings.gpus != 1:  # several GPUs: MEM003 (memory estimate)
