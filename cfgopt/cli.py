@@ -222,7 +222,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
         report.render_available_fixes(result.diagnostics, text_stream)
     _print_problems(result.problems)
     if not machine:
-        report.render_summary_line(result.diagnostics, result.files, result.problems)
+        from cfgopt.job import judged_for
+
+        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(settings))
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
 
@@ -274,10 +276,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
     if remaining and args.write:
         report.render_concise(remaining, sys.stderr)
+    from cfgopt.job import judged_for
+
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if args.write else "Would fix"
     sys.stderr.write(
-        f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
+        f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged_for(settings)}); {len(remaining)} remaining"
         + ("" if settings.unsafe_fixes else " (some may need --unsafe-fixes)")
         + "\n"
     )

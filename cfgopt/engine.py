@@ -23,6 +23,8 @@ from cfgopt.rules.base import Context
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
 
+# The speed rules whose fixes `cfgopt.planner` plans jointly (kept here so lint imports the planner only when needed).
+_PLANNED = frozenset({"PF004", "PF006", "PF007", "PF009", "MEM001", "MEM003", "MEM004", "MEM005", "PF050"})
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 
 
@@ -171,6 +173,7 @@ class Project:
         rules = all_rules()
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
+        owners: dict[int, Source] = {}  # diagnostic -> the config it judged (the planner needs its job)
         for src in self.sources:
             if real_path(src.document.path) in self.quiet:
                 continue
@@ -195,11 +198,16 @@ class Project:
                     if ident not in seen:
                         seen.add(ident)
                         out.append(diag)
+                        owners[id(diag)] = src
         if self._may_suppress():
             from cfgopt.suppressions import apply_suppressions
 
             out = apply_suppressions(self, out)
         out.sort(key=Diagnostic.sort_key)
+        if any(d.code in _PLANNED for d in out):
+            from cfgopt.planner import attach_plans  # speed fixes are planned together, never rule by rule
+
+            attach_plans(self, out, owners)
         return out
 
     def _may_suppress(self) -> bool:

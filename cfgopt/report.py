@@ -108,10 +108,13 @@ def render_statistics(diags: list[Diagnostic], stream: TextIO) -> None:
         stream.write(f"{n:5d}\t{code}\t{'[*] ' if fixable else '    '}{name}\n")
 
 
-def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO = sys.stderr) -> None:
+def render_summary_line(
+    diags: list[Diagnostic], files: int, problems: list, stream: TextIO = sys.stderr, judged_for: str = ""
+) -> None:
+    """The last line of `cfgopt lint`; `judged_for` (cfgopt.job.judged_for) names the target and GPU count."""
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
-    line = f"Checked {files} file(s): " + ", ".join(parts)
+    line = f"Checked {files} file(s){f' ({judged_for})' if judged_for else ''}: " + ", ".join(parts)
     if s["fixable"] or s["unsafe_fixable"]:
         line += f"; {s['fixable']} fixable with `cfgopt fix`"
         if s["unsafe_fixable"]:
