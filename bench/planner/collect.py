@@ -31,13 +31,13 @@ def _fixes(log: Path) -> list[str]:
 def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str) -> dict[str, Any]:
     name = folder.name
     original, tune = _read(folder / "original.json"), _read(folder / "tune.json")
-    config = next((p for p in sorted((folder / "original").rglob("*.yaml")) if "train" in p.name), None)
-    rel = config.relative_to(folder / "original") if config else "?"
+    rel = (folder / "config.txt").read_text().strip() if (folder / "config.txt").exists() else "?"
     base, winner = tune.get("baseline") or {}, tune.get("winner") or {}
     fix_tps, tune_tps = base.get("tokens_per_s"), winner.get("tokens_per_s") or base.get("tokens_per_s")
     common = f"--steps {steps} --target {target} --mode synthetic"
     return {
         "config": name,
+        "path": rel,
         "original_tokens_per_s": (original.get("original") or {}).get("real_tokens_per_s"),
         "fix_tokens_per_s": fix_tps,
         "tune_tokens_per_s": tune_tps,

@@ -6,14 +6,14 @@
 # Knobs for a CPU dry run: TARGET=cpu STEPS=3 BUDGET=0.3 CONFIGS="name=root:relative/config.yaml ...".
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-STEPS=${STEPS:-5}; WARMUP=${WARMUP:-2}; BUDGET=${BUDGET:-1.3}; TARGET=${TARGET:-h200}; PATIENCE=${PATIENCE:-3}
+STEPS=${STEPS:-5}; WARMUP=${WARMUP:-2}; BUDGET=${BUDGET:-1.5}; TARGET=${TARGET:-h200}; PATIENCE=${PATIENCE:-3}
 CACHE=${CACHE:-/tmp/cfgopt-cache}; RES=${RES:-$OUT/planner}; LIMIT=${LIMIT:-240}
 CONFIGS=${CONFIGS:-"seed=fixtures/seed:llama3_lora_sft.yaml qwen3_full_sft=bench/planner:examples/train_full/qwen3_full_sft.yaml qwen3_lora_sft=bench/planner:examples/train_lora/qwen3_lora_sft.yaml"}
 COMMON="--steps $STEPS --target $TARGET --mode synthetic --cache-dir $CACHE --quiet"
 mkdir -p "$RES"
 for item in $CONFIGS; do
   name=${item%%=*}; spec=${item#*=}; root=${spec%%:*}; rel=${spec#*:}
-  dir=$RES/$name; rm -rf "$dir"; mkdir -p "$dir/original" "$dir/fixed"
+  dir=$RES/$name; rm -rf "$dir"; mkdir -p "$dir/original" "$dir/fixed"; echo "$rel" > "$dir/config.txt"
   cp -r "$root"/. "$dir/original/"; cp -r "$root"/. "$dir/fixed/"   # the DeepSpeed JSON keeps its relative path
   start=$SECONDS
   ( cd "$dir/fixed" && python3 -m cfgopt fix --unsafe-fixes --write --target "$TARGET" --gpus 1 "$rel" ) \
