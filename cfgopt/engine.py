@@ -18,13 +18,12 @@ from cfgopt.document import Document, DocumentError, real_path
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.planner import PLANNED_CODES, attach_plans
 from cfgopt.rules import all_rules
 from cfgopt.rules.base import Context
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
 
-# The speed rules whose fixes `cfgopt.planner` plans jointly (kept here so lint imports the planner only when needed).
-_PLANNED = frozenset({"PF004", "PF006", "PF007", "PF009", "MEM001", "MEM003", "MEM004", "MEM005", "PF050"})
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 
 
@@ -204,10 +203,8 @@ class Project:
 
             out = apply_suppressions(self, out)
         out.sort(key=Diagnostic.sort_key)
-        if any(d.code in _PLANNED for d in out):
-            from cfgopt.planner import attach_plans  # speed fixes are planned together, never rule by rule
-
-            attach_plans(self, out, owners)
+        if any(d.code in PLANNED_CODES for d in out):
+            attach_plans(self, out, owners)  # speed fixes are planned together, never rule by rule
         return out
 
     def _may_suppress(self) -> bool:

@@ -8,8 +8,6 @@ from cfgopt.job import _MISSING, group_of
 from cfgopt.rules.base import Context
 from cfgopt.source import Kind, Source
 
-__all__ = ["group_of"]
-
 
 def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
     return ctx.settings.lf_schema.group(group_of(ctx.source))
