@@ -62,9 +62,7 @@ def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str)
 
 def main(argv: list[str]) -> int:
     folder, target, steps, warmup, budget = Path(argv[0]), *argv[1:5]
-    rows = [
-        collect_one(p, target, steps, warmup, budget) for p in sorted(folder.iterdir()) if (p / "fix.log").exists()
-    ]
+    rows = [collect_one(p, target, steps, warmup, budget) for p in sorted(folder.iterdir()) if (p / "fix.log").exists()]
     print(json.dumps(rows, indent=2))
     return 0
 
