@@ -312,7 +312,9 @@ def _lint_once(args: argparse.Namespace, settings: Settings, overlay: dict[Path,
     _print_problems(result.problems)
     _warn_if_nothing_checked(args, result)
     if not machine and not args.quiet and not args.statistics:
-        report.render_summary_line(result.diagnostics, result.files, result.problems)
+        from cfgopt.job import judged_for
+
+        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(settings))
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
 
@@ -385,7 +387,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
     if remaining and args.write:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
-        _fix_summary(result, remaining, args.write, settings.unsafe_fixes)
+        _fix_summary(result, remaining, args.write, settings)
     if exit_code:
         return exit_code
     if not args.write and result.fixed:
@@ -393,12 +395,14 @@ def cmd_fix(args: argparse.Namespace) -> int:
     return 1 if remaining else 0
 
 
-def _fix_summary(result, remaining: list, written: bool, unsafe_fixes: bool) -> None:
+def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> None:
+    from cfgopt.job import judged_for
+
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
     sys.stderr.write(
-        f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
-        + ("" if unsafe_fixes or not remaining else " (some may need --unsafe-fixes)")
+        f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged_for(settings)}); {len(remaining)} remaining"
+        + ("" if settings.unsafe_fixes or not remaining else " (some may need --unsafe-fixes)")
         + "\n"
     )
 
@@ -420,7 +424,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     if remaining and not args.quiet:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
-        _fix_summary(result, remaining, True, settings.unsafe_fixes)
+        _fix_summary(result, remaining, True, settings)
     if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0

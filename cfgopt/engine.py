@@ -19,6 +19,7 @@ from cfgopt.document import Document, DocumentError, real_path
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.planner import PLANNED_CODES, attach_plans
 from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import Context, ProjectView, Rule
 from cfgopt.settings import Settings
@@ -191,6 +192,7 @@ class Project:
         settings_for = self.settings.for_path
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
+        owners: dict[int, Source] = {}  # diagnostic -> the config it judged (the planner needs its job)
         for src in self.sources:
             key = real_path(src.document.path)
             if key in self.quiet or key in self.skip:
@@ -207,6 +209,7 @@ class Project:
                 if ident not in seen:
                     seen.add(ident)
                     out.append(diag)
+                    owners[id(diag)] = src
         out = [d for d in out if real_path(d.path) not in self.skip]
         suppressing = self._may_suppress()
         matched = None
@@ -220,6 +223,8 @@ class Project:
         if suppressing:
             suppressions.strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
+        if any(d.code in PLANNED_CODES for d in out):
+            attach_plans(self, out, owners)  # speed fixes are planned together, never rule by rule
         return out
 
     def _check(self, src: Source, rules: list) -> list[Diagnostic]:

@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from cfgopt.argtypes import positive_int
 from cfgopt.targets import ESTIMATE_TARGET, TARGETS
@@ -35,55 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="without packing: share of cutoff_len the longest batch reaches (default: 1.0, the worst batch)",
     )
-
-
-class _Error(Exception):
-    pass
-
-
-def _load(path: Path, kind: str) -> Any:
-    from cfgopt.document import Document, DocumentError
-    from cfgopt.loaders.json_loader import load_json
-    from cfgopt.loaders.yaml_loader import load_yaml
-
-    try:
-        doc = Document.read(path)
-    except DocumentError as exc:
-        raise _Error(f"{path}: {exc}") from None
-    src = load_yaml(doc) if kind == "yaml" else load_json(doc)
-    if src.error is not None:
-        raise _Error(f"{path}: {src.error.message}")
-    if not isinstance(src.data, dict):
-        raise _Error(f"{path}: not a LLaMA-Factory training config (not a YAML mapping)")
-    return src.data
-
-
-def _require_training_config(config: dict[str, Any], path: Path) -> None:
-    """estimate reads a LLaMA-Factory training YAML; say so for anything else (a DeepSpeed JSON, a script)."""
-    from cfgopt import discovery
-    from cfgopt.source import Kind
-
-    if "model_name_or_path" in config:
-        return
-    if discovery.classify_json(config) == Kind.DEEPSPEED:
-        raise _Error(
-            f"{path}: a DeepSpeed config; estimate reads the LLaMA-Factory training YAML that names it (`deepspeed:`)"
-        )
-    raise _Error(f"{path}: not a LLaMA-Factory training config (no `model_name_or_path`)")
-
-
-def _deepspeed(config: dict[str, Any], path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    from cfgopt.engine import resolve_reference
-
-    ref = config.get("deepspeed")
-    if not ref:
-        return None, None
-    if isinstance(ref, dict):
-        return ref, "inline"
-    found, searched = resolve_reference(str(ref), path)
-    if found is None:
-        raise _Error(f"deepspeed: {ref} not found (searched {', '.join(searched[:3])} ...)")
-    return _load(found, "json"), str(found)
 
 
 def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str:
@@ -117,8 +67,9 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str
 
 
 def run(args: argparse.Namespace) -> int:
-    from cfgopt import discovery, memory
-    from cfgopt.model_shapes import shape_for
+    from cfgopt import memory
+    from cfgopt.job import JobError, load_job
+    from cfgopt.settings import Settings
 
     if args.gpus < 1:
         sys.stderr.write("cfgopt estimate: error: --gpus must be at least 1\n")
@@ -131,24 +82,23 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cfgopt estimate: error: target {target.name} has no GPU memory to estimate against\n")
         return 2
     try:
-        if args.config.suffix.lower() in discovery.SCRIPT_SUFFIXES:
-            raise _Error(f"{args.config}: a shell script; give the training YAML it passes to llamafactory-cli")
-        config = _load(args.config, "yaml")
-        _require_training_config(config, args.config)
-        ds, ds_path = _deepspeed(config, args.config)
-    except _Error as exc:
+        job = load_job(args.config, Settings(target_name=args.target, gpus=args.gpus))
+    except JobError as exc:
         sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
         return 2
-    model = config.get("model_name_or_path")
-    shape = shape_for(model, args.config.parent) if isinstance(model, str) else None
-    if shape is None:
+    _, ds = job.deepspeed
+    ref = job.data.get("deepspeed")
+    ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
+    if job.shape is None:
         sys.stderr.write(
-            f"cfgopt estimate: unknown model {model!r}: no estimate (give a local folder with its config.json; "
-            "cfgopt's table knows Llama 3/3.1 8B and 70B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
+            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate (give a local folder "
+            "with its config.json; cfgopt's table knows Llama 3/3.1 8B and 70B, Qwen2.5, Qwen3, Mistral 7B and "
+            "Gemma 2)\n"
         )
         return 2
-    est = memory.estimate(config, shape, target, args.gpus, ds, fill=args.fill)
-    best = memory.max_micro_batch(config, shape, target, args.gpus, ds, fill=args.fill)
+    config = job.values()
+    est = memory.estimate(config, job.shape, target, args.gpus, ds, fill=args.fill)
+    best = memory.max_micro_batch(config, job.shape, target, args.gpus, ds, fill=args.fill)
     if args.format == "json":
         out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, **est.as_dict()}
         out["max_micro_batch"] = best

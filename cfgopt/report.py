@@ -115,12 +115,15 @@ def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = F
         stream.write(f"{row['count']:5d}\t{row['code']}\t{'[*] ' if row['fixable'] else '    '}{row['name']}\n")
 
 
-def render_summary_line(diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None) -> None:
-    """The last line of a run, on stderr (the stream looked up when called, so redirections apply)."""
+def render_summary_line(
+    diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None, judged_for: str = ""
+) -> None:
+    """The last line of a run, on stderr (the stream looked up when called, so redirections apply);
+    `judged_for` (cfgopt.job.judged_for) names the target and GPU count."""
     stream = stream or sys.stderr
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
-    line = f"Checked {files} file(s): " + ", ".join(parts)
+    line = f"Checked {files} file(s){f' ({judged_for})' if judged_for else ''}: " + ", ".join(parts)
     if s["fixable"] or s["unsafe_fixable"]:
         line += f"; {s['fixable']} fixable with `cfgopt fix`"
         if s["unsafe_fixable"]:

@@ -37,6 +37,9 @@ class Settings:
     gpus: int | None = None  # None: not stated; rules that need it check every plausible count
     select: list[str] = field(default_factory=list)  # codes or prefixes; empty = the default selection
     extend_select: list[str] = field(default_factory=list)  # added to the default selection (or to `select`)
+    # Optional packages the training environment has (import name -> importable), where known: `verify` and
+    # `tune` probe the machine they run on; None (lint): unknown.
+    packages: dict[str, bool] | None = None
     ignore: list[str] = field(default_factory=list)
     fail_on: Severity = Severity.WARNING
     unsafe_fixes: bool = False

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt import memory
+from cfgopt import memory, schema
+from cfgopt.job import lf_values
 from cfgopt.model_shapes import ModelShape, shape_for
 from cfgopt.targets import TARGETS
 
@@ -19,8 +20,13 @@ H200, MI300X = TARGETS["h200"], TARGETS["mi300x"]
 LORA = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "bf16": True, "cutoff_len": 2048}
 
 
+def values(config: dict) -> dict:
+    """The values LLaMA-Factory sees (the job model fills the defaults; the memory model knows none)."""
+    return lf_values(config, schema.llamafactory())
+
+
 def est(config: dict, shape: ModelShape = L8, target=H200, gpus: int = 1, ds: dict | None = None, **kw):
-    return memory.estimate({**LORA, **config}, shape, target, gpus, ds, **kw)
+    return memory.estimate(values({**LORA, **config}), shape, target, gpus, ds, **kw)
 
 
 def within(value: float, measured: float, tolerance: float) -> bool:
@@ -114,11 +120,15 @@ def test_zero_partitioning_and_offload() -> None:
 @pytest.mark.parametrize("ftype", ["lora", "full", "freeze", "oft"])
 def test_max_micro_batch_is_monotonic(ftype: str) -> None:
     config = {"finetuning_type": ftype, "packing": True, "per_device_train_batch_size": 1}
-    sizes = [memory.max_micro_batch({**LORA, **config}, L8, TARGETS[t], 1, None) for t in ("h100", "h200", "mi300x")]
+    sizes = [
+        memory.max_micro_batch(values({**LORA, **config}), L8, TARGETS[t], 1, None) for t in ("h100", "h200", "mi300x")
+    ]
     assert sizes == sorted(sizes)
-    longer = memory.max_micro_batch({**LORA, **config, "cutoff_len": 8192}, L8, MI300X, 1, None)
+    longer = memory.max_micro_batch(values({**LORA, **config, "cutoff_len": 8192}), L8, MI300X, 1, None)
     assert longer <= sizes[-1]
-    no_gc = memory.max_micro_batch({**LORA, **config, "disable_gradient_checkpointing": True}, L8, MI300X, 1, None)
+    no_gc = memory.max_micro_batch(
+        values({**LORA, **config, "disable_gradient_checkpointing": True}), L8, MI300X, 1, None
+    )
     # freeze: without GC the frozen layers before the trainable ones keep nothing (no input requires grad)
     assert no_gc >= sizes[-1] if ftype == "freeze" else no_gc <= sizes[-1]
     best = sizes[-1]
@@ -131,16 +141,13 @@ def test_max_micro_batch_is_monotonic(ftype: str) -> None:
 
 def test_full_70b_on_one_gpu_fits_nothing() -> None:
     shape = shape_for("meta-llama/Meta-Llama-3-70B")
-    assert memory.max_micro_batch({**LORA, "finetuning_type": "full"}, shape, MI300X, 1, None) == 0
+    assert memory.max_micro_batch(values({**LORA, "finetuning_type": "full"}), shape, MI300X, 1, None) == 0
 
 
-def test_defaults_match_the_llamafactory_snapshot() -> None:
-    from cfgopt import schema
-
-    fields = schema.llamafactory().group("train")
-    for key, value in memory.DEFAULTS.items():
-        assert key in fields, key
-        assert fields[key].default == value, key
+def test_memory_reads_defaults_from_the_selected_snapshot() -> None:
+    """No default lives in the memory model: a key absent from the config has the snapshot's default."""
+    assert not hasattr(memory, "DEFAULTS")
+    assert est({}).micro_batch == schema.llamafactory().group("train")["per_device_train_batch_size"].default
 
 
 def test_estimate_exposes_peak_gib_for_tune() -> None:

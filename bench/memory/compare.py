@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from cfgopt import memory  # noqa: E402
+from cfgopt import memory, schema  # noqa: E402
+from cfgopt.job import lf_values, packing_on  # noqa: E402
 from cfgopt.model_shapes import _from_config, shape_for  # noqa: E402
 from cfgopt.targets import TARGETS  # noqa: E402
 
@@ -44,10 +45,10 @@ def _runs(folder: Path) -> list[Path]:
 
 
 def _fill(config: dict[str, Any], meta: dict[str, Any], report: dict[str, Any]) -> tuple[float | None, str]:
-    if memory.packing_on(config):
+    if packing_on(config):
         return None, "packed"
-    cutoff = config.get("cutoff_len", memory.DEFAULTS["cutoff_len"])
-    bsz = config.get("per_device_train_batch_size", memory.DEFAULTS["per_device_train_batch_size"])
+    cutoff = config["cutoff_len"]
+    bsz = config["per_device_train_batch_size"]
     accum = config.get("gradient_accumulation_steps", 1) or 1
     if meta.get("tokens_per_micro_batch"):
         return min(1.0, meta["tokens_per_micro_batch"] / (bsz * cutoff)), "meta tokens"
@@ -70,7 +71,7 @@ def compare_one(path: Path) -> dict[str, Any]:
     if not config_path.exists() and report.get("config"):
         config_path = Path(report["config"])
         config_path = config_path if config_path.is_absolute() else path.parent / config_path
-    config = yaml.safe_load(config_path.read_text())
+    config = lf_values(yaml.safe_load(config_path.read_text()), schema.llamafactory())  # the values LF sees
     ds = None
     if isinstance(config.get("deepspeed"), str):
         ds = json.loads((config_path.parent / config["deepspeed"]).read_text())

@@ -108,8 +108,11 @@ def save(out: Path, data: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config_path = args.config
-    _, _, config = command.load_config(config_path)
-    user_ds, _ = command.load_user_deepspeed(config, config_path)
+    from cfgopt.job import load_job
+    from cfgopt.settings import Settings
+
+    job = load_job(config_path, Settings(gpus=args.gpus))  # the one YAML + DeepSpeed JSON loader
+    config, (_, user_ds) = job.data, job.deepspeed
     steps, gpus = args.steps, args.gpus
     warmup = max(0, min(args.warmup, steps - 2))
     out = args.out or Path(__file__).resolve().parent / "results" / f"grid-{config_path.stem}"

@@ -1,4 +1,5 @@
-"""Shared DeepSpeed logic for the DS rules: validating the strict sections the way DeepSpeed 0.19.8 does."""
+"""Shared DeepSpeed logic for the DS rules: validating the strict sections the way the selected DeepSpeed
+snapshot does (its version, for messages, is `ctx.ds_label`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from cfgopt import schema
 from cfgopt.rules import _ds_validators
 from cfgopt.rules.base import Context
 from cfgopt.source import Entry, Node, Source
-
-DS = f"DeepSpeed {schema.DEEPSPEED_VERSION}"
 
 
 @dataclass

@@ -1,18 +1,12 @@
-"""Shared facts about LLaMA-Factory configs for the LF rules: which field table applies to a source."""
+"""Shared facts about LLaMA-Factory configs for the LF rules: which field table applies to a source, and
+short names for the job model's answers (cfgopt.job) in rule bodies. The version judged is `ctx.lf_label`."""
 
 from __future__ import annotations
 
 from cfgopt import schema
+from cfgopt.job import _MISSING, group_of
 from cfgopt.rules.base import Context
 from cfgopt.source import Kind, Source
-
-LF = f"LLaMA-Factory {schema.LLAMAFACTORY_VERSION}"
-
-
-def group_of(source: Source) -> str:
-    if source.kind == Kind.LF_CLI:
-        return source.command.get("group", "train")
-    return "infer" if source.kind == Kind.LF_INFER else "train"
 
 
 def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
@@ -24,11 +18,10 @@ def top_entries(source: Source):
 
 
 # --------------------------------------------------------------------------- effective values
-# Helpers for the cross-field rules (LF006+, PF001+). A key absent from the config has its dataclass
-# default (from the schema snapshot); a present key has the value the consumer sees (YAML: unconverted,
-# so a quoted "false" is a truthy string exactly as in LLaMA-Factory; command line: argparse-converted).
-
-_MISSING = object()
+# Helpers for the cross-field rules (LF006+, PF001+), answered by the job model (cfgopt.job): a key absent
+# from the config has its dataclass default in the selected version; a present key has the value the consumer
+# sees (YAML: unconverted, so a quoted "false" is a truthy string exactly as in LLaMA-Factory; command line:
+# argparse-converted).
 
 
 def entry_of(ctx: Context, key: str):
@@ -38,23 +31,17 @@ def entry_of(ctx: Context, key: str):
 
 
 def value_of(ctx: Context, key: str, default=_MISSING):
-    """The value LLaMA-Factory works with: the config's, else the field's default."""
-    entry = entry_of(ctx, key)
-    if entry is not None:
-        return entry.node.value
-    if default is not _MISSING:
-        return default
-    spec = fields_for(ctx).get(key)
-    return spec.default if spec is not None else None
+    """The value LLaMA-Factory works with: the config's, else the field's default (`Job.value`)."""
+    return ctx.job.value(key, default)
 
 
 def is_set(ctx: Context, key: str) -> bool:
-    return entry_of(ctx, key) is not None
+    return ctx.job.is_set(key)
 
 
 def on(ctx: Context, key: str) -> bool:
     """Python truthiness of the effective value, as LLaMA-Factory's `if args.key:` sees it."""
-    return bool(value_of(ctx, key))
+    return ctx.job.on(key)
 
 
 def is_train_group(ctx: Context) -> bool:
@@ -163,11 +150,8 @@ def tokens_per_micro_batch(ctx: Context) -> float | None:
 
 
 def packing_on(ctx: Context) -> bool:
-    """LLaMA-Factory packs when `packing` or `neat_packing` is on, and by default for `stage: pt`."""
-    packing = value_of(ctx, "packing")
-    if packing is None:
-        return value_of(ctx, "stage") == "pt" or on(ctx, "neat_packing")
-    return bool(packing) or on(ctx, "neat_packing")
+    """LLaMA-Factory packs (`Job.packing`)."""
+    return ctx.job.packing
 
 
 def insert_top(source: Source, key: str, value):

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cfgopt import schema
+from cfgopt import job, schema
 from cfgopt.source import Source
 
 
-def lf_value(consumer: Source, key: str, lf: schema.LlamaFactorySchema | None = None) -> Any:
-    """A TrainingArguments value as the trainer sees it: the config's, else the dataclass default."""
-    data = consumer.data if isinstance(consumer.data, dict) else {}
-    if key in data:
-        return data[key]
-    spec = (lf or schema.llamafactory()).fields.get(key)
-    return spec.default if spec is not None else None
+def lf_value(consumer: Source, key: str, lf: schema.LlamaFactorySchema) -> Any:
+    """A TrainingArguments value as the trainer sees it: the config's, else the dataclass default (`job.lf_value`)."""
+    return job.lf_value(consumer.data, key, lf, job.group_of(consumer))
 
 
 # The WebUI precision widget (`compute_type`) says what the user meant even though LLaMA-Factory rejects
@@ -25,7 +21,7 @@ def lf_value(consumer: Source, key: str, lf: schema.LlamaFactorySchema | None = 
 _COMPUTE_TYPE_INTENT = {"bf16": "bf16", "pure_bf16": "bf16", "fp16": "fp16"}
 
 
-def lf_precision(consumer: Source, flag: str, lf: schema.LlamaFactorySchema | None = None) -> bool:
+def lf_precision(consumer: Source, flag: str, lf: schema.LlamaFactorySchema) -> bool:
     """Whether `fp16` / `bf16` (or its *_full_eval twin) will be on for this consumer."""
     data = consumer.data if isinstance(consumer.data, dict) else {}
     if flag not in data and _COMPUTE_TYPE_INTENT.get(str(data.get("compute_type"))) == flag:
@@ -33,23 +29,6 @@ def lf_precision(consumer: Source, flag: str, lf: schema.LlamaFactorySchema | No
     return bool(lf_value(consumer, flag, lf) or lf_value(consumer, f"{flag}_full_eval", lf))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Added for the XF003+ / PF050+ rules.
-
-
-def lf_flag(consumer: Source, key: str, lf: schema.LlamaFactorySchema | None = None) -> bool:
-    """A boolean TrainingArguments/LLaMA-Factory flag as the parser will see it (true only for a real true)."""
-    return lf_value(consumer, key, lf) is True
-
-
 def consumer_entry(consumer: Source, key: str):
     """The top-level entry of `key` in a LLaMA-Factory config (None when it is absent)."""
     return consumer.root.get(key) if consumer.root is not None and consumer.root.is_mapping else None
-
-
-def model_shape(consumer: Source, lf: schema.LlamaFactorySchema | None = None):
-    """The model's shape from `model_name_or_path` (a local folder's config.json or the built-in table)."""
-    from cfgopt.model_shapes import shape_for
-
-    name = lf_value(consumer, "model_name_or_path", lf)
-    return shape_for(name, consumer.document.path.parent) if isinstance(name, str) else None

@@ -13,6 +13,7 @@ from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from cfgopt.source import Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
+    from cfgopt.job import Job
     from cfgopt.settings import Settings
     from cfgopt.suppressions import Matched
 
@@ -29,6 +30,37 @@ class Context:
     deepspeed: Source | None = None
     deepspeed_searched: list[str] = field(default_factory=list)
     memo: dict[str, Any] = field(default_factory=dict)  # per-file results rules share (e.g. DS validation)
+
+    @property
+    def job(self) -> Job:
+        """The training job of a LLaMA-Factory config (cfgopt.job): its values, DeepSpeed, hardware, versions."""
+        return self.job_of(self.source, self.deepspeed)
+
+    def job_of(self, config: Source, deepspeed: Source | None = None) -> Job:
+        """The job of `config` judged with these settings; for a DeepSpeed JSON, pass a consumer (the JSON is
+        then its DeepSpeed file)."""
+        from cfgopt.job import Job
+
+        if config is not self.source and deepspeed is None and self.source.kind == Kind.DEEPSPEED:
+            deepspeed = self.source
+        jobs = self.memo.setdefault("jobs", {})
+        if id(config) not in jobs:
+            jobs[id(config)] = Job(config, self.settings, deepspeed)
+        return jobs[id(config)]
+
+    @property
+    def lf_label(self) -> str:
+        """The LLaMA-Factory release judged, as messages name it (the selected snapshot)."""
+        from cfgopt.job import lf_label
+
+        return lf_label(self.settings)
+
+    @property
+    def ds_label(self) -> str:
+        """The DeepSpeed release judged, as messages name it (the selected snapshot)."""
+        from cfgopt.job import ds_label
+
+        return ds_label(self.settings)
 
 
 @dataclass

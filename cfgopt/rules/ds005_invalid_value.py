@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import DS, locate, section_errors
+from cfgopt.rules._ds import locate, section_errors
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -55,7 +55,9 @@ class InvalidValue(Rule):
             if err.type == "extra_forbidden":
                 continue
             entry = locate(err.section, err.loc)
-            yield self.at_entry(ctx, entry, f"`{entry.dotted}`: {DS} rejects this value ({err.message})", on="value")
+            yield self.at_entry(
+                ctx, entry, f"`{entry.dotted}`: {ctx.ds_label} rejects this value ({err.message})", on="value"
+            )
         if src.root is None:
             return
         for key, failure in NULL_FAILS.items():

@@ -4,7 +4,6 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import DS
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -55,7 +54,7 @@ class InvalidCommunicationDataType(Rule):
             yield self.at_entry(
                 ctx,
                 entry,
-                f"`{key}` is {value!r}: {DS} accepts only fp16, bf16 or fp32 and stops with "
+                f"`{key}` is {value!r}: {ctx.ds_label} accepts only fp16, bf16 or fp32 and stops with "
                 "`Invalid communication_data_type`",
                 on="value",
                 fix=fix,

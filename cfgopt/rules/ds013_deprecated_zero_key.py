@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Edit, Severity
-from cfgopt.rules._ds import DS, zero_block
+from cfgopt.rules._ds import zero_block
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -107,8 +107,8 @@ class DeprecatedZeroKey(Rule):
                 yield self.at_entry(
                     ctx,
                     entry,
-                    f"`{key}` is deprecated and `{clash}` is also set: {DS} stops with `Cannot provide deprecated "
-                    f"parameter '{key}' and replacing parameter '{new_keys[0]}' together`",
+                    f"`{key}` is deprecated and `{clash}` is also set: {ctx.ds_label} stops with "
+                    f"`Cannot provide deprecated parameter '{key}' and replacing parameter '{new_keys[0]}' together`",
                     severity=Severity.ERROR,
                 )
                 continue

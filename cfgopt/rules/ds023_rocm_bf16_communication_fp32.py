@@ -26,6 +26,7 @@ class RocmBf16CommunicationFp32(Rule):
     fails_when = "Silently: NaN weights reported with bf16 reductions on ROCm."
     evidence = (
         "https://github.com/huggingface/accelerate/pull/4025 (accelerate 1.14: fp32 communication for bf16 on ROCm)",
+        "llamafactory 0.9.4 and 0.9.5 requirements.txt (`accelerate>=1.3.0,<=1.11.0`)",
         "accelerate 1.11.0 utils/dataclasses.py:1378-1413 `set_mixed_precision` (no such default in the pinned "
         "version)",
         "deepspeed 0.19.8 runtime/config.py:216-230 (`communication_data_type`, default None = training dtype)",
@@ -57,7 +58,7 @@ class RocmBf16CommunicationFp32(Rule):
             ctx,
             entry,
             f"bf16 on {target.device} without `communication_data_type`: gradients are reduced in bf16; "
-            'set "fp32" (what accelerate >= 1.14 does on ROCm; LLaMA-Factory 0.9.5 pins accelerate <= 1.11)',
+            f'set "fp32" (what accelerate >= 1.14 does on ROCm; {ctx.lf_label} pins accelerate <= 1.11)',
             on="value",
             severity=severity,
             fix=self.fix(

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import LF, fields_for, top_entries
+from cfgopt.rules._lf import fields_for, top_entries
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Entry, Kind
 
@@ -81,7 +81,7 @@ class WrongValueType(Rule):
                 yield self.at_entry(
                     ctx,
                     entry,
-                    f"`{entry.key}` must be a number but is the string {value!r}; {LF} "
+                    f"`{entry.key}` must be a number but is the string {value!r}; {ctx.lf_label} "
                     "passes it on unconverted and the run crashes where it is first used",
                     on="value",
                     fix=fix,
@@ -113,7 +113,7 @@ class WrongValueType(Rule):
                 yield self.at_entry(
                     ctx,
                     entry,
-                    f"`{entry.key}` is empty (null), which {LF} passes on as None "
+                    f"`{entry.key}` is empty (null), which {ctx.lf_label} passes on as None "
                     f"instead of using its default {spec.default!r}",
                     on="key",
                     severity=Severity.WARNING,
@@ -158,7 +158,7 @@ class WrongValueType(Rule):
             ctx,
             entry,
             f"`{entry.key}` must be a single {'/'.join(spec.types)} value but is a "
-            f"{type(value).__name__}; {LF} passes it on unconverted{consequence}",
+            f"{type(value).__name__}; {ctx.lf_label} passes it on unconverted{consequence}",
             on="value",
             severity=Severity.ERROR if crashes else Severity.WARNING,
         )
@@ -178,7 +178,7 @@ class WrongValueType(Rule):
         return self.at_entry(
             ctx,
             entry,
-            f"`{entry.key}` is the string {value!r}, which {LF} does not convert: "
+            f"`{entry.key}` is the string {value!r}, which {ctx.lf_label} does not convert: "
             "any non-empty string counts as true"
             + (f", so this is silently ON although it reads `{value}`" if meant is False else ""),
             on="value",

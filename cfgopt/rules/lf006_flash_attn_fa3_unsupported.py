@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import LF, entry_of, value_of
+from cfgopt.rules._lf import entry_of, value_of
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -45,7 +45,7 @@ class FlashAttnFa3Unsupported(Rule):
         yield self.at_entry(
             ctx,
             entry,
-            f"`flash_attn: fa3` passes the parser, but {LF} has no FA3 path: model load fails with "
+            f"`flash_attn: fa3` passes the parser, but {ctx.lf_label} has no FA3 path: model load fails with "
             "`NotImplementedError: Unknown attention type: fa3` (after tokenisation)",
             on="value",
             fix=self.fix("Use `sdpa`", edits.replace_value(ctx.source, entry, "sdpa"), safe=False),

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import LF, as_list, entry_of, is_train_group, on, report, value_of
+from cfgopt.rules._lf import as_list, entry_of, is_train_group, on, report, value_of
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -82,4 +82,4 @@ class QuantizationConflict(Rule):
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         for keys, message, when in _problems(ctx):
             shown = ", ".join(f"`{k}`" for k in keys if entry_of(ctx, k) is not None) or f"`{keys[0]}`"
-            yield report(self, ctx, keys, f"{shown}: {LF} stops {when} with `{message}`")
+            yield report(self, ctx, keys, f"{shown}: {ctx.lf_label} stops {when} with `{message}`")

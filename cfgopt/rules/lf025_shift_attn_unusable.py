@@ -8,6 +8,9 @@ from cfgopt.rules._lf import entry_of, is_train_group, training, value_of
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
+# The transformers each LLaMA-Factory release requires (its requirements.txt): both above S^2-Attn's < 4.48.
+TRANSFORMERS_REQUIRED = {"0.9.4": ">=4.49", "0.9.5": ">=4.55"}
+
 
 class ShiftAttnUnusable(Rule):
     code = "LF025"
@@ -27,6 +30,7 @@ class ShiftAttnUnusable(Rule):
     )
     evidence = (
         "llamafactory 0.9.5 model/model_utils/longlora.py L352-353, L359-370",
+        "llamafactory 0.9.4 requirements.txt (`transformers>=4.49.0,<=4.57.1`)",
         "llamafactory 0.9.5 extras/constants.py L119 (`SUPPORTED_CLASS_FOR_S2ATTN = {'llama'}`)",
     )
     example = "shift_attn: true   ->  (removed)"
@@ -39,12 +43,13 @@ class ShiftAttnUnusable(Rule):
         model = str(value_of(ctx, "model_name_or_path") or "").lower()
         llama = "llama" in model and "llama4" not in model.replace("-", "")
         fails = llama and training(ctx)
+        needs = TRANSFORMERS_REQUIRED.get(ctx.settings.llamafactory_version, ">=4.49")
         message = (
             "`shift_attn: true` on a llama model: model load stops with `ImportError: transformers>=4.45.0,<4.48.0 "
-            "is required` (LLaMA-Factory 0.9.5 needs transformers>=4.55)"
+            f"is required` ({ctx.lf_label} needs transformers{needs})"
             if fails
-            else "`shift_attn: true` cannot take effect: S^2-Attn needs transformers<4.48 (LLaMA-Factory 0.9.5 needs "
-            ">=4.55) and supports llama only; on a llama model training stops at model load"
+            else f"`shift_attn: true` cannot take effect: S^2-Attn needs transformers<4.48 ({ctx.lf_label} needs "
+            f"{needs}) and supports llama only; on a llama model training stops at model load"
         )
         yield self.at_entry(
             ctx,

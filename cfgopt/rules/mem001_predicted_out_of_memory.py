@@ -2,26 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, entry_of, insert_top, report
+from cfgopt.planner import planned_batch
+from cfgopt.rules._lf import TRAIN_KINDS, report
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
 from cfgopt.rules.base import Context, Rule
-
-
-def batch_edits(ctx: Context, micro: int, accum: int):
-    """Edits setting `per_device_train_batch_size` and `gradient_accumulation_steps` (inserted when absent)."""
-    out = []
-    for key, value in (("per_device_train_batch_size", micro), ("gradient_accumulation_steps", accum)):
-        entry = entry_of(ctx, key)
-        if entry is not None:
-            part = edits.replace_value(ctx.source, entry, value)
-        else:
-            part = insert_top(ctx.source, key, value)
-        if not part:
-            return None
-        out += part
-    return out
 
 
 def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
@@ -58,8 +43,10 @@ class PredictedOutOfMemory(Rule):
         "gradient checkpointing on (or 4 x 2 micro x accumulation)"
     )
     fix_safety = (
-        "Unsafe: re-enabling gradient checkpointing or trading micro-batch for accumulation keeps the global batch "
-        "but changes speed; offered only when the change alone fits."
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: the plan keeps only candidates that fit (re-enabling gradient checkpointing, trading micro-batch "
+        "for accumulation with the global batch kept); the message names the plan's shape."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -69,26 +56,18 @@ class PredictedOutOfMemory(Rule):
             return
         target = ctx.settings.target
         remedies: list[str] = []
-        fix = None
         if not est.gradient_checkpointing:
             after = estimate_ctx(ctx, n, disable_gradient_checkpointing=None)
             if after is not None and after.fits:
                 remedies.append(f"gradient checkpointing on (~{after.required_gib:.0f} GiB)")
-                entry = entry_of(ctx, "disable_gradient_checkpointing")
-                fix_edits = edits.replace_value(ctx.source, entry, False) if entry is not None else None
-                fix = self.fix("Turn gradient checkpointing back on", fix_edits, safe=False)
-        for micro, accum in smaller_micro_batches(est.micro_batch, est.gradient_accumulation):
+        planned = planned_batch(ctx.job)  # name the speed plan's shape when it has one (the fix writes it)
+        shapes = [planned] if planned else smaller_micro_batches(est.micro_batch, est.gradient_accumulation)
+        for micro, accum in shapes:
             after = estimate_ctx(ctx, n, per_device_train_batch_size=micro, gradient_accumulation_steps=accum)
             if after is not None and after.fits:
                 remedies.append(
                     f"micro-batch {micro} x accumulation {accum} (same global batch, ~{after.required_gib:.0f} GiB)"
                 )
-                if fix is None:
-                    fix = self.fix(
-                        f"Use {micro} x {accum} (micro-batch x accumulation, same global batch)",
-                        batch_edits(ctx, micro, accum),
-                        safe=False,
-                    )
                 break
         if not est.liger and est.logits_gib > 0.15 * est.peak_allocated_gib:
             remedies.append(f"`enable_liger_kernel: true` (fused loss saves ~{est.logits_gib:.0f} GiB of logits)")
@@ -107,5 +86,4 @@ class PredictedOutOfMemory(Rule):
             f"predicted out of memory: about {est.required_gib:.0f} GiB per GPU on a {target.memory_gib:g} GiB "
             f"{target.name} with {est.gpus} GPU(s){assumed} ({est.model}, {est.tokens} tokens per micro-batch; "
             f"largest parts in GiB: {top3(est)}); try {'; or '.join(remedies) or 'a smaller cutoff_len'}",
-            fix=fix,
         )

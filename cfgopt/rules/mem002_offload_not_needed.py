@@ -6,8 +6,7 @@ from collections.abc import Iterator
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import offload_device, zero_block, zero_stage
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_source, gpus
-from cfgopt.rules._xf import lf_value
+from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -44,8 +43,7 @@ class OffloadNotNeeded(Rule):
         stage = zero_stage(src)
         if zero is None or not stage or not ctx.consumers or not isinstance(src.data, dict):
             return
-        lf = ctx.settings.lf_schema
-        lora_only = all(lf_value(c, "finetuning_type", lf) == "lora" for c in ctx.consumers)
+        lora_only = all(ctx.job_of(c).value("finetuning_type") == "lora" for c in ctx.consumers)
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
         for block in ("offload_optimizer", "offload_param"):
             entry = zero.node.get(block)
@@ -57,7 +55,7 @@ class OffloadNotNeeded(Rule):
                 continue  # PF051: nothing worth offloading, whatever the model
             without = copy.deepcopy(src.data)
             without["zero_optimization"].pop(block, None)
-            estimates = [estimate_source(c, ctx.settings, without, n, None) for c in ctx.consumers]
+            estimates = [ctx.job_of(c).estimate(n, deepspeed=without) for c in ctx.consumers]
             if not estimates or any(e is None or not e.fits_with_headroom() for e in estimates):
                 continue
             worst = max(estimates, key=lambda e: e.required_gib)

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, entry_of, value_of
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, deepspeed_of, estimate_source, gpus
+from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
 
 
@@ -44,16 +43,18 @@ class ZeroStageHigherThanNeeded(Rule):
     )
     example = "Llama-3-8B full fine-tune, ZeRO-3, 8 x mi300x  ->  ZeRO-2 (the states take ~30 GB per GPU)"
     fix_safety = (
-        "Unsafe: when no DeepSpeed at all fits, the fix removes `deepspeed` (plain data parallel); a lower stage "
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: when no DeepSpeed at all fits, the plan removes `deepspeed` (plain data parallel); a lower stage "
         "in a shared DeepSpeed file is left to the user."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        known, ds = deepspeed_of(ctx)
+        known, ds = ctx.job.deepspeed
         if not known or ds is None:
             return
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
-        current = estimate_source(ctx.source, ctx.settings, ds, n, ctx.memo)
+        current = ctx.job.estimate(n, deepspeed=ds)
         if current is None or current.zero_stage != 3 or current.offloaded_gib:
             return  # ZeRO-1/2 move as much data as plain data parallel: no measured gain from dropping them
         if current.zero_stage == 3 and n == 1 and current.finetuning_type == "lora" and ctx.settings.gpus == 1:
@@ -61,20 +62,16 @@ class ZeroStageHigherThanNeeded(Rule):
         # LoRA/OFT states are tiny: plain data parallel first. Full/freeze: ZeRO-2 keeps its memory small at the
         # same communication volume as plain data parallel, so it comes first.
         candidates = [(0, None), (2, _at_stage(ds, 2))]
-        if current.finetuning_type in ("full", "freeze"):
-            candidates.reverse()
+        if current.finetuning_type in ("full", "freeze") and n > 1:
+            candidates.reverse()  # on one GPU ZeRO shards nothing: no DeepSpeed first (measured 4.4x faster)
         for stage, plan in candidates:
-            est = estimate_source(ctx.source, ctx.settings, plan, n, ctx.memo)
+            est = ctx.job.estimate(n, deepspeed=plan)
             if est is None or not est.fits_with_headroom():
                 continue
             target = ctx.settings.target
             entry = entry_of(ctx, "deepspeed")
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
             where = f"{n} GPU(s)" if ctx.settings.gpus else "any number of GPUs"
-            fix = None
-            if stage == 0 and entry is not None:
-                removal = edits.delete_entry(ctx.source, entry)
-                fix = self.fix("Remove `deepspeed` (plain data parallel)", removal, safe=False)
             yield self.at_entry(
                 ctx,
                 entry,
@@ -82,6 +79,5 @@ class ZeroStageHigherThanNeeded(Rule):
                 f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
                 f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
                 "adds communication",
-                fix=fix,
             )
             return

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, entry_of, insert_top, report
+from cfgopt.rules._lf import TRAIN_KINDS, report
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.rules.base import Context, Rule
 
@@ -32,7 +31,11 @@ class GradientCheckpointingRemovable(Rule):
         "docs/evidence/rocm_perf.md §2.4, §5.3; bench/memory/results.md (the estimate)",
     )
     example = "(LoRA Llama-3-8B, 2 x 2048 tokens, mi300x)   ->  disable_gradient_checkpointing: true"
-    fix_safety = "Unsafe: turning checkpointing off raises peak memory (the estimate keeps 10% headroom)."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: turning checkpointing off raises peak memory (the estimate keeps 10% headroom)."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
@@ -42,13 +45,6 @@ class GradientCheckpointingRemovable(Rule):
         after = estimate_ctx(ctx, n, disable_gradient_checkpointing=True)
         if after is None or not after.fits_with_headroom():
             return
-        src = ctx.source
-        entry = entry_of(ctx, "disable_gradient_checkpointing")
-        fix_edits = (
-            edits.replace_value(src, entry, True)
-            if entry is not None
-            else insert_top(src, "disable_gradient_checkpointing", True)
-        )
         target = ctx.settings.target
         yield report(
             self,
@@ -58,5 +54,4 @@ class GradientCheckpointingRemovable(Rule):
             f"{now.tokens} tokens per micro-batch) should need about {after.required_gib:.0f} GiB per GPU without it "
             f"(now {now.required_gib:.0f}) on a {target.memory_gib:g} GiB {target.name}: "
             "`disable_gradient_checkpointing: true` was 1.37x faster on an H200",
-            fix=self.fix("Set `disable_gradient_checkpointing: true`", fix_edits, safe=False),
         )

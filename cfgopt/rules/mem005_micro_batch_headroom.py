@@ -3,10 +3,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.planner import planned_batch
 from cfgopt.rules._lf import TRAIN_KINDS, report, value_of
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.mem001_predicted_out_of_memory import batch_edits
 from cfgopt.rules.pf007_small_micro_batch import SMALL_TOKENS
 
 
@@ -34,7 +34,12 @@ class MicroBatchHeadroom(Rule):
     example = (
         "per_device_train_batch_size: 4\ngradient_accumulation_steps: 4   (8B LoRA, 2048 tokens, mi300x)  ->  8 and 2"
     )
-    fix_safety = "Unsafe: a larger micro-batch needs more memory (the estimate keeps 10% headroom); same global batch."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: a larger micro-batch needs more memory (the estimate keeps 10% headroom); same global batch. "
+        "Reported only when the plan grows the micro-batch, with the plan's shape."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2":
@@ -43,18 +48,13 @@ class MicroBatchHeadroom(Rule):
         now = estimate_ctx(ctx, n)
         if now is None or now.gradient_accumulation < 2 or now.micro_batch * now.seq_len <= SMALL_TOKENS:
             return
-        best = None
-        for factor in range(2, now.gradient_accumulation + 1):
-            if now.gradient_accumulation % factor:
-                continue
-            micro, accum = now.micro_batch * factor, now.gradient_accumulation // factor
-            est = estimate_ctx(ctx, n, per_device_train_batch_size=micro, gradient_accumulation_steps=accum)
-            if est is None or not est.fits_with_headroom():
-                break
-            best = (micro, accum, est)
-        if best is None:
+        planned = planned_batch(ctx.job)  # the fix is the speed plan's: name its shape, or stay silent
+        if planned is None or planned[0] <= now.micro_batch:
             return
-        micro, accum, est = best
+        micro, accum = planned
+        est = estimate_ctx(ctx, n, per_device_train_batch_size=micro, gradient_accumulation_steps=accum)
+        if est is None or not est.fits_with_headroom():
+            return
         target = ctx.settings.target
         yield report(
             self,
@@ -63,9 +63,4 @@ class MicroBatchHeadroom(Rule):
             f"{now.micro_batch} x {now.gradient_accumulation} (micro-batch x accumulation) leaves memory unused: "
             f"{micro} x {accum} keeps the global batch and should need about {est.required_gib:.0f} GiB per GPU "
             f"(now {now.required_gib:.0f}) of a {target.memory_gib:g} GiB {target.name}",
-            fix=self.fix(
-                f"Use {micro} x {accum} (micro-batch x accumulation, same global batch)",
-                batch_edits(ctx, micro, accum),
-                safe=False,
-            ),
         )

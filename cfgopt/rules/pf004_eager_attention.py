@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, entry_of, number, training, value_of
 from cfgopt.rules.base import Context, Rule
@@ -28,7 +27,11 @@ class EagerAttention(Rule):
         "bench/h200/measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
     )
     example = "flash_attn: disabled   ->  flash_attn: sdpa"
-    fix_safety = "Unsafe: changes the attention kernel (numerically close, not identical)."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: changes the attention kernel (numerically close, not identical)."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx):
@@ -45,5 +48,4 @@ class EagerAttention(Rule):
             + ("much more memory and slower than SDPA" if long else "little difference at this length"),
             on="value",
             severity=None if long else Severity.INFO,
-            fix=self.fix("Use `sdpa`", edits.replace_value(ctx.source, entry, "sdpa"), safe=False),
         )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, insert_top, is_set, on, report, training, value_of
+from cfgopt.rules._lf import TRAIN_KINDS, is_set, on, report, training, value_of
 from cfgopt.rules.base import Context, Rule
 
 
@@ -29,19 +29,21 @@ class PackingOff(Rule):
         "llamafactory 0.9.5 data/processor/supervised.py L173 ('Dropped lengthy example')",
     )
     example = "stage: sft   (packing unset)  ->  packing: true"
-    fix_safety = "Unsafe: packing changes what each sample attends to, drops over-long samples and the step count."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: packing changes what each sample attends to, drops over-long samples and the step count."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx) or value_of(ctx, "stage") != "sft":
             return
         if is_set(ctx, "packing") or on(ctx, "neat_packing") or on(ctx, "streaming"):
             return
-        fix_edits = insert_top(ctx.source, "packing", True)
         yield report(
             self,
             ctx,
             ("cutoff_len", "stage", "do_train"),
             "SFT without packing pads every micro-batch to its longest sample; with short samples `packing: true` "
             "was 3.86x faster (H200, Alpaca-like data)",
-            fix=self.fix("Set `packing: true`", fix_edits, safe=False),
         )

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, entry_of, number, report, tokens_per_micro_batch, training, value_of
+from cfgopt.rules._lf import TRAIN_KINDS, number, report, tokens_per_micro_batch, training, value_of
 from cfgopt.rules.base import Context, Rule
 
 SMALL_TOKENS = 4096  # docs/evidence/rocm_perf.md R08: tokens per micro-batch <~ 4k leaves a big GPU idle
@@ -31,7 +30,11 @@ class SmallMicroBatch(Rule):
         "docs/evidence/rocm_perf.md §2.4 and R08 (1x512: 2,721 tok/s; 16x512: 11,322 tok/s)",
     )
     example = "per_device_train_batch_size: 1\ngradient_accumulation_steps: 8   ->  4 and 2"
-    fix_safety = "Unsafe: a larger micro-batch needs more memory (the optimizer step sees the same samples)."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: a larger micro-batch needs more memory (the optimizer step sees the same samples)."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx) or ctx.settings.target.memory_gib < 64:
@@ -43,22 +46,6 @@ class SmallMicroBatch(Rule):
             return
         if value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2":
             return  # batch size must stay 1 (LF019)
-        factor = 1
-        for f in range(2, int(accum) + 1):
-            if accum % f == 0 and tokens * f <= AIM_TOKENS:
-                factor = f
-        fix = None
-        bsz_entry, accum_entry = (
-            entry_of(ctx, "per_device_train_batch_size"),
-            entry_of(ctx, "gradient_accumulation_steps"),
-        )
-        if factor > 1 and bsz_entry is not None and accum_entry is not None:
-            a = edits.replace_value(ctx.source, bsz_entry, int(bsz) * factor)
-            b = edits.replace_value(ctx.source, accum_entry, int(accum) // factor)
-            if a and b:
-                fix = self.fix(
-                    f"Use {int(bsz) * factor} x {int(accum) // factor} (same samples per step)", a + b, safe=False
-                )
         yield report(
             self,
             ctx,
@@ -66,5 +53,4 @@ class SmallMicroBatch(Rule):
             f"{tokens:g} tokens per micro-batch with gradient accumulation {accum:g} on {ctx.settings.target.name}: a "
             "larger micro-batch with less accumulation keeps the step and uses the GPU better (H200: 16x1 vs 4x4 "
             "was 1.33x)",
-            fix=fix,
         )

@@ -7,7 +7,6 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import (
     TRAIN_KINDS,
     deepspeed_zero3,
-    insert_top,
     on,
     packing_on,
     report,
@@ -46,7 +45,12 @@ class LigerKernelOff(Rule):
         "docs/evidence/rocm_perf.md §2.3 and R26",
     )
     example = "packing: true   ->  add enable_liger_kernel: true   (pip install liger-kernel)"
-    fix_safety = "Unsafe: needs the liger-kernel package (start-up fails without it) and changes the kernels."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: needs the liger-kernel package (start-up fails without it; the plan says so, and verify / tune "
+        "leave Liger out where it is not importable) and changes the kernels."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx) or value_of(ctx, "stage") not in ("pt", "sft"):
@@ -68,9 +72,4 @@ class LigerKernelOff(Rule):
             ("packing", "neat_packing", "cutoff_len", "model_name_or_path"),
             "`enable_liger_kernel: true` (fused cross-entropy, RMSNorm, SwiGLU) was +19.6% tokens/s and -54% peak "
             "memory on packed 8B LoRA (H200)",
-            fix=self.fix(
-                "Set `enable_liger_kernel: true`",
-                insert_top(ctx.source, "enable_liger_kernel", True),
-                safe=False,
-            ),
         )

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import zero_stage
-from cfgopt.rules._xf import consumer_entry, lf_value
+from cfgopt.rules._xf import consumer_entry
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -34,15 +33,18 @@ class Zero3ForLoraThatFits(Rule):
         "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",
     )
     example = "finetuning_type: lora, deepspeed: ds_z3_config.json, --gpus 1   ->  no deepspeed"
-    fix_safety = "Unsafe: removing `deepspeed` changes how the run is launched and saved."
+    fix_safety = (
+        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
+        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "Unsafe: removing `deepspeed` changes how the run is launched and saved."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
         ds = ctx.deepspeed
         if ds is None or zero_stage(ds) != 3 or not isinstance(src.data, dict):
             return
-        lf = ctx.settings.lf_schema
-        if lf_value(src, "finetuning_type", lf) != "lora":
+        if ctx.job.value("finetuning_type") != "lora":
             return
         entry = consumer_entry(src, "deepspeed")
         if entry is None or ctx.settings.gpus != 1:  # several GPUs: MEM003 (memory estimate)
@@ -52,5 +54,4 @@ class Zero3ForLoraThatFits(Rule):
             entry,
             "ZeRO-3 on 1 GPU shards nothing and adds gathers: measured 4.47x slower per step than no DeepSpeed "
             "(Llama-3-8B LoRA, H200), no memory saved",
-            fix=self.fix("Remove `deepspeed` (plain data parallel)", edits.delete_entry(src, entry), safe=False),
         )

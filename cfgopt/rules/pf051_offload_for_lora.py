@@ -5,7 +5,6 @@ from collections.abc import Iterator
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import offload_device, zero_block, zero_stage
-from cfgopt.rules._xf import lf_value
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
@@ -40,8 +39,7 @@ class OffloadForLora(Rule):
         stage = zero_stage(src)
         if zero is None or not stage or not ctx.consumers:
             return
-        lf = ctx.settings.lf_schema
-        if any(lf_value(c, "finetuning_type", lf) != "lora" for c in ctx.consumers):
+        if any(ctx.job_of(c).value("finetuning_type") != "lora" for c in ctx.consumers):
             return
         opt = zero.node.get("offload_optimizer")
         if opt is not None and offload_device(src, "offload_optimizer") != "none":

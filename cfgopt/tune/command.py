@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cfgopt.document import Document
-from cfgopt.engine import resolve_reference
+from cfgopt.job import lf_values
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.tune import search as S
 from cfgopt.tune import space
@@ -80,6 +81,7 @@ class RealSession:
     target_name: str | None = None
     margin: float = 0.10
     say: Callable[[str], None] = lambda _line: None
+    fill: Callable[..., dict[str, Any]] | None = None  # a config -> the values LLaMA-Factory sees (the job's)
     _assets: Any = None
     _platform: space.Platform | None = None
     notes: list[str] = field(default_factory=list)
@@ -143,29 +145,45 @@ class RealSession:
         assets = self._plan()
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))
-        return S.MemoryFits(shape, target, self.gpus, self.margin)
+        return S.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
 
 
-def load_config(path: Path) -> tuple[Document, Any, dict[str, Any]]:
+def load_tune_job(
+    args: argparse.Namespace, gpus: int, say, session: Session | None
+) -> tuple[Any, space.Platform | None, str]:
+    """The job tuned, judged for the target and GPUs the runs use and the packages the machine has, with the
+    probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
+    from cfgopt.job import JobError, load_job
+    from cfgopt.settings import Settings
     from cfgopt.verify import runner
+    from cfgopt.verify.command import run_settings
 
-    return runner.load_training_config(path, "tune")
-
-
-def load_user_deepspeed(config: dict[str, Any], config_path: Path) -> tuple[dict[str, Any] | None, Path | None]:
-    ref = config.get("deepspeed")
-    if isinstance(ref, dict):
-        return ref, None
-    if not isinstance(ref, str) or not ref:
-        return None, None
-    found, _ = resolve_reference(ref, config_path)
-    if found is None:
-        raise SystemExit(f"cfgopt tune: {config_path}: the DeepSpeed JSON `{ref}` was not found")
+    target = args.target or runner.detect_target()
+    if session is None:
+        settings, platform = run_settings(target, gpus, say)
+    else:
+        platform = session.platform()
+        packages = {"liger_kernel": platform.liger, "flash_attn": platform.flash_attn}
+        settings = Settings(target_name=target, target_stated=True, gpus=gpus, packages=packages)
     try:
-        data = json.loads(found.read_text())
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"cfgopt tune: {found}: not readable JSON ({exc}); run `cfgopt lint` first") from None
-    return (data if isinstance(data, dict) else None), found
+        return load_job(args.config, settings), platform, ""
+    except JobError as exc:
+        return None, None, str(exc)
+
+
+def planned_start(job: Any, knobs: tuple[str, ...], say) -> space.Knobs | None:
+    """The speed plan `cfgopt fix --unsafe-fixes` writes (cfgopt.planner, the same priors and memory model):
+    the search runs it first after the baseline."""
+    from cfgopt.planner import plan_for
+
+    say(f"planning for {job.hardware(job.settings.gpus or 1).describe()} (the GPUs these runs use; --gpus)")
+    plan = plan_for(job, knobs)
+    for note in plan.notes if plan is not None else []:
+        say(note)
+    if plan is None or not plan.changed:
+        return None
+    say(f"starting from the fix's plan: {plan.description()}")
+    return plan.best
 
 
 def cache_key(resolved: dict[str, Any], steps: int, warmup: int, gpus: int, device: str, assets: str) -> str:
@@ -394,8 +412,13 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
         return 2
     warmup = max(0, min(args.warmup, args.steps - 2))
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
-    doc, src, config = load_config(config_path)
-    user_ds, user_ds_path = load_user_deepspeed(config, config_path)
+    job, probed, problem = load_tune_job(args, gpus, say, session)
+    if job is None:
+        sys.stderr.write(f"cfgopt tune: {problem}\n")
+        return 2
+    doc, src, config = job.source.document, job.source, job.data
+    _, user_ds = job.deepspeed
+    user_ds_path = job.deepspeed_source.document.path if isinstance(config.get("deepspeed"), str) else None
     work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
     previous_handler = sigterm_as_interrupt()
     try:
@@ -413,6 +436,8 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
                 target_name=args.target,
                 margin=args.memory_margin,
                 say=say,
+                fill=functools.partial(lf_values, lf=job.lf, group=job.group),
+                _platform=probed,
             )
         try:
             asset_id = session.asset_id()
@@ -426,6 +451,9 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
             gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
         )
         base, knobs_list = space.build_space(config, user_ds, platform, options)
+        planned = planned_start(job, tuple(args.knobs), say)
+        if planned is not None and planned not in knobs_list:
+            knobs_list.append(planned)  # the plan `cfgopt fix` writes is a candidate even outside the options
         candidates = make_candidates(
             config,
             user_ds,
@@ -434,6 +462,9 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
             work,
             lambda resolved: cache_key(resolved, args.steps, warmup, gpus, platform.device, asset_id),
         )
+        if planned is not None:
+            for c in candidates:
+                c.planned = c.knobs == planned and not c.baseline
         fits = session.fits()
         memory_note = getattr(fits, "note", "memory check given by the caller")
         say(memory_note)

@@ -117,6 +117,7 @@ class Candidate:
     resolved: dict[str, Any]  # what the memory model sees (`deepspeed` inlined as a dict)
     key: str  # cache key: the hash of the resolved config, steps, GPUs and device
     baseline: bool = False
+    planned: bool = False  # the speed plan `cfgopt fix` writes: run first after the baseline
     prior: float = 1.0
     est_peak_gib: float | None = None
 
@@ -329,7 +330,7 @@ def search(
         best = base_row.tokens_per_s
     if base_row.tokens_per_s:
         model.observe(base, base_row.tokens_per_s)
-    queue = sorted(live, key=rank)
+    queue = sorted(live, key=lambda c: (not c.planned, *rank(c)))  # the fix's plan first, then by prior
     while queue:
         c = queue.pop(0)
         if c.index in pruned_by:
@@ -412,8 +413,11 @@ class MemoryFits:
     the model is missing, the shape or the target's memory is unknown, or the model cannot estimate a
     candidate (or flags settings it does not model), nothing is pruned (and `note` says so)."""
 
-    def __init__(self, shape: Any, target: Any, gpus: int, margin: float = 0.10) -> None:
+    def __init__(
+        self, shape: Any, target: Any, gpus: int, margin: float = 0.10, fill: Callable[..., Any] | None = None
+    ) -> None:
         self.shape, self.target, self.gpus, self.margin = shape, target, gpus, margin
+        self.fill = fill  # a candidate's config -> the values LLaMA-Factory sees (the job's defaults filled in)
         self.estimate: Callable[..., Any] | None = None
         self.failures = 0
         try:
@@ -435,6 +439,16 @@ class MemoryFits:
                 f"({1 - margin:.0%} of {target.memory_gib:g} GiB on {target.name})"
             )
 
+    def _filled(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The candidate as LLaMA-Factory sees it: the memory model knows no default (`cfgopt.job.lf_values`,
+        with the job's LLaMA-Factory version; the newest snapshot's when no job was given)."""
+        if self.fill is not None:
+            return self.fill(config)
+        from cfgopt import schema
+        from cfgopt.job import lf_values
+
+        return lf_values(config, schema.llamafactory())
+
     @property
     def limit_gib(self) -> float:
         return (1 - self.margin) * float(getattr(self.target, "memory_gib", 0) or 0)
@@ -444,7 +458,7 @@ class MemoryFits:
             return True, None
         ds = config.get("deepspeed") if isinstance(config.get("deepspeed"), dict) else None
         try:
-            estimate = self.estimate(config, self.shape, self.target, self.gpus, ds)
+            estimate = self.estimate(self._filled(config), self.shape, self.target, self.gpus, ds)
         except Exception:  # noqa: BLE001 - a candidate the model cannot estimate is run, not pruned
             self.failures += 1
             return True, None

@@ -11,13 +11,48 @@ from typing import Any
 from cfgopt.document import Document, real_path
 from cfgopt.engine import resolve_reference
 from cfgopt.fixer import fix_paths
+from cfgopt.job import Job, JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
 from cfgopt.verify import report, runner
 
 
-def _load_config(path: Path) -> dict[str, Any]:
-    return runner.load_training_config(path, "verify")[2]
+def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
+    """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
+    the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
+    the probed platform."""
+    from cfgopt.tune.space import probe_platform
+
+    platform = probe_platform()
+    packages = {"liger_kernel": platform.liger, "flash_attn": platform.flash_attn}
+    for name, present in packages.items():
+        if not present:
+            say(f"{name} is not importable here: fixes that need it are left out")
+    return Settings(target_name=target, target_stated=True, gpus=gpus, packages=packages), platform
+
+
+def say_plan(job: Job, say) -> None:
+    """Name the hardware the fixes are planned for, and the speed plan with what it left out."""
+    from cfgopt.planner import plan_for
+
+    say(f"fixes planned for {job.hardware(job.settings.gpus or 1).describe()} (the GPUs these runs use; --gpus)")
+    plan = plan_for(job)
+    if plan is not None and plan.changed:
+        say(plan.description())
+    for note in plan.notes if plan is not None else []:
+        say(note)
+
+
+def parameters_from_shape(metrics: dict[str, Any], job: Job) -> None:
+    """Where the run could not count the parameters (ZeRO-3 partitions them), count them from the model's shape
+    (cfgopt.model_shapes, the memory model's trainable count), so MFU is still reported."""
+    if metrics.get("parameters") or not metrics.get("steps"):
+        return
+    est = job.estimate(job.settings.gpus or 1)
+    if est is not None:
+        metrics["parameters"], metrics["trainable_parameters"] = est.total_params, est.trainable_params
+    elif job.shape is not None:
+        metrics["parameters"] = job.shape.num_parameters
 
 
 def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list[str]]:
@@ -59,11 +94,15 @@ def run(args: argparse.Namespace) -> int:
             say(line)
 
     try:
-        target = args.target or runner.detect_target()
-        say(f"fixes judged for target {target}")
-        settings = Settings(target_name=target, gpus=args.gpus)
+        settings, _ = run_settings(args.target or runner.detect_target(), args.gpus or 1, say)
         settings.unsafe_fixes = True
-        original = _load_config(config_path)
+        try:
+            job = load_job(config_path, settings)
+        except JobError as exc:
+            sys.stderr.write(f"cfgopt verify: {exc}\n")
+            return 2
+        say_plan(job, say)
+        original = job.data
         if args.only_original:
             fixed_path, applied = None, []
         elif args.fixed:
@@ -83,14 +122,21 @@ def run(args: argparse.Namespace) -> int:
             size = built["parameters"] / 1e9
             say(f"built a {size:.2f}B-parameter random-init model in {built['model_build_s']:.0f} s")
         runs: dict[str, runner.RunResult] = {}
-        plan = [("original", config_path, original)]
+        plan = [("original", config_path, job)]
         if fixed_path is not None:
-            plan.append(("fixed", fixed_path, _load_config(fixed_path)))
+            try:
+                plan.append(("fixed", fixed_path, load_job(fixed_path, settings)))
+            except JobError as exc:
+                sys.stderr.write(f"cfgopt verify: {exc}\n")
+                return 2
             for line in applied:
                 say(f"fix: {line}")
-        for label, path, cfg in plan:
+        for label, path, run_job in plan:
             say(f"running the {label} config for {args.steps} steps ...")
-            runs[label] = runner.run_config(cfg, assets, args.steps, label, work, path, args.gpus, args.timeout, relay)
+            runs[label] = runner.run_config(
+                run_job.data, assets, args.steps, label, work, path, args.gpus, args.timeout, relay
+            )
+            parameters_from_shape(runs[label].metrics, run_job)
         summaries = {label: report.summarize(r.metrics) for label, r in runs.items()}
         for label, r in runs.items():
             if r.error and not summaries[label].get("error"):

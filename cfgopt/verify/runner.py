@@ -21,11 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfgopt.document import Document, DocumentError
 from cfgopt.engine import resolve_reference
-from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.model_shapes import ModelShape, shape_for
-from cfgopt.source import Source
 
 SYNTHETIC_DATASET = "synthetic_alpaca"
 HARMLESS = {
@@ -64,19 +61,6 @@ class RunResult:
         if not self.metrics.get("steps"):
             return "no training step was measured"
         return None
-
-
-def load_training_config(path: Path, command: str) -> tuple[Document, Source, dict[str, Any]]:
-    """A LLaMA-Factory YAML read as LLaMA-Factory reads it; a clear SystemExit naming `command` otherwise."""
-    try:
-        doc = Document.read(path)
-    except DocumentError as exc:
-        raise SystemExit(f"cfgopt {command}: {path}: {exc}") from None
-    src = load_yaml(doc)
-    if src.error is not None or not isinstance(src.data, dict):
-        why = src.error.message if src.error else "not a mapping"
-        raise SystemExit(f"cfgopt {command}: {path}: not a LLaMA-Factory YAML config ({why})")
-    return doc, src, src.data
 
 
 def shape_config(shape: ModelShape) -> dict[str, Any]:

@@ -114,8 +114,11 @@ def _make_callback(spec: dict[str, Any]):
             if model is not None:
                 config = getattr(model, "config", None)
                 metrics["attn_implementation"] = getattr(config, "_attn_implementation", None)
-                metrics["parameters"] = sum(p.numel() for p in model.parameters())
-                metrics["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+                # ZeRO-3 partitions parameters (numel() is 0 on every rank); `ds_numel` keeps the full size
+                metrics["parameters"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+                metrics["trainable_parameters"] = sum(
+                    getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad
+                )
             metrics["train_begin_s"] = time.perf_counter() - START
             self.last = time.perf_counter()
             _Counter.real = _Counter.padded = _Counter.supervised = 0

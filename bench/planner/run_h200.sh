@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 13 on one H200: for each config, the original (`cfgopt verify --only-original`), the output of
+# `cfgopt fix --unsafe-fixes` and tune's winner started from it (`cfgopt tune` on the fix output: its baseline
+# run is the fix output, measured by verify's runner), then bench/planner/collect.py writes results.json.
+# Usage (from the repository root; wheels installed, PYTHONPATH set): OUT=/some/dir bash bench/planner/run_h200.sh
+# Knobs for a CPU dry run: TARGET=cpu STEPS=3 BUDGET=0.3 CONFIGS="name=root:relative/config.yaml ...".
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+STEPS=${STEPS:-5}; WARMUP=${WARMUP:-2}; BUDGET=${BUDGET:-1.5}; TARGET=${TARGET:-h200}; PATIENCE=${PATIENCE:-3}
+CACHE=${CACHE:-/tmp/cfgopt-cache}; RES=${RES:-$OUT/planner}; LIMIT=${LIMIT:-240}
+CONFIGS=${CONFIGS:-"seed=fixtures/seed:llama3_lora_sft.yaml qwen3_full_sft=bench/planner:examples/train_full/qwen3_full_sft.yaml qwen3_lora_sft=bench/planner:examples/train_lora/qwen3_lora_sft.yaml"}
+COMMON="--steps $STEPS --target $TARGET --mode synthetic --cache-dir $CACHE --quiet"
+mkdir -p "$RES"
+for item in $CONFIGS; do
+  name=${item%%=*}; spec=${item#*=}; root=${spec%%:*}; rel=${spec#*:}
+  dir=$RES/$name; rm -rf "$dir"; mkdir -p "$dir/original" "$dir/fixed"; echo "$rel" > "$dir/config.txt"
+  cp -r "$root"/. "$dir/original/"; cp -r "$root"/. "$dir/fixed/"   # the DeepSpeed JSON keeps its relative path
+  start=$SECONDS
+  ( cd "$dir/fixed" && python3 -m cfgopt fix --unsafe-fixes --write --target "$TARGET" --gpus 1 "$rel" ) \
+      > "$dir/fix.log" 2>&1
+  ( cd "$dir/original" && python3 -m cfgopt lint --target "$TARGET" --gpus 1 "$rel" ) > "$dir/lint.log" 2>&1
+  echo "== $name: fix $(grep -c 'fixed:' "$dir/fix.log") fixes; $(tail -1 "$dir/fix.log")"
+  ( cd "$dir/original" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" --only-original $COMMON \
+      --json "$dir/original.json" ) > "$dir/verify.log" 2>&1
+  echo "   original: exit $? ($((SECONDS - start)) s)"; tail -4 "$dir/verify.log"
+  ( cd "$dir/fixed" && timeout $((LIMIT + 60)) python3 -m cfgopt tune "$rel" $COMMON --warmup "$WARMUP" \
+      --budget "$BUDGET" --patience "$PATIENCE" --cache "$dir/tune.cache.json" --json "$dir/tune.json" ) \
+      > "$dir/tune.log" 2>&1
+  echo "   tune: exit $? ($((SECONDS - start)) s)"; grep -E "winner|nothing to change|searched" "$dir/tune.log"
+done
+python3 bench/planner/collect.py "$RES" "$TARGET" "$STEPS" "$WARMUP" "$BUDGET" > "$RES/results.json"
+cat "$RES/results.json"

@@ -1,0 +1,325 @@
+"""The job model: one object per training job that answers every question about it.
+
+A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) with what decides how it runs:
+
+- the values LLaMA-Factory sees (`value`): the config's, else the selected version's dataclass default;
+- the DeepSpeed config it names (`deepspeed`), and that config as the HF Trainer and accelerate fill its
+  "auto" values (`deepspeed_filled`);
+- the hardware judged for (`hardware`): target and GPU count, from flags or the project config, saying when
+  either is assumed;
+- the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
+- where known, which optional packages the training environment has (`has_package`: `verify` and `tune`
+  probe the machine they run on; `lint` does not know, and says what a fix needs instead).
+
+Rules, `estimate`, the memory model's inputs, `fix` (through the planner), `verify` and `tune` read jobs; no
+other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default. Nothing heavy is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.source import Kind, Source
+
+if TYPE_CHECKING:
+    from cfgopt import memory, schema
+    from cfgopt.model_shapes import ModelShape
+    from cfgopt.settings import Settings
+    from cfgopt.targets import Target
+
+_MISSING = object()
+
+# GPU counts assumed when `--gpus` is not stated: advice that spends memory must fit on one GPU (then it fits
+# on any count); a warning of out-of-memory assumes a full node of 8 (ZeRO shards the most: fewer false alarms).
+GPUS_IF_UNSTATED_SPEND = 1
+GPUS_IF_UNSTATED_OOM = 8
+
+
+# --------------------------------------------------------------------------- the values LLaMA-Factory sees
+
+
+def lf_value(data: Any, key: str, lf: schema.LlamaFactorySchema, group: str = "train", default=_MISSING) -> Any:
+    """A value as LLaMA-Factory works with it: the config's (unconverted, as its YAML path passes it on), else
+    `default` when given, else the field's dataclass default in the selected version (None for unknown keys)."""
+    if isinstance(data, dict) and key in data:
+        return data[key]
+    if default is not _MISSING:
+        return default
+    spec = lf.group(group).get(key) or lf.fields.get(key)
+    return spec.default if spec is not None else None
+
+
+def lf_values(data: dict[str, Any], lf: schema.LlamaFactorySchema, group: str = "train") -> dict[str, Any]:
+    """Every field of the selected version with the config's value or its default, plus the config's own keys:
+    the input of `cfgopt.memory`, which knows no default."""
+    out = {name: spec.default for name, spec in lf.group(group).items()}
+    out.update(data)
+    return out
+
+
+def packing_on(values: dict[str, Any]) -> bool:
+    """LLaMA-Factory packs when `packing` or `neat_packing` is on, and by default (`packing: null`) for
+    `stage: pt` (0.9.5 hparams/parser.py L527). `values`: the values it sees (`lf_values`)."""
+    neat = bool(values.get("neat_packing"))
+    packing = values.get("packing")
+    if packing is None:
+        return values.get("stage") == "pt" or neat
+    return bool(packing) or neat
+
+
+def group_of(source: Source) -> str:
+    """The `llamafactory-cli` subcommand whose arguments a config holds: train, infer or eval."""
+    if source.kind == Kind.LF_CLI:
+        return source.command.get("group", "train")
+    return "infer" if source.kind == Kind.LF_INFER else "train"
+
+
+def lf_label(settings: Settings) -> str:
+    """The LLaMA-Factory release judged, as messages name it (the selected snapshot, never a constant)."""
+    return f"LLaMA-Factory {settings.llamafactory_version}"
+
+
+def ds_label(settings: Settings) -> str:
+    """The DeepSpeed release judged, as messages name it."""
+    return f"DeepSpeed {settings.deepspeed_version}"
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The target and GPU count a job is judged for, and whether each was stated or assumed."""
+
+    target: Target
+    gpus: int
+    gpus_stated: bool
+    target_stated: bool = True
+
+    def describe(self) -> str:
+        what = f"{self.gpus} x {self.target.name}"
+        assumed = [w for w, ok in (("target", self.target_stated), ("GPU count", self.gpus_stated)) if not ok]
+        return what + (f" ({' and '.join(assumed)} assumed)" if assumed else "")
+
+
+def judged_for(settings: Settings) -> str:
+    """The hardware line of `lint` / `fix` summaries: what the files were judged for, and what was assumed."""
+    target = settings.target.name if settings.target_stated else "no stated target (hardware advice off; --target)"
+    if settings.gpus:
+        gpus = f"{settings.gpus} GPU(s)"
+    else:
+        gpus = (
+            f"GPU count not stated (assumed {GPUS_IF_UNSTATED_SPEND} for advice that spends memory, "
+            f"{GPUS_IF_UNSTATED_OOM} for out-of-memory warnings; --gpus)"
+        )
+    return f"judged for {target}, {gpus}"
+
+
+# --------------------------------------------------------------------------- the job
+
+
+@dataclass
+class Job:
+    source: Source
+    settings: Settings
+    deepspeed_source: Source | None = None  # the linked DeepSpeed JSON, when `deepspeed` names a file found
+    memo: dict[str, Any] = field(default_factory=dict)
+
+    # -- identity and versions --------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.source.document.path
+
+    @property
+    def lf(self) -> schema.LlamaFactorySchema:
+        return self.settings.lf_schema
+
+    @property
+    def lf_label(self) -> str:
+        return lf_label(self.settings)
+
+    @property
+    def ds_label(self) -> str:
+        return ds_label(self.settings)
+
+    @property
+    def group(self) -> str:
+        return group_of(self.source)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.source.data if isinstance(self.source.data, dict) else {}
+
+    # -- values -----------------------------------------------------------------------------------
+    def value(self, key: str, default=_MISSING) -> Any:
+        return lf_value(self.data, key, self.lf, self.group, default)
+
+    def is_set(self, key: str) -> bool:
+        return key in self.data
+
+    def on(self, key: str) -> bool:
+        """Python truthiness of the value, as LLaMA-Factory's `if args.key:` sees it."""
+        return bool(self.value(key))
+
+    def values(self, **changes: Any) -> dict[str, Any]:
+        """The values LLaMA-Factory sees, with `changes` applied (None: back to the default)."""
+        data = dict(self.data)
+        for key, value in changes.items():
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = value
+        return lf_values(data, self.lf, self.group)
+
+    @property
+    def training(self) -> bool:
+        return self.group == "train" and self.source.kind in (Kind.LF_TRAIN, Kind.LF_CLI) and self.on("do_train")
+
+    @property
+    def packing(self) -> bool:
+        return packing_on(self.values())
+
+    # -- DeepSpeed ----------------------------------------------------------------------------------
+    @property
+    def deepspeed(self) -> tuple[bool, dict[str, Any] | None]:
+        """(known, the DeepSpeed config as a dict or None for no DeepSpeed). Not known: `deepspeed` names a file
+        that was not found or does not parse."""
+        ref = self.data.get("deepspeed")
+        if not ref:
+            return True, None
+        if isinstance(ref, dict):
+            return True, ref
+        ds = self.deepspeed_source
+        if ds is None or ds.error is not None or not isinstance(ds.data, dict):
+            return False, None
+        return True, ds.data
+
+    def deepspeed_filled(self, gpus: int | None = None) -> dict[str, Any] | None:
+        """The DeepSpeed config with the "auto" values the HF Trainer fills from the training arguments
+        (transformers 5.6.0 `HfTrainerDeepSpeedConfig.trainer_config_process`): batch sizes, gradient clipping,
+        precision. The ZeRO stage's "auto" (accelerate's plugin default) is left as it is."""
+        _, ds = self.deepspeed
+        if ds is None:
+            return None
+        micro = self.value("per_device_train_batch_size")
+        accum = self.value("gradient_accumulation_steps")
+        n = gpus or self.hardware(GPUS_IF_UNSTATED_SPEND).gpus
+        fills = {
+            "train_micro_batch_size_per_gpu": micro,
+            "gradient_accumulation_steps": accum,
+            "train_batch_size": micro * accum * n if isinstance(micro, int) and isinstance(accum, int) else None,
+            "gradient_clipping": self.value("max_grad_norm"),
+        }
+        out = {k: (fills[k] if v == "auto" and fills.get(k) is not None else v) for k, v in ds.items()}
+        for block, flag in (("bf16", "bf16"), ("fp16", "fp16")):
+            section = out.get(block)
+            if isinstance(section, dict) and section.get("enabled") == "auto":
+                out[block] = {**section, "enabled": bool(self.value(flag))}
+        return out
+
+    @property
+    def zero_stage(self) -> int | None:
+        """The ZeRO stage (None: no DeepSpeed or not a literal stage)."""
+        from cfgopt.memory import deepspeed_plan
+
+        _, ds = self.deepspeed
+        return deepspeed_plan(ds, self.values()).stage if ds is not None else None
+
+    # -- hardware and environment ------------------------------------------------------------------
+    def hardware(self, unstated: int) -> Hardware:
+        s = self.settings
+        return Hardware(s.target, s.gpus or unstated, s.gpus is not None, s.target_stated)
+
+    def has_package(self, name: str) -> bool | None:
+        """Whether the training environment has an optional package (`liger_kernel`, `flash_attn`); None when
+        unknown (lint judges a config, not the machine it runs on)."""
+        packages = self.settings.packages
+        return None if packages is None else packages.get(name)
+
+    # -- the model and its memory -------------------------------------------------------------------
+    @property
+    def shape(self) -> ModelShape | None:
+        if "shape" not in self.memo:
+            from cfgopt.model_shapes import shape_for
+
+            name = self.value("model_name_or_path")
+            self.memo["shape"] = shape_for(name, self.path.parent) if isinstance(name, str) else None
+        return self.memo["shape"]
+
+    def estimate(
+        self, gpus: int, deepspeed: Any = _MISSING, fill: float | None = None, **changes: Any
+    ) -> memory.MemoryEstimate | None:
+        """The memory estimate of this job on `gpus` GPUs (with `changes` to its keys; `deepspeed`: another
+        DeepSpeed dict or None), or None where it is unsound: not a training run, unknown model, a target
+        without memory, a DeepSpeed file not read, or settings the model does not cover."""
+        import json
+
+        from cfgopt import memory
+
+        target = self.settings.target
+        if not target.memory_gib or not self.training:
+            return None
+        if deepspeed is _MISSING:
+            known, deepspeed = self.deepspeed
+            if not known:
+                return None
+        key = f"mem:{gpus}:{fill}:{json.dumps(deepspeed, sort_keys=True, default=str)}:{sorted(changes.items())!r}"
+        if key in self.memo:
+            return self.memo[key]
+        est = None
+        if self.shape is not None:
+            est = memory.estimate(self.values(**changes), self.shape, target, gpus, deepspeed, fill=fill)
+            if est.unmodelled or (deepspeed is not None and est.zero_stage is None):
+                est = None
+        self.memo[key] = est
+        return est
+
+
+# --------------------------------------------------------------------------- loading one job
+
+
+class JobError(Exception):
+    """A config that cannot be made a job: the message is one line for the user."""
+
+
+def _not_a_training_config(path: Path, project: Any) -> str:
+    """Why `path` is no job, in words a user acts on (a DeepSpeed JSON, a script, another YAML)."""
+    from cfgopt import discovery
+
+    kinds = {s.kind for s in project.sources}
+    if path.suffix.lower() in discovery.SCRIPT_SUFFIXES:
+        return f"{path}: a shell script; give the training YAML it passes to llamafactory-cli"
+    if Kind.DEEPSPEED in kinds:
+        return f"{path}: a DeepSpeed config; give the LLaMA-Factory training YAML that names it (`deepspeed:`)"
+    return f"{path}: not a LLaMA-Factory training config (no `model_name_or_path`)"
+
+
+def load_job(path: Path, settings: Settings) -> Job:
+    """The job of one LLaMA-Factory training YAML and the DeepSpeed JSON it names, read as the real tools read
+    them (the lint engine's loaders and reference resolution). Raises JobError with a one-line reason."""
+    from cfgopt.engine import build_project
+
+    if not path.is_file():
+        raise JobError(f"{path}: no such file")
+    project = build_project([path], settings)
+    for problem in project.problems:
+        raise JobError(f"{problem.path}: {problem.message}")
+    src = next((s for s in project.sources if s.kind in (Kind.LF_TRAIN, Kind.LF_INFER)), None)
+    if src is None:
+        raise JobError(_not_a_training_config(path, project))
+    if src.error is not None or not isinstance(src.data, dict):
+        why = src.error.message if src.error is not None else "not a mapping"
+        raise JobError(f"{path}: not a LLaMA-Factory YAML config ({why})")
+    ctx = project.context(src)
+    ref = src.data.get("deepspeed")
+    if isinstance(ref, str) and ref:
+        ds = ctx.deepspeed
+        if ds is None:
+            searched = ", ".join(ctx.deepspeed_searched[:3])
+            raise JobError(f"deepspeed: {ref} not found (searched {searched} ...)")
+        if ds.error is not None or not isinstance(ds.data, dict):
+            why = ds.error.message if ds.error is not None else "not a JSON object"
+            raise JobError(f"{ds.document.path}: not a readable DeepSpeed JSON ({why}); run `cfgopt lint` first")
+    return ctx.job

@@ -1,0 +1,285 @@
+"""The speed plan: the unsafe speed fixes of one training job, chosen together.
+
+The speed rules (PF006 packing, PF007 / MEM005 micro-batch, MEM004 gradient checkpointing, PF009 Liger, PF004
+attention, MEM003 / PF050 DeepSpeed, MEM001 out of memory) each report their finding, but none writes its own
+fix: the knobs interact (a bigger micro-batch can use the memory that turning checkpointing off needs), so
+fixed one rule at a time they fight. Instead `plan_for(job)` searches the knobs jointly, the way `cfgopt tune`
+would rank them before running anything:
+
+- candidates: `cfgopt.tune.space` (micro-batch x accumulation with the global batch kept, checkpointing,
+  attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only for SFT
+  that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there);
+- fit: the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
+  estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
+- rank: `cfgopt.tune.search.prior_speed` (the H200 measurements tune uses), then the smaller estimated peak,
+  then fewer changes: so `cfgopt fix --unsafe-fixes` writes tune's top prediction, and `tune` starts from it.
+
+`attach_plans` (called by the engine after the rules and suppressions) removes the planned rules' own fixes and
+gives the plan, as ONE fix, to the first of that job's speed findings: no two fixes touch the same key, and the
+fix's description says what it expects and which package it needs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
+from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
+from cfgopt.tune import space
+from cfgopt.tune.search import prior_speed
+
+if TYPE_CHECKING:
+    from cfgopt.engine import Project
+    from cfgopt.source import Source
+
+# The rules whose findings a knob answers: the knob is planned when one of them is selected.
+OWNERS: dict[str, tuple[str, ...]] = {
+    "micro": ("PF007", "MEM005", "MEM001"),
+    "gc": ("MEM004", "MEM001"),
+    "attn": ("PF004",),
+    "packing": ("PF006",),
+    "liger": ("PF009",),
+    "zero": ("MEM003", "PF050"),
+}
+PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
+AIM_TOKENS = 8192  # without a memory estimate, PF007's aim: a micro-batch of up to 8k tokens
+# Model families LLaMA-Factory 0.9.5 patches with Liger (model/model_utils/liger_kernel.py), as named.
+LIGER_MODELS = re.compile(
+    r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
+    re.IGNORECASE,
+)
+PACKAGES = {"liger": ("liger_kernel", "liger-kernel"), "fa2": ("flash_attn", "flash-attn")}
+_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, bench/tune)"
+
+
+@dataclass
+class SpeedPlan:
+    hardware: Hardware
+    base: space.Knobs
+    best: space.Knobs
+    gain: float  # prior speed of best / base
+    est_gib: float | None  # the chosen candidate's estimated peak per GPU (None: no estimate)
+    changes: dict[str, Any] = field(default_factory=dict)  # YAML keys to set
+    drop_deepspeed: bool = False
+    needs: list[str] = field(default_factory=list)  # packages the plan needs where the run happens
+    notes: list[str] = field(default_factory=list)  # knobs left out, and why
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes) or self.drop_deepspeed
+
+    def shape(self) -> str:
+        """What the plan writes, in words."""
+        b, k = self.base, self.best
+        parts = []
+        if (k.micro, k.ga) != (b.micro, b.ga):
+            parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, same global batch)")
+        if k.gc != b.gc:
+            parts.append(f"gradient checkpointing {'on' if k.gc else 'off'}")
+        if k.packing != b.packing:
+            parts.append("packing" if k.packing else "no packing")
+        if k.liger != b.liger:
+            parts.append("Liger kernels" if k.liger else "no Liger kernels")
+        if k.attn != b.attn:
+            parts.append(f"attention {k.attn}")
+        if self.drop_deepspeed:
+            parts.append("no DeepSpeed")
+        return ", ".join(parts)
+
+    def description(self) -> str:
+        peak = f", estimated peak {self.est_gib:.0f} GiB per GPU" if self.est_gib is not None else ""
+        needs = f"; needs {' and '.join(self.needs)} where it runs" if self.needs else ""
+        return (
+            f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
+            f"{_PRIOR_SOURCE}{peak}){needs}"
+        )
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def planned_knobs(job: Job) -> tuple[str, ...]:
+    return tuple(k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes))
+
+
+def hardware_gpus(job: Job) -> int:
+    return job.hardware(GPUS_IF_UNSTATED_SPEND).gpus
+
+
+def _platform(job: Job) -> space.Platform:
+    """What the candidates may use: fa2 only where flash-attn is known to be installed; Liger unless known absent."""
+    return space.Platform(
+        cuda=True,
+        flash_attn=job.has_package("flash_attn") is True,
+        liger=job.has_package("liger_kernel") is not False,
+        deepspeed=True,
+    )
+
+
+def _values(job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: bool) -> dict[str, list[Any]]:
+    """The values each knob may take for this job (the baseline's first)."""
+    config = job.values()
+    options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs)
+    values = space.knob_values(config, base, _platform(job), options)
+    cutoff = job.value("cutoff_len")
+    if not has_estimate:  # nothing that spends memory without an estimate of it
+        values["gc"] = [base.gc]
+        # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
+        one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
+        values["zero"] = [base.zero] + (["none"] if one_gpu else [])
+        aim = AIM_TOKENS // cutoff if isinstance(cutoff, int) and cutoff > 0 else base.micro
+        values["micro"] = [(m, a) for m, a in values["micro"] if m <= max(base.micro, aim)]
+    else:
+        # Several GPUs, full/freeze: ZeRO-2 (a JSON edit, MEM003's advice) before no DeepSpeed; the plan keeps it.
+        full = job.value("finetuning_type") in ("full", "freeze") and hardware_gpus(job) > 1
+        values["zero"] = [base.zero] + (["none"] if "zero" in knobs and base.zero != "none" and not full else [])
+    if job.is_set("packing") or job.on("neat_packing") or job.on("streaming") or job.value("stage") != "sft":
+        values["packing"] = [base.packing]
+    name = str(job.value("model_name_or_path") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    liger_ok = LIGER_MODELS.search(name) and job.value("stage") in ("pt", "sft") and not job.on("use_unsloth")
+    if not liger_ok or job.on("use_liger_kernel"):
+        values["liger"] = [base.liger]
+    if base.attn not in ("sdpa", "disabled", "fa2"):
+        values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
+    if job.on("neat_packing") and job.value("flash_attn") == "fa2":
+        values["micro"] = [(base.micro, base.ga)]  # batch size must stay 1 (LF019)
+    return values
+
+
+def _candidates(base: space.Knobs, values: dict[str, list[Any]]) -> list[space.Knobs]:
+    """Every combination; Liger is not turned on under ZeRO-3 (a known backward failure, LF027)."""
+    out: dict[space.Knobs, None] = {base: None}
+    for micro, ga in values["micro"]:
+        for gc in values["gc"]:
+            for attn in values["attn"]:
+                for packing in values["packing"]:
+                    for liger in values["liger"]:
+                        for zero in values["zero"]:
+                            if liger and not base.liger and zero.startswith("z3"):
+                                continue
+                            out.setdefault(space.Knobs(micro, ga, gc, attn, packing, liger, zero), None)
+    return list(out)
+
+
+def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
+    changes = space.changed_keys(k, base)
+    if k.zero == "none" and base.zero != "none":
+        return job.estimate(n, deepspeed=None, **changes)
+    return job.estimate(n, **changes)
+
+
+def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None:
+    """The fastest candidate by tune's priors that fits by the memory model (memoized on the job); None when the
+    job is not a training run or nothing fits."""
+    knobs = planned_knobs(job) if knobs is None else knobs
+    key = f"plan:{knobs}"
+    if key not in job.memo:
+        job.memo[key] = _plan(job, knobs) if job.training and knobs else None
+    return job.memo[key]
+
+
+def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
+    _, ds = job.deepspeed  # a DeepSpeed file not read: no estimate, so its stage stays as it is
+    hardware = job.hardware(GPUS_IF_UNSTATED_SPEND)
+    n = hardware.gpus  # unstated: 1, so that what is planned fits on any count
+    base = space.baseline_knobs(job.values(), ds)
+    has_estimate = job.estimate(n) is not None
+    values = _values(job, base, knobs, has_estimate)
+    ranked = []
+    for i, k in enumerate(_candidates(base, values)):
+        est = _estimate(job, k, base, n) if has_estimate else None
+        if has_estimate and (est is None or not est.fits_with_headroom()):
+            continue
+        peak = est.required_gib if est is not None else float("inf")
+        ranked.append((-prior_speed(k, n), peak, len(k.changes(base)), i, k, est))
+    if not ranked:
+        return None
+    ranked.sort(key=lambda r: r[:4])
+    _, _, _, _, best, est = ranked[0]
+    plan = SpeedPlan(hardware, base, best, prior_speed(best, n) / prior_speed(base, n), None)
+    plan.est_gib = est.required_gib if est is not None else None
+    plan.changes = space.changed_keys(best, base)
+    plan.drop_deepspeed = best.zero == "none" and base.zero != "none"
+    for knob, (module, package) in PACKAGES.items():
+        turned_on = best.liger and not base.liger if knob == "liger" else best.attn == "fa2" != base.attn
+        if turned_on and job.has_package(module) is not True:
+            plan.needs.append(f"the {package} package")
+    if job.has_package("liger_kernel") is False and "liger" in knobs:
+        plan.notes.append("Liger kernels not planned: liger-kernel is not importable where the run happens")
+    return plan
+
+
+def planned_batch(job: Job) -> tuple[int, int] | None:
+    """The (micro-batch, accumulation) the plan writes, when it changes them (None: it keeps them, or no plan):
+    rules that name a shape name this one, so no message proposes a shape the fix does not write."""
+    plan = plan_for(job)
+    if plan is None or (plan.best.micro, plan.best.ga) == (plan.base.micro, plan.base.ga):
+        return None
+    return plan.best.micro, plan.best.ga
+
+
+# --------------------------------------------------------------------------- the plan as one fix
+
+
+def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
+    """Span edits writing the plan into a LLaMA-Factory YAML or command line; None when one cannot be made."""
+    from cfgopt import edits
+    from cfgopt.rules._lf import insert_top
+
+    root = source.root
+    if root is None or not root.is_mapping:
+        return None
+    out: list[Edit] = []
+    for key, value in plan.changes.items():
+        entry = root.get(key)
+        made = edits.replace_value(source, entry, value) if entry is not None else insert_top(source, key, value)
+        if not made:
+            return None
+        out += made
+    if plan.drop_deepspeed:
+        for entry in [e for e in root.entries or () if e.key == "deepspeed"]:
+            made = edits.delete_entry(source, entry)
+            if not made:
+                return None
+            out += made
+    return _merge_inserts(out)
+
+
+def _merge_inserts(found: list[Edit]) -> list[Edit]:
+    """Insertions at one offset become one edit (in the order made), so no two edits of the fix touch."""
+    merged: dict[int, Edit] = {}
+    out: list[Edit] = []
+    for e in found:
+        if e.start == e.end and e.start in merged:
+            first = merged[e.start]
+            text = e.text.lstrip("\r\n") if first.text.endswith("\n") else e.text
+            merged[e.start] = Edit(first.start, first.end, first.text + text)
+        elif e.start == e.end:
+            merged[e.start] = e
+        else:
+            out.append(e)
+    return sorted(out + list(merged.values()), key=lambda e: (e.start, e.end))
+
+
+def attach_plans(project: Project, diags: list[Diagnostic], owners: dict[int, Source]) -> None:
+    """Replace the planned rules' own fixes by each job's plan, given to its first fixable speed finding."""
+    by_source: dict[int, list[Diagnostic]] = {}
+    for d in diags:
+        src = owners.get(id(d))
+        if d.code in PLANNED_CODES and src is not None:
+            by_source.setdefault(id(src), []).append(d)
+    sources = {id(s): s for s in owners.values()}
+    for sid, found in by_source.items():
+        src = sources[sid]
+        ctx = project.context(src)
+        for d in found:
+            d.fix = None
+        plan = plan_for(ctx.job)
+        if plan is None or not plan.changed:
+            continue
+        made = plan_edits(src, plan)
+        carrier = next((d for d in found if ctx.settings.is_fixable(d.code)), None)
+        if made and carrier is not None:
+            carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made)
