@@ -146,9 +146,9 @@ class InvalidChoice(Rule):
         if entry.key == "flash_attn":
             if low in FLASH_INTENT or low in ("fa3",):
                 value = flash_attn_for(ctx.settings.target)
+                where = f" on {ctx.settings.target.name}" if ctx.settings.target_stated else ""
                 return self.fix(
-                    f"Use `{value}` (flash-backed SDPA on {ctx.settings.target.name}; `fa2` needs the "
-                    "flash-attn package)",
+                    f"Use `{value}` (flash-backed SDPA{where}; `fa2` needs the flash-attn package)",
                     edits.replace_value(src, entry, value),
                     safe=False,
                 )
