@@ -11,12 +11,16 @@ import difflib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cfgopt import __version__
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.targets import DEFAULT_TARGET, TARGETS
 from cfgopt.versions import VersionError
+
+if TYPE_CHECKING:
+    from cfgopt.fixer import FixResult
 
 FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
 
@@ -232,7 +236,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 0 if args.exit_zero and code == 1 else code
 
 
-def _print_not_fixed(result) -> None:
+def _print_not_fixed(result: FixResult) -> None:
+    """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
     from cfgopt import report
 
     for ident, diag in result.withheld.items():
