@@ -11,7 +11,7 @@ import difflib
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from cfgopt import __version__
 from cfgopt.argtypes import positive_int
@@ -19,6 +19,9 @@ from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.targets import TARGETS
 from cfgopt.versions import VersionError
+
+if TYPE_CHECKING:
+    from cfgopt.fixer import FixResult
 
 FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
 
@@ -319,7 +322,8 @@ def _lint_once(args: argparse.Namespace, settings: Settings, overlay: dict[Path,
     return 0 if args.exit_zero and code == 1 else code
 
 
-def _print_not_fixed(result) -> None:
+def _print_not_fixed(result: FixResult) -> None:
+    """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
     from cfgopt import report
 
     for ident, diag in result.withheld.items():

@@ -120,7 +120,7 @@ def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
             continue
         start, end = min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end)
         mine = [(s, e) for s, e in spans if _touches(start, end, [(s, e)])]
-        children = [c for c in (entry.node.entries or ())] if entry.node.entries else []
+        children = list(entry.node.entries or ())
         inside_child = [
             (s, e)
             for s, e in mine

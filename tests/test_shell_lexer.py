@@ -90,3 +90,24 @@ def test_lexer_ends_quickly_on_hostile_input(text: str) -> None:
     shell.layout(text)
     shell.command_words(text, 0)
     assert time.perf_counter() - started < 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(llamafactory-cli train --a $(" * 3000,
+        "llamafactory-cli train --a 1 <<E\n" * 3000,
+        'llamafactory-cli train --a "$(\n' * 3000,
+        "A=b " * 20000 + "lmfx train\n",
+    ],
+)
+def test_finding_commands_stays_linear(text: str) -> None:
+    """Many commands nested in one another's `$(`, or thousands of heredocs: no quadratic rescan."""
+    from pathlib import Path
+
+    from cfgopt.document import Document
+    from cfgopt.loaders.command_loader import find_commands
+
+    started = time.perf_counter()
+    find_commands(Document(path=Path("run.sh"), text=text))
+    assert time.perf_counter() - started < 3

@@ -41,12 +41,14 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
 
     sources = []
     layout = None
+    covered = 0  # the end of the last command read: a match before it is inside one of its words
     for match in _COMMAND.finditer(doc.text):
         if layout is None:
             layout = shell.layout(doc.text)
-        if layout.in_comment(match.start(1)) or layout.in_opaque(match.start(1)):
-            continue  # commented out, or text inside a heredoc or a string: not run by this script
+        if match.start(1) < covered or layout.in_comment(match.start(1)) or layout.in_opaque(match.start(1)):
+            continue  # inside a `$(...)` of the last command, commented out, or text in a heredoc or a string
         tokens = _tokens(doc.text, match.end(1))
+        covered = tokens[-1][2] if tokens else covered
         if not tokens or tokens[0][0] not in _SUBCOMMAND_GROUP:
             continue
         subcommand, _, sub_end, _ = tokens[0]

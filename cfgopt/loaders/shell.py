@@ -13,6 +13,7 @@ ends in linear time on any input, including an unterminated quote or a backslash
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 BLANKS = " \t"
@@ -45,13 +46,20 @@ class ScriptLayout:
     comments: list[tuple[int, int]] = field(default_factory=list)
 
     def in_opaque(self, offset: int) -> bool:
-        return any(s <= offset < e for s, e in self.opaque)
+        return _inside(self.opaque, offset)
 
     def in_comment(self, offset: int) -> bool:
-        return any(s <= offset < e for s, e in self.comments)
+        return _inside(self.comments, offset)
 
     def overlaps_opaque(self, start: int, end: int) -> bool:
         return any(start < e and s < max(end, start + 1) for s, e in self.opaque)
+
+
+def _inside(regions: list[tuple[int, int]], offset: int) -> bool:
+    """Is offset inside one of the regions? They do not overlap, except a string inside a `$(...)` that is
+    itself inside a longer string, so look at the few that start at or before offset. Sorted by `layout`."""
+    i = bisect.bisect_right(regions, (offset, float("inf")))
+    return any(s <= offset < e for s, e in regions[max(0, i - 4) : i])
 
 
 def _continuation(text: str, i: int) -> int:
@@ -262,6 +270,8 @@ def layout(text: str) -> ScriptLayout:
     """Heredoc bodies, multi-line strings and comments of a whole script."""
     lexer = _Lexer(text)
     lexer.commands(0)
+    lexer.layout.opaque.sort()
+    lexer.layout.comments.sort()
     return lexer.layout
 
 
