@@ -79,8 +79,8 @@ def _judge_cli(path: Path, target: str) -> H.Verdict:
     if remaining:
         return H.Verdict(False, f"unknown arguments {remaining}", "parse")
     model_args = next(p for p in parsed if type(p).__name__ == "ModelArguments")
-    error = H.flash_attn_error(model_args)
-    return H.Verdict(not error, error, "enum" if error else "")
+    error = H.flash_attn_error(model_args) or H._template_error(parsed)
+    return H.Verdict(not error, error, "load" if error else "")
 
 
 def _judge_yaml(case: Path, path: Path, target: str) -> H.Verdict:
