@@ -37,7 +37,7 @@ VERDICTS: dict[str, list[tuple[dict, dict, str]]] = {
     "mix_strategy": [({"dataset": "alpaca_en_demo,alpaca_zh_demo"}, TRAIN, "error"), ({}, TRAIN, "warning")],
     "badam_mode": [({"use_badam": True, "finetuning_type": "full"}, TRAIN, "error"), ({}, TRAIN, "warning")],
     "infer_dtype": [({}, INFER, "error"), ({}, TRAIN, "warning")],
-    "infer_backend": [({}, INFER, "error"), ({}, TRAIN, "warning")],
+    "infer_backend": [({}, INFER, "error"), ({}, TRAIN, "error")],
     "rope_scaling": [({}, TRAIN, "error")],
     "log_level": [({}, TRAIN, "error")],
     "log_level_replica": [({}, TRAIN, "error")],

@@ -182,10 +182,10 @@ OUTSIDE: dict[str, Outside] = {
         "transformers 4.57.1 training_args.py (`fp16_backend` copied to `half_precision_backend`)",
     ),
     "infer_backend": Outside(
-        "stops when a chat or API engine starts: `NotImplementedError: Unknown backend` (training ignores it)",
-        "llamafactory 0.9.5 chat/chat_model.py L50-75",
+        "stops: a training run refuses every backend but `huggingface` at start-up, and a chat or API engine "
+        "raises `NotImplementedError: Unknown backend`",
+        "llamafactory 0.9.5 hparams/parser.py L406 (training), chat/chat_model.py L50-75 (inference)",
         fails=True,
-        used=_not_training,
     ),
 }
 

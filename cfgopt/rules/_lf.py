@@ -6,7 +6,7 @@ from __future__ import annotations
 from cfgopt import schema
 from cfgopt.job import _MISSING, group_of
 from cfgopt.rules.base import Context
-from cfgopt.source import Kind, Source
+from cfgopt.source import Kind, Node, Source
 
 
 def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
@@ -174,3 +174,19 @@ def insert_top(source: Source, key: str, value):
     if not indent.strip() and before.endswith("\\"):
         return [Edit(end, end, f" \\{doc.newline}{indent}{arg}")]
     return [Edit(end, end, f" {arg}")]
+
+
+# Unquoted YAML 1.1 words that OmegaConf reads as booleans (`save_strategy: no` is False, not "no").
+YAML11_BOOLEANS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def yaml11_note(node: Node, shown: str, choices: list[str]) -> str:
+    """Why a plain `no`/`off`/`yes`/`on` is a boolean: said in the message where that causes the finding."""
+    word = shown.strip()
+    if not (isinstance(node.value, bool) and not node.style and word.lower() in YAML11_BOOLEANS):
+        return ""
+    quote = f'; quote it: `"{word}"`' if word in choices else ""
+    return (
+        f" (YAML 1.1, which LLaMA-Factory's OmegaConf follows, reads an unquoted `{word}` as the boolean "
+        f"{str(node.value).lower()}{quote})"
+    )

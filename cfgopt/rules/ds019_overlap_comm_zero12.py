@@ -7,6 +7,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import as_number, zero_block, zero_stage
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
+from cfgopt.wording import a
 
 DEFAULT_BUCKET = 5e8  # DeepSpeedZeroConfig reduce_bucket_size / allgather_bucket_size
 
@@ -52,7 +53,7 @@ class OverlapCommZero12(Rule):
         if all(v is not None for v in sizes):
             gb = 4.5 * sum(sizes) * 2 / 1e9
             target = ctx.settings.target
-            share = f", {gb / target.memory_gib:.0%} of a {target.name} GPU" if target.memory_gib else ""
+            share = f", {gb / target.memory_gib:.0%} of {a(target.name)} GPU" if target.memory_gib else ""
             memory = f"; bucket buffers about {gb:.1f} GB{share}"
         yield self.at_entry(
             ctx,

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import fields_for, top_entries
+from cfgopt.rules._lf import fields_for, top_entries, yaml11_note
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Entry, Kind
 
@@ -122,7 +122,8 @@ class WrongValueType(Rule):
                 yield self.at_entry(
                     ctx,
                     entry,
-                    f"`{entry.key}` expects text but is {value!r} ({type(value).__name__}); quote it",
+                    f"`{entry.key}` expects text but is {value!r} ({type(value).__name__})"
+                    f"{yaml11_note(node, src.document.text[node.start : node.end], [])}; quote it",
                     on="value",
                     severity=Severity.WARNING,
                     fix=self.fix(

@@ -6,7 +6,7 @@ from typing import Any
 from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._choices import outside
-from cfgopt.rules._lf import fields_for, top_entries
+from cfgopt.rules._lf import fields_for, top_entries, yaml11_note
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Entry, Kind
 from cfgopt.targets import Target
@@ -16,8 +16,7 @@ SAFE_ALIASES: dict[str, dict[Any, str]] = {
     "flash_attn": {"flash_attention_2": "fa2", "eager": "disabled", "off": "disabled", "none": "disabled"},
     "quantization_method": {"bitsandbytes": "bnb"},
 }
-# Unquoted YAML 1.1 words that OmegaConf reads as booleans (`save_strategy: no` is False, not "no").
-YAML11_BOOLEANS = {"yes", "no", "on", "off", "y", "n"}
+
 # Values that mean "use flash attention" without saying which: the target decides (unsafe).
 FLASH_INTENT = {
     "true",
@@ -170,15 +169,3 @@ def _listed(choices, most: int = 12) -> str:
     if len(names) <= most:
         return ", ".join(names)
     return f"{', '.join(names[:most])}, ... ({len(names)} choices)"
-
-
-def yaml11_note(node, shown: str, choices: list[str]) -> str:
-    """Why a plain `no`/`off`/`yes`/`on` is a boolean: said in the message where that causes the finding."""
-    word = shown.strip()
-    if not (isinstance(node.value, bool) and not node.style and word.lower() in YAML11_BOOLEANS):
-        return ""
-    quote = f'; quote it: `"{word}"`' if word in choices else ""
-    return (
-        f" (YAML 1.1, which LLaMA-Factory's OmegaConf follows, reads an unquoted `{word}` as the boolean "
-        f"{str(node.value).lower()}{quote})"
-    )

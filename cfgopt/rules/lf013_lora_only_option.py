@@ -43,7 +43,9 @@ class LoraOnlyOption(Rule):
                 if value is None or (key != "loraplus_lr_ratio" and not value):
                     continue
                 yield self.at_entry(
-                    ctx, entry, f"`{key}` with `finetuning_type: {ftype}`: stops at start-up with `{message}`"
+                    ctx,
+                    entry,
+                    f"`{key}` with `finetuning_type: {ftype}`: LLaMA-Factory stops at start-up with `{message}`",
                 )
         if ftype == "full":
             entry = entry_of(ctx, "use_llama_pro")
@@ -51,7 +53,7 @@ class LoraOnlyOption(Rule):
                 yield self.at_entry(
                     ctx,
                     entry,
-                    "`use_llama_pro` with full tuning: stops at start-up with "
+                    "`use_llama_pro` with full tuning: LLaMA-Factory stops at start-up with "
                     "`use_llama_pro` is only valid for Freeze or LoRA training.`",
                 )
         pissa = entry_of(ctx, "pissa_init")
@@ -63,6 +65,7 @@ class LoraOnlyOption(Rule):
                     self,
                     ctx,
                     ("pissa_init",),
-                    f"`pissa_init` with stage {stage}: stops at start-up with `Cannot use PiSSA for current training "
+                    f"`pissa_init` with stage {stage}: LLaMA-Factory stops at start-up with `Cannot use PiSSA "
+                    "for current training "
                     "stage.`",
                 )

@@ -45,7 +45,7 @@ class TrainingDataMissing(Rule):
                 self,
                 ctx,
                 ("val_size", "eval_dataset"),
-                "`val_size` and `eval_dataset` together: stops at start-up with "
+                "`val_size` and `eval_dataset` together: LLaMA-Factory stops at start-up with "
                 "`Cannot specify `val_size` if `eval_dataset` is not None.`",
             )
         if not is_train_group(ctx):
@@ -55,7 +55,8 @@ class TrainingDataMissing(Rule):
                 self,
                 ctx,
                 ("dataset", "do_train"),
-                "`do_train` without `dataset`: `Please specify dataset for training.`",
+                "`do_train` without `dataset`: LLaMA-Factory stops at start-up with `Please specify dataset "
+                "for training.`",
             )
         evaluating = [k for k in ("do_eval", "do_predict", "predict_with_generate") if on(ctx, k)]
         strategy = value_of(ctx, "eval_strategy")

@@ -27,14 +27,26 @@ class StreamingConflict(Rule):
             return
         val_size = number(value_of(ctx, "val_size"))
         if val_size is not None and 1e-6 < val_size < 1:
-            yield report(self, ctx, ("val_size",), "`Streaming mode should have an integer val size.` (at start-up)")
+            yield report(
+                self,
+                ctx,
+                ("val_size",),
+                "`val_size` below 1 in streaming mode: LLaMA-Factory stops at start-up with `Streaming mode "
+                "should have an integer val size.`",
+            )
         samples = entry_of(ctx, "max_samples")
         if samples is not None and samples.node.value is not None:
-            yield self.at_entry(ctx, samples, "`max_samples` is incompatible with `streaming` (stops at start-up)")
+            yield self.at_entry(
+                ctx,
+                samples,
+                "`max_samples` with `streaming`: LLaMA-Factory stops at start-up with `max_samples is "
+                "incompatible with streaming`",
+            )
         if is_train_group(ctx) and value_of(ctx, "max_steps") == -1:
             yield report(
                 self,
                 ctx,
                 ("streaming",),
-                "`streaming: true` without `max_steps`: `Please specify `max_steps` in streaming mode.` (at start-up)",
+                "`streaming: true` without `max_steps`: LLaMA-Factory stops at start-up with `Please specify "
+                "max_steps in streaming mode.`",
             )

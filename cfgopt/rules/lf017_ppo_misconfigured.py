@@ -39,15 +39,16 @@ class PpoMisconfigured(Rule):
                 self,
                 ctx,
                 ("stage",),
-                "`stage: ppo` without `reward_model`: `reward_model` is necessary for PPO training.",
+                "`stage: ppo` without `reward_model`: LLaMA-Factory stops at start-up with `reward_model is "
+                "necessary for PPO training.`",
             )
         if rtype in ("lora", "oft") and ftype != rtype:
             yield report(
                 self,
                 ctx,
                 ("reward_model_type", "finetuning_type"),
-                f"`reward_model_type: {rtype}` with `finetuning_type: {ftype}`: `reward_model_type` cannot be {rtype} "
-                "for Freeze/Full PPO training.",
+                f"`reward_model_type: {rtype}` with `finetuning_type: {ftype}`: LLaMA-Factory stops at start-up with "
+                f"`reward_model_type cannot be {rtype} for Freeze/Full PPO training.`",
             )
         if not is_train_group(ctx):
             return
@@ -56,15 +57,27 @@ class PpoMisconfigured(Rule):
                 self,
                 ctx,
                 ("do_train", "stage"),
-                "PPO without `do_train`: `PPO training does not support evaluation, use the SFT stage to evaluate "
-                "models.`",
+                "PPO without `do_train`: LLaMA-Factory stops at start-up with `PPO training does not support "
+                "evaluation, use the SFT stage to evaluate models.`",
             )
         if on(ctx, "shift_attn"):
-            yield report(self, ctx, ("shift_attn",), "`PPO training is incompatible with S^2-Attn.`")
+            yield report(
+                self,
+                ctx,
+                ("shift_attn",),
+                "`shift_attn` with PPO: LLaMA-Factory stops at start-up with `PPO training is incompatible "
+                "with S^2-Attn.`",
+            )
         if rtype == "lora":
             for key, name in (("use_unsloth", "Unsloth"), ("use_kt", "KTransformers")):
                 if on(ctx, key):
-                    yield report(self, ctx, (key,), f"`{name} does not support lora reward model.`")
+                    yield report(
+                        self,
+                        ctx,
+                        (key,),
+                        f"`{key}` with a LoRA reward model: LLaMA-Factory stops at start-up with `{name} does "
+                        "not support lora reward model.`",
+                    )
         loggers = as_list(value_of(ctx, "report_to"))
         bad = [x for x in loggers if x not in PPO_LOGGERS and x != "all"]
         if bad or "all" in loggers:
@@ -72,7 +85,8 @@ class PpoMisconfigured(Rule):
                 self,
                 ctx,
                 ("report_to",),
-                f"`report_to: {', '.join(map(str, loggers))}` with PPO: `PPO only accepts wandb, tensorboard, or "
-                "trackio logger.`",
+                f"`report_to: {', '.join(map(str, loggers))}` with PPO: LLaMA-Factory stops at start-up with "
+                "`PPO only accepts "
+                "wandb, tensorboard, or trackio logger.`",
                 severity=Severity.ERROR if bad else Severity.WARNING,
             )

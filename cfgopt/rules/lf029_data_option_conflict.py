@@ -30,8 +30,8 @@ class DataOptionConflict(Rule):
                 self,
                 ctx,
                 ("mask_history", "train_on_prompt"),
-                "`mask_history` and `train_on_prompt` together: `mask_history` is incompatible with `train_on_prompt`. "
-                "(at start-up)",
+                "`mask_history` and `train_on_prompt` together: LLaMA-Factory stops at start-up with `mask_history is "
+                "incompatible with train_on_prompt.`",
             )
         probs = value_of(ctx, "interleave_probs")
         if probs is None:
@@ -41,8 +41,8 @@ class DataOptionConflict(Rule):
                 self,
                 ctx,
                 ("interleave_probs",),
-                "`interleave_probs` with `mix_strategy: concat` (the default): `interleave_probs` is only valid for "
-                "interleaved mixing. (at start-up)",
+                "`interleave_probs` with `mix_strategy: concat` (the default): LLaMA-Factory stops at start-up with "
+                "`interleave_probs is only valid for interleaved mixing.`",
             )
             return
         count = len(as_list(probs))
@@ -53,6 +53,6 @@ class DataOptionConflict(Rule):
                     self,
                     ctx,
                     ("interleave_probs",),
-                    f"{count} `interleave_probs` for {len(names)} {what}(s): `The length of {what} and interleave "
-                    "probs should be identical.` (at start-up)",
+                    f"{count} `interleave_probs` for {len(names)} {what}(s): LLaMA-Factory stops at start-up with "
+                    f"`The length of {what} and interleave probs should be identical.`",
                 )

@@ -7,6 +7,7 @@ from cfgopt.planner import planned_batch
 from cfgopt.rules._lf import TRAIN_KINDS, report
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
 from cfgopt.rules.base import Context, Rule
+from cfgopt.wording import a
 
 
 def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
@@ -83,7 +84,8 @@ class PredictedOutOfMemory(Rule):
             self,
             ctx,
             ("per_device_train_batch_size", "cutoff_len", "disable_gradient_checkpointing", "model_name_or_path"),
-            f"predicted out of memory: about {est.required_gib:.0f} GiB per GPU on a {target.memory_gib:g} GiB "
+            f"predicted out of memory: about {est.required_gib:.0f} GiB per GPU on "
+            f"{a(format(target.memory_gib, 'g'))} GiB "
             f"{target.name} with {est.gpus} GPU(s){assumed} ({est.model}, {est.tokens} tokens per micro-batch; "
             f"largest parts in GiB: {top3(est)}); try {'; or '.join(remedies) or 'a smaller cutoff_len'}",
         )

@@ -9,6 +9,7 @@ from cfgopt.rules._ds import offload_device, zero_block, zero_stage
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
+from cfgopt.wording import a
 
 
 class OffloadNotNeeded(Rule):
@@ -66,7 +67,7 @@ class OffloadNotNeeded(Rule):
                 ctx,
                 entry,
                 f"{block}: without offloading the {what}, {worst.model} ({worst.finetuning_type}, ZeRO-{stage}, "
-                f"{where}) needs about {worst.required_gib:.0f} GiB per GPU of a {target.memory_gib:g} "
+                f"{where}) needs about {worst.required_gib:.0f} GiB per GPU of {a(format(target.memory_gib, 'g'))} "
                 f"GiB {target.name}: the offload only slows every step down",
                 fix=self.fix(f"Remove `{block}`", edits.delete_entry(src, entry), safe=False),
             )

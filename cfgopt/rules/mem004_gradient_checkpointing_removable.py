@@ -6,6 +6,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, report
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.rules.base import Context, Rule
+from cfgopt.wording import a
 
 
 class GradientCheckpointingRemovable(Rule):
@@ -52,6 +53,6 @@ class GradientCheckpointingRemovable(Rule):
             ("disable_gradient_checkpointing", "gradient_checkpointing", "finetuning_type", "model_name_or_path"),
             f"gradient checkpointing is on (LLaMA-Factory's default) though {now.model} ({now.finetuning_type}, "
             f"{now.tokens} tokens per micro-batch) should need about {after.required_gib:.0f} GiB per GPU without it "
-            f"(now {now.required_gib:.0f}) on a {target.memory_gib:g} GiB {target.name}: "
+            f"(now {now.required_gib:.0f}) on {a(format(target.memory_gib, 'g'))} GiB {target.name}: "
             "`disable_gradient_checkpointing: true` was 1.37x faster on an H200",
         )

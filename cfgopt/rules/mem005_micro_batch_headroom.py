@@ -8,6 +8,7 @@ from cfgopt.rules._lf import TRAIN_KINDS, report, value_of
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.pf007_small_micro_batch import SMALL_TOKENS
+from cfgopt.wording import a
 
 
 class MicroBatchHeadroom(Rule):
@@ -62,5 +63,5 @@ class MicroBatchHeadroom(Rule):
             ("per_device_train_batch_size", "gradient_accumulation_steps"),
             f"{now.micro_batch} x {now.gradient_accumulation} (micro-batch x accumulation) leaves memory unused: "
             f"{micro} x {accum} keeps the global batch and should need about {est.required_gib:.0f} GiB per GPU "
-            f"(now {now.required_gib:.0f}) of a {target.memory_gib:g} GiB {target.name}",
+            f"(now {now.required_gib:.0f}) of {a(format(target.memory_gib, 'g'))} GiB {target.name}",
         )

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import TRAIN_KINDS, entry_of, model_params_billion, training, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.wording import a
 
 
 class QuantizationWhenFits(Rule):
@@ -47,6 +48,7 @@ class QuantizationWhenFits(Rule):
         yield self.at_entry(
             ctx,
             entry,
-            f"`quantization_bit: {entry.node.value}` for a {params:g}B model: its bf16 weights ({bf16_gib:.0f} GiB) "
-            f"fit a {memory:g} GiB {ctx.settings.target.name} easily, and quantized steps are slower (dequantization)",
+            f"`quantization_bit: {entry.node.value}` for {a(format(params, 'g') + 'B')} model: its bf16 weights "
+            f"({bf16_gib:.0f} GiB) fit {a(format(memory, 'g'))} GiB {ctx.settings.target.name} easily, and "
+            "quantized steps are slower (dequantization)",
         )

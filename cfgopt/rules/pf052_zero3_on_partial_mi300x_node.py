@@ -6,6 +6,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._ds import zero_block, zero_stage
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
+from cfgopt.wording import a
 
 
 class Zero3OnPartialMi300xNode(Rule):
@@ -43,7 +44,7 @@ class Zero3OnPartialMi300xNode(Rule):
         yield self.at_entry(
             ctx,
             stage,
-            f"ZeRO-3 on {ctx.settings.gpus} GPUs of a {target.name} node: its all-gathers use only part of the "
+            f"ZeRO-3 on {ctx.settings.gpus} GPUs of {a(target.name)} node: its all-gathers use only part of the "
             "xGMI mesh; AMD advises 1 or 8 GPUs for communication-heavy runs",
             on="value",
         )

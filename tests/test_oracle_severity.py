@@ -1,0 +1,128 @@
+"""Oracle group: every `error` in a rule's fixtures is a file the real tool rejects.
+
+An error means the real tool fails. For each `file:line:col CODE error` line of fixtures/rules/*/*/expected.txt
+the file is judged by the real tools (tests/oracle_harness.py: LLaMA-Factory 0.9.5 / transformers 5.6.0 /
+DeepSpeed 0.19.8, with the case's `--target`): YAML through `get_train_args` + the model-load checks, following
+its `deepspeed:` file; JSON through the HF path with the case's YAML as its consumer; `llamafactory-cli`
+command lines through argparse. Where the failure happens later than a CPU can reach (model load, the Trainer,
+`deepspeed.initialize`, a multi-GPU launch), `CITED` names the source line that raises instead; the test checks
+that those cases really are out of the CPU oracle's reach, so the list cannot hide a wrong severity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+from pathlib import Path
+
+import pytest
+from rule_cases import CASES_DIR, all_cases, case_args
+
+pytest.importorskip("llamafactory")
+pytest.importorskip("deepspeed")
+
+import oracle_harness as H
+
+# case/file -> the line that raises in the real tool, where the CPU oracle cannot get there.
+CITED: dict[str, str] = {
+    "DS011/with-consumer/ds.json": "accelerate 1.11.0 utils/dataclasses.py:1320-1336 `DeepSpeedPlugin.fill_match` "
+    'raises for an "auto" the Trainer does not fill, at `trainer.train()`',
+    "DS016/nvme-no-path/ds.json": "deepspeed 0.19.8 runtime/swap_tensor/partitioned_param_swapper.py:86 "
+    "`os.path.join(None, ...)`: TypeError at `deepspeed.initialize` / `zero.Init`",
+    "LF002/quoted-values/train.yaml": "a quoted number reaches the optimizer / scheduler as a str: TypeError at "
+    "first use (https://github.com/hiyouga/LlamaFactory/issues/4149)",
+    "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
+    "4 or 8 bits only, ValueError at model load",
+    "LF012/badam-distributed/train.yaml": "llamafactory 0.9.5 hparams/parser.py L387-401: ratio-based BAdam raises "
+    "in a distributed launch (the oracle runs one process)",
+    "LF025/shift-attn/train.yaml": "llamafactory 0.9.5 model/model_utils/longlora.py L352-353: "
+    "`check_version('transformers>=4.45.0,<4.48.0', mandatory=True)` at model load",
+    "LF030/fsdp/train.yaml": "transformers 5.6.0 trainer.py L451-455: `--fsdp` with `--deepspeed` raises when the "
+    "Trainer is built (needs a DeepSpeed launch: torchrun + DeepSpeed's shm_comm op, which this CPU host cannot build)",
+}
+
+
+def _error_files() -> list[tuple[Path, str, str]]:
+    out = []
+    for case in all_cases():
+        lines = (case / "expected.txt").read_text(encoding="utf-8").splitlines()
+        files = sorted({line.split(":")[0] for line in lines if line.endswith(" error")})
+        args = case_args(case)
+        target = args[args.index("--target") + 1] if "--target" in args else "mi300x"
+        out += [(case, name, target) for name in files]
+    return out
+
+
+ERROR_FILES = _error_files()
+
+
+def _command_argv(path: Path) -> tuple[str, list[str]]:
+    """The arguments of the `llamafactory-cli <group>` command in a shell script (continuations joined)."""
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    for line in text.splitlines():
+        tokens = shlex.split(line, comments=True)
+        if "llamafactory-cli" in tokens:
+            rest = tokens[tokens.index("llamafactory-cli") + 1 :]
+            return rest[0], rest[1:]
+    raise AssertionError(f"{path}: no llamafactory-cli command")
+
+
+def _judge_cli(path: Path, target: str) -> H.Verdict:
+    group, argv = _command_argv(path)
+    try:
+        parsed, remaining = H.parse_cli(argv, "train" if group == "train" else "infer", target, cwd=path.parent)
+    except SystemExit as exc:
+        return H.Verdict(False, f"argparse exit {exc.code}", "parse")
+    except Exception as exc:  # noqa: BLE001 - whatever TrainingArguments raise is the verdict
+        return H.Verdict(False, H._err(exc), "parse")
+    if remaining:
+        return H.Verdict(False, f"unknown arguments {remaining}", "parse")
+    model_args = next(p for p in parsed if type(p).__name__ == "ModelArguments")
+    error = H.flash_attn_error(model_args) or H._template_error(parsed)
+    return H.Verdict(not error, error, "load" if error else "")
+
+
+def _judge_yaml(case: Path, path: Path, target: str) -> H.Verdict:
+    try:
+        cfg = H.load_lf_yaml(path)
+    except Exception as exc:  # noqa: BLE001 - OmegaConf refuses the YAML
+        return H.Verdict(False, H._err(exc), "load")
+    if not isinstance(cfg, dict):
+        return H.Verdict(False, "not a mapping", "load")
+    group = H.lf_group(cfg)
+    verdict = H.lf_verdict_detail(cfg, group, target, follow_deepspeed=True, base_dir=case)
+    if "shm_comm" in verdict.error:  # a host issue: judge without the DeepSpeed launch
+        verdict = H.lf_verdict_detail(cfg, group, target, follow_deepspeed=True, base_dir=case, torchrun=False)
+        if "FORCE_TORCHRUN" in verdict.error:
+            return H.Verdict(True, "", "needs a DeepSpeed launch")
+    return verdict
+
+
+def judge(case: Path, name: str, target: str) -> H.Verdict:
+    path = case / name
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        if path.suffix == ".json":
+            consumers = [H.load_lf_yaml(y) for y in sorted(case.glob("*.y*ml"))]
+            training = next((c for c in consumers if isinstance(c, dict) and "deepspeed" in c), None)
+            return H.ds_verdict_detail(path, training_args=training, target=target)
+        if path.suffix in (".yaml", ".yml"):
+            return _judge_yaml(case, path, target)
+        return _judge_cli(path, target)
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "target"), ERROR_FILES, ids=[f"{c.relative_to(CASES_DIR)}/{n}" for c, n, _ in ERROR_FILES]
+)
+def test_error_fixture_makes_the_real_tool_fail(case: Path, name: str, target: str) -> None:
+    key = f"{case.relative_to(CASES_DIR).as_posix()}/{name}"
+    verdict = judge(case, name, target)
+    if key in CITED:
+        assert verdict.ok, f"{key}: the oracle now rejects it ({verdict.error[:200]}); drop it from CITED"
+        return
+    assert not verdict.ok, f"{key}: the real tool accepts it, so this is not an error (a warning at most)"
+
+
+def test_cited_cases_exist() -> None:
+    keys = {f"{c.relative_to(CASES_DIR).as_posix()}/{n}" for c, n, _ in ERROR_FILES}
+    assert set(CITED) <= keys, set(CITED) - keys
