@@ -226,3 +226,15 @@ def test_xf004_clipping_names_the_selected_release(tmp_path: Path, version: str,
     )
     (msg,) = [m for c, m in codes("--select", "XF004", "--deepspeed-version", version, str(folder)) if c == "XF004"]
     assert said in msg and "max_grad_norm` (0.5 in train.yaml)" in msg
+
+
+def test_a_rule_firing_on_a_quarter_of_real_configs_says_why_it_is_worth_it() -> None:
+    """docs/rule-rates.json (scripts/rule_rates.py on the shared corpus) against `Rule.worth_it`."""
+    from rule_cases import ROOT
+
+    from cfgopt.rules import by_code
+
+    rates = json.loads((ROOT / "docs" / "rule-rates.json").read_text())["rules"]
+    noisy = [code for code, r in rates.items() if r["rate"] > 0.25]
+    assert all(by_code(code).worth_it for code in noisy), noisy
+    assert rates["DS090"]["rate"] <= 0.10  # issue 14: at default settings, at most 10% of the DeepSpeed JSON
