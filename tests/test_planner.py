@@ -34,7 +34,7 @@ QWEN3_FULL = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_ful
 def _job(tmp_path: Path, extra: str = "", **settings):
     path = tmp_path / "cfg.yaml"
     path.write_text(SEED_LIKE.format(extra=extra))
-    return load_job(path, Settings(target_name=settings.pop("target", "h200"), target_stated=True, **settings))
+    return load_job(path, Settings(target_name=settings.pop("target", "h200"), **settings))
 
 
 # ---------------------------------------------------------------- the job model
@@ -121,10 +121,10 @@ def test_a_missing_package_leaves_its_knob_out(tmp_path: Path) -> None:
 
 def test_one_gpu_drops_zero3_where_it_fits() -> None:
     """LLaMA-Factory's own Qwen3-4B full fine-tune (ZeRO-3), fixed for one H200: no DeepSpeed."""
-    job = load_job(QWEN3_FULL, Settings(target_name="h200", target_stated=True, gpus=1))
+    job = load_job(QWEN3_FULL, Settings(target_name="h200", gpus=1))
     plan = plan_for(job)
     assert plan is not None and plan.drop_deepspeed and plan.est_gib is not None and plan.est_gib < 141 * 0.9
-    on_eight = plan_for(load_job(QWEN3_FULL, Settings(target_name="h200", target_stated=True, gpus=8)))
+    on_eight = plan_for(load_job(QWEN3_FULL, Settings(target_name="h200", gpus=8)))
     assert on_eight is None or not on_eight.drop_deepspeed  # several GPUs: ZeRO-2 first (MEM003), by hand
 
 

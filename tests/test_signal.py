@@ -185,3 +185,56 @@ def test_hardware_rules_judge_only_a_stated_target(tmp_path: Path) -> None:
 def test_show_settings_says_the_target_is_not_stated(tmp_path: Path) -> None:
     _, out, _ = run_cli(["lint", "--show-settings", "--isolated", str(tmp_path)])
     assert "target = # not stated" in out
+
+
+# ---------------------------------------------------------------- XF004, settled by bench/xf004
+
+
+def xf004_case(tmp_path: Path, ds_text: str, yaml_extra: str) -> Path:
+    (tmp_path / "ds.json").write_text(ds_text)
+    (tmp_path / "train.yaml").write_text(TRAIN + "deepspeed: ds.json\n" + yaml_extra)
+    return tmp_path
+
+
+def test_xf004_missing_accumulation_alone_is_not_reported(tmp_path: Path) -> None:
+    """Measured: the Trainer drives DeepSpeed's accumulation boundary; the run is unchanged."""
+    folder = xf004_case(
+        tmp_path,
+        '{"train_micro_batch_size_per_gpu": "auto", "gradient_clipping": "auto", "zero_optimization": {"stage": 2}}',
+        "gradient_accumulation_steps: 4\n",
+    )
+    assert codes("--select", "XF004", str(folder)) == []
+
+
+def test_xf004_missing_accumulation_with_train_batch_size_is_an_error(tmp_path: Path) -> None:
+    folder = xf004_case(
+        tmp_path,
+        '{"train_batch_size": "auto", "gradient_clipping": "auto", "zero_optimization": {"stage": 2}}',
+        "gradient_accumulation_steps: 4\n",
+    )
+    code, out, _ = run_cli(["lint", "--format", "json", "--select", "XF004", str(folder)])
+    (diag,) = json.loads(out)["diagnostics"]
+    assert code == 1 and diag["severity"] == "error" and "Check batch related parameters" in diag["message"]
+
+
+@pytest.mark.parametrize(
+    ("version", "said"), [("0.19", "clips at its default 1.0"), ("0.18", "does not clip (its default is 0.0)")]
+)
+def test_xf004_clipping_names_the_selected_release(tmp_path: Path, version: str, said: str) -> None:
+    folder = xf004_case(
+        tmp_path, '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {}}', "max_grad_norm: 0.5\n"
+    )
+    (msg,) = [m for c, m in codes("--select", "XF004", "--deepspeed-version", version, str(folder)) if c == "XF004"]
+    assert said in msg and "max_grad_norm` (0.5 in train.yaml)" in msg
+
+
+def test_a_rule_firing_on_a_quarter_of_real_configs_says_why_it_is_worth_it() -> None:
+    """docs/rule-rates.json (scripts/rule_rates.py on the shared corpus) against `Rule.worth_it`."""
+    from rule_cases import ROOT
+
+    from cfgopt.rules import by_code
+
+    rates = json.loads((ROOT / "docs" / "rule-rates.json").read_text())["rules"]
+    noisy = [code for code, r in rates.items() if r["rate"] > 0.25]
+    assert all(by_code(code).worth_it for code in noisy), noisy
+    assert rates["DS090"]["rate"] <= 0.10  # issue 14: at default settings, at most 10% of the DeepSpeed JSON

@@ -144,10 +144,11 @@ class InvalidChoice(Rule):
             return self.fix(f"Use `{alias}`", edits.replace_value(src, entry, alias), safe=True)
         if entry.key == "flash_attn":
             if low in FLASH_INTENT or low in ("fa3",):
-                value = flash_attn_for(ctx.settings.target)
-                where = f" on {ctx.settings.target.name}" if ctx.settings.target_stated else ""
+                target = ctx.settings.target
+                value = flash_attn_for(target)
+                where = target.name if target.stated else "NVIDIA and AMD GPUs"
                 return self.fix(
-                    f"Use `{value}` (flash-backed SDPA{where}; `fa2` needs the flash-attn package)",
+                    f"Use `{value}` (flash-backed SDPA on {where}; `fa2` needs the flash-attn package)",
                     edits.replace_value(src, entry, value),
                     safe=False,
                 )

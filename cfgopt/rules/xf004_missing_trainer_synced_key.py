@@ -8,34 +8,46 @@ from cfgopt.rules._xf import lf_value
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
 
-DS_CLIP_DEFAULT = 1.0  # deepspeed 0.19.8 runtime/constants.py:203 (0.0 before 0.19.3)
-
 
 class MissingTrainerSyncedKey(Rule):
     code = "XF004"
     name = "missing-trainer-synced-key"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
-    summary = "No `gradient_clipping` / `gradient_accumulation_steps` in a DeepSpeed JSON a LLaMA-Factory config uses"
+    summary = (
+        "No `gradient_clipping` (max_grad_norm ignored), or no `gradient_accumulation_steps` next to "
+        "`train_batch_size` (the run stops), in a DeepSpeed JSON a LLaMA-Factory config uses"
+    )
     why = (
-        "Confidence: certain (clipping), likely (accumulation, code reading). The HF Trainer only fills or checks "
-        "keys that exist. Without `gradient_clipping` DeepSpeed clips at its own default, 1.0 since 0.19.3 (0.0, "
-        "no clipping, before), and LLaMA-Factory's `max_grad_norm` is silently ignored (reported when it is "
-        "not 1.0; the version drift of the default itself is DS090's). Without "
-        "`gradient_accumulation_steps` accelerate's DeepSpeedPlugin writes 1 and then overrides the Trainer's "
-        "value ('Using DeepSpeed's value'): the run steps the optimizer every micro-batch, and if "
-        '`train_batch_size` is present ("auto" is filled with the real accumulation first) DeepSpeed\'s batch '
-        'assertion fails. `"auto"` lets the training config decide.'
+        "Confidence: certain (clipping: code reading; accumulation: measured on an H200, bench/xf004/). The HF "
+        "Trainer only fills or checks keys that exist. Without `gradient_clipping` DeepSpeed clips at its own "
+        "default, which the selected release's snapshot gives (1.0 since 0.19.3; 0.0, no clipping, before), and "
+        "LLaMA-Factory's `max_grad_norm` is silently ignored (reported when it differs from that default; the "
+        "version drift of the default itself is DS090's). Without `gradient_accumulation_steps` accelerate's "
+        'DeepSpeedPlugin writes 1 into the DeepSpeed config; with `train_batch_size` present ("auto" is filled '
+        "with the real accumulation first) DeepSpeed's batch assertion then stops the run. Without "
+        "`train_batch_size` the run is NOT changed, and the rule says nothing: accelerate 1.11's "
+        "`DeepSpeedEngineWrapper.backward` sets DeepSpeed's accumulation boundary from `sync_gradients`, which "
+        "the Trainer drives with its own accumulation, and the Trainer scales the loss itself "
+        "(`scale_wrt_gas=False`). Measured (ZeRO-2, accumulation 4, 12 micro-batches): 3 optimizer steps and "
+        'the same losses and weights as with `"auto"`; only DeepSpeed\'s own counters (its '
+        "`train_batch_size()`, `global_samples`) and accelerate's 'Gradient accumulation steps mismatch' log "
+        "line say 1. (cfgopt before issue 14 claimed every micro-batch became an optimizer step: false.)"
     )
     fails_when = (
         "Missing accumulation with `train_batch_size` present and accumulation > 1: at `deepspeed.initialize` "
-        "(`AssertionError: Check batch related parameters`). Otherwise silently."
+        "(`AssertionError: Check batch related parameters ... 8 != 2 * 1 * 1`, measured). Missing clipping: "
+        "never fails; the run clips at DeepSpeed's default instead of `max_grad_norm`."
     )
     evidence = (
-        "deepspeed 0.19.8 runtime/constants.py:202-203 (GRADIENT_CLIPPING_DEFAULT = 1.0), runtime/config.py:269",
-        "transformers 5.6.0 integrations/deepspeed.py:140-158 (fills only present keys)",
+        "deepspeed 0.19.8 runtime/constants.py:202-203 (GRADIENT_CLIPPING_DEFAULT = 1.0; 0.0 up to 0.18.9), "
+        "runtime/config.py:269",
+        "transformers 5.6.0 integrations/deepspeed.py:140-158 (fills only present keys); trainer.py:1720-1722 "
+        "(sync_gradients from the Trainer's accumulation), 1932-1935 (scale_wrt_gas=False)",
         "accelerate 1.11.0 utils/dataclasses.py:1237-1238 (missing gradient_accumulation_steps set to 1), "
-        "accelerator.py:2125-2139 ('Gradient accumulation steps mismatch ... Using DeepSpeed's value')",
+        "utils/deepspeed.py:264-281 (DeepSpeedEngineWrapper.backward: boundary = sync_gradients)",
+        "bench/xf004/README.md: H200 measurement (engine global_steps = Trainer global_step = 3 for 12 "
+        "micro-batches, identical weights with and without the key; AssertionError with train_batch_size)",
         "https://github.com/axolotl-ai-cloud/axolotl/issues/1381 (max_grad_norm ignored), DeepSpeed PR #8068",
     )
     example = 'max_grad_norm: 0.5, no "gradient_clipping"   ->  add "gradient_clipping": "auto"'
@@ -46,16 +58,19 @@ class MissingTrainerSyncedKey(Rule):
         if not ctx.consumers or src.root is None or not isinstance(src.data, dict):
             return
         lf = ctx.settings.lf_schema
+        ds = ctx.settings.ds_schema
         data = src.data
         if "gradient_clipping" not in data:
+            clip = float(ds.plain_defaults.get("gradient_clipping") or 0.0)
             norms = {c.document.path.name: lf_value(c, "max_grad_norm", lf) for c in ctx.consumers}
-            differ = {n: v for n, v in norms.items() if not _same(v, DS_CLIP_DEFAULT)}
+            differ = {n: v for n, v in norms.items() if not _same(v, clip)}
             if differ:
                 name, value = next(iter(differ.items()))
+                does = f"clips at its default {clip}" if clip else "does not clip (its default is 0.0)"
                 yield self.at_node(
                     ctx,
                     src.root,
-                    f"No `gradient_clipping`: DeepSpeed clips at its default {DS_CLIP_DEFAULT} and ignores "
+                    f"No `gradient_clipping`: DeepSpeed {ds.version} {does} and ignores "
                     f"`max_grad_norm` ({value} in {name})",
                     key="gradient_clipping",
                     fix=self.fix(
@@ -64,25 +79,21 @@ class MissingTrainerSyncedKey(Rule):
                         safe=True,
                     ),
                 )
-        if "gradient_accumulation_steps" not in data:
+        if "gradient_accumulation_steps" not in data and "train_batch_size" in data:
+            # Without `train_batch_size` a missing accumulation changes nothing (measured, bench/xf004/).
             steps = {c.document.path.name: lf_value(c, "gradient_accumulation_steps", lf) for c in ctx.consumers}
             bigger = {n: v for n, v in steps.items() if isinstance(v, int) and v > 1}
             if not bigger:
                 return
             name, value = next(iter(bigger.items()))
-            fails = "train_batch_size" in data
             yield self.at_node(
                 ctx,
                 src.root,
-                f"No `gradient_accumulation_steps` while {name} accumulates {value}: accelerate sets DeepSpeed's "
-                "to 1 and overrides the Trainer's"
-                + (
-                    "; with `train_batch_size` filled for the real accumulation DeepSpeed's batch assertion fails"
-                    if fails
-                    else ", so every micro-batch becomes an optimizer step"
-                ),
+                f"No `gradient_accumulation_steps` while {name} accumulates {value}: accelerate writes 1 into the "
+                "DeepSpeed config, and with `train_batch_size` filled for the real accumulation DeepSpeed stops "
+                "with `Check batch related parameters`",
                 key="gradient_accumulation_steps",
-                severity=Severity.ERROR if fails else Severity.WARNING,
+                severity=Severity.ERROR,
                 fix=self.fix(
                     'Add "gradient_accumulation_steps": "auto"',
                     edits.insert_entry(src, None, "gradient_accumulation_steps", "auto"),

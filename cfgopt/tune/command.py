@@ -164,7 +164,7 @@ def load_tune_job(
     else:
         platform = session.platform()
         packages = {"liger_kernel": platform.liger, "flash_attn": platform.flash_attn}
-        settings = Settings(target_name=target, target_stated=True, gpus=gpus, packages=packages)
+        settings = Settings(target_name=target, gpus=gpus, packages=packages)
     try:
         return load_job(args.config, settings), platform, ""
     except JobError as exc:

@@ -28,7 +28,7 @@ def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
     for name, present in packages.items():
         if not present:
             say(f"{name} is not importable here: fixes that need it are left out")
-    return Settings(target_name=target, target_stated=True, gpus=gpus, packages=packages), platform
+    return Settings(target_name=target, gpus=gpus, packages=packages, extend_select=["PF", "MEM"]), platform
 
 
 def say_plan(job: Job, say) -> None:
