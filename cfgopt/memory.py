@@ -29,8 +29,9 @@ GIB = 2**30
 LOGITS_BYTES_PER_VOCAB = 12  # per token: bf16 logits, fp32 upcast, log-softmax and gradients (measured, 5 families)
 SOFTCAP_BYTES_PER_VOCAB = 2  # per token: Gemma 2's tanh soft-capping keeps its bf16 output (measured 2.2)
 LM_HEAD_GRAD_BYTES = 6  # per lm_head parameter when it trains: fp32 gradient + its bf16 matmul result
-LM_HEAD_GRAD_BYTES_DS = 4  # the same under DeepSpeed's 16-bit module
+LM_HEAD_GRAD_BYTES_DS = 2  # DeepSpeed: the bf16 matmul result (the gradient itself lives in ZeRO's partition)
 NORM_BYTES = 4  # per normalised element: transformers' RMSNorm keeps its fp32 upcast input
+NORM_WEIGHT_GRAD_BYTES = 2  # per normalised element when the norm's weight trains: its bf16 input to `weight *`
 LIGER_NORM_BYTES = 2  # per normalised element: Liger's RMSNorm keeps the bf16 input (and a per-row rstd)
 SDPA_BYTES = 4  # per (q + kv) element: SDPA keeps q, k, v and its output, bf16
 MLP_BYTES = 6  # per intermediate element: act input (gate), act output and up, bf16 (the product: down's input)
@@ -323,6 +324,7 @@ class DeepSpeedPlan:
     bucket_elements: float | None = None  # ZeRO-1/2 reduce + all-gather buckets
     overlap_comm: bool = False
     known: bool = True  # False: the stage could not be read ("auto", not a number)
+    auto_buckets: int = 0  # buckets left "auto": the HF integration sets hidden_size² elements each
 
 
 def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> DeepSpeedPlan:
@@ -352,7 +354,8 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
 
     half = enabled("bf16", "bf16") or enabled("fp16", "fp16") or enabled("bfloat16", "bf16")
     buckets = [zero.get(k) for k in ("reduce_bucket_size", "allgather_bucket_size")]
-    elements = [float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else 5e8 for b in buckets]
+    numeric = [isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets]
+    elements = [float(b) if ok else 5e8 for b, ok in zip(buckets, numeric) if b != "auto"]
     return DeepSpeedPlan(
         stage=stage,
         offload_optimizer=device("offload_optimizer"),
@@ -360,6 +363,7 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
         half=half,
         bucket_elements=sum(elements),
         overlap_comm=zero.get("overlap_comm", stage == 3) is True,
+        auto_buckets=sum(b == "auto" for b in buckets),
     )
 
 
@@ -410,14 +414,22 @@ def _input_groups_saved(trained: set[str], shared: bool, dims: dict[str, tuple[i
 
 
 def layer_activation_bytes(
-    shape: ModelShape, trained: set[str], *, liger: bool, shared_inputs: bool = False, zero3_adapter: bool = False
+    shape: ModelShape,
+    trained: set[str],
+    *,
+    liger: bool,
+    shared_inputs: bool = False,
+    zero3_adapter: bool = False,
+    trained_norms: bool = False,
 ) -> float:
     """Bytes one decoder layer keeps per token for backward (bf16 training, no recomputation), with `trained`
-    linears; docs/memory.md derives each term from the transformers / PEFT / Liger code."""
+    linears; docs/memory.md derives each term from the transformers / PEFT / Liger code. `trained_norms`
+    (full/freeze without Liger): transformers' RMSNorm also keeps its bf16 normalised output for the weight's
+    gradient."""
     h, i = shape.hidden_size, shape.intermediate_size
     dims = _module_dims(shape)
     q, kv = dims["q_proj"][1], dims["k_proj"][1]
-    norm = LIGER_NORM_BYTES if liger else NORM_BYTES
+    norm = LIGER_NORM_BYTES if liger else NORM_BYTES + (NORM_WEIGHT_GRAD_BYTES if trained_norms else 0)
     total = norm * h * shape.norms_per_layer
     if shape.qk_norm:
         total += norm * (q + kv)
@@ -583,7 +595,7 @@ def _model_states(
         if zero is not None and zero >= 2:
             # gradients stream to the host in reduce buckets: only a bucket stays on the GPU
             # (measured: ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200)
-            bucket = 2.0 * (plan.bucket_elements or 5e8)
+            bucket = 2.0 * _bucket_elements(plan, shape)
             offloaded += max(0.0, grads - bucket)
             grads = min(grads, bucket)
         if zero in (1, 2):
@@ -597,6 +609,11 @@ def _model_states(
     # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
     transient = ftype in ("full", "freeze") and zero != 3 and not plan.offload_optimizer
     return _States(weights, grads, optimizer, offloaded, step, transient)
+
+
+def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
+    """ZeRO's reduce + all-gather bucket elements; "auto" is hidden_size² (transformers' deepspeed.py)."""
+    return (plan.bucket_elements or 0.0) + plan.auto_buckets * shape.hidden_size**2
 
 
 def _logits_bytes(shape: ModelShape, tokens: int, liger: bool, lm_head_trained: bool, zero: int | None) -> float:
@@ -629,8 +646,8 @@ def _buffers(
     if zero == 3 and gpus > 1:
         embed = _embedding_params(shape)
         extra += 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
-    if zero in (1, 2) and gpus > 1 and plan.bucket_elements:
-        extra += 2.0 * min(plan.bucket_elements, trainable) * (2 if plan.overlap_comm else 1)
+    if zero in (1, 2) and gpus > 1:
+        extra += 2.0 * min(_bucket_elements(plan, shape), trainable) * (2 if plan.overlap_comm else 1)
     if stage in ("dpo", "kto") and ftype != "lora" and str(_get(config, "pref_loss")) not in ("orpo", "simpo"):
         extra += 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
         notes.append("preference training: a frozen bf16 reference model")
@@ -705,10 +722,14 @@ def estimate(
     states = _model_states(shape, method, ftype, plan, config, gpus, gc, bits, unmodelled, notes)
     act_scale = 2.0 if (not half and ftype in ("full", "freeze")) else 1.0
     L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.intermediate_size
-    shared = ftype in ("full", "freeze")
+    full = ftype in ("full", "freeze")
+    # Full/freeze share one input tensor per q/k/v and gate/up group, unless the (trained, fp32) norm weight
+    # makes the norm's output fp32 under autocast: then each linear keeps its own bf16 cast of it.
+    fp32_weights = zero is None and not bool(_get(config, "pure_bf16"))
+    shared = full and (liger or not fp32_weights)
     zero3_adapter = zero == 3 and ftype in ("lora", "oft")
     per_layer = method.extra_per_layer + layer_activation_bytes(
-        shape, method.trained, liger=liger, shared_inputs=shared, zero3_adapter=zero3_adapter
+        shape, method.trained, liger=liger, shared_inputs=shared, zero3_adapter=zero3_adapter, trained_norms=full
     )
     if ftype == "freeze":
         # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
