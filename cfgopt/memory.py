@@ -102,7 +102,13 @@ _UNMODELLED = {
     "mixture_of_depths": "mixture of depths",
 }
 # Architectures with measured runs (bench/memory/results.md); others are counted as a Llama-like decoder.
-CALIBRATED_FAMILIES = {"llama": "Llama 3", "qwen2": "Qwen2.5", "qwen3": "Qwen3", "gemma2": "Gemma 2", "mistral": "Mistral"}
+CALIBRATED_FAMILIES = {
+    "llama": "Llama 3",
+    "qwen2": "Qwen2.5",
+    "qwen3": "Qwen3",
+    "gemma2": "Gemma 2",
+    "mistral": "Mistral",
+}
 CALIBRATION = "measured: median 0.8%, worst 12% over 80 H200 runs of 5 families, each family also left out of the fit"
 _PAIRWISE = {"rm", "dpo", "kto"}  # chosen + rejected (KTO: sample + KL sample) in one batch
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -151,7 +157,7 @@ class MemoryEstimate:
 
     @property
     def confidence(self) -> str:
-        """"none" (a setting is not modelled), "medium" (modelled, not measured) or "high"."""
+        """ "none" (a setting is not modelled), "medium" (modelled, not measured) or "high"."""
         return "none" if self.unmodelled else ("medium" if self.uncalibrated else "high")
 
     def confidence_line(self) -> str:
@@ -239,7 +245,8 @@ class MemoryEstimate:
             (
                 "gradients",
                 self.gradients_gib,
-                f"{self.trainable_params / 1e6:,.1f}M trainable" + (", backward to step" if self.gradients_transient else ""),
+                f"{self.trainable_params / 1e6:,.1f}M trainable"
+                + (", backward to step" if self.gradients_transient else ""),
             ),
             ("optimizer states", self.optimizer_gib, "incl. fp32 master copy where kept"),
             ("activations", self.activations_gib, act),
@@ -375,7 +382,7 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
     half = enabled("bf16", "bf16") or enabled("fp16", "fp16") or enabled("bfloat16", "bf16")
     buckets = [zero.get(k) for k in ("reduce_bucket_size", "allgather_bucket_size")]
     numeric = [isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets]
-    elements = [float(b) if ok else 5e8 for b, ok in zip(buckets, numeric) if b != "auto"]
+    elements = [float(b) if ok else 5e8 for b, ok in zip(buckets, numeric, strict=True) if b != "auto"]
     return DeepSpeedPlan(
         stage=stage,
         offload_optimizer=device("offload_optimizer"),
@@ -501,8 +508,6 @@ def _optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[flo
     return (per / 2 if pure_bf16 else per), True
 
 
-
-
 def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> _Method:
     dims = _module_dims(shape)
     L, V, h = shape.num_hidden_layers, shape.vocab_size, shape.hidden_size
@@ -559,8 +564,16 @@ class _States:
 
 
 def _model_states(
-    shape: ModelShape, method: _Method, ftype: str, plan: DeepSpeedPlan, config: dict[str, Any], gpus: int,
-    gc: bool, bits: int | None, unmodelled: list[str], notes: list[str],
+    shape: ModelShape,
+    method: _Method,
+    ftype: str,
+    plan: DeepSpeedPlan,
+    config: dict[str, Any],
+    gpus: int,
+    gc: bool,
+    bits: int | None,
+    unmodelled: list[str],
+    notes: list[str],
 ) -> _States:
     """Weights, gradients and optimizer states per GPU (docs/memory.md, "Model states")."""
     zero, total = plan.stage, shape.num_parameters
@@ -636,6 +649,52 @@ def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
     return (plan.bucket_elements or 0.0) + plan.auto_buckets * shape.hidden_size**2
 
 
+def _activations(
+    config: dict[str, Any],
+    shape: ModelShape,
+    method: _Method,
+    ftype: str,
+    zero: int | None,
+    tokens: int,
+    gc: bool,
+    liger: bool,
+    half: bool,
+) -> tuple[float, float, float]:
+    """(bytes one layer keeps per token, activations kept through the step's forward, one recomputed layer)."""
+    L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.intermediate_size
+    full = ftype in ("full", "freeze")
+    act_scale = 2.0 if (not half and full) else 1.0
+    # Full/freeze share one input tensor per q/k/v and gate/up group, unless the (trained, fp32) norm weight
+    # makes the norm's output fp32 under autocast: then each linear keeps its own bf16 cast of it.
+    fp32_weights = zero is None and not bool(_get(config, "pure_bf16"))
+    per_layer = method.extra_per_layer + layer_activation_bytes(
+        shape,
+        method.trained,
+        liger=liger,
+        shared_inputs=full and (liger or not fp32_weights),
+        zero3_adapter=zero == 3 and ftype in ("lora", "oft"),
+        trained_norms=full,
+    )
+    if gc:
+        recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
+        if liger:  # the fused loss's input gradient waits for the backward
+            recompute += tokens * LIGER_CE_BYTES_PER_HIDDEN * h
+        return per_layer, tokens * GC_BOUNDARY_BYTES * h * L * act_scale, recompute
+    saved_layers = per_layer * L
+    if ftype == "freeze":
+        # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
+        # keep nothing (freeze_trainable_layers > 0: the last n train); with the first n training (< 0), the
+        # frozen layers after them keep what back-propagation through them needs.
+        count = (
+            L - method.first_active
+            if method.first_active
+            else min(abs(_int(config, "freeze_trainable_layers") or 2), L)
+        )
+        frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
+        saved_layers = per_layer * count + (frozen_per_layer * (L - count) if not method.first_active else 0.0)
+    return per_layer, tokens * saved_layers * act_scale, 0.0
+
+
 def _logits_bytes(shape: ModelShape, tokens: int, liger: bool, lm_head_trained: bool, zero: int | None) -> float:
     """The loss: without Liger the bf16 logits, their fp32 upcast, log-softmax and gradients (12 bytes per
     vocabulary entry and token, measured), Gemma 2's soft-capping copy, and the lm_head's gradient when it
@@ -656,8 +715,18 @@ def _eager_scores(shape: ModelShape, seqs: int, seq: int, layers_kept: int) -> f
 
 
 def _buffers(
-    shape: ModelShape, config: dict[str, Any], plan: DeepSpeedPlan, gpus: int, trainable: int, stage: str,
-    ftype: str, packing: bool, attention: str, seqs: int, seq: int, notes: list[str],
+    shape: ModelShape,
+    config: dict[str, Any],
+    plan: DeepSpeedPlan,
+    gpus: int,
+    trainable: int,
+    stage: str,
+    ftype: str,
+    packing: bool,
+    attention: str,
+    seqs: int,
+    seq: int,
+    notes: list[str],
 ) -> float:
     """Masks, ZeRO communication buffers and a preference run's reference model."""
     zero, extra = plan.stage, 0.0
@@ -709,8 +778,10 @@ def estimate(
     if ftype not in ("lora", "oft", "freeze", "full"):
         unmodelled.append(f"finetuning_type {ftype!r}")
         ftype = "lora"
-    bsz, accum, cutoff = _int(config, "per_device_train_batch_size"), _int(config, "gradient_accumulation_steps"), _int(
-        config, "cutoff_len"
+    bsz, accum, cutoff = (
+        _int(config, "per_device_train_batch_size"),
+        _int(config, "gradient_accumulation_steps"),
+        _int(config, "cutoff_len"),
     )
     if bsz is None or bsz < 1 or cutoff is None or cutoff < 1:
         unmodelled.append("batch size or cutoff_len not a positive integer")
@@ -740,34 +811,8 @@ def estimate(
 
     method = _method(config, shape, ftype, notes)
     states = _model_states(shape, method, ftype, plan, config, gpus, gc, bits, unmodelled, notes)
-    act_scale = 2.0 if (not half and ftype in ("full", "freeze")) else 1.0
-    L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.intermediate_size
-    full = ftype in ("full", "freeze")
-    # Full/freeze share one input tensor per q/k/v and gate/up group, unless the (trained, fp32) norm weight
-    # makes the norm's output fp32 under autocast: then each linear keeps its own bf16 cast of it.
-    fp32_weights = zero is None and not bool(_get(config, "pure_bf16"))
-    shared = full and (liger or not fp32_weights)
-    zero3_adapter = zero == 3 and ftype in ("lora", "oft")
-    per_layer = method.extra_per_layer + layer_activation_bytes(
-        shape, method.trained, liger=liger, shared_inputs=shared, zero3_adapter=zero3_adapter, trained_norms=full
-    )
-    if ftype == "freeze":
-        # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
-        # keep nothing; frozen layers after it keep what back-propagation through them needs.
-        frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
-        count = L - method.first_active if method.first_active else min(abs(_int(config, "freeze_trainable_layers") or 2), L)
-        saved_layers = per_layer * count + frozen_per_layer * (L - count) * (method.first_active == 0)
-    else:
-        saved_layers = per_layer * L
-    boundary = GC_BOUNDARY_BYTES * h
-    if gc:
-        activations = tokens * boundary * L * act_scale
-        recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
-        if liger:  # the fused loss's input gradient waits for the backward
-            recompute += tokens * LIGER_CE_BYTES_PER_HIDDEN * h
-    else:
-        activations = tokens * saved_layers * act_scale
-        recompute = 0.0
+    L = shape.num_hidden_layers
+    per_layer, activations, recompute = _activations(config, shape, method, ftype, zero, tokens, gc, liger, half)
     logits = _logits_bytes(shape, tokens, liger, method.lm_head_trained, zero)
     attention_bytes = 0.0
     if attention == "eager":
@@ -807,7 +852,7 @@ def estimate(
         step_gib=states.step / GIB,
         gradients_transient=states.gradients_transient,
         layer_bytes_per_token=per_layer,
-        layer_bytes_per_token_gc=boundary,
+        layer_bytes_per_token_gc=GC_BOUNDARY_BYTES * shape.hidden_size,
         memory_gib=float(target.memory_gib),
         notes=notes,
         unmodelled=unmodelled,
@@ -816,8 +861,16 @@ def estimate(
 
 
 def _uncalibrated(
-    config: dict[str, Any], shape: ModelShape, target: Target, gpus: int, ftype: str, stage: str,
-    plan: DeepSpeedPlan, bits: int | None, attention: str, half: bool,
+    config: dict[str, Any],
+    shape: ModelShape,
+    target: Target,
+    gpus: int,
+    ftype: str,
+    stage: str,
+    plan: DeepSpeedPlan,
+    bits: int | None,
+    attention: str,
+    half: bool,
 ) -> list[str]:
     """What the estimate models by arithmetic only: no run in bench/memory/measured covers it."""
     out = []

@@ -173,7 +173,7 @@ def leave_one_family_out(rows: list[dict[str, Any]]) -> dict[str, dict[str, floa
         held = [r for r in rows if r["family"] == family]
         values = fit(train)
         with constants(values):
-            for r, e in zip(held, _errors(held)):
+            for r, e in zip(held, _errors(held), strict=True):
                 r["lofo_error"] = e
         fitted[family] = values
     return fitted
@@ -219,9 +219,7 @@ def family_table(rows: list[dict[str, Any]], fitted: dict[str, dict[str, float]]
         errors = [abs(r["lofo_error"]) for r in rows if r["family"] == family]
         changed = {k: v for k, v in values.items() if v != getattr(memory, k)}
         text = ", ".join(f"{k} {v:g}" for k, v in changed.items()) or "the shipped values"
-        lines.append(
-            f"| {family} | {len(errors)} | {statistics.median(errors):.1%} | {max(errors):.1%} | {text} |"
-        )
+        lines.append(f"| {family} | {len(errors)} | {statistics.median(errors):.1%} | {max(errors):.1%} | {text} |")
     return "\n".join(lines)
 
 
@@ -273,21 +271,59 @@ unpacked rows use the largest micro-batch the run saw where it was recorded.
 # which was a LlamaForCausalLM with Qwen3-4B's shapes (no q/k norms). (label, changes, measured GiB, harness run)
 _ISSUE_BASE = {"finetuning_type": "lora", "lora_target": "all", "cutoff_len": 2048, "packing": True, "bf16": True}
 ISSUE_POINTS = [
-    ("8 x 1, GC off, Liger", {"per_device_train_batch_size": 8, "disable_gradient_checkpointing": True,
-                              "enable_liger_kernel": True}, 76.6, "qwen3-4b_lora_nogc_liger_8x1"),
-    ("4 x 2, GC off, Liger", {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2,
-                              "disable_gradient_checkpointing": True, "enable_liger_kernel": True}, 42.3,
-     "qwen3-4b_lora_nogc_liger_4x2"),
-    ("4 x 2, GC off", {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2,
-                       "disable_gradient_checkpointing": True}, 63.7, "qwen3-4b_lora_nogc_4x2"),
-    ("2 x 4, GC off, eager, Liger", {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4,
-                                     "disable_gradient_checkpointing": True, "flash_attn": "disabled",
-                                     "enable_liger_kernel": True}, 81.5, "qwen3-4b_lora_nogc_eager_liger_2x4"),
-    ("8 x 1, GC on, Liger", {"per_device_train_batch_size": 8, "enable_liger_kernel": True}, 13.6,
-     "qwen3-4b_lora_gc_liger_8x1"),
-    ("full, ZeRO-3, 1 x 2, GC on, unpacked", {"finetuning_type": "full", "per_device_train_batch_size": 1,
-                                              "gradient_accumulation_steps": 2, "packing": False,
-                                              "deepspeed": "ds_z3.json"}, 65.7, "qwen3-4b_full_z3_gc_unpacked_1x2"),
+    (
+        "8 x 1, GC off, Liger",
+        {"per_device_train_batch_size": 8, "disable_gradient_checkpointing": True, "enable_liger_kernel": True},
+        76.6,
+        "qwen3-4b_lora_nogc_liger_8x1",
+    ),
+    (
+        "4 x 2, GC off, Liger",
+        {
+            "per_device_train_batch_size": 4,
+            "gradient_accumulation_steps": 2,
+            "disable_gradient_checkpointing": True,
+            "enable_liger_kernel": True,
+        },
+        42.3,
+        "qwen3-4b_lora_nogc_liger_4x2",
+    ),
+    (
+        "4 x 2, GC off",
+        {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "disable_gradient_checkpointing": True},
+        63.7,
+        "qwen3-4b_lora_nogc_4x2",
+    ),
+    (
+        "2 x 4, GC off, eager, Liger",
+        {
+            "per_device_train_batch_size": 2,
+            "gradient_accumulation_steps": 4,
+            "disable_gradient_checkpointing": True,
+            "flash_attn": "disabled",
+            "enable_liger_kernel": True,
+        },
+        81.5,
+        "qwen3-4b_lora_nogc_eager_liger_2x4",
+    ),
+    (
+        "8 x 1, GC on, Liger",
+        {"per_device_train_batch_size": 8, "enable_liger_kernel": True},
+        13.6,
+        "qwen3-4b_lora_gc_liger_8x1",
+    ),
+    (
+        "full, ZeRO-3, 1 x 2, GC on, unpacked",
+        {
+            "finetuning_type": "full",
+            "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 2,
+            "packing": False,
+            "deepspeed": "ds_z3.json",
+        },
+        65.7,
+        "qwen3-4b_full_z3_gc_unpacked_1x2",
+    ),
 ]
 
 
@@ -313,9 +349,7 @@ def issue_points() -> str:
         report = MEASURED / f"h200_2026-12-03_harness_{run}.json"
         harness = json.loads(report.read_text())["original"]["peak_allocated_gib"] if report.exists() else None
         est_real = memory.estimate(config, real, TARGETS["h200"], 1, plan, fill=fill).peak_allocated_gib
-        real_cells = (
-            f"{harness:.1f} / {est_real:.1f} | {(est_real - harness) / harness:+.1%}" if harness else "- | -"
-        )
+        real_cells = f"{harness:.1f} / {est_real:.1f} | {(est_real - harness) / harness:+.1%}" if harness else "- | -"
         lines.append(
             f"| {label} | {measured:.1f} / {old[measured]:.1f} / {now:.1f} | {(now - measured) / measured:+.1%} "
             f"| {real_cells} |"

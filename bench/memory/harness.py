@@ -18,18 +18,23 @@ because LLaMA-Factory refuses DeepSpeed without a distributed launch.
 
 `lanes` runs the lanes of `LANES` concurrently on one GPU (each lane: its families one after another, one
 process each). `max_memory_allocated` counts one process's tensors only, so concurrent lanes do not disturb the
-figures; variants marked `big` wait until the other lanes are done so the GPU has room for them.
+figures; lane a runs its `big` variants first while lanes b and c build their models (they wait for it,
+at most --wait-max seconds), so the GPU has room for them.
 Each variant appends one JSON line to DIR/<family>.jsonl. `--tiny` shrinks every shape for a CPU dry run
-(no DeepSpeed, no Liger there).
+(no DeepSpeed, no Liger there). DeepSpeed does not initialise a second time in one process once LLaMA-Factory
+has destroyed the process group, so DeepSpeed variants after the first are run one per process:
+`CFGOPT_MEMORY_VARIANT=<name>` keeps one variant, `CFGOPT_MEMORY_DS_ONLY=1` the DeepSpeed ones
+(device_call_ds.sh).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
-import shutil
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -49,51 +54,106 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "qwen3-4b": {
         "hub": "Qwen/Qwen3-4B",
         "config": dict(
-            model_type="qwen3", hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-            num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-            tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=40960, rms_norm_eps=1e-6,
+            model_type="qwen3",
+            hidden_size=2560,
+            intermediate_size=9728,
+            num_hidden_layers=36,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=151936,
+            tie_word_embeddings=True,
+            rope_theta=1000000.0,
+            max_position_embeddings=40960,
+            rms_norm_eps=1e-6,
         ),
     },
     "qwen3-1.7b": {
         "hub": "Qwen/Qwen3-1.7B",
         "config": dict(
-            model_type="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
-            num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-            tie_word_embeddings=True, rope_theta=1000000.0, max_position_embeddings=40960, rms_norm_eps=1e-6,
+            model_type="qwen3",
+            hidden_size=2048,
+            intermediate_size=6144,
+            num_hidden_layers=28,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=151936,
+            tie_word_embeddings=True,
+            rope_theta=1000000.0,
+            max_position_embeddings=40960,
+            rms_norm_eps=1e-6,
         ),
     },
     "qwen2.5-1.5b": {
         "hub": "Qwen/Qwen2.5-1.5B",
         "config": dict(
-            model_type="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-            num_attention_heads=12, num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True,
-            rope_theta=1000000.0, max_position_embeddings=32768, rms_norm_eps=1e-6,
+            model_type="qwen2",
+            hidden_size=1536,
+            intermediate_size=8960,
+            num_hidden_layers=28,
+            num_attention_heads=12,
+            num_key_value_heads=2,
+            vocab_size=151936,
+            tie_word_embeddings=True,
+            rope_theta=1000000.0,
+            max_position_embeddings=32768,
+            rms_norm_eps=1e-6,
         ),
     },
     "llama-3.2-1b": {
         "hub": "meta-llama/Llama-3.2-1B",
         "config": dict(
-            model_type="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-            num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
-            tie_word_embeddings=True, rope_theta=500000.0, max_position_embeddings=131072, rms_norm_eps=1e-5,
+            model_type="llama",
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=16,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=64,
+            vocab_size=128256,
+            tie_word_embeddings=True,
+            rope_theta=500000.0,
+            max_position_embeddings=131072,
+            rms_norm_eps=1e-5,
         ),
     },
     "gemma-2-2b": {
         "hub": "google/gemma-2-2b",
         "config": dict(
-            model_type="gemma2", hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
-            num_attention_heads=8, num_key_value_heads=4, head_dim=256, vocab_size=256000,
-            tie_word_embeddings=True, final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
-            query_pre_attn_scalar=256, sliding_window=4096, hidden_activation="gelu_pytorch_tanh",
-            max_position_embeddings=8192, rms_norm_eps=1e-6,
+            model_type="gemma2",
+            hidden_size=2304,
+            intermediate_size=9216,
+            num_hidden_layers=26,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=256,
+            vocab_size=256000,
+            tie_word_embeddings=True,
+            final_logit_softcapping=30.0,
+            attn_logit_softcapping=50.0,
+            query_pre_attn_scalar=256,
+            sliding_window=4096,
+            hidden_activation="gelu_pytorch_tanh",
+            max_position_embeddings=8192,
+            rms_norm_eps=1e-6,
         ),
     },
     "mistral-7b": {
         "hub": "mistralai/Mistral-7B-v0.3",
         "config": dict(
-            model_type="mistral", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-            num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=32768,
-            tie_word_embeddings=False, rope_theta=1000000.0, max_position_embeddings=32768, sliding_window=None,
+            model_type="mistral",
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=128,
+            vocab_size=32768,
+            tie_word_embeddings=False,
+            rope_theta=1000000.0,
+            max_position_embeddings=32768,
+            sliding_window=None,
             rms_norm_eps=1e-5,
         ),
     },
@@ -101,7 +161,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 COMMON_IDS = {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 1}
 
 
-def V(name: str, **args: Any) -> dict[str, Any]:  # noqa: N802 - a table row
+def V(name: str, **args: Any) -> dict[str, Any]:
     """A variant: LLaMA-Factory keys that differ from BASE, plus `ds` ("z2"/"z3") and `big`."""
     return {"name": name, **args}
 
@@ -123,6 +183,7 @@ GC_OFF = {"disable_gradient_checkpointing": True}
 LIGER = {"enable_liger_kernel": True}
 FULL = {"finetuning_type": "full"}
 UNPACKED = {"packing": False}
+
 
 # Small/medium models: every switch, peaks kept under ~30 GiB so three lanes share the GPU.
 def _grid_small(big_batch: int) -> list[dict[str, Any]]:
@@ -152,12 +213,26 @@ PLAN: dict[str, list[dict[str, Any]]] = {
         V("lora_nogc_liger_4x2", per_device_train_batch_size=4, gradient_accumulation_steps=2, **GC_OFF, **LIGER),
         V("lora_nogc_4x2", per_device_train_batch_size=4, gradient_accumulation_steps=2, **GC_OFF, big=True),
         V("lora_nogc_liger_8x1", per_device_train_batch_size=8, **GC_OFF, **LIGER, big=True),
-        V("lora_nogc_eager_liger_2x4", per_device_train_batch_size=2, gradient_accumulation_steps=4,
-          flash_attn="disabled", **GC_OFF, **LIGER, big=True),
+        V(
+            "lora_nogc_eager_liger_2x4",
+            per_device_train_batch_size=2,
+            gradient_accumulation_steps=4,
+            flash_attn="disabled",
+            **GC_OFF,
+            **LIGER,
+            big=True,
+        ),
         V("lora_qv_nogc_2x1", per_device_train_batch_size=2, lora_target="q_proj,v_proj", **GC_OFF),
         V("lora_gc_unpacked_8x1", per_device_train_batch_size=8, **UNPACKED),
-        V("full_z3_gc_unpacked_1x2", per_device_train_batch_size=1, gradient_accumulation_steps=2, ds="z3",
-          **FULL, **UNPACKED, big=True),
+        V(
+            "full_z3_gc_unpacked_1x2",
+            per_device_train_batch_size=1,
+            gradient_accumulation_steps=2,
+            ds="z3",
+            **FULL,
+            **UNPACKED,
+            big=True,
+        ),
         V("full_z3_gc_4x1", per_device_train_batch_size=4, ds="z3", **FULL, big=True),
         V("full_z2_gc_2x1", per_device_train_batch_size=2, ds="z2", **FULL, big=True),
         V("lora_z2_gc_liger_8x1", per_device_train_batch_size=8, ds="z2", **LIGER),
@@ -165,8 +240,12 @@ PLAN: dict[str, list[dict[str, Any]]] = {
     ],
     "llama-3.2-1b": _grid_small(8),
     "qwen2.5-1.5b": _grid_small(8),
-    "qwen3-1.7b": [v for v in _grid_small(4) if v["name"] in (
-        "lora_gc", "lora_nogc", "lora_nogc_liger", "lora_gc_eager", "full_gc", "full_z2_gc", "full_z3_nogc_liger")],
+    "qwen3-1.7b": [
+        v
+        for v in _grid_small(4)
+        if v["name"]
+        in ("lora_gc", "lora_nogc", "lora_nogc_liger", "lora_gc_eager", "full_gc", "full_z2_gc", "full_z3_nogc_liger")
+    ],
     "gemma-2-2b": [
         V("lora_gc", per_device_train_batch_size=2),
         V("lora_gc_liger", per_device_train_batch_size=4, **LIGER),
@@ -193,31 +272,70 @@ SLOWEST_FAMILY_S = {"qwen3-4b": 330}  # a lane's first family may not take the w
 DS = {
     # LLaMA-Factory's examples/deepspeed/ds_z2_config.json and ds_z3_config.json (0.9.5).
     "z2": {
-        "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "zero_allow_untested_optimizer": True,
-        "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
-                 "hysteresis": 2, "min_loss_scale": 1},
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "zero_allow_untested_optimizer": True,
+        "fp16": {
+            "enabled": "auto",
+            "loss_scale": 0,
+            "loss_scale_window": 1000,
+            "initial_scale_power": 16,
+            "hysteresis": 2,
+            "min_loss_scale": 1,
+        },
         "bf16": {"enabled": "auto"},
-        "zero_optimization": {"stage": 2, "allgather_partitions": True, "allgather_bucket_size": 5e8,
-                              "overlap_comm": False, "reduce_scatter": True, "reduce_bucket_size": 5e8,
-                              "contiguous_gradients": True, "round_robin_gradients": True},
+        "zero_optimization": {
+            "stage": 2,
+            "allgather_partitions": True,
+            "allgather_bucket_size": 5e8,
+            "overlap_comm": False,
+            "reduce_scatter": True,
+            "reduce_bucket_size": 5e8,
+            "contiguous_gradients": True,
+            "round_robin_gradients": True,
+        },
     },
     "z3": {
-        "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "zero_allow_untested_optimizer": True,
-        "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
-                 "hysteresis": 2, "min_loss_scale": 1},
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "zero_allow_untested_optimizer": True,
+        "fp16": {
+            "enabled": "auto",
+            "loss_scale": 0,
+            "loss_scale_window": 1000,
+            "initial_scale_power": 16,
+            "hysteresis": 2,
+            "min_loss_scale": 1,
+        },
         "bf16": {"enabled": "auto"},
-        "zero_optimization": {"stage": 3, "overlap_comm": False, "contiguous_gradients": True,
-                              "sub_group_size": 1e9, "reduce_bucket_size": "auto",
-                              "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
-                              "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
-                              "stage3_gather_16bit_weights_on_model_save": True},
+        "zero_optimization": {
+            "stage": 3,
+            "overlap_comm": False,
+            "contiguous_gradients": True,
+            "sub_group_size": 1e9,
+            "reduce_bucket_size": "auto",
+            "stage3_prefetch_bucket_size": "auto",
+            "stage3_param_persistence_threshold": "auto",
+            "stage3_max_live_parameters": 1e9,
+            "stage3_max_reuse_distance": 1e9,
+            "stage3_gather_16bit_weights_on_model_save": True,
+        },
     },
 }
 
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=16, vocab_size=33000)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    vocab_size=33000,
+)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -228,7 +346,7 @@ class _Batch:
     """The largest micro-batch of the run (input_ids shape), counted in Trainer.training_step."""
 
     max_tokens = 0
-    max_shape: list[int] = []
+    max_shape: list[int] = []  # noqa: RUF012 - one process, one run at a time
     micro_batches = 0
 
 
@@ -315,17 +433,13 @@ def _restore_modeling(snapshot: tuple[Any, dict[str, Any], dict[str, dict[str, A
     for name, saved in classes.items():
         cls = globals_[name]
         for attr in [a for a in list(cls.__dict__) if a not in saved]:
-            try:
+            with contextlib.suppress(AttributeError, TypeError):
                 delattr(cls, attr)
-            except (AttributeError, TypeError):
-                pass
         for attr, value in saved.items():
             if attr in ("__dict__", "__weakref__") or cls.__dict__.get(attr) is value:
                 continue
-            try:
+            with contextlib.suppress(AttributeError, TypeError):
                 setattr(cls, attr, value)
-            except (AttributeError, TypeError):
-                pass
 
 
 def _reset_between_runs() -> None:
@@ -373,10 +487,8 @@ def _build_assets(family: str, work: Path, tiny: bool, assets: Path | None) -> t
     if not data_dir.exists():
         tmp = work / f"data.{os.getpid()}"
         synthetic.build_dataset(tmp, rows=4000)
-        try:
+        with contextlib.suppress(OSError):
             os.replace(tmp, data_dir)
-        except OSError:
-            pass
     return model_dir, data_dir, config
 
 
@@ -447,12 +559,24 @@ def run_family(
             # What `torchrun --nproc_per_node 1` sets; LLaMA-Factory needs a distributed launch for DeepSpeed.
             # A fresh port per run: LLaMA-Factory destroys the process group at the end of each run.
             port = 20000 + (os.getpid() * 31 + len(variant["name"]) * 977 + int(time.time())) % 20000
-            os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
-                              MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            os.environ.update(
+                RANK="0",
+                LOCAL_RANK="0",
+                WORLD_SIZE="1",
+                LOCAL_WORLD_SIZE="1",
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+            )
         args = _args(variant, model_dir, data_dir, work / f"{family}-{variant['name']}", tiny)
-        record: dict[str, Any] = {"family": family, "hub": FAMILIES[family]["hub"], "variant": variant["name"],
-                                  "model_config": config, "args": args, "ds": DS.get(variant.get("ds", "")),
-                                  "_start": time.perf_counter()}
+        record: dict[str, Any] = {
+            "family": family,
+            "hub": FAMILIES[family]["hub"],
+            "variant": variant["name"],
+            "model_config": config,
+            "args": args,
+            "ds": DS.get(variant.get("ds", "")),
+            "_start": time.perf_counter(),
+        }
         _Batch.max_tokens, _Batch.max_shape, _Batch.micro_batches = 0, [], 0
         snapshot = _snapshot_modeling(config["model_type"])
         try:
@@ -462,14 +586,21 @@ def run_family(
             record["traceback"] = traceback.format_exc()[-3000:]
         finally:
             _restore_modeling(snapshot)
-            record.update(max_tokens=_Batch.max_tokens, max_shape=_Batch.max_shape,
-                          micro_batches=_Batch.micro_batches, wall_s=time.perf_counter() - record.pop("_start"))
+            record.update(
+                max_tokens=_Batch.max_tokens,
+                max_shape=_Batch.max_shape,
+                micro_batches=_Batch.micro_batches,
+                wall_s=time.perf_counter() - record.pop("_start"),
+            )
             with results.open("a") as handle:
                 handle.write(json.dumps(record) + "\n")
             _reset_between_runs()
-        print(f"[{family}] {variant['name']}: peak {record.get('peak_allocated_gib', float('nan')):.2f} GiB, "
-              f"tokens {record['max_tokens']} {record['max_shape']}, {record['wall_s']:.1f}s"
-              + (f" ERROR {record['error'][:300]}" if record.get("error") else ""), flush=True)
+        print(
+            f"[{family}] {variant['name']}: peak {record.get('peak_allocated_gib', float('nan')):.2f} GiB, "
+            f"tokens {record['max_tokens']} {record['max_shape']}, {record['wall_s']:.1f}s"
+            + (f" ERROR {record['error'][:300]}" if record.get("error") else ""),
+            flush=True,
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
