@@ -265,3 +265,26 @@ def test_memory_fixes_keep_the_global_batch(tmp_path: Path) -> None:
     data = yaml.safe_load(cfg.read_text())
     assert data["per_device_train_batch_size"] < 32
     assert data["per_device_train_batch_size"] * data["gradient_accumulation_steps"] == 32 * 2
+
+
+def test_confidence_says_what_no_run_covers() -> None:
+    qwen3 = shape_for("Qwen/Qwen3-4B")
+    high = est({"packing": True, "per_device_train_batch_size": 8, "enable_liger_kernel": True}, qwen3)
+    assert high.confidence == "high" and "H200" in high.confidence_line()
+    multi = est({"packing": True, "per_device_train_batch_size": 8}, qwen3, target=MI300X, gpus=8)
+    assert multi.confidence == "medium"
+    assert "8 GPUs" in multi.confidence_line() and "mi300x" in multi.confidence_line()
+    unknown = ModelShape("Phi-3-mini", 3072, 8192, 32, 32, 32, 32064, False, model_type="phi3")
+    assert "architecture 'phi3'" in est({"packing": True}, unknown).confidence_line()
+    galore = est({"packing": True, "use_galore": True}, qwen3)
+    assert galore.confidence == "none" and "GaLore" in galore.confidence_line()
+
+
+def test_estimate_prints_the_confidence(tmp_path: Path) -> None:
+    config = tmp_path / "train.yaml"
+    config.write_text(
+        "model_name_or_path: Qwen/Qwen3-4B\nstage: sft\ndo_train: true\nfinetuning_type: lora\nbf16: true\n"
+        "packing: true\nper_device_train_batch_size: 8\ndataset: alpaca_en_demo\noutput_dir: out\n"
+    )
+    code, out, _ = run_cli(["estimate", str(config), "--target", "h200"])
+    assert code == 0 and "confidence: high" in out
