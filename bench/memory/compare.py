@@ -263,6 +263,11 @@ estimate with the fitted constants refitted on the other families only (leave on
 {total} rows are transcribed by hand from the first H200 campaign (Llama-3-8B shapes, LoRA rank 8 on all linears);
 unpacked rows use the largest micro-batch the run saw where it was recorded.
 
+The last table holds issue 16's Qwen3-4B points. The issue measured them with `cfgopt verify`'s random-init
+model, a LlamaForCausalLM with Qwen3-4B's sizes (no q/k norms), so they are estimated with that shape; "estimate
+(old)" is what the issue quoted. The issue does not say whether its eager point used Liger: taken as on, like
+the other `cfgopt tune` candidates. The harness measured the same settings with the real Qwen3 architecture.
+
 """
 
 
