@@ -288,3 +288,20 @@ def test_estimate_prints_the_confidence(tmp_path: Path) -> None:
     )
     code, out, _ = run_cli(["estimate", str(config), "--target", "h200"])
     assert code == 0 and "confidence: high" in out
+
+
+@pytest.mark.parametrize(
+    ("model", "parameters", "model_type"),
+    [
+        ("meta-llama/Llama-3.2-1B", 1_235_814_400, "llama"),
+        ("Qwen/Qwen2.5-1.5B", 1_543_714_304, "qwen2"),
+        ("Qwen/Qwen3-1.7B", 1_720_574_976, "qwen3"),
+        ("Qwen/Qwen3-4B", 4_022_468_096, "qwen3"),
+        ("google/gemma-2-2b", 2_614_341_888, "gemma2"),
+        ("mistralai/Mistral-7B-v0.3", 7_248_023_552, "mistral"),
+    ],
+)
+def test_table_shapes_match_the_models_the_harness_built(model: str, parameters: int, model_type: str) -> None:
+    """Parameter counts of the random-init models bench/memory/harness.py built from each config.json."""
+    shape = shape_for(model)
+    assert shape is not None and shape.num_parameters == parameters and shape.model_type == model_type
