@@ -62,7 +62,8 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str
     ]
     lines += [f"note: {n}" for n in est.notes]
     if est.unmodelled:
-        lines.append(f"not modelled (estimate is rough; lint rules stay silent): {', '.join(est.unmodelled)}")
+        lines.append(f"not modelled (lint rules stay silent): {', '.join(est.unmodelled)}")
+    lines.append(est.confidence_line())
     return "\n".join(lines)
 
 
@@ -91,9 +92,8 @@ def run(args: argparse.Namespace) -> int:
     ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
     if job.shape is None:
         sys.stderr.write(
-            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate (give a local folder "
-            "with its config.json; cfgopt's table knows Llama 3/3.1 8B and 70B, Qwen2.5, Qwen3, Mistral 7B and "
-            "Gemma 2)\n"
+            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate (give a local folder with its config.json; "
+            "cfgopt's table knows Llama 3/3.1 8B and 70B, Llama 3.2 1B/3B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
         )
         return 2
     config = job.values()
@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, **est.as_dict()}
         out["max_micro_batch"] = best
         out["headroom"] = memory.HEADROOM
+        out["confidence_line"] = est.confidence_line()
         print(json.dumps(out, indent=2))
     else:
         print(_text(est, best, args.config, ds_path, target))

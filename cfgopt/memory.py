@@ -7,9 +7,8 @@ then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
 docs/memory.md; the constants below are named there.
 
-Pure arithmetic over the config dict (the values LLaMA-Factory sees, every default filled in by the job model:
-`cfgopt.job.Job.values` / `lf_values`), a `ModelShape` and a `Target`: nothing heavy is imported, so the lint
-path can use it.
+Pure arithmetic over the config dict (values as LLaMA-Factory sees them), a `ModelShape` and a `Target`:
+nothing heavy is imported, so the lint path can use it.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cfgopt.job import packing_on
 from cfgopt.model_shapes import ModelShape
 from cfgopt.targets import Target
 
@@ -28,25 +26,69 @@ GIB = 2**30
 # ---------------------------------------------------------------------------------------------------------
 # Constants (docs/memory.md says where each comes from). Bytes unless named otherwise.
 
-LOGITS_BYTES_PER_VOCAB = 10  # per token: bf16 logits 2V + fp32 upcast 4V + fp32 gradient 4V (rocm_perf §5.3)
-NORM_BYTES = 12  # per hidden element per RMSNorm: bf16 in/out 4 + HF's fp32 intermediates 8 (§5.3's 16h / 2)
-PROJ_BYTES = 4  # per q / k / v / attention-output element: bf16, saved by two consumers (§5.3: Q, K, V, attn out)
-MLP_BYTES = 8  # per intermediate element: gate out, up out, act(gate), product, bf16 (§5.3: 8i)
-LIGER_SWIGLU_SAVING = 4  # per intermediate element: Liger's SwiGLU keeps gate and up only (fit to V10/V11)
+LOGITS_BYTES_PER_VOCAB = 12  # per token: bf16 logits, fp32 upcast, log-softmax and gradients (measured, 5 families)
+SOFTCAP_BYTES_PER_VOCAB = 2  # per token: Gemma 2's tanh soft-capping keeps its bf16 output (measured 2.2)
+LM_HEAD_GRAD_BYTES = 6  # per lm_head parameter when it trains: fp32 gradient + its bf16 matmul result
+LM_HEAD_GRAD_BYTES_DS = 2  # DeepSpeed: the bf16 matmul result (the gradient itself lives in ZeRO's partition)
+NORM_BYTES = 4  # per normalised element: transformers' RMSNorm keeps its fp32 upcast input
+NORM_WEIGHT_GRAD_BYTES = 2  # per normalised element when the norm's weight trains: its bf16 input to `weight *`
+LIGER_NORM_BYTES = 2  # per normalised element: Liger's RMSNorm keeps the bf16 input (and a per-row rstd)
+SDPA_BYTES = 4  # per (q + kv) element: SDPA keeps q, k, v and its output, bf16
+MLP_BYTES = 6  # per intermediate element: act input (gate), act output and up, bf16 (the product: down's input)
+LIGER_MLP_BYTES = 4  # per intermediate element: Liger's SwiGLU/GEGLU keeps gate and up only
+LINEAR_INPUT_BYTES = 2  # per input feature of a trained linear (adapters: each its own autocast copy)
 GC_BOUNDARY_BYTES = 2  # per hidden element per layer: the bf16 layer input a checkpoint keeps
-GC_BACKWARD_BYTES = 5  # per intermediate element: gradients alive while one recomputed layer back-propagates (V7)
-FROZEN_INPUT_SCALE = 1.43  # frozen linears keep no input; q,v-only LoRA measured 63 KB/token/layer less (§5.3)
+GC_BACKWARD_BYTES = 8  # per intermediate element: gradients alive while one recomputed layer back-propagates
 LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
 OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)
-EAGER_SAVED_BYTES = 6  # per score element per layer: fp32 softmax + its bf16 copy (rocm_perf §5.2)
+EAGER_SAVED_BYTES = 6  # per score element per layer: fp32 softmax + its bf16 copy (Qwen3-4B eager: 6.3 measured)
 EAGER_BACKWARD_BYTES = 14  # per score element, one layer at a time: softmax backward temporaries (fit to V1)
 NEAT_MASK_BYTES = 8  # per (b, s, s) element: the 4D mask of neat_packing without fa2 (fit to V13 vs V7)
 LIGER_CE_BYTES_PER_HIDDEN = 4  # per token: fused linear cross-entropy keeps the input gradient
+ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
+ZERO3_STEP_BYTES = 6  # per parameter of one sub-group: ZeRO-3's fp32 gradients and step temporaries
+ZERO3_SUB_GROUP = 1e9  # DeepSpeed's default sub_group_size (the step runs one sub-group at a time)
 ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3
 RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's allocator statistics
 COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
 HEADROOM = 0.9  # advice that spends memory (bigger micro-batch, no checkpointing, no offload) keeps 10 % free
 DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
+
+# LLaMA-Factory 0.9.5 / transformers defaults of the keys read here (tests/test_memory.py checks the snapshot).
+DEFAULTS: dict[str, Any] = {
+    "stage": "sft",
+    "finetuning_type": "lora",
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "cutoff_len": 2048,
+    "packing": None,
+    "neat_packing": False,
+    "flash_attn": "auto",
+    "enable_liger_kernel": False,
+    "disable_gradient_checkpointing": False,
+    "quantization_bit": None,
+    "pure_bf16": False,
+    "bf16": False,
+    "fp16": False,
+    "optim": "adamw_torch_fused",
+    "lora_rank": 8,
+    "lora_target": "all",
+    "lora_dropout": 0.0,
+    "additional_target": None,
+    "oft_rank": 0,
+    "oft_block_size": 32,
+    "oft_target": "all",
+    "freeze_trainable_layers": 2,
+    "freeze_trainable_modules": "all",
+    "freeze_extra_modules": None,
+    "pref_loss": "sigmoid",
+    "use_galore": False,
+    "use_apollo": False,
+    "use_badam": False,
+    "use_dora": False,
+    "use_unsloth": False,
+    "use_llama_pro": False,
+}
 
 # Settings the model does not cover: an estimate is still printed, but rules stay silent.
 _UNMODELLED = {
@@ -59,6 +101,15 @@ _UNMODELLED = {
     "fsdp": "FSDP",
     "mixture_of_depths": "mixture of depths",
 }
+# Architectures with measured runs (bench/memory/results.md); others are counted as a Llama-like decoder.
+CALIBRATED_FAMILIES = {
+    "llama": "Llama 3",
+    "qwen2": "Qwen2.5",
+    "qwen3": "Qwen3",
+    "gemma2": "Gemma 2",
+    "mistral": "Mistral",
+}
+CALIBRATION = "measured: median 0.8%, worst 12% over 80 H200 runs of 5 families, each family also left out of the fit"
 _PAIRWISE = {"rm", "dpo", "kto"}  # chosen + rejected (KTO: sample + KL sample) in one batch
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
@@ -95,25 +146,61 @@ class MemoryEstimate:
     attention_gib: float = 0.0  # eager score matrices
     extra_gib: float = 0.0  # masks, ZeRO buffers, reference model
     offloaded_gib: float = 0.0  # moved to CPU/NVMe (not counted on the GPU)
+    step_gib: float = 0.0  # optimizer-step temporaries (ZeRO gradient partitions)
+    gradients_transient: bool = False  # full/freeze: gradients exist from the backward to the step only
     layer_bytes_per_token: float = 0.0  # one layer's saved activations, no recomputation
     layer_bytes_per_token_gc: float = 0.0  # what one layer keeps under checkpointing
     memory_gib: float = 0.0  # the target's memory per GPU
     notes: list[str] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)  # settings outside the model: rules stay silent
+    uncalibrated: list[str] = field(default_factory=list)  # modelled, but no measured run covers them
+
+    @property
+    def confidence(self) -> str:
+        """ "none" (a setting is not modelled), "medium" (modelled, not measured) or "high"."""
+        return "none" if self.unmodelled else ("medium" if self.uncalibrated else "high")
+
+    def confidence_line(self) -> str:
+        if self.unmodelled:
+            return (
+                f"confidence: none - not modelled: {', '.join(self.unmodelled)}; the total leaves them out, "
+                "so it is no estimate of this run"
+            )
+        if self.uncalibrated:
+            return f"confidence: medium - no measured run covers {', '.join(self.uncalibrated)} ({CALIBRATION})"
+        return f"confidence: high - {CALIBRATION}"
 
     @property
     def global_batch(self) -> int:
         return self.micro_batch * self.gradient_accumulation * self.gpus
 
+    def phases(self) -> dict[str, float]:
+        """What lives beside the persistent states at each candidate peak (GiB). The loss: saved activations
+        (checkpoint boundaries with GC), the logits and eager's scores. The backward: with GC one recomputed
+        layer (and its eager scores); gradients that only exist from the backward on. The optimizer step:
+        those gradients and ZeRO's step buffers. Transients of different phases never meet, so the peak is
+        the largest phase (measured: eager and SDPA within 0.1 GiB under GC on 5 families)."""
+        grads = self.gradients_gib if self.gradients_transient else 0.0
+        gc = self.gradient_checkpointing
+        return {
+            "loss": self.activations_gib + self.logits_gib + (0.0 if gc else self.attention_gib),
+            "backward": (self.activations_gib + self.recompute_gib + self.attention_gib if gc else 0.0) + grads,
+            "step": grads + self.step_gib,
+        }
+
+    @property
+    def persistent_gib(self) -> float:
+        grads = 0.0 if self.gradients_transient else self.gradients_gib
+        return self.weights_gib + grads + self.optimizer_gib + self.extra_gib
+
+    @property
+    def peak_phase(self) -> str:
+        phases = self.phases()
+        return max(phases, key=lambda k: phases[k])
+
     @property
     def peak_allocated_gib(self) -> float:
-        persistent = self.weights_gib + self.gradients_gib + self.optimizer_gib + self.activations_gib + self.extra_gib
-        if self.gradient_checkpointing and self.attention_gib:
-            # With checkpointing, eager's score matrices exist only while one layer is recomputed, after the
-            # logits of the loss are freed: the two transients do not meet (measured on the H200: eager and
-            # SDPA peaked within 0.1 GiB for 4 x 2048 packed tokens, bench/memory/results.md).
-            return persistent + max(self.logits_gib, self.recompute_gib + self.attention_gib)
-        return persistent + self.recompute_gib + self.logits_gib + self.attention_gib
+        return self.persistent_gib + max(self.phases().values())
 
     @property
     def margin_gib(self) -> float:
@@ -155,14 +242,20 @@ class MemoryEstimate:
         )
         rows = [
             ("weights", self.weights_gib, f"{self.total_params / 1e9:.2f}B parameters"),
-            ("gradients", self.gradients_gib, f"{self.trainable_params / 1e6:,.1f}M trainable"),
+            (
+                "gradients",
+                self.gradients_gib,
+                f"{self.trainable_params / 1e6:,.1f}M trainable"
+                + (", backward to step" if self.gradients_transient else ""),
+            ),
             ("optimizer states", self.optimizer_gib, "incl. fp32 master copy where kept"),
             ("activations", self.activations_gib, act),
             ("recompute + backward", self.recompute_gib, "one layer (GC)" if self.gradient_checkpointing else "-"),
             ("logits / loss", self.logits_gib, "fused (Liger)" if self.liger else "vocab x tokens, fp32"),
             ("attention scores", self.attention_gib, self.attention),
             ("masks, buffers, reference", self.extra_gib, ""),
-            ("= peak allocated", self.peak_allocated_gib, ""),
+            ("optimizer step buffers", self.step_gib, "ZeRO gradient partitions" if self.step_gib else "-"),
+            ("= peak allocated", self.peak_allocated_gib, f"states + the {self.peak_phase} phase"),
             ("allocator margin", self.margin_gib, f"{ALLOCATOR_MARGIN:.0%}"),
             ("runtime", self.runtime_gib, "context, workspaces" + (", NCCL" if self.gpus > 1 else "")),
             ("= required per GPU", self.required_gib, f"of {self.memory_gib:g} GiB"),
@@ -175,10 +268,13 @@ class MemoryEstimate:
         out = asdict(self)
         out.update(
             peak_allocated_gib=self.peak_allocated_gib,
+            phases_gib=self.phases(),
+            peak_phase=self.peak_phase,
             margin_gib=self.margin_gib,
             runtime_gib=self.runtime_gib,
             required_gib=self.required_gib,
             fits=self.fits,
+            confidence=self.confidence,
             global_batch=self.global_batch,
         )
         return out
@@ -189,8 +285,7 @@ class MemoryEstimate:
 
 
 def _get(config: dict[str, Any], key: str) -> Any:
-    """`config` holds the values LLaMA-Factory sees, defaults included (`cfgopt.job.lf_values`): no default here."""
-    return config.get(key)
+    return config[key] if key in config else DEFAULTS.get(key)
 
 
 def _int(config: dict[str, Any], key: str) -> int | None:
@@ -209,6 +304,14 @@ def _names(value: Any) -> list[str]:
         return []
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
     return [str(p).strip() for p in parts if str(p).strip()]
+
+
+def packing_on(config: dict[str, Any]) -> bool:
+    """LLaMA-Factory packs when `packing` or `neat_packing` is on, and by default for `stage: pt`."""
+    packing = _get(config, "packing")
+    if packing is None:
+        return _get(config, "stage") == "pt" or bool(_get(config, "neat_packing"))
+    return bool(packing) or bool(_get(config, "neat_packing"))
 
 
 def attention_of(config: dict[str, Any]) -> str:
@@ -248,6 +351,7 @@ class DeepSpeedPlan:
     bucket_elements: float | None = None  # ZeRO-1/2 reduce + all-gather buckets
     overlap_comm: bool = False
     known: bool = True  # False: the stage could not be read ("auto", not a number)
+    auto_buckets: int = 0  # buckets left "auto": the HF integration sets hidden_size² elements each
 
 
 def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> DeepSpeedPlan:
@@ -277,7 +381,8 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
 
     half = enabled("bf16", "bf16") or enabled("fp16", "fp16") or enabled("bfloat16", "bf16")
     buckets = [zero.get(k) for k in ("reduce_bucket_size", "allgather_bucket_size")]
-    elements = [float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else 5e8 for b in buckets]
+    numeric = [isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets]
+    elements = [float(b) if ok else 5e8 for b, ok in zip(buckets, numeric, strict=True) if b != "auto"]
     return DeepSpeedPlan(
         stage=stage,
         offload_optimizer=device("offload_optimizer"),
@@ -285,6 +390,7 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
         half=half,
         bucket_elements=sum(elements),
         overlap_comm=zero.get("overlap_comm", stage == 3) is True,
+        auto_buckets=sum(b == "auto" for b in buckets),
     )
 
 
@@ -325,24 +431,61 @@ def _targets(value: Any, notes: list[str], what: str) -> set[str]:
     return known
 
 
-def layer_activation_bytes(shape: ModelShape, trained: set[str], *, liger: bool) -> float:
-    """Bytes one decoder layer keeps per token for backward, bf16, no recomputation, with `trained` linears
-    (all seven for full fine-tuning and all-linear LoRA)."""
+def _input_groups_saved(trained: set[str], shared: bool, dims: dict[str, tuple[int, int]]) -> float:
+    """Input features kept for the backward of the trained linears. Full/freeze (`shared`): the linears of a
+    group (q/k/v, gate/up) read one bf16 tensor, kept once. Adapters: PEFT casts the input to the adapter's
+    fp32 dtype and autocast casts it back to bf16 for each adapted linear, so each keeps its own copy."""
+    if shared:
+        return float(sum(dims[group[0]][0] for group in _INPUT_GROUPS if trained & set(group)))
+    return float(sum(dims[m][0] for m in trained))
+
+
+def layer_activation_bytes(
+    shape: ModelShape,
+    trained: set[str],
+    *,
+    liger: bool,
+    shared_inputs: bool = False,
+    zero3_adapter: bool = False,
+    trained_norms: bool = False,
+) -> float:
+    """Bytes one decoder layer keeps per token for backward (bf16 training, no recomputation), with `trained`
+    linears; docs/memory.md derives each term from the transformers / PEFT / Liger code. `trained_norms`
+    (full/freeze without Liger): transformers' RMSNorm also keeps its bf16 normalised output for the weight's
+    gradient."""
     h, i = shape.hidden_size, shape.intermediate_size
     dims = _module_dims(shape)
     q, kv = dims["q_proj"][1], dims["k_proj"][1]
-    total = NORM_BYTES * h * shape.norms_per_layer + PROJ_BYTES * (q + kv) + MLP_BYTES * i
+    norm = LIGER_NORM_BYTES if liger else NORM_BYTES + (NORM_WEIGHT_GRAD_BYTES if trained_norms else 0)
+    total = norm * h * shape.norms_per_layer
     if shape.qk_norm:
-        total += NORM_BYTES * (q + kv)
-    if liger:
-        total -= LIGER_SWIGLU_SAVING * i
-    for group in _INPUT_GROUPS:
-        if not trained & set(group):
-            total -= FROZEN_INPUT_SCALE * 2 * dims[group[0]][0]
+        total += norm * (q + kv)
+    total += SDPA_BYTES * (q + kv)
+    total += (LIGER_MLP_BYTES if liger else MLP_BYTES) * i
+    total += LINEAR_INPUT_BYTES * _input_groups_saved(trained, shared_inputs, dims)
+    if zero3_adapter:
+        # ZeRO-3 without autocast: the adapters stay fp32 (4 bytes per input feature, not 2) and ZeRO-3's own
+        # linear function keeps the input of every frozen linear as well (one bf16 tensor per group).
+        total += LINEAR_INPUT_BYTES * _input_groups_saved(trained, False, dims)
+        total += LINEAR_INPUT_BYTES * _input_groups_saved(set(MODULES), True, dims)
     return total
 
 
 # ---------------------------------------------------------------------------------------------------------
+# The estimate, one component at a time
+
+
+@dataclass
+class _Method:
+    """What the fine-tuning method trains."""
+
+    trained: set[str]
+    trainable: int
+    extra_per_layer: float = 0.0  # activation bytes per token and layer beyond the linears' inputs
+    first_active: int = 0  # first layer that keeps activations without checkpointing (freeze)
+    lm_head_trained: bool = False
+
+
 # The estimate
 
 
@@ -363,6 +506,251 @@ def _optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[flo
     one_state = "lion" in name or "rmsprop" in name or name == "adagrad"
     per = 4.0 if one_state else 8.0
     return (per / 2 if pure_bf16 else per), True
+
+
+def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> _Method:
+    dims = _module_dims(shape)
+    L, V, h = shape.num_hidden_layers, shape.vocab_size, shape.hidden_size
+    if ftype == "lora":
+        trained = _targets(_get(config, "lora_target"), notes, "lora_target")
+        rank = _int(config, "lora_rank") or 8
+        method = _Method(trained, L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained))
+        dropout = _get(config, "lora_dropout")
+        if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
+            method.extra_per_layer += LORA_DROPOUT_BYTES * sum(dims[m][0] for m in trained)
+        extra_modules = [m for m in _names(_get(config, "additional_target")) if m in ("embed_tokens", "lm_head")]
+        method.trainable += V * h * len(extra_modules)
+        method.lm_head_trained = bool(extra_modules)
+        return method
+    if ftype == "oft":
+        trained = _targets(_get(config, "oft_target"), notes, "oft_target")
+        block, rank = _int(config, "oft_block_size") or 0, _int(config, "oft_rank") or 0
+        trainable = 0
+        for m in trained:
+            fan_in = dims[m][0]
+            b = block if block > 0 else max(1, fan_in // max(1, rank))
+            trainable += L * fan_in * (b - 1) // 2
+        notes.append("OFT: activation cost of the rotation not measured (counted as one input copy)")
+        return _Method(trained, trainable, extra_per_layer=OFT_INPUT_BYTES * sum(dims[m][0] for m in trained))
+    if ftype == "freeze":
+        freeze_n = _int(config, "freeze_trainable_layers") or 2  # > 0: the last n layers, < 0: the first n
+        count = min(abs(freeze_n), L)
+        modules = _names(_get(config, "freeze_trainable_modules"))
+        share, trained = 1.0, set()
+        if modules and not any(m.lower() == "all" for m in modules):
+            attn = sum(a * b for m, (a, b) in dims.items() if m in MODULES[:4])
+            mlp = sum(a * b for m, (a, b) in dims.items() if m in MODULES[4:])
+            picked = (attn if "self_attn" in modules else 0) + (mlp if "mlp" in modules else 0)
+            share = picked / (attn + mlp) if picked else 1.0
+            trained = set(MODULES[:4] if "self_attn" in modules else ()) | set(MODULES[4:] if "mlp" in modules else ())
+        if _names(_get(config, "freeze_extra_modules")):
+            notes.append("freeze_extra_modules: not counted")
+        return _Method(
+            trained or set(MODULES),
+            int(count * _layer_params(shape) * share),
+            first_active=L - count if freeze_n > 0 else 0,
+        )
+    return _Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
+
+
+@dataclass
+class _States:
+    weights: float
+    gradients: float
+    optimizer: float
+    offloaded: float
+    step: float  # optimizer-step temporaries (ZeRO's gradient partitions)
+    gradients_transient: bool  # gradients exist only from backward to the step (full/freeze)
+
+
+def _model_states(
+    shape: ModelShape,
+    method: _Method,
+    ftype: str,
+    plan: DeepSpeedPlan,
+    config: dict[str, Any],
+    gpus: int,
+    gc: bool,
+    bits: int | None,
+    unmodelled: list[str],
+    notes: list[str],
+) -> _States:
+    """Weights, gradients and optimizer states per GPU (docs/memory.md, "Model states")."""
+    zero, total = plan.stage, shape.num_parameters
+    trainable = min(method.trainable, total)
+    frozen = total - trainable
+    pure_bf16 = bool(_get(config, "pure_bf16"))
+    half = pure_bf16 or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
+    # DeepSpeed keeps its optimizer states in fp32 whatever the trainer's precision.
+    opt_bytes, opt_known = _optimizer_bytes(_get(config, "optim"), pure_bf16 and zero is None, notes)
+    if not opt_known:
+        unmodelled.append(f"optimizer {_get(config, 'optim')}")
+    step = 0.0
+    if zero is None:
+        n_params = n_opt = 1
+        upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
+        p_bytes = 4.0 if upcast else 2.0
+        # Without checkpointing the backward keeps autocast's bf16 casts of every fp32 weight (18 bytes per
+        # parameter measured for a 1.24B full fine-tune, rocm_perf §5.3); checkpointed segments run without it.
+        cache = 2.0 if upcast and half and ftype in ("full", "freeze") and not gc else 0.0
+        weights_trainable = trainable * (p_bytes + cache)
+        grads = trainable * p_bytes
+        master = 0.0
+    else:
+        n_opt = gpus if zero >= 1 else 1
+        n_grads = gpus if zero >= 2 else 1
+        n_params = gpus if zero == 3 else 1
+        p_bytes = 2.0 if plan.half else 4.0  # the DeepSpeed engine casts the module to bf16/fp16
+        weights_trainable = trainable * p_bytes / n_params
+        grads = trainable * p_bytes / n_grads
+        master = trainable * (4.0 if plan.half else 0.0) / n_opt
+        if zero == 3:
+            # ZeRO-3 keeps a 16-bit gradient partition from the start and builds the fp32 gradients of one
+            # sub-group (sub_group_size, 1e9 by default) at the step (measured: Qwen3-4B 16 + 1.5 bytes/param)
+            step = ZERO3_STEP_BYTES * min(trainable / gpus, ZERO3_SUB_GROUP)
+        elif zero in (1, 2):
+            # The step holds the fp32 gradient partition and the 16-bit gradients next to the states
+            # (measured on one H200: 22 bytes per parameter at the peak, bench/memory/results.md)
+            step = ZERO12_STEP_BYTES * trainable / n_grads
+    optimizer = trainable * opt_bytes / n_opt + master
+    # Frozen weights: bf16, or quantized linears with bf16 embeddings (bitsandbytes keeps those in 16 bits).
+    if bits:
+        linear_params = shape.num_hidden_layers * sum(a * b for a, b in _module_dims(shape).values())
+        frozen_linear = max(0, min(frozen, linear_params))
+        frozen_bytes = frozen_linear * (bits / 8 + 0.03) + (frozen - frozen_linear) * 2.0
+    else:
+        frozen_bytes = frozen * 2.0
+    weights = frozen_bytes / n_params + weights_trainable
+    offloaded = 0.0
+    if plan.offload_optimizer:
+        offloaded += optimizer
+        optimizer, step = 0.0, 0.0
+        if zero is not None and zero >= 2:
+            # gradients stream to the host in reduce buckets: only a bucket stays on the GPU
+            # (measured: ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200)
+            bucket = 2.0 * _bucket_elements(plan, shape)
+            offloaded += max(0.0, grads - bucket)
+            grads = min(grads, bucket)
+        if zero in (1, 2):
+            offloaded += grads * 2  # the fp32 gradient partition lives on the host as well
+    if plan.offload_param:
+        offloaded += weights
+        weights = 0.0
+    if zero is None and not half and ftype in ("full", "freeze"):
+        notes.append("no bf16/fp16: activations in fp32")
+    # Full/freeze: gradients are set to None after each step and rebuilt by the backward; ZeRO-3 keeps its
+    # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
+    transient = ftype in ("full", "freeze") and zero != 3 and not plan.offload_optimizer
+    return _States(weights, grads, optimizer, offloaded, step, transient)
+
+
+def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
+    """ZeRO's reduce + all-gather bucket elements; "auto" is hidden_size² (transformers' deepspeed.py)."""
+    return (plan.bucket_elements or 0.0) + plan.auto_buckets * shape.hidden_size**2
+
+
+def _activations(
+    config: dict[str, Any],
+    shape: ModelShape,
+    method: _Method,
+    ftype: str,
+    zero: int | None,
+    tokens: int,
+    gc: bool,
+    liger: bool,
+    half: bool,
+) -> tuple[float, float, float]:
+    """(bytes one layer keeps per token, activations kept through the step's forward, one recomputed layer)."""
+    L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.intermediate_size
+    full = ftype in ("full", "freeze")
+    act_scale = 2.0 if (not half and full) else 1.0
+    # Full/freeze share one input tensor per q/k/v and gate/up group, unless the (trained, fp32) norm weight
+    # makes the norm's output fp32 under autocast: then each linear keeps its own bf16 cast of it.
+    fp32_weights = zero is None and not bool(_get(config, "pure_bf16"))
+    per_layer = method.extra_per_layer + layer_activation_bytes(
+        shape,
+        method.trained,
+        liger=liger,
+        shared_inputs=full and (liger or not fp32_weights),
+        zero3_adapter=zero == 3 and ftype in ("lora", "oft"),
+        trained_norms=full,
+    )
+    if gc:
+        recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
+        if liger:  # the fused loss's input gradient waits for the backward
+            recompute += tokens * LIGER_CE_BYTES_PER_HIDDEN * h
+        return per_layer, tokens * GC_BOUNDARY_BYTES * h * L * act_scale, recompute
+    saved_layers = per_layer * L
+    if ftype == "freeze":
+        # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
+        # keep nothing (freeze_trainable_layers > 0: the last n train); with the first n training (< 0), the
+        # frozen layers after them keep what back-propagation through them needs.
+        count = (
+            L - method.first_active
+            if method.first_active
+            else min(abs(_int(config, "freeze_trainable_layers") or 2), L)
+        )
+        frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
+        saved_layers = per_layer * count + (frozen_per_layer * (L - count) if not method.first_active else 0.0)
+    return per_layer, tokens * saved_layers * act_scale, 0.0
+
+
+def _logits_bytes(shape: ModelShape, tokens: int, liger: bool, lm_head_trained: bool, zero: int | None) -> float:
+    """The loss: without Liger the bf16 logits, their fp32 upcast, log-softmax and gradients (12 bytes per
+    vocabulary entry and token, measured), Gemma 2's soft-capping copy, and the lm_head's gradient when it
+    trains. With Liger's fused linear cross-entropy: the input gradient and one chunk of fp32 logits."""
+    V, h = shape.vocab_size, shape.hidden_size
+    head_grad = (LM_HEAD_GRAD_BYTES if zero is None else LM_HEAD_GRAD_BYTES_DS) * V * h if lm_head_trained else 0.0
+    if liger:
+        chunk = 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(V / h)))))
+        return tokens * LIGER_CE_BYTES_PER_HIDDEN * h + min(chunk, tokens) * V * 8 + head_grad
+    per_token = LOGITS_BYTES_PER_VOCAB + (SOFTCAP_BYTES_PER_VOCAB if shape.logit_softcapping else 0.0)
+    return tokens * per_token * V + head_grad
+
+
+def _eager_scores(shape: ModelShape, seqs: int, seq: int, layers_kept: int) -> float:
+    """`eager` attention materialises the b·a·s² scores: kept per layer, plus one layer's softmax backward."""
+    scores = shape.num_attention_heads * seqs * seq * seq
+    return scores * (EAGER_SAVED_BYTES * layers_kept + EAGER_BACKWARD_BYTES)
+
+
+def _buffers(
+    shape: ModelShape,
+    config: dict[str, Any],
+    plan: DeepSpeedPlan,
+    gpus: int,
+    trainable: int,
+    stage: str,
+    ftype: str,
+    packing: bool,
+    attention: str,
+    seqs: int,
+    seq: int,
+    notes: list[str],
+) -> float:
+    """Masks, ZeRO communication buffers and a preference run's reference model."""
+    zero, extra = plan.stage, 0.0
+    if packing and bool(_get(config, "neat_packing")) and attention != "fa2":
+        extra += NEAT_MASK_BYTES * seqs * seq * seq
+    if zero == 3 and gpus > 1:
+        embed = _embedding_params(shape)
+        extra += 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
+    if zero in (1, 2) and gpus > 1:
+        extra += 2.0 * min(_bucket_elements(plan, shape), trainable) * (2 if plan.overlap_comm else 1)
+    if stage in ("dpo", "kto") and ftype != "lora" and str(_get(config, "pref_loss")) not in ("orpo", "simpo"):
+        extra += 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
+        notes.append("preference training: a frozen bf16 reference model")
+    return extra
+
+
+def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> str:
+    attention = attention_of(config)
+    if shape.model_type == "gemma2" and _get(config, "flash_attn") == "auto":
+        # LLaMA-Factory switches Gemma 2 to fa2 when flash-attn is installed, else to eager
+        # (model/model_utils/attention.py); which one cannot be read from the config.
+        notes.append("Gemma 2 with flash_attn auto: eager unless flash-attn is installed (counted as eager)")
+        return "eager"
+    return attention
 
 
 def estimate(
@@ -390,9 +778,11 @@ def estimate(
     if ftype not in ("lora", "oft", "freeze", "full"):
         unmodelled.append(f"finetuning_type {ftype!r}")
         ftype = "lora"
-    bsz = _int(config, "per_device_train_batch_size")
-    accum = _int(config, "gradient_accumulation_steps")
-    cutoff = _int(config, "cutoff_len")
+    bsz, accum, cutoff = (
+        _int(config, "per_device_train_batch_size"),
+        _int(config, "gradient_accumulation_steps"),
+        _int(config, "cutoff_len"),
+    )
     if bsz is None or bsz < 1 or cutoff is None or cutoff < 1:
         unmodelled.append("batch size or cutoff_len not a positive integer")
         bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)
@@ -410,171 +800,29 @@ def estimate(
     seqs = bsz * (2 if stage in _PAIRWISE else 1)
     tokens = seqs * seq
     gc = gradient_checkpointing_on(config)
-    attention = attention_of(config)
+    attention = _attention_implementation(config, shape, notes)
     liger = bool(_get(config, "enable_liger_kernel"))
-    pure_bf16 = bool(_get(config, "pure_bf16"))
-    half = pure_bf16 or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
+    half = bool(_get(config, "pure_bf16")) or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
     bits = quantization_bits(config) if ftype in ("lora", "oft") else None
     plan = deepspeed_plan(deepspeed, config)
     if not plan.known:
         unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
     zero = plan.stage
 
-    h, i, V, L = shape.hidden_size, shape.intermediate_size, shape.vocab_size, shape.num_hidden_layers
-    dims = _module_dims(shape)
-    total = shape.num_parameters
-    layer_params = _layer_params(shape)
-    embed = _embedding_params(shape)
-    linear_params = L * sum(a * b for a, b in dims.values())
-
-    # -- trainable parameters and the layers that keep activations -----------------------------------
-    trained: set[str] = set()
-    freeze_n = _int(config, "freeze_trainable_layers") or 2  # LLaMA-Factory: > 0 the last n layers, < 0 the first
-    first_active = 0  # first layer that keeps activations without GC
-    adapter_in = 0  # sum of input features of adapted linears, per layer
-    extra_act_per_layer = 0.0
-    if ftype == "lora":
-        trained = _targets(_get(config, "lora_target"), notes, "lora_target")
-        rank = _int(config, "lora_rank") or 8
-        trainable = L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained)
-        adapter_in = sum(dims[m][0] for m in trained)
-        dropout = _get(config, "lora_dropout")
-        if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
-            extra_act_per_layer += LORA_DROPOUT_BYTES * adapter_in
-        extra_modules = _names(_get(config, "additional_target"))
-        if any(m in ("embed_tokens", "lm_head") for m in extra_modules):
-            trainable += V * h * sum(m in ("embed_tokens", "lm_head") for m in extra_modules)
-    elif ftype == "oft":
-        trained = _targets(_get(config, "oft_target"), notes, "oft_target")
-        block = _int(config, "oft_block_size") or 0
-        rank = _int(config, "oft_rank") or 0
-        trainable = 0
-        for m in trained:
-            fan_in = dims[m][0]
-            b = block if block > 0 else max(1, fan_in // max(1, rank))
-            trainable += L * fan_in * (b - 1) // 2
-        adapter_in = sum(dims[m][0] for m in trained)
-        extra_act_per_layer += OFT_INPUT_BYTES * adapter_in
-        notes.append("OFT: activation cost of the rotation not measured (counted as one input copy)")
-    elif ftype == "freeze":
-        count = min(abs(freeze_n), L)
-        modules = _names(_get(config, "freeze_trainable_modules"))
-        share = 1.0
-        if modules and not any(m.lower() == "all" for m in modules):
-            attn = sum(a * b for m, (a, b) in dims.items() if m in MODULES[:4])
-            mlp = sum(a * b for m, (a, b) in dims.items() if m in MODULES[4:])
-            picked = (attn if "self_attn" in modules else 0) + (mlp if "mlp" in modules else 0)
-            share = picked / (attn + mlp) if picked else 1.0
-            trained = set(MODULES[:4] if "self_attn" in modules else ()) | set(MODULES[4:] if "mlp" in modules else ())
-        trained = trained or set(MODULES)
-        trainable = int(count * layer_params * share)
-        first_active = L - count if freeze_n > 0 else 0
-        if _names(_get(config, "freeze_extra_modules")):
-            notes.append("freeze_extra_modules: not counted")
-    else:  # full
-        trained = set(MODULES)
-        trainable = total
-    trainable = min(trainable, total)
-    frozen = total - trainable
-
-    # -- model states ------------------------------------------------------------------------------
-    # DeepSpeed keeps its optimizer states in fp32 whatever the trainer's precision.
-    opt_bytes, opt_known = _optimizer_bytes(_get(config, "optim"), pure_bf16 and zero is None, notes)
-    if not opt_known:
-        unmodelled.append(f"optimizer {_get(config, 'optim')}")
-    if zero is None:
-        n_params = n_grads = n_opt = 1
-        upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
-        p_bytes = 4.0 if upcast else 2.0
-        # Autocast caches the bf16 casts of the fp32 weights for a whole forward (2 bytes/parameter at the
-        # peak: 18 bytes/parameter measured for a 1.24B full fine-tune without checkpointing,
-        # docs/evidence/rocm_perf.md 5.3);
-        # checkpointed segments run without that cache (16 bytes/parameter measured for LLaMA-Factory's 1.5B full
-        # fine-tune with checkpointing on the H200, bench/memory/results.md).
-        cache = 2.0 if upcast and half and ftype in ("full", "freeze") and not gc else 0.0
-        weights_trainable = trainable * (p_bytes + cache)
-        grads = trainable * p_bytes
-        master = 0.0
-    else:
-        n_opt = gpus if zero >= 1 else 1
-        n_grads = gpus if zero >= 2 else 1
-        n_params = gpus if zero == 3 else 1
-        p_bytes = 2.0 if plan.half else 4.0  # the DeepSpeed engine casts the module to bf16/fp16
-        weights_trainable = trainable * p_bytes / n_params
-        grads = trainable * p_bytes / n_grads
-        master = trainable * (4.0 if plan.half else 0.0) / n_opt
-    optimizer = trainable * opt_bytes / n_opt + master
-    # Frozen weights: bf16, or quantized linears with bf16 embeddings (bitsandbytes keeps those in 16 bits).
-    if bits:
-        frozen_linear = max(0, min(frozen, linear_params))
-        frozen_bytes = frozen_linear * (bits / 8 + 0.03) + (frozen - frozen_linear) * 2.0
-    else:
-        frozen_bytes = frozen * 2.0
-    weights = frozen_bytes / n_params + weights_trainable
-    offloaded = 0.0
-    if plan.offload_optimizer:
-        offloaded += optimizer
-        optimizer = 0.0
-        if zero is not None and zero >= 2:
-            # gradients stream to the host in reduce buckets: only a bucket stays on the GPU
-            # (measured: ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200)
-            bucket = 2.0 * (plan.bucket_elements or 5e8)
-            offloaded += max(0.0, grads - bucket)
-            grads = min(grads, bucket)
-        if zero in (1, 2):
-            offloaded += grads * 2  # the fp32 gradient partition lives on the host as well
-    if plan.offload_param:
-        offloaded += weights
-        weights = 0.0
-    if zero is None and not half and ftype in ("full", "freeze"):
-        notes.append("no bf16/fp16: activations in fp32")
-    act_scale = 2.0 if (not half and ftype in ("full", "freeze")) else 1.0
-
-    # -- activations ---------------------------------------------------------------------------------
-    per_layer = layer_activation_bytes(shape, trained, liger=liger) + extra_act_per_layer
-    frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
-    if ftype == "freeze":
-        # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
-        # keep nothing; frozen layers after it keep what back-propagation through them needs.
-        count = min(abs(freeze_n), L)
-        saved_layers = per_layer * count + (frozen_per_layer * (L - count) if freeze_n < 0 else 0.0)
-    else:
-        saved_layers = per_layer * L
-    boundary = GC_BOUNDARY_BYTES * h
-    if gc:
-        activations = tokens * boundary * L * act_scale
-        recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
-    else:
-        activations = tokens * saved_layers * act_scale
-        recompute = 0.0
-
-    if liger:
-        chunk = 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(V / h)))))
-        logits = tokens * LIGER_CE_BYTES_PER_HIDDEN * h + min(chunk, tokens) * V * 8
-    else:
-        logits = tokens * LOGITS_BYTES_PER_VOCAB * V
-
+    method = _method(config, shape, ftype, notes)
+    states = _model_states(shape, method, ftype, plan, config, gpus, gc, bits, unmodelled, notes)
+    L = shape.num_hidden_layers
+    per_layer, activations, recompute = _activations(config, shape, method, ftype, zero, tokens, gc, liger, half)
+    logits = _logits_bytes(shape, tokens, liger, method.lm_head_trained, zero)
     attention_bytes = 0.0
-    heads = shape.num_attention_heads
     if attention == "eager":
-        scores = heads * seqs * seq * seq
-        layers_kept = 1 if gc else (L - first_active)
-        attention_bytes = scores * (EAGER_SAVED_BYTES * layers_kept + EAGER_BACKWARD_BYTES)
+        attention_bytes = _eager_scores(shape, seqs, seq, 1 if gc else (L - method.first_active))
         notes.append("eager attention: every layer's L x L scores are materialised")
-
-    extra = 0.0
-    if packing and bool(_get(config, "neat_packing")) and attention != "fa2":
-        extra += NEAT_MASK_BYTES * seqs * seq * seq
-    if zero == 3 and gpus > 1:
-        extra += 2.0 * max(2 * layer_params, embed // (1 if shape.tie_word_embeddings else 2))
-    if zero in (1, 2) and gpus > 1 and plan.bucket_elements:
-        extra += 2.0 * min(plan.bucket_elements, trainable) * (2 if plan.overlap_comm else 1)
-    if stage in ("dpo", "kto") and ftype != "lora" and str(_get(config, "pref_loss")) not in ("orpo", "simpo"):
-        ref = 2.0 * total / (gpus if zero == 3 else 1)
-        extra += ref
-        notes.append("preference training: a frozen bf16 reference model")
-
-    est = MemoryEstimate(
+    extra = _buffers(shape, config, plan, gpus, states.gradients, stage, ftype, packing, attention, seqs, seq, notes)
+    if stage in _PAIRWISE:
+        notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
+    uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
+    return MemoryEstimate(
         model=shape.name,
         finetuning_type=ftype,
         stage=stage,
@@ -590,26 +838,64 @@ def estimate(
         attention=attention,
         liger=liger,
         quantization_bit=bits,
-        total_params=total,
-        trainable_params=trainable,
-        weights_gib=weights / GIB,
-        gradients_gib=grads / GIB,
-        optimizer_gib=optimizer / GIB,
+        total_params=shape.num_parameters,
+        trainable_params=min(method.trainable, shape.num_parameters),
+        weights_gib=states.weights / GIB,
+        gradients_gib=states.gradients / GIB,
+        optimizer_gib=states.optimizer / GIB,
         activations_gib=activations / GIB,
         recompute_gib=recompute / GIB,
         logits_gib=logits / GIB,
         attention_gib=attention_bytes / GIB,
         extra_gib=extra / GIB,
-        offloaded_gib=offloaded / GIB,
+        offloaded_gib=states.offloaded / GIB,
+        step_gib=states.step / GIB,
+        gradients_transient=states.gradients_transient,
         layer_bytes_per_token=per_layer,
-        layer_bytes_per_token_gc=boundary,
+        layer_bytes_per_token_gc=GC_BOUNDARY_BYTES * shape.hidden_size,
         memory_gib=float(target.memory_gib),
         notes=notes,
         unmodelled=unmodelled,
+        uncalibrated=uncalibrated,
     )
+
+
+def _uncalibrated(
+    config: dict[str, Any],
+    shape: ModelShape,
+    target: Target,
+    gpus: int,
+    ftype: str,
+    stage: str,
+    plan: DeepSpeedPlan,
+    bits: int | None,
+    attention: str,
+    half: bool,
+) -> list[str]:
+    """What the estimate models by arithmetic only: no run in bench/memory/measured covers it."""
+    out = []
+    if shape.model_type not in CALIBRATED_FAMILIES:
+        out.append(f"architecture {shape.model_type or 'unknown'!r} (counted as a Llama-like decoder)")
+    if gpus > 1:
+        out.append(f"{gpus} GPUs (every run had one: ZeRO partitions and NCCL buffers are arithmetic)")
+    if target.platform != "cuda":
+        out.append(f"{target.name} (runs were on an NVIDIA H200)")
+    if ftype in ("oft", "freeze"):
+        out.append(ftype)
     if stage in _PAIRWISE:
-        notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
-    return est
+        out.append(f"stage {stage}")
+    if bits:
+        out.append(f"{bits}-bit base weights")
+    if plan.offload_optimizer or plan.offload_param:
+        out.append("DeepSpeed offload (2 runs: +0.4%, +12%)")
+    if attention == "fa2":
+        out.append("flash-attention 2 (counted like SDPA)")
+    if not half:
+        out.append("fp32 training")
+    dropout = _get(config, "lora_dropout")
+    if ftype == "lora" and isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
+        out.append("lora_dropout > 0 (measured with HF + PEFT only)")
+    return out
 
 
 def with_changes(config: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -33,6 +33,8 @@ class ModelShape:
     qkv_bias: bool = False  # Qwen2 / Qwen2.5
     qk_norm: bool = False  # Qwen3: RMSNorm over q and k per head
     norms_per_layer: int = 2  # Gemma 2 has four (pre/post attention and MLP)
+    logit_softcapping: bool = False  # Gemma 2: tanh soft-capping of the final logits (an extra copy in the loss)
+    model_type: str = ""  # transformers' model_type where known ("" for the built-in table's llama-like rows)
 
     @property
     def head_size(self) -> int:
@@ -58,14 +60,18 @@ def _s(name: str, h: int, i: int, layers: int, heads: int, kv: int, vocab: int, 
 
 
 # (pattern over the lower-cased id, shape). Values from each model's config.json on the Hugging Face Hub.
-_QWEN25 = {"qkv_bias": True}
-_QWEN3 = {"head_dim": 128, "qk_norm": True}
-_GEMMA2 = {"norms_per_layer": 4}
+_QWEN25 = {"qkv_bias": True, "model_type": "qwen2"}
+_QWEN3 = {"head_dim": 128, "qk_norm": True, "model_type": "qwen3"}
+_LLAMA = {"model_type": "llama"}
+_MISTRAL = {"model_type": "mistral"}
+_GEMMA2 = {"norms_per_layer": 4, "logit_softcapping": True, "model_type": "gemma2"}
 _TABLE: tuple[tuple[re.Pattern[str], ModelShape], ...] = tuple(
     (re.compile(p), s)
     for p, s in (
-        (r"llama-?3(\.[01])?-8b", _s("Llama-3-8B", 4096, 14336, 32, 32, 8, 128256, False)),
-        (r"llama-?3(\.[013])?-70b", _s("Llama-3-70B", 8192, 28672, 80, 64, 8, 128256, False)),
+        (r"llama-?3(\.[01])?-8b", _s("Llama-3-8B", 4096, 14336, 32, 32, 8, 128256, False, **_LLAMA)),
+        (r"llama-?3(\.[013])?-70b", _s("Llama-3-70B", 8192, 28672, 80, 64, 8, 128256, False, **_LLAMA)),
+        (r"llama-?3\.2-1b", _s("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True, head_dim=64, **_LLAMA)),
+        (r"llama-?3\.2-3b", _s("Llama-3.2-3B", 3072, 8192, 28, 24, 8, 128256, True, head_dim=128, **_LLAMA)),
         (r"qwen2\.5-0\.5b", _s("Qwen2.5-0.5B", 896, 4864, 24, 14, 2, 151936, True, **_QWEN25)),
         (r"qwen2\.5-1\.5b", _s("Qwen2.5-1.5B", 1536, 8960, 28, 12, 2, 151936, True, **_QWEN25)),
         (r"qwen2\.5-3b", _s("Qwen2.5-3B", 2048, 11008, 36, 16, 2, 151936, True, **_QWEN25)),
@@ -79,8 +85,8 @@ _TABLE: tuple[tuple[re.Pattern[str], ModelShape], ...] = tuple(
         (r"qwen3-8b", _s("Qwen3-8B", 4096, 12288, 36, 32, 8, 151936, False, **_QWEN3)),
         (r"qwen3-14b", _s("Qwen3-14B", 5120, 17408, 40, 40, 8, 151936, False, **_QWEN3)),
         (r"qwen3-32b", _s("Qwen3-32B", 5120, 25600, 64, 64, 8, 151936, False, **_QWEN3)),
-        (r"mistral-7b-(instruct-)?v0\.3", _s("Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 32768, False)),
-        (r"mistral-7b", _s("Mistral-7B", 4096, 14336, 32, 32, 8, 32000, False)),
+        (r"mistral-7b-(instruct-)?v0\.3", _s("Mistral-7B-v0.3", 4096, 14336, 32, 32, 8, 32768, False, **_MISTRAL)),
+        (r"mistral-7b", _s("Mistral-7B", 4096, 14336, 32, 32, 8, 32000, False, **_MISTRAL)),
         (r"gemma-2-2b", _s("Gemma-2-2B", 2304, 9216, 26, 8, 4, 256000, True, head_dim=256, **_GEMMA2)),
         (r"gemma-2-9b", _s("Gemma-2-9B", 3584, 14336, 42, 16, 8, 256000, True, head_dim=256, **_GEMMA2)),
         (r"gemma-2-27b", _s("Gemma-2-27B", 4608, 36864, 46, 32, 16, 256000, True, head_dim=128, **_GEMMA2)),
@@ -144,4 +150,6 @@ def _from_config(data: object, name: str) -> ModelShape | None:
         qkv_bias=bool(data.get("attention_bias", model_type == "qwen2")),
         qk_norm=model_type.startswith("qwen3"),
         norms_per_layer=4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
+        logit_softcapping=bool(data.get("final_logit_softcapping")),
+        model_type=model_type,
     )
