@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
     if job.shape is None:
         sys.stderr.write(
-            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate (give a local folder with its config.json; "
+            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate "
+            "(give a local folder with its config.json; "
             "cfgopt's table knows Llama 3/3.1 8B and 70B, Llama 3.2 1B/3B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
         )
         return 2

@@ -7,8 +7,9 @@ then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
 docs/memory.md; the constants below are named there.
 
-Pure arithmetic over the config dict (values as LLaMA-Factory sees them), a `ModelShape` and a `Target`:
-nothing heavy is imported, so the lint path can use it.
+Pure arithmetic over the config dict (the values LLaMA-Factory sees, every default filled in by the job model:
+`cfgopt.job.Job.values` / `lf_values`), a `ModelShape` and a `Target`: nothing heavy is imported, so the lint
+path can use it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cfgopt.job import packing_on
 from cfgopt.model_shapes import ModelShape
 from cfgopt.targets import Target
 
@@ -53,42 +55,6 @@ RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's alloc
 COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
 HEADROOM = 0.9  # advice that spends memory (bigger micro-batch, no checkpointing, no offload) keeps 10 % free
 DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
-
-# LLaMA-Factory 0.9.5 / transformers defaults of the keys read here (tests/test_memory.py checks the snapshot).
-DEFAULTS: dict[str, Any] = {
-    "stage": "sft",
-    "finetuning_type": "lora",
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1,
-    "cutoff_len": 2048,
-    "packing": None,
-    "neat_packing": False,
-    "flash_attn": "auto",
-    "enable_liger_kernel": False,
-    "disable_gradient_checkpointing": False,
-    "quantization_bit": None,
-    "pure_bf16": False,
-    "bf16": False,
-    "fp16": False,
-    "optim": "adamw_torch_fused",
-    "lora_rank": 8,
-    "lora_target": "all",
-    "lora_dropout": 0.0,
-    "additional_target": None,
-    "oft_rank": 0,
-    "oft_block_size": 32,
-    "oft_target": "all",
-    "freeze_trainable_layers": 2,
-    "freeze_trainable_modules": "all",
-    "freeze_extra_modules": None,
-    "pref_loss": "sigmoid",
-    "use_galore": False,
-    "use_apollo": False,
-    "use_badam": False,
-    "use_dora": False,
-    "use_unsloth": False,
-    "use_llama_pro": False,
-}
 
 # Settings the model does not cover: an estimate is still printed, but rules stay silent.
 _UNMODELLED = {
@@ -285,7 +251,8 @@ class MemoryEstimate:
 
 
 def _get(config: dict[str, Any], key: str) -> Any:
-    return config[key] if key in config else DEFAULTS.get(key)
+    """`config` holds the values LLaMA-Factory sees, defaults included (`cfgopt.job.lf_values`): no default here."""
+    return config.get(key)
 
 
 def _int(config: dict[str, Any], key: str) -> int | None:
@@ -304,14 +271,6 @@ def _names(value: Any) -> list[str]:
         return []
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
     return [str(p).strip() for p in parts if str(p).strip()]
-
-
-def packing_on(config: dict[str, Any]) -> bool:
-    """LLaMA-Factory packs when `packing` or `neat_packing` is on, and by default for `stage: pt`."""
-    packing = _get(config, "packing")
-    if packing is None:
-        return _get(config, "stage") == "pt" or bool(_get(config, "neat_packing"))
-    return bool(packing) or bool(_get(config, "neat_packing"))
 
 
 def attention_of(config: dict[str, Any]) -> str:

@@ -33,7 +33,9 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from cfgopt import memory  # noqa: E402
+from cfgopt.job import lf_values, packing_on  # noqa: E402
 from cfgopt.model_shapes import _from_config, shape_for  # noqa: E402
+from cfgopt.schema import llamafactory  # noqa: E402
 from cfgopt.targets import TARGETS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -63,11 +65,16 @@ def _runs(folder: Path) -> list[Path]:
     return sorted((p for p in folder.glob("*.json") if not p.name.endswith(skip)), key=natural)
 
 
+def values(config: dict[str, Any]) -> dict[str, Any]:
+    """The values LLaMA-Factory 0.9.5 sees (defaults filled in by the job model): the memory model's input."""
+    return lf_values(config, llamafactory("0.9.5"))
+
+
 def _fill(config: dict[str, Any], meta: dict[str, Any], report: dict[str, Any]) -> tuple[float | None, str]:
-    if memory.packing_on(config):
+    if packing_on(config):
         return None, "packed"
-    cutoff = config.get("cutoff_len", memory.DEFAULTS["cutoff_len"])
-    bsz = config.get("per_device_train_batch_size", memory.DEFAULTS["per_device_train_batch_size"])
+    cutoff = config["cutoff_len"]
+    bsz = config["per_device_train_batch_size"]
     accum = config.get("gradient_accumulation_steps", 1) or 1
     if meta.get("tokens_per_micro_batch"):
         return min(1.0, meta["tokens_per_micro_batch"] / (bsz * cutoff)), "meta tokens"
@@ -103,7 +110,7 @@ def compare_one(path: Path) -> dict[str, Any]:
     if not config_path.exists() and report.get("config"):
         config_path = Path(report["config"])
         config_path = config_path if config_path.is_absolute() else path.parent / config_path
-    config = yaml.safe_load(config_path.read_text())
+    config = values(yaml.safe_load(config_path.read_text()))
     ds = None
     if isinstance(config.get("deepspeed"), str):
         ds = json.loads((config_path.parent / config["deepspeed"]).read_text())
@@ -347,8 +354,8 @@ def issue_points() -> str:
     ]
     old = {76.6: 108.6, 42.3: 58.1, 63.7: 80.0, 81.5: 90.4, 13.6: 14.8, 65.7: 63.7}
     for label, changes, measured, run in ISSUE_POINTS:
-        config = {**_ISSUE_BASE, **changes}
-        plan = ds if "deepspeed" in config else None
+        config = values({**_ISSUE_BASE, **changes})
+        plan = ds if config.get("deepspeed") else None
         fill = None if config.get("packing") else 208 / 2048  # the harness run's longest micro-batch
         now = memory.estimate(config, as_run, TARGETS["h200"], 1, plan, fill=fill).peak_allocated_gib
         report = MEASURED / f"h200_2026-12-03_harness_{run}.json"
