@@ -105,16 +105,16 @@ class Hardware:
 
 
 def judged_for(settings: Settings) -> str:
-    """The hardware line of `lint` / `fix` summaries: what the files were judged for, and what was assumed."""
-    target = settings.target.name if settings.target_stated else "no stated target (hardware advice off; --target)"
+    """The hardware part of `lint` / `fix` summaries: what the files were judged for, and what was assumed."""
+    if not settings.target_stated:
+        gpus = f", {settings.gpus} GPU(s)" if settings.gpus else ""
+        return f"no target stated{gpus}: hardware advice off (--target)"
     if settings.gpus:
-        gpus = f"{settings.gpus} GPU(s)"
-    else:
-        gpus = (
-            f"GPU count not stated (assumed {GPUS_IF_UNSTATED_SPEND} for advice that spends memory, "
-            f"{GPUS_IF_UNSTATED_OOM} for out-of-memory warnings; --gpus)"
-        )
-    return f"judged for {target}, {gpus}"
+        return f"judged for {settings.gpus} x {settings.target.name}"
+    return (
+        f"judged for {settings.target.name}; GPU count not stated: advice assumes {GPUS_IF_UNSTATED_SPEND}, "
+        f"out-of-memory warnings up to {GPUS_IF_UNSTATED_OOM} (--gpus)"
+    )
 
 
 # --------------------------------------------------------------------------- the job

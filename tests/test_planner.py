@@ -165,5 +165,6 @@ def test_summary_line_names_the_hardware_and_what_is_assumed(tmp_path: Path) -> 
         cmd = [sys.executable, "-m", "cfgopt", "lint", str(path), *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stderr
 
-    assert "judged for mi300x (assumed; --target), GPU count not stated (assumed 1" in lint("--isolated")
-    assert "(judged for h100, 4 GPU(s))" in lint("--target", "h100", "--gpus", "4")
+    assert "(no target stated: hardware advice off (--target))" in lint("--isolated")
+    assert "(judged for mi300x; GPU count not stated: advice assumes 1," in lint("--target", "mi300x")
+    assert "(judged for 4 x h100)" in lint("--target", "h100", "--gpus", "4")
