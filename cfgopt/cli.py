@@ -128,12 +128,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show-fixes", action="store_true", help="list the fixes (available with lint, applied with fix)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
-    parser.add_argument("--version", action="version", version=f"cfgopt {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    lint = sub.add_parser("lint", help="report problems")
+def _lint_arguments(lint: argparse.ArgumentParser) -> None:
     _add_common(lint)
     lint.add_argument(
         "--format",
@@ -156,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (Ctrl-C stops)")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
 
-    fix = sub.add_parser("fix", help="fix what can be fixed: print a diff, or --write it")
+
+def _fix_arguments(fix: argparse.ArgumentParser) -> None:
     _add_common(fix)
     fix.add_argument("--write", action="store_true", help="write the fixes to the files")
     fix.add_argument("--diff", action="store_true", help="print a unified diff (the default without --write)")
@@ -173,22 +169,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="lowest severity left unfixed that makes the exit code 1 (default: the project config's, else warning)",
     )
 
-    verify = sub.add_parser("verify", help="run the real trainer for a few steps, original vs fixed")
+
+def _verify_arguments(verify: argparse.ArgumentParser) -> None:
     from cfgopt.verify.options import add_arguments
 
     add_arguments(verify)
 
-    estimate = sub.add_parser("estimate", help="peak memory per GPU of a training config, largest micro-batch")
-    from cfgopt.estimate_cmd import add_arguments as add_estimate_arguments
 
-    add_estimate_arguments(estimate)
+def _estimate_arguments(estimate: argparse.ArgumentParser) -> None:
+    from cfgopt.estimate_cmd import add_arguments
 
-    tune = sub.add_parser("tune", help="find the fastest config that fits, by memory-pruned short runs")
-    from cfgopt.tune.options import add_arguments as add_tune_arguments
+    add_arguments(estimate)
 
-    add_tune_arguments(tune)
 
-    schema_cmd = sub.add_parser("schema", help="JSON Schema files for editors: `cfgopt schema export`")
+def _tune_arguments(tune: argparse.ArgumentParser) -> None:
+    from cfgopt.tune.options import add_arguments
+
+    add_arguments(tune)
+
+
+def _schema_arguments(schema_cmd: argparse.ArgumentParser) -> None:
     schema_sub = schema_cmd.add_subparsers(dest="schema_command", required=True, parser_class=_Parser)
     schema_cmd.subcommands = schema_sub.choices  # type: ignore[attr-defined]
     export = schema_sub.add_parser("export", help="write llamafactory-train.schema.json and deepspeed.schema.json")
@@ -196,13 +196,49 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--llamafactory-version", metavar="VERSION", default=None, help="default: as for lint")
     export.add_argument("--deepspeed-version", metavar="VERSION", default=None, help="default: as for lint")
 
-    rules = sub.add_parser("rules", help="list all rules")
+
+def _rules_arguments(rules: argparse.ArgumentParser) -> None:
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
-    rule = sub.add_parser("rule", help="explain one rule")
+
+
+def _rule_arguments(rule: argparse.ArgumentParser) -> None:
     rule.add_argument("code", help="a rule code, e.g. LF003")
     rule.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
+
+
+# name -> (help, the function adding its options): one shape for every subcommand
+SUBCOMMANDS = {
+    "lint": ("report problems", _lint_arguments),
+    "fix": ("fix what can be fixed: print a diff, or --write it", _fix_arguments),
+    "verify": ("run the real trainer for a few steps, original vs fixed", _verify_arguments),
+    "estimate": ("peak memory per GPU of a training config, largest micro-batch", _estimate_arguments),
+    "tune": ("find the fastest config that fits, by memory-pruned short runs", _tune_arguments),
+    "schema": ("JSON Schema files for editors: `cfgopt schema export`", _schema_arguments),
+    "rules": ("list all rules", _rules_arguments),
+    "rule": ("explain one rule", _rule_arguments),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser. `only`: the subcommand being run, whose options alone are added (the others keep their
+    name and help): argparse formats every option as it is added and verify/tune/estimate import their
+    modules, most of a lint run's parsing time. None: every subcommand's options (`cfgopt --help`)."""
+    parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
+    parser.add_argument("--version", action="version", version=f"cfgopt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, (help_text, add_arguments) in SUBCOMMANDS.items():
+        command = sub.add_parser(name, help=help_text)
+        if only is None or only == name:
+            add_arguments(command)
     parser.subcommands = sub.choices  # type: ignore[attr-defined]  # for the subcommand's usage on errors
     return parser
+
+
+def _subcommand(argv: list[str] | None) -> str | None:
+    """The subcommand named on the command line (its first word not starting with `-`), if it is one."""
+    words = sys.argv[1:] if argv is None else argv
+    first = next((w for w in words if not w.startswith("-")), None)
+    return first if first in SUBCOMMANDS else None
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -507,7 +543,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     from cfgopt.config import ConfigError
 
-    parser = build_parser()
+    parser = build_parser(_subcommand(argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # as ruff: the subcommand's usage, not the top-level one
         sub = parser.subcommands[args.command]  # type: ignore[attr-defined]

@@ -69,3 +69,22 @@ def test_a_rule_missing_from_the_catalog_still_runs(monkeypatch) -> None:
     monkeypatch.setattr(rules, "CATALOG", catalog)
     assert missing[0] in [r.code for r in rules_for({Kind.LF_TRAIN}, lambda code: True)]
     assert missing[0] in codes_and_names()[0]
+
+
+def test_a_lint_run_builds_only_lints_options() -> None:
+    """`cfgopt lint` neither formats the other subcommands' options nor imports their modules."""
+    code = (
+        "import sys; from cfgopt.cli import main; main(['lint', '--isolated', 'fixtures/seed/ds_z3_config.json']); "
+        "print('imported:', *(m for m in ('cfgopt.verify.options', 'cfgopt.tune.options', 'cfgopt.estimate_cmd') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False).stdout
+    assert out.splitlines()[-1] == "imported:"
+
+
+def test_help_still_lists_every_subcommand() -> None:
+    from cfgopt.cli import SUBCOMMANDS, build_parser
+
+    text = build_parser().format_help()
+    assert all(name in text for name in SUBCOMMANDS)
+    assert build_parser("tune").parse_args(["tune", "x.yaml"]).command == "tune"
