@@ -342,7 +342,8 @@ def lf_key_history(key: str, group: str, selected: str) -> str | None:
         return None
     tf = {v: schema.llamafactory(v).transformers for v in [*valid, selected]}
     owners = {c for v in valid for c in schema.llamafactory(v).fields[key].dataclasses}
-    if len(set(tf.values())) == 1 or "TrainingArguments" not in owners:
+    # LLaMA-Factory's TrainingArguments (0.9.2+) or HF's Seq2SeqTrainingArguments (0.9.0, 0.9.1)
+    if len(set(tf.values())) == 1 or not any(o.endswith("TrainingArguments") for o in owners):
         return _history("LLaMA-Factory", key, valid, selected)
     # TrainingArguments fields come and go with transformers, whose version each snapshot records
     return _history("LLaMA-Factory", key, valid, selected, tag=lambda v: f"{v} (transformers {tf[v]})")

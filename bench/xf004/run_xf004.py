@@ -56,6 +56,31 @@ def ds_config(variant: str, bf16: bool) -> dict:
     return cfg
 
 
+def measurements(variant: str, ds: dict, trainer, optimizer_steps: list[int], losses: list[float]) -> dict:
+    """What the run did: the Trainer's and the DeepSpeed engine's step counters, losses, a weight checksum."""
+    engine = trainer.model_wrapped
+    gpu = torch.cuda.is_available()
+    weights = sum(float(p.detach().float().abs().sum()) for p in engine.module.parameters())
+    return {
+        "variant": variant,
+        "ds_config_given": ds,
+        "ds_config_used": {k: engine.config.get(k) for k in ("gradient_accumulation_steps", "train_batch_size")},
+        "trainer_global_step": trainer.state.global_step,
+        "trainer_optimizer_step_callbacks": len(optimizer_steps),
+        "engine_global_steps": engine.global_steps,
+        "engine_global_samples": engine.global_samples,
+        "engine_micro_steps": engine.micro_steps,
+        "engine_gradient_accumulation_steps": engine.gradient_accumulation_steps(),
+        "engine_train_batch_size": engine.train_batch_size(),
+        "accelerator_gradient_accumulation_steps": trainer.accelerator.gradient_accumulation_steps,
+        "micro_batches_fed": ACCUMULATION * MAX_STEPS,
+        "losses": losses,
+        "weights_abs_sum": weights,
+        "device": torch.cuda.get_device_name(0) if gpu else "cpu",
+        "versions": {m: __import__(m).__version__ for m in ("torch", "transformers", "accelerate", "deepspeed")},
+    }
+
+
 def main(variant: str, out_path: str) -> int:
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments, set_seed
 
@@ -112,26 +137,7 @@ def main(variant: str, out_path: str) -> int:
             json.dump(result, fh, indent=1)
         print(json.dumps(result))
         return 1
-    engine = trainer.model_wrapped
-    weights = sum(float(p.detach().float().abs().sum()) for p in engine.module.parameters())
-    result = {
-        "variant": variant,
-        "ds_config_given": ds,
-        "ds_config_used": {k: engine.config.get(k) for k in ("gradient_accumulation_steps", "train_batch_size")},
-        "trainer_global_step": trainer.state.global_step,
-        "trainer_optimizer_step_callbacks": len(optimizer_steps),
-        "engine_global_steps": engine.global_steps,
-        "engine_global_samples": engine.global_samples,
-        "engine_micro_steps": engine.micro_steps,
-        "engine_gradient_accumulation_steps": engine.gradient_accumulation_steps(),
-        "engine_train_batch_size": engine.train_batch_size(),
-        "accelerator_gradient_accumulation_steps": trainer.accelerator.gradient_accumulation_steps,
-        "micro_batches_fed": ACCUMULATION * MAX_STEPS,
-        "losses": losses,
-        "weights_abs_sum": weights,
-        "device": torch.cuda.get_device_name(0) if gpu else "cpu",
-        "versions": {m: __import__(m).__version__ for m in ("torch", "transformers", "accelerate", "deepspeed")},
-    }
+    result = measurements(variant, ds, trainer, optimizer_steps, losses)
     if int(os.environ.get("RANK", "0")) == 0:
         with open(out_path, "w") as fh:
             json.dump(result, fh, indent=1)
