@@ -17,6 +17,7 @@ other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
     from cfgopt.targets import Target
 
 _MISSING = object()
+
+# Model families LLaMA-Factory 0.9.5 patches with Liger kernels (model/model_utils/liger_kernel.py), as named.
+LIGER_MODELS = re.compile(
+    r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
+    re.IGNORECASE,
+)
 
 # GPU counts assumed when `--gpus` is not stated: advice that spends memory must fit on one GPU (then it fits
 # on any count); a warning of out-of-memory assumes a full node of 8 (ZeRO shards the most: fewer false alarms).
@@ -180,6 +187,12 @@ class Job:
     @property
     def packing(self) -> bool:
         return packing_on(self.values())
+
+    @property
+    def liger_patches_model(self) -> bool:
+        """Does `enable_liger_kernel` patch this model (its family, read from `model_name_or_path`)?"""
+        name = str(self.value("model_name_or_path") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        return bool(LIGER_MODELS.search(name))
 
     # -- DeepSpeed ----------------------------------------------------------------------------------
     @property

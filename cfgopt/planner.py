@@ -21,7 +21,6 @@ fix's description says what it expects and which package it needs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,11 +44,6 @@ OWNERS: dict[str, tuple[str, ...]] = {
 }
 PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
 AIM_TOKENS = 8192  # without a memory estimate, PF007's aim: a micro-batch of up to 8k tokens
-# Model families LLaMA-Factory 0.9.5 patches with Liger (model/model_utils/liger_kernel.py), as named.
-LIGER_MODELS = re.compile(
-    r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
-    re.IGNORECASE,
-)
 PACKAGES = {"liger": ("liger_kernel", "liger-kernel"), "fa2": ("flash_attn", "flash-attn")}
 _PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, bench/tune)"
 
@@ -137,8 +131,7 @@ def _values(job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: b
         values["zero"] = [base.zero] + (["none"] if "zero" in knobs and base.zero != "none" and not full else [])
     if job.is_set("packing") or job.on("neat_packing") or job.on("streaming") or job.value("stage") != "sft":
         values["packing"] = [base.packing]
-    name = str(job.value("model_name_or_path") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-    liger_ok = LIGER_MODELS.search(name) and job.value("stage") in ("pt", "sft") and not job.on("use_unsloth")
+    liger_ok = job.liger_patches_model and job.value("stage") in ("pt", "sft") and not job.on("use_unsloth")
     if not liger_ok or job.on("use_liger_kernel"):
         values["liger"] = [base.liger]
     if base.attn not in ("sdpa", "disabled", "fa2"):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.planner import plan_for
 from cfgopt.rules._lf import TRAIN_KINDS, entry_of, value_of
 from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
@@ -72,12 +73,16 @@ class ZeroStageHigherThanNeeded(Rule):
             entry = entry_of(ctx, "deepspeed")
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
             where = f"{n} GPU(s)" if ctx.settings.gpus else "any number of GPUs"
+            planned = plan_for(ctx.job)
+            kept = ""
+            if stage == 0 and planned is not None and planned.changed and not planned.drop_deepspeed:
+                kept = f"; the speed plan keeps it and spends the memory on {planned.shape()} instead"
             yield self.at_entry(
                 ctx,
                 entry,
                 f"ZeRO-{current.zero_stage} is more than {est.model} ({value_of(ctx, 'finetuning_type')}) needs on "
                 f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
                 f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
-                "adds communication",
+                f"adds communication{kept}",
             )
             return

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
@@ -15,12 +14,6 @@ from cfgopt.rules._lf import (
     value_of,
 )
 from cfgopt.rules.base import Context, Rule
-
-# Model families LLaMA-Factory 0.9.5 patches (model/model_utils/liger_kernel.py), as they appear in model names.
-SUPPORTED = re.compile(
-    r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
-    re.IGNORECASE,
-)
 
 
 class LigerKernelOff(Rule):
@@ -57,8 +50,7 @@ class LigerKernelOff(Rule):
             return
         if on(ctx, "enable_liger_kernel") or on(ctx, "use_liger_kernel") or on(ctx, "use_unsloth"):
             return
-        name = str(value_of(ctx, "model_name_or_path") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-        if not SUPPORTED.search(name):
+        if not ctx.job.liger_patches_model:
             return
         tokens = tokens_per_micro_batch(ctx) or 0
         if not packing_on(ctx) and tokens < 8192:
