@@ -41,7 +41,9 @@ def test_every_shipped_snapshot_lists_its_templates() -> None:
 def test_registry_differs_per_release(tmp_path: Path) -> None:
     assert lf035(tmp_path, "baichuan2", "--llamafactory-version", "0.9.4") == []
     (message,) = lf035(tmp_path, "baichuan2", "--llamafactory-version", "0.9.5")
-    assert message.startswith("LLaMA-Factory 0.9.5 has no chat template `baichuan2`")
+    assert message.startswith(
+        "LLaMA-Factory 0.9.5 has no chat template `baichuan2` (registered by LLaMA-Factory 0.9.4)"
+    )
     assert "Template baichuan2 does not exist." in message
 
 

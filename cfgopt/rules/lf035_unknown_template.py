@@ -2,11 +2,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, suggest
+from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import entry_of
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
+
+
+def releases_with(name: str) -> list[str]:
+    """The shipped LLaMA-Factory releases that register `name` (for "registered by 0.9.4" hints)."""
+    return [v for v, snap in schema.llamafactory_versions().items() if snap.templates and name in snap.templates]
 
 
 def known_templates(ctx: Context) -> frozenset[str] | None:
@@ -56,7 +61,9 @@ class UnknownTemplate(Rule):
             return
         version = ctx.settings.lf_schema.version
         guess = suggest.closest(str(name), sorted(known), cutoff=0.75)
-        hint = f" (did you mean `{guess}`?)" if guess else ""
+        elsewhere = releases_with(str(name))
+        hint = f" (registered by LLaMA-Factory {', '.join(elsewhere)})" if elsewhere else ""
+        hint += f" (did you mean `{guess}`?)" if guess else ""
         message = (
             f"LLaMA-Factory {version} has no chat template `{name}`{hint}: every run stops after loading the "
             f"tokenizer with `Template {name} does not exist.`; if your fork registers it, add it to "
