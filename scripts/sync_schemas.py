@@ -297,13 +297,16 @@ def build_llamafactory(versions: dict[str, str]) -> dict[str, Any]:
 def templates_in_source(template_py: str) -> list[str]:
     """Chat-template names a LLaMA-Factory `data/template.py` registers, read from its AST.
 
-    Every template is a top-level `register_template(name="...", ...)` call filling `TEMPLATES`, the dict
+    Every template is a top-level `register_template(name="...", ...)` call (`_register_template` up to
+    0.9.1) filling `TEMPLATES`, the dict
     `get_template_and_fix_tokenizer` looks names up in (`Template X does not exist.`). Reading the source
     works for any release without installing it (LLaMA-Factory 0.9.4 caps transformers below 5.6.0).
     """
     names: set[str] = set()
     for node in ast.walk(ast.parse(template_py)):
-        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "register_template"):
+        if not (
+            isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("register_template", "_register_template")
+        ):
             continue
         arg = next((kw.value for kw in node.keywords if kw.arg == "name"), node.args[0] if node.args else None)
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
