@@ -295,7 +295,7 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _runs(versions: list[str], tag=lambda v: v) -> str:
+def release_spans(versions: list[str], tag=lambda v: v) -> str:
     """`versions` (shipped ones, any package), with three or more consecutive snapshots shown as a span:
     "0.14.5 to 0.18.9", "0.9.0 (transformers 4.45.0) to 0.9.4 (transformers 4.57.1)"."""
     package = next((p for p in LABELS if versions and versions[0] in shipped_versions(p)), None)
@@ -322,7 +322,7 @@ def _split(versions: list[str], selected: str) -> tuple[list[str], list[str]]:
 def _history(label: str, key: str, valid: list[str], selected: str, tag=lambda v: v) -> str:
     """`key` is valid in the shipped releases `valid` but not in `selected`: say when it came or went."""
     older, newer = _split(valid, selected)
-    these = _runs(valid, tag)
+    these = release_spans(valid, tag)
     if newer and not older:
         return f"`{key}` was added after {label} {tag(selected)}: valid in {these}"
     if older and not newer:
@@ -403,7 +403,7 @@ def ds_removed_history(dotted: str, selected: str) -> str | None:
     older = [v for v in ds_valid_in(dotted, selected) if version_key(v) < version_key(selected)]
     if not older:
         return None
-    return f"after {older[-1]}: {_runs(older)} still read{'s' * (len(older) == 1)} it"
+    return f"after {older[-1]}: {release_spans(older)} still read{'s' * (len(older) == 1)} it"
 
 
 def ds_key_history(dotted: str, selected: str) -> str | None:
@@ -414,15 +414,15 @@ def ds_key_history(dotted: str, selected: str) -> str | None:
     if valid:
         text = _history("DeepSpeed", dotted, valid, selected)
         ignored = [v for v in others if status[v] == "ignored"]
-        return text + (f" ({_runs(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
+        return text + (f" ({release_spans(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
     own = ds_key_status(schema.deepspeed(selected), dotted)
     ignored = [v for v in others if status[v] == "ignored"]
     if own in ("rejected", "removed") and ignored:
         rejecting = [v for v in others if status[v] in ("rejected", "removed")] + [selected]
         rejecting.sort(key=version_key)
         return (
-            f"`{dotted}` passes DeepSpeed {_runs(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
-            f"but is rejected by {_runs(rejecting)}"
+            f"`{dotted}` passes DeepSpeed {release_spans(ignored)}, which ignore{'s' * (len(ignored) == 1)} it, "
+            f"but is rejected by {release_spans(rejecting)}"
         )
     return None
 

@@ -74,6 +74,8 @@ ONLY_094: dict[str, str] = {
     "half_precision_backend": "warning",
     "fp16_backend": "warning",
 }
+# Fields of the oldest releases only (renamed later), judged with that release.
+ONLY_OLDER: dict[str, tuple[str, str]] = {"evaluation_strategy": ("0.9.0", "error")}  # transformers 4.45
 CASES = [(f, extra, base, sev) for f, cases in VERDICTS.items() for extra, base, sev in cases]
 
 
@@ -99,12 +101,20 @@ def test_value_outside_the_choices_094(tmp_path: Path, field: str, severity: str
     assert "LLaMA-Factory 0.9.4 " in diag["message"]
 
 
+@pytest.mark.parametrize(("field", "judged"), sorted(ONLY_OLDER.items()))
+def test_value_outside_the_choices_older(tmp_path: Path, field: str, judged: tuple[str, str]) -> None:
+    version, severity = judged
+    (diag,) = lf003(tmp_path, {**TRAIN, field: "bogus_value"}, "--llamafactory-version", version)
+    assert diag["key"] == field and diag["severity"] == severity, diag
+    assert f"LLaMA-Factory {version} " in diag["message"]
+
+
 def test_every_field_with_choices_is_audited() -> None:
     """A new field with choices (a new release) needs its outcome read in the code, and a test here."""
     for version in schema.shipped_versions("llamafactory"):
         with_choices = {n for n, s in schema.llamafactory(version).fields.items() if s.choices is not None}
         assert with_choices <= set(OUTSIDE), (version, with_choices - set(OUTSIDE))
-    assert set(OUTSIDE) == set(VERDICTS) | EVAL_ONLY | set(ONLY_094)
+    assert set(OUTSIDE) == set(VERDICTS) | EVAL_ONLY | set(ONLY_094) | set(ONLY_OLDER)
 
 
 def test_export_device_cuda_means_auto(tmp_path: Path) -> None:

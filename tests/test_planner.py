@@ -31,9 +31,14 @@ bf16: true
 QWEN3_FULL = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"
 
 
+# Speed and memory advice is opt-in in the default selection (issue 14); the planner plans what is selected.
+ADVICE = ["PF", "MEM"]
+
+
 def _job(tmp_path: Path, extra: str = "", **settings):
     path = tmp_path / "cfg.yaml"
     path.write_text(SEED_LIKE.format(extra=extra))
+    settings.setdefault("extend_select", ADVICE)
     return load_job(path, Settings(target_name=settings.pop("target", "h200"), **settings))
 
 
@@ -121,17 +126,19 @@ def test_a_missing_package_leaves_its_knob_out(tmp_path: Path) -> None:
 
 def test_one_gpu_drops_zero3_where_it_fits() -> None:
     """LLaMA-Factory's own Qwen3-4B full fine-tune (ZeRO-3), fixed for one H200: no DeepSpeed."""
-    job = load_job(QWEN3_FULL, Settings(target_name="h200", gpus=1))
+    job = load_job(QWEN3_FULL, Settings(target_name="h200", gpus=1, extend_select=ADVICE))
     plan = plan_for(job)
     assert plan is not None and plan.drop_deepspeed and plan.est_gib is not None and plan.est_gib < 141 * 0.9
-    on_eight = plan_for(load_job(QWEN3_FULL, Settings(target_name="h200", gpus=8)))
+    on_eight = plan_for(load_job(QWEN3_FULL, Settings(target_name="h200", gpus=8, extend_select=ADVICE)))
     assert on_eight is None or not on_eight.drop_deepspeed  # several GPUs: ZeRO-2 first (MEM003), by hand
 
 
 def test_one_fix_per_job_and_messages_name_its_shape(tmp_path: Path) -> None:
     path = tmp_path / "cfg.yaml"
     path.write_text(SEED_LIKE.format(extra="packing: true\n"))
-    _, out, _ = run_cli(["lint", str(path), "--target", "h200", "--gpus", "1", "--format", "json"])
+    _, out, _ = run_cli(
+        ["lint", str(path), "--target", "h200", "--gpus", "1", "--extend-select", "PF,MEM", "--format", "json"]
+    )
     diags = json.loads(out)["diagnostics"]
     planned = [d for d in diags if d["code"] in PLANNED_CODES]
     with_fix = [d for d in planned if d.get("fix")]
@@ -143,12 +150,16 @@ def test_one_fix_per_job_and_messages_name_its_shape(tmp_path: Path) -> None:
 def test_fix_writes_the_plan_and_converges(tmp_path: Path) -> None:
     path = tmp_path / "cfg.yaml"
     path.write_text(SEED_LIKE.format(extra=""))
-    _, _, err = run_cli(["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1"])
+    _, _, err = run_cli(
+        ["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1", "--extend-select", "PF,MEM"]
+    )
     text = path.read_text()
     assert "per_device_train_batch_size: 8\n" in text and "disable_gradient_checkpointing: true" in text
     assert "packing: true" in text and "enable_liger_kernel: true" in text
-    assert "(judged for h200, 1 GPU(s))" in err
-    run_cli(["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1"])
+    assert "(judged for 1 x h200)" in err
+    run_cli(
+        ["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1", "--extend-select", "PF,MEM"]
+    )
     assert path.read_text() == text
 
 

@@ -42,7 +42,7 @@ def test_registry_differs_per_release(tmp_path: Path) -> None:
     assert lf035(tmp_path, "baichuan2", "--llamafactory-version", "0.9.4") == []
     (message,) = lf035(tmp_path, "baichuan2", "--llamafactory-version", "0.9.5")
     assert message.startswith(
-        "LLaMA-Factory 0.9.5 has no chat template `baichuan2` (registered by LLaMA-Factory 0.9.4)"
+        "LLaMA-Factory 0.9.5 has no chat template `baichuan2` (registered by LLaMA-Factory 0.9.0 to 0.9.4)"
     )
     assert "Template baichuan2 does not exist." in message
 

@@ -194,6 +194,7 @@ HF_ENUMS = {
     "optim": "OptimizerNames",
     "lr_scheduler_type": "SchedulerType",
     "eval_strategy": "IntervalStrategy",
+    "evaluation_strategy": "IntervalStrategy",  # its name up to transformers 4.45 (LLaMA-Factory 0.9.0)
     "save_strategy": "SaveStrategy",
     "logging_strategy": "IntervalStrategy",
     "hub_strategy": "HubStrategy",

@@ -110,7 +110,7 @@ class ChangedDefault(Rule):
         for version, value in seen.items():
             if version != ds.version and value != mine:
                 by_value.setdefault(show(value), []).append(version)
-        others = "; ".join(f"{text} in {versions._runs(vs)}" for text, vs in by_value.items())
+        others = "; ".join(f"{text} in {versions.release_spans(vs)}" for text, vs in by_value.items())
         releases, which = compared
         unknown = [v for v in releases if v not in seen]
         missing = f" ({', '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no such key)" if unknown else ""

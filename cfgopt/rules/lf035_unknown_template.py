@@ -7,6 +7,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules._lf import entry_of
 from cfgopt.rules.base import Context, Rule
 from cfgopt.source import Kind
+from cfgopt.versions import release_spans
 
 
 def releases_with(name: str) -> list[str]:
@@ -62,7 +63,7 @@ class UnknownTemplate(Rule):
         version = ctx.settings.lf_schema.version
         guess = suggest.closest(str(name), sorted(known), cutoff=0.75)
         elsewhere = releases_with(str(name))
-        hint = f" (registered by LLaMA-Factory {', '.join(elsewhere)})" if elsewhere else ""
+        hint = f" (registered by LLaMA-Factory {release_spans(elsewhere)})" if elsewhere else ""
         hint += f" (did you mean `{guess}`?)" if guess else ""
         message = (
             f"LLaMA-Factory {version} has no chat template `{name}`{hint}: every run stops after loading the "
