@@ -380,8 +380,10 @@ def show_settings(settings: Settings, path: Path) -> str:
     lines = [
         f"# settings for {path}",
         f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
-        f"target = {fmt(settings.target_name) if settings.target_stated else '# not stated: hardware rules quiet'}",
-        f"gpus = {fmt(settings.gpus) if settings.gpus is not None else '# not stated'}",
+        f"target = {fmt(settings.target_name)}"
+        if settings.target_stated
+        else "# target: not stated (hardware rules quiet)",
+        f"gpus = {fmt(settings.gpus)}" if settings.gpus is not None else "# gpus: not stated",
         f"select = {fmt(settings.select)}{'  # empty: the default selection' if not settings.select else ''}",
         f"extend-select = {fmt(settings.extend_select)}",
         f"ignore = {fmt(settings.ignore)}",

@@ -10,7 +10,7 @@ DeepSpeed 0.19.8 on CPU (through tests/oracle_harness.py, the oracle tests' harn
 - `ok` / `error` / `stage`: the real tool's verdict. YAML: `get_train_args` / `get_infer_args` (the parser plus
   every start-up check that runs on CPU), then the Enum/Literal fields and the chat template as the code that
   reads them checks them. JSON: "auto" filled as the HF Trainer fills it, then `DeepSpeedConfig`. The
-  `deepspeed:` key of a YAML is not followed (as for ../shared/corpus); each JSON is judged on its own.
+  `deepspeed:` key of a YAML is not followed (as for the shared real-config corpus); each JSON is judged on its own.
 
 The target is an 80 GB NVIDIA GPU (`h100`): these configs were written for NVIDIA clusters. Run from the
 repository root with the real packages installed::

@@ -42,7 +42,7 @@ class UnknownTemplate(Rule):
     evidence = (
         "llamafactory 0.9.5 data/template.py L638-639 (`get_template_and_fix_tokenizer`)",
         "the registry per release: `register_template(name=...)` calls in data/template.py, read by "
-        "scripts/sync_schemas.py into cfgopt/schemas/llamafactory-<version>.json (`templates`)",
+        "scripts/sync_schemas.py into each LLaMA-Factory snapshot under cfgopt/schemas/ (`templates`)",
     )
     example = "template: llama_3      ->  template: llama3"
     fix_safety = (

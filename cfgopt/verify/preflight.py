@@ -40,14 +40,14 @@ def check(args: argparse.Namespace, command: str) -> int | None:
             f"needs {', '.join(PACKAGES)} installed (missing: {', '.join(missing)}); "
             "see the README's verify / tune prerequisites",
         )
-    from cfgopt.verify import runner
+    from cfgopt.job import JobError, load_job
+    from cfgopt.settings import Settings
 
     try:
-        config = runner.load_training_config(args.config, command)[2]
-    except SystemExit as exc:
-        sys.stderr.write(f"{exc}\n")
-        return 2
-    if "model_name_or_path" not in config:
+        config = load_job(args.config, Settings()).values()
+    except JobError as exc:
+        return _fail(command, str(exc))
+    if not config.get("model_name_or_path"):
         return _fail(command, f"{args.config}: not a LLaMA-Factory training config (no `model_name_or_path`)")
     try:
         if accelerator() is not None:
