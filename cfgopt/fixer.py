@@ -178,13 +178,14 @@ class _Fixer:
         if not chosen:
             return None
         trial = dict(self.overlay)
-        bad: set[Path] = set()
-        for key, picked in chosen.items():
-            trial[key], why = self.try_edits(key, picked)
-            if why:
-                bad.add(key)
+        for key in list(chosen):
+            kept, text = self.damage_free(key, chosen.pop(key))
+            if kept:
+                chosen[key], trial[key] = kept, text
+        if not chosen:  # every fix withheld: progress all the same
+            return self.relint(self.overlay)
         trial_diags = self.relint(trial)
-        bad |= {key for key in chosen if _worse(trial_diags, diags, key)}
+        bad = {key for key in chosen if _worse(trial_diags, diags, key)}
         for key, picked in chosen.items():
             if key not in bad:
                 self.accept(key, trial[key], picked)
@@ -192,6 +193,25 @@ class _Fixer:
         for key in bad:
             diags = self.isolate(key, diags)
         return diags
+
+    def damage_free(self, key: Path, picked: list[Diagnostic]) -> tuple[list[Diagnostic], str]:
+        """The fixes of `picked` that pass the damage check together (greedily, in order) and their text;
+        one that fails on its own is withheld, one that fails only beside another waits for the next pass.
+        No re-lint here: the damage check is a parse, a re-lint is the whole project."""
+        text, why = self.try_edits(key, picked)
+        if not why:
+            return picked, text
+        kept: list[Diagnostic] = []
+        for diag in picked:
+            candidate, why = self.try_edits(key, [*kept, diag])
+            if not why:
+                kept.append(diag)
+                text = candidate
+                continue
+            alone_why = why if not kept else self.try_edits(key, [diag])[1]
+            if alone_why:
+                self.withhold(diag, alone_why)
+        return kept, (text if kept else self.text(key))
 
     def isolate(self, key: Path, diags: list[Diagnostic]) -> list[Diagnostic]:
         """The fixes for this file failed together: apply them one at a time instead (fresh offsets after
