@@ -14,7 +14,8 @@ import pytest
 from rule_cases import ROOT, run_cli
 
 WILD = ROOT / "tests" / "data" / "wild"
-# The projects whose own configs are in the shared real-config corpus (tests/oracle_harness.py, CFGOPT_CORPUS): the wild set is everything else.
+# The projects whose own configs are in the shared real-config corpus (tests/oracle_harness.py, CFGOPT_CORPUS):
+# the wild set is everything else.
 EXCLUDED_REPOS = {"hiyouga/llama-factory", "axolotl-ai-cloud/axolotl", "deepspeedai/deepspeedexamples"}
 
 
