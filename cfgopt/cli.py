@@ -177,7 +177,7 @@ def _verify_arguments(verify: argparse.ArgumentParser) -> None:
 
 
 def _estimate_arguments(estimate: argparse.ArgumentParser) -> None:
-    from cfgopt.estimate_cmd import add_arguments
+    from cfgopt.commands.estimate import add_arguments
 
     add_arguments(estimate)
 
@@ -497,7 +497,7 @@ def cmd_rule(args: argparse.Namespace) -> int:
     if rule is None:
         sys.stderr.write(f"cfgopt: error: no rule {args.code!r} (see `cfgopt rules`)\n")
         return 2
-    from cfgopt.rule_docs import render_page
+    from cfgopt.commands.rule import render_page
 
     doc = rule.docs()
     print(json.dumps(doc, indent=2) if args.format == "json" else render_page(doc, args.format))
@@ -535,7 +535,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from cfgopt.estimate_cmd import run
+    from cfgopt.commands.estimate import run
 
     return run(args)
 

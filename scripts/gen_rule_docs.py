@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from cfgopt.rule_docs import PAGES_DIR, render_page
+from cfgopt.commands.rule import PAGES_DIR, render_page
 from cfgopt.rules import all_rules, rule_classes
 from cfgopt.rules._not_implemented import NOT_IMPLEMENTED
 

@@ -75,7 +75,7 @@ def test_a_lint_run_builds_only_lints_options() -> None:
     """`cfgopt lint` neither formats the other subcommands' options nor imports their modules."""
     code = (
         "import sys; from cfgopt.cli import main; main(['lint', '--isolated', 'fixtures/seed/ds_z3_config.json']); "
-        "print('imported:', *(m for m in ('cfgopt.verify.options', 'cfgopt.tune.options', 'cfgopt.estimate_cmd') "
+        "print('imported:', *(m for m in ('cfgopt.verify.options', 'cfgopt.tune.options', 'cfgopt.commands.estimate') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False).stdout
