@@ -73,7 +73,7 @@ def _usage_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cfgopt.config import ConfigError
+    from cfgopt.project_config import ConfigError
 
     parser = build_parser(_subcommand(argv))
     args, unknown = parser.parse_known_args(argv)

@@ -219,7 +219,7 @@ def planned_batch(job: Job) -> tuple[int, int] | None:
 def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
     """Span edits writing the plan into a LLaMA-Factory YAML or command line; None when one cannot be made."""
     from cfgopt import edits
-    from cfgopt.rules._lf import insert_top
+    from cfgopt.rules.support.llamafactory import insert_top
 
     root = source.root
     if root is None or not root.is_mapping:

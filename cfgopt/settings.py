@@ -1,7 +1,7 @@
 """Run settings: the target hardware, GPU count, rule selection and fix options, and the per-file parts of a
 project configuration (per-file ignores, excludes, fixable rules).
 
-A `Settings` is what one file is judged with. Project configuration files (`cfgopt.config`) make that depend
+A `Settings` is what one file is judged with. Project configuration files (`cfgopt.project_config`) make that depend
 on the file: the closest `cfgopt.toml` / `pyproject.toml [tool.cfgopt]` wins, so `Settings.for_path` asks the
 resolver the CLI attached; a `Settings` built by hand (tests, `verify`, `tune`) applies to every file.
 """

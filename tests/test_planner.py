@@ -72,8 +72,8 @@ def test_one_line_errors_for_a_job_that_cannot_be_read(tmp_path: Path) -> None:
 
 
 def test_no_default_is_kept_outside_the_job() -> None:
-    import cfgopt.rules._ds as ds
-    import cfgopt.rules._lf as lf
+    import cfgopt.rules.support.deepspeed as ds
+    import cfgopt.rules.support.llamafactory as lf
 
     assert not hasattr(memory, "DEFAULTS") and not hasattr(lf, "LF") and not hasattr(ds, "DS")
     assert not hasattr(memory, "packing_on") or memory.packing_on.__module__ == "cfgopt.job"

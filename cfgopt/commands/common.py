@@ -17,7 +17,7 @@ from cfgopt.targets import TARGETS
 def rule_codes(text: str) -> list[str]:
     """Rule selectors from the command line; an unknown code or prefix is a usage error (as ruff's
     `Unknown rule selector`), with a did-you-mean."""
-    from cfgopt.config import ConfigError, check_codes
+    from cfgopt.project_config import ConfigError, check_codes
 
     try:
         return check_codes([c.strip() for c in text.split(",") if c.strip()], "rule selector")
@@ -119,7 +119,7 @@ def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     """The settings for the run: a `Settings` whose `for_path` gives each file's (the closest project config
     wins, then `--config` overrides, then the flags). Raises ConfigError / VersionError (exit 2)."""
-    from cfgopt.config import CommandLine, Resolver, parse_override
+    from cfgopt.project_config import CommandLine, Resolver, parse_override
 
     overrides: dict = {}
     for text in args.config_overrides:
@@ -144,7 +144,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def show_settings(args: argparse.Namespace, settings: Settings) -> int:
-    from cfgopt.config import show_settings as render_settings
+    from cfgopt.project_config import show_settings as render_settings
 
     path = args.paths[0] if args.paths else Path(".")
     sys.stdout.write(render_settings(settings.for_path(path), path))

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import locate, section_errors
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import locate, section_errors
 from cfgopt.source import Kind
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).

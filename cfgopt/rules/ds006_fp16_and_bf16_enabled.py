@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import enabled
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import enabled
 from cfgopt.source import Kind
 
 _TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}

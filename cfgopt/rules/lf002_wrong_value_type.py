@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import fields_for, top_entries, yaml11_note
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
 from cfgopt.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")

@@ -27,8 +27,7 @@ from typing import Any, Protocol
 from cfgopt.document import Document
 from cfgopt.job import lf_values
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.tune import search as S
-from cfgopt.tune import space
+from cfgopt.tune import search, space
 
 
 class Session(Protocol):
@@ -37,24 +36,24 @@ class Session(Protocol):
     def platform(self) -> space.Platform: ...
     def prepare(self) -> None: ...
     def asset_id(self) -> str: ...
-    def measure(self, candidate: S.Candidate) -> S.Measurement: ...
-    def fits(self) -> S.Fits: ...
+    def measure(self, candidate: search.Candidate) -> search.Measurement: ...
+    def fits(self) -> search.Fits: ...
 
 
-def measurement_from(result: Any, warmup: int) -> S.Measurement:
+def measurement_from(result: Any, warmup: int) -> search.Measurement:
     """A verify RunResult as the search sees it: real tokens/s over the steps after `warmup`, peak memory."""
     metrics = result.metrics or {}
     steps = metrics.get("steps") or []
     warm = steps[min(warmup, max(0, len(steps) - 1)) :]
     seconds = sum(s["seconds"] for s in warm)
     error = result.error
-    if error and not S.is_oom(error) and S.is_oom(result.log_tail):
+    if error and not search.is_oom(error) and search.is_oom(result.log_tail):
         error += " (the log says: out of memory)"
     peak = metrics.get("peak_allocated_gib")
     if peak is None:
         peaks = [s["max_allocated_gib"] for s in steps if "max_allocated_gib" in s]
         peak = max(peaks) if peaks else None
-    return S.Measurement(
+    return search.Measurement(
         tokens_per_s=(sum(s["real_tokens"] for s in warm) / seconds) if seconds and not error else None,
         peak_gib=peak,
         reserved_gib=metrics.get("peak_reserved_gib"),
@@ -114,7 +113,7 @@ class RealSession:
         a = self._plan()
         return json.dumps([str(a.model_dir), a.dataset, a.template, a.model_config], sort_keys=True, default=str)
 
-    def measure(self, candidate: S.Candidate) -> S.Measurement:
+    def measure(self, candidate: search.Candidate) -> search.Measurement:
         from cfgopt.verify import runner
 
         label = f"c{candidate.index:03d}"
@@ -133,7 +132,7 @@ class RealSession:
             shutil.rmtree(self.work / f"{label}-output", ignore_errors=True)
         return measurement_from(result, self.warmup)
 
-    def fits(self) -> S.Fits:
+    def fits(self) -> search.Fits:
         from cfgopt.model_shapes import shape_for
         from cfgopt.targets import TARGETS
         from cfgopt.verify import runner
@@ -145,7 +144,7 @@ class RealSession:
         assets = self._plan()
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))
-        return S.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
+        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
 
 
 def load_tune_job(
@@ -202,9 +201,9 @@ def make_candidates(
     knobs_list: list[space.Knobs],
     work: Path,
     key_of: Callable[[dict[str, Any]], str],
-) -> list[S.Candidate]:
+) -> list[search.Candidate]:
     """Each candidate's config; DeepSpeed variants are written into `work` (one file per distinct JSON)."""
-    out: list[S.Candidate] = []
+    out: list[search.Candidate] = []
     for i, knobs in enumerate(knobs_list):
         action, ds = space.deepspeed_for(knobs, base, user_ds)
         ds_path = None
@@ -222,7 +221,7 @@ def make_candidates(
             resolved["deepspeed"] = ds
         elif action == "keep" and "deepspeed" in cfg:
             resolved["deepspeed"] = user_ds if user_ds is not None else cfg["deepspeed"]
-        out.append(S.Candidate(i, knobs, cfg, resolved, key_of(resolved), baseline=(i == 0)))
+        out.append(search.Candidate(i, knobs, cfg, resolved, key_of(resolved), baseline=(i == 0)))
     return out
 
 
@@ -243,7 +242,7 @@ def plan_fix(
     config_path: Path,
     doc: Document,
     src: Any,
-    winner: S.Candidate,
+    winner: search.Candidate,
     base: space.Knobs,
     user_ds: dict[str, Any] | None,
     user_ds_path: Path | None,
@@ -335,7 +334,7 @@ def _f(value: Any, pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
 
 
-def row_json(row: S.Row, base_tps: float | None) -> dict[str, Any]:
+def row_json(row: search.Row, base_tps: float | None) -> dict[str, Any]:
     c, m = row.candidate, row.measurement
     tps = row.tokens_per_s
     return {
@@ -359,7 +358,7 @@ def row_json(row: S.Row, base_tps: float | None) -> dict[str, Any]:
     }
 
 
-def table(result: S.SearchResult) -> str:
+def table(result: search.SearchResult) -> str:
     base_tps = result.baseline.tokens_per_s
     head = (
         f"{'':2}{'#':>3}  {'candidate':60} {'status':22} {'tokens/s':>9} {'vs base':>8} "
@@ -470,10 +469,10 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
         say(memory_note)
         say(f"{len(candidates)} candidates on {platform.device}; global batch {base.micro * base.ga * gpus} kept")
         cache_path = args.cache or config_path.with_name(config_path.name + ".cfgopt-tune.json")
-        cache = S.ResultCache(cache_path)
+        cache = search.ResultCache(cache_path)
         say("preparing assets ...")
         session.prepare()
-        result = S.search(
+        result = search.search(
             candidates,
             session.measure,
             fits,
@@ -505,7 +504,7 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
         else:
             gain = f" ({winner.tokens_per_s / base_tps:.2f}x the baseline)" if base_tps and winner.tokens_per_s else ""
             print(f"winner: #{winner.candidate.index} {winner.candidate.knobs.label()}{gain}")
-        if result.baseline.status == S.CRASHED:
+        if result.baseline.status == search.CRASHED:
             sys.stderr.write(
                 f"cfgopt tune: the config as it is crashed: {result.baseline.reason}; try `cfgopt fix` first\n"
             )
@@ -538,7 +537,7 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
                 "stopped": result.stopped,
                 "memory": memory_note,
                 "platform_notes": platform.notes,
-                "priors": S.PRIORS,
+                "priors": search.PRIORS,
                 "baseline": row_json(result.baseline, base_tps),
                 "winner": row_json(winner, base_tps) if winner else None,
                 "changes": plan.changes if plan else {},

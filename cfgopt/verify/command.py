@@ -14,7 +14,7 @@ from cfgopt.fixer import fix_paths
 from cfgopt.job import Job, JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
-from cfgopt.verify import report, runner
+from cfgopt.verify import comparison, runner
 
 
 def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 run_job.data, assets, args.steps, label, work, path, args.gpus, args.timeout, relay
             )
             parameters_from_shape(runs[label].metrics, run_job)
-        summaries = {label: report.summarize(r.metrics) for label, r in runs.items()}
+        summaries = {label: comparison.summarize(r.metrics) for label, r in runs.items()}
         for label, r in runs.items():
             if r.error and not summaries[label].get("error"):
                 summaries[label]["error"] = r.error
@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
                 summaries[label]["log_tail"] = r.log_tail[-3000:]
         before = summaries["original"]
         after = summaries.get("fixed", {})
-        verdict = report.compare(before, after) if after else {"status": "measured"}
-        print(report.table(before, after, verdict))
+        verdict = comparison.compare(before, after) if after else {"status": "measured"}
+        print(comparison.table(before, after, verdict))
         extra = {
             "config": str(config_path),
             "fixed_config": str(fixed_path) if fixed_path else None,
@@ -156,12 +156,12 @@ def run(args: argparse.Namespace) -> int:
             "per_step": {label: r.metrics.get("steps", []) for label, r in runs.items()},
         }
         if args.json is not None:
-            text = report.to_json(before, after, verdict, extra)
+            text = comparison.to_json(before, after, verdict, extra)
             if str(args.json) == "-":
                 print(text)
             else:
                 args.json.write_text(text)
-        if args.plot is not None and not report.plot(args.plot, {k: r.metrics for k, r in runs.items()}):
+        if args.plot is not None and not comparison.plot(args.plot, {k: r.metrics for k, r in runs.items()}):
             sys.stderr.write("cfgopt verify: matplotlib is not installed; no plot written\n")
         for label, s in summaries.items():
             if s.get("error"):

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cfgopt import schema
-from cfgopt.rules import _ds_validators
+from cfgopt import schema, schema_validators
 from cfgopt.rules.base import Context
 from cfgopt.source import Entry, Node, Source
 
@@ -71,7 +70,7 @@ def _nested_validators(
     spec = ds.raw_models[model_name]
     out = [
         ((*prefix, *loc), msg)
-        for loc, msg in _ds_validators.run(model_name, spec.get("validators", {}), section, core_ok)
+        for loc, msg in schema_validators.run(model_name, spec.get("validators", {}), section, core_ok)
     ]
     for name, field in spec["fields"].items():
         nested = field.get("model")

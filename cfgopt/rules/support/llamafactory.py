@@ -78,7 +78,7 @@ def deepspeed_zero3(ctx: Context) -> tuple[bool, bool]:
     if not value:
         return False, True
     if ctx.deepspeed is not None and ctx.deepspeed.root is not None:
-        from cfgopt.rules._ds import zero_stage
+        from cfgopt.rules.support.deepspeed import zero_stage
 
         stage = zero_stage(ctx.deepspeed)
         return stage == 3, stage is not None
