@@ -11,7 +11,6 @@ from pathlib import Path
 
 from cfgopt.commands.rule import PAGES_DIR, render_page
 from cfgopt.rules import all_rules, rule_classes
-from cfgopt.rules._not_implemented import NOT_IMPLEMENTED
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / PAGES_DIR
@@ -89,12 +88,12 @@ def render() -> dict[Path, str]:
             noisy.append(f"- **{doc['code']}** ({rate:.0%}): {doc['worth_it'] or 'MISSING: say why it is worth it'}")
     if noisy:
         rows += ["", "## Rules that fire on more than a quarter of real configs", "", *noisy]
-    rows += ["", "## Not implemented", ""]
-    if NOT_IMPLEMENTED:
-        rows += ["| candidate | proposed in | why not |", "| --- | --- | --- |"]
-        rows += [f"| {c} | {src} | {why} |" for c, src, why in NOT_IMPLEMENTED]
-    else:
-        rows.append("Nothing listed yet.")
+    rows += [
+        "",
+        "## Not implemented",
+        "",
+        "Candidate rules cfgopt does not implement, with why: [not-implemented.md](not-implemented.md).",
+    ]
     out[CATALOG] = "\n".join(rows) + "\n"
     out[RULE_INDEX] = render_index()
     return out
