@@ -35,7 +35,14 @@ def render_index() -> str:
             lines.append(one_line)
         else:  # as `ruff format` writes it
             lines += [f'    "{module}": (', *(f'        "{v}",' for v in (cls.code, cls.name, kinds)), "    ),"]
-    return "\n".join([*lines, "}", ""])
+    opt_in = sorted(cls.code for cls in rule_classes() if not cls.default_on)
+    lines += [
+        "}",
+        "",
+        "# Rules outside the default selection (`Rule.default_on = False`): they run only when selected.",
+    ]
+    lines += ["OPT_IN: frozenset[str] = frozenset(", "    {", *(f'        "{code}",' for code in opt_in), "    }", ")"]
+    return "\n".join([*lines, ""])
 
 
 RATES = ROOT / "docs" / "rule-rates.json"  # written by scripts/rule_rates.py

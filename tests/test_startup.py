@@ -52,6 +52,7 @@ def test_catalog_lists_every_rule_module() -> None:
     for rule in all_rules():
         code, name, kinds = _catalog.RULES[type(rule).__module__.rsplit(".", 1)[1]]
         assert (code, name, set(kinds.split())) == (rule.code, rule.name, {k.value for k in rule.kinds})
+    assert {r.code for r in all_rules() if not r.default_on} == _catalog.OPT_IN
     codes, names = codes_and_names()
     assert codes == {r.code for r in all_rules()} and names == {r.name: r.code for r in all_rules()}
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from functools import cache
 
+from cfgopt.rules._catalog import OPT_IN as CATALOG_OPT_IN
 from cfgopt.rules._catalog import RULES as CATALOG
 from cfgopt.rules.base import Rule
 from cfgopt.source import Kind
@@ -99,5 +100,7 @@ def by_code(code: str) -> Rule | None:
 
 @cache
 def opt_in_codes() -> frozenset[str]:
-    """Rules outside the default selection (`Rule.default_on = False`): they run only when selected."""
-    return frozenset(c.code for c in rule_classes() if not c.default_on)
+    """Rules outside the default selection (`Rule.default_on = False`): they run only when selected. Read from
+    the catalog, so that asking imports no rule module (only those missing from a stale catalog)."""
+    unlisted = (_rule_class(m) for m in rule_modules() if m not in CATALOG)
+    return frozenset(CATALOG_OPT_IN) | {c.code for c in unlisted if not c.default_on}
