@@ -92,6 +92,12 @@ class InvalidValue(Rule):
                 "Trainer's config reader and DeepSpeed both fail on it",
                 on="value",
             )
+        yield from self._numbers(ctx)
+
+    def _numbers(self, ctx: Context) -> Iterator[Diagnostic]:
+        """Top-level keys DeepSpeed compares as numbers (batch sizes, clipping), written as something else."""
+        src = ctx.source
+        assert src.root is not None
         for key in INT_KEYS + NUMBER_KEYS:
             entry = src.root.get(key)
             if entry is None:
