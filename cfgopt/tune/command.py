@@ -395,6 +395,178 @@ def sigterm_as_interrupt() -> Any:
     return signal.signal(signal.SIGTERM, handler)
 
 
+class _Stop(Exception):
+    """A one-line reason the search cannot be made (exit 2)."""
+
+
+def _real_session(args: argparse.Namespace, job: Any, work: Path, warmup: int, gpus: int, say, probed) -> Session:
+    return RealSession(
+        args.config,
+        job.data,
+        work,
+        args.steps,
+        warmup,
+        gpus,
+        args.timeout,
+        mode=args.mode,
+        cache_dir=args.cache_dir,
+        target_name=args.target,
+        margin=args.memory_margin,
+        say=say,
+        fill=functools.partial(lf_values, lf=job.lf, group=job.group),
+        _platform=probed,
+    )
+
+
+def _candidates(
+    args: argparse.Namespace, job: Any, session: Session, work: Path, warmup: int, gpus: int, say
+) -> tuple[Any, space.Knobs, list[search.Candidate]]:
+    """The platform, the user's knobs and the candidates to search (the fix's plan among them, marked)."""
+    try:
+        asset_id = session.asset_id()
+    except ValueError as exc:
+        raise _Stop(str(exc)) from None
+    platform = session.platform()
+    for note in platform.notes:
+        say(note)
+    config, (_, user_ds) = job.data, job.deepspeed
+    options = space.SpaceOptions(
+        gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
+    )
+    base, knobs_list = space.build_space(config, user_ds, platform, options)
+    planned = planned_start(job, tuple(args.knobs), say)
+    if planned is not None and planned not in knobs_list:
+        knobs_list.append(planned)  # the plan `cfgopt fix` writes is a candidate even outside the options
+    candidates = make_candidates(
+        config,
+        user_ds,
+        base,
+        knobs_list,
+        work,
+        lambda resolved: cache_key(resolved, args.steps, warmup, gpus, platform.device, asset_id),
+    )
+    if planned is not None:
+        for c in candidates:
+            c.planned = c.knobs == planned and not c.baseline
+    return platform, base, candidates
+
+
+def _verdict(result: search.SearchResult, memory_note: str, gpus: int) -> int:
+    """What the search found, printed; 1 when nothing could be measured or the config as it is crashed."""
+    base_tps, winner = result.baseline.tokens_per_s, result.winner
+    print(
+        f"searched {sum(r.order is not None for r in result.rows)} of {len(result.rows)} candidates: "
+        f"{result.spent_s:.0f} s of runs now, {result.search_s * gpus:.0f} GPU s in all (cached included); "
+        f"{memory_note}"
+    )
+    code = 0
+    if winner is None:
+        print("no candidate could be measured: nothing to change")
+        code = 1
+    elif winner is result.baseline:
+        print("the config as it is was the fastest measured: nothing to change")
+    else:
+        gain = f" ({winner.tokens_per_s / base_tps:.2f}x the baseline)" if base_tps and winner.tokens_per_s else ""
+        print(f"winner: #{winner.candidate.index} {winner.candidate.knobs.label()}{gain}")
+    if result.baseline.status == search.CRASHED:
+        sys.stderr.write(
+            f"cfgopt tune: the config as it is crashed: {result.baseline.reason}; try `cfgopt fix` first\n"
+        )
+        code = 1
+    return code
+
+
+def _apply(args: argparse.Namespace, doc: Document, plan: FixPlan) -> int:
+    """The winner's changes: written (--write) or shown as a diff. 2 when they could not be written."""
+    config_path: Path = args.config
+    if not args.write:
+        sys.stdout.write(render_diff(config_path, plan))
+        for p in plan.problems:
+            sys.stderr.write(f"cfgopt tune: {p}\n")
+        return 0
+    problems = write_fix(config_path, doc, plan)
+    for p in problems:
+        sys.stderr.write(f"cfgopt tune: {p}\n")
+    if problems:
+        return 2
+    written = f" and {plan.ds_file}" if plan.ds_file else ""
+    sys.stderr.write(f"cfgopt tune: wrote {config_path}{written}\n")
+    return 0
+
+
+def _write_json(
+    args: argparse.Namespace,
+    result: search.SearchResult,
+    platform: Any,
+    plan: FixPlan | None,
+    gpus: int,
+    warmup: int,
+    memory_note: str,
+) -> None:
+    base_tps, winner = result.baseline.tokens_per_s, result.winner
+    report = {
+        "config": str(args.config),
+        "device": platform.device,
+        "gpus": gpus,
+        "steps": args.steps,
+        "warmup": warmup,
+        "budget_s": result.budget_s,
+        "spent_s": result.spent_s,
+        "search_s": result.search_s,
+        "gpu_seconds": result.search_s * gpus,
+        "stopped": result.stopped,
+        "memory": memory_note,
+        "platform_notes": platform.notes,
+        "priors": search.PRIORS,
+        "baseline": row_json(result.baseline, base_tps),
+        "winner": row_json(winner, base_tps) if winner else None,
+        "changes": plan.changes if plan else {},
+        "rows": [row_json(r, base_tps) for r in result.rows],
+    }
+    text = json.dumps(report, indent=2, default=str)
+    if str(args.json) == "-":
+        print(text)
+    else:
+        args.json.write_text(text)
+
+
+def _tune(args: argparse.Namespace, job: Any, session: Session, work: Path, warmup: int, gpus: int, say) -> int:
+    config_path: Path = args.config
+    platform, base, candidates = _candidates(args, job, session, work, warmup, gpus, say)
+    fits = session.fits()
+    memory_note = getattr(fits, "note", "memory check given by the caller")
+    say(memory_note)
+    say(f"{len(candidates)} candidates on {platform.device}; global batch {base.micro * base.ga * gpus} kept")
+    cache = search.ResultCache(args.cache or config_path.with_name(config_path.name + ".cfgopt-tune.json"))
+    say("preparing assets ...")
+    session.prepare()
+    result = search.search(
+        candidates,
+        session.measure,
+        fits,
+        budget_s=args.budget * 60,
+        gpus=gpus,
+        cache=cache,
+        patience=args.patience,
+        min_gain=args.min_gain,
+        on_event=say,
+        memory_note=memory_note,
+    )
+    print(table(result))
+    plan = None
+    if result.winner is not None and result.winner is not result.baseline:
+        user_ds = job.deepspeed[1]
+        user_ds_path = job.deepspeed_source.document.path if isinstance(job.data.get("deepspeed"), str) else None
+        doc, src = job.source.document, job.source
+        plan = plan_fix(config_path, doc, src, result.winner.candidate, base, user_ds, user_ds_path)
+    code = _verdict(result, memory_note, gpus)
+    if plan is not None:
+        code = _apply(args, job.source.document, plan) or code
+    if args.json is not None:
+        _write_json(args, result, platform, plan, gpus, warmup, memory_note)
+    return code
+
+
 def run(args: argparse.Namespace, session: Session | None = None) -> int:
     config_path: Path = args.config
     if not config_path.is_file():
@@ -415,140 +587,14 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
     if job is None:
         sys.stderr.write(f"cfgopt tune: {problem}\n")
         return 2
-    doc, src, config = job.source.document, job.source, job.data
-    _, user_ds = job.deepspeed
-    user_ds_path = job.deepspeed_source.document.path if isinstance(config.get("deepspeed"), str) else None
     work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
     previous_handler = sigterm_as_interrupt()
     try:
-        if session is None:
-            session = RealSession(
-                config_path,
-                config,
-                work,
-                args.steps,
-                warmup,
-                gpus,
-                args.timeout,
-                mode=args.mode,
-                cache_dir=args.cache_dir,
-                target_name=args.target,
-                margin=args.memory_margin,
-                say=say,
-                fill=functools.partial(lf_values, lf=job.lf, group=job.group),
-                _platform=probed,
-            )
-        try:
-            asset_id = session.asset_id()
-        except ValueError as exc:
-            sys.stderr.write(f"cfgopt tune: {exc}\n")
-            return 2
-        platform = session.platform()
-        for note in platform.notes:
-            say(note)
-        options = space.SpaceOptions(
-            gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
-        )
-        base, knobs_list = space.build_space(config, user_ds, platform, options)
-        planned = planned_start(job, tuple(args.knobs), say)
-        if planned is not None and planned not in knobs_list:
-            knobs_list.append(planned)  # the plan `cfgopt fix` writes is a candidate even outside the options
-        candidates = make_candidates(
-            config,
-            user_ds,
-            base,
-            knobs_list,
-            work,
-            lambda resolved: cache_key(resolved, args.steps, warmup, gpus, platform.device, asset_id),
-        )
-        if planned is not None:
-            for c in candidates:
-                c.planned = c.knobs == planned and not c.baseline
-        fits = session.fits()
-        memory_note = getattr(fits, "note", "memory check given by the caller")
-        say(memory_note)
-        say(f"{len(candidates)} candidates on {platform.device}; global batch {base.micro * base.ga * gpus} kept")
-        cache_path = args.cache or config_path.with_name(config_path.name + ".cfgopt-tune.json")
-        cache = search.ResultCache(cache_path)
-        say("preparing assets ...")
-        session.prepare()
-        result = search.search(
-            candidates,
-            session.measure,
-            fits,
-            budget_s=args.budget * 60,
-            gpus=gpus,
-            cache=cache,
-            patience=args.patience,
-            min_gain=args.min_gain,
-            on_event=say,
-            memory_note=memory_note,
-        )
-        print(table(result))
-        base_tps = result.baseline.tokens_per_s
-        winner = result.winner
-        plan = None
-        if winner is not None and winner is not result.baseline:
-            plan = plan_fix(config_path, doc, src, winner.candidate, base, user_ds, user_ds_path)
-        gpu_s = result.search_s * gpus
-        print(
-            f"searched {sum(r.order is not None for r in result.rows)} of {len(result.rows)} candidates: "
-            f"{result.spent_s:.0f} s of runs now, {gpu_s:.0f} GPU s in all (cached included); {memory_note}"
-        )
-        code = 0
-        if winner is None:
-            print("no candidate could be measured: nothing to change")
-            code = 1
-        elif winner is result.baseline:
-            print("the config as it is was the fastest measured: nothing to change")
-        else:
-            gain = f" ({winner.tokens_per_s / base_tps:.2f}x the baseline)" if base_tps and winner.tokens_per_s else ""
-            print(f"winner: #{winner.candidate.index} {winner.candidate.knobs.label()}{gain}")
-        if result.baseline.status == search.CRASHED:
-            sys.stderr.write(
-                f"cfgopt tune: the config as it is crashed: {result.baseline.reason}; try `cfgopt fix` first\n"
-            )
-            code = 1
-        if plan is not None:
-            if args.write:
-                problems = write_fix(config_path, doc, plan)
-                for p in problems:
-                    sys.stderr.write(f"cfgopt tune: {p}\n")
-                if problems:
-                    code = 2
-                else:
-                    written = f" and {plan.ds_file}" if plan.ds_file else ""
-                    sys.stderr.write(f"cfgopt tune: wrote {config_path}{written}\n")
-            else:
-                sys.stdout.write(render_diff(config_path, plan))
-                for p in plan.problems:
-                    sys.stderr.write(f"cfgopt tune: {p}\n")
-        if args.json is not None:
-            report = {
-                "config": str(config_path),
-                "device": platform.device,
-                "gpus": gpus,
-                "steps": args.steps,
-                "warmup": warmup,
-                "budget_s": result.budget_s,
-                "spent_s": result.spent_s,
-                "search_s": result.search_s,
-                "gpu_seconds": gpu_s,
-                "stopped": result.stopped,
-                "memory": memory_note,
-                "platform_notes": platform.notes,
-                "priors": search.PRIORS,
-                "baseline": row_json(result.baseline, base_tps),
-                "winner": row_json(winner, base_tps) if winner else None,
-                "changes": plan.changes if plan else {},
-                "rows": [row_json(r, base_tps) for r in result.rows],
-            }
-            text = json.dumps(report, indent=2, default=str)
-            if str(args.json) == "-":
-                print(text)
-            else:
-                args.json.write_text(text)
-        return code
+        session = session or _real_session(args, job, work, warmup, gpus, say, probed)
+        return _tune(args, job, session, work, warmup, gpus, say)
+    except _Stop as exc:
+        sys.stderr.write(f"cfgopt tune: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("cfgopt tune: interrupted; finished runs are in the cache\n")
         return 130
