@@ -19,8 +19,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cfgopt.job import packing_on
 from cfgopt.model_shapes import ModelShape
+from cfgopt.packing import packing_on
 from cfgopt.targets import Target
 
 GIB = 2**30

@@ -90,9 +90,9 @@ class Settings:
             return _prefix_choice(code, self.select + self.extend_select, self.ignore)
         if _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
             return True
-        from cfgopt.rules import opt_in_codes
+        from cfgopt.rules._catalog import OPT_IN
 
-        return code not in opt_in_codes() and _prefix_choice(code, [], self.ignore)
+        return code not in OPT_IN and _prefix_choice(code, [], self.ignore)
 
     def named(self, code: str) -> bool:
         """Was `code` itself (or ALL) selected, not only a prefix of it? (DS090 widens its comparison then.)"""

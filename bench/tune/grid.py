@@ -107,7 +107,7 @@ def save(out: Path, data: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config_path = args.config
-    from cfgopt.job import load_job
+    from cfgopt.job_loader import load_job
     from cfgopt.settings import Settings
 
     job = load_job(config_path, Settings(gpus=args.gpus))  # the one YAML + DeepSpeed JSON loader

@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Iterable
 from functools import cache
 
-from cfgopt.rules._catalog import OPT_IN as CATALOG_OPT_IN
 from cfgopt.rules._catalog import RULES as CATALOG
 from cfgopt.rules.base import Rule
 from cfgopt.source import Kind
@@ -96,11 +95,3 @@ def codes_and_names() -> tuple[frozenset[str], dict[str, str]]:
 def by_code(code: str) -> Rule | None:
     wanted = code.upper()
     return next((r for r in all_rules() if r.code == wanted or r.name == code), None)
-
-
-@cache
-def opt_in_codes() -> frozenset[str]:
-    """Rules outside the default selection (`Rule.default_on = False`): they run only when selected. Read from
-    the catalog, so that asking imports no rule module (only those missing from a stale catalog)."""
-    unlisted = (_rule_class(m) for m in rule_modules() if m not in CATALOG)
-    return frozenset(CATALOG_OPT_IN) | {c.code for c in unlisted if not c.default_on}

@@ -152,7 +152,7 @@ def load_tune_job(
 ) -> tuple[Any, space.Platform | None, str]:
     """The job tuned, judged for the target and GPUs the runs use and the packages the machine has, with the
     probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
-    from cfgopt.job import JobError, load_job
+    from cfgopt.job_loader import JobError, load_job
     from cfgopt.settings import Settings
     from cfgopt.verify import runner
     from cfgopt.verify.command import run_settings

@@ -11,7 +11,8 @@ from typing import Any
 from cfgopt.document import Document, real_path
 from cfgopt.engine import resolve_reference
 from cfgopt.fixer import fix_paths
-from cfgopt.job import Job, JobError, load_job
+from cfgopt.job import Job
+from cfgopt.job_loader import JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
 from cfgopt.verify import comparison, runner
