@@ -8,6 +8,7 @@ that knows it back).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cfgopt"
@@ -126,3 +127,12 @@ def long_functions() -> dict[str, int]:
 def test_no_long_functions() -> None:
     found = long_functions()
     assert not found, f"functions over {MAX_FUNCTION_LINES} lines (split them into named steps): {found}"
+
+
+def test_no_rule_imports_another_rule() -> None:
+    """What rules share lives in cfgopt/rules/support/: a rule importing a rule loads it on every run that
+    needs the first, and the lazy loading by file kind (tests/test_startup.py) no longer holds."""
+    graph = import_graph()
+    rule_module = re.compile(r"^cfgopt\.rules\.[a-z]+\d{3}_\w+$")
+    found = {m: sorted(d for d in deps if rule_module.match(d)) for m, deps in graph.items() if rule_module.match(m)}
+    assert not {m: d for m, d in found.items() if d}

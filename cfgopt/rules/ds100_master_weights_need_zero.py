@@ -4,8 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.ds006_fp16_and_bf16_enabled import lax_true
-from cfgopt.rules.support.deepspeed import zero_stage
+from cfgopt.rules.support.deepspeed import lax_true, zero_stage
 from cfgopt.source import Kind
 
 CHECKS = (

@@ -187,3 +187,15 @@ def as_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+_TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}
+
+
+def lax_true(value: object) -> bool:
+    """True as DeepSpeed's pydantic (lax mode) reads a bool field: `"yes"` and 1 count, `"auto"` does not."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value == 1
+    return isinstance(value, str) and value.strip().lower() in _TRUE_STRINGS

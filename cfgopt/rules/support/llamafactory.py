@@ -190,3 +190,7 @@ def yaml11_note(node: Node, shown: str, choices: list[str]) -> str:
         f" (YAML 1.1, which LLaMA-Factory's OmegaConf follows, reads an unquoted `{word}` as the boolean "
         f"{str(node.value).lower()}{quote})"
     )
+
+
+# Tokens per micro-batch at or below which a big GPU idles (PF007; MEM005 does not suggest going below it).
+SMALL_TOKENS = 4096  # docs/evidence/rocm_perf.md R08: tokens per micro-batch <~ 4k leaves a big GPU idle
