@@ -224,7 +224,7 @@ class Project:
             suppressions.strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
         if any(d.code in PLANNED_CODES for d in out):
-            attach_plans(self, out, owners)  # speed fixes are planned together, never rule by rule
+            attach_plans(self.context, out, owners)  # speed fixes are planned together, never rule by rule
         return out
 
     def _check(self, src: Source, rules: list) -> list[Diagnostic]:

@@ -19,8 +19,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cfgopt.job import packing_on
 from cfgopt.model_shapes import ModelShape
+from cfgopt.packing import packing_on
 from cfgopt.targets import Target
 
 GIB = 2**30
@@ -712,27 +712,34 @@ def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: 
     return attention
 
 
-def estimate(
-    config: dict[str, Any],
-    shape: ModelShape,
-    target: Target,
-    gpus: int,
-    deepspeed: dict[str, Any] | None,
-    *,
-    fill: float | None = None,
-) -> MemoryEstimate:
-    """Peak memory per GPU of the training run `config` (a LLaMA-Factory config as a dict) on `gpus` GPUs of
-    `target`, with the DeepSpeed JSON `deepspeed` (a dict) or None. `fill`: the share of `cutoff_len` the peak
-    micro-batch's sequences reach without packing (default 1.0: the longest batch is padded to cutoff_len)."""
-    notes: list[str] = []
-    unmodelled: list[str] = []
-    gpus = max(1, int(gpus or 1))
-    for key, label in _UNMODELLED.items():
-        if _get(config, key) not in (None, False, "", [], {}):
-            unmodelled.append(label)
-    stage = str(_get(config, "stage"))
-    if stage == "ppo":
+@dataclass(frozen=True)
+class _Batch:
+    """What one micro-batch holds: the run's stage and finetuning type, sizes and sequence length."""
+
+    stage: str
+    ftype: str
+    micro_batch: int
+    accumulation: int
+    packing: bool
+    fill: float
+    seq: int  # tokens per sequence in the peak micro-batch
+    seqs: int  # sequences per micro-batch (two per sample for pairwise stages)
+
+    @property
+    def tokens(self) -> int:
+        return self.seqs * self.seq
+
+
+def _unmodelled_features(config: dict[str, Any]) -> list[str]:
+    """Features set in the config that the estimate does not model (listed in its confidence)."""
+    unmodelled = [label for key, label in _UNMODELLED.items() if _get(config, key) not in (None, False, "", [], {})]
+    if str(_get(config, "stage")) == "ppo":
         unmodelled.append("PPO (policy, reference, reward and value models)")
+    return unmodelled
+
+
+def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], notes: list[str]) -> _Batch:
+    stage = str(_get(config, "stage"))
     ftype = str(_get(config, "finetuning_type"))
     if ftype not in ("lora", "oft", "freeze", "full"):
         unmodelled.append(f"finetuning_type {ftype!r}")
@@ -757,7 +764,27 @@ def estimate(
         )
     seq = max(1, math.ceil(cutoff * fill_used))
     seqs = bsz * (2 if stage in _PAIRWISE else 1)
-    tokens = seqs * seq
+    return _Batch(stage, ftype, bsz, accum, packing, fill_used, seq, seqs)
+
+
+def estimate(
+    config: dict[str, Any],
+    shape: ModelShape,
+    target: Target,
+    gpus: int,
+    deepspeed: dict[str, Any] | None,
+    *,
+    fill: float | None = None,
+) -> MemoryEstimate:
+    """Peak memory per GPU of the training run `config` (a LLaMA-Factory config as a dict) on `gpus` GPUs of
+    `target`, with the DeepSpeed JSON `deepspeed` (a dict) or None. `fill`: the share of `cutoff_len` the peak
+    micro-batch's sequences reach without packing (default 1.0: the longest batch is padded to cutoff_len)."""
+    notes: list[str] = []
+    unmodelled = _unmodelled_features(config)
+    gpus = max(1, int(gpus or 1))
+    batch = _batch(config, fill, unmodelled, notes)
+    stage, ftype, bsz, accum = batch.stage, batch.ftype, batch.micro_batch, batch.accumulation
+    packing, fill_used, seq, seqs, tokens = batch.packing, batch.fill, batch.seq, batch.seqs, batch.tokens
     gc = gradient_checkpointing_on(config)
     attention = _attention_implementation(config, shape, notes)
     liger = bool(_get(config, "enable_liger_kernel"))

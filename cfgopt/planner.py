@@ -30,7 +30,9 @@ from cfgopt.tune import space
 from cfgopt.tune.search import prior_speed
 
 if TYPE_CHECKING:
-    from cfgopt.engine import Project
+    from collections.abc import Callable
+
+    from cfgopt.rules.base import Context
     from cfgopt.source import Source
 
 # The rules whose findings a knob answers: the knob is planned when one of them is selected.
@@ -219,7 +221,7 @@ def planned_batch(job: Job) -> tuple[int, int] | None:
 def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
     """Span edits writing the plan into a LLaMA-Factory YAML or command line; None when one cannot be made."""
     from cfgopt import edits
-    from cfgopt.rules._lf import insert_top
+    from cfgopt.rules.support.llamafactory import insert_top
 
     root = source.root
     if root is None or not root.is_mapping:
@@ -256,8 +258,9 @@ def _merge_inserts(found: list[Edit]) -> list[Edit]:
     return sorted(out + list(merged.values()), key=lambda e: (e.start, e.end))
 
 
-def attach_plans(project: Project, diags: list[Diagnostic], owners: dict[int, Source]) -> None:
-    """Replace the planned rules' own fixes by each job's plan, given to its first fixable speed finding."""
+def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]) -> None:
+    """Replace the planned rules' own fixes by each job's plan, given to its first fixable speed finding.
+    `context`: a file's rule context (the engine's `Project.context`)."""
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
         src = owners.get(id(d))
@@ -266,7 +269,7 @@ def attach_plans(project: Project, diags: list[Diagnostic], owners: dict[int, So
     sources = {id(s): s for s in owners.values()}
     for sid, found in by_source.items():
         src = sources[sid]
-        ctx = project.context(src)
+        ctx = context(src)
         for d in found:
             d.fix = None
         plan = plan_for(ctx.job)

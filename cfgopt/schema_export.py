@@ -243,19 +243,3 @@ def export(out: Path, llamafactory_version: str, deepspeed_version: str) -> list
         path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(path)
     return written
-
-
-def run(args) -> int:
-    import sys
-
-    from cfgopt.versions import resolve_version
-
-    lf = resolve_version("llamafactory", args.llamafactory_version)
-    ds = resolve_version("deepspeed", args.deepspeed_version)
-    for path in export(args.out, lf, ds):
-        sys.stdout.write(f"wrote {path}\n")
-    sys.stdout.write(
-        f"(LLaMA-Factory {lf}, DeepSpeed {ds}) In a YAML config: "
-        f"# yaml-language-server: $schema={args.out / FILES['llamafactory']}\n"
-    )
-    return 0

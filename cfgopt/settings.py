@@ -1,7 +1,7 @@
 """Run settings: the target hardware, GPU count, rule selection and fix options, and the per-file parts of a
 project configuration (per-file ignores, excludes, fixable rules).
 
-A `Settings` is what one file is judged with. Project configuration files (`cfgopt.config`) make that depend
+A `Settings` is what one file is judged with. Project configuration files (`cfgopt.project_config`) make that depend
 on the file: the closest `cfgopt.toml` / `pyproject.toml [tool.cfgopt]` wins, so `Settings.for_path` asks the
 resolver the CLI attached; a `Settings` built by hand (tests, `verify`, `tune`) applies to every file.
 """
@@ -90,9 +90,9 @@ class Settings:
             return _prefix_choice(code, self.select + self.extend_select, self.ignore)
         if _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
             return True
-        from cfgopt.rules import opt_in_codes
+        from cfgopt.rules._catalog import OPT_IN
 
-        return code not in opt_in_codes() and _prefix_choice(code, [], self.ignore)
+        return code not in OPT_IN and _prefix_choice(code, [], self.ignore)
 
     def named(self, code: str) -> bool:
         """Was `code` itself (or ALL) selected, not only a prefix of it? (DS090 widens its comparison then.)"""

@@ -799,7 +799,7 @@ def ds_model_entry(model: type, queue: list[type]) -> dict[str, Any]:
             "set_new_param": bool(extra.get("set_new_param", True)) if deprecated else None,
         }
     # Validators are code, not data: record their names so cfgopt's own implementations
-    # (cfgopt/rules/_ds_validators.py) can be checked for completeness against them.
+    # (cfgopt/schema_validators.py) can be checked for completeness against them.
     return {"extra": model_extra(model), "fields": fields, "validators": model_validators(model)}
 
 

@@ -1,5 +1,5 @@
 """One test per field with choices: what a YAML value outside them does in the real run, and so the severity
-LF003 gives it (cfgopt/rules/_choices.py holds the outcomes with their file:line evidence).
+LF003 gives it (cfgopt/rules/support/choices.py holds the outcomes with their file:line evidence).
 
 `error`: the run stops. `warning`: it goes on doing something else (the message says what). A field read only
 in some runs is tested both ways. On the command line argparse rejects every such value at once (exit 2), which
@@ -15,7 +15,7 @@ import pytest
 from rule_cases import run_cli
 
 from cfgopt import schema
-from cfgopt.rules._choices import OUTSIDE
+from cfgopt.rules.support.choices import OUTSIDE
 
 TRAIN = {
     "model_name_or_path": "meta-llama/Meta-Llama-3-8B",

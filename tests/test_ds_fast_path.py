@@ -14,7 +14,7 @@ from pydantic_core import ValidationError
 from rule_cases import ROOT
 
 from cfgopt import schema
-from cfgopt.rules._ds import strip_auto
+from cfgopt.rules.support.deepspeed import strip_auto
 
 SAMPLES: list[Any] = [
     None, True, False, 0, 1, -1, 3, 2**31, 2**40, 2**63, 2**70, 0.5, 1.0, -1.0, 1e9, 5e8, 1e20, 1e300,
@@ -90,7 +90,7 @@ def test_real_configs() -> None:
 
 
 def test_sections_that_are_not_plain_still_get_pydantic_cores_verdict() -> None:
-    from cfgopt.rules._ds import validate_section
+    from cfgopt.rules.support.deepspeed import validate_section
 
     assert validate_section("DeepSpeedZeroConfig", {"stage": "3"}) == []  # lax mode: a numeric string is fine
     assert validate_section("DeepSpeedZeroConfig", {"stage": "three"})

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cfgopt import schema
-from cfgopt.rules._ds import validate_section
+from cfgopt.rules.support.deepspeed import validate_section
 
 pytestmark = pytest.mark.oracle
 EXAMPLES = int(os.environ.get("CFGOPT_PARITY_EXAMPLES", "300"))

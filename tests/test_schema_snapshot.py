@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from cfgopt import schema
-from cfgopt.rules import _ds_validators
+from cfgopt import schema, schema_validators
 
 
 def test_every_deepspeed_validator_is_implemented_or_explained() -> None:
     ds = schema.deepspeed()
-    known = set(_ds_validators.FIELD_VALIDATORS) | set(_ds_validators.MODEL_VALIDATORS) | set(_ds_validators.NOT_ERRORS)
+    known = (
+        set(schema_validators.FIELD_VALIDATORS)
+        | set(schema_validators.MODEL_VALIDATORS)
+        | set(schema_validators.NOT_ERRORS)
+    )
     for model, spec in ds.raw_models.items():
         validators = spec.get("validators", {})
         for name in list(validators.get("field", {})) + list(validators.get("model", [])):
@@ -22,7 +25,7 @@ def test_every_strict_section_builds_a_validator() -> None:
 
 
 def test_alias_and_field_name_both_given_is_rejected_like_deepspeed() -> None:
-    from cfgopt.rules._ds import validate_section
+    from cfgopt.rules.support.deepspeed import validate_section
 
     problems = validate_section("DeepSpeedZeroConfig", {"stage3_prefetch_bucket_size": 1, "prefetch_bucket_size": 1})
     assert problems and problems[0][1] == "extra_forbidden"

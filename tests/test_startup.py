@@ -33,7 +33,8 @@ def test_yaml_alone_imports_no_deepspeed_rule() -> None:
 
 def test_selection_limits_the_imports() -> None:
     modules = imported_after_lint("fixtures/seed/llama3_lora_sft.yaml", "--select", "LF003")
-    assert {m for m in modules if m.startswith("cfgopt.rules.") and m[13:14] != "_" and m != "cfgopt.rules.base"} == {
+    helpers = ("cfgopt.rules._", "cfgopt.rules.base", "cfgopt.rules.support")
+    assert {m for m in modules if m.startswith("cfgopt.rules.") and not m.startswith(helpers)} == {
         "cfgopt.rules.lf003_invalid_choice"
     }
 
@@ -51,6 +52,7 @@ def test_catalog_lists_every_rule_module() -> None:
     for rule in all_rules():
         code, name, kinds = _catalog.RULES[type(rule).__module__.rsplit(".", 1)[1]]
         assert (code, name, set(kinds.split())) == (rule.code, rule.name, {k.value for k in rule.kinds})
+    assert {r.code for r in all_rules() if not r.default_on} == _catalog.OPT_IN
     codes, names = codes_and_names()
     assert codes == {r.code for r in all_rules()} and names == {r.name: r.code for r in all_rules()}
 
@@ -75,7 +77,7 @@ def test_a_lint_run_builds_only_lints_options() -> None:
     """`cfgopt lint` neither formats the other subcommands' options nor imports their modules."""
     code = (
         "import sys; from cfgopt.cli import main; main(['lint', '--isolated', 'fixtures/seed/ds_z3_config.json']); "
-        "print('imported:', *(m for m in ('cfgopt.verify.options', 'cfgopt.tune.options', 'cfgopt.estimate_cmd') "
+        "print('imported:', *(m for m in ('cfgopt.verify.options', 'cfgopt.tune.options', 'cfgopt.commands.estimate') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False).stdout

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
-from cfgopt.tune import command, space
-from cfgopt.tune import search as S
+from cfgopt.tune import command, search, space
 from cfgopt.tune.options import KNOBS, add_arguments
 
 CONFIG = """# a LoRA SFT config; this comment must survive the fix
@@ -64,12 +63,14 @@ class FakeRunner:
     def __init__(self, capacity: float = 100.0, wall: float = 60.0) -> None:
         self.capacity, self.wall, self.calls = capacity, wall, []
 
-    def __call__(self, c: S.Candidate) -> S.Measurement:
+    def __call__(self, c: search.Candidate) -> search.Measurement:
         self.calls.append(c.knobs)
         peak = true_peak(c.knobs)
         if peak > self.capacity:
-            return S.Measurement(error="OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", wall_s=20)
-        return S.Measurement(tokens_per_s=true_speed(c.knobs), peak_gib=peak, wall_s=self.wall, device="FAKE")
+            return search.Measurement(
+                error="OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", wall_s=20
+            )
+        return search.Measurement(tokens_per_s=true_speed(c.knobs), peak_gib=peak, wall_s=self.wall, device="FAKE")
 
 
 def fake_fits(limit: float):
@@ -163,13 +164,13 @@ def test_zero_variants_on_several_gpus_write_deepspeed_json(tmp_path: Path) -> N
 def test_memory_pruning_happens_before_any_run() -> None:
     _, cands = make(cfg(), allow_packing=True)
     runner = FakeRunner()
-    result = S.search(cands, runner, fake_fits(80.0), budget_s=1e9, patience=0)
-    pruned = [r for r in result.rows if r.status == S.PRUNED_MEMORY]
+    result = search.search(cands, runner, fake_fits(80.0), budget_s=1e9, patience=0)
+    pruned = [r for r in result.rows if r.status == search.PRUNED_MEMORY]
     assert pruned and all(r.candidate.est_peak_gib > 80.0 for r in pruned)
     assert not {r.candidate.knobs for r in pruned} & set(runner.calls)
     assert "does not fit" in pruned[0].reason
     # with everything that fits run, nothing ran out of memory and the winner is the true best that fits
-    assert not any(r.status == S.OOM for r in result.rows)
+    assert not any(r.status == search.OOM for r in result.rows)
     fitting = [c.knobs for c in cands if true_peak(c.knobs) * 1.05 <= 80.0]
     assert result.winner.candidate.knobs == max(fitting, key=true_speed)
 
@@ -177,92 +178,98 @@ def test_memory_pruning_happens_before_any_run() -> None:
 def test_baseline_first_then_by_prior() -> None:
     _, cands = make(cfg(), allow_packing=True)
     runner = FakeRunner(capacity=1e9)
-    S.search(cands, runner, budget_s=1e9, patience=0, learn=0)  # no learning: the prior order exactly
+    search.search(cands, runner, budget_s=1e9, patience=0, learn=0)  # no learning: the prior order exactly
     assert runner.calls[0] == cands[0].knobs
-    priors = [S.prior_speed(k) for k in runner.calls[1:]]
+    priors = [search.prior_speed(k) for k in runner.calls[1:]]
     assert priors == sorted(priors, reverse=True)
     top = runner.calls[1]
     assert top.packing and top.liger and not top.gc and top.micro == 16 and top.attn == "sdpa"
 
 
 def test_measurements_correct_the_prior_ranking() -> None:
-    def slow_liger(c: S.Candidate) -> S.Measurement:  # this machine: Liger makes things slower, not 1.2x faster
-        speed = 1000 * S.prior_speed(c.knobs) * (0.6 / 1.196 if c.knobs.liger else 1.0)
-        return S.Measurement(tokens_per_s=speed, peak_gib=1.0, wall_s=1.0)
+    def slow_liger(
+        c: search.Candidate,
+    ) -> search.Measurement:  # this machine: Liger makes things slower, not 1.2x faster
+        speed = 1000 * search.prior_speed(c.knobs) * (0.6 / 1.196 if c.knobs.liger else 1.0)
+        return search.Measurement(tokens_per_s=speed, peak_gib=1.0, wall_s=1.0)
 
     orders = {}
     for learn in (0.0, 1.0):
         _, cands = make(cfg(), knobs=("micro", "liger", "gc"))
         calls: list[space.Knobs] = []
-        S.search(cands, lambda c, calls=calls: (calls.append(c.knobs), slow_liger(c))[1], budget_s=1e9, learn=learn)
+        search.search(
+            cands, lambda c, calls=calls: (calls.append(c.knobs), slow_liger(c))[1], budget_s=1e9, learn=learn
+        )
         orders[learn] = calls
     assert [k.liger for k in orders[0.0][1:4]] == [True, True, False]  # the prior keeps trying Liger
     assert [k.liger for k in orders[1.0][1:4]] == [True, False, False]  # one slow Liger run demotes the rest
     best = space.Knobs(16, 1, False, "sdpa", False, False, "none")
     assert orders[1.0].index(best) < orders[0.0].index(best)
-    fitted = S.Corrections()
-    c = S.Candidate(0, best, {}, {}, "k", prior=S.prior_speed(best))
+    fitted = search.Corrections()
+    c = search.Candidate(0, best, {}, {}, "k", prior=search.prior_speed(best))
     fitted.observe(c, 1000.0)
     assert fitted.predict(c) == pytest.approx(math.log(c.prior))  # one point: all in the free offset
 
 
 def test_prior_uses_the_measured_h200_ratios() -> None:
     k = space.Knobs(4, 4, True, "sdpa", False, False, "none")
-    assert S.prior_speed(space.with_micro(k, 16)) / S.prior_speed(k) == pytest.approx(1.32, abs=0.01)  # V5/V4
-    assert S.prior_speed(space.Knobs(4, 4, False, "sdpa", True, True, "none")) / S.prior_speed(
+    assert search.prior_speed(space.with_micro(k, 16)) / search.prior_speed(k) == pytest.approx(1.32, abs=0.01)  # V5/V4
+    assert search.prior_speed(space.Knobs(4, 4, False, "sdpa", True, True, "none")) / search.prior_speed(
         space.Knobs(4, 4, True, "sdpa", True, True, "none")
     ) == pytest.approx(1.37)  # V10/V7
-    assert S.prior_speed(space.Knobs(4, 4, True, "sdpa", False, False, "z3")) < 0.25 * S.prior_speed(k)  # V2/V4
+    assert search.prior_speed(space.Knobs(4, 4, True, "sdpa", False, False, "z3")) < 0.25 * search.prior_speed(
+        k
+    )  # V2/V4
 
 
 def test_budget_stops_the_search_and_is_accounted() -> None:
     _, cands = make(cfg())
     runner = FakeRunner(capacity=1e9, wall=100.0)
-    result = S.search(cands, runner, budget_s=350.0, patience=0)
+    result = search.search(cands, runner, budget_s=350.0, patience=0)
     assert len(runner.calls) == 3  # baseline + 2: after 300 s a 100 s run would pass 350 s
     assert result.spent_s == pytest.approx(300.0) and result.stopped == "budget"
-    skipped = [r for r in result.rows if r.status == S.NOT_RUN_BUDGET]
+    skipped = [r for r in result.rows if r.status == search.NOT_RUN_BUDGET]
     assert len(skipped) == len(cands) - 3
     # the baseline is measured even with no budget at all
     runner = FakeRunner(capacity=1e9)
-    result = S.search(cands, runner, budget_s=0, patience=0)
+    result = search.search(cands, runner, budget_s=0, patience=0)
     assert runner.calls == [cands[0].knobs] and result.winner is result.baseline
 
 
 def test_oom_prunes_its_neighbours() -> None:
     _, cands = make(cfg(), knobs=("micro", "gc", "liger"))
     runner = FakeRunner(capacity=50.0)
-    result = S.search(cands, runner, budget_s=1e9, patience=0)
+    result = search.search(cands, runner, budget_s=1e9, patience=0)
     rows = {(r.candidate.knobs.micro, r.candidate.knobs.gc, r.candidate.knobs.liger): r for r in result.rows}
     # Liger on ranks first; (8, GC off, Liger on) runs out of memory, so the same without Liger (which needs
     # more) and every larger micro batch with GC off are never run
-    assert rows[(8, False, True)].status == S.OOM and rows[(16, False, True)].status == S.OOM
+    assert rows[(8, False, True)].status == search.OOM and rows[(16, False, True)].status == search.OOM
     for key in ((8, False, False), (16, False, False)):
-        assert rows[key].status == S.PRUNED_OOM and "ran out of memory" in rows[key].reason
-    assert not {r.candidate.knobs for r in result.rows if r.status == S.PRUNED_OOM} & set(runner.calls)
-    assert rows[(4, False, True)].status == S.MEASURED  # a smaller micro batch is still tried
-    assert rows[(16, True, True)].status == S.MEASURED  # GC on is not a neighbour of GC off
+        assert rows[key].status == search.PRUNED_OOM and "ran out of memory" in rows[key].reason
+    assert not {r.candidate.knobs for r in result.rows if r.status == search.PRUNED_OOM} & set(runner.calls)
+    assert rows[(4, False, True)].status == search.MEASURED  # a smaller micro batch is still tried
+    assert rows[(16, True, True)].status == search.MEASURED  # GC on is not a neighbour of GC off
     oom = rows[(8, False, True)].candidate.knobs
-    assert S.hungrier_or_equal(space.Knobs(16, 1, False, "sdpa", False, False, "none"), oom)
-    assert not S.hungrier_or_equal(space.Knobs(16, 1, True, "sdpa", False, False, "none"), oom)
-    assert not S.hungrier_or_equal(space.Knobs(16, 1, False, "disabled", False, True, "none"), oom)
+    assert search.hungrier_or_equal(space.Knobs(16, 1, False, "sdpa", False, False, "none"), oom)
+    assert not search.hungrier_or_equal(space.Knobs(16, 1, True, "sdpa", False, False, "none"), oom)
+    assert not search.hungrier_or_equal(space.Knobs(16, 1, False, "disabled", False, True, "none"), oom)
     # the winner is the fastest that ran
     assert result.winner.candidate.knobs == max(
-        (r.candidate.knobs for r in result.rows if r.status == S.MEASURED), key=true_speed
+        (r.candidate.knobs for r in result.rows if r.status == search.MEASURED), key=true_speed
     )
 
 
 def test_patience_and_min_gain() -> None:
     _, cands = make(cfg(), knobs=("attn", "micro"))
     runner = FakeRunner(capacity=1e9)
-    result = S.search(cands, runner, budget_s=1e9, patience=2)
+    result = search.search(cands, runner, budget_s=1e9, patience=2)
     assert result.stopped == "patience" and len(runner.calls) < len(cands)
-    assert any(r.status == S.NOT_RUN_PATIENCE for r in result.rows)
+    assert any(r.status == search.NOT_RUN_PATIENCE for r in result.rows)
 
-    def almost_flat(c: S.Candidate) -> S.Measurement:  # everything within 1% of the baseline
-        return S.Measurement(tokens_per_s=1000.0 + c.index, peak_gib=10.0, wall_s=1.0)
+    def almost_flat(c: search.Candidate) -> search.Measurement:  # everything within 1% of the baseline
+        return search.Measurement(tokens_per_s=1000.0 + c.index, peak_gib=10.0, wall_s=1.0)
 
-    result = S.search(cands, almost_flat, budget_s=1e9, patience=0)
+    result = search.search(cands, almost_flat, budget_s=1e9, patience=0)
     assert result.winner is result.baseline  # not 3% faster: keep the config as it is
 
 
@@ -270,16 +277,16 @@ def test_cache_resumes_a_search(tmp_path: Path) -> None:
     _, cands = make(cfg(), allow_packing=True)
     cache_file = tmp_path / "cache.json"
     first = FakeRunner(capacity=1e9, wall=100.0)
-    r1 = S.search(cands, first, budget_s=450.0, cache=S.ResultCache(cache_file), patience=0)
+    r1 = search.search(cands, first, budget_s=450.0, cache=search.ResultCache(cache_file), patience=0)
     assert len(first.calls) == 4 and r1.stopped == "budget"
     # run again as it was (e.g. after an interruption): every decision replays from the cache, nothing runs
     again = FakeRunner(capacity=1e9, wall=100.0)
-    r2 = S.search(cands, again, budget_s=450.0, cache=S.ResultCache(cache_file), patience=0)
+    r2 = search.search(cands, again, budget_s=450.0, cache=search.ResultCache(cache_file), patience=0)
     assert again.calls == [] and [r.status for r in r2.rows] == [r.status for r in r1.rows]
     assert r2.winner.candidate.key == r1.winner.candidate.key and r2.spent_s == 0
     # a larger budget goes on from there
     second = FakeRunner(capacity=1e9, wall=100.0)
-    r3 = S.search(cands, second, budget_s=850.0, cache=S.ResultCache(cache_file), patience=0)
+    r3 = search.search(cands, second, budget_s=850.0, cache=search.ResultCache(cache_file), patience=0)
     assert len(second.calls) == 4 and not set(second.calls) & set(first.calls)  # new candidates only
     cached = [r for r in r3.rows if r.cached]
     assert len(cached) == 4 and all(r.measurement.wall_s == 100.0 for r in cached)
@@ -288,7 +295,7 @@ def test_cache_resumes_a_search(tmp_path: Path) -> None:
     assert data["version"] == 1 and len(data["entries"]) == 8
     # a corrupt cache is ignored, not fatal
     cache_file.write_text("{not json")
-    assert S.ResultCache(cache_file).entries == {}
+    assert search.ResultCache(cache_file).entries == {}
 
 
 def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,7 +304,7 @@ def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch)
 
     shape, target = shape_for("meta-llama/Meta-Llama-3-8B"), TARGETS["h200"]
     monkeypatch.setitem(sys.modules, "cfgopt.memory", None)  # as if the module did not exist
-    fits = S.MemoryFits(shape, target, 1)
+    fits = search.MemoryFits(shape, target, 1)
     assert fits.note == "no memory model: nothing pruned" and fits({"x": 1}) == (True, None)
     seen = {}
 
@@ -306,14 +313,14 @@ def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch)
         return types.SimpleNamespace(peak_gib=20.0 * config["per_device_train_batch_size"])
 
     monkeypatch.setitem(sys.modules, "cfgopt.memory", types.SimpleNamespace(estimate=estimate))
-    fits = S.MemoryFits(shape, target, 2, margin=0.10)
+    fits = search.MemoryFits(shape, target, 2, margin=0.10)
     assert fits({"per_device_train_batch_size": 6}) == (True, 120.0)  # 120 <= 0.9 * 141
     assert fits({"per_device_train_batch_size": 7, "deepspeed": {"a": 1}}) == (False, 140.0)
     assert seen["gpus"] == 2 and seen["deepspeed"] == {"a": 1}
     # the model raised: run it, do not prune (the config is filled with the version's defaults first)
     assert fits({"per_device_train_batch_size": None}) == (True, None) and fits.failures == 1
-    assert S.MemoryFits(None, target, 1).note.startswith("model shape unknown")
-    assert "no memory size" in S.MemoryFits(shape, TARGETS["cpu"], 1).note
+    assert search.MemoryFits(None, target, 1).note.startswith("model shape unknown")
+    assert "no memory size" in search.MemoryFits(shape, TARGETS["cpu"], 1).note
 
 
 def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
@@ -321,7 +328,7 @@ def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
     from cfgopt.model_shapes import shape_for
     from cfgopt.targets import TARGETS
 
-    fits = S.MemoryFits(shape_for("meta-llama/Meta-Llama-3-8B-Instruct"), TARGETS["h200"], 1)
+    fits = search.MemoryFits(shape_for("meta-llama/Meta-Llama-3-8B-Instruct"), TARGETS["h200"], 1)
     assert fits.note.startswith("memory model: pruned above 127 GiB")
     v11 = {**cfg(per_device_train_batch_size=8, gradient_accumulation_steps=2), "packing": True}
     v11.update(disable_gradient_checkpointing=True, enable_liger_kernel=True)
@@ -340,7 +347,7 @@ def test_measurement_from_a_verify_run() -> None:
         metrics={}, error="exited with code 1", log_tail="torch.OutOfMemoryError: CUDA out of memory", wall_s=9.0
     )
     m = command.measurement_from(crash, warmup=3)
-    assert m.oom and m.tokens_per_s is None and S.status_of(m) == S.OOM
+    assert m.oom and m.tokens_per_s is None and search.status_of(m) == search.OOM
 
 
 # ---------------------------------------------------------------- the command, with a fake machine
@@ -365,7 +372,7 @@ class FakeSession:
 
     def fits(self):
         if self.limit is None:
-            return S.no_memory_model
+            return search.no_memory_model
 
         def fits(resolved):
             est = true_peak(space.baseline_knobs(resolved, resolved.get("deepspeed"))) * 1.05
@@ -420,7 +427,7 @@ def test_command_multi_gpu_writes_deepspeed_json_beside_the_users(tmp_path: Path
 
     def prefer_z2(c):  # on this fake machine DDP crashes, so ZeRO-2 wins
         if c.knobs.zero == "none":
-            return S.Measurement(error="RuntimeError: NCCL error", wall_s=5.0)
+            return search.Measurement(error="RuntimeError: NCCL error", wall_s=5.0)
         return real(c)
 
     slow_ddp.measure = prefer_z2
@@ -533,10 +540,10 @@ def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
 def test_ties_go_to_fewer_changes() -> None:
     _, cands = make(cfg(), knobs=("attn", "micro"))
 
-    def flat_micro(c: S.Candidate) -> S.Measurement:  # 16x1 is 20% faster; eager and sdpa the same
-        return S.Measurement(tokens_per_s=1200.0 if c.knobs.micro == 16 else 1000.0, peak_gib=1.0, wall_s=1.0)
+    def flat_micro(c: search.Candidate) -> search.Measurement:  # 16x1 is 20% faster; eager and sdpa the same
+        return search.Measurement(tokens_per_s=1200.0 if c.knobs.micro == 16 else 1000.0, peak_gib=1.0, wall_s=1.0)
 
-    result = S.search(cands, flat_micro, budget_s=1e9, patience=0)
+    result = search.search(cands, flat_micro, budget_s=1e9, patience=0)
     assert result.winner.candidate.knobs == space.Knobs(16, 1, True, "sdpa", False, False, "none")
 
 

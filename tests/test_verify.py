@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
-from cfgopt.verify import report, runner
+from cfgopt.verify import comparison, runner
 
 TINY = {
     "model_type": "llama",
@@ -120,7 +120,7 @@ def test_report_summary_and_comparison() -> None:
         {"step": i, "seconds": 1.0, "real_tokens": 1000, "padded_tokens": 1200, "supervised_tokens": 700}
         for i in range(1, 9)
     ]
-    before = report.summarize(
+    before = comparison.summarize(
         {
             "steps": steps,
             "parameters": 8e9,
@@ -130,14 +130,16 @@ def test_report_summary_and_comparison() -> None:
         }
     )
     faster = [dict(s, seconds=0.5) for s in steps]
-    after = report.summarize({"steps": faster, "parameters": 8e9, "trainable_parameters": 2e7, "peak_tflops": 989.4})
+    after = comparison.summarize(
+        {"steps": faster, "parameters": 8e9, "trainable_parameters": 2e7, "peak_tflops": 989.4}
+    )
     assert before["real_tokens_per_s"] == pytest.approx(1000)
     assert before["mfu"] == pytest.approx((4 * 8e9 + 2 * 2e7) * 1000 / 989.4e12)
-    verdict = report.compare(before, after)
+    verdict = comparison.compare(before, after)
     assert verdict["status"] == "faster" and verdict["speedup"] == pytest.approx(2.0)
-    assert report.compare(after, before)["status"] == "slower"
-    assert "original" in report.table(before, after, verdict)
-    assert report.compare({"error": "x"}, after)["status"] == "crash"
+    assert comparison.compare(after, before)["status"] == "slower"
+    assert "original" in comparison.table(before, after, verdict)
+    assert comparison.compare({"error": "x"}, after)["status"] == "crash"
 
 
 def test_assets_are_built_in_a_temporary_folder_and_renamed(tmp_path: Path) -> None:

@@ -33,8 +33,9 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from cfgopt import memory  # noqa: E402
-from cfgopt.job import lf_values, packing_on  # noqa: E402
+from cfgopt.job import lf_values  # noqa: E402
 from cfgopt.model_shapes import _from_config, shape_for  # noqa: E402
+from cfgopt.packing import packing_on  # noqa: E402
 from cfgopt.schema import llamafactory  # noqa: E402
 from cfgopt.targets import TARGETS  # noqa: E402
 

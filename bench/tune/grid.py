@@ -27,8 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cfgopt.tune import command, space
-from cfgopt.tune import search as S
+from cfgopt.tune import command, search, space
 from cfgopt.tune.options import KNOBS
 
 
@@ -108,7 +107,7 @@ def save(out: Path, data: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     config_path = args.config
-    from cfgopt.job import load_job
+    from cfgopt.job_loader import load_job
     from cfgopt.settings import Settings
 
     job = load_job(config_path, Settings(gpus=args.gpus))  # the one YAML + DeepSpeed JSON loader
@@ -164,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [],
         }
         for c in cands:
-            c.prior = S.prior_speed(c.knobs, gpus)
+            c.prior = search.prior_speed(c.knobs, gpus)
             try:
                 _, c.est_peak_gib = fits(c.resolved)
             except Exception:  # noqa: BLE001 - an estimate is a nicety here
@@ -197,13 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 m = session.measure(c)
             except Exception as exc:  # noqa: BLE001 - a crashed candidate is recorded, not fatal
-                m = S.Measurement(
+                m = search.Measurement(
                     error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}",
                     wall_s=time.perf_counter() - start,
                 )
             new += 1
             row.update(
-                status=S.status_of(m),
+                status=search.status_of(m),
                 tokens_per_s=m.tokens_per_s,
                 peak_gib=m.peak_gib,
                 reserved_gib=m.reserved_gib,

@@ -155,8 +155,8 @@ RULES: dict[str, tuple[str, str, str]] = {
     "mem005_micro_batch_headroom": ("MEM005", "micro-batch-headroom", "llamafactory-cli llamafactory-train"),
 }
 
-# Rules outside the default selection (`Rule.default_on = False`).
-OPT_IN = frozenset(
+# Rules outside the default selection (`Rule.default_on = False`): they run only when selected.
+OPT_IN: frozenset[str] = frozenset(
     {
         "CFG003",
         "DS019",

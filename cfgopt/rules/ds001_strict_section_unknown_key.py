@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits, schema, suggest, versions
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import locate, section_errors
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import locate, section_errors
 from cfgopt.source import Kind
 
 # Keys that do nothing DeepSpeed could do differently: removing them keeps the run's meaning.

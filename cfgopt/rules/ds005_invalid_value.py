@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import locate, section_errors
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import locate, section_errors
 from cfgopt.source import Kind
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).
@@ -92,6 +92,12 @@ class InvalidValue(Rule):
                 "Trainer's config reader and DeepSpeed both fail on it",
                 on="value",
             )
+        yield from self._numbers(ctx)
+
+    def _numbers(self, ctx: Context) -> Iterator[Diagnostic]:
+        """Top-level keys DeepSpeed compares as numbers (batch sizes, clipping), written as something else."""
+        src = ctx.source
+        assert src.root is not None
         for key in INT_KEYS + NUMBER_KEYS:
             entry = src.root.get(key)
             if entry is None:

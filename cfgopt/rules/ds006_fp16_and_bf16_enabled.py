@@ -3,20 +3,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import enabled
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import enabled, lax_true
 from cfgopt.source import Kind
-
-_TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}
-
-
-def lax_true(value: object) -> bool:
-    """True as DeepSpeed's pydantic (lax mode) reads a bool field: `"yes"` and 1 count, `"auto"` does not."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return value == 1
-    return isinstance(value, str) and value.strip().lower() in _TRUE_STRINGS
 
 
 class Fp16AndBf16Enabled(Rule):

@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import hf_filled_keys
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import hf_filled_keys
 from cfgopt.source import Kind
 
 # HF/accelerate fill the hidden-size keys only under their `stage3_` alias spelling.

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import zero_block
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import zero_block
 from cfgopt.source import Kind
 
 

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import hf_is_zero3
-from cfgopt.rules._xf import lf_precision
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.cross_file import lf_precision
+from cfgopt.rules.support.deepspeed import hf_is_zero3
 from cfgopt.source import Kind
 
 

@@ -3,9 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import zero_stage
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.ds006_fp16_and_bf16_enabled import lax_true
+from cfgopt.rules.support.deepspeed import lax_true, zero_stage
 from cfgopt.source import Kind
 
 CHECKS = (

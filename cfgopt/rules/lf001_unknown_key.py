@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits, suggest, versions
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import fields_for, group_of, top_entries
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import fields_for, group_of, top_entries
 from cfgopt.source import Entry, Kind
 
 # The WebUI's own widget ids (webui/runner.py L126-290) that blogs copy into YAML, with the keys the

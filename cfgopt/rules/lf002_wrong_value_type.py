@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import fields_for, top_entries, yaml11_note
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
 from cfgopt.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
@@ -69,23 +69,7 @@ class WrongValueType(Rule):
             if spec.is_bool and isinstance(value, str):
                 yield self._string_boolean(ctx, entry, value)
             elif spec.numeric_only and isinstance(value, str):
-                number = _as_number(value.strip())
-                fix = None
-                if number is not None and ("float" in spec.types or isinstance(number, int)):
-                    text = value.strip()
-                    fix = self.fix(
-                        f"Unquote: `{text}`",
-                        [edits.Edit(node.start, node.end, text)] if node.style in ("'", '"') else None,
-                        safe=True,
-                    )
-                yield self.at_entry(
-                    ctx,
-                    entry,
-                    f"`{entry.key}` must be a number but is the string {value!r}; {ctx.lf_label} "
-                    "passes it on unconverted and the run crashes where it is first used",
-                    on="value",
-                    fix=fix,
-                )
+                yield self._string_number(ctx, entry, spec, value)
             elif spec.numeric_only and isinstance(value, bool):
                 yield self.at_entry(
                     ctx,
@@ -132,6 +116,27 @@ class WrongValueType(Rule):
                         safe=True,
                     ),
                 )
+
+    def _string_number(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, value: str) -> Diagnostic:
+        """A number written as a string (`"1e-4"`): unquoted when it reads as the field's type."""
+        node = entry.node
+        number = _as_number(value.strip())
+        fix = None
+        if number is not None and ("float" in spec.types or isinstance(number, int)):
+            text = value.strip()
+            fix = self.fix(
+                f"Unquote: `{text}`",
+                [edits.Edit(node.start, node.end, text)] if node.style in ("'", '"') else None,
+                safe=True,
+            )
+        return self.at_entry(
+            ctx,
+            entry,
+            f"`{entry.key}` must be a number but is the string {value!r}; {ctx.lf_label} "
+            "passes it on unconverted and the run crashes where it is first used",
+            on="value",
+            fix=fix,
+        )
 
     def _command_line_value(self, ctx: Context, entry: Entry, spec: schema.FieldSpec) -> Iterator[Diagnostic]:
         """A `--key value` argparse converts before LLaMA-Factory sees it: a bad one is exit 2 at once."""

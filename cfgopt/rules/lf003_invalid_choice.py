@@ -5,9 +5,9 @@ from typing import Any
 
 from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._choices import outside
-from cfgopt.rules._lf import fields_for, top_entries, yaml11_note
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.choices import outside
+from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
 from cfgopt.source import Entry, Kind
 from cfgopt.targets import Target
 
@@ -53,7 +53,7 @@ class InvalidChoice(Rule):
     why = (
         "On the command line argparse rejects it at once. From YAML, `parse_dict` checks no `Literal` and "
         "converts no LLaMA-Factory `Enum`: the string reaches the code that reads the field, and what happens "
-        "there differs per field (cfgopt/rules/_choices.py, one test per field): `flash_attn: true` passes the "
+        "there differs per field (cfgopt/rules/support/choices.py, one test per field): `flash_attn: true` passes the "
         "parser and the run dies at model load, after the dataset has been tokenised; HF's own enums "
         "(`optim`, `lr_scheduler_type`, the strategies) fail at once; but `export_device: cuda` exports with "
         '`device_map="auto"` (every value but `cpu` means that) and `quantization_method: bitsandbytes` '
@@ -64,7 +64,7 @@ class InvalidChoice(Rule):
     fails_when = (
         "Errors: at model load for `flash_attn` (measured 16.2 s into a run), at start-up for HF enums and "
         "`finetuning_type`, after start-up for `stage`, where the value is first used for the others "
-        "(cfgopt/rules/_choices.py). Warnings: never; the run does something else than written."
+        "(cfgopt/rules/support/choices.py). Warnings: never; the run does something else than written."
     )
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L86: `NotImplementedError: Unknown attention type`",

@@ -3,8 +3,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, as_list, deepspeed_zero3, entry_of, is_train_group, on, report, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import (
+    TRAIN_KINDS,
+    as_list,
+    deepspeed_zero3,
+    entry_of,
+    is_train_group,
+    on,
+    report,
+    value_of,
+)
 
 PARSE = "at start-up (get_train_args)"
 LOAD = "at model load (after tokenisation)"

@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import as_list, entry_of, is_train_group, on, report, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import as_list, entry_of, is_train_group, on, report, value_of
 from cfgopt.source import Kind
 
 PARSE = "at start-up"

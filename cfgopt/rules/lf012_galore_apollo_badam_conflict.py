@@ -3,8 +3,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, deepspeed_zero3, distributed, is_train_group, on, report, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import (
+    TRAIN_KINDS,
+    deepspeed_zero3,
+    distributed,
+    is_train_group,
+    on,
+    report,
+    value_of,
+)
 from cfgopt.source import Kind
 
 

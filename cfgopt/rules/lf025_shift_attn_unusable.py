@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import entry_of, is_train_group, training, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import entry_of, is_train_group, training, value_of
 from cfgopt.source import Kind
 
 # The transformers each LLaMA-Factory release requires (its requirements.txt): both above S^2-Attn's < 4.48.

@@ -4,8 +4,8 @@ import re
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import fields_for
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import fields_for
 from cfgopt.source import Kind
 
 INTERPOLATION = re.compile(r"\$\{[^}]*\}")

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import top_entries
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import top_entries
 from cfgopt.source import Kind
 
 

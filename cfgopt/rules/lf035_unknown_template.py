@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import entry_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import entry_of
 from cfgopt.source import Kind
 from cfgopt.versions import release_spans
 

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.planner import planned_batch
-from cfgopt.rules._lf import TRAIN_KINDS, report
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
+from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
 from cfgopt.wording import a
 
 

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import offload_device, zero_block, zero_stage
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
+from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.source import Kind
 from cfgopt.wording import a
 

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.planner import plan_for
-from cfgopt.rules._lf import TRAIN_KINDS, entry_of, value_of
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, value_of
+from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
 
 
 def _at_stage(ds: dict, stage: int) -> dict:

@@ -4,10 +4,9 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.planner import planned_batch
-from cfgopt.rules._lf import TRAIN_KINDS, report, value_of
-from cfgopt.rules._mem import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.pf007_small_micro_batch import SMALL_TOKENS
+from cfgopt.rules.support.llamafactory import SMALL_TOKENS, TRAIN_KINDS, report, value_of
+from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.wording import a
 
 

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, entry_of, insert_top, on, report, training
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, insert_top, on, report, training
 
 
 class NoMixedPrecision(Rule):

@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, entry_of, number, training, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, number, training, value_of
 
 
 class EagerAttention(Rule):

@@ -3,10 +3,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import TRAIN_KINDS, number, report, tokens_per_micro_batch, training, value_of
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import (
+    SMALL_TOKENS,
+    TRAIN_KINDS,
+    number,
+    report,
+    tokens_per_micro_batch,
+    training,
+    value_of,
+)
 
-SMALL_TOKENS = 4096  # docs/evidence/rocm_perf.md R08: tokens per micro-batch <~ 4k leaves a big GPU idle
 AIM_TOKENS = 8192
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._lf import (
+from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.llamafactory import (
     TRAIN_KINDS,
     deepspeed_zero3,
     on,
@@ -13,7 +14,6 @@ from cfgopt.rules._lf import (
     training,
     value_of,
 )
-from cfgopt.rules.base import Context, Rule
 
 
 class LigerKernelOff(Rule):

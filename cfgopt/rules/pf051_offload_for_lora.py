@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._ds import offload_device, zero_block, zero_stage
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
 from cfgopt.source import Kind
 
 

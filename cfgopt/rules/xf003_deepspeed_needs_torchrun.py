@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._xf import consumer_entry
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.source import Kind
 
 

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 from cfgopt import edits
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.rules._xf import lf_value
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.cross_file import lf_value
 from cfgopt.source import Kind
 
 

@@ -27,8 +27,7 @@ from typing import Any, Protocol
 from cfgopt.document import Document
 from cfgopt.job import lf_values
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.tune import search as S
-from cfgopt.tune import space
+from cfgopt.tune import search, space
 
 
 class Session(Protocol):
@@ -37,24 +36,24 @@ class Session(Protocol):
     def platform(self) -> space.Platform: ...
     def prepare(self) -> None: ...
     def asset_id(self) -> str: ...
-    def measure(self, candidate: S.Candidate) -> S.Measurement: ...
-    def fits(self) -> S.Fits: ...
+    def measure(self, candidate: search.Candidate) -> search.Measurement: ...
+    def fits(self) -> search.Fits: ...
 
 
-def measurement_from(result: Any, warmup: int) -> S.Measurement:
+def measurement_from(result: Any, warmup: int) -> search.Measurement:
     """A verify RunResult as the search sees it: real tokens/s over the steps after `warmup`, peak memory."""
     metrics = result.metrics or {}
     steps = metrics.get("steps") or []
     warm = steps[min(warmup, max(0, len(steps) - 1)) :]
     seconds = sum(s["seconds"] for s in warm)
     error = result.error
-    if error and not S.is_oom(error) and S.is_oom(result.log_tail):
+    if error and not search.is_oom(error) and search.is_oom(result.log_tail):
         error += " (the log says: out of memory)"
     peak = metrics.get("peak_allocated_gib")
     if peak is None:
         peaks = [s["max_allocated_gib"] for s in steps if "max_allocated_gib" in s]
         peak = max(peaks) if peaks else None
-    return S.Measurement(
+    return search.Measurement(
         tokens_per_s=(sum(s["real_tokens"] for s in warm) / seconds) if seconds and not error else None,
         peak_gib=peak,
         reserved_gib=metrics.get("peak_reserved_gib"),
@@ -114,7 +113,7 @@ class RealSession:
         a = self._plan()
         return json.dumps([str(a.model_dir), a.dataset, a.template, a.model_config], sort_keys=True, default=str)
 
-    def measure(self, candidate: S.Candidate) -> S.Measurement:
+    def measure(self, candidate: search.Candidate) -> search.Measurement:
         from cfgopt.verify import runner
 
         label = f"c{candidate.index:03d}"
@@ -133,7 +132,7 @@ class RealSession:
             shutil.rmtree(self.work / f"{label}-output", ignore_errors=True)
         return measurement_from(result, self.warmup)
 
-    def fits(self) -> S.Fits:
+    def fits(self) -> search.Fits:
         from cfgopt.model_shapes import shape_for
         from cfgopt.targets import TARGETS
         from cfgopt.verify import runner
@@ -145,7 +144,7 @@ class RealSession:
         assets = self._plan()
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))
-        return S.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
+        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
 
 
 def load_tune_job(
@@ -153,7 +152,7 @@ def load_tune_job(
 ) -> tuple[Any, space.Platform | None, str]:
     """The job tuned, judged for the target and GPUs the runs use and the packages the machine has, with the
     probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
-    from cfgopt.job import JobError, load_job
+    from cfgopt.job_loader import JobError, load_job
     from cfgopt.settings import Settings
     from cfgopt.verify import runner
     from cfgopt.verify.command import run_settings
@@ -202,9 +201,9 @@ def make_candidates(
     knobs_list: list[space.Knobs],
     work: Path,
     key_of: Callable[[dict[str, Any]], str],
-) -> list[S.Candidate]:
+) -> list[search.Candidate]:
     """Each candidate's config; DeepSpeed variants are written into `work` (one file per distinct JSON)."""
-    out: list[S.Candidate] = []
+    out: list[search.Candidate] = []
     for i, knobs in enumerate(knobs_list):
         action, ds = space.deepspeed_for(knobs, base, user_ds)
         ds_path = None
@@ -222,7 +221,7 @@ def make_candidates(
             resolved["deepspeed"] = ds
         elif action == "keep" and "deepspeed" in cfg:
             resolved["deepspeed"] = user_ds if user_ds is not None else cfg["deepspeed"]
-        out.append(S.Candidate(i, knobs, cfg, resolved, key_of(resolved), baseline=(i == 0)))
+        out.append(search.Candidate(i, knobs, cfg, resolved, key_of(resolved), baseline=(i == 0)))
     return out
 
 
@@ -243,7 +242,7 @@ def plan_fix(
     config_path: Path,
     doc: Document,
     src: Any,
-    winner: S.Candidate,
+    winner: search.Candidate,
     base: space.Knobs,
     user_ds: dict[str, Any] | None,
     user_ds_path: Path | None,
@@ -335,7 +334,7 @@ def _f(value: Any, pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
 
 
-def row_json(row: S.Row, base_tps: float | None) -> dict[str, Any]:
+def row_json(row: search.Row, base_tps: float | None) -> dict[str, Any]:
     c, m = row.candidate, row.measurement
     tps = row.tokens_per_s
     return {
@@ -359,7 +358,7 @@ def row_json(row: S.Row, base_tps: float | None) -> dict[str, Any]:
     }
 
 
-def table(result: S.SearchResult) -> str:
+def table(result: search.SearchResult) -> str:
     base_tps = result.baseline.tokens_per_s
     head = (
         f"{'':2}{'#':>3}  {'candidate':60} {'status':22} {'tokens/s':>9} {'vs base':>8} "
@@ -396,6 +395,178 @@ def sigterm_as_interrupt() -> Any:
     return signal.signal(signal.SIGTERM, handler)
 
 
+class _Stop(Exception):
+    """A one-line reason the search cannot be made (exit 2)."""
+
+
+def _real_session(args: argparse.Namespace, job: Any, work: Path, warmup: int, gpus: int, say, probed) -> Session:
+    return RealSession(
+        args.config,
+        job.data,
+        work,
+        args.steps,
+        warmup,
+        gpus,
+        args.timeout,
+        mode=args.mode,
+        cache_dir=args.cache_dir,
+        target_name=args.target,
+        margin=args.memory_margin,
+        say=say,
+        fill=functools.partial(lf_values, lf=job.lf, group=job.group),
+        _platform=probed,
+    )
+
+
+def _candidates(
+    args: argparse.Namespace, job: Any, session: Session, work: Path, warmup: int, gpus: int, say
+) -> tuple[Any, space.Knobs, list[search.Candidate]]:
+    """The platform, the user's knobs and the candidates to search (the fix's plan among them, marked)."""
+    try:
+        asset_id = session.asset_id()
+    except ValueError as exc:
+        raise _Stop(str(exc)) from None
+    platform = session.platform()
+    for note in platform.notes:
+        say(note)
+    config, (_, user_ds) = job.data, job.deepspeed
+    options = space.SpaceOptions(
+        gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
+    )
+    base, knobs_list = space.build_space(config, user_ds, platform, options)
+    planned = planned_start(job, tuple(args.knobs), say)
+    if planned is not None and planned not in knobs_list:
+        knobs_list.append(planned)  # the plan `cfgopt fix` writes is a candidate even outside the options
+    candidates = make_candidates(
+        config,
+        user_ds,
+        base,
+        knobs_list,
+        work,
+        lambda resolved: cache_key(resolved, args.steps, warmup, gpus, platform.device, asset_id),
+    )
+    if planned is not None:
+        for c in candidates:
+            c.planned = c.knobs == planned and not c.baseline
+    return platform, base, candidates
+
+
+def _verdict(result: search.SearchResult, memory_note: str, gpus: int) -> int:
+    """What the search found, printed; 1 when nothing could be measured or the config as it is crashed."""
+    base_tps, winner = result.baseline.tokens_per_s, result.winner
+    print(
+        f"searched {sum(r.order is not None for r in result.rows)} of {len(result.rows)} candidates: "
+        f"{result.spent_s:.0f} s of runs now, {result.search_s * gpus:.0f} GPU s in all (cached included); "
+        f"{memory_note}"
+    )
+    code = 0
+    if winner is None:
+        print("no candidate could be measured: nothing to change")
+        code = 1
+    elif winner is result.baseline:
+        print("the config as it is was the fastest measured: nothing to change")
+    else:
+        gain = f" ({winner.tokens_per_s / base_tps:.2f}x the baseline)" if base_tps and winner.tokens_per_s else ""
+        print(f"winner: #{winner.candidate.index} {winner.candidate.knobs.label()}{gain}")
+    if result.baseline.status == search.CRASHED:
+        sys.stderr.write(
+            f"cfgopt tune: the config as it is crashed: {result.baseline.reason}; try `cfgopt fix` first\n"
+        )
+        code = 1
+    return code
+
+
+def _apply(args: argparse.Namespace, doc: Document, plan: FixPlan) -> int:
+    """The winner's changes: written (--write) or shown as a diff. 2 when they could not be written."""
+    config_path: Path = args.config
+    if not args.write:
+        sys.stdout.write(render_diff(config_path, plan))
+        for p in plan.problems:
+            sys.stderr.write(f"cfgopt tune: {p}\n")
+        return 0
+    problems = write_fix(config_path, doc, plan)
+    for p in problems:
+        sys.stderr.write(f"cfgopt tune: {p}\n")
+    if problems:
+        return 2
+    written = f" and {plan.ds_file}" if plan.ds_file else ""
+    sys.stderr.write(f"cfgopt tune: wrote {config_path}{written}\n")
+    return 0
+
+
+def _write_json(
+    args: argparse.Namespace,
+    result: search.SearchResult,
+    platform: Any,
+    plan: FixPlan | None,
+    gpus: int,
+    warmup: int,
+    memory_note: str,
+) -> None:
+    base_tps, winner = result.baseline.tokens_per_s, result.winner
+    report = {
+        "config": str(args.config),
+        "device": platform.device,
+        "gpus": gpus,
+        "steps": args.steps,
+        "warmup": warmup,
+        "budget_s": result.budget_s,
+        "spent_s": result.spent_s,
+        "search_s": result.search_s,
+        "gpu_seconds": result.search_s * gpus,
+        "stopped": result.stopped,
+        "memory": memory_note,
+        "platform_notes": platform.notes,
+        "priors": search.PRIORS,
+        "baseline": row_json(result.baseline, base_tps),
+        "winner": row_json(winner, base_tps) if winner else None,
+        "changes": plan.changes if plan else {},
+        "rows": [row_json(r, base_tps) for r in result.rows],
+    }
+    text = json.dumps(report, indent=2, default=str)
+    if str(args.json) == "-":
+        print(text)
+    else:
+        args.json.write_text(text)
+
+
+def _tune(args: argparse.Namespace, job: Any, session: Session, work: Path, warmup: int, gpus: int, say) -> int:
+    config_path: Path = args.config
+    platform, base, candidates = _candidates(args, job, session, work, warmup, gpus, say)
+    fits = session.fits()
+    memory_note = getattr(fits, "note", "memory check given by the caller")
+    say(memory_note)
+    say(f"{len(candidates)} candidates on {platform.device}; global batch {base.micro * base.ga * gpus} kept")
+    cache = search.ResultCache(args.cache or config_path.with_name(config_path.name + ".cfgopt-tune.json"))
+    say("preparing assets ...")
+    session.prepare()
+    result = search.search(
+        candidates,
+        session.measure,
+        fits,
+        budget_s=args.budget * 60,
+        gpus=gpus,
+        cache=cache,
+        patience=args.patience,
+        min_gain=args.min_gain,
+        on_event=say,
+        memory_note=memory_note,
+    )
+    print(table(result))
+    plan = None
+    if result.winner is not None and result.winner is not result.baseline:
+        user_ds = job.deepspeed[1]
+        user_ds_path = job.deepspeed_source.document.path if isinstance(job.data.get("deepspeed"), str) else None
+        doc, src = job.source.document, job.source
+        plan = plan_fix(config_path, doc, src, result.winner.candidate, base, user_ds, user_ds_path)
+    code = _verdict(result, memory_note, gpus)
+    if plan is not None:
+        code = _apply(args, job.source.document, plan) or code
+    if args.json is not None:
+        _write_json(args, result, platform, plan, gpus, warmup, memory_note)
+    return code
+
+
 def run(args: argparse.Namespace, session: Session | None = None) -> int:
     config_path: Path = args.config
     if not config_path.is_file():
@@ -416,140 +587,14 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
     if job is None:
         sys.stderr.write(f"cfgopt tune: {problem}\n")
         return 2
-    doc, src, config = job.source.document, job.source, job.data
-    _, user_ds = job.deepspeed
-    user_ds_path = job.deepspeed_source.document.path if isinstance(config.get("deepspeed"), str) else None
     work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
     previous_handler = sigterm_as_interrupt()
     try:
-        if session is None:
-            session = RealSession(
-                config_path,
-                config,
-                work,
-                args.steps,
-                warmup,
-                gpus,
-                args.timeout,
-                mode=args.mode,
-                cache_dir=args.cache_dir,
-                target_name=args.target,
-                margin=args.memory_margin,
-                say=say,
-                fill=functools.partial(lf_values, lf=job.lf, group=job.group),
-                _platform=probed,
-            )
-        try:
-            asset_id = session.asset_id()
-        except ValueError as exc:
-            sys.stderr.write(f"cfgopt tune: {exc}\n")
-            return 2
-        platform = session.platform()
-        for note in platform.notes:
-            say(note)
-        options = space.SpaceOptions(
-            gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
-        )
-        base, knobs_list = space.build_space(config, user_ds, platform, options)
-        planned = planned_start(job, tuple(args.knobs), say)
-        if planned is not None and planned not in knobs_list:
-            knobs_list.append(planned)  # the plan `cfgopt fix` writes is a candidate even outside the options
-        candidates = make_candidates(
-            config,
-            user_ds,
-            base,
-            knobs_list,
-            work,
-            lambda resolved: cache_key(resolved, args.steps, warmup, gpus, platform.device, asset_id),
-        )
-        if planned is not None:
-            for c in candidates:
-                c.planned = c.knobs == planned and not c.baseline
-        fits = session.fits()
-        memory_note = getattr(fits, "note", "memory check given by the caller")
-        say(memory_note)
-        say(f"{len(candidates)} candidates on {platform.device}; global batch {base.micro * base.ga * gpus} kept")
-        cache_path = args.cache or config_path.with_name(config_path.name + ".cfgopt-tune.json")
-        cache = S.ResultCache(cache_path)
-        say("preparing assets ...")
-        session.prepare()
-        result = S.search(
-            candidates,
-            session.measure,
-            fits,
-            budget_s=args.budget * 60,
-            gpus=gpus,
-            cache=cache,
-            patience=args.patience,
-            min_gain=args.min_gain,
-            on_event=say,
-            memory_note=memory_note,
-        )
-        print(table(result))
-        base_tps = result.baseline.tokens_per_s
-        winner = result.winner
-        plan = None
-        if winner is not None and winner is not result.baseline:
-            plan = plan_fix(config_path, doc, src, winner.candidate, base, user_ds, user_ds_path)
-        gpu_s = result.search_s * gpus
-        print(
-            f"searched {sum(r.order is not None for r in result.rows)} of {len(result.rows)} candidates: "
-            f"{result.spent_s:.0f} s of runs now, {gpu_s:.0f} GPU s in all (cached included); {memory_note}"
-        )
-        code = 0
-        if winner is None:
-            print("no candidate could be measured: nothing to change")
-            code = 1
-        elif winner is result.baseline:
-            print("the config as it is was the fastest measured: nothing to change")
-        else:
-            gain = f" ({winner.tokens_per_s / base_tps:.2f}x the baseline)" if base_tps and winner.tokens_per_s else ""
-            print(f"winner: #{winner.candidate.index} {winner.candidate.knobs.label()}{gain}")
-        if result.baseline.status == S.CRASHED:
-            sys.stderr.write(
-                f"cfgopt tune: the config as it is crashed: {result.baseline.reason}; try `cfgopt fix` first\n"
-            )
-            code = 1
-        if plan is not None:
-            if args.write:
-                problems = write_fix(config_path, doc, plan)
-                for p in problems:
-                    sys.stderr.write(f"cfgopt tune: {p}\n")
-                if problems:
-                    code = 2
-                else:
-                    written = f" and {plan.ds_file}" if plan.ds_file else ""
-                    sys.stderr.write(f"cfgopt tune: wrote {config_path}{written}\n")
-            else:
-                sys.stdout.write(render_diff(config_path, plan))
-                for p in plan.problems:
-                    sys.stderr.write(f"cfgopt tune: {p}\n")
-        if args.json is not None:
-            report = {
-                "config": str(config_path),
-                "device": platform.device,
-                "gpus": gpus,
-                "steps": args.steps,
-                "warmup": warmup,
-                "budget_s": result.budget_s,
-                "spent_s": result.spent_s,
-                "search_s": result.search_s,
-                "gpu_seconds": gpu_s,
-                "stopped": result.stopped,
-                "memory": memory_note,
-                "platform_notes": platform.notes,
-                "priors": S.PRIORS,
-                "baseline": row_json(result.baseline, base_tps),
-                "winner": row_json(winner, base_tps) if winner else None,
-                "changes": plan.changes if plan else {},
-                "rows": [row_json(r, base_tps) for r in result.rows],
-            }
-            text = json.dumps(report, indent=2, default=str)
-            if str(args.json) == "-":
-                print(text)
-            else:
-                args.json.write_text(text)
-        return code
+        session = session or _real_session(args, job, work, warmup, gpus, say, probed)
+        return _tune(args, job, session, work, warmup, gpus, say)
+    except _Stop as exc:
+        sys.stderr.write(f"cfgopt tune: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("cfgopt tune: interrupted; finished runs are in the cache\n")
         return 130

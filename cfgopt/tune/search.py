@@ -259,111 +259,22 @@ def search(
     The winner is the fastest measured run (within `tie` of it, the one with the fewest changes); a change
     wins only if it is `min_gain` faster than the baseline.
     """
-    say = on_event or (lambda _line: None)
-    cache = cache or ResultCache(None)
-    base = next((c for c in candidates if c.baseline), candidates[0])
-    base.baseline = True
-    rows: dict[int, Row] = {}
-    live: list[Candidate] = []
-    for c in candidates:
-        c.prior = prior_speed(c.knobs, gpus)
-        ok, est = fits(c.resolved)
-        c.est_peak_gib = est
-        if c is base:
-            continue
-        if not ok:
-            why = f"estimated peak {est:.1f} GiB does not fit" if est is not None else "estimated not to fit"
-            rows[c.index] = Row(c, PRUNED_MEMORY, reason=why)
-        else:
-            live.append(c)
-    model = Corrections(learn)
+    run = _Search(measure, fits, cache or ResultCache(None), on_event or (lambda _line: None), gpus, learn)
+    run.budget_s, run.patience, run.improve = budget_s, patience, improve
+    rows, base_row = run.run(candidates)
+    winner = _winner(rows, base_row, min_gain, tie)
+    ordered = sorted(
+        rows.values(), key=lambda r: (r.order if r.order is not None else 10**9, -r.candidate.prior, r.candidate.index)
+    )
+    return SearchResult(ordered, base_row, winner, run.spent, run.search_s, budget_s, memory_note, run.stopped)
 
-    def rank(c: Candidate) -> tuple[float, float, int, int]:
-        return (
-            -model.predict(c),
-            c.est_peak_gib if c.est_peak_gib is not None else float("inf"),
-            len(c.knobs.changes(base.knobs)),
-            c.index,
-        )
 
-    spent = 0.0
-    search_s = 0.0
-    walls: list[float] = []
-    best: float | None = None
-    since_best = 0
-    stopped = ""
-    order = 0
-    pruned_by: dict[int, int] = {}
-
-    def run_one(c: Candidate) -> Row:
-        nonlocal spent, search_s, order
-        hit = cache.get(c.key)
-        if hit is not None:
-            status, m = hit
-            row = Row(c, status, m, cached=True)
-            say(f"#{c.index} {c.knobs.label()}: cached ({_brief(row)})")
-        else:
-            say(f"#{c.index} {c.knobs.label()}: running ...")
-            m = measure(c)
-            status = status_of(m)
-            row = Row(c, status, m)
-            spent += m.wall_s
-            cache.put(c.key, c.knobs, status, m)
-            say(f"#{c.index}: {_brief(row)}")
-        search_s += m.wall_s
-        walls.append(m.wall_s)
-        row.order = order
-        order += 1
-        if row.status == CRASHED and not row.reason:
-            row.reason = (m.error or "crashed").splitlines()[0][:200]
-        if row.status == OOM:
-            row.reason = "out of memory"
-            for other in live:
-                if other.index not in rows and other.index not in pruned_by and hungrier_or_equal(other.knobs, c.knobs):
-                    pruned_by[other.index] = c.index
-        return row
-
-    if base.est_peak_gib is not None and not fits(base.resolved)[0]:
-        say(f"the baseline is estimated not to fit ({base.est_peak_gib:.1f} GiB); measured anyway")
-    rows[base.index] = base_row = run_one(base)
-    if base_row.tokens_per_s:
-        best = base_row.tokens_per_s
-    if base_row.tokens_per_s:
-        model.observe(base, base_row.tokens_per_s)
-    queue = sorted(live, key=lambda c: (not c.planned, *rank(c)))  # the fix's plan first, then by prior
-    while queue:
-        c = queue.pop(0)
-        if c.index in pruned_by:
-            rows[c.index] = Row(c, PRUNED_OOM, reason=f"#{pruned_by[c.index]} ran out of memory with less")
-            continue
-        if stopped:
-            reason = f"{search_s:.0f} s of runs used of {budget_s:.0f} s" if stopped == "budget" else ""
-            rows[c.index] = Row(c, NOT_RUN_PATIENCE if stopped == "patience" else NOT_RUN_BUDGET, reason=reason)
-            continue
-        if cache.get(c.key) is None:
-            expected = statistics.median(walls) if walls else 0.0
-            if search_s + expected > budget_s:
-                stopped = "budget"
-                rows[c.index] = Row(c, NOT_RUN_BUDGET, reason=f"{search_s:.0f} s of runs used of {budget_s:.0f} s")
-                continue
-        row = rows[c.index] = run_one(c)
-        tps = row.tokens_per_s
-        if tps:
-            model.observe(c, tps)
-            queue.sort(key=rank)
-        if tps and (best is None or tps > best * (1 + improve)):
-            best, since_best = tps, 0
-        else:
-            since_best += 1
-        if patience and since_best >= patience:
-            stopped = "patience"
-            say(f"stopping: {patience} runs in a row without a gain of {improve:.0%}")
-    for row in rows.values():
-        if row.status == NOT_RUN_PATIENCE:
-            row.reason = f"{patience} runs in a row gained nothing; stopped early"
+def _winner(rows: dict[int, Row], base_row: Row, min_gain: float, tie: float) -> Row | None:
+    """The fastest measured run; within `tie` of it, the fewest changes from the user's config win (single runs
+    are noisy); a change wins only if it is `min_gain` faster than the baseline."""
+    base = base_row.candidate
     measured = [r for r in rows.values() if r.tokens_per_s]
     top = max((r.tokens_per_s or 0.0 for r in measured), default=0.0)
-    # within `tie` of the fastest, the fewest changes from the user's config win (single runs are noisy)
     winner = min(
         (r for r in measured if (r.tokens_per_s or 0.0) >= top * (1 - tie)),
         key=lambda r: (len(r.candidate.knobs.changes(base.knobs)), -(r.tokens_per_s or 0.0)),
@@ -375,11 +286,141 @@ def search(
         and winner is not base_row
         and (winner.tokens_per_s or 0.0) < base_row.tokens_per_s * (1 + min_gain)
     ):
-        winner = base_row
-    ordered = sorted(
-        rows.values(), key=lambda r: (r.order if r.order is not None else 10**9, -r.candidate.prior, r.candidate.index)
-    )
-    return SearchResult(ordered, base_row, winner, spent, search_s, budget_s, memory_note, stopped)
+        return base_row
+    return winner
+
+
+class _Search:
+    """One search's state: the rows so far, the learnt corrections, the seconds used, why it stopped."""
+
+    budget_s = 1800.0
+    patience = 6
+    improve = 0.01
+
+    def __init__(
+        self,
+        measure: Callable[[Candidate], Measurement],
+        fits: Fits,
+        cache: ResultCache,
+        say: Callable[[str], None],
+        gpus: int,
+        learn: float,
+    ) -> None:
+        self.measure, self.fits, self.cache, self.say, self.gpus = measure, fits, cache, say, gpus
+        self.model = Corrections(learn)
+        self.rows: dict[int, Row] = {}
+        self.live: list[Candidate] = []
+        self.pruned_by: dict[int, int] = {}  # candidate index -> the OOM run that pruned it
+        self.walls: list[float] = []
+        self.spent = 0.0  # seconds of runs made now
+        self.search_s = 0.0  # seconds of runs, cached ones included
+        self.best: float | None = None
+        self.since_best = 0
+        self.stopped = ""
+        self.order = 0
+        self.base: Candidate | None = None
+
+    def run(self, candidates: list[Candidate]) -> tuple[dict[int, Row], Row]:
+        base = self._prune_by_memory(candidates)
+        if base.est_peak_gib is not None and not self.fits(base.resolved)[0]:
+            self.say(f"the baseline is estimated not to fit ({base.est_peak_gib:.1f} GiB); measured anyway")
+        self.rows[base.index] = base_row = self._run_one(base)
+        if base_row.tokens_per_s:
+            self.best = base_row.tokens_per_s
+            self.model.observe(base, base_row.tokens_per_s)
+        queue = sorted(self.live, key=lambda c: (not c.planned, *self._rank(c)))  # the fix's plan first
+        while queue:
+            self._step(queue.pop(0), queue)
+        for row in self.rows.values():
+            if row.status == NOT_RUN_PATIENCE:
+                row.reason = f"{self.patience} runs in a row gained nothing; stopped early"
+        return self.rows, base_row
+
+    def _prune_by_memory(self, candidates: list[Candidate]) -> Candidate:
+        """Every candidate's prior and estimated peak; those estimated not to fit pruned. Returns the baseline."""
+        base = self.base = next((c for c in candidates if c.baseline), candidates[0])
+        base.baseline = True
+        for c in candidates:
+            c.prior = prior_speed(c.knobs, self.gpus)
+            ok, est = self.fits(c.resolved)
+            c.est_peak_gib = est
+            if c is base:
+                continue
+            if not ok:
+                why = f"estimated peak {est:.1f} GiB does not fit" if est is not None else "estimated not to fit"
+                self.rows[c.index] = Row(c, PRUNED_MEMORY, reason=why)
+            else:
+                self.live.append(c)
+        return base
+
+    def _rank(self, c: Candidate) -> tuple[float, float, int, int]:
+        assert self.base is not None
+        return (
+            -self.model.predict(c),
+            c.est_peak_gib if c.est_peak_gib is not None else float("inf"),
+            len(c.knobs.changes(self.base.knobs)),
+            c.index,
+        )
+
+    def _step(self, c: Candidate, queue: list[Candidate]) -> None:
+        """The next candidate: pruned, not run (budget, patience) or run; the queue re-ranked on what it taught."""
+        if c.index in self.pruned_by:
+            self.rows[c.index] = Row(c, PRUNED_OOM, reason=f"#{self.pruned_by[c.index]} ran out of memory with less")
+            return
+        used = f"{self.search_s:.0f} s of runs used of {self.budget_s:.0f} s"
+        if self.stopped:
+            status = NOT_RUN_PATIENCE if self.stopped == "patience" else NOT_RUN_BUDGET
+            self.rows[c.index] = Row(c, status, reason=used if self.stopped == "budget" else "")
+            return
+        if self.cache.get(c.key) is None:
+            expected = statistics.median(self.walls) if self.walls else 0.0
+            if self.search_s + expected > self.budget_s:
+                self.stopped = "budget"
+                self.rows[c.index] = Row(c, NOT_RUN_BUDGET, reason=used)
+                return
+        row = self.rows[c.index] = self._run_one(c)
+        tps = row.tokens_per_s
+        if tps:
+            self.model.observe(c, tps)
+            queue.sort(key=self._rank)
+        if tps and (self.best is None or tps > self.best * (1 + self.improve)):
+            self.best, self.since_best = tps, 0
+        else:
+            self.since_best += 1
+        if self.patience and self.since_best >= self.patience:
+            self.stopped = "patience"
+            self.say(f"stopping: {self.patience} runs in a row without a gain of {self.improve:.0%}")
+
+    def _run_one(self, c: Candidate) -> Row:
+        hit = self.cache.get(c.key)
+        if hit is not None:
+            status, m = hit
+            row = Row(c, status, m, cached=True)
+            self.say(f"#{c.index} {c.knobs.label()}: cached ({_brief(row)})")
+        else:
+            self.say(f"#{c.index} {c.knobs.label()}: running ...")
+            m = self.measure(c)
+            status = status_of(m)
+            row = Row(c, status, m)
+            self.spent += m.wall_s
+            self.cache.put(c.key, c.knobs, status, m)
+            self.say(f"#{c.index}: {_brief(row)}")
+        self.search_s += m.wall_s
+        self.walls.append(m.wall_s)
+        row.order = self.order
+        self.order += 1
+        if row.status == CRASHED and not row.reason:
+            row.reason = (m.error or "crashed").splitlines()[0][:200]
+        if row.status == OOM:
+            row.reason = "out of memory"
+            for other in self.live:
+                if (
+                    other.index not in self.rows
+                    and other.index not in self.pruned_by
+                    and hungrier_or_equal(other.knobs, c.knobs)
+                ):
+                    self.pruned_by[other.index] = c.index
+        return row
 
 
 def _brief(row: Row) -> str:

@@ -11,10 +11,11 @@ from typing import Any
 from cfgopt.document import Document, real_path
 from cfgopt.engine import resolve_reference
 from cfgopt.fixer import fix_paths
-from cfgopt.job import Job, JobError, load_job
+from cfgopt.job import Job
+from cfgopt.job_loader import JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
-from cfgopt.verify import report, runner
+from cfgopt.verify import comparison, runner
 
 
 def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
@@ -77,6 +78,114 @@ def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list
     return new_config, applied
 
 
+class _Stop(Exception):
+    """A one-line reason the runs cannot be made (exit 2)."""
+
+
+def _load(path: Path, settings: Settings) -> Job:
+    try:
+        return load_job(path, settings)
+    except JobError as exc:
+        raise _Stop(str(exc)) from None
+
+
+def _fixed_config(args: argparse.Namespace, config_path: Path, work: Path, settings) -> tuple[Path | None, list[str]]:
+    """The config to compare with: none (--only-original), the user's (--fixed) or `cfgopt fix`'s."""
+    if args.only_original:
+        return None, []
+    if args.fixed:
+        return args.fixed, []
+    return fixed_copy(config_path, work, settings)
+
+
+def _prepare_assets(args: argparse.Namespace, original: dict, config_path: Path, work: Path, say, relay):
+    """The offline model and data the runs use, built in the work folder."""
+    try:
+        assets = runner.plan_assets(original, config_path, args.mode, args.cache_dir)
+    except ValueError as exc:
+        raise _Stop(str(exc)) from None
+    for note in assets.notes:
+        say(f"offline mode: {note}")
+    say("preparing assets ...")
+    built = runner.prepare_assets(assets, work, args.timeout, relay)
+    if built.get("model_build_s"):
+        size = built["parameters"] / 1e9
+        say(f"built a {size:.2f}B-parameter random-init model in {built['model_build_s']:.0f} s")
+    return assets
+
+
+def _summaries(runs: dict[str, runner.RunResult]) -> dict[str, dict[str, Any]]:
+    summaries = {label: comparison.summarize(r.metrics) for label, r in runs.items()}
+    for label, r in runs.items():
+        if r.error and not summaries[label].get("error"):
+            summaries[label]["error"] = r.error
+        if r.error:
+            summaries[label]["log_tail"] = r.log_tail[-3000:]
+    return summaries
+
+
+def _report(args: argparse.Namespace, runs: dict[str, runner.RunResult], extra: dict[str, Any]) -> int:
+    """The comparison table (and --json, --plot); exit 1 when the fix crashes or is slower."""
+    summaries = _summaries(runs)
+    before = summaries["original"]
+    after = summaries.get("fixed", {})
+    verdict = comparison.compare(before, after) if after else {"status": "measured"}
+    print(comparison.table(before, after, verdict))
+    extra["per_step"] = {label: r.metrics.get("steps", []) for label, r in runs.items()}
+    if args.json is not None:
+        text = comparison.to_json(before, after, verdict, extra)
+        if str(args.json) == "-":
+            print(text)
+        else:
+            args.json.write_text(text)
+    if args.plot is not None and not comparison.plot(args.plot, {k: r.metrics for k, r in runs.items()}):
+        sys.stderr.write("cfgopt verify: matplotlib is not installed; no plot written\n")
+    for label, s in summaries.items():
+        if s.get("error"):
+            sys.stderr.write(f"cfgopt verify: the {label} run crashed: {s['error']}\n")
+    if summaries.get("fixed", before).get("error"):
+        return 1  # the fix (or, measured alone, the original) crashes; the original crashing is what fixes fix
+    if verdict.get("status") == "slower":
+        sys.stderr.write(
+            f"cfgopt verify: the fixed config is slower ({verdict['speedup']:.2f}x): a rule was wrong here\n"
+        )
+        return 1
+    return 0
+
+
+def _verify(args: argparse.Namespace, config_path: Path, work: Path, say) -> int:
+    def relay(line: str) -> None:
+        if line.startswith("cfgopt-verify step") or "Error" in line:
+            say(line)
+
+    settings, _ = run_settings(args.target or runner.detect_target(), args.gpus or 1, say)
+    settings.unsafe_fixes = True
+    job = _load(config_path, settings)
+    say_plan(job, say)
+    fixed_path, applied = _fixed_config(args, config_path, work, settings)
+    assets = _prepare_assets(args, job.data, config_path, work, say, relay)
+    plan = [("original", config_path, job)]
+    if fixed_path is not None:
+        plan.append(("fixed", fixed_path, _load(fixed_path, settings)))
+        for line in applied:
+            say(f"fix: {line}")
+    runs: dict[str, runner.RunResult] = {}
+    for label, path, run_job in plan:
+        say(f"running the {label} config for {args.steps} steps ...")
+        runs[label] = runner.run_config(
+            run_job.data, assets, args.steps, label, work, path, args.gpus, args.timeout, relay
+        )
+        parameters_from_shape(runs[label].metrics, run_job)
+    extra = {
+        "config": str(config_path),
+        "fixed_config": str(fixed_path) if fixed_path else None,
+        "fixes": applied,
+        "steps": args.steps,
+        "assets": assets.notes,
+    }
+    return _report(args, runs, extra)
+
+
 def run(args: argparse.Namespace) -> int:
     config_path: Path = args.config
     if not config_path.is_file():
@@ -88,92 +197,11 @@ def run(args: argparse.Namespace) -> int:
         return cannot_run
     work = runner.new_workdir()
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
-
-    def relay(line: str) -> None:
-        if line.startswith("cfgopt-verify step") or "Error" in line:
-            say(line)
-
     try:
-        settings, _ = run_settings(args.target or runner.detect_target(), args.gpus or 1, say)
-        settings.unsafe_fixes = True
-        try:
-            job = load_job(config_path, settings)
-        except JobError as exc:
-            sys.stderr.write(f"cfgopt verify: {exc}\n")
-            return 2
-        say_plan(job, say)
-        original = job.data
-        if args.only_original:
-            fixed_path, applied = None, []
-        elif args.fixed:
-            fixed_path, applied = args.fixed, []
-        else:
-            fixed_path, applied = fixed_copy(config_path, work, settings)
-        try:
-            assets = runner.plan_assets(original, config_path, args.mode, args.cache_dir)
-        except ValueError as exc:
-            sys.stderr.write(f"cfgopt verify: {exc}\n")
-            return 2
-        for note in assets.notes:
-            say(f"offline mode: {note}")
-        say("preparing assets ...")
-        built = runner.prepare_assets(assets, work, args.timeout, relay)
-        if built.get("model_build_s"):
-            size = built["parameters"] / 1e9
-            say(f"built a {size:.2f}B-parameter random-init model in {built['model_build_s']:.0f} s")
-        runs: dict[str, runner.RunResult] = {}
-        plan = [("original", config_path, job)]
-        if fixed_path is not None:
-            try:
-                plan.append(("fixed", fixed_path, load_job(fixed_path, settings)))
-            except JobError as exc:
-                sys.stderr.write(f"cfgopt verify: {exc}\n")
-                return 2
-            for line in applied:
-                say(f"fix: {line}")
-        for label, path, run_job in plan:
-            say(f"running the {label} config for {args.steps} steps ...")
-            runs[label] = runner.run_config(
-                run_job.data, assets, args.steps, label, work, path, args.gpus, args.timeout, relay
-            )
-            parameters_from_shape(runs[label].metrics, run_job)
-        summaries = {label: report.summarize(r.metrics) for label, r in runs.items()}
-        for label, r in runs.items():
-            if r.error and not summaries[label].get("error"):
-                summaries[label]["error"] = r.error
-            if r.error:
-                summaries[label]["log_tail"] = r.log_tail[-3000:]
-        before = summaries["original"]
-        after = summaries.get("fixed", {})
-        verdict = report.compare(before, after) if after else {"status": "measured"}
-        print(report.table(before, after, verdict))
-        extra = {
-            "config": str(config_path),
-            "fixed_config": str(fixed_path) if fixed_path else None,
-            "fixes": applied,
-            "steps": args.steps,
-            "assets": assets.notes,
-            "per_step": {label: r.metrics.get("steps", []) for label, r in runs.items()},
-        }
-        if args.json is not None:
-            text = report.to_json(before, after, verdict, extra)
-            if str(args.json) == "-":
-                print(text)
-            else:
-                args.json.write_text(text)
-        if args.plot is not None and not report.plot(args.plot, {k: r.metrics for k, r in runs.items()}):
-            sys.stderr.write("cfgopt verify: matplotlib is not installed; no plot written\n")
-        for label, s in summaries.items():
-            if s.get("error"):
-                sys.stderr.write(f"cfgopt verify: the {label} run crashed: {s['error']}\n")
-        if summaries.get("fixed", before).get("error"):
-            return 1  # the fix (or, measured alone, the original) crashes; the original crashing is what fixes fix
-        if verdict.get("status") == "slower":
-            sys.stderr.write(
-                f"cfgopt verify: the fixed config is slower ({verdict['speedup']:.2f}x): a rule was wrong here\n"
-            )
-            return 1
-        return 0
+        return _verify(args, config_path, work, say)
+    except _Stop as exc:
+        sys.stderr.write(f"cfgopt verify: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("cfgopt verify: interrupted; runs stopped\n")
         return 130

@@ -40,7 +40,7 @@ def check(args: argparse.Namespace, command: str) -> int | None:
             f"needs {', '.join(PACKAGES)} installed (missing: {', '.join(missing)}); "
             "see the README's verify / tune prerequisites",
         )
-    from cfgopt.job import JobError, load_job
+    from cfgopt.job_loader import JobError, load_job
     from cfgopt.settings import Settings
 
     try:

@@ -1,8 +1,10 @@
-"""A rule's page, rendered from its module's docs: printed by `cfgopt rule CODE` and written to
-docs/rules/<CODE>.md by scripts/gen_rule_docs.py (one renderer, so the two never differ)."""
+"""`cfgopt rule CODE`: one rule's page, rendered from its module's docs; the same renderer writes
+docs/rules/<CODE>.md (scripts/gen_rule_docs.py), so the two never differ."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any
 
 PAGES_DIR = "docs/rules"  # where the generated pages live, relative to the repository root
@@ -61,3 +63,22 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
         + ["", "Fix:", f"  {doc['fix_safety']}", ""]
     )
     return "\n".join(lines)
+
+
+def add_arguments(rule: argparse.ArgumentParser) -> None:
+    rule.add_argument("code", help="a rule code, e.g. LF003")
+    rule.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from cfgopt.rules import by_code
+
+    rule = by_code(args.code)
+    if rule is None:
+        sys.stderr.write(f"cfgopt: error: no rule {args.code!r} (see `cfgopt rules`)\n")
+        return 2
+    doc = rule.docs()
+    print(json.dumps(doc, indent=2) if args.format == "json" else render_page(doc, args.format))
+    return 0

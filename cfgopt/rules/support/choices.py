@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cfgopt.rules._lf import as_list, distributed, on, value_of
 from cfgopt.rules.base import Context
+from cfgopt.rules.support.llamafactory import as_list, distributed, on, value_of
 
 
 @dataclass(frozen=True)

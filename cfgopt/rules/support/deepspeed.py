@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cfgopt import schema
-from cfgopt.rules import _ds_validators
+from cfgopt import schema, schema_validators
 from cfgopt.rules.base import Context
 from cfgopt.source import Entry, Node, Source
 
@@ -71,7 +70,7 @@ def _nested_validators(
     spec = ds.raw_models[model_name]
     out = [
         ((*prefix, *loc), msg)
-        for loc, msg in _ds_validators.run(model_name, spec.get("validators", {}), section, core_ok)
+        for loc, msg in schema_validators.run(model_name, spec.get("validators", {}), section, core_ok)
     ]
     for name, field in spec["fields"].items():
         nested = field.get("model")
@@ -188,3 +187,15 @@ def as_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+_TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}
+
+
+def lax_true(value: object) -> bool:
+    """True as DeepSpeed's pydantic (lax mode) reads a bool field: `"yes"` and 1 count, `"auto"` does not."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value == 1
+    return isinstance(value, str) and value.strip().lower() in _TRUE_STRINGS

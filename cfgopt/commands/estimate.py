@@ -69,7 +69,7 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str
 
 def run(args: argparse.Namespace) -> int:
     from cfgopt import memory
-    from cfgopt.job import JobError, load_job
+    from cfgopt.job_loader import JobError, load_job
     from cfgopt.settings import Settings
 
     if args.gpus < 1:

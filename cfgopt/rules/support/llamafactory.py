@@ -78,7 +78,7 @@ def deepspeed_zero3(ctx: Context) -> tuple[bool, bool]:
     if not value:
         return False, True
     if ctx.deepspeed is not None and ctx.deepspeed.root is not None:
-        from cfgopt.rules._ds import zero_stage
+        from cfgopt.rules.support.deepspeed import zero_stage
 
         stage = zero_stage(ctx.deepspeed)
         return stage == 3, stage is not None
@@ -190,3 +190,7 @@ def yaml11_note(node: Node, shown: str, choices: list[str]) -> str:
         f" (YAML 1.1, which LLaMA-Factory's OmegaConf follows, reads an unquoted `{word}` as the boolean "
         f"{str(node.value).lower()}{quote})"
     )
+
+
+# Tokens per micro-batch at or below which a big GPU idles (PF007; MEM005 does not suggest going below it).
+SMALL_TOKENS = 4096  # docs/evidence/rocm_perf.md R08: tokens per micro-batch <~ 4k leaves a big GPU idle

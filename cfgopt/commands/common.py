@@ -1,0 +1,194 @@
+"""What `cfgopt lint` and `cfgopt fix` share: their common options, the settings the run resolves, stdin as a
+file, and the messages about files that could not be read or none found."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from cfgopt.argtypes import positive_int
+from cfgopt.commands import UsageError
+from cfgopt.settings import Settings
+from cfgopt.targets import TARGETS
+
+
+def rule_codes(text: str) -> list[str]:
+    """Rule selectors from the command line; an unknown code or prefix is a usage error (as ruff's
+    `Unknown rule selector`), with a did-you-mean."""
+    from cfgopt.project_config import ConfigError, check_codes
+
+    try:
+        return check_codes([c.strip() for c in text.split(",") if c.strip()], "rule selector")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("rule selector: ")) from None
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "paths", nargs="*", type=Path, default=[Path(".")], help="files or folders (default: .); - reads stdin"
+    )
+    p.add_argument(
+        "--stdin-filename",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with -: the name stdin is linted as (its kind, messages, project config, DeepSpeed lookup)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print findings (or fixed text) and nothing else")
+    p.add_argument(
+        "--target",
+        default=None,
+        choices=sorted(TARGETS),
+        help="hardware the config is judged for (default: the project config's, else none: hardware-specific "
+        "rules stay quiet)",
+    )
+    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs the job will use (default: not stated)")
+    _add_selection_arguments(p)
+    p.add_argument(
+        "--llamafactory-version",
+        metavar="VERSION",
+        default=None,
+        help="LLaMA-Factory release to judge configs for: a shipped snapshot, a prefix such as 0.9, or a range "
+        "such as '>=0.9.3,<0.9.6' (default: the project config's, else the repository's dependency pins, else "
+        "the installed one's, else the newest; see docs/versions.md)",
+    )
+    p.add_argument(
+        "--deepspeed-version",
+        metavar="VERSION",
+        default=None,
+        help="DeepSpeed release to judge JSON for, e.g. 0.16, 0.19.8 or a range '>=0.16,<0.20' (DS090 then "
+        "compares the releases in it) (default: the project config's, else the repository's dependency pins, "
+        "else the installed one's series, else the newest)",
+    )
+    p.add_argument(
+        "--config",
+        dest="config_overrides",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override one project-config option, VALUE in TOML syntax (repeatable): --config 'select=[\"LF\"]'",
+    )
+    p.add_argument(
+        "--isolated",
+        "--no-config",
+        dest="isolated",
+        action="store_true",
+        help="ignore every project config file (cfgopt.toml, pyproject.toml [tool.cfgopt]) and the "
+        "repository's dependency pins",
+    )
+    p.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the settings resolved for the first path (which config file applies) and exit",
+    )
+    p.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="skip paths matching the config's `exclude` even when named on the command line (pre-commit)",
+    )
+    p.add_argument(
+        "--recognised-only",
+        action="store_true",
+        help="judge named files by content, as files found in a folder: skip empty, unparseable or unrelated "
+        "YAML/JSON/shell files silently unless they look like LLaMA-Factory or DeepSpeed configs (pre-commit)",
+    )
+    p.add_argument("--show-fixes", action="store_true", help="list the fixes (available with lint, applied with fix)")
+
+
+def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """--select, --ignore, --fixable and the like: rule codes or prefixes, checked as they are parsed."""
+    p.add_argument(
+        "--select",
+        type=rule_codes,
+        default=None,
+        help="rule codes or prefixes to run, ALL for every rule (default: the default selection, errors and "
+        "silent misconfigurations; advice such as PF and MEM002-005 is opt-in); replaces the config's",
+    )
+    p.add_argument(
+        "--extend-select", type=rule_codes, default=[], help="rule codes or prefixes to add to the selection"
+    )
+    p.add_argument("--ignore", type=rule_codes, default=[], help="rule codes or prefixes to skip")
+    p.add_argument(
+        "--fixable", type=rule_codes, default=None, help="rule codes or prefixes whose fixes apply (default all)"
+    )
+    p.add_argument("--unfixable", type=rule_codes, default=[], help="rule codes or prefixes whose fixes never apply")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings for the run: a `Settings` whose `for_path` gives each file's (the closest project config
+    wins, then `--config` overrides, then the flags). Raises ConfigError / VersionError (exit 2)."""
+    from cfgopt.project_config import CommandLine, Resolver, parse_override
+
+    overrides: dict = {}
+    for text in args.config_overrides:
+        overrides.update(parse_override(text))
+    cli = CommandLine(
+        target=args.target,
+        gpus=args.gpus,
+        select=args.select,
+        ignore=args.ignore,
+        extend_select=args.extend_select,
+        fixable=args.fixable,
+        unfixable=args.unfixable,
+        fail_on=args.fail_on,
+        unsafe_fixes=getattr(args, "unsafe_fixes", False),
+        llamafactory_version=args.llamafactory_version,
+        deepspeed_version=args.deepspeed_version,
+        force_exclude=args.force_exclude,
+    )
+    resolver = Resolver(cli, overrides, isolated=args.isolated)
+    first = args.paths[0] if args.paths else Path(".")
+    return resolver.settings_for(first if first.exists() or first.parent.is_dir() else Path("."))
+
+
+def show_settings(args: argparse.Namespace, settings: Settings) -> int:
+    from cfgopt.project_config import show_settings as render_settings
+
+    path = args.paths[0] if args.paths else Path(".")
+    sys.stdout.write(render_settings(settings.for_path(path), path))
+    return 0
+
+
+STDIN = Path("-")
+
+
+def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
+    """`-` as the path: stdin's text, linted as --stdin-filename (default stdin.yaml, or stdin.json when it
+    starts with `{`). Returns the overlay {path: text} and rewrites `args.paths`; None without `-`."""
+    from cfgopt.document import real_path
+
+    if STDIN not in args.paths:
+        if args.stdin_filename is not None:
+            usage_error(args, "--stdin-filename needs - among the paths")
+        return None
+    if len(args.paths) > 1:
+        usage_error(args, "- (stdin) cannot be combined with other paths")
+    try:  # the same bytes rule as a file: UTF-8, a BOM allowed
+        text = sys.stdin.buffer.read().decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    name = args.stdin_filename or Path("stdin.json" if text.lstrip().startswith("{") else "stdin.yaml")
+    args.paths = [name]
+    return {real_path(name): text}
+
+
+def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
+    """A usage error found after parsing: `cfgopt.cli` prints the subcommand's usage and exits 2."""
+    raise UsageError(message)
+
+
+def print_problems(problems: list) -> None:
+    for p in problems:
+        sys.stderr.write(f"{p.path}: error: {p.message}\n")
+
+
+def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
+    """As ruff's "No Python files found under the given path(s)": a hint, not an error (exit 0)."""
+    if result.files == 0 and not result.problems and not args.quiet and not args.recognised_only:
+        shown = " ".join(str(p) for p in args.paths)
+        sys.stderr.write(
+            f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON or "
+            "scripts calling llamafactory-cli)\n"
+        )

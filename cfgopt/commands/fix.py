@@ -1,0 +1,153 @@
+"""`cfgopt fix`: apply what can be fixed, print a diff or --write it (atomically, only if the file did not change
+meanwhile); fixes withheld and files not written are reported with why. `cfgopt fix -` prints the fixed text."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cfgopt.commands.common import (
+    add_common_arguments,
+    print_problems,
+    read_stdin,
+    settings_from,
+    show_settings,
+    warn_if_nothing_checked,
+)
+from cfgopt.settings import Settings
+
+if TYPE_CHECKING:
+    from cfgopt.fixer import FixResult
+
+
+def add_arguments(fix: argparse.ArgumentParser) -> None:
+    add_common_arguments(fix)
+    fix.add_argument("--write", action="store_true", help="write the fixes to the files")
+    fix.add_argument("--diff", action="store_true", help="print a unified diff (the default without --write)")
+    fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
+    fix.add_argument(
+        "--fix-references",
+        action="store_true",
+        help="also fix files read only because a config names them (a `deepspeed:` JSON outside the given paths)",
+    )
+    fix.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default=None,
+        help="lowest severity left unfixed that makes the exit code 1 (default: the project config's, else warning)",
+    )
+
+
+def _print_not_fixed(result: FixResult) -> None:
+    """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
+    from cfgopt import report
+
+    for ident, diag in result.withheld.items():
+        line, col = diag.line_column
+        why = result.withheld_why.get(ident, "it would make the file worse")
+        sys.stderr.write(
+            f"{report.display_path(diag.path)}:{line}:{col}: {diag.code} fix withheld: "
+            f"{diag.fix.description if diag.fix else ''}: {why}\n"
+        )
+    for path, why in sorted(result.not_fixed.items()):
+        sys.stderr.write(f"{report.display_path(path)}: not fixed: {why}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cfgopt import report
+    from cfgopt.fixer import fix_paths
+    from cfgopt.writer import ChangedOnDisk, atomic_write
+
+    overlay = read_stdin(args)
+    settings = settings_from(args)
+    if args.show_settings:
+        return show_settings(args, settings)
+    result = fix_paths(
+        args.paths,
+        settings,
+        recognised_only=args.recognised_only,
+        fix_references=args.fix_references,
+        overlay=overlay,
+    )
+    if overlay is not None:
+        return _fix_stdin(args, settings, result, next(iter(overlay)))
+    print_problems(result.problems)
+    if not result.problems:
+        warn_if_nothing_checked(args, result)
+    exit_code = 2 if result.problems else 0
+    _print_not_fixed(result)
+    for path, why in result.reverted.items():
+        sys.stderr.write(f"{path}: error: fixes not applied: {why}\n")
+        exit_code = 2
+    for path in sorted(result.fixed):
+        before, after = result.originals[path], result.fixed[path]
+        shown = report.display_path(path)
+        if args.diff or not args.write:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    fromfile=f"a/{shown}",
+                    tofile=f"b/{shown}",
+                )
+            )
+        if args.write:
+            bom = "\ufeff" if result.bom.get(path) else ""
+            try:
+                atomic_write(path, (bom + after).encode("utf-8"), expected=(bom + before).encode("utf-8"))
+            except (ChangedOnDisk, OSError) as exc:
+                sys.stderr.write(f"{shown}: error: not written: {exc}\n")
+                exit_code = 2
+                continue
+        for description in [] if args.quiet else result.applied.get(path, []):
+            sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
+    remaining = [d for d in result.remaining if d.severity >= settings.for_path(d.path).fail_on]
+    if args.show_fixes:
+        report.render_applied_fixes(result.applied, args.write, sys.stderr)
+    if remaining and args.write:
+        report.render_concise(remaining, sys.stderr)
+    if not args.quiet:
+        _fix_summary(result, remaining, args.write, settings)
+    if exit_code:
+        return exit_code
+    if not args.write and result.fixed:
+        return 1  # as `ruff check --fix --diff`: there are changes to make
+    return 1 if remaining else 0
+
+
+def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> None:
+    from cfgopt.job import judged_for
+
+    n = sum(len(v) for v in result.applied.values())
+    verb = "Fixed" if written else "Would fix"
+    sys.stderr.write(
+        f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged_for(settings)}); {len(remaining)} remaining"
+        + ("" if settings.unsafe_fixes or not remaining else " (some may need --unsafe-fixes)")
+        + "\n"
+    )
+
+
+def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) -> int:
+    """`cfgopt fix -`: the fixed text on stdout (the input unchanged when nothing applies), messages on
+    stderr; exit 1 when findings at or above --fail-on remain, 2 when it could not be read."""
+    from cfgopt import report
+    from cfgopt.document import real_path
+
+    sys.stdout.write(result.fixed.get(key, result.originals.get(key, "")))
+    print_problems(result.problems)
+    # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written.
+    remaining = [
+        d for d in result.remaining if real_path(d.path) == key and d.severity >= settings.for_path(d.path).fail_on
+    ]
+    result.applied = {k: v for k, v in result.applied.items() if k == key}
+    result.fixed = {k: v for k, v in result.fixed.items() if k == key}
+    if remaining and not args.quiet:
+        report.render_concise(remaining, sys.stderr)
+    if not args.quiet:
+        _fix_summary(result, remaining, True, settings)
+    if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
+        return 2
+    return 1 if remaining else 0

@@ -1,0 +1,84 @@
+"""`cfgopt lint`: report problems (exit 0 nothing at or above --fail-on, 1 findings, 2 a usage error or a file
+that could not be read or parsed)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cfgopt.commands.common import (
+    add_common_arguments,
+    print_problems,
+    read_stdin,
+    settings_from,
+    show_settings,
+    usage_error,
+    warn_if_nothing_checked,
+)
+from cfgopt.diagnostics import Severity
+from cfgopt.settings import Settings
+
+FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+
+
+def add_arguments(lint: argparse.ArgumentParser) -> None:
+    add_common_arguments(lint)
+    lint.add_argument(
+        "--format",
+        "--output-format",
+        dest="format",
+        choices=FORMATS,
+        default=os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
+        help="full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
+        "(SARIF 2.1.0, GitHub code scanning), junit",
+    )
+    lint.add_argument(
+        "--fail-on",
+        choices=("error", "warning", "info"),
+        default=None,
+        help="lowest severity that makes the exit code 1 (default: the project config's, else warning)",
+    )
+    lint.add_argument(
+        "--statistics", action="store_true", help="print only a count of findings per rule ([*]: has safe fixes)"
+    )
+    lint.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (Ctrl-C stops)")
+    lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+
+
+def run(args: argparse.Namespace) -> int:
+    overlay = read_stdin(args)
+    settings = settings_from(args)
+    if args.show_settings:
+        return show_settings(args, settings)
+    if args.watch:
+        if overlay is not None:
+            usage_error(args, "--watch cannot read stdin")
+        from cfgopt.watch import watch
+
+        return watch(args.paths, lambda: _lint_once(args, settings, None))
+    return _lint_once(args, settings, overlay)
+
+
+def _lint_once(args: argparse.Namespace, settings: Settings, overlay: dict[Path, str] | None) -> int:
+    from cfgopt import report
+    from cfgopt.engine import lint_paths
+
+    result = lint_paths(args.paths, settings, recognised_only=args.recognised_only, overlay=overlay)
+    machine = args.format in ("json", "json-lines", "sarif", "junit")
+    if args.statistics:  # as ruff: the table instead of the findings
+        report.render_statistics(result.diagnostics, sys.stdout, as_json=args.format == "json")
+    else:
+        report.render(args.format, result, sys.stdout)
+    if args.show_fixes:
+        text_stream = sys.stderr if machine or args.format == "github" else sys.stdout
+        report.render_available_fixes(result.diagnostics, text_stream)
+    print_problems(result.problems)
+    warn_if_nothing_checked(args, result)
+    if not machine and not args.quiet and not args.statistics:
+        from cfgopt.job import judged_for
+
+        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(settings))
+    code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
+    return 0 if args.exit_zero and code == 1 else code

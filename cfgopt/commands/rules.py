@@ -1,0 +1,27 @@
+"""`cfgopt rules`: every rule, as a table (text, markdown) or JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(rules: argparse.ArgumentParser) -> None:
+    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from cfgopt.rules import all_rules
+
+    docs = [r.docs() for r in all_rules()]
+    if args.format == "json":
+        print(json.dumps(docs, indent=2))
+    elif args.format == "markdown":
+        print("| code | name | severity | summary |\n| --- | --- | --- | --- |")
+        for d in docs:
+            print(f"| [{d['code']}]({d['code']}.md) | `{d['name']}` | {d['severity']} | {d['summary']} |")
+    else:
+        for d in docs:
+            print(f"{d['code']:7} {d['name']:32} {d['severity']:8} {d['summary']}")
+    return 0
