@@ -16,6 +16,7 @@ for item in $CONFIGS; do
   name=${item%%=*}; spec=${item#*=}; root=${spec%%:*}; rel=${spec#*:}
   dir=$RES/$name; rm -rf "$dir"; mkdir -p "$dir/original" "$dir/fixed"; echo "$rel" > "$dir/config.txt"
   cp -r "$root"/. "$dir/original/"; cp -r "$root"/. "$dir/fixed/"   # the DeepSpeed JSON keeps its relative path
+  chmod -R u+w "$dir"   # a read-only checkout (the device copy) gives read-only copies: fix must write them
   start=$SECONDS
   ( cd "$dir/fixed" && python3 -m cfgopt fix --unsafe-fixes --write --target "$TARGET" --gpus 1 "$rel" ) \
       > "$dir/fix.log" 2>&1
