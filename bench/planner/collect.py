@@ -47,7 +47,8 @@ def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str)
             f"cfgopt verify {rel} --only-original {common}; "
             f"cfgopt tune {rel} (the fix output) {common} --warmup {warmup} --budget {budget} --patience 3"
         ),
-        "original_error": (original.get("original") or {}).get("error"),
+        "original_error": (original.get("original") or {}).get("error")
+        or (None if original else "not run here (SKIP_ORIGINAL or cut by the time limit)"),
         "original_mfu": (original.get("original") or {}).get("mfu"),
         "fixes": _fixes(folder / "fix.log"),
         "tune_winner": winner.get("label"),
