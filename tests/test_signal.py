@@ -184,7 +184,7 @@ def test_hardware_rules_judge_only_a_stated_target(tmp_path: Path) -> None:
 
 def test_show_settings_says_the_target_is_not_stated(tmp_path: Path) -> None:
     _, out, _ = run_cli(["lint", "--show-settings", "--isolated", str(tmp_path)])
-    assert "target = # not stated" in out
+    assert "# target: not stated (hardware rules quiet)" in out and "\ntarget =" not in out
 
 
 # ---------------------------------------------------------------- XF004, settled by bench/xf004
