@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from cfgopt import discovery, schema
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.document import Document, DocumentError, real_path
+from cfgopt.fix_policy import strip_unfixable
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
@@ -221,7 +222,7 @@ class Project:
         for rule in rules:
             out.extend(rule.check_project(view))
         if suppressing:
-            suppressions.strip_unfixable(out, settings_for)
+            strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
         if any(d.code in PLANNED_CODES for d in out):
             attach_plans(self.context, out, owners)  # speed fixes are planned together, never rule by rule

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt import discovery
-from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
+from cfgopt.diagnostics import Diagnostic, Edit, Severity
 from cfgopt.document import real_path
 from cfgopt.engine import Project, build_project
 from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.fix_check import damage
+from cfgopt.fix_policy import may_apply
 from cfgopt.settings import Settings
 from cfgopt.source import Kind
 
@@ -51,12 +52,6 @@ class FixResult:
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
     return _apply_tracked(text, edits)[0]
-
-
-def _applicable(diag: Diagnostic, settings: Settings) -> bool:
-    return diag.fix is not None and (
-        diag.fix.applicability == Applicability.SAFE or settings.for_path(diag.path).unsafe_fixes
-    )
 
 
 def _errors(diags: list[Diagnostic], path: Path) -> list[tuple[str, str]]:
@@ -140,7 +135,7 @@ class _Fixer:
     def candidates(self, current: list[Diagnostic]) -> list[Diagnostic]:
         out = []
         for d in current:
-            if not _applicable(d, self.settings) or _fix_id(d) in self.result.withheld:
+            if not may_apply(d, self.settings) or _fix_id(d) in self.result.withheld:
                 continue
             key = real_path(d.path)
             if key in self.refused:

@@ -252,14 +252,6 @@ def apply_suppressions(
     return out, matched
 
 
-def strip_unfixable(diags: list[Diagnostic], settings_for: Callable[[Path], Settings]) -> None:
-    """Take the fix off each finding of a rule the project config lists as `unfixable` (or leaves out of
-    `fixable`)."""
-    for d in diags:
-        if d.fix is not None and not settings_for(d.path).is_fixable(d.code):
-            d.fix = None
-
-
 def _suppressed(diag: Diagnostic, sups: list[Suppression], codes: RuleCodes) -> bool:
     line = diag.line_column[0]
     hit = False
