@@ -20,11 +20,11 @@ from cfgopt.fix_policy import strip_unfixable
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.planner import PLANNED_CODES, attach_plans
 from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import Context, ProjectView, Rule
 from cfgopt.settings import Settings
 from cfgopt.source import Kind, Source
+from cfgopt.speed_knobs import PLANNED_CODES
 from cfgopt.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.timelimit import message as time_limit_message
 
@@ -225,6 +225,8 @@ class Project:
             strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
         if any(d.code in PLANNED_CODES for d in out):
+            from cfgopt.planner import attach_plans  # only when there is something to plan: it loads tune's priors
+
             attach_plans(self.context, out, owners)  # speed fixes are planned together, never rule by rule
         return out
 

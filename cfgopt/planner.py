@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
+from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.tune import space
 from cfgopt.tune.search import prior_speed
 
@@ -35,16 +36,6 @@ if TYPE_CHECKING:
     from cfgopt.rules.base import Context
     from cfgopt.source import Source
 
-# The rules whose findings a knob answers: the knob is planned when one of them is selected.
-OWNERS: dict[str, tuple[str, ...]] = {
-    "micro": ("PF007", "MEM005", "MEM001"),
-    "gc": ("MEM004", "MEM001"),
-    "attn": ("PF004",),
-    "packing": ("PF006",),
-    "liger": ("PF009",),
-    "zero": ("MEM003", "PF050"),
-}
-PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
 AIM_TOKENS = 8192  # without a memory estimate, PF007's aim: a micro-batch of up to 8k tokens
 PACKAGES = {"liger": ("liger_kernel", "liger-kernel"), "fa2": ("flash_attn", "flash-attn")}
 _PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, bench/tune)"

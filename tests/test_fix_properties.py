@@ -54,7 +54,7 @@ def _fix_twice(name: str, data: bytes, unsafe: bool) -> tuple[bytes, bytes, list
         path = Path(tmp) / name
         path.write_bytes(data)
         # The speed plan rewrites the clean config's batch lines on purpose (same global batch): without the
-        # rules that own the micro-batch knob (cfgopt.planner.OWNERS) it leaves them alone
+        # rules that own the micro-batch knob (cfgopt.speed_knobs.OWNERS) it leaves them alone
         cfg = Settings(unsafe_fixes=unsafe, ignore=["MEM005", "PF007", "MEM001"])
         first = fix_paths([path], cfg)
         once = first.fixed.get(path.resolve())

@@ -11,8 +11,9 @@ from rule_cases import ROOT, run_cli
 
 from cfgopt import memory, schema
 from cfgopt.job_loader import JobError, load_job
-from cfgopt.planner import PLANNED_CODES, plan_for
+from cfgopt.planner import plan_for
 from cfgopt.settings import Settings
+from cfgopt.speed_knobs import PLANNED_CODES
 from cfgopt.tune import search, space
 
 SEED_LIKE = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct

@@ -3,7 +3,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.planner import planned_batch
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
@@ -61,6 +60,8 @@ class PredictedOutOfMemory(Rule):
             after = estimate_ctx(ctx, n, disable_gradient_checkpointing=None)
             if after is not None and after.fits:
                 remedies.append(f"gradient checkpointing on (~{after.required_gib:.0f} GiB)")
+        from cfgopt.planner import planned_batch  # only on a predicted OOM: the planner loads tune's priors
+
         planned = planned_batch(ctx.job)  # name the speed plan's shape when it has one (the fix writes it)
         shapes = [planned] if planned else smaller_micro_batches(est.micro_batch, est.gradient_accumulation)
         for micro, accum in shapes:
