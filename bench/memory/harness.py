@@ -269,63 +269,6 @@ PLAN: dict[str, list[dict[str, Any]]] = {
 LANES = {"a": ["qwen3-4b", "mistral-7b"], "b": ["llama-3.2-1b", "gemma-2-2b"], "c": ["qwen2.5-1.5b", "qwen3-1.7b"]}
 SLOWEST_FAMILY_S = {"qwen3-4b": 330}  # a lane's first family may not take the whole budget
 
-DS = {
-    # LLaMA-Factory's examples/deepspeed/ds_z2_config.json and ds_z3_config.json (0.9.5).
-    "z2": {
-        "train_batch_size": "auto",
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto",
-        "zero_allow_untested_optimizer": True,
-        "fp16": {
-            "enabled": "auto",
-            "loss_scale": 0,
-            "loss_scale_window": 1000,
-            "initial_scale_power": 16,
-            "hysteresis": 2,
-            "min_loss_scale": 1,
-        },
-        "bf16": {"enabled": "auto"},
-        "zero_optimization": {
-            "stage": 2,
-            "allgather_partitions": True,
-            "allgather_bucket_size": 5e8,
-            "overlap_comm": False,
-            "reduce_scatter": True,
-            "reduce_bucket_size": 5e8,
-            "contiguous_gradients": True,
-            "round_robin_gradients": True,
-        },
-    },
-    "z3": {
-        "train_batch_size": "auto",
-        "train_micro_batch_size_per_gpu": "auto",
-        "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto",
-        "zero_allow_untested_optimizer": True,
-        "fp16": {
-            "enabled": "auto",
-            "loss_scale": 0,
-            "loss_scale_window": 1000,
-            "initial_scale_power": 16,
-            "hysteresis": 2,
-            "min_loss_scale": 1,
-        },
-        "bf16": {"enabled": "auto"},
-        "zero_optimization": {
-            "stage": 3,
-            "overlap_comm": False,
-            "contiguous_gradients": True,
-            "sub_group_size": 1e9,
-            "reduce_bucket_size": "auto",
-            "stage3_prefetch_bucket_size": "auto",
-            "stage3_param_persistence_threshold": "auto",
-            "stage3_max_live_parameters": 1e9,
-            "stage3_max_reuse_distance": 1e9,
-            "stage3_gather_16bit_weights_on_model_save": True,
-        },
-    },
-}
 
 TINY = dict(
     hidden_size=64,
@@ -493,6 +436,7 @@ def _build_assets(family: str, work: Path, tiny: bool, assets: Path | None) -> t
 
 
 def _args(variant: dict[str, Any], model_dir: Path, data_dir: Path, out: Path, tiny: bool) -> dict[str, Any]:
+    from cfgopt.tune.space import deepspeed_template  # LLaMA-Factory's examples/deepspeed ZeRO-2/3 JSON
     from cfgopt.verify.runner import HARMLESS
 
     args = dict(BASE)
@@ -512,7 +456,7 @@ def _args(variant: dict[str, Any], model_dir: Path, data_dir: Path, out: Path, t
     if variant.get("ds"):
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"ds_{variant['ds']}.json"
-        path.write_text(json.dumps(DS[variant["ds"]]))
+        path.write_text(json.dumps(deepspeed_template(variant["ds"])))
         args["deepspeed"] = str(path)
     if tiny:
         args.update(cutoff_len=128, bf16=False)
@@ -529,6 +473,7 @@ def run_family(
     family: str, out: Path, work: Path, tiny: bool, lane: str | None, wait_max: float = 0, assets: Path | None = None
 ) -> None:
     os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
+    from cfgopt.tune.space import deepspeed_template
     from cfgopt.verify.worker import _torchaudio_placeholder
 
     _torchaudio_placeholder()
@@ -574,7 +519,7 @@ def run_family(
             "variant": variant["name"],
             "model_config": config,
             "args": args,
-            "ds": DS.get(variant.get("ds", "")),
+            "ds": deepspeed_template(variant["ds"]) if variant.get("ds") else None,
             "_start": time.perf_counter(),
         }
         _Batch.max_tokens, _Batch.max_shape, _Batch.micro_batches = 0, [], 0
