@@ -43,25 +43,28 @@ def _command(name: str) -> ModuleType:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser. `only`: the subcommand being run, whose options alone are added (the others keep their
-    name and help): argparse formats every option as it is added and verify/tune/estimate import their
-    modules, most of a lint run's parsing time. None: every subcommand's options (`cfgopt --help`)."""
+    """The parser. `only`: the subcommand named first on the command line, whose parser alone is built (as
+    argparse would build it under `cfgopt`, with the same prog and usage); it parses the words after the
+    subcommand's name. Building every subcommand's parser costs a lint run more than it spends linting a
+    file (argparse formats help and looks up translations for each). None: the whole tree (`cfgopt --help`)."""
+    if only is not None:
+        parser = _Parser(prog=f"cfgopt {only}")
+        _command(only).add_arguments(parser)
+        parser.set_defaults(command=only)
+        parser.subcommands = {only: parser}  # type: ignore[attr-defined]  # for the usage shown on errors
+        return parser
     parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
     parser.add_argument("--version", action="version", version=f"cfgopt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, help_text in SUBCOMMANDS.items():
-        command = sub.add_parser(name, help=help_text)
-        if only is None or only == name:
-            _command(name).add_arguments(command)
+        _command(name).add_arguments(sub.add_parser(name, help=help_text))
     parser.subcommands = sub.choices  # type: ignore[attr-defined]  # for the subcommand's usage on errors
     return parser
 
 
-def _subcommand(argv: list[str] | None) -> str | None:
-    """The subcommand named on the command line (its first word not starting with `-`), if it is one."""
-    words = sys.argv[1:] if argv is None else argv
-    first = next((w for w in words if not w.startswith("-")), None)
-    return first if first in SUBCOMMANDS else None
+def _subcommand(words: list[str]) -> str | None:
+    """The subcommand when the command line starts with one (`cfgopt lint ...`); else None (`cfgopt --help`)."""
+    return words[0] if words and words[0] in SUBCOMMANDS else None
 
 
 def _usage_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -75,8 +78,10 @@ def _usage_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def main(argv: list[str] | None = None) -> int:
     from cfgopt.project_config import ConfigError
 
-    parser = build_parser(_subcommand(argv))
-    args, unknown = parser.parse_known_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    only = _subcommand(words)
+    parser = build_parser(only)
+    args, unknown = parser.parse_known_args(words[1:] if only else words)
     if unknown:
         _usage_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt.document import Document, real_path
 
@@ -34,8 +33,7 @@ class Applicability(str, Enum):
         return self.value
 
 
-@dataclass(frozen=True, order=True)
-class Edit:
+class Edit(NamedTuple):
     """Replace text[start:end] with `text`. Offsets are characters in `Document.text`."""
 
     start: int
@@ -43,24 +41,45 @@ class Edit:
     text: str
 
 
-@dataclass
-class Fix:
+class Fix(NamedTuple):
     description: str
     applicability: Applicability
     edits: list[Edit]
 
 
-@dataclass
 class Diagnostic:
-    document: Document
-    start: int
-    end: int
-    code: str
-    name: str
-    severity: Severity
-    message: str
-    key: str = ""
-    fix: Fix | None = None
+    """One finding: the rule, the span [start, end) in `document`, the message, and the fix if there is one."""
+
+    __slots__ = ("code", "document", "end", "fix", "key", "message", "name", "severity", "start")
+
+    def __init__(
+        self,
+        document: Document,
+        start: int,
+        end: int,
+        code: str,
+        name: str,
+        severity: Severity,
+        message: str,
+        key: str = "",
+        fix: Fix | None = None,
+    ) -> None:
+        self.document, self.start, self.end = document, start, end
+        self.code, self.name, self.severity, self.message = code, name, severity, message
+        self.key, self.fix = key, fix
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.document, self.start, self.end, self.code, self.name, self.severity, self.message, self.key)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Diagnostic):
+            return NotImplemented
+        return self._fields() == other._fields() and self.fix == other.fix
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (the fix policy takes fixes off), as a dataclass
+
+    def __repr__(self) -> str:
+        return f"Diagnostic({self.path}:{self.start}-{self.end} {self.code} {self.severity}: {self.message!r})"
 
     @property
     def path(self) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 BOM = "\ufeff"
@@ -26,12 +25,15 @@ class DocumentError(Exception):
     """The file cannot be read as text (I/O error, not UTF-8, binary)."""
 
 
-@dataclass
 class Document:
-    path: Path
-    text: str  # decoded, BOM stripped; line endings kept as they are in the file
-    has_bom: bool = False
-    _line_starts: list[int] = field(default_factory=list, repr=False)
+    def __init__(self, path: Path, text: str, has_bom: bool = False) -> None:
+        self.path = path
+        self.text = text  # decoded, BOM stripped; line endings kept as they are in the file
+        self.has_bom = has_bom
+        self._line_starts: list[int] = []
+
+    def __repr__(self) -> str:
+        return f"Document({self.path!r}, {len(self.text)} characters)"
 
     @classmethod
     def from_bytes(cls, path: Path, raw: bytes) -> Document:

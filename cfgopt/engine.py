@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt import discovery, schema
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.document import Document, DocumentError, real_path
-from cfgopt.fix_policy import strip_unfixable
-from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import Context, ProjectView, Rule
-from cfgopt.settings import Settings
+from cfgopt.settings import PerFileSettings, Settings, per_file
 from cfgopt.source import Kind, Source
 from cfgopt.speed_knobs import PLANNED_CODES
 from cfgopt.timelimit import TimeLimitExceeded, time_limit
@@ -34,34 +31,49 @@ if TYPE_CHECKING:
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 
 
-@dataclass
-class FileProblem:
+class FileProblem(NamedTuple):
     """A file cfgopt could not read or parse: reported, exit code 2, and the other files still linted."""
 
     path: Path
     message: str
 
 
-@dataclass
 class Project:
-    settings: Settings
-    overlay: dict[Path, str] = field(default_factory=dict)
-    sources: list[Source] = field(default_factory=list)
-    documents: dict[Path, Document] = field(default_factory=dict)
-    problems: list[FileProblem] = field(default_factory=list)
-    contexts: dict[int, Context] = field(default_factory=dict)
-    recognised_only: bool = False  # named files are judged by content like found ones (pre-commit)
-    # Files read only because a linted config names them, but excluded by the project config: they give
-    # the linted config its context (XF rules) and get no diagnostics of their own.
-    quiet: set[Path] = field(default_factory=set)
-    # Files not read (again): the fixer's re-lints skip a file that could not be checked the first time.
-    skip: set[Path] = field(default_factory=set)
-    _by_path: dict[Path, list[Source]] = field(default_factory=dict)
+    def __init__(
+        self,
+        settings: Settings | PerFileSettings,
+        overlay: dict[Path, str] | None = None,
+        recognised_only: bool = False,
+        skip: set[Path] | None = None,
+    ) -> None:
+        self._resolve = per_file(settings)
+        # Each file's settings (by resolved path), asked of the resolver once per file: `settings_of`.
+        self.file_settings: dict[Path, Settings] = {}
+        self.overlay: dict[Path, str] = dict(overlay or {})
+        self.sources: list[Source] = []
+        self.documents: dict[Path, Document] = {}
+        self.problems: list[FileProblem] = []
+        self.contexts: dict[int, Context] = {}
+        self.recognised_only = recognised_only  # named files are judged by content like found ones (pre-commit)
+        # Files read only because a linted config names them, but excluded by the project config: they give
+        # the linted config its context (XF rules) and get no diagnostics of their own.
+        self.quiet: set[Path] = set()
+        # Files not read (again): the fixer's re-lints skip a file that could not be checked the first time.
+        self.skip: set[Path] = set(skip or ())
+        self._by_path: dict[Path, list[Source]] = {}
+
+    def settings_of(self, path: Path) -> Settings:
+        """The settings that judge `path`: resolved once per file, then carried by its rule context."""
+        key = real_path(path)
+        found = self.file_settings.get(key)
+        if found is None:
+            found = self.file_settings[key] = self._resolve(path)
+        return found
 
     def context(self, src: Source) -> Context:
         ctx = self.contexts.get(id(src))
         if ctx is None:
-            ctx = self.contexts[id(src)] = Context(source=src, settings=self.settings.for_path(src.document.path))
+            ctx = self.contexts[id(src)] = Context(src, self.settings_of(src.document.path))
         return ctx
 
     # ---------------------------------------------------------------- reading
@@ -130,8 +142,10 @@ class Project:
         loader = discovery.loader_for(path)
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"
-        settings = self.settings.for_path(path)
+        settings = self.settings_of(path)
         if loader == "script":
+            from cfgopt.loaders.command_loader import find_commands  # the shell lexer: for scripts only
+
             sources.extend(find_commands(doc, settings.lf_schema))
         elif loader == "json":
             src = load_json(doc)
@@ -184,13 +198,12 @@ class Project:
 
     def _mark_if_excluded(self, path: Path) -> None:
         key = real_path(path)
-        if key not in self._by_path and self.settings.for_path(path).is_excluded(path):
+        if key not in self._by_path and self.settings_of(path).is_excluded(path):
             self.quiet.add(key)
 
     # ---------------------------------------------------------------- rules
     def diagnostics(self) -> list[Diagnostic]:
         rules = self._rules_needed()
-        settings_for = self.settings.for_path
         out: list[Diagnostic] = []
         seen: set[tuple[str, int, int, str, str]] = set()
         owners: dict[int, Source] = {}  # diagnostic -> the config it judged (the planner needs its job)
@@ -217,12 +230,10 @@ class Project:
         if suppressing:  # kept off the common path: nothing to suppress, nothing imported
             from cfgopt import suppressions
 
-            out, matched = suppressions.apply_suppressions(self.sources, self.quiet, settings_for, _rule_codes, out)
-        view = ProjectView(settings_for, matched)
+            out, matched = suppressions.apply_suppressions(self.sources, self.quiet, self.settings_of, _rule_codes, out)
+        view = ProjectView(self.settings_of, matched)
         for rule in rules:
             out.extend(rule.check_project(view))
-        if suppressing:
-            strip_unfixable(out, settings_for)
         out.sort(key=Diagnostic.sort_key)
         if any(d.code in PLANNED_CODES for d in out):
             from cfgopt.planner import attach_plans  # only when there is something to plan: it loads tune's priors
@@ -264,13 +275,9 @@ class Project:
 
     def _may_suppress(self) -> bool:
         """Is there anything for `cfgopt.suppressions` to do (kept off the common path: it is not imported
-        for a project without suppression comments, per-file ignores or fix restrictions)?"""
-        if self.quiet:
+        for a project without suppression comments or per-file ignores)?"""
+        if self.quiet or any(s.per_file_ignores for s in self.file_settings.values()):
             return True
-        for src in self.sources:
-            s = self.context(src).settings
-            if s.per_file_ignores or s.fixable or s.unfixable:
-                return True
         return any("cfgopt" in doc.text.lower() for doc in self.documents.values())
 
 
@@ -311,43 +318,46 @@ def resolve_reference(ref: str, config_path: Path) -> tuple[Path | None, list[st
     return None, searched
 
 
-@dataclass
 class LintResult:
-    diagnostics: list[Diagnostic]
-    problems: list[FileProblem]
-    files: int
-    checked: list[Path] = field(default_factory=list)  # the files linted (resolved), in path order
-    settings: Settings | None = None
+    def __init__(
+        self,
+        diagnostics: list[Diagnostic],
+        problems: list[FileProblem],
+        files: int,
+        checked: list[Path] | None = None,
+        file_settings: dict[Path, Settings] | None = None,
+    ) -> None:
+        self.diagnostics = diagnostics
+        self.problems = problems
+        self.files = files
+        self.checked: list[Path] = checked or []  # the files linted (resolved), in path order
+        self.file_settings: dict[Path, Settings] = file_settings or {}  # each file's, by resolved path
+
+    def settings_of(self, path: Path) -> Settings:
+        """The settings `path` was judged with (the defaults for a file this run did not read)."""
+        return self.file_settings.get(real_path(path)) or Settings()
 
     def exit_code(self, fail_on: Severity | None = None) -> int:
         """2 on a problem or parse error, 1 on a finding at or above `fail_on` (default: each file's
         own `fail-on`), else 0."""
         if self.problems or any(d.code == "CFG001" for d in self.diagnostics):
             return 2
-
-        def threshold(d: Diagnostic) -> Severity:
-            if fail_on is not None:
-                return fail_on
-            return self.settings.for_path(d.path).fail_on if self.settings is not None else Severity.WARNING
-
-        return 1 if any(d.severity >= threshold(d) for d in self.diagnostics) else 0
+        return 1 if any(d.severity >= (fail_on or self.settings_of(d.path).fail_on) for d in self.diagnostics) else 0
 
 
 def build_project(
     paths: list[Path],
-    settings: Settings,
+    settings: Settings | PerFileSettings,
     overlay: dict[Path, str] | None = None,
     recognised_only: bool = False,
     skip: set[Path] | None = None,
 ) -> Project:
-    project = Project(
-        settings=settings, overlay=dict(overlay or {}), recognised_only=recognised_only, skip=set(skip or ())
-    )
+    project = Project(settings, overlay, recognised_only, skip)
     for path, explicit in discovery.iter_files(paths):
         if explicit and not path.exists() and real_path(path) not in project.overlay:
             project.problems.append(FileProblem(path, "no such file or directory"))
             continue
-        file_settings = settings.for_path(path)
+        file_settings = project.settings_of(path)
         if (not explicit or file_settings.force_exclude) and file_settings.is_excluded(path):
             continue  # `exclude` in the project config; named files only with --force-exclude (as ruff)
         project.load(path, explicit)
@@ -356,9 +366,13 @@ def build_project(
 
 
 def lint_paths(
-    paths: list[Path], settings: Settings, recognised_only: bool = False, overlay: dict[Path, str] | None = None
+    paths: list[Path],
+    settings: Settings | PerFileSettings,
+    recognised_only: bool = False,
+    overlay: dict[Path, str] | None = None,
 ) -> LintResult:
-    """Lint the files under `paths`; `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
+    """Lint the files under `paths` with `settings` (one for every file, or a resolver giving each file its
+    own); `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
     project = build_project(paths, settings, overlay, recognised_only=recognised_only)
     checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
-    return LintResult(project.diagnostics(), project.problems, len(checked), checked, settings)
+    return LintResult(project.diagnostics(), project.problems, len(checked), checked, project.file_settings)

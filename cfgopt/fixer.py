@@ -8,22 +8,27 @@ found under the folders named there, by their real path (a symlink inside a fold
 not followed for writing). A file read only because a config names it (a `deepspeed:` JSON, the YAML of a
 `llamafactory-cli train cfg.yaml` line) elsewhere is linted and reported, and fixed only with
 `fix_references` (`--fix-references`).
+
+The fix policy is here too (`may_apply`, `strip_unfixable`): a fix applies when its rule is fixable by the
+file's settings (`fixable` / `unfixable`, as in ruff) and it is safe, or unsafe with `--unsafe-fixes`. The
+engine reports every fix a rule offers; `cfgopt lint` and `cfgopt fix` strip the unfixable ones before they
+show findings (`strip_unfixable`), so that such findings are not counted as fixable.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt import discovery
-from cfgopt.diagnostics import Diagnostic, Edit, Severity
+from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.document import real_path
 from cfgopt.engine import Project, build_project
 from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.fix_check import damage
-from cfgopt.fix_policy import may_apply
-from cfgopt.settings import Settings
+from cfgopt.settings import PerFileSettings, Settings
 from cfgopt.source import Kind
 
 MAX_PASSES = 10
@@ -48,6 +53,32 @@ class FixResult:
     # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
     not_fixed: dict[Path, str] = field(default_factory=dict)
     files: int = 0  # config files checked (0: a warning, as for lint)
+    file_settings: dict[Path, Settings] = field(default_factory=dict)  # each file's, by resolved path
+
+    def settings_of(self, path: Path) -> Settings:
+        """The settings `path` was judged with (the defaults for a file this run did not read)."""
+        return self.file_settings.get(real_path(path)) or Settings()
+
+
+# --------------------------------------------------------------------------- the fix policy
+
+
+def may_apply(diag: Diagnostic, settings: Settings) -> bool:
+    """Does `cfgopt fix` apply this finding's fix, with the settings of the finding's file?"""
+    if diag.fix is None:
+        return False
+    return settings.is_fixable(diag.code) and (diag.fix.applicability == Applicability.SAFE or settings.unsafe_fixes)
+
+
+def strip_unfixable(diags: list[Diagnostic], settings_of: Callable[[Path], Settings]) -> None:
+    """Take the fix off each finding of a rule its file's project config lists as `unfixable` (or leaves out
+    of `fixable`): such findings are reported, never fixed, and not counted as fixable."""
+    for d in diags:
+        if d.fix is not None and not settings_of(d.path).is_fixable(d.code):
+            d.fix = None
+
+
+# --------------------------------------------------------------------------- applying fixes
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
@@ -109,7 +140,7 @@ class _Fixer:
     def __init__(
         self,
         paths: list[Path],
-        settings: Settings,
+        settings: Settings | PerFileSettings,
         recognised_only: bool,
         fix_references: bool,
         given: dict[Path, str],
@@ -118,6 +149,8 @@ class _Fixer:
         self.given = given  # texts that stand in for files on disk (stdin)
         self.result = FixResult()
         project = build_project(paths, settings, dict(given), recognised_only=recognised_only)
+        self.settings_of = project.settings_of  # each file's, resolved once (re-lints read the same files)
+        self.result.file_settings = project.file_settings
         self.before = project.diagnostics()
         self.result.problems = project.problems
         self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
@@ -135,7 +168,7 @@ class _Fixer:
     def candidates(self, current: list[Diagnostic]) -> list[Diagnostic]:
         out = []
         for d in current:
-            if not may_apply(d, self.settings) or _fix_id(d) in self.result.withheld:
+            if not may_apply(d, self.settings_of(d.path)) or _fix_id(d) in self.result.withheld:
                 continue
             key = real_path(d.path)
             if key in self.refused:
@@ -155,7 +188,7 @@ class _Fixer:
 
     def try_edits(self, key: Path, diags: list[Diagnostic]) -> tuple[str, str | None]:
         edits = [e for d in diags for e in d.fix.edits]  # type: ignore[union-attr]
-        lf = self.settings.for_path(key).lf_schema if self.loaders.get(key) == "script" else None
+        lf = self.settings_of(key).lf_schema if self.loaders.get(key) == "script" else None
         return damage(key, self.text(key), edits, self.loaders.get(key, "yaml"), lf)
 
     def withhold(self, diag: Diagnostic, why: str) -> None:
@@ -276,6 +309,8 @@ class _Fixer:
         if result.reverted:
             diags = self.relint(self.overlay)
         result.fixed = {k: v for k, v in self.overlay.items() if v != result.originals[k]}
+        if any(s.restricts_fixes for s in result.file_settings.values()):
+            strip_unfixable(diags, result.settings_of)
         result.remaining = diags
 
 
@@ -296,7 +331,7 @@ def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic
 
 def fix_paths(
     paths: list[Path],
-    settings: Settings,
+    settings: Settings | PerFileSettings,
     recognised_only: bool = False,
     fix_references: bool = False,
     overlay: dict[Path, str] | None = None,

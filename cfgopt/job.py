@@ -18,9 +18,8 @@ other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.packing import packing_on
 from cfgopt.source import Kind, Source
@@ -87,8 +86,7 @@ def ds_label(settings: Settings) -> str:
 # --------------------------------------------------------------------------- hardware
 
 
-@dataclass(frozen=True)
-class Hardware:
+class Hardware(NamedTuple):
     """The target and GPU count a job is judged for, and whether each was stated or assumed."""
 
     target: Target
@@ -118,12 +116,15 @@ def judged_for(settings: Settings) -> str:
 # --------------------------------------------------------------------------- the job
 
 
-@dataclass
 class Job:
-    source: Source
-    settings: Settings
-    deepspeed_source: Source | None = None  # the linked DeepSpeed JSON, when `deepspeed` names a file found
-    memo: dict[str, Any] = field(default_factory=dict)
+    def __init__(self, source: Source, settings: Settings, deepspeed_source: Source | None = None) -> None:
+        self.source = source
+        self.settings = settings
+        self.deepspeed_source = deepspeed_source  # the linked DeepSpeed JSON, when `deepspeed` names a file found
+        self.memo: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Job({self.path})"
 
     # -- identity and versions --------------------------------------------------------------------
     @property
@@ -226,7 +227,7 @@ class Job:
     @property
     def zero_stage(self) -> int | None:
         """The ZeRO stage (None: no DeepSpeed or not a literal stage)."""
-        from cfgopt.memory import deepspeed_plan
+        from cfgopt.deepspeed_plan import deepspeed_plan
 
         _, ds = self.deepspeed
         return deepspeed_plan(ds, self.values()).stage if ds is not None else None
@@ -258,13 +259,13 @@ class Job:
         """The memory estimate of this job on `gpus` GPUs (with `changes` to its keys; `deepspeed`: another
         DeepSpeed dict or None), or None where it is unsound: not a training run, unknown model, a target
         without memory, a DeepSpeed file not read, or settings the model does not cover."""
-        import json
-
-        from cfgopt import memory
-
         target = self.settings.target
         if not target.memory_gib or not self.training:
             return None
+        import json
+
+        from cfgopt import memory  # only where an estimate can be made: most lint runs never load it
+
         if deepspeed is _MISSING:
             known, deepspeed = self.deepspeed
             if not known:

@@ -19,6 +19,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cfgopt.deepspeed_plan import DeepSpeedPlan, deepspeed_plan
 from cfgopt.model_shapes import ModelShape
 from cfgopt.packing import packing_on
 from cfgopt.targets import Target
@@ -299,58 +300,6 @@ def quantization_bits(config: dict[str, Any]) -> int | None:
         if pattern.search(name):
             return bits
     return None
-
-
-@dataclass(frozen=True)
-class DeepSpeedPlan:
-    stage: int | None  # None: no DeepSpeed
-    offload_optimizer: bool = False
-    offload_param: bool = False
-    half: bool = True  # bf16/fp16 enabled (or "auto" with the trainer's bf16/fp16 on)
-    bucket_elements: float | None = None  # ZeRO-1/2 reduce + all-gather buckets
-    overlap_comm: bool = False
-    known: bool = True  # False: the stage could not be read ("auto", not a number)
-    auto_buckets: int = 0  # buckets left "auto": the HF integration sets hidden_size² elements each
-
-
-def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> DeepSpeedPlan:
-    if deepspeed is None:
-        return DeepSpeedPlan(stage=None)
-    zero = deepspeed.get("zero_optimization")
-    if zero is None:
-        stage: Any = 0
-        zero = {}
-    elif zero is True:
-        stage, zero = 1, {}
-    elif isinstance(zero, dict):
-        stage = zero.get("stage", 0)
-    else:
-        return DeepSpeedPlan(stage=None, known=False)
-    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
-        return DeepSpeedPlan(stage=None, known=False)
-
-    def device(block: str) -> bool:
-        value = zero.get(block)
-        return isinstance(value, dict) and value.get("device") in ("cpu", "nvme")
-
-    def enabled(block: str, trainer_key: str) -> bool:
-        value = deepspeed.get(block)
-        flag = value.get("enabled") if isinstance(value, dict) else None
-        return bool(_get(config, trainer_key)) if flag == "auto" else flag is True
-
-    half = enabled("bf16", "bf16") or enabled("fp16", "fp16") or enabled("bfloat16", "bf16")
-    buckets = [zero.get(k) for k in ("reduce_bucket_size", "allgather_bucket_size")]
-    numeric = [isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets]
-    elements = [float(b) if ok else 5e8 for b, ok in zip(buckets, numeric, strict=True) if b != "auto"]
-    return DeepSpeedPlan(
-        stage=stage,
-        offload_optimizer=device("offload_optimizer"),
-        offload_param=stage == 3 and device("offload_param"),
-        half=half,
-        bucket_elements=sum(elements),
-        overlap_comm=zero.get("overlap_comm", stage == 3) is True,
-        auto_buckets=sum(b == "auto" for b in buckets),
-    )
 
 
 # ---------------------------------------------------------------------------------------------------------

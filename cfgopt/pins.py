@@ -5,15 +5,14 @@ A config lives in a repository that says which releases it runs with: `requireme
 (exact), `setup.py` (quoted requirement strings), or, in a LLaMA-Factory fork, the fork's own source tree
 (`src/llamafactory/extras/env.py` `VERSION`). `find_pins` walks up from the config's folder to the
 repository root (the folder holding `.git`, else the filesystem root); per package the closest folder that
-states it wins, and inside one folder a lock file (what really installs) beats a manifest. Reading is
-plain text first: TOML is parsed only for a file that names the package.
+states it wins, and inside one folder a lock file (what really installs) beats a manifest. Every file is
+read as text, TOML included (no parser is loaded on the lint path; see `_POETRY`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 from cfgopt.versions import VersionRange
@@ -61,57 +60,51 @@ def _requirements(path: Path) -> dict[str, str]:
     return _from_requirement_lines(_read(path).splitlines())
 
 
-def _toml(text: str) -> dict:
-    if sys.version_info >= (3, 11):
-        import tomllib as toml
-    else:  # the `tomli; python_version < "3.11"` dependency
-        import tomli as toml
+# TOML files are read as text, not parsed: every pin in them is a quoted PEP 508 string (PEP 621 and optional
+# dependencies, dependency groups), a poetry `name = "spec"` / `name = { version = "spec" }` line, or a lock
+# file's `name` line followed by its `version`; parsing TOML would load tomllib on every lint run in a
+# repository that pins DeepSpeed (tests/test_signal.py compares the two readings).
+_POETRY = re.compile(
+    r"""^[ \t]*["']?([A-Za-z0-9][A-Za-z0-9._-]*)["']?[ \t]*=[ \t]*"""
+    r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",
+    re.MULTILINE,
+)
+_LOCKED = re.compile(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
 
-    try:
-        return toml.loads(text)
-    except toml.TOMLDecodeError:
-        return {}
+
+def _uncommented(text: str) -> str:
+    """TOML text without its comment lines (a pin commented out is not a pin)."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
-def _poetry_spec(value: object) -> str | None:
-    if isinstance(value, dict):
-        value = value.get("version")
-    return value.strip() if isinstance(value, str) else None
+def _names_a_package(text: str) -> bool:
+    return any(n in _normalise(text) for names in NAMES.values() for n in names)
 
 
 def _pyproject(path: Path) -> dict[str, str]:
     text = _read(path)
-    if not any(n in _normalise(text) for names in NAMES.values() for n in names):
+    if not _names_a_package(text):
         return {}
-    data = _toml(text)
-    project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
-    lines: list[str] = list(project.get("dependencies", []) or [])
-    for group in (project.get("optional-dependencies") or {}).values():
-        lines += list(group or [])
-    for group in (data.get("dependency-groups") or {}).values():
-        lines += [item for item in group or [] if isinstance(item, str)]
-    out = _from_requirement_lines([line for line in lines if isinstance(line, str)])
-    poetry = (data.get("tool") or {}).get("poetry") or {}
-    tables = [poetry.get("dependencies") or {}]
-    tables += [(g or {}).get("dependencies") or {} for g in (poetry.get("group") or {}).values()]
-    for table in tables:
-        for name, value in table.items():
-            package, spec = _package_of(name), _poetry_spec(value)
-            if package is not None and spec is not None and package not in out:
-                out[package] = "" if spec == "*" else spec
+    text = _uncommented(text)
+    out = _from_requirement_lines(_QUOTED.findall(text))
+    for match in _POETRY.finditer(text):
+        package = _package_of(match.group(1))
+        spec = next((g for g in match.groups()[1:] if g is not None), None)
+        if package is not None and spec is not None and package not in out:
+            out[package] = "" if spec.strip() == "*" else spec.strip()
     return out
 
 
 def _lock(path: Path) -> dict[str, str]:
-    """uv.lock / poetry.lock: `[[package]]` tables with the exact `version` that installs."""
+    """uv.lock / poetry.lock: `[[package]]` tables, `name` then the exact `version` that installs."""
     text = _read(path)
-    if not any(n in _normalise(text) for names in NAMES.values() for n in names):
+    if not _names_a_package(text):
         return {}
     out: dict[str, str] = {}
-    for entry in _toml(text).get("package", []) or []:
-        package = _package_of(str(entry.get("name", "")))
-        if package is not None and isinstance(entry.get("version"), str) and package not in out:
-            out[package] = "==" + entry["version"]
+    for name, version in _LOCKED.findall(text):
+        package = _package_of(name)
+        if package is not None and package not in out:
+            out[package] = "==" + version
     return out
 
 

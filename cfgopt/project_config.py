@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
@@ -225,17 +224,16 @@ def _toml_string(value: str) -> str:
 # --------------------------------------------------------------------------- resolving
 
 
-@dataclass
-class CommandLine:
+class CommandLine(NamedTuple):
     """What the command line said; None = not given (the config file or the default decides)."""
 
     target: str | None = None
     gpus: int | None = None
     select: list[str] | None = None
-    ignore: list[str] = field(default_factory=list)
-    extend_select: list[str] = field(default_factory=list)
+    ignore: tuple[str, ...] | list[str] = ()
+    extend_select: tuple[str, ...] | list[str] = ()
     fixable: list[str] | None = None
-    unfixable: list[str] = field(default_factory=list)
+    unfixable: tuple[str, ...] | list[str] = ()
     fail_on: str | None = None
     unsafe_fixes: bool = False
     llamafactory_version: str | None = None
@@ -320,7 +318,7 @@ class Resolver:
         select: list[str] = []
         ignore: list[str] = []
         extend: list[str] = []
-        cli_layer = {"select": cli.select, "ignore": cli.ignore, "extend-select": cli.extend_select}
+        cli_layer = {"select": cli.select, "ignore": list(cli.ignore), "extend-select": list(cli.extend_select)}
         for layer in (options, self.overrides, cli_layer):
             if layer.get("select") is not None:
                 select, ignore, extend = list(layer["select"]), [], []
@@ -364,7 +362,6 @@ class Resolver:
             force_exclude=cli.force_exclude,
             root=config_file.parent if config_file is not None else self.cwd,
             config_file=config_file,
-            resolver=self.settings_for,
             **versions,
         )
 

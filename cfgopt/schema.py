@@ -14,10 +14,9 @@ import enum
 import json
 import math
 import operator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 LLAMAFACTORY_VERSION = "0.9.5"
@@ -61,8 +60,7 @@ def newest_version(package: str) -> str:
 # --------------------------------------------------------------------------- LLaMA-Factory
 
 
-@dataclass(frozen=True)
-class FieldSpec:
+class FieldSpec(NamedTuple):
     name: str
     types: tuple[str, ...]
     choices: tuple[Any, ...] | None

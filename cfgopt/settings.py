@@ -1,19 +1,20 @@
-"""Run settings: the target hardware, GPU count, rule selection and fix options, and the per-file parts of a
-project configuration (per-file ignores, excludes, fixable rules).
+"""The settings one file is judged with: the target hardware and GPU count, the rule selection, the releases
+judged, fix options, and the per-file parts of a project configuration (per-file ignores, excludes, fixable
+rules).
 
-A `Settings` is what one file is judged with. Project configuration files (`cfgopt.project_config`) make that depend
-on the file: the closest `cfgopt.toml` / `pyproject.toml [tool.cfgopt]` wins, so `Settings.for_path` asks the
-resolver the CLI attached; a `Settings` built by hand (tests, `verify`, `tune`) applies to every file.
+Project configuration files make them depend on the file (the closest `cfgopt.toml` / `pyproject.toml
+[tool.cfgopt]` wins): `cfgopt.project_config.Resolver` builds each file's `Settings`, and the engine asks it
+once per file (`Project.settings_of`) and hands the result to the rules in their `Context`. A `Settings`
+built by hand (tests, `verify`, `tune`, the Python API) applies to every file (`per_file`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cfgopt.diagnostics import Severity
 from cfgopt.schema import (
@@ -30,36 +31,67 @@ if TYPE_CHECKING:
     from cfgopt.versions import VersionRange
 
 
-@dataclass
 class Settings:
-    # None: not stated (no --target, no project config): hardware-specific rules stay quiet (targets.UNSTATED)
-    target_name: str | None = None
-    gpus: int | None = None  # None: not stated; rules that need it check every plausible count
-    select: list[str] = field(default_factory=list)  # codes or prefixes; empty = the default selection
-    extend_select: list[str] = field(default_factory=list)  # added to the default selection (or to `select`)
-    # Optional packages the training environment has (import name -> importable), where known: `verify` and
-    # `tune` probe the machine they run on; None (lint): unknown.
-    packages: dict[str, bool] | None = None
-    ignore: list[str] = field(default_factory=list)
-    fail_on: Severity = Severity.WARNING
-    unsafe_fixes: bool = False
-    # Which versions' schemas judge the files (cfgopt/schemas/<package>-<version>.json).
-    llamafactory_version: str = LLAMAFACTORY_VERSION
-    deepspeed_version: str = DEEPSPEED_VERSION
-    # The releases the user's project allows (option range or the repository's dependency pins); None: unknown.
-    llamafactory_range: VersionRange | None = None
-    deepspeed_range: VersionRange | None = None
-    # Project configuration (docs/configuration.md); globs are relative to `root`, the config file's folder.
-    per_file_ignores: list[tuple[str, list[str]]] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
-    extra_templates: list[str] = field(default_factory=list)  # chat templates a LLaMA-Factory fork registers
-    fixable: list[str] = field(default_factory=list)  # empty = every rule may fix
-    unfixable: list[str] = field(default_factory=list)
-    force_exclude: bool = False  # skip excluded paths even when named on the command line
-    root: Path | None = None
-    config_file: Path | None = None
-    # Settings of another file (the closest project config wins); None: these settings apply everywhere.
-    resolver: Callable[[Path], Settings] | None = field(default=None, repr=False, compare=False)
+    """One file's settings. A plain class rather than a dataclass: start-up time (docs/architecture.md)."""
+
+    def __init__(
+        self,
+        *,
+        # None: not stated (no --target, no project config): hardware-specific rules stay quiet (targets.UNSTATED)
+        target_name: str | None = None,
+        gpus: int | None = None,  # None: not stated; rules that need it check every plausible count
+        select: list[str] | None = None,  # codes or prefixes; empty = the default selection
+        extend_select: list[str] | None = None,  # added to the default selection (or to `select`)
+        # Optional packages the training environment has (import name -> importable), where known: `verify`
+        # and `tune` probe the machine they run on; None (lint): unknown.
+        packages: dict[str, bool] | None = None,
+        ignore: list[str] | None = None,
+        fail_on: Severity = Severity.WARNING,
+        unsafe_fixes: bool = False,
+        # Which versions' schemas judge the files (cfgopt/schemas/<package>-<version>.json).
+        llamafactory_version: str = LLAMAFACTORY_VERSION,
+        deepspeed_version: str = DEEPSPEED_VERSION,
+        # The releases the user's project allows (option range or the repository's pins); None: unknown.
+        llamafactory_range: VersionRange | None = None,
+        deepspeed_range: VersionRange | None = None,
+        # Project configuration (docs/configuration.md); globs are relative to `root`, the config file's folder.
+        per_file_ignores: list[tuple[str, list[str]]] | None = None,
+        exclude: list[str] | None = None,
+        extra_templates: list[str] | None = None,  # chat templates a LLaMA-Factory fork registers
+        fixable: list[str] | None = None,  # empty = every rule may fix
+        unfixable: list[str] | None = None,
+        force_exclude: bool = False,  # skip excluded paths even when named on the command line
+        root: Path | None = None,
+        config_file: Path | None = None,
+    ) -> None:
+        self.target_name = target_name
+        self.gpus = gpus
+        self.select: list[str] = list(select or [])
+        self.extend_select: list[str] = list(extend_select or [])
+        self.packages = packages
+        self.ignore: list[str] = list(ignore or [])
+        self.fail_on = fail_on
+        self.unsafe_fixes = unsafe_fixes
+        self.llamafactory_version = llamafactory_version
+        self.deepspeed_version = deepspeed_version
+        self.llamafactory_range = llamafactory_range
+        self.deepspeed_range = deepspeed_range
+        self.per_file_ignores: list[tuple[str, list[str]]] = list(per_file_ignores or [])
+        self.exclude: list[str] = list(exclude or [])
+        self.extra_templates: list[str] = list(extra_templates or [])
+        self.fixable: list[str] = list(fixable or [])
+        self.unfixable: list[str] = list(unfixable or [])
+        self.force_exclude = force_exclude
+        self.root = root
+        self.config_file = config_file
+
+    def __repr__(self) -> str:
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return vars(self) == vars(other) if isinstance(other, Settings) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     @property
     def lf_schema(self) -> LlamaFactorySchema:
@@ -78,10 +110,6 @@ class Settings:
     def target_stated(self) -> bool:
         return self.target_name is not None
 
-    def for_path(self, path: Path) -> Settings:
-        """The settings that judge `path`."""
-        return self if self.resolver is None else self.resolver(path)
-
     def is_selected(self, code: str) -> bool:
         """Longest matching prefix wins, as in ruff: `--select DS --ignore DS0` keeps DS1xx only;
         on a tie the ignore wins. Without `select`, the default selection (every rule but the opt-in ones,
@@ -97,6 +125,11 @@ class Settings:
     def named(self, code: str) -> bool:
         """Was `code` itself (or ALL) selected, not only a prefix of it? (DS090 widens its comparison then.)"""
         return any(c in (code, "ALL") for c in self.select + self.extend_select) and self.is_selected(code)
+
+    @property
+    def restricts_fixes(self) -> bool:
+        """Does the project config make some rules unfixable (`fixable` / `unfixable`)?"""
+        return bool(self.fixable or self.unfixable)
 
     def is_fixable(self, code: str) -> bool:
         """`fixable` / `unfixable`, with the same longest-prefix rule as the selection."""
@@ -126,6 +159,19 @@ class Settings:
             glob_match(pattern, rel) and _prefix_choice(code, codes, [], empty_is_all=False)
             for pattern, codes in self.per_file_ignores
         )
+
+
+class PerFileSettings(Protocol):
+    """Gives each file its settings: `cfgopt.project_config.Resolver` (the closest project config wins)."""
+
+    def settings_for(self, path: Path) -> Settings: ...
+
+
+def per_file(settings: Settings | PerFileSettings) -> Callable[[Path], Settings]:
+    """Each file's settings: `settings` itself for every file, or what the resolver gives the file."""
+    if isinstance(settings, Settings):
+        return lambda _path: settings
+    return settings.settings_for
 
 
 def _prefix_choice(code: str, chosen: list[str], dropped: list[str], empty_is_all: bool = True) -> bool:

@@ -7,9 +7,8 @@ at the exact key or value text when they report or fix something.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt.document import Document
 
@@ -30,19 +29,29 @@ class Kind(str, Enum):
         return self in (Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI)
 
 
-@dataclass
 class Node:
     """A value and its text span [start, end) in the document."""
 
-    value: Any
-    start: int
-    end: int
-    entries: list[Entry] | None = None  # mappings: every key in file order, duplicates included
-    items: list[Node] | None = None  # sequences
-    style: str = ""  # scalars: '"', "'", "|", ">" or "" (plain); containers: "flow" or ""
-    raw: str | None = None  # command-line values: the token as typed, before argparse converts it
-    tagged: bool = False  # YAML: an explicit tag (`!!int 5`); start..end excludes it, and an anchor
-    via_alias: bool = False  # YAML: reached through an alias (`*name`), so its text is shared with the anchor
+    __slots__ = ("end", "entries", "items", "raw", "start", "style", "tagged", "value", "via_alias")
+
+    def __init__(
+        self,
+        value: Any,
+        start: int,
+        end: int,
+        entries: list[Entry] | None = None,  # mappings: every key in file order, duplicates included
+        items: list[Node] | None = None,  # sequences
+        style: str = "",  # scalars: '"', "'", "|", ">" or "" (plain); containers: "flow" or ""
+        raw: str | None = None,  # command-line values: the token as typed, before argparse converts it
+        tagged: bool = False,  # YAML: an explicit tag (`!!int 5`); start..end excludes it, and an anchor
+        via_alias: bool = False,  # YAML: reached through an alias (`*name`): its text is shared with the anchor
+    ) -> None:
+        self.value, self.start, self.end = value, start, end
+        self.entries, self.items, self.style, self.raw = entries, items, style, raw
+        self.tagged, self.via_alias = tagged, via_alias
+
+    def __repr__(self) -> str:
+        return f"Node({self.value!r}, {self.start}, {self.end})"
 
     def get(self, key: str) -> Entry | None:
         """The entry the consumer uses for `key`: the last one when a key is repeated."""
@@ -57,16 +66,27 @@ class Node:
         return self.entries is not None
 
 
-@dataclass
 class Entry:
-    key: str
-    key_start: int
-    key_end: int
-    node: Node
-    path: KeyPath
-    # False for YAML keys that resolve to something other than a string (`1:`, `yes:`): OmegaConf only
-    # rejects repeated *string* keys, and keeps the last of repeated others.
-    key_is_str: bool = True
+    """A mapping entry: its key, the key's span, the value's node, and the path from the root."""
+
+    __slots__ = ("key", "key_end", "key_is_str", "key_start", "node", "path")
+
+    def __init__(
+        self,
+        key: str,
+        key_start: int,
+        key_end: int,
+        node: Node,
+        path: KeyPath,
+        # False for YAML keys that resolve to something other than a string (`1:`, `yes:`): OmegaConf only
+        # rejects repeated *string* keys, and keeps the last of repeated others.
+        key_is_str: bool = True,
+    ) -> None:
+        self.key, self.key_start, self.key_end, self.node, self.path = key, key_start, key_end, node, path
+        self.key_is_str = key_is_str
+
+    def __repr__(self) -> str:
+        return f"Entry({self.key!r}, {self.key_start}, {self.key_end}, {self.node!r})"
 
     @property
     def dotted(self) -> str:
@@ -80,20 +100,28 @@ def dotted(path: KeyPath) -> str:
     return out
 
 
-@dataclass
-class ParseError:
+class ParseError(NamedTuple):
     message: str
     offset: int = 0
 
 
-@dataclass
 class Source:
-    document: Document
-    kind: Kind
-    root: Node | None = None
-    error: ParseError | None = None
-    # Command lines: where the command starts, the subcommand, and argparse-level failures.
-    command: dict[str, Any] = field(default_factory=dict)
+    """One parsed config: the document, what kind of config it is, its root node or why it did not parse."""
+
+    def __init__(
+        self,
+        document: Document,
+        kind: Kind,
+        root: Node | None = None,
+        error: ParseError | None = None,
+        command: dict[str, Any] | None = None,
+    ) -> None:
+        self.document, self.kind, self.root, self.error = document, kind, root, error
+        # Command lines: where the command starts, the subcommand, and argparse-level failures.
+        self.command: dict[str, Any] = {} if command is None else command
+
+    def __repr__(self) -> str:
+        return f"Source({self.document.path}, {self.kind.value})"
 
     @property
     def data(self) -> Any:

@@ -3,11 +3,10 @@ a laptop or a CI runner says nothing about the cluster the job will run on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     name: str
     platform: str  # "rocm", "cuda" or "cpu"
     device: str

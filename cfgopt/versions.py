@@ -18,10 +18,9 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt import schema
 from cfgopt.schema import newest_version, shipped_versions, version_key
@@ -183,8 +182,7 @@ def is_range(value: str) -> bool:
     return any(ch in value for ch in "<>=!~^,*")
 
 
-@dataclass(frozen=True)
-class VersionRange:
+class VersionRange(NamedTuple):
     """The releases a user's project allows, as written (`spec`) and where (`origin`: a file or an option)."""
 
     package: str
@@ -249,8 +247,7 @@ def resolve_version(package: str, cli_value: str | None = None, installed: str |
     return newest_version(package)
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """Which snapshot judges the files, and the range of releases the user's project allows (None: unknown;
     DS090 compares the defaults of the releases in it)."""
 

@@ -8,6 +8,8 @@ configs written for 80 GB NVIDIA clusters because a target was assumed silently 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,3 +240,64 @@ def test_a_rule_firing_on_a_quarter_of_real_configs_says_why_it_is_worth_it() ->
     noisy = [code for code, r in rates.items() if r["rate"] > 0.25]
     assert all(by_code(code).worth_it for code in noisy), noisy
     assert rates["DS090"]["rate"] <= 0.10  # issue 14: at default settings, at most 10% of the DeepSpeed JSON
+
+
+_PYPROJECTS = [
+    '[project]\nname = "x"\ndependencies = ["torch", "deepspeed>=0.15,<0.17"]\n',
+    "[project]\ndependencies = [\n  \"deepspeed[autotuning] >= 0.16 ; sys_platform == 'linux'\",\n]\n",
+    '[project.optional-dependencies]\ntrain = ["llamafactory==0.9.3", "deepspeed~=0.16.0"]\n',
+    '[dependency-groups]\ndev = ["llamafactory>=0.9.2", {include-group = "x"}]\n',
+    '[tool.poetry.dependencies]\npython = "^3.10"\ndeepspeed = "^0.15.0"\n',
+    '[tool.poetry.dependencies]\ndeepspeed = { version = ">=0.14,<0.16", optional = true }\nllamafactory = "*"\n',
+    '[tool.poetry.group.train.dependencies]\nllama-factory = "0.9.1"\n',
+    '[project]\n# dependencies = ["deepspeed==0.10.0"]\ndependencies = ["deepspeed==0.16.4"]\n',
+]
+
+
+def _pins_by_toml_parse(text: str) -> dict[str, str]:
+    """The pins as a TOML parser reads them: the reference the text reading is held to."""
+    import tomllib
+
+    data = tomllib.loads(text)
+    project = data.get("project", {})
+    lines = list(project.get("dependencies", []))
+    for group in project.get("optional-dependencies", {}).values():
+        lines += group
+    for group in data.get("dependency-groups", {}).values():
+        lines += [item for item in group if isinstance(item, str)]
+    out = pins._from_requirement_lines(lines)
+    poetry = data.get("tool", {}).get("poetry", {})
+    tables = [poetry.get("dependencies", {})] + [g.get("dependencies", {}) for g in poetry.get("group", {}).values()]
+    for table in tables:
+        for name, value in table.items():
+            spec = value.get("version") if isinstance(value, dict) else value
+            if pins._package_of(name) and pins._package_of(name) not in out:
+                out[pins._package_of(name)] = "" if spec == "*" else spec
+    return out
+
+
+@pytest.mark.parametrize("text", _PYPROJECTS)
+def test_toml_pins_read_as_text_match_a_toml_parse(tmp_path: Path, text: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert pins._pyproject(tmp_path / "pyproject.toml") == _pins_by_toml_parse(text)
+
+
+def test_lock_files_read_as_text(tmp_path: Path) -> None:
+    text = (
+        'version = 1\n[[package]]\nname = "torch"\nversion = "2.4.0"\n\n'
+        '[[package]]\nname = "deepspeed"\nversion = "0.16.4"\nsource = { registry = "https://pypi.org/simple" }\n'
+    )
+    (tmp_path / "uv.lock").write_text(text)
+    assert pins._lock(tmp_path / "uv.lock") == {"deepspeed": "==0.16.4"}
+
+
+def test_lint_does_not_load_a_toml_parser_for_pins(tmp_path: Path) -> None:
+    root = repo(tmp_path, {"pyproject.toml": '[project]\ndependencies = ["deepspeed>=0.15"]\n'})
+    code = (
+        "import sys; from cfgopt.cli import main; main(['lint', '-q', sys.argv[1]]); "
+        "print('tomllib' in sys.modules, file=sys.stderr)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(root / "configs")], capture_output=True, text=True, check=False
+    ).stderr
+    assert out.strip().splitlines()[-1] == "False"

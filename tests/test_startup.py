@@ -89,4 +89,6 @@ def test_help_still_lists_every_subcommand() -> None:
 
     text = build_parser().format_help()
     assert all(name in text for name in SUBCOMMANDS)
-    assert build_parser("tune").parse_args(["tune", "x.yaml"]).command == "tune"
+    # `cfgopt tune x.yaml`: only tune's parser is built, and it parses the words after the subcommand
+    assert build_parser("tune").parse_args(["x.yaml"]).command == "tune"
+    assert build_parser("tune").format_usage() == build_parser().subcommands["tune"].format_usage()

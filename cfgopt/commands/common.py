@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from cfgopt.argtypes import positive_int
 from cfgopt.commands import UsageError
 from cfgopt.settings import Settings
 from cfgopt.targets import TARGETS
+
+if TYPE_CHECKING:
+    from cfgopt.project_config import Resolver
 
 
 def rule_codes(text: str) -> list[str]:
@@ -116,9 +119,10 @@ def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unfixable", type=rule_codes, default=[], help="rule codes or prefixes whose fixes never apply")
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    """The settings for the run: a `Settings` whose `for_path` gives each file's (the closest project config
-    wins, then `--config` overrides, then the flags). Raises ConfigError / VersionError (exit 2)."""
+def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
+    """The settings for the run: the resolver that gives each file its settings (the closest project config
+    wins, then `--config` overrides, then the flags; the engine asks it once per file), and the settings of
+    the first path, which summaries describe. Raises ConfigError / VersionError (exit 2)."""
     from cfgopt.project_config import CommandLine, Resolver, parse_override
 
     overrides: dict = {}
@@ -140,14 +144,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
     resolver = Resolver(cli, overrides, isolated=args.isolated)
     first = args.paths[0] if args.paths else Path(".")
-    return resolver.settings_for(first if first.exists() or first.parent.is_dir() else Path("."))
+    return resolver, resolver.settings_for(first if first.exists() or first.parent.is_dir() else Path("."))
 
 
-def show_settings(args: argparse.Namespace, settings: Settings) -> int:
+def show_settings(args: argparse.Namespace, resolver: Resolver) -> int:
     from cfgopt.project_config import show_settings as render_settings
 
     path = args.paths[0] if args.paths else Path(".")
-    sys.stdout.write(render_settings(settings.for_path(path), path))
+    sys.stdout.write(render_settings(resolver.settings_for(path), path))
     return 0
 
 

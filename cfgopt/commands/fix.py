@@ -62,12 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from cfgopt.writer import ChangedOnDisk, atomic_write
 
     overlay = read_stdin(args)
-    settings = settings_from(args)
+    resolver, settings = settings_from(args)  # `settings`: the first path's, which the summary describes
     if args.show_settings:
-        return show_settings(args, settings)
+        return show_settings(args, resolver)
     result = fix_paths(
         args.paths,
-        settings,
+        resolver,
         recognised_only=args.recognised_only,
         fix_references=args.fix_references,
         overlay=overlay,
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 continue
         for description in [] if args.quiet else result.applied.get(path, []):
             sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
-    remaining = [d for d in result.remaining if d.severity >= settings.for_path(d.path).fail_on]
+    remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
     if args.show_fixes:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
     if remaining and args.write:
@@ -140,7 +140,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     print_problems(result.problems)
     # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written.
     remaining = [
-        d for d in result.remaining if real_path(d.path) == key and d.severity >= settings.for_path(d.path).fail_on
+        d for d in result.remaining if real_path(d.path) == key and d.severity >= result.settings_of(d.path).fail_on
     ]
     result.applied = {k: v for k, v in result.applied.items() if k == key}
     result.fixed = {k: v for k, v in result.fixed.items() if k == key}

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import (
     add_common_arguments,
@@ -19,6 +20,10 @@ from cfgopt.commands.common import (
 )
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
+
+if TYPE_CHECKING:
+    from cfgopt.engine import LintResult
+    from cfgopt.project_config import Resolver
 
 FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
 
@@ -49,23 +54,25 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     overlay = read_stdin(args)
-    settings = settings_from(args)
+    resolver, shown = settings_from(args)
     if args.show_settings:
-        return show_settings(args, settings)
+        return show_settings(args, resolver)
     if args.watch:
         if overlay is not None:
             usage_error(args, "--watch cannot read stdin")
         from cfgopt.watch import watch
 
-        return watch(args.paths, lambda: _lint_once(args, settings, None))
-    return _lint_once(args, settings, overlay)
+        return watch(args.paths, lambda: _lint_once(args, resolver, shown, None))
+    return _lint_once(args, resolver, shown, overlay)
 
 
-def _lint_once(args: argparse.Namespace, settings: Settings, overlay: dict[Path, str] | None) -> int:
+def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None) -> int:
+    """One lint run; `shown`: the settings the summary line describes (the first path's)."""
     from cfgopt import report
     from cfgopt.engine import lint_paths
 
-    result = lint_paths(args.paths, settings, recognised_only=args.recognised_only, overlay=overlay)
+    result = lint_paths(args.paths, resolver, recognised_only=args.recognised_only, overlay=overlay)
+    _strip_unfixable(result)
     machine = args.format in ("json", "json-lines", "sarif", "junit")
     if args.statistics:  # as ruff: the table instead of the findings
         report.render_statistics(result.diagnostics, sys.stdout, as_json=args.format == "json")
@@ -79,6 +86,14 @@ def _lint_once(args: argparse.Namespace, settings: Settings, overlay: dict[Path,
     if not machine and not args.quiet and not args.statistics:
         from cfgopt.job import judged_for
 
-        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(settings))
+        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(shown))
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
+
+
+def _strip_unfixable(result: LintResult) -> None:
+    """Findings of rules a project config makes unfixable are shown without a fix (the fixer's policy)."""
+    if any(s.restricts_fixes for s in result.file_settings.values()):
+        from cfgopt.fixer import strip_unfixable  # the fixer is loaded only when a project config needs it
+
+        strip_unfixable(result.diagnostics, result.settings_of)

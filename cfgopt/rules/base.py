@@ -5,9 +5,8 @@ an example, fix safety), and `check`, which yields diagnostics."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from cfgopt.source import Entry, Kind, Node, Source
@@ -18,18 +17,19 @@ if TYPE_CHECKING:
     from cfgopt.suppressions import Matched
 
 
-@dataclass
 class Context:
-    """What a rule may look at: its file, the settings (target, GPU count), and the files around it."""
+    """What a rule may look at: its file, the settings it is judged with (target, GPU count, versions), and
+    the files around it."""
 
-    source: Source
-    settings: Settings
-    # For a DeepSpeed JSON: the LLaMA-Factory configs that point to it (its consumers, the HF path).
-    consumers: list[Source] = field(default_factory=list)
-    # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found.
-    deepspeed: Source | None = None
-    deepspeed_searched: list[str] = field(default_factory=list)
-    memo: dict[str, Any] = field(default_factory=dict)  # per-file results rules share (e.g. DS validation)
+    def __init__(self, source: Source, settings: Settings) -> None:
+        self.source = source
+        self.settings = settings
+        # For a DeepSpeed JSON: the LLaMA-Factory configs that point to it (its consumers, the HF path).
+        self.consumers: list[Source] = []
+        # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found.
+        self.deepspeed: Source | None = None
+        self.deepspeed_searched: list[str] = []
+        self.memo: dict[str, Any] = {}  # per-file results rules share (e.g. DS validation)
 
     @property
     def job(self) -> Job:
@@ -63,8 +63,7 @@ class Context:
         return ds_label(self.settings)
 
 
-@dataclass
-class ProjectView:
+class ProjectView(NamedTuple):
     """What a project-level rule (`Rule.check_project`) sees, once every file's rules ran and the
     suppressions were applied: each file's settings and the suppression comments found (None: none)."""
 

@@ -15,14 +15,13 @@ that is certain (a safe fix).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cfgopt.rules.base import Context
 from cfgopt.rules.support.llamafactory import as_list, distributed, on, value_of
 
 
-@dataclass(frozen=True)
-class Outside:
+class Outside(NamedTuple):
     outcome: str  # what happens, a clause that follows "LLaMA-Factory <version> "
     evidence: str
     fails: bool = False

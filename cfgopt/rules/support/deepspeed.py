@@ -3,16 +3,14 @@ snapshot does (its version, for messages, is `ctx.ds_label`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt import schema, schema_validators
 from cfgopt.rules.base import Context
 from cfgopt.source import Entry, Node, Source
 
 
-@dataclass
-class SectionError:
+class SectionError(NamedTuple):
     section: Entry  # the top-level entry, e.g. zero_optimization
     loc: tuple[Any, ...]  # inside the section, as pydantic reports it (input key names)
     type: str
