@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from types import ModuleType
 
@@ -18,7 +19,29 @@ from cfgopt.commands import UsageError
 from cfgopt.versions import VersionError
 
 
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns` without importing shutil (and the compression modules it loads),
+    which argparse's help formatter would do on every `add_argument`: $COLUMNS, else the terminal, else 80."""
+    try:
+        return int(os.environ.get("COLUMNS", "")) or 80
+    except ValueError:
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)  # argparse's own margin
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # argparse's own exit code is 2 too; keep the message short
         self.print_usage(sys.stderr)
         sys.stderr.write(f"cfgopt: error: {message}\n")

@@ -200,16 +200,22 @@ class VersionRange(NamedTuple):
     def shipped(self) -> tuple[str, ...]:
         """The shipped snapshots whose series the range reaches (a series counts when any of its first
         releases is admitted: `<0.16.5` reaches 0.16, judged by the 0.16.4 snapshot), oldest first."""
-        out = []
-        for v in shipped_versions(self.package):
-            series = _series(self.package, v)
-            tries = [series] if len(series) >= 3 else [(*series, p) for p in range(40)]
-            if any(self.admits(".".join(map(str, t))) for t in tries):
-                out.append(v)
-        return tuple(out)
+        return _shipped_in(self.package, self.spec)
 
     def describe(self) -> str:
         return f"{self.origin}: {LABELS.get(self.package, self.package)} {self.spec}"
+
+
+@cache
+def _shipped_in(package: str, spec: str) -> tuple[str, ...]:
+    rng = VersionRange(package, spec, "")
+    out = []
+    for v in shipped_versions(package):
+        series = _series(package, v)
+        tries = [series] if len(series) >= 3 else [(*series, p) for p in range(40)]
+        if any(rng.admits(".".join(map(str, t))) for t in tries):
+            out.append(v)
+    return tuple(out)
 
 
 def resolve_range(rng: VersionRange) -> str:

@@ -29,7 +29,7 @@ def compared_releases(ctx: Context) -> tuple[tuple[str, ...], str]:
     """
     settings = ctx.settings
     rng = settings.deepspeed_range
-    if rng is not None:
+    if rng is not None and not rng.exact:  # an exact pin reaches one release: nothing drifts
         reached = rng.shipped()
         if len(reached) > 1:
             return reached, f"the releases {rng.origin} allows (DeepSpeed {rng.spec})"
