@@ -74,7 +74,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         parser = _Parser(prog=f"cfgopt {only}")
         _command(only).add_arguments(parser)
         parser.set_defaults(command=only)
-        parser.subcommands = {only: parser}  # type: ignore[attr-defined]  # for the usage shown on errors
         return parser
     parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
     parser.add_argument("--version", action="version", version=f"cfgopt {__version__}")
@@ -92,7 +91,7 @@ def _subcommand(words: list[str]) -> str | None:
 
 def _usage_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
     """The parser whose usage an error shows: the subcommand's (as ruff), `schema export`'s for that one."""
-    sub = parser.subcommands[args.command]  # type: ignore[attr-defined]
+    sub = parser if parser.prog != "cfgopt" else parser.subcommands[args.command]  # type: ignore[attr-defined]
     if getattr(args, "schema_command", None):
         sub = sub.subcommands[args.schema_command]
     return sub

@@ -61,6 +61,8 @@ class Project:
         # Files not read (again): the fixer's re-lints skip a file that could not be checked the first time.
         self.skip: set[Path] = set(skip or ())
         self._by_path: dict[Path, list[Source]] = {}
+        # Skip rules none of whose trigger keys a file has (`Rule.triggers`); False in tests comparing findings.
+        self.skip_untriggered = True
 
     def settings_of(self, path: Path) -> Settings:
         """The settings that judge `path`: resolved once per file, then carried by its rule context."""
@@ -271,7 +273,14 @@ class Project:
         """The rules for the kinds of file linted and selected for one of them: only these are imported."""
         linted = [src for src in self.sources if real_path(src.document.path) not in self.quiet]
         settings = {id(s): s for s in (self.context(src).settings for src in linted)}.values()
-        return rules_for({src.kind for src in linted}, lambda code: any(s.is_selected(code) for s in settings))
+        keys: dict[Kind, set[str]] = {}
+        for src in linted:
+            keys.setdefault(src.kind, set()).update(src.data if isinstance(src.data, dict) else ())
+
+        def selected(code: str) -> bool:
+            return any(s.is_selected(code) for s in settings)
+
+        return rules_for({src.kind for src in linted}, selected, keys if self.skip_untriggered else None)
 
     def _may_suppress(self) -> bool:
         """Is there anything for `cfgopt.suppressions` to do (kept off the common path: it is not imported

@@ -50,8 +50,9 @@ def test_plain_deepspeed_sections_need_no_pydantic_core() -> None:
 def test_catalog_lists_every_rule_module() -> None:
     assert set(_catalog.RULES) == set(rule_modules())
     for rule in all_rules():
-        code, name, kinds = _catalog.RULES[type(rule).__module__.rsplit(".", 1)[1]]
+        code, name, kinds, keys = _catalog.RULES[type(rule).__module__.rsplit(".", 1)[1]]
         assert (code, name, set(kinds.split())) == (rule.code, rule.name, {k.value for k in rule.kinds})
+        assert (keys == "*") if rule.triggers is None else set(keys.split()) == rule.triggers
     assert {r.code for r in all_rules() if not r.default_on} == _catalog.OPT_IN
     codes, names = codes_and_names()
     assert codes == {r.code for r in all_rules()} and names == {r.name: r.code for r in all_rules()}
@@ -92,3 +93,16 @@ def test_help_still_lists_every_subcommand() -> None:
     # `cfgopt tune x.yaml`: only tune's parser is built, and it parses the words after the subcommand
     assert build_parser("tune").parse_args(["x.yaml"]).command == "tune"
     assert build_parser("tune").format_usage() == build_parser().subcommands["tune"].format_usage()
+
+
+def test_the_lint_path_loads_no_dataclasses_nor_what_argparse_need_not() -> None:
+    """Creating a dataclass runs `exec` per generated method (~1 ms each class); argparse's help formatter
+    would import shutil (and bz2, lzma) on every option; pins are read without a TOML parser; the memory
+    model only where an estimate can be made (no target stated here)."""
+    code = (
+        "import sys; from cfgopt.cli import main; main(['lint', 'fixtures/seed/llama3_lora_sft.yaml']); "
+        "print(' '.join(m for m in ('dataclasses', 'inspect', 'shutil', 'tomllib', 'cfgopt.memory', "
+        "'cfgopt.fixer', 'cfgopt.suppressions') if m in sys.modules), file=sys.stderr)"
+    )
+    err = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False).stderr
+    assert err.splitlines()[-1] == "", err

@@ -64,19 +64,35 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(_instance(m) for m in rule_modules())
 
 
-def rules_for(kinds: Iterable[Kind], selected: Callable[[str], bool]) -> tuple[Rule, ...]:
-    """The rules a run needs: those reading one of `kinds` whose code `selected` accepts. Only these are
-    imported; the catalog tells the others apart without importing them."""
+def rules_for(
+    kinds: Iterable[Kind], selected: Callable[[str], bool], keys: dict[Kind, set[str]] | None = None
+) -> tuple[Rule, ...]:
+    """The rules a run needs: those reading one of `kinds` whose code `selected` accepts and, when `keys`
+    (the top-level keys present in the files of each kind) is given, whose `Rule.triggers` one of the files
+    it reads has. Only these are imported; the catalog tells the others apart without importing them."""
     wanted = {k.value for k in kinds}
+    present = None if keys is None else {kind.value: names for kind, names in keys.items()}
     out: list[Rule] = []
     for module_name in rule_modules():
         listed = CATALOG.get(module_name)
-        if listed is not None and (wanted.isdisjoint(listed[2].split()) or not selected(listed[0])):
+        if listed is not None and (
+            wanted.isdisjoint(listed[2].split())
+            or not selected(listed[0])
+            or not _triggered(listed[3], listed[2].split(), present)
+        ):
             continue
         rule = _instance(module_name)
         if wanted & {k.value for k in rule.kinds} and selected(rule.code):
             out.append(rule)
     return tuple(out)
+
+
+def _triggered(triggers: str, kinds: list[str], present: dict[str, set[str]] | None) -> bool:
+    """Does a file of one of the rule's `kinds` have one of its trigger keys ("*": needs none)?"""
+    if triggers == "*" or present is None:
+        return True
+    needed = set(triggers.split())
+    return any(not needed.isdisjoint(present.get(kind, ())) for kind in kinds)
 
 
 def codes_and_names() -> tuple[frozenset[str], dict[str, str]]:

@@ -13,6 +13,7 @@ class Fp16AndBf16Enabled(Rule):
     name = "fp16-and-bf16-enabled"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"fp16"})  # fp16.enabled must be on: a bf16/bfloat16 block alone cannot fire
     summary = "Both `fp16.enabled` and `bf16.enabled` are true"
     why = "DeepSpeed refuses two half-precision modes at once."
     fails_when = "At DeepSpeedConfig construction: `bfloat16 and fp16 modes cannot be simultaneously enabled`."

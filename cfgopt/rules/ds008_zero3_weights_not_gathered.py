@@ -20,6 +20,7 @@ class Zero3WeightsNotGathered(Rule):
     name = "zero3-weights-not-gathered"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})
     summary = "ZeRO-3 without `stage3_gather_16bit_weights_on_model_save: true`: the saved model is unusable"
     why = (
         "Under ZeRO-3 every GPU holds a shard of each weight. Unless DeepSpeed gathers them at save time (the "

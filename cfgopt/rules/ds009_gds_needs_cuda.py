@@ -12,6 +12,7 @@ class GdsNeedsCuda(Rule):
     name = "gds-needs-cuda"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"aio"})
     summary = "GPUDirect Storage (`aio.use_gds`) on a target that is not NVIDIA CUDA"
     why = (
         "DeepSpeed's GDS op exists only for the CUDA accelerator; on ROCm (and CPU) the config is refused. With "

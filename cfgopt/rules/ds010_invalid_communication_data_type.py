@@ -25,6 +25,7 @@ class InvalidCommunicationDataType(Rule):
     name = "invalid-communication-data-type"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"communication_data_type", "seq_parallel_communication_data_type"})
     summary = "`communication_data_type` is not one of fp16, bf16, fp32"
     why = (
         "Confidence: certain. `communication_data_type` (and `seq_parallel_communication_data_type`) is a plain "

@@ -49,6 +49,7 @@ class StageMismatchedKey(Rule):
     name = "stage-mismatched-key"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})
     summary = "A ZeRO key the configured stage never reads (offload_param below stage 3, stage3_* keys, ...)"
     why = (
         "Confidence: certain. DeepSpeed accepts every `zero_optimization` key at every stage and reads each "

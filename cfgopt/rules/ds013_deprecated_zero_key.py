@@ -24,6 +24,8 @@ class DeprecatedZeroKey(Rule):
     name = "deprecated-zero-key"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    # the boolean form and the deprecated keys (cpu_offload, ...) are all in it
+    triggers = frozenset({"zero_optimization"})
     summary = "A deprecated ZeRO key (cpu_offload, cpu_offload_param, ..., boolean zero_optimization)"
     why = (
         "Confidence: certain. DeepSpeed still migrates `cpu_offload` -> `offload_optimizer` (device cpu), "

@@ -14,6 +14,7 @@ class StageNotAnInteger(Rule):
     name = "stage-not-an-integer"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})
     summary = '`zero_optimization.stage` written as a string (`"3"`) or "auto"'
     why = (
         'Confidence: certain. DeepSpeed\'s pydantic model turns `"3"` into stage 3, but transformers and '

@@ -13,6 +13,7 @@ class NvmeOffloadWithoutPath(Rule):
     name = "nvme-offload-without-path"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})
     summary = 'ZeRO-3 offload to `"device": "nvme"` without `nvme_path`'
     why = (
         "Confidence: certain. The offload config validates without `nvme_path` (it defaults to None), and the "

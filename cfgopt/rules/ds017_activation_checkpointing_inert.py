@@ -13,6 +13,7 @@ class ActivationCheckpointingInert(Rule):
     name = "activation-checkpointing-inert"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"activation_checkpointing"})
     summary = "An `activation_checkpointing` block: inert for Hugging Face models (LLaMA-Factory)"
     why = (
         "Confidence: certain. DeepSpeed's `activation_checkpointing` block is read only by "

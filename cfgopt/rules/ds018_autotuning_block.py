@@ -13,6 +13,7 @@ class AutotuningBlock(Rule):
     name = "autotuning-block"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"autotuning"})
     summary = "An `autotuning` block with `enabled: true`: the engine exits after the profiling steps"
     why = (
         "Confidence: certain. With `autotuning.enabled` true the DeepSpeed engine times steps "

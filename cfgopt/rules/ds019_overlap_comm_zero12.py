@@ -18,6 +18,7 @@ class OverlapCommZero12(Rule):
     severity = Severity.INFO
     default_on = False  # advice: opt-in
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})
     summary = "`overlap_comm: true` at ZeRO stage 1/2: large bucket buffers, NaN reports"
     why = (
         "Confidence: contested. Overlapping the gradient reduction with the backward pass can hide communication, "

@@ -16,6 +16,7 @@ class ZeroppMisuse(Rule):
     name = "zeropp-misuse"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})
     summary = "ZeRO++ hierarchical partitioning on a single node, or quantized ZeRO++ collectives on ROCm"
     why = (
         "Confidence: likely. ZeRO++ hpZ (`zero_hpz_partition_size` > 1) keeps a secondary copy of the weights "

@@ -14,6 +14,7 @@ class OffloadWithTorchOptimizer(Rule):
     name = "offload-with-torch-optimizer"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_force_ds_cpu_optimizer"})  # the flag must be present (false); offload alone cannot fire
     summary = "Optimizer offload with `zero_force_ds_cpu_optimizer: false`: a torch optimizer steps on the CPU"
     why = (
         "Confidence: likely. With optimizer offload the optimizer step runs on the host. By default "

@@ -15,6 +15,8 @@ class Zero3WithoutPrecisionBlock(Rule):
     name = "zero3-without-precision-block"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    # fires on a missing precision block, but only at ZeRO-3 (stage in zero_optimization)
+    triggers = frozenset({"zero_optimization"})
     summary = "ZeRO-3 without a `bf16`/`fp16` block while the training config trains in bf16/fp16"
     why = (
         "Confidence: likely (code reading). Under ZeRO-3 transformers builds the model inside "

@@ -14,6 +14,8 @@ class RocmBf16CommunicationFp32(Rule):
     name = "rocm-bf16-communication-fp32"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    # fires on a missing communication_data_type, but only with a bf16 block (either spelling)
+    triggers = frozenset({"bf16", "bfloat16"})
     summary = "bf16 DeepSpeed training on ROCm without `communication_data_type: fp32`"
     why = (
         "Confidence: likely. Without `communication_data_type` DeepSpeed reduces gradients in the training dtype. "

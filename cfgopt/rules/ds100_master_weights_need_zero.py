@@ -19,6 +19,7 @@ class MasterWeightsNeedZero(Rule):
     name = "master-weights-need-zero"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"fp16", "bf16"})
     summary = "16-bit master weights or optimizer states without ZeRO stage 1-3"
     why = (
         "Confidence: certain. DeepSpeed keeps fp16/bf16 master weights, gradients and optimizer states only in its "

@@ -13,6 +13,7 @@ class Fp16AndBf16(Rule):
     name = "fp16-and-bf16"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    triggers = frozenset({"fp16", "bf16"})
     summary = "Both fp16 and bf16 are on"
     why = "The HF TrainingArguments refuse two mixed-precision modes at once."
     fails_when = "At start-up: `ValueError: At most one of fp16 and bf16 can be True, but not both`."

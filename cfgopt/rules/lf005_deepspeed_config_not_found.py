@@ -12,6 +12,7 @@ class DeepSpeedConfigNotFound(Rule):
     name = "deepspeed-config-not-found"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    triggers = frozenset({"deepspeed"})
     summary = "The `deepspeed` path names no file"
     why = (
         "The HF Trainer loads the DeepSpeed JSON when TrainingArguments are built. A path that does not exist "

@@ -13,6 +13,7 @@ class Tf32UnsupportedOnTarget(Rule):
     name = "tf32-unsupported-on-target"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"tf32"})
     summary = "`tf32: true` on a ROCm or CPU target: TrainingArguments refuses it"
     why = (
         "Confidence: certain. HF `TrainingArguments.__post_init__` raises when `tf32` is true and "

@@ -12,6 +12,7 @@ class Bf16UnsupportedOnTarget(Rule):
     name = "bf16-unsupported-on-target"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"bf16", "pure_bf16"})
     summary = "`bf16` / `pure_bf16` on a target without bf16 support (`--target cpu`)"
     why = (
         "Confidence: certain. HF `TrainingArguments` refuses `bf16: true` unless a bf16-capable GPU is present "

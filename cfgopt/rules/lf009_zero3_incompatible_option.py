@@ -50,6 +50,7 @@ class Zero3IncompatibleOption(Rule):
     name = "zero3-incompatible-option"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"deepspeed"})  # ZeRO-3 needs a `deepspeed` key (the JSON or its name)
     summary = "An option LLaMA-Factory refuses under DeepSpeed ZeRO-3 (pure_bf16, use_unsloth, ...)"
     why = (
         "Confidence: certain. With a ZeRO-3 DeepSpeed config (`is_deepspeed_zero3_enabled()`), get_train_args "

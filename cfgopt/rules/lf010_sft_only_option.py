@@ -19,6 +19,7 @@ class SftOnlyOption(Rule):
     name = "sft-only-option"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset(SFT_ONLY)
     summary = "`predict_with_generate`, `neat_packing`, `train_on_prompt` or `mask_history` outside `stage: sft`"
     why = (
         "Confidence: certain. get_train_args refuses these SFT-only options for every other stage (pt, rm, ppo, "

@@ -60,6 +60,8 @@ class QuantizationConflict(Rule):
     name = "quantization-conflict"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    # all three default to None: every finding needs one of them written
+    triggers = frozenset({"adapter_name_or_path", "export_quantization_bit", "quantization_bit"})
     summary = (
         "On-the-fly quantization combined with something LLaMA-Factory refuses (full FT, PiSSA, resize_vocab, ...)"
     )

@@ -21,6 +21,7 @@ class GaloreApolloBadamConflict(Rule):
     name = "galore-apollo-badam-conflict"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS | {Kind.LF_INFER}  # FinetuningArguments.__post_init__ runs for chat/export too
+    triggers = frozenset({"use_galore", "use_apollo", "use_badam"})
     summary = "GaLore / APOLLO / BAdam combined with LoRA, each other, DeepSpeed or distributed training"
     why = (
         "Confidence: certain. FinetuningArguments refuses LoRA together with GaLore, APOLLO or BAdam, and more "

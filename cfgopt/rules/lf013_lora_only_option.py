@@ -20,6 +20,7 @@ class LoraOnlyOption(Rule):
     name = "lora-only-option"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    triggers = frozenset({"loraplus_lr_ratio", "use_rslora", "use_dora", "pissa_init", "use_llama_pro"})
     summary = "A LoRA-only option (`use_dora`, `use_rslora`, `loraplus_lr_ratio`, `pissa_init`) with another method"
     why = (
         "Confidence: certain. FinetuningArguments.__post_init__ refuses LoRA+, rsLoRA, DoRA and PiSSA unless "

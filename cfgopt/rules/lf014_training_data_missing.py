@@ -12,6 +12,8 @@ class TrainingDataMissing(Rule):
     name = "training-data-missing"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    # a missing dataset matters only with one of these written (their defaults need no data)
+    triggers = frozenset({"val_size", "do_train", "do_eval", "do_predict", "predict_with_generate", "eval_strategy"})
     summary = "Training without `dataset`, or evaluation without `eval_dataset`/`val_size`, or both split ways"
     why = (
         "Confidence: certain. DataArguments refuses `val_size` without `dataset` and `val_size` together with "

@@ -12,6 +12,7 @@ class StreamingConflict(Rule):
     name = "streaming-conflict"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"streaming"})
     summary = "`streaming: true` without `max_steps`, with `max_samples`, or with a fractional `val_size`"
     why = (
         "Confidence: certain. A streamed dataset has no length: get_train_args needs `max_steps`, and "

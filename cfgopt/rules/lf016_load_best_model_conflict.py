@@ -12,6 +12,7 @@ class LoadBestModelConflict(Rule):
     name = "load-best-model-conflict"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"load_best_model_at_end"})
     summary = "`load_best_model_at_end` with unmatched save/eval strategies or steps, with rm/ppo, or save_only_model"
     why = (
         "Confidence: certain. TrainingArguments requires, for `load_best_model_at_end`, that the save and eval "

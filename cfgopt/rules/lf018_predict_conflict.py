@@ -12,6 +12,7 @@ class PredictConflict(Rule):
     name = "predict-conflict"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"do_predict", "predict_with_generate"})
     summary = "SFT `do_predict` without `predict_with_generate`, or `predict_with_generate` with `compute_accuracy`"
     why = (
         "Confidence: certain. For `stage: sft`, get_train_args needs `predict_with_generate` to save predictions, "

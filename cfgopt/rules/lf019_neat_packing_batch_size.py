@@ -12,6 +12,7 @@ class NeatPackingBatchSize(Rule):
     name = "neat-packing-batch-size"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"neat_packing"})
     summary = "`neat_packing` with `flash_attn: fa2` needs `per_device_train_batch_size: 1` (and not gemma4/gpt-oss)"
     why = (
         "Confidence: certain when flash-attn is installed (a warning, not an error: without the flash-attn "

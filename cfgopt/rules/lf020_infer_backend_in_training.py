@@ -12,6 +12,7 @@ class InferBackendInTraining(Rule):
     name = "infer-backend-in-training"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"infer_backend"})
     summary = "`infer_backend: vllm`/`sglang` in a `llamafactory-cli train` config"
     why = (
         "Confidence: certain. get_train_args (and get_eval_args) refuse any inference backend but huggingface: "

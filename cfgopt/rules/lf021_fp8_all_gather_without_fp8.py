@@ -13,6 +13,7 @@ class Fp8AllGatherWithoutFp8(Rule):
     name = "fp8-all-gather-without-fp8"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"fp8_enable_fsdp_float8_all_gather"})
     summary = "`fp8_enable_fsdp_float8_all_gather` without `fp8: true`: FP8 stays off although the log says it is on"
     why = (
         "Confidence: certain. get_train_args logs `fp8_enable_fsdp_float8_all_gather requires fp8=True. Setting "

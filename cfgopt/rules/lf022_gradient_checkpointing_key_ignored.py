@@ -13,6 +13,7 @@ class GradientCheckpointingKeyIgnored(Rule):
     name = "gradient-checkpointing-key-ignored"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"gradient_checkpointing"})
     summary = "HF's `gradient_checkpointing` key does not control LLaMA-Factory's gradient checkpointing"
     why = (
         "Confidence: certain. LLaMA-Factory turns gradient checkpointing on at model load for every model that "

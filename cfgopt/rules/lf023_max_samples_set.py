@@ -13,6 +13,7 @@ class MaxSamplesSet(Rule):
     name = "max-samples-set"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"max_samples"})
     summary = "`max_samples` in a training config: each dataset is cut to its first N examples"
     why = (
         "Confidence: likely (it is a debugging limit unless meant). LLaMA-Factory's examples carry "

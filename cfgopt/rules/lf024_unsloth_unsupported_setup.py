@@ -12,6 +12,7 @@ class UnslothUnsupportedSetup(Rule):
     name = "unsloth-unsupported-setup"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"use_unsloth"})
     summary = "`use_unsloth` in a multi-GPU run (DeepSpeed, FSDP or `--gpus` > 1), or on ROCm"
     why = (
         "Confidence: likely (multi-GPU), contested (ROCm). Unsloth's free version trains on one GPU; under "

@@ -17,6 +17,7 @@ class ShiftAttnUnusable(Rule):
     name = "shift-attn-unusable"
     severity = Severity.WARNING
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    triggers = frozenset({"shift_attn"})
     summary = "`shift_attn: true` (LongLoRA S^2-Attn) cannot work with the transformers LLaMA-Factory 0.9.5 needs"
     why = (
         "Confidence: certain. S^2-Attn patches llama's attention classes and first demands "

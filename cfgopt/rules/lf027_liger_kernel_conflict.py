@@ -13,6 +13,7 @@ class LigerKernelConflict(Rule):
     name = "liger-kernel-conflict"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"use_liger_kernel", "enable_liger_kernel"})
     summary = "HF `use_liger_kernel` next to LLaMA-Factory's `enable_liger_kernel`, or Liger under ZeRO-3"
     why = (
         "Confidence: likely. `enable_liger_kernel` is LLaMA-Factory's switch: it patches the model class at "

@@ -12,6 +12,7 @@ class ResizeVocabUntrainable(Rule):
     name = "resize-vocab-untrainable"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"resize_vocab"})
     summary = "LoRA with `resize_vocab` but no `additional_target`: the new token embeddings are never trained"
     why = (
         "Confidence: certain. `resize_vocab` adds rows to the embedding and output layers; under LoRA those layers "

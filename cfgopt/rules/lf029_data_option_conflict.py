@@ -13,6 +13,7 @@ class DataOptionConflict(Rule):
     name = "data-option-conflict"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    triggers = frozenset({"mask_history", "train_on_prompt", "interleave_probs"})
     summary = "`mask_history` with `train_on_prompt`, or `interleave_probs` that cannot apply"
     why = (
         "Confidence: certain. DataArguments.__post_init__ refuses `mask_history` together with `train_on_prompt`, "

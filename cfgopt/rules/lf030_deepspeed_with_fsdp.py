@@ -12,6 +12,7 @@ class DeepspeedWithFsdp(Rule):
     name = "deepspeed-with-fsdp"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
+    triggers = frozenset({"deepspeed"})
     summary = "`fsdp` and `deepspeed` both set, or `auto_find_batch_size` under ZeRO-3: the Trainer refuses them"
     why = (
         "Confidence: certain. The parsers accept both `fsdp` and `deepspeed` (verified), but the HF Trainer "

@@ -18,6 +18,19 @@ class TrainerArgumentInvalid(Rule):
     name = "trainer-argument-invalid"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    # every finding is reported on its own key
+    triggers = frozenset(
+        {
+            "torch_empty_cache_steps",
+            "logging_steps",
+            "eval_steps",
+            "save_steps",
+            "fp16_full_eval",
+            "lr_scheduler_type",
+            "warmup_steps",
+            "dataloader_prefetch_factor",
+        }
+    )
     summary = "A value HF TrainingArguments refuses when it is built (steps, warmup, schedulers, full-eval precision)"
     why = (
         "Confidence: certain. transformers' `TrainingArguments.__post_init__` validates a handful of values as "

@@ -13,6 +13,7 @@ class QuantizedDeviceMapInTraining(Rule):
     name = "device-map-in-training"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    triggers = frozenset({"quantization_device_map"})
     summary = "`quantization_device_map: auto` in a training config"
     why = (
         "Confidence: certain. `quantization_device_map: auto` spreads a quantized model over devices for "

@@ -12,6 +12,7 @@ class PixelLimitsInverted(Rule):
     name = "pixel-limits-inverted"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    triggers = frozenset({"image_max_pixels", "image_min_pixels", "video_max_pixels", "video_min_pixels"})
     summary = "`image_max_pixels` / `video_max_pixels` smaller than the matching minimum"
     why = (
         "Confidence: certain. LLaMA-Factory's ModelArguments refuse a maximum below the minimum (defaults: images "

@@ -29,6 +29,7 @@ class UnknownTemplate(Rule):
     name = "unknown-template"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
+    triggers = frozenset({"template"})
     summary = "A chat `template` the LLaMA-Factory release does not register"
     why = (
         "Confidence: certain for the release judged. Every workflow (pt, sft, rm, ppo, dpo, kto, chat, export, "

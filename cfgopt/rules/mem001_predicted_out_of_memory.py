@@ -20,6 +20,8 @@ class PredictedOutOfMemory(Rule):
     name = "predicted-out-of-memory"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    # an estimate needs a training run (`do_train`, default false) of a named model (default None)
+    triggers = frozenset({"do_train", "model_name_or_path"})
     summary = "The estimated peak memory per GPU exceeds the target's memory"
     why = (
         "Confidence: likely (calibrated estimate, docs/memory.md). cfgopt's memory model (`cfgopt estimate`) "

@@ -14,6 +14,7 @@ class PrecisionMismatch(Rule):
     name = "precision-mismatch"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"fp16", "bf16"})  # the HF Trainer fills/compares only these spellings (not bfloat16)
     summary = "The DeepSpeed JSON's fp16/bf16 setting contradicts the LLaMA-Factory config that uses it"
     why = (
         'The HF Trainer fills `fp16.enabled` / `bf16.enabled` from `fp16`/`bf16` when they are "auto", and '

@@ -24,6 +24,15 @@ class TrainerValueMismatch(Rule):
     name = "trainer-value-mismatch"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset(
+        {
+            "train_micro_batch_size_per_gpu",
+            "gradient_accumulation_steps",
+            "gradient_clipping",
+            "optimizer",
+            "train_batch_size",
+        }
+    )
     summary = "A DeepSpeed batch size, clipping or optimizer value contradicts the LLaMA-Factory config"
     why = (
         'The HF Trainer fills these DeepSpeed keys from TrainingArguments when they are "auto"; when they are '

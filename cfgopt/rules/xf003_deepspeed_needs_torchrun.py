@@ -13,6 +13,7 @@ class DeepspeedNeedsTorchrun(Rule):
     name = "deepspeed-needs-torchrun"
     severity = Severity.INFO
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    triggers = frozenset({"deepspeed"})
     summary = "DeepSpeed on one GPU (`--gpus 1`): `llamafactory-cli` needs FORCE_TORCHRUN=1"
     why = (
         "Confidence: certain for the code, unknown for the launch. `llamafactory-cli train` starts torchrun only "

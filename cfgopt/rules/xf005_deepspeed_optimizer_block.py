@@ -14,6 +14,7 @@ class DeepspeedOptimizerBlock(Rule):
     name = "deepspeed-optimizer-block"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"optimizer", "scheduler"})
     summary = "An `optimizer` / `scheduler` block overrides the optimizer / LR schedule LLaMA-Factory configures"
     why = (
         "Confidence: certain. When the DeepSpeed JSON has an `optimizer` block the HF Trainer hands DeepSpeed a "
