@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
 from cfgopt.diagnostics import Edit
@@ -23,6 +22,8 @@ def render_value(source: Source, value: Any, like: Node | None = None) -> str:
     if source.kind == Kind.DEEPSPEED:
         return json.dumps(value)
     if source.kind == Kind.LF_CLI:
+        import shlex  # command lines only
+
         return shlex.quote(str(value))  # a value with a blank or a `$` stays one literal word
     if isinstance(value, bool):
         return "true" if value else "false"

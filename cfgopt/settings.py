@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -202,4 +201,6 @@ def glob_match(pattern: str, rel: str) -> bool:
     alternatives = [pat]
     if pat.startswith("**/"):
         alternatives.append(pat[3:])
+    from fnmatch import fnmatchcase  # only with excludes or per-file ignores
+
     return any(fnmatchcase(c, p) for c in candidates for p in alternatives)

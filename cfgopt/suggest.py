@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest(word: str, candidates: Iterable[str], cutoff: float = 0.8) -> str | None:
+    import difflib  # only when a name is unknown: most runs never ask
+
     pool = list(candidates)
     match = difflib.get_close_matches(word, pool, n=1, cutoff=cutoff)
     if match:

@@ -2,7 +2,8 @@
 error for that file, exit code 2, and the other files are still linted; a pre-commit hook never hangs.
 
 It uses SIGALRM (`signal.setitimer`), which interrupts Python code in the main thread. Elsewhere (a worker
-thread, a platform without setitimer) the limit is not enforced; cfgopt's own loops are bounded anyway.
+thread, where `signal.signal` raises ValueError; a platform without setitimer) the limit is not enforced;
+cfgopt's own loops are bounded anyway.
 `CFGOPT_FILE_TIMEOUT` (seconds, default 10; 0 turns the limit off) sets it.
 """
 
@@ -11,10 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Iterator
 
 DEFAULT_SECONDS = 10.0
+_NOT_MAIN_THREAD = object()
 
 
 class TimeLimitExceeded(Exception):
@@ -39,23 +40,25 @@ def message(exc: TimeLimitExceeded, what: str) -> str:
     )
 
 
-def _enforceable() -> bool:
-    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-
-
 @contextlib.contextmanager
 def time_limit(limit: float | None = None) -> Iterator[None]:
     """Raise TimeLimitExceeded in the block after `limit` seconds (default: `seconds()`). Nested: an outer
     limit already running is left in charge."""
     limit = seconds() if limit is None else limit
-    if limit <= 0 or not _enforceable() or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+    if limit <= 0 or not hasattr(signal, "setitimer") or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
         yield
         return
 
     def expire(signum, frame):
         raise TimeLimitExceeded(limit)
 
-    previous = signal.signal(signal.SIGALRM, expire)
+    try:
+        previous = signal.signal(signal.SIGALRM, expire)
+    except ValueError:  # not the main thread (threading is not imported to ask: start-up time)
+        previous = _NOT_MAIN_THREAD
+    if previous is _NOT_MAIN_THREAD:
+        yield
+        return
     # Re-fire every 0.25 s after the limit: an exception raised where Python swallows it (a gc callback,
     # a __del__) does not end the block, the next one will.
     signal.setitimer(signal.ITIMER_REAL, limit, 0.25)
