@@ -240,7 +240,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     "ds022_zero3_without_precision_block": ("DS022", "zero3-without-precision-block", "deepspeed", "zero_optimization"),
     "ds023_rocm_bf16_communication_fp32": ("DS023", "rocm-bf16-communication-fp32", "deepspeed", "bf16 bfloat16"),
     "ds090_changed_default": ("DS090", "version-changed-default", "deepspeed", "*"),
-    "ds100_master_weights_need_zero": ("DS100", "master-weights-need-zero", "deepspeed", "bf16 fp16"),
+    "ds100_master_weights_need_zero": ("DS100", "master-weights-need-zero", "deepspeed", "bf16 bfloat16 fp16"),
     "xf001_precision_mismatch": ("XF001", "precision-mismatch", "deepspeed", "bf16 fp16"),
     "xf002_trainer_value_mismatch": (
         "XF002",
