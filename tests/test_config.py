@@ -217,3 +217,27 @@ def test_glob_matching() -> None:
     assert glob_match("**/ds_*.json", "ds_z3.json") and glob_match("**/ds_*.json", "a/ds_z3.json")
     assert glob_match("./legacy/", "legacy/old.yaml")
     assert not glob_match("examples/v1/*.yaml", "other/examples/v1/x.json")
+
+
+def test_each_files_settings_are_resolved_once_and_carried_by_its_context(tmp_path: Path) -> None:
+    """The engine asks the resolver once per file; the rules, the suppressions, the project-level rules and
+    the exit code read what the file's context carries, whatever the number of rules."""
+    from cfgopt.engine import build_project
+    from cfgopt.project_config import CommandLine, Resolver
+
+    work = seed_project(tmp_path)
+    (work / "sub").mkdir()
+    shutil.copy(work / "llama3_lora_sft.yaml", work / "sub" / "other.yaml")
+    (work / "sub" / "cfgopt.toml").write_text("target = 'h100'\n")
+    asked: list[Path] = []
+
+    class Counting(Resolver):
+        def settings_for(self, path: Path):  # type: ignore[no-untyped-def]
+            asked.append(Path(path).resolve())
+            return super().settings_for(path)
+
+    project = build_project([work], Counting(CommandLine(select=["ALL"])))
+    project.diagnostics()
+    assert len(asked) == len(set(asked))  # once per file
+    by_file = {Path(src.document.path).name: project.context(src).settings for src in project.sources}
+    assert by_file["other.yaml"].target_name == "h100" and by_file["llama3_lora_sft.yaml"].target_name is None
