@@ -28,7 +28,7 @@ def _fixes(log: Path) -> list[str]:
     return [line.split(": fixed: ", 1)[1] for line in lines if ": fixed: " in line]
 
 
-def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str) -> dict[str, Any]:
+def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str, patience: str = "3") -> dict[str, Any]:
     name = folder.name
     original, tune = _read(folder / "original.json"), _read(folder / "tune.json")
     rel = (folder / "config.txt").read_text().strip() if (folder / "config.txt").exists() else "?"
@@ -43,9 +43,9 @@ def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str)
         "tune_tokens_per_s": tune_tps,
         "fix_vs_tune": (fix_tps / tune_tps) if fix_tps and tune_tps else None,
         "command": (
-            f"cfgopt fix --unsafe-fixes --write --target {target} --gpus 1 {rel} (on a copy); "
-            f"cfgopt verify {rel} --only-original {common}; "
-            f"cfgopt tune {rel} (the fix output) {common} --warmup {warmup} --budget {budget} --patience 3"
+            f"cfgopt fix --unsafe-fixes --extend-select PF,MEM --fix-references --write --target {target} --gpus 1 "
+            f"{rel} (on a copy); cfgopt verify {rel} --only-original {common}; "
+            f"cfgopt tune {rel} (the fix output) {common} --warmup {warmup} --budget {budget} --patience {patience}"
         ),
         "original_error": (original.get("original") or {}).get("error")
         or (None if original else "not run here (SKIP_ORIGINAL or cut by the time limit)"),
@@ -63,7 +63,12 @@ def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str)
 
 def main(argv: list[str]) -> int:
     folder, target, steps, warmup, budget = Path(argv[0]), *argv[1:5]
-    rows = [collect_one(p, target, steps, warmup, budget) for p in sorted(folder.iterdir()) if (p / "fix.log").exists()]
+    patience = argv[5] if len(argv) > 5 else "3"
+    rows = [
+        collect_one(p, target, steps, warmup, budget, patience)
+        for p in sorted(folder.iterdir())
+        if (p / "fix.log").exists()
+    ]
     print(json.dumps(rows, indent=2))
     return 0
 

@@ -36,5 +36,5 @@ for item in $CONFIGS; do
       > "$dir/tune.log" 2>&1
   echo "   tune: exit $? ($((SECONDS - start)) s)"; grep -E "winner|nothing to change|searched" "$dir/tune.log"
 done
-python3 bench/planner/collect.py "$RES" "$TARGET" "$STEPS" "$WARMUP" "$BUDGET" > "$RES/results.json"
+python3 bench/planner/collect.py "$RES" "$TARGET" "$STEPS" "$WARMUP" "$BUDGET" "$PATIENCE" > "$RES/results.json"
 cat "$RES/results.json"
