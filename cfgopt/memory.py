@@ -76,7 +76,7 @@ CALIBRATED_FAMILIES = {
     "gemma2": "Gemma 2",
     "mistral": "Mistral",
 }
-CALIBRATION = "measured: median 0.9%, worst 12% over 87 H200 runs of 5 families, each family also left out of the fit"
+CALIBRATION = "measured: median 0.9%, worst 12% over 89 H200 runs of 5 families, each family also left out of the fit"
 _PAIRWISE = {"rm", "dpo", "kto"}  # chosen + rejected (KTO: sample + KL sample) in one batch
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).

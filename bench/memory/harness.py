@@ -235,6 +235,18 @@ PLAN: dict[str, list[dict[str, Any]]] = {
         ),
         V("full_z3_gc_4x1", per_device_train_batch_size=4, ds="z3", **FULL, big=True),
         V("full_z2_gc_2x1", per_device_train_batch_size=2, ds="z2", **FULL, big=True),
+        # Gradient accumulation with ZeRO-2 (does the engine hold more between micro-batches? docs/memory.md)
+        V("full_z2_gc_1x2", per_device_train_batch_size=1, gradient_accumulation_steps=2, ds="z2", **FULL, big=True),
+        V(
+            "full_z2_nogc_liger_1x2",
+            per_device_train_batch_size=1,
+            gradient_accumulation_steps=2,
+            ds="z2",
+            **FULL,
+            **GC_OFF,
+            **LIGER,
+            big=True,
+        ),
         V("lora_z2_gc_liger_8x1", per_device_train_batch_size=8, ds="z2", **LIGER),
         V("lora_z3_nogc_liger_4x1", per_device_train_batch_size=4, ds="z3", **GC_OFF, **LIGER, big=True),
     ],
