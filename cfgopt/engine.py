@@ -63,6 +63,9 @@ class Project:
         self._by_path: dict[Path, list[Source]] = {}
         # Skip rules none of whose trigger keys a file has (`Rule.triggers`); False in tests comparing findings.
         self.skip_untriggered = True
+        # References found other than from the current folder (the launch folder the real tools resolve them
+        # from): (the reference as written, the folder it was found from) -> the configs naming it.
+        self.found_elsewhere: dict[tuple[str, Path], list[Path]] = {}
 
     def settings_of(self, path: Path) -> Settings:
         """The settings that judge `path`: resolved once per file, then carried by its rule context."""
@@ -175,7 +178,8 @@ class Project:
             ctx = self.context(src)
             if src.kind == Kind.LF_CLI and src.command.get("yaml") and src.command["yaml"][3]:
                 word = src.command["yaml"][0]
-                found, _ = resolve_reference(word, src.document.path)
+                found, searched = resolve_reference(word, src.document.path)
+                self._note_where_found(word, found, searched, src.document.path)
                 if found is not None:
                     self._mark_if_excluded(found)
                     self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
@@ -190,6 +194,7 @@ class Project:
             ctx = self.context(src)
             found, searched = resolve_reference(ref, src.document.path)
             ctx.deepspeed_searched = searched
+            self._note_where_found(ref, found, searched, src.document.path)
             if found is None:
                 continue
             self._mark_if_excluded(found)
@@ -197,6 +202,17 @@ class Project:
                 ds_ctx = self.context(ds)
                 ds_ctx.consumers.append(src)
                 ctx.deepspeed = ds
+
+    def _note_where_found(self, ref: str, found: Path | None, searched: list[str], config: Path) -> None:
+        """Remember a reference found from the config's folder or one above it rather than the current one: the
+        real tools resolve it from the folder they are launched in, so the run is judged on an assumption."""
+        ref_path = Path(os.path.expanduser(ref))
+        if found is None or ref_path.is_absolute() or str(found) == searched[0]:
+            return
+        base = found  # `resolve_reference` joined a folder and the reference as written: take the reference off
+        for _ in ref_path.parts:
+            base = base.parent
+        self.found_elsewhere.setdefault((ref, base), []).append(config)
 
     def _mark_if_excluded(self, path: Path) -> None:
         key = real_path(path)
@@ -335,12 +351,14 @@ class LintResult:
         files: int,
         checked: list[Path] | None = None,
         file_settings: dict[Path, Settings] | None = None,
+        found_elsewhere: dict[tuple[str, Path], list[Path]] | None = None,
     ) -> None:
         self.diagnostics = diagnostics
         self.problems = problems
         self.files = files
         self.checked: list[Path] = checked or []  # the files linted (resolved), in path order
         self.file_settings: dict[Path, Settings] = file_settings or {}  # each file's, by resolved path
+        self.found_elsewhere = found_elsewhere or {}  # Project.found_elsewhere
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -384,4 +402,7 @@ def lint_paths(
     own); `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
     project = build_project(paths, settings, overlay, recognised_only=recognised_only)
     checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
-    return LintResult(project.diagnostics(), project.problems, len(checked), checked, project.file_settings)
+    diagnostics = project.diagnostics()
+    return LintResult(
+        diagnostics, project.problems, len(checked), checked, project.file_settings, project.found_elsewhere
+    )

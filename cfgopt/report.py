@@ -133,6 +133,19 @@ def render_summary_line(
     stream.write(line + "\n")
 
 
+def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: TextIO | None = None) -> None:
+    """A note per file a config names that was found from another folder than the current one (stderr): the
+    run was judged on the assumption that the job is launched from there."""
+    stream = stream or sys.stderr
+    for (ref, base), configs in sorted(found.items(), key=lambda item: (str(item[0][1]), item[0][0])):
+        named = display_path(configs[0]) + (f" (and {len(configs) - 1} more)" if len(configs) > 1 else "")
+        folder = display_path(base) or "."
+        stream.write(
+            f"note: {named}: `{ref}` found in {folder}, not in the current folder: judged as if launched from "
+            "there (llamafactory-cli reads it from the folder it is started in)\n"
+        )
+
+
 # --------------------------------------------------------------------------- dispatch
 
 

@@ -241,3 +241,21 @@ def test_each_files_settings_are_resolved_once_and_carried_by_its_context(tmp_pa
     assert len(asked) == len(set(asked))  # once per file
     by_file = {Path(src.document.path).name: project.context(src).settings for src in project.sources}
     assert by_file["other.yaml"].target_name == "h100" and by_file["llama3_lora_sft.yaml"].target_name is None
+
+
+def test_a_reference_found_outside_the_current_folder_is_announced(tmp_path: Path, monkeypatch) -> None:
+    """`deepspeed: ds_z3_config.json` is read by the real tools from the launch folder; found beside the config
+    instead, the run is judged on that assumption and the output says so (once per reference and folder)."""
+    work = seed_project(tmp_path)
+    shutil.copy(work / "llama3_lora_sft.yaml", work / "second.yaml")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    _, _, err = run_cli(["lint", str(work / "llama3_lora_sft.yaml"), str(work / "second.yaml")])
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "`ds_z3_config.json`" in notes[0] and "(and 1 more)" in notes[0]
+    assert f"found in {work}, not in the current folder: judged as if launched from there" in notes[0]
+    _, _, err = run_cli(["lint", "--format", "json", str(work / "llama3_lora_sft.yaml")])
+    assert "note:" not in err  # machine formats stay as they are
+    monkeypatch.chdir(work)  # launched from the config's folder: nothing assumed
+    _, _, err = run_cli(["lint", "llama3_lora_sft.yaml"])
+    assert "note:" not in err

@@ -86,6 +86,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
     if not machine and not args.quiet and not args.statistics:
         from cfgopt.job import judged_for
 
+        report.render_found_elsewhere(result.found_elsewhere)
         report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(shown))
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
