@@ -54,6 +54,8 @@ class FixResult:
     not_fixed: dict[Path, str] = field(default_factory=dict)
     files: int = 0  # config files checked (0: a warning, as for lint)
     file_settings: dict[Path, Settings] = field(default_factory=dict)  # each file's, by resolved path
+    # references found other than from the current folder (engine.Project.found_elsewhere)
+    found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -151,6 +153,7 @@ class _Fixer:
         project = build_project(paths, settings, dict(given), recognised_only=recognised_only)
         self.settings_of = project.settings_of  # each file's, resolved once (re-lints read the same files)
         self.result.file_settings = project.file_settings
+        self.result.found_elsewhere = project.found_elsewhere
         self.before = project.diagnostics()
         self.result.problems = project.problems
         self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)

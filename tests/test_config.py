@@ -259,3 +259,13 @@ def test_a_reference_found_outside_the_current_folder_is_announced(tmp_path: Pat
     monkeypatch.chdir(work)  # launched from the config's folder: nothing assumed
     _, _, err = run_cli(["lint", "llama3_lora_sft.yaml"])
     assert "note:" not in err
+
+
+def test_fix_announces_a_reference_found_outside_the_current_folder(tmp_path: Path, monkeypatch) -> None:
+    work = seed_project(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    _, _, err = run_cli(["fix", str(work / "llama3_lora_sft.yaml")])
+    assert "`ds_z3_config.json` found in" in err and "judged as if launched from there" in err
+    _, _, err = run_cli(["fix", "-q", str(work / "llama3_lora_sft.yaml")])
+    assert "note:" not in err

@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if remaining and args.write:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
+        report.render_found_elsewhere(result.found_elsewhere)
         _fix_summary(result, remaining, args.write, settings)
     if exit_code:
         return exit_code
