@@ -19,7 +19,7 @@ from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import Context, ProjectView, Rule
-from cfgopt.settings import PerFileSettings, Settings, per_file
+from cfgopt.settings import PerFileSettings, Settings, judged_with, per_file
 from cfgopt.source import Kind, Source
 from cfgopt.speed_knobs import PLANNED_CODES
 from cfgopt.timelimit import TimeLimitExceeded, time_limit
@@ -362,7 +362,7 @@ class LintResult:
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
-        return self.file_settings.get(real_path(path)) or Settings()
+        return judged_with(self.file_settings, path)
 
     def exit_code(self, fail_on: Severity | None = None) -> int:
         """2 on a problem or parse error, 1 on a finding at or above `fail_on` (default: each file's

@@ -28,7 +28,7 @@ from cfgopt.document import real_path
 from cfgopt.engine import Project, build_project
 from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.fix_check import damage
-from cfgopt.settings import PerFileSettings, Settings
+from cfgopt.settings import PerFileSettings, Settings, judged_with
 from cfgopt.source import Kind
 
 MAX_PASSES = 10
@@ -59,7 +59,7 @@ class FixResult:
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
-        return self.file_settings.get(real_path(path)) or Settings()
+        return judged_with(self.file_settings, path)
 
 
 # --------------------------------------------------------------------------- the fix policy

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from cfgopt.diagnostics import Severity
+from cfgopt.document import real_path
 from cfgopt.schema import (
     DEEPSPEED_VERSION,
     LLAMAFACTORY_VERSION,
@@ -171,6 +172,12 @@ def per_file(settings: Settings | PerFileSettings) -> Callable[[Path], Settings]
     if isinstance(settings, Settings):
         return lambda _path: settings
     return settings.settings_for
+
+
+def judged_with(file_settings: dict[Path, Settings], path: Path) -> Settings:
+    """The settings `path` was judged with in a run (`file_settings`: each file's, by resolved path), the
+    defaults for a file the run did not read."""
+    return file_settings.get(real_path(path)) or Settings()
 
 
 def _prefix_choice(code: str, chosen: list[str], dropped: list[str], empty_is_all: bool = True) -> bool:
