@@ -109,7 +109,18 @@ def delete_entry(source: Source, entry: Entry) -> list[Edit] | None:
         end = entry.node.end
     if index + 1 < len(siblings) and end > siblings[index + 1].key_start:
         return None
-    return [Edit(line_start, end, "")]
+    return [Edit(line_start, end, _kept_comment(text, line_start, entry.key_start, entry.node.end, end))]
+
+
+def _kept_comment(text: str, line_start: int, key_start: int, value_end: int, end: int) -> str:
+    """The comment that ended the deleted entry's line (`deepspeed: ds.json  # the team's JSON`), kept on a line
+    of its own at the key's indentation: a removed key never takes the author's note with it."""
+    rest = text[value_end:end]
+    comment = rest.strip(" \t\r\n")
+    if not comment.startswith("#") or "\n" in rest.rstrip("\r\n"):
+        return ""
+    newline = "\r\n" if rest.endswith("\r\n") else "\n" if rest.endswith("\n") else ""
+    return text[line_start:key_start] + comment + newline
 
 
 def _delete_json_member(source: Source, siblings: list[Entry], index: int) -> list[Edit]:

@@ -88,7 +88,12 @@ class SpeedPlan:
 
 
 def planned_knobs(job: Job) -> tuple[str, ...]:
-    return tuple(k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes))
+    """The knobs whose rules are selected; Liger also where the job's environment is known to have it (its
+    rule, PF009, is opt-in only because the package is usually unknown)."""
+    selected = {k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes)}
+    if job.has_package("liger_kernel") is True:
+        selected.add("liger")
+    return tuple(k for k in OWNERS if k in selected)
 
 
 def hardware_gpus(job: Job) -> int:
@@ -134,8 +139,20 @@ def _values(job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: b
     return values
 
 
-def _candidates(base: space.Knobs, values: dict[str, list[Any]]) -> list[space.Knobs]:
-    """Every combination; Liger is not turned on under ZeRO-3 (a known backward failure, LF027)."""
+# The batch keys a DeepSpeed JSON may state itself instead of "auto"; the HF Trainer refuses a JSON whose value
+# differs from the YAML's (XF002), so the plan changes the batch shape only where no JSON pins it.
+BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
+
+
+def json_pins_batch(ds: dict | None) -> bool:
+    """Does the DeepSpeed config state a batch size or accumulation itself (not "auto")?"""
+    return isinstance(ds, dict) and any(key in ds and ds[key] != "auto" for key in BATCH_KEYS)
+
+
+def _candidates(base: space.Knobs, values: dict[str, list[Any]], batch_pinned: bool = False) -> list[space.Knobs]:
+    """Every combination; Liger is not turned on under ZeRO-3 (a known backward failure, LF027); with a DeepSpeed
+    JSON that states the batch itself (`batch_pinned`), the batch shape moves only where DeepSpeed is dropped:
+    the plan edits the YAML alone, and a YAML batch that differs from its JSON's stops the run (XF002)."""
     out: dict[space.Knobs, None] = {base: None}
     for micro, ga in values["micro"]:
         for gc in values["gc"]:
@@ -144,6 +161,8 @@ def _candidates(base: space.Knobs, values: dict[str, list[Any]]) -> list[space.K
                     for liger in values["liger"]:
                         for zero in values["zero"]:
                             if liger and not base.liger and zero.startswith("z3"):
+                                continue
+                            if batch_pinned and zero != "none" and (micro, ga) != (base.micro, base.ga):
                                 continue
                             out.setdefault(space.Knobs(micro, ga, gc, attn, packing, liger, zero), None)
     return list(out)
@@ -174,7 +193,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     has_estimate = job.estimate(n) is not None
     values = _values(job, base, knobs, has_estimate)
     ranked = []
-    for i, k in enumerate(_candidates(base, values)):
+    for i, k in enumerate(_candidates(base, values, json_pins_batch(ds))):
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
             continue
@@ -270,3 +289,24 @@ def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], 
         carrier = next((d for d in found if ctx.settings.is_fixable(d.code)), None)
         if made and carrier is not None:
             carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made)
+    _drop_answered_json_fixes(context, diags, owners)
+
+
+# DeepSpeed JSON fixes that only make DeepSpeed cheaper: moot where every config using the JSON drops DeepSpeed.
+_JSON_SPEED_FIXES = frozenset({"PF051", "MEM002"})
+
+
+def _drop_answered_json_fixes(
+    context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]
+) -> None:
+    """A plan that removes `deepspeed:` from every config using a JSON leaves that JSON alone: editing it in the
+    same run (an offload removed from a file no job reads any more) is a change nobody asked for, and the file
+    may be shared. Its speed findings keep their message and lose their fix."""
+    for d in diags:
+        src = owners.get(id(d))
+        if d.code not in _JSON_SPEED_FIXES or d.fix is None or src is None or src.kind.is_llamafactory:
+            continue
+        consumers = context(src).consumers
+        plans = [plan_for(context(c).job) for c in consumers]
+        if consumers and all(p is not None and p.drop_deepspeed for p in plans):
+            d.fix = None

@@ -126,9 +126,29 @@ def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> 
     verb = "Fixed" if written else "Would fix"
     sys.stderr.write(
         f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged_for(settings)}); {len(remaining)} remaining"
-        + ("" if settings.unsafe_fixes or not remaining else " (some may need --unsafe-fixes)")
         + "\n"
     )
+    waiting = _unsafe_waiting(result.remaining, settings)
+    if waiting:
+        sys.stderr.write(waiting + "\n")
+
+
+def _unsafe_waiting(remaining: list, settings: Settings) -> str:
+    """One line on the unsafe fixes this run did not apply (`--unsafe-fixes` not given), naming the speed plan
+    and its expected gain: the fastest config cfgopt knows is one flag away, and the user should see it."""
+    from cfgopt.diagnostics import Applicability
+
+    if settings.unsafe_fixes:
+        return ""
+    unsafe = [d for d in remaining if d.fix is not None and d.fix.applicability == Applicability.UNSAFE]
+    if not unsafe:
+        return ""
+    plans = [d.fix.description for d in unsafe if d.fix.description.startswith("Speed plan")]
+    line = f"{len(unsafe)} unsafe fix(es) wait: `--unsafe-fixes` applies them"
+    if plans:
+        gain = plans[0].split("(expected ", 1)[-1].split(",", 1)[0] if "(expected " in plans[0] else ""
+        line += f", among them {len(plans)} speed plan(s)" + (f" (expected {gain} for the first)" if gain else "")
+    return line
 
 
 def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) -> int:

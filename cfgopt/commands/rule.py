@@ -10,6 +10,13 @@ from typing import Any
 PAGES_DIR = "docs/rules"  # where the generated pages live, relative to the repository root
 
 
+def default_selection(doc: dict[str, Any]) -> str:
+    """Whether a plain `cfgopt lint` runs the rule, and why not when it does not."""
+    if doc["default"]:
+        return "on (in the default selection)"
+    return f"off (opt-in with `--extend-select {doc['code']}`: {doc['opt_in_because']})"
+
+
 def render_page(doc: dict[str, Any], fmt: str) -> str:
     """A rule's page from `Rule.docs()`: `markdown` (docs/rules/<CODE>.md) or plain text (`cfgopt rule CODE`)."""
     if fmt == "markdown":
@@ -20,6 +27,7 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
                 f"**{doc['summary']}**",
                 "",
                 f"- Severity: {doc['severity']}",
+                f"- Default: {default_selection(doc)}",
                 f"- Files: {', '.join(doc['kinds'])}",
                 "",
                 "## Why",
@@ -47,6 +55,7 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
         [
             f"{doc['code']} ({doc['name']}): {doc['summary']}",
             f"severity: {doc['severity']}",
+            f"default: {default_selection(doc)}",
             f"files: {', '.join(doc['kinds'])}",
             "",
             "Why:",

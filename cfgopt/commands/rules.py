@@ -18,10 +18,13 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(docs, indent=2))
     elif args.format == "markdown":
-        print("| code | name | severity | summary |\n| --- | --- | --- | --- |")
+        print("| code | name | severity | default | summary |\n| --- | --- | --- | --- | --- |")
         for d in docs:
-            print(f"| [{d['code']}]({d['code']}.md) | `{d['name']}` | {d['severity']} | {d['summary']} |")
+            on = "on" if d["default"] else "opt-in"
+            print(f"| [{d['code']}]({d['code']}.md) | `{d['name']}` | {d['severity']} | {on} | {d['summary']} |")
     else:
+        print(f"{'code':7} {'name':32} {'severity':8} {'default':7} summary")
         for d in docs:
-            print(f"{d['code']:7} {d['name']:32} {d['severity']:8} {d['summary']}")
+            on = "on" if d["default"] else "opt-in"
+            print(f"{d['code']:7} {d['name']:32} {d['severity']:8} {on:7} {d['summary']}")
     return 0

@@ -307,27 +307,14 @@ RULES: dict[str, tuple[str, str, str, str]] = {
 # Rules outside the default selection (`Rule.default_on = False`): they run only when selected.
 OPT_IN: frozenset[str] = frozenset(
     {
-        "CFG003",
         "DS019",
-        "MEM002",
-        "MEM003",
-        "MEM004",
-        "MEM005",
-        "PF001",
-        "PF002",
         "PF003",
-        "PF004",
-        "PF005",
-        "PF006",
-        "PF007",
         "PF009",
         "PF010",
         "PF011",
         "PF012",
         "PF013",
         "PF014",
-        "PF050",
-        "PF051",
         "PF052",
     }
 )

@@ -90,9 +90,11 @@ class Rule:
     evidence: ClassVar[tuple[str, ...]] = ()
     example: ClassVar[str] = ""
     fix_safety: ClassVar[str] = "No fix."
-    # In the default selection (as ruff's default rule set): errors and high-confidence silent
-    # misconfigurations. Advice (speed, memory headroom, notes) is opt-in: `extend-select = ["PF", "MEM"]`.
+    # In the default selection: everything that holds for the job as judged (its config, releases, target and
+    # GPU count), speed and memory advice included. Only what is speculative (it depends on data, packages or
+    # hardware cfgopt cannot see, or is contested) is opt-in, and `opt_in_because` says why (docs/rules.md).
     default_on: ClassVar[bool] = True
+    opt_in_because: ClassVar[str] = ""
     # Why the rule is worth it although it fires on more than a quarter of real configs at default settings
     # (docs/rule-rates.json, written by scripts/rule_rates.py; tests/test_docs.py asks for it).
     worth_it: ClassVar[str] = ""
@@ -189,6 +191,7 @@ class Rule:
             "example": cls.example,
             "fix_safety": cls.fix_safety,
             "default": cls.default_on,
+            "opt_in_because": cls.opt_in_because,
             "worth_it": cls.worth_it,
             "module": cls.__module__.replace(".", "/") + ".py",
         }

@@ -11,7 +11,6 @@ class UnsupportedKind(Rule):
     code = "CFG003"
     name = "unsupported-config-kind"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
     kinds = frozenset({Kind.LF_V1, Kind.ACCELERATE})
     summary = "A LLaMA-Factory v1 or Accelerate config: recognised, not yet checked"
     why = (

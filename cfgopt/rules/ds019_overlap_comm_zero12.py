@@ -16,7 +16,11 @@ class OverlapCommZero12(Rule):
     code = "DS019"
     name = "overlap-comm-zero12"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = (
+        "contested: the overlap can hide communication, and users report NaN grad norms and large bucket "
+        "buffers; not measured here"
+    )
     kinds = frozenset({Kind.DEEPSPEED})
     triggers = frozenset({"zero_optimization"})
     summary = "`overlap_comm: true` at ZeRO stage 1/2: large bucket buffers, NaN reports"

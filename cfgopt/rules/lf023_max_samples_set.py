@@ -11,7 +11,7 @@ from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, trainin
 class MaxSamplesSet(Rule):
     code = "LF023"
     name = "max-samples-set"
-    severity = Severity.WARNING
+    severity = Severity.INFO
     kinds = TRAIN_KINDS
     triggers = frozenset({"max_samples"})
     summary = "`max_samples` in a training config: each dataset is cut to its first N examples"
@@ -19,8 +19,9 @@ class MaxSamplesSet(Rule):
         "Confidence: likely (it is a debugging limit unless meant). LLaMA-Factory's examples carry "
         "`max_samples: 1000` (49 of them at HEAD); configs copied from them silently train on the first 1000 "
         "examples of each dataset, and the run looks healthy. The maintainer's answer to 'why only 1000 "
-        "samples?' is to remove it (#7017, #5788). Keep it only if the subset is intended. Values above 10000 "
-        "are reported as info."
+        "samples?' is to remove it (#7017, #5788). Keep it only if the subset is intended. Info, not a "
+        "warning: whether the limit is a leftover depends on the data and the intent, which a linter cannot "
+        "see, so it is shown without failing the default `--fail-on warning`."
     )
     fails_when = "Never fails: training sees only the first `max_samples` examples of every dataset."
     evidence = (
@@ -30,7 +31,7 @@ class MaxSamplesSet(Rule):
     worth_it = (
         "It fires on most of the shared corpus because that corpus is LLaMA-Factory's own examples, the very "
         "files that carry the debugging limit; a config copied from one trains on 1000 examples per dataset "
-        "without a word in the log, the silent misconfiguration the default selection exists for. "
+        "without a word in the log. It is info, so it never fails a run at the default `--fail-on`; "
         "`per-file-ignores` keeps it off example folders."
     )
     example = "max_samples: 1000   ->  (removed)"
@@ -47,7 +48,6 @@ class MaxSamplesSet(Rule):
         yield self.at_entry(
             ctx,
             entry,
-            severity=None if small else Severity.INFO,
             message=f"`max_samples: {value}` trains on only the first {value} examples of each dataset "
             + ("(a debugging limit copied from LLaMA-Factory's examples?)" if small else "(intended?)"),
             fix=self.fix("Remove `max_samples`", edits.delete_entry(ctx.source, entry), safe=False),

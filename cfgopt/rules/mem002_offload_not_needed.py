@@ -16,7 +16,6 @@ class OffloadNotNeeded(Rule):
     code = "MEM002"
     name = "offload-not-needed"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "ZeRO optimizer or parameter offload where every run using the file fits on the GPU without it"
     why = (

@@ -21,7 +21,6 @@ class ZeroStageHigherThanNeeded(Rule):
     code = "MEM003"
     name = "zero-stage-higher-than-needed"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "DeepSpeed ZeRO-3 where the model and GPU count need no more than ZeRO-2 (or no DeepSpeed)"
     why = (
@@ -31,7 +30,7 @@ class ZeroStageHigherThanNeeded(Rule):
         "(1.5x the traffic, and the frozen base of a LoRA run as well). The fastest setting is the lowest stage "
         "that fits. Reported for ZeRO-3 when the estimated peak per GPU without DeepSpeed (LoRA, OFT) or with "
         "ZeRO-2 (full, freeze; then without DeepSpeed) stays within 90% of the target's memory for this model, "
-        "GPU count and batch (a file with offload is MEM002's first). ZeRO-1/2 are not reported: they move as "
+        "GPU count and batch (with offload too: MEM002 / PF051 then also report the offload, on the JSON). ZeRO-1/2 are not reported: they move as "
         "much data as plain data parallel. With `--gpus` unstated one GPU is assumed (the most memory per GPU "
         "at every stage). ZeRO-3 for LoRA with `--gpus 1` is PF050's (measured, no estimate needed)."
     )
@@ -56,7 +55,7 @@ class ZeroStageHigherThanNeeded(Rule):
             return
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
         current = ctx.job.estimate(n, deepspeed=ds)
-        if current is None or current.zero_stage != 3 or current.offloaded_gib:
+        if current is None or current.zero_stage != 3:
             return  # ZeRO-1/2 move as much data as plain data parallel: no measured gain from dropping them
         if current.zero_stage == 3 and n == 1 and current.finetuning_type == "lora" and ctx.settings.gpus == 1:
             return  # PF050

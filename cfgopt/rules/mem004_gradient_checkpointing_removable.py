@@ -13,7 +13,6 @@ class GradientCheckpointingRemovable(Rule):
     code = "MEM004"
     name = "gradient-checkpointing-removable"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "Gradient checkpointing on (LLaMA-Factory's default) for a run that fits without it"
     why = (

@@ -14,7 +14,6 @@ class MicroBatchHeadroom(Rule):
     code = "MEM005"
     name = "micro-batch-headroom"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "Memory for a larger micro-batch with less gradient accumulation (same global batch)"
     why = (

@@ -12,7 +12,6 @@ class Fp16OnBf16Hardware(Rule):
     code = "PF001"
     name = "fp16-on-bf16-hardware"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "fp16 mixed precision on a GPU that has bf16: loss scaling and overflow risk for no speed gain"
     why = (

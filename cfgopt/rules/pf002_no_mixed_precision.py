@@ -12,7 +12,6 @@ class NoMixedPrecision(Rule):
     code = "PF002"
     name = "no-mixed-precision"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "Training with neither `bf16` nor `fp16` (nor `pure_bf16`, BAdam): no mixed precision"
     why = (

@@ -12,7 +12,8 @@ class FlashAttnFa2Fallback(Rule):
     code = "PF003"
     name = "flash-attn-fa2-fallback"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = "whether the image that runs the job has flash-attn is unknown where cfgopt runs"
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
     summary = "`flash_attn: fa2` silently falls back to the default attention when flash-attn is not importable"
     why = (

@@ -11,7 +11,6 @@ class EagerAttention(Rule):
     code = "PF004"
     name = "eager-attention"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "`flash_attn: disabled` (eager attention) for training: O(L^2) memory, no fused kernel"
     why = (

@@ -11,7 +11,6 @@ class NeatPackingWithoutFa2(Rule):
     code = "PF005"
     name = "neat-packing-without-fa2"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = (
         "`neat_packing` without `flash_attn: fa2`: a dense 4-D block mask built per batch, SDPA off its flash kernel"

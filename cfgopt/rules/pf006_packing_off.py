@@ -11,7 +11,6 @@ class PackingOff(Rule):
     code = "PF006"
     name = "packing-off"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "SFT without packing: short samples are padded, most of each batch is padding"
     why = (

@@ -21,7 +21,6 @@ class SmallMicroBatch(Rule):
     code = "PF007"
     name = "small-micro-batch"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
     kinds = TRAIN_KINDS
     summary = "Few tokens per micro-batch while gradient accumulation is > 1: trade accumulation for batch size"
     why = (

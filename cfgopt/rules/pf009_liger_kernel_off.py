@@ -20,7 +20,11 @@ class LigerKernelOff(Rule):
     code = "PF009"
     name = "liger-kernel-off"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = (
+        "it needs the liger-kernel package where the job runs, unknown where cfgopt runs (known when LLaMA-"
+        "Factory is installed beside cfgopt); speed on ROCm contested"
+    )
     kinds = TRAIN_KINDS
     summary = "Long or packed micro-batches without `enable_liger_kernel` on a model Liger supports"
     why = (

@@ -12,7 +12,11 @@ class LoraDropoutCost(Rule):
     code = "PF010"
     name = "lora-dropout-cost"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = (
+        "`lora_dropout` is a regulariser the author may want; the cost is measured, the benefit to the model "
+        "is not for cfgopt to judge"
+    )
     kinds = TRAIN_KINDS
     summary = "`lora_dropout` > 0 stores a dropout output per adapted module: more memory, slower"
     why = (

@@ -12,7 +12,8 @@ class QuantizationWhenFits(Rule):
     code = "PF011"
     name = "quantization-when-fits"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = "not measured here, and quantization may be chosen for reasons other than memory"
     kinds = TRAIN_KINDS
     summary = "On-the-fly quantization (QLoRA) of a model whose bf16 weights fit the GPU several times over"
     why = (

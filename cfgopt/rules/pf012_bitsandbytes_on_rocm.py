@@ -16,7 +16,8 @@ class BitsandbytesOnRocm(Rule):
     code = "PF012"
     name = "bitsandbytes-on-rocm"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = "contested: ROCm support depends on the bitsandbytes release installed where the job runs"
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
     summary = "bitsandbytes quantization or 8-bit/paged optimizers on a ROCm target: needs a ROCm bitsandbytes build"
     why = (

@@ -12,7 +12,8 @@ class NonFusedAdamw(Rule):
     code = "PF014"
     name = "non-fused-adamw"
     severity = Severity.INFO
-    default_on = False  # advice: opt-in
+    default_on = False
+    opt_in_because = "not measured here"
     kinds = TRAIN_KINDS
     summary = "`optim: adamw_torch` (not fused) for full or freeze fine-tuning"
     why = (

@@ -13,7 +13,6 @@ class Zero3ForLoraThatFits(Rule):
     code = "PF050"
     name = "zero3-for-lora-that-fits"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
     summary = "DeepSpeed ZeRO-3 for LoRA on a single GPU, where it shards nothing"
     why = (

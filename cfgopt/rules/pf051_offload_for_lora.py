@@ -13,7 +13,6 @@ class OffloadForLora(Rule):
     code = "PF051"
     name = "offload-for-lora"
     severity = Severity.WARNING
-    default_on = False  # advice: opt-in
     kinds = frozenset({Kind.DEEPSPEED})
     summary = "ZeRO optimizer offload for LoRA training, where there is nothing worth offloading"
     why = (
