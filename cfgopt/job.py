@@ -241,7 +241,9 @@ class Job:
         """Whether the training environment has an optional package (`liger_kernel`, `flash_attn`); None when
         unknown (lint judges a config, not the machine it runs on)."""
         packages = self.settings.packages
-        return None if packages is None else packages.get(name)
+        if packages is None:
+            return _installed_beside_llamafactory(name)
+        return packages.get(name)
 
     # -- the model and its memory -------------------------------------------------------------------
     @property
@@ -283,3 +285,17 @@ class Job:
 
 
 # --------------------------------------------------------------------------- loading one job
+
+
+_BESIDE: dict[str, bool | None] = {}
+
+
+def _installed_beside_llamafactory(name: str) -> bool | None:
+    """True when `name` is installed in this interpreter and so is LLaMA-Factory (cfgopt runs in the training
+    environment: a package found here is there); None otherwise. Never False: a package missing here may still
+    be where the job runs. Read from dist-info, never imported (cfgopt.versions.installed_version)."""
+    if name not in _BESIDE:
+        from cfgopt.versions import installed_version
+
+        _BESIDE[name] = True if installed_version("llamafactory") and installed_version(name) else None
+    return _BESIDE[name]

@@ -21,14 +21,13 @@ fix's description says what it expects and which package it needs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.tune import space
-from cfgopt.tune.search import prior_speed
+from cfgopt.tune.priors import prior_speed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,17 +40,17 @@ PACKAGES = {"liger": ("liger_kernel", "liger-kernel"), "fa2": ("flash_attn", "fl
 _PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, bench/tune)"
 
 
-@dataclass
 class SpeedPlan:
-    hardware: Hardware
-    base: space.Knobs
-    best: space.Knobs
-    gain: float  # prior speed of best / base
-    est_gib: float | None  # the chosen candidate's estimated peak per GPU (None: no estimate)
-    changes: dict[str, Any] = field(default_factory=dict)  # YAML keys to set
-    drop_deepspeed: bool = False
-    needs: list[str] = field(default_factory=list)  # packages the plan needs where the run happens
-    notes: list[str] = field(default_factory=list)  # knobs left out, and why
+    """One job's plan. A plain class rather than a dataclass: the planner runs on the lint path (start-up)."""
+
+    def __init__(self, hardware: Hardware, base: space.Knobs, best: space.Knobs, gain: float) -> None:
+        self.hardware, self.base, self.best = hardware, base, best
+        self.gain = gain  # prior speed of best / base
+        self.est_gib: float | None = None  # the chosen candidate's estimated peak per GPU (None: no estimate)
+        self.changes: dict[str, Any] = {}  # YAML keys to set
+        self.drop_deepspeed = False
+        self.needs: list[str] = []  # packages the plan needs where the run happens
+        self.notes: list[str] = []  # knobs left out, and why
 
     @property
     def changed(self) -> bool:
@@ -203,7 +202,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         return None
     ranked.sort(key=lambda r: r[:4])
     _, _, _, _, best, est = ranked[0]
-    plan = SpeedPlan(hardware, base, best, prior_speed(best, n) / prior_speed(base, n), None)
+    plan = SpeedPlan(hardware, base, best, prior_speed(best, n) / prior_speed(base, n))
     plan.est_gib = est.required_gib if est is not None else None
     plan.changes = space.changed_keys(best, base)
     plan.drop_deepspeed = best.zero == "none" and base.zero != "none"

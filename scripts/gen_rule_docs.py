@@ -71,8 +71,8 @@ def _rates() -> dict:
     return json.loads(RATES.read_text(encoding="utf-8")) if RATES.exists() else {"rules": {}}
 
 
-def _rate(rates: dict, code: str) -> str:
-    r = rates["rules"].get(code)
+def _rate(rules: dict, code: str) -> str:
+    r = rules.get(code)
     if not r or not r["files"]:
         return "-"
     return f"{r['rate']:.0%} ({r['fired']}/{r['files']})"
@@ -81,6 +81,7 @@ def _rate(rates: dict, code: str) -> str:
 def render() -> dict[Path, str]:
     out: dict[Path, str] = {}
     rates = _rates()
+    judged = rates.get("judged", {})
     rows = [
         "# Rules",
         "",
@@ -88,15 +89,19 @@ def render() -> dict[Path, str]:
         "`cfgopt rules` lists them and `cfgopt rule CODE` prints a rule's page. Each rule's code, docs page and",
         "test cases are one click away below.",
         "",
-        "**default**: in the default selection (errors and silent misconfigurations); `opt-in` rules (advice:",
-        'speed, memory headroom, notes) run only when selected, e.g. `extend-select = ["PF", "MEM"]`.',
+        "**default**: in the default selection (everything that holds for the job as judged, speed and memory",
+        "included); `opt-in` rules are speculative (each rule's page says why) and run only when selected, e.g.",
+        '`extend-select = ["PF009"]`.',
         "**fires on**: the share of real configs of the kinds the rule reads on which it reports at default",
         f"settings, measured on {rates.get('corpus', 'a corpus')} ({rates.get('files', 0)} files) by",
-        "`python scripts/rule_rates.py CORPUS_FOLDER` (docs/rule-rates.json). A rule above "
-        f"{NOISY:.0%} says why it is worth it below the table.",
+        "`python scripts/rule_rates.py CORPUS_FOLDER` (docs/rule-rates.json): with no target stated, then judged",
+        f"for {' and '.join(judged) or 'no other target'} (the hardware rules need a target). A default warning",
+        f"above {NOISY:.0%} in any column says why it is worth it below the table.",
         "",
-        "| code | name | severity | default | fires on | summary | code | cases |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| code | name | severity | default | fires on (no target) | "
+        + "".join(f"{j} | " for j in judged)
+        + "summary | code | cases |",
+        "| --- | --- | --- | --- | --- | " + "--- | " * len(judged) + "--- | --- | --- |",
     ]
     noisy: list[str] = []
     for rule in all_rules():
@@ -104,12 +109,14 @@ def render() -> dict[Path, str]:
         out[RULES_DIR / f"{doc['code']}.md"] = render_page(doc, "markdown")
         rows.append(
             f"| [{doc['code']}](rules/{doc['code']}.md) | `{doc['name']}` | {doc['severity']} "
-            f"| {'yes' if doc['default'] else 'opt-in'} | {_rate(rates, doc['code'])} | {doc['summary']} "
+            f"| {'yes' if doc['default'] else 'opt-in'} | {_rate(rates['rules'], doc['code'])} | "
+            + "".join(f"{_rate(rules, doc['code'])} | " for rules in judged.values())
+            + f"{doc['summary']} "
             f"| [`{Path(doc['module']).name}`](../{doc['module']}) "
             f"| [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/) |"
         )
-        rate = rates["rules"].get(doc["code"], {}).get("rate", 0.0)
-        if rate > NOISY:
+        rate = max(r.get(doc["code"], {}).get("rate", 0.0) for r in [rates["rules"], *judged.values()])
+        if rate > NOISY and (doc["severity"] != "info" or doc["worth_it"]):
             noisy.append(f"- **{doc['code']}** ({rate:.0%}): {doc['worth_it'] or 'MISSING: say why it is worth it'}")
     if noisy:
         rows += ["", "## Rules that fire on more than a quarter of real configs", "", *noisy]

@@ -20,6 +20,10 @@ class UnsupportedKind(Rule):
     )
     fails_when = "Not applicable."
     evidence = ("LLaMA-Factory v0.9.5 examples/v1/ and examples/accelerate/",)
+    worth_it = (
+        "It fires on every LLaMA-Factory v1 and Accelerate file and on nothing else, by design: info that the "
+        "file was recognised and not checked, so that silence is not read as a pass."
+    )
     example = "model: Qwen/Qwen3-4B\npeft_config: {name: lora}   ->  info: v1 config, not checked"
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

@@ -30,7 +30,8 @@ class ZeroStageHigherThanNeeded(Rule):
         "(1.5x the traffic, and the frozen base of a LoRA run as well). The fastest setting is the lowest stage "
         "that fits. Reported for ZeRO-3 when the estimated peak per GPU without DeepSpeed (LoRA, OFT) or with "
         "ZeRO-2 (full, freeze; then without DeepSpeed) stays within 90% of the target's memory for this model, "
-        "GPU count and batch (with offload too: MEM002 / PF051 then also report the offload, on the JSON). ZeRO-1/2 are not reported: they move as "
+        "GPU count and batch (with offload too: MEM002 / PF051 then also report the offload, on the JSON). "
+        "ZeRO-1/2 are not reported: they move as "
         "much data as plain data parallel. With `--gpus` unstated one GPU is assumed (the most memory per GPU "
         "at every stage). ZeRO-3 for LoRA with `--gpus 1` is PF050's (measured, no estimate needed)."
     )

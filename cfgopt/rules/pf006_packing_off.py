@@ -27,6 +27,11 @@ class PackingOff(Rule):
         "llamafactory 0.9.5 hparams/parser.py L527 (packing defaults to `stage == pt`)",
         "llamafactory 0.9.5 data/processor/supervised.py L173 ('Dropped lengthy example')",
     )
+    worth_it = (
+        "Info, never failing a run: whether packing pays depends on the sample lengths, which a linter cannot see. "
+        "LLaMA-Factory's examples leave it off, so it is shown on most of them; the measured gain on short samples "
+        "(3.86x) is why it is shown at all."
+    )
     example = "stage: sft   (packing unset)  ->  packing: true"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "

@@ -33,40 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cfgopt.tune.priors import PRIORS, prior_speed  # noqa: F401  (re-exported: tune's callers)
 from cfgopt.tune.space import Knobs
-
-PRIORS: dict[str, Any] = {
-    "micro_exponent_unpacked": 0.2,
-    "micro_exponent_packed": 0.05,
-    "gc_off": 1.37,
-    "packing": 2.9,
-    "liger": 1.196,
-    "attn": {"sdpa": 1.0, "fa2": 1.03, "disabled": 0.97},
-    "attn_other": 0.95,
-    "zero_one_gpu": {"none": 1.0, "z2": 0.5, "z2_offload": 0.3, "z3": 0.225, "z3_offload": 0.206},
-    "zero_multi_gpu": {"none": 1.0, "z2": 0.95, "z3": 0.8, "z2_offload": 0.5, "z3_offload": 0.3},
-    "zero_other": 0.7,
-}
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
 
 Fits = Callable[[dict[str, Any]], "tuple[bool, float | None]"]
-
-
-def prior_speed(k: Knobs, gpus: int = 1) -> float:
-    """The speed prior of a candidate (relative, unitless); see the module docstring for the sources."""
-    p = PRIORS
-    score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else p["micro_exponent_unpacked"])
-    if not k.gc:
-        score *= p["gc_off"]
-    if k.packing:
-        score *= p["packing"]
-    if k.liger:
-        score *= p["liger"]
-    score *= p["attn"].get(k.attn, p["attn_other"])
-    table = p["zero_one_gpu"] if gpus <= 1 else p["zero_multi_gpu"]
-    score *= table.get(k.zero, p["zero_other"])
-    return score
 
 
 def is_oom(text: str | None) -> bool:

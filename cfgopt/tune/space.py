@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero")
 
@@ -103,8 +101,10 @@ def zero_of(ds: dict[str, Any] | None) -> str:
     return f"z{stage}" + ("_offload" if offload else "")
 
 
-@dataclass(frozen=True)
-class Knobs:
+class Knobs(NamedTuple):
+    """One candidate configuration. A NamedTuple, not a dataclass: the speed planner runs on the lint path,
+    where creating a dataclass costs start-up time (docs/architecture.md)."""
+
     micro: int
     ga: int
     gc: bool  # gradient checkpointing on (LLaMA-Factory's default)
@@ -120,24 +120,32 @@ class Knobs:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
     def changes(self, base: Knobs) -> list[str]:
         """The knob names where this candidate differs from `base` (micro and ga count as one)."""
         return [k for k in KNOB_NAMES if getattr(self, k) != getattr(base, k)]
 
 
-@dataclass
 class Platform:
     """What the machine the runs go to offers; found by `probe_platform` in a child process."""
 
-    cuda: bool = False
-    device: str = "cpu"
-    gpu_count: int = 0
-    flash_attn: bool = False
-    liger: bool = False
-    deepspeed: bool = False
-    notes: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        cuda: bool = False,
+        device: str = "cpu",
+        gpu_count: int = 0,
+        flash_attn: bool = False,
+        liger: bool = False,
+        deepspeed: bool = False,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.cuda, self.device, self.gpu_count = cuda, device, gpu_count
+        self.flash_attn, self.liger, self.deepspeed = flash_attn, liger, deepspeed
+        self.notes: list[str] = list(notes or [])
+
+    def __repr__(self) -> str:
+        return f"Platform({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
 
 _PROBE = r"""
@@ -164,6 +172,8 @@ print("CFGOPT-PROBE " + json.dumps(out))
 
 def probe_platform(python: str | None = None, timeout: float = 300) -> Platform:
     """Ask a child Python (the one the runs use) what it can import; the lint path never does this."""
+    import subprocess  # here: the planner imports this module on the lint path
+
     try:
         proc = subprocess.run(
             [python or sys.executable, "-c", _PROBE],
@@ -225,8 +235,7 @@ def divisors(n: int, cap: int) -> list[int]:
     return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
 
 
-@dataclass
-class SpaceOptions:
+class SpaceOptions(NamedTuple):
     gpus: int = 1
     allow_packing: bool = False
     max_micro: int = 64
@@ -330,4 +339,4 @@ def candidate_config(
 
 
 def with_micro(knobs: Knobs, micro: int) -> Knobs:
-    return replace(knobs, micro=micro, ga=knobs.micro * knobs.ga // micro)
+    return knobs._replace(micro=micro, ga=knobs.micro * knobs.ga // micro)
