@@ -253,6 +253,7 @@ class Project:
         for rule in rules:
             out.extend(rule.check_project(view))
         out.sort(key=Diagnostic.sort_key)
+        out = _once_per_run(out, {r.code for r in rules if r.once_per_run})
         if any(d.code in PLANNED_CODES for d in out):
             from cfgopt.planner import attach_plans  # only when there is something to plan: it loads tune's priors
 
@@ -304,6 +305,27 @@ class Project:
         if self.quiet or any(s.per_file_ignores for s in self.file_settings.values()):
             return True
         return any("cfgopt" in doc.text.lower() for doc in self.documents.values())
+
+
+def _once_per_run(diags: list[Diagnostic], codes: set[str]) -> list[Diagnostic]:
+    """A rule that notes something about the run rather than a file (`Rule.once_per_run`) reports once: on its
+    first file, counting the others."""
+    if not codes:
+        return diags
+    first: dict[str, Diagnostic] = {}
+    others: dict[str, int] = {}
+    kept = []
+    for d in diags:
+        if d.code not in codes:
+            kept.append(d)
+        elif d.code in first:
+            others[d.code] = others.get(d.code, 0) + 1
+        else:
+            first[d.code] = d
+            kept.append(d)
+    for code, n in others.items():
+        first[code].message += f" (and {n} more such file(s) in this run)"
+    return kept
 
 
 def _rule_codes() -> RuleCodes:

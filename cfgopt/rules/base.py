@@ -95,6 +95,9 @@ class Rule:
     # hardware cfgopt cannot see, or is contested) is opt-in, and `opt_in_because` says why (docs/rules.md).
     default_on: ClassVar[bool] = True
     opt_in_because: ClassVar[str] = ""
+    # A note about the run rather than a file (CFG003: kinds recognised, not checked): reported once, on its first
+    # file, with the number of others (engine._once_per_run).
+    once_per_run: ClassVar[bool] = False
     # Why the rule is worth it although it fires on more than a quarter of real configs at default settings
     # (docs/rule-rates.json, written by scripts/rule_rates.py; tests/test_docs.py asks for it).
     worth_it: ClassVar[str] = ""

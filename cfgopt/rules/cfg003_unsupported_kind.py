@@ -12,11 +12,12 @@ class UnsupportedKind(Rule):
     name = "unsupported-config-kind"
     severity = Severity.INFO
     kinds = frozenset({Kind.LF_V1, Kind.ACCELERATE})
+    once_per_run = True  # a folder of v1 examples gets one note, not one per file
     summary = "A LLaMA-Factory v1 or Accelerate config: recognised, not yet checked"
     why = (
         "LLaMA-Factory's experimental v1 trainer (`examples/v1/`, `USE_V1=1`) and Accelerate launch configs "
         "(`examples/accelerate/`) have their own schemas. cfgopt recognises them so they are not mistaken for "
-        "broken v0 configs, and says once that it does not check them yet."
+        "broken v0 configs, and says once per run that it does not check them yet (on the first such file, counting the others)."
     )
     fails_when = "Not applicable."
     evidence = ("LLaMA-Factory v0.9.5 examples/v1/ and examples/accelerate/",)
