@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 13 on one H200: for each config, the original (`cfgopt verify --only-original`), the output of
-# `cfgopt fix --unsafe-fixes --extend-select PF,MEM` and tune's winner started from it (`cfgopt tune` on the fix output: its baseline
+# `cfgopt fix --unsafe-fixes` (the default selection: speed and memory advice on since issue 22) and tune's winner started from it (`cfgopt tune` on the fix output: its baseline
 # run is the fix output, measured by verify's runner), then bench/planner/collect.py writes results.json.
 # Usage (from the repository root; wheels installed, PYTHONPATH set): OUT=/some/dir bash bench/planner/run_h200.sh
 # SKIP_ORIGINAL="seed": the seed as written crashes at model load (LF003 `flash_attn: true`, bench/verify), so
@@ -18,9 +18,9 @@ for item in $CONFIGS; do
   cp -r "$root"/. "$dir/original/"; cp -r "$root"/. "$dir/fixed/"   # the DeepSpeed JSON keeps its relative path
   chmod -R u+w "$dir"   # a read-only checkout (the device copy) gives read-only copies: fix must write them
   start=$SECONDS
-  # speed and memory advice is opt-in since issue 14 (the plan needs PF and MEM selected); the DeepSpeed JSON the
+  # speed and memory advice is in the default selection since issue 22 (no --extend-select); the DeepSpeed JSON the
   # YAML names is fixed too (--fix-references, since issue 18 only files named are written)
-  ( cd "$dir/fixed" && python3 -m cfgopt fix --unsafe-fixes --extend-select PF,MEM --fix-references --write --target "$TARGET" --gpus 1 "$rel" ) \
+  ( cd "$dir/fixed" && python3 -m cfgopt fix --unsafe-fixes --fix-references --write --target "$TARGET" --gpus 1 "$rel" ) \
       > "$dir/fix.log" 2>&1
   ( cd "$dir/original" && python3 -m cfgopt lint --target "$TARGET" --gpus 1 "$rel" ) > "$dir/lint.log" 2>&1
   echo "== $name: fix $(grep -c 'fixed:' "$dir/fix.log") fixes; $(tail -1 "$dir/fix.log")"
