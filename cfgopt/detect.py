@@ -1,0 +1,153 @@
+"""The GPUs of the machine cfgopt runs on, read from the operating system without importing torch (a few file
+reads: `cfgopt lint` start-up stays small), for a run that states no target (`cfgopt.targets.resolve`).
+
+- AMD: the KFD topology, `/sys/class/kfd/kfd/topology/nodes/*/properties` (`vendor_id 4098`, `device_id`,
+  `gfx_target_version`; a CPU node has `simd_count 0`), else the DRM devices
+  `/sys/class/drm/card*/device/{vendor,device}` with vendor 0x1002. MI250X shows one node per GCD, as its
+  target counts.
+- NVIDIA: `/proc/driver/nvidia/gpus/*/information` ("Model: NVIDIA H200"), one folder per GPU.
+
+`CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` / `ROCR_VISIBLE_DEVICES`, when set, limit the count as they limit
+the training job. `CFGOPT_SYSFS_ROOT` (tests only) reads a fake tree instead of `/`. Nothing found (a laptop, a
+CI runner): None, and the run states that it has no target.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from cfgopt.targets import TARGETS, Target, target_for_device
+
+ROOT_VARIABLE = "CFGOPT_SYSFS_ROOT"
+AMD_VENDOR = 0x1002
+# PCI device ids of AMD Instinct parts (amdgpu's pciidlist; a VF is the same part under SR-IOV).
+AMD_DEVICES: dict[int, str] = {
+    0x740C: "mi250x",  # MI250X / MI250, one id per GCD
+    0x740F: "mi210",
+    0x74A0: "mi300a",
+    0x74A1: "mi300x",
+    0x74B5: "mi300x",  # MI300X VF
+    0x74A5: "mi325x",
+    0x74B9: "mi325x",  # MI325X VF
+    0x75A3: "mi355x",
+}
+
+
+class Detected(NamedTuple):
+    """What the machine has: the target (None: a GPU cfgopt has no target for), how many, and its name."""
+
+    target: Target | None
+    count: int
+    model: str
+
+
+_CACHE: dict[str, Detected | None] = {}
+
+
+def detect_gpus(root: str | None = None) -> Detected | None:
+    """The GPUs of this machine (the most common model when they differ), or None when it has none that a
+    training job could see. Read once per process."""
+    base = root if root is not None else os.environ.get(ROOT_VARIABLE, "/")
+    if base not in _CACHE:
+        _CACHE[base] = _detect(base)
+    return _CACHE[base]
+
+
+def _detect(base: str) -> Detected | None:
+    models = _nvidia_models(base) or _kfd_models(base) or _drm_models(base)
+    if not models:
+        return None
+    visible = _visible_limit()
+    if visible is not None:
+        models = models[:visible]
+        if not models:
+            return None
+    model = max(set(models), key=lambda m: (models.count(m), m))
+    target = TARGETS.get(model[len("target:") :]) if model.startswith("target:") else target_for_device(model)
+    name = target.device if target is not None and model.startswith("target:") else model
+    return Detected(target, models.count(model), name)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(65536)
+    except OSError:
+        return ""
+
+
+def _entries(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _nvidia_models(base: str) -> list[str]:
+    folder = os.path.join(base, "proc/driver/nvidia/gpus")
+    models = []
+    for bus in _entries(folder):
+        for line in _read(os.path.join(folder, bus, "information")).splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model" and value.strip():
+                models.append(value.strip())
+                break
+    return models
+
+
+def _amd_model(device_id: int, gfx: str) -> str:
+    """`target:NAME` for a known Instinct part, else a readable name for the summary."""
+    name = AMD_DEVICES.get(device_id)
+    return f"target:{name}" if name else f"AMD GPU {gfx or 'unknown'} (device 0x{device_id:04x})"
+
+
+def _kfd_models(base: str) -> list[str]:
+    folder = os.path.join(base, "sys/class/kfd/kfd/topology/nodes")
+    models = []
+    for node in _entries(folder):
+        props: dict[str, int] = {}
+        for line in _read(os.path.join(folder, node, "properties")).splitlines():
+            key, _, value = line.strip().partition(" ")
+            if value.strip().lstrip("-").isdigit():
+                props[key] = int(value)
+        if props.get("simd_count", 0) <= 0 or props.get("vendor_id", AMD_VENDOR) != AMD_VENDOR:
+            continue  # a CPU node
+        version = props.get("gfx_target_version", 0)
+        gfx = f"gfx{version // 10000}{(version // 100) % 100:x}{version % 100:x}" if version else ""
+        models.append(_amd_model(props.get("device_id", 0), gfx))
+    return models
+
+
+def _drm_models(base: str) -> list[str]:
+    folder = os.path.join(base, "sys/class/drm")
+    models = []
+    for card in _entries(folder):
+        if not (card.startswith("card") and card[4:].isdigit()):
+            continue  # connectors (card0-DP-1), render nodes
+        device = os.path.join(folder, card, "device")
+        try:
+            vendor = int(_read(os.path.join(device, "vendor")).strip() or "0", 16)
+            device_id = int(_read(os.path.join(device, "device")).strip() or "0", 16)
+        except ValueError:
+            continue
+        if vendor == AMD_VENDOR and device_id in AMD_DEVICES:  # not an integrated or desktop Radeon
+            models.append(_amd_model(device_id, ""))
+    return models
+
+
+def _visible_limit() -> int | None:
+    """How many GPUs the `*_VISIBLE_DEVICES` variables leave a job (None: not set). As CUDA reads the list,
+    it ends at the first entry that is not a device (`-1`)."""
+    limits = []
+    for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        value = os.environ.get(variable)
+        if value is None:
+            continue
+        count = 0
+        for entry in value.split(","):
+            if not entry.strip() or entry.strip().startswith("-"):
+                break
+            count += 1
+        limits.append(count)
+    return min(limits) if limits else None
