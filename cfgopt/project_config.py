@@ -366,7 +366,6 @@ class Resolver:
             **versions,
         )
 
-
     def _hardware(self, config_file: Path | None, options: dict[str, Any]):
         """The target and GPU count (`targets.resolve`): the flag, else `--config`, else the config file, else
         the GPUs of this machine; each with the layer it came from."""

@@ -96,7 +96,6 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
     {
         "LF007",
         "LF008",
-        "DS020",
         "DS023",
         "MEM001",
         "MEM002",
@@ -133,10 +132,12 @@ def custom_target(table: dict[str, Any], where: str) -> Target:
     vendor = "nvidia" }` (fp8, tf32 and peak-bf16-tflops optional)."""
     unknown = sorted(set(table) - set(CUSTOM_KEYS))
     if unknown:
-        raise TargetError(f"{where}: unknown key(s) {', '.join(unknown)} in a custom target; keys: {', '.join(CUSTOM_KEYS)}")
+        keys = ", ".join(CUSTOM_KEYS)
+        raise TargetError(f"{where}: unknown key(s) {', '.join(unknown)} in a custom target; keys: {keys}")
     missing = [k for k in ("name", "memory-gib", "bf16", "vendor") if k not in table]
     if missing:
-        raise TargetError(f"{where}: a custom target needs {', '.join(missing)} ({', '.join(CUSTOM_KEYS[k] for k in missing)})")
+        what = "; ".join(f"{k}: {CUSTOM_KEYS[k]}" for k in missing)
+        raise TargetError(f"{where}: a custom target needs {', '.join(missing)} ({what})")
     name, memory, vendor = table["name"], table["memory-gib"], table["vendor"]
     if not isinstance(name, str) or not name.strip() or name == NONE:
         raise TargetError(f"{where}: name: expected a name, got {name!r}")
@@ -155,8 +156,17 @@ def custom_target(table: dict[str, Any], where: str) -> Target:
         raise TargetError(f"{where}: peak-bf16-tflops: expected a number >= 0, got {peak!r}")
     platform = VENDORS[vendor]
     gib = 0.0 if platform == "cpu" else float(memory)
-    return Target(name.strip(), platform, f"{name.strip()} (custom)", gib, flags["bf16"], float(peak), "custom",
-                  flags["fp8"], flags["tf32"])
+    return Target(
+        name.strip(),
+        platform,
+        f"{name.strip()} (custom)",
+        gib,
+        flags["bf16"],
+        float(peak),
+        "custom",
+        flags["fp8"],
+        flags["tf32"],
+    )
 
 
 def check_name(value: Any, where: str) -> None:
@@ -168,7 +178,8 @@ def check_name(value: Any, where: str) -> None:
     hint = closest(str(value), [*TARGETS, NONE]) if isinstance(value, str) else None
     raise TargetError(
         f"{where}: {value!r} is not a target; one of {', '.join(TARGETS)}, none, or a custom table "
-        '{ name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia" }' + (f" (did you mean {hint!r}?)" if hint else "")
+        '{ name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia" }'
+        + (f" (did you mean {hint!r}?)" if hint else "")
     )
 
 

@@ -56,11 +56,15 @@ class Bf16UnsupportedOnTarget(Rule):
         on_gpu = target.platform in ("cuda", "rocm")
         bf16 = entry_of(ctx, "bf16")
         if bf16 is not None and bf16.node.value and not on(ctx, "use_cpu"):
-            yield self._bf16(ctx, bf16) if on_gpu else self.at_entry(
-                ctx,
-                bf16,
-                f"`bf16: true` on target {target.name}: TrainingArguments stops at start-up with "
-                "`Your setup doesn't support bf16/gpu` (set `use_cpu: true` to train on CPU)",
+            yield (
+                self._bf16(ctx, bf16)
+                if on_gpu
+                else self.at_entry(
+                    ctx,
+                    bf16,
+                    f"`bf16: true` on target {target.name}: TrainingArguments stops at start-up with "
+                    "`Your setup doesn't support bf16/gpu` (set `use_cpu: true` to train on CPU)",
+                )
             )
         pure = entry_of(ctx, "pure_bf16")
         if pure is not None and pure.node.value:

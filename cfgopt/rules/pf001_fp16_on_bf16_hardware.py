@@ -16,8 +16,9 @@ class Fp16OnBf16Hardware(Rule):
     kinds = TRAIN_KINDS
     summary = "fp16 mixed precision on a GPU that has bf16: loss scaling and overflow risk for no speed gain"
     why = (
-        "Confidence: certain (numerics) / likely (speed). A GPU with bf16 hardware (NVIDIA Ampere and newer, every "
-        "AMD Instinct since MI200) runs bf16 at the fp16 rate: AMD measured MI300X GEMMs at 708 TFLOP/s bf16 vs 654 fp16. fp16 adds "
+        "Confidence: certain (numerics) / likely (speed). A GPU with bf16 hardware (NVIDIA Ampere and newer, "
+        "every AMD Instinct since MI200) runs bf16 at the fp16 rate: AMD measured MI300X GEMMs at 708 TFLOP/s "
+        "bf16 vs 654 fp16. fp16 adds "
         "dynamic loss scaling (skipped steps, overflow in large-activation models) that bf16 does not need. On an "
         "H200, the fp16 + eager variant ran 1.08x the bf16 + SDPA one at Alpaca lengths: no real speed reason."
     )
