@@ -398,7 +398,7 @@ def show_settings(settings: Settings, path: Path) -> str:
         f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
         f"target = {fmt(settings.target_name)}  # {settings.target_source or 'stated'}"
         if settings.target_stated
-        else "# target: none (hardware checks skipped)",
+        else "# target: not stated (hardware rules quiet)",
         f"gpus = {fmt(settings.gpus)}  # {settings.gpus_source or 'stated'}"
         if settings.gpus is not None
         else "# gpus: not stated",

@@ -37,7 +37,7 @@ class Fp8OnTarget(Rule):
         if entry is None or not entry.node.value:
             return
         if target.is_rocm and not target.fp8:
-            why = f"{target.device} ({target.arch.upper() or 'no FP8'}) has no FP8 matrix cores"
+            why = f"{target.device} has no FP8 matrix cores ({target.arch.upper()})"
         elif target.is_rocm:
             why = f"{target.device} and the HF/Accelerate FP8 path are not validated together (MI300 uses FNUZ FP8)"
         elif target.is_cuda:
