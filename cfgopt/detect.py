@@ -1,5 +1,6 @@
-"""The GPUs of the machine cfgopt runs on, read from the operating system without importing torch (a few file
-reads: `cfgopt lint` start-up stays small), for a run that states no target (`cfgopt.targets.resolve`).
+"""The target a run is judged for (`resolve_target`: `--target` > project config > the GPUs of this machine >
+none), and those GPUs, read from the operating system without importing torch (a few file reads: `cfgopt lint`
+start-up stays small).
 
 - AMD: the KFD topology, `/sys/class/kfd/kfd/topology/nodes/*/properties` (`vendor_id 4098`, `device_id`,
   `gfx_target_version`; a CPU node has `simd_count 0`), else the DRM devices
@@ -15,9 +16,9 @@ CI runner): None, and the run states that it has no target.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from cfgopt.targets import TARGETS, Target, target_for_device
+from cfgopt.targets import NONE, TARGETS, Target, custom_target, target_for_device
 
 ROOT_VARIABLE = "CFGOPT_SYSFS_ROOT"
 AMD_VENDOR = 0x1002
@@ -43,6 +44,43 @@ class Detected(NamedTuple):
 
 
 _CACHE: dict[str, Detected | None] = {}
+
+
+class Resolved(NamedTuple):
+    """The target a run is judged for, where it came from, and the GPU count (None: not stated)."""
+
+    target: Target | None  # None: no target (UNSTATED)
+    source: str  # "--target", "pyproject.toml", "cfgopt.toml", "--config target", "detected", "" (none)
+    gpus: int | None
+    gpus_source: str
+    detected: str = ""  # what detection found when it gave no target ("2 x NVIDIA RTX A6000"), for the summary
+
+
+def resolve_target(
+    stated: str | dict[str, Any] | None,
+    source: str,
+    gpus: int | None,
+    gpus_source: str,
+    root: str | None = None,
+) -> Resolved:
+    """The one resolution of a run's target, for `lint`, `fix` and `estimate` (and what `verify` / `tune` should
+    ask): `stated` is the highest layer that names one (a `--target` name, a project config's name or custom
+    table) with `source` naming that layer; None falls back to the GPUs of this machine (`cfgopt.detect`,
+    under `root` in tests), whose count fills `gpus` when no layer states it."""
+    if isinstance(stated, dict):
+        return Resolved(custom_target(stated, source), source, gpus, gpus_source)
+    if stated == NONE:
+        return Resolved(None, source, gpus, gpus_source)
+    if stated is not None:
+        return Resolved(TARGETS[stated], source, gpus, gpus_source)
+    found = detect_gpus(root)
+    if found is None:
+        return Resolved(None, "", gpus, gpus_source)
+    if found.target is None:
+        return Resolved(None, "", gpus, gpus_source, f"{found.count} x {found.model}")
+    if gpus is None:
+        return Resolved(found.target, "detected", found.count, "detected")
+    return Resolved(found.target, "detected", gpus, gpus_source)
 
 
 def detect_gpus(root: str | None = None) -> Detected | None:

@@ -6,7 +6,7 @@ A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) wi
 - the DeepSpeed config it names (`deepspeed`), and that config as the HF Trainer and accelerate fill its
   "auto" values (`deepspeed_filled`);
 - the hardware judged for (`hardware`): target and GPU count, from flags, the project config or the GPUs of
-  this machine (`targets.resolve`), saying when either is assumed;
+  this machine (`detect.resolve_target`), saying when either is assumed;
 - the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
 - where known, which optional packages the training environment has (`has_package`: `verify` and `tune`
   probe the machine they run on; `lint` does not know, and says what a fix needs instead).

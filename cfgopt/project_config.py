@@ -16,10 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cfgopt.detect import resolve_target
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.suggest import closest
-from cfgopt.targets import TARGETS, TargetError, check_name, custom_target, resolve
+from cfgopt.targets import TARGETS, TargetError, check_name, custom_target
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
 
@@ -367,7 +368,7 @@ class Resolver:
         )
 
     def _hardware(self, config_file: Path | None, options: dict[str, Any]):
-        """The target and GPU count (`targets.resolve`): the flag, else `--config`, else the config file, else
+        """The target and GPU count (`detect.resolve_target`): the flag, else `--config`, else the config file, else
         the GPUs of this machine; each with the layer it came from."""
         cli = self.cli
         layers = (
@@ -380,7 +381,7 @@ class Resolver:
         if gpus is not None and gpus < 1:
             raise ConfigError("--gpus must be at least 1")
         try:
-            return resolve(target, source, gpus, gpus_source)
+            return resolve_target(target, source, gpus, gpus_source)
         except TargetError as exc:
             raise ConfigError(str(exc)) from None
 

@@ -1,9 +1,9 @@
-"""The hardware a config is judged for, and how it is chosen.
+"""The hardware a config is judged for: the table of targets users train on, and custom targets.
 
-The target is resolved once per run (`resolve`), in this order: `--target` > the project config's `target`
-(a name, or a custom table) > the GPUs of the machine cfgopt runs on, read from the operating system
-(`cfgopt.detect`, without importing torch) > none. `--target none` (or `target = "none"`) turns detection
-off. Whatever was chosen, the run says which and where it came from (`cfgopt.job.judged_for`).
+The target is resolved once per run (`cfgopt.detect.resolve_target`), in this order: `--target` > the
+project config's `target` (a name, or a custom table) > the GPUs of the machine cfgopt runs on, read from the
+operating system (`cfgopt.detect`, without importing torch) > none. `--target none` (or `target = "none"`)
+turns detection off. Whatever was chosen, the run says which and where it came from (`cfgopt.job.judged_for`).
 
 Figures are per GPU (per GCD for MI250X) from the vendors' data sheets; docs/targets.md cites each one.
 """
@@ -181,45 +181,6 @@ def check_name(value: Any, where: str) -> None:
         '{ name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia" }'
         + (f" (did you mean {hint!r}?)" if hint else "")
     )
-
-
-class Resolved(NamedTuple):
-    """The target a run is judged for, where it came from, and the GPU count (None: not stated)."""
-
-    target: Target | None  # None: no target (UNSTATED)
-    source: str  # "--target", "pyproject.toml", "cfgopt.toml", "--config target", "detected", "" (none)
-    gpus: int | None
-    gpus_source: str
-    detected: str = ""  # what detection found when it gave no target ("2 x NVIDIA RTX A6000"), for the summary
-
-
-def resolve(
-    stated: str | dict[str, Any] | None,
-    source: str,
-    gpus: int | None,
-    gpus_source: str,
-    root: str | None = None,
-) -> Resolved:
-    """The one resolution of a run's target, for `lint`, `fix` and `estimate` (and what `verify` / `tune` should
-    ask): `stated` is the highest layer that names one (a `--target` name, a project config's name or custom
-    table) with `source` naming that layer; None falls back to the GPUs of this machine (`cfgopt.detect`,
-    under `root` in tests), whose count fills `gpus` when no layer states it."""
-    if isinstance(stated, dict):
-        return Resolved(custom_target(stated, source), source, gpus, gpus_source)
-    if stated == NONE:
-        return Resolved(None, source, gpus, gpus_source)
-    if stated is not None:
-        return Resolved(TARGETS[stated], source, gpus, gpus_source)
-    from cfgopt.detect import detect_gpus
-
-    found = detect_gpus(root)
-    if found is None:
-        return Resolved(None, "", gpus, gpus_source)
-    if found.target is None:
-        return Resolved(None, "", gpus, gpus_source, f"{found.count} x {found.model}")
-    if gpus is None:
-        return Resolved(found.target, "detected", found.count, "detected")
-    return Resolved(found.target, "detected", gpus, gpus_source)
 
 
 # Reported names -> targets, most specific first (`torch.cuda.get_device_name()`, nvidia-smi, /proc).

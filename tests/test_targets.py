@@ -1,5 +1,5 @@
 """The target: the hardware table (the one place a device's figures live; verify's MFU reads it too), its
-resolution (`--target` > project config > the GPUs of this machine > none, `targets.resolve`), GPU detection
+resolution (`--target` > project config > the GPUs of this machine > none, `detect.resolve_target`), GPU detection
 from /proc and /sys without torch, and what a run says about it (issue 22)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 from rule_cases import CASES_DIR, case_args, input_files, run_cli
 
 from cfgopt import detect
-from cfgopt.targets import HARDWARE_CHECKS, TARGETS, UNSTATED, TargetError, custom_target, resolve, target_for_device
+from cfgopt.detect import resolve_target as resolve
+from cfgopt.targets import HARDWARE_CHECKS, TARGETS, UNSTATED, TargetError, custom_target, target_for_device
 
 H200_INFO = "Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t GPU-66a42732\nBus Type: \t PCIe\n"  # as on an H200
 FULL_8B = """\
@@ -198,7 +199,7 @@ def lint(*args: str, cwd: Path | None = None) -> tuple[int, list[dict], str]:
     if cwd is not None:
         os.chdir(cwd)
     try:
-        code, out, err = run_cli(["lint", "--format", "json", *args])
+        code, out, _ = run_cli(["lint", "--format", "json", *args])
         diags = json.loads(out)["diagnostics"] if out.strip() else []
         _, _, summary = run_cli(["lint", "--format", "concise", *args])
     finally:
@@ -211,16 +212,16 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     cfg.parent.mkdir()
     cfg.write_text(FULL_8B)
     assert lint(str(cfg), "--target", "h100", "--gpus", "4")[2].endswith("; judged for 4 x h100 (--target, --gpus)")
-    assert "no target stated: 4 hardware checks skipped (--target NAME or target = in pyproject.toml)" in (
-        lint(str(cfg))[2]
+    assert (
+        "no target stated: 4 hardware checks skipped (--target NAME or target = in pyproject.toml)"
+        in (lint(str(cfg))[2])
     )
     (cfg.parent / "pyproject.toml").write_text('[tool.cfgopt]\ntarget = "l40s"\ngpus = 2\n')
     assert lint(str(cfg))[2].endswith("; judged for 2 x l40s (pyproject.toml)")
     (cfg.parent / "pyproject.toml").unlink()
     monkeypatch.setenv(detect.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
     detect._CACHE.clear()
-    code, diags, summary = lint(str(cfg))
-    assert summary.endswith("; judged for 8 x h200 (detected)")
+    assert lint(str(cfg))[2].endswith("; judged for 8 x h200 (detected)")
     assert "no target (--target none): 4 hardware checks skipped" in lint(str(cfg), "--target", "none")[2]
 
 

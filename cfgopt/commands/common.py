@@ -94,7 +94,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
-    """`--target` and `--gpus`, as `lint`, `fix` and `estimate` read them (`targets.resolve`)."""
+    """`--target` and `--gpus`, as `lint`, `fix` and `estimate` read them (`detect.resolve_target`)."""
     p.add_argument(
         "--target",
         default=None,

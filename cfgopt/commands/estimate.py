@@ -2,7 +2,7 @@
 training config, broken down, and the largest micro-batch that fits (cfgopt.memory; docs/memory.md).
 
 The target is resolved as `lint` resolves it (`--target` > the project config's > the GPUs of this machine,
-`cfgopt.targets.resolve`) and named with where it came from; with none, `estimate` says it needs one (exit 2).
+`cfgopt.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one (exit 2).
 
 Exit codes: 0 the run fits, 1 it is predicted not to fit, 2 a usage error, an unreadable file or an unknown
 model (no estimate is made for a model whose shape cfgopt cannot find). Imports stay light.
