@@ -129,8 +129,10 @@ def _no_target(settings: Settings) -> str:
 
     skipped = sum(1 for code in HARDWARE_CHECKS if settings.is_selected(code))
     checks = f"{skipped} hardware check{'s' if skipped != 1 else ''} skipped"
-    if settings.target_source:  # `--target none` / `target = "none"`
-        return f"no target ({settings.target_source} none): {checks}"
+    source = settings.target_source
+    if source:  # `--target none`, `--config target=none`, `target = "none"` in a project config
+        said = {"--target": "--target none", "--config target": "--config target=none"}
+        return f"no target ({said.get(source, f'target = none in {source}')}): {checks}"
     how = "--target NAME or target = in pyproject.toml"
     if settings.detected:
         return f"no target: this machine's {settings.detected} is not a known target: {checks} ({how}; docs/targets.md)"

@@ -223,6 +223,8 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     detect._CACHE.clear()
     assert lint(str(cfg))[2].endswith("; judged for 8 x h200 (detected)")
     assert "no target (--target none): 4 hardware checks skipped" in lint(str(cfg), "--target", "none")[2]
+    (cfg.parent / "cfgopt.toml").write_text('target = "none"\n')  # a GPU login node that lints for elsewhere
+    assert lint(str(cfg))[2].endswith("; no target (target = none in cfgopt.toml): 4 hardware checks skipped")
 
 
 def test_an_unknown_detected_gpu_is_said(tmp_path: Path, monkeypatch) -> None:
