@@ -316,3 +316,9 @@ def test_hardware_checks_are_quiet_without_a_target() -> None:
             _, out, _ = run_cli(["lint", "--format", "json", *files, *args, "--target", "none"])
             assert not [d for d in json.loads(out)["diagnostics"] if d["code"] == code], case
     assert UNSTATED.bf16 and not UNSTATED.stated and not UNSTATED.memory_gib
+
+
+def test_no_message_names_the_unstated_placeholder() -> None:
+    """With no target nothing says "on unstated" (issue 22: `fp16: true on unstated, which runs bf16 ...`)."""
+    _, out, _ = run_cli(["lint", "--isolated", "--select", "ALL", "--format", "concise", str(CASES_DIR)])
+    assert out.count("\n") > 100 and UNSTATED.name not in out
