@@ -386,6 +386,21 @@ class Resolver:
             raise ConfigError(str(exc)) from None
 
 
+def _target_toml(settings: Settings) -> str:
+    """The target as TOML: its name, or a custom target's table."""
+    import json
+
+    spec = settings.target_spec
+    if spec is None:
+        return json.dumps(settings.target_name)
+    vendor = spec.vendor
+    return (
+        f"{{ name = {json.dumps(spec.name)}, memory-gib = {spec.memory_gib:g}, bf16 = {json.dumps(spec.bf16)}, "
+        f"vendor = {json.dumps(vendor)}, fp8 = {json.dumps(spec.fp8)}, tf32 = {json.dumps(spec.tf32)}, "
+        f"peak-bf16-tflops = {spec.peak_bf16_tflops:g} }}"
+    )
+
+
 def show_settings(settings: Settings, path: Path) -> str:
     """`--show-settings PATH`: which config file applies and every resolved value, as TOML (a value that is
     not stated, such as `gpus`, is a comment, since TOML has no null)."""
@@ -397,7 +412,7 @@ def show_settings(settings: Settings, path: Path) -> str:
     lines = [
         f"# settings for {path}",
         f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
-        f"target = {fmt(settings.target_name)}  # {settings.target_source or 'stated'}"
+        f"target = {_target_toml(settings)}  # {settings.target_source or 'stated'}"
         if settings.target_stated
         else "# target: not stated (hardware rules quiet)",
         f"gpus = {fmt(settings.gpus)}  # {settings.gpus_source or 'stated'}"

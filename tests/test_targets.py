@@ -288,6 +288,8 @@ def test_custom_target_in_lint_and_estimate(tmp_path: Path) -> None:
     assert code == 1, err
     est = json.loads(out)
     assert (est["target"], est["target_source"], est["gpus"]) == ("my-gpu", "cfgopt.toml", 2)
+    shown = run_cli(["lint", "--show-settings", str(cfg)])[1]
+    assert 'target = { name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia"' in shown
     (tmp_path / "cfgopt.toml").write_text('target = { name = "my-gpu", bf16 = true, vendor = "nvidia" }\n')
     code, _, err = run_cli(["lint", str(cfg)])
     assert code == 2 and "needs memory-gib" in err and "Traceback" not in err
