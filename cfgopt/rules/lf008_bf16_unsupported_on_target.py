@@ -38,6 +38,8 @@ class Bf16UnsupportedOnTarget(Rule):
         "`torch.cuda.is_bf16_supported()`)",
         "torch 2.13 torch/cuda/__init__.py L191-220 (`is_bf16_supported(including_emulation=True)`: capability "
         ">= 8, else whether a bf16 tensor can be created)",
+        "https://github.com/pytorch/pytorch/pull/115924 (merged 2024-01, torch 2.3: `is_bf16_supported()` tries a "
+        "bf16 tensor as a last resort, so an RTX 2060 answers True)",
         "https://github.com/pytorch/pytorch/issues/124996 (V100, torch 2.2.2: bf16 matmul runs, "
         "is_bf16_supported False)",
         "https://github.com/pytorch/pytorch/pull/148322 (the check answers True on T4 / RTX 20xx: emulated, slow)",
