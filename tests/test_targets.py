@@ -248,6 +248,9 @@ def test_bf16_on_a_gpu_without_bf16_turns_the_advice_round(tmp_path: Path) -> No
     assert lint(str(cfg), "--target", "t4", "--select", "LF008,PF001,PF002")[1] == []  # fp16 is right there
     assert [d["code"] for d in lint(str(cfg), "--target", "h100", "--select", "PF001")[1]] == ["PF001"]
     assert lint(str(cfg), "--select", "PF001")[1] == []  # no target: no "on unstated" advice
+    cfg.write_text(FULL_8B + "fp16: true\n")
+    (lf004,) = lint(str(cfg), "--target", "v100", "--select", "LF004")[1]
+    assert lf004["fix"]["description"] == "Set `bf16: false` (keep fp16)"
     cfg.write_text(FULL_8B.replace("bf16: true\n", ""))
     (pf002,) = lint(str(cfg), "--target", "v100", "--select", "PF002")[1]
     assert pf002["fix"]["description"] == "Set `fp16: true`"
