@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.detect import resolve_target
+from cfgopt.detect import Resolved, resolve_target
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.suggest import closest
@@ -367,7 +367,7 @@ class Resolver:
             **versions,
         )
 
-    def _hardware(self, config_file: Path | None, options: dict[str, Any]):
+    def _hardware(self, config_file: Path | None, options: dict[str, Any]) -> Resolved:
         """The target and GPU count (`detect.resolve_target`): the flag, else `--config`, else the config file, else
         the GPUs of this machine; each with the layer it came from."""
         cli = self.cli
