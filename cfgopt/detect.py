@@ -102,9 +102,12 @@ def _detect(base: str) -> Detected | None:
         if not models:
             return None
     model = max(set(models), key=lambda m: (models.count(m), m))
-    target = TARGETS.get(model[len("target:") :]) if model.startswith("target:") else target_for_device(model)
-    name = target.device if target is not None and model.startswith("target:") else model
-    return Detected(target, models.count(model), name)
+    if model.startswith("target:"):  # an AMD part known by its PCI id
+        target = TARGETS[model[len("target:") :]]
+        return Detected(target, models.count(model), target.device)
+    # an NVIDIA model name, matched by name; an AMD one that got here has no target (unknown or partitioned)
+    target = None if model.startswith("AMD ") else target_for_device(model)
+    return Detected(target, models.count(model), model)
 
 
 def _read(path: str) -> str:
@@ -134,9 +137,16 @@ def _nvidia_models(base: str) -> list[str]:
     return models
 
 
-def _amd_model(device_id: int, gfx: str) -> str:
-    """`target:NAME` for a known Instinct part, else a readable name for the summary."""
+# XCDs of a whole MI300-class GPU: a partitioned one (CPX, DPX...) shows each partition as a KFD node with fewer
+# (`num_xcc`), and a share of the memory the target's figure does not describe.
+FULL_XCDS = {"mi300x": 8, "mi325x": 8, "mi300a": 6, "mi355x": 8}
+
+
+def _amd_model(device_id: int, gfx: str, xcds: int | None = None) -> str:
+    """`target:NAME` for a known, unpartitioned Instinct part, else a readable name for the summary."""
     name = AMD_DEVICES.get(device_id)
+    if name and xcds and xcds < FULL_XCDS.get(name, 0):
+        return f"AMD Instinct {name.upper()} partition ({xcds} of {FULL_XCDS[name]} XCDs)"
     return f"target:{name}" if name else f"AMD GPU {gfx or 'unknown'} (device 0x{device_id:04x})"
 
 
@@ -153,7 +163,7 @@ def _kfd_models(base: str) -> list[str]:
             continue  # a CPU node
         version = props.get("gfx_target_version", 0)
         gfx = f"gfx{version // 10000}{(version // 100) % 100:x}{version % 100:x}" if version else ""
-        models.append(_amd_model(props.get("device_id", 0), gfx))
+        models.append(_amd_model(props.get("device_id", 0), gfx, props.get("num_xcc")))
     return models
 
 

@@ -51,7 +51,7 @@ def nvidia_root(tmp_path: Path, count: int, info: str = H200_INFO) -> Path:
     return root
 
 
-def kfd_root(tmp_path: Path, device_ids: list[int], gfx: int = 90402) -> Path:
+def kfd_root(tmp_path: Path, device_ids: list[int], gfx: int = 90402, xcc: int = 8) -> Path:
     root = tmp_path / "root"
     nodes = root / "sys/class/kfd/kfd/topology/nodes"
     (nodes / "0").mkdir(parents=True)
@@ -60,6 +60,7 @@ def kfd_root(tmp_path: Path, device_ids: list[int], gfx: int = 90402) -> Path:
         (nodes / str(i)).mkdir()
         (nodes / str(i) / "properties").write_text(
             f"cpu_cores_count 0\nsimd_count 1216\ngfx_target_version {gfx}\nvendor_id 4098\ndevice_id {device}\n"
+            f"num_xcc {xcc}\n"
         )
     return root
 
@@ -154,6 +155,9 @@ def test_an_unknown_gpu_is_named_but_gives_no_target(tmp_path: Path) -> None:
     assert found is not None and found.target is None and (found.count, found.model) == (2, "NVIDIA RTX A6000")
     unknown_amd = detect.detect_gpus(str(kfd_root(tmp_path / "amd", [0x74A2], gfx=90402)))
     assert unknown_amd is not None and unknown_amd.target is None and "gfx942" in unknown_amd.model
+    # a partitioned MI300X (CPX: one XCD per node) has a share of the memory the target describes
+    cpx = detect.detect_gpus(str(kfd_root(tmp_path / "cpx", [0x74A1] * 8, xcc=1)))
+    assert cpx is not None and cpx.target is None and cpx.model == "AMD Instinct MI300X partition (1 of 8 XCDs)"
 
 
 def test_visible_devices_limit_the_count(tmp_path: Path, monkeypatch) -> None:
