@@ -5,8 +5,8 @@ A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) wi
 - the values LLaMA-Factory sees (`value`): the config's, else the selected version's dataclass default;
 - the DeepSpeed config it names (`deepspeed`), and that config as the HF Trainer and accelerate fill its
   "auto" values (`deepspeed_filled`);
-- the hardware judged for (`hardware`): target and GPU count, from flags or the project config, saying when
-  either is assumed;
+- the hardware judged for (`hardware`): target and GPU count, from flags, the project config or the GPUs of
+  this machine (`detect.resolve_target`), saying when either is assumed;
 - the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
 - where known, which optional packages the training environment has (`has_package`: `verify` and `tune`
   probe the machine they run on; `lint` does not know, and says what a fix needs instead).
@@ -101,16 +101,42 @@ class Hardware(NamedTuple):
 
 
 def judged_for(settings: Settings) -> str:
-    """The hardware part of `lint` / `fix` summaries: what the files were judged for, and what was assumed."""
+    """The hardware part of `lint` / `fix` summaries: what the files were judged for and where that came from
+    (`--target`, the project config file, `detected`), what was assumed, or, with no target, how many hardware
+    checks were skipped and how to state one."""
     if not settings.target_stated:
-        gpus = f", {settings.gpus} GPU(s)" if settings.gpus else ""
-        return f"no target stated{gpus}: hardware advice off (--target)"
+        return _no_target(settings)
+    name = settings.target.name
+    source = settings.target_source
     if settings.gpus:
-        return f"judged for {settings.gpus} x {settings.target.name}"
+        where = hardware_source(settings)
+        return f"judged for {settings.gpus} x {name}" + (f" ({where})" if where else "")
     return (
-        f"judged for {settings.target.name}; GPU count not stated: advice assumes {GPUS_IF_UNSTATED_SPEND}, "
-        f"out-of-memory warnings up to {GPUS_IF_UNSTATED_OOM} (--gpus)"
+        f"judged for {name}" + (f" ({source})" if source else "") + f"; GPU count not stated: advice assumes "
+        f"{GPUS_IF_UNSTATED_SPEND}, out-of-memory warnings up to {GPUS_IF_UNSTATED_OOM} (--gpus)"
     )
+
+
+def hardware_source(settings: Settings) -> str:
+    """Where the target and GPU count came from: `detected`, `--target`, `pyproject.toml, --gpus` ("" for
+    settings built by hand)."""
+    sources = [settings.target_source, settings.gpus_source if settings.gpus is not None else ""]
+    return ", ".join(dict.fromkeys(s for s in sources if s))
+
+
+def _no_target(settings: Settings) -> str:
+    from cfgopt.targets import HARDWARE_CHECKS
+
+    skipped = sum(1 for code in HARDWARE_CHECKS if settings.is_selected(code))
+    checks = f"{skipped} hardware check{'s' if skipped != 1 else ''} skipped"
+    source = settings.target_source
+    if source:  # `--target none`, `--config target=none`, `target = "none"` in a project config
+        said = {"--target": "--target none", "--config target": "--config target=none"}
+        return f"no target ({said.get(source, f'target = none in {source}')}): {checks}"
+    how = "--target NAME or target = in pyproject.toml"
+    if settings.detected:
+        return f"no target: this machine's {settings.detected} is not a known target: {checks} ({how}; docs/targets.md)"
+    return f"no target stated: {checks} ({how})"
 
 
 # --------------------------------------------------------------------------- the job

@@ -16,16 +16,18 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cfgopt.detect import Resolved, resolve_target
 from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.suggest import closest
-from cfgopt.targets import DEFAULT_TARGET, TARGETS
+from cfgopt.targets import TARGETS, TargetError, check_name, custom_target
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
 
 # option -> what it takes (for messages and `--show-settings`)
 OPTIONS: dict[str, str] = {
-    "target": f"one of {', '.join(sorted(TARGETS))}",
+    "target": f"one of {', '.join(TARGETS)}, none (no target, no detection), or a custom table "
+    '{ name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia" } (docs/targets.md)',
     "gpus": "an integer >= 1",
     "select": "a list of rule codes, prefixes or names",
     "ignore": "a list of rule codes, prefixes or names",
@@ -162,12 +164,10 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
                 + (f" (did you mean {hint!r}?)" if hint else f"; options: {', '.join(OPTIONS)}")
             )
         if key == "target":
-            if not isinstance(value, str) or value not in TARGETS:
-                hint = closest(str(value), TARGETS) if isinstance(value, str) else None
-                raise ConfigError(
-                    f"{where}: {value!r} is not a target; {OPTIONS[key]}"
-                    + (f" (did you mean {hint!r}?)" if hint else "")
-                )
+            try:
+                custom_target(value, where) if isinstance(value, dict) else check_name(value, where)
+            except TargetError as exc:
+                raise ConfigError(str(exc)) from None
         elif key == "gpus":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{where}: expected an integer >= 1, got {value!r}")
@@ -343,12 +343,14 @@ class Resolver:
             versions[option] = choice.version
             versions[option.replace("_version", "_range")] = choice.range
 
-        gpus = cli.gpus if cli.gpus is not None else merged.get("gpus")
-        if gpus is not None and gpus < 1:
-            raise ConfigError("--gpus must be at least 1")
+        hardware = self._hardware(config_file, options)
         return Settings(
-            target_name=cli.target or merged.get("target") or DEFAULT_TARGET,  # None: not stated
-            gpus=gpus,
+            target_name=hardware.target.name if hardware.target is not None else None,
+            target_spec=hardware.target if hardware.target is not None and hardware.target.arch == "custom" else None,
+            target_source=hardware.source,
+            gpus=hardware.gpus,
+            gpus_source=hardware.gpus_source,
+            detected=hardware.detected,
             select=select,
             extend_select=extend,
             ignore=ignore,
@@ -365,6 +367,39 @@ class Resolver:
             **versions,
         )
 
+    def _hardware(self, config_file: Path | None, options: dict[str, Any]) -> Resolved:
+        """The target and GPU count (`detect.resolve_target`): the flag, else `--config`, else the config file, else
+        the GPUs of this machine; each with the layer it came from."""
+        cli = self.cli
+        layers = (
+            ("--target", "--gpus", {"target": cli.target, "gpus": cli.gpus}),
+            ("--config target", "--config gpus", self.overrides),
+            (config_file.name if config_file else "", config_file.name if config_file else "", options),
+        )
+        target, source = next(((lay["target"], t) for t, _, lay in layers if lay.get("target") is not None), (None, ""))
+        gpus, gpus_source = next(((lay["gpus"], g) for _, g, lay in layers if lay.get("gpus") is not None), (None, ""))
+        if gpus is not None and gpus < 1:
+            raise ConfigError("--gpus must be at least 1")
+        try:
+            return resolve_target(target, source, gpus, gpus_source)
+        except TargetError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _target_toml(settings: Settings) -> str:
+    """The target as TOML: its name, or a custom target's table."""
+    import json
+
+    spec = settings.target_spec
+    if spec is None:
+        return json.dumps(settings.target_name)
+    vendor = spec.vendor
+    return (
+        f"{{ name = {json.dumps(spec.name)}, memory-gib = {spec.memory_gib:g}, bf16 = {json.dumps(spec.bf16)}, "
+        f"vendor = {json.dumps(vendor)}, fp8 = {json.dumps(spec.fp8)}, tf32 = {json.dumps(spec.tf32)}, "
+        f"peak-bf16-tflops = {spec.peak_bf16_tflops:g} }}"
+    )
+
 
 def show_settings(settings: Settings, path: Path) -> str:
     """`--show-settings PATH`: which config file applies and every resolved value, as TOML (a value that is
@@ -377,10 +412,12 @@ def show_settings(settings: Settings, path: Path) -> str:
     lines = [
         f"# settings for {path}",
         f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
-        f"target = {fmt(settings.target_name)}"
+        f"target = {_target_toml(settings)}  # {settings.target_source or 'stated'}"
         if settings.target_stated
         else "# target: not stated (hardware rules quiet)",
-        f"gpus = {fmt(settings.gpus)}" if settings.gpus is not None else "# gpus: not stated",
+        f"gpus = {fmt(settings.gpus)}  # {settings.gpus_source or 'stated'}"
+        if settings.gpus is not None
+        else "# gpus: not stated",
         f"select = {fmt(settings.select)}{'  # empty: the default selection' if not settings.select else ''}",
         f"extend-select = {fmt(settings.extend_select)}",
         f"ignore = {fmt(settings.ignore)}",

@@ -119,17 +119,19 @@ def render_summary_line(
     diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None, judged_for: str = ""
 ) -> None:
     """The last line of a run, on stderr (the stream looked up when called, so redirections apply);
-    `judged_for` (cfgopt.job.judged_for) names the target and GPU count."""
+    `judged_for` (cfgopt.job.judged_for) names the target, GPU count and where they came from, last."""
     stream = stream or sys.stderr
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
-    line = f"Checked {files} file(s){f' ({judged_for})' if judged_for else ''}: " + ", ".join(parts)
+    line = f"Checked {files} file(s): " + ", ".join(parts)
     if s["fixable"] or s["unsafe_fixable"]:
         line += f"; {s['fixable']} fixable with `cfgopt fix`"
         if s["unsafe_fixable"]:
             line += f" (+{s['unsafe_fixable']} with --unsafe-fixes)"
     if problems:
         line += f"; {len(problems)} file(s) could not be read"
+    if judged_for:
+        line += f"; {judged_for}"
     stream.write(line + "\n")
 
 

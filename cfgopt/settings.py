@@ -37,9 +37,15 @@ class Settings:
     def __init__(
         self,
         *,
-        # None: not stated (no --target, no project config): hardware-specific rules stay quiet (targets.UNSTATED)
+        # None: no target (none stated, none detected): hardware-specific rules stay quiet (targets.UNSTATED)
         target_name: str | None = None,
         gpus: int | None = None,  # None: not stated; rules that need it check every plausible count
+        # Where the target and the GPU count came from (`detect.resolve_target`): "--target", a project config file's
+        # name, "detected"; "" for a hand-built Settings. A custom target (project config table) is `target_spec`.
+        target_source: str = "",
+        gpus_source: str = "",
+        target_spec: Target | None = None,
+        detected: str = "",  # GPUs found on this machine that no target matches ("2 x NVIDIA RTX A6000")
         select: list[str] | None = None,  # codes or prefixes; empty = the default selection
         extend_select: list[str] | None = None,  # added to the default selection (or to `select`)
         # Optional packages the training environment has (import name -> importable), where known: `verify`
@@ -64,8 +70,12 @@ class Settings:
         root: Path | None = None,
         config_file: Path | None = None,
     ) -> None:
-        self.target_name = target_name
+        self.target_name = target_spec.name if target_spec is not None else target_name
         self.gpus = gpus
+        self.target_source = target_source
+        self.gpus_source = gpus_source
+        self.target_spec = target_spec
+        self.detected = detected
         self.select: list[str] = list(select or [])
         self.extend_select: list[str] = list(extend_select or [])
         self.packages = packages
@@ -103,7 +113,9 @@ class Settings:
 
     @property
     def target(self) -> Target:
-        """The stated target, or `targets.UNSTATED` (no platform, no memory size) when none was stated."""
+        """The target judged for, or `targets.UNSTATED` (no platform, no memory size) when there is none."""
+        if self.target_spec is not None:
+            return self.target_spec
         return UNSTATED if self.target_name is None else TARGETS[self.target_name]
 
     @property

@@ -55,16 +55,18 @@ CORPUS = Path(os.environ.get("CFGOPT_CORPUS") or ROOT.parent / "shared" / "corpu
 CORPUS_SKIP = "needs the real-config corpus: shared/corpus beside the checkout, or CFGOPT_CORPUS=<folder>"
 VERDICTS = CORPUS / "oracle-verdicts.jsonl"
 
-# Target -> (platform, bf16 support). The same facts as cfgopt/targets.py, kept here so the oracle does not
-# take its device model from the code under test (tests/test_oracle_seed.py checks the two agree).
-TARGETS: dict[str, tuple[str, bool]] = {
-    "mi300x": ("rocm", True),
-    "mi325x": ("rocm", True),
-    "mi250x": ("rocm", True),
-    "h100": ("cuda", True),
-    "h200": ("cuda", True),
-    "a100": ("cuda", True),
-    "cpu": ("cpu", False),
+# Target -> (platform, what transformers' bf16 check answers, what its TF32 check answers) on that device. The
+# same facts as cfgopt/targets.py, kept here so the oracle does not take its device model from the code under
+# test (tests/test_oracle_seed.py checks the two agree). The bf16 check is `torch.cuda.is_bf16_supported()`,
+# which since torch 2.3 says yes on every CUDA or ROCm GPU (emulated on V100 / T4: LF008 warns there); the TF32
+# check needs CUDA and compute capability >= 8.0.
+_NVIDIA = ("b200", "h200", "h100", "h100-pcie", "h800", "h20", "a100", "a100-40gb", "a800", "l40s", "l4", "a10")
+_AMD = ("mi300x", "mi325x", "mi300a", "mi355x", "mi250x", "mi210")
+TARGETS: dict[str, tuple[str, bool, bool]] = {
+    **{name: ("rocm", True, False) for name in _AMD},
+    **{name: ("cuda", True, True) for name in (*_NVIDIA, "a10g", "rtx4090", "rtx3090")},
+    **{name: ("cuda", True, False) for name in ("v100", "v100-16gb", "t4")},
+    "cpu": ("cpu", False, False),
 }
 HIDDEN_SIZE = 4096
 NUM_TRAINING_STEPS = 100
@@ -209,13 +211,13 @@ def _device(target: str) -> Iterator[None]:
     """The device probes answer for the target, not for this (CPU-only) host."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r} (one of {sorted(TARGETS)})")
-    platform, bf16 = TARGETS[target]
+    _, bf16, tf32 = TARGETS[target]
     lf = _lf()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_patched(lf.hf_ta, "is_torch_bf16_gpu_available", lambda: bf16))
         stack.enter_context(_patched(lf.parser, "is_torch_bf16_gpu_available", lambda: bf16))
         # transformers: TF32 needs torch.version.cuda, which is None on ROCm (and on CPU).
-        stack.enter_context(_patched(lf.hf_ta, "is_torch_tf32_available", lambda: platform == "cuda"))
+        stack.enter_context(_patched(lf.hf_ta, "is_torch_tf32_available", lambda: tf32))
         stack.enter_context(_patched(lf.hf_ta, "enable_tf32", lambda *_a, **_k: None))
         yield
 
@@ -535,7 +537,7 @@ def _ds_world(world_size: int, target: str) -> Iterator[None]:
     World size 1 is DeepSpeedConfig with no process group (its `except` branch: rank 0, world 1, whatever
     `sequence_parallel_size` says), as the corpus verdicts were produced; otherwise rank 0 of `world_size`."""
     lf = _lf()
-    platform, _ = TARGETS[target]
+    platform, _, _ = TARGETS[target]
 
     def no_group(*_a: Any, **_k: Any) -> int:
         raise RuntimeError("no process group")

@@ -228,7 +228,7 @@ def test_estimate_command_json_and_exit_codes(tmp_path: Path) -> None:
     assert data["max_micro_batch"] >= 4 and data["global_batch"] == 4 * 2 * 8
     for key in ("weights_gib", "activations_gib", "logits_gib", "required_gib", "notes"):
         assert key in data
-    code, out, _ = run_cli(["estimate", str(fits)])
+    code, out, _ = run_cli(["estimate", str(fits), "--target", "mi300x"])
     assert code == 0 and "= required per GPU" in out and "largest per_device_train_batch_size" in out
 
     oom = _write(tmp_path, CONFIG.format(bsz=16, extra="disable_gradient_checkpointing: true"), "oom.yaml")
@@ -238,15 +238,15 @@ def test_estimate_command_json_and_exit_codes(tmp_path: Path) -> None:
 
 def test_estimate_command_unknown_model_and_errors(tmp_path: Path) -> None:
     unknown = _write(tmp_path, CONFIG.format(bsz=4, extra="").replace("meta-llama/Meta-Llama-3-8B-Instruct", "x/y"))
-    code, out, err = run_cli(["estimate", str(unknown)])
+    code, out, err = run_cli(["estimate", str(unknown), "--target", "mi300x"])
     assert code == 2 and out == "" and "unknown model" in err and "no estimate" in err
-    assert run_cli(["estimate", str(tmp_path / "missing.yaml")])[0] == 2
+    assert run_cli(["estimate", str(tmp_path / "missing.yaml"), "--target", "mi300x"])[0] == 2
     with pytest.raises(SystemExit) as usage:  # a bad value is argparse's usage error: exit 2 with the usage
         run_cli(["estimate", str(unknown), "--gpus", "0"])
     assert usage.value.code == 2
     assert run_cli(["estimate", str(unknown), "--target", "cpu"])[0] == 2
     missing_ds = _write(tmp_path, CONFIG.format(bsz=4, extra="deepspeed: nowhere.json"), "ds.yaml")
-    code, _, err = run_cli(["estimate", str(missing_ds)])
+    code, _, err = run_cli(["estimate", str(missing_ds), "--target", "mi300x"])
     assert code == 2 and "nowhere.json" in err
 
 
@@ -274,7 +274,7 @@ def test_estimate_command_local_config_and_deepspeed(tmp_path: Path) -> None:
         .replace("meta-llama/Meta-Llama-3-8B-Instruct", "tiny")
         .replace("finetuning_type: lora", "finetuning_type: full"),
     )
-    code, out, _ = run_cli(["estimate", str(cfg), "--gpus", "4", "--format", "json"])
+    code, out, _ = run_cli(["estimate", str(cfg), "--target", "mi300x", "--gpus", "4", "--format", "json"])
     data = json.loads(out)
     assert code == 0 and data["model"] == "tiny" and data["zero_stage"] == 2
     assert data["total_params"] == L1.num_parameters

@@ -76,7 +76,9 @@ def seed(tmp_path: Path) -> Path:
 def test_harness_targets_match_cfgopt() -> None:
     from cfgopt.targets import TARGETS
 
-    assert {name: (t.platform, t.bf16) for name, t in TARGETS.items()} == H.TARGETS
+    gpu = ("cuda", "rocm")
+    facts = {name: (t.platform, t.bf16 or t.platform in gpu, t.is_cuda and t.tf32) for name, t in TARGETS.items()}
+    assert facts == H.TARGETS
 
 
 def test_seed_originals_cfgopt_and_real_tools_reject(seed: Path) -> None:

@@ -159,7 +159,7 @@ def test_fix_writes_the_plan_and_converges(tmp_path: Path) -> None:
     text = path.read_text()
     assert "per_device_train_batch_size: 8\n" in text and "disable_gradient_checkpointing: true" in text
     assert "packing: true" in text and "enable_liger_kernel: true" in text
-    assert "(judged for 1 x h200)" in err
+    assert "(judged for 1 x h200 (--target, --gpus))" in err
     run_cli(
         ["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1", "--extend-select", "PF,MEM"]
     )
@@ -179,6 +179,8 @@ def test_summary_line_names_the_hardware_and_what_is_assumed(tmp_path: Path) -> 
         cmd = [sys.executable, "-m", "cfgopt", "lint", str(path), *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stderr
 
-    assert "(no target stated: hardware advice off (--target))" in lint("--isolated")
-    assert "(judged for mi300x; GPU count not stated: advice assumes 1," in lint("--target", "mi300x")
-    assert "(judged for 4 x h100)" in lint("--target", "h100", "--gpus", "4")
+    assert "; no target stated: 4 hardware checks skipped (--target NAME or target = in pyproject.toml)" in lint(
+        "--isolated"
+    )
+    assert "; judged for mi300x (--target); GPU count not stated: advice assumes 1," in lint("--target", "mi300x")
+    assert "; judged for 4 x h100 (--target, --gpus)" in lint("--target", "h100", "--gpus", "4")

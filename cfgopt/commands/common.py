@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 from cfgopt.argtypes import positive_int
 from cfgopt.commands import UsageError
 from cfgopt.settings import Settings
-from cfgopt.targets import TARGETS
+from cfgopt.targets import NONE, TARGETS
 
 if TYPE_CHECKING:
     from cfgopt.project_config import Resolver
@@ -40,14 +40,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         help="with -: the name stdin is linted as (its kind, messages, project config, DeepSpeed lookup)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print findings (or fixed text) and nothing else")
-    p.add_argument(
-        "--target",
-        default=None,
-        choices=sorted(TARGETS),
-        help="hardware the config is judged for (default: the project config's, else none: hardware-specific "
-        "rules stay quiet)",
-    )
-    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs the job will use (default: not stated)")
+    add_target_arguments(p)
     _add_selection_arguments(p)
     p.add_argument(
         "--llamafactory-version",
@@ -98,6 +91,26 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "YAML/JSON/shell files silently unless they look like LLaMA-Factory or DeepSpeed configs (pre-commit)",
     )
     p.add_argument("--show-fixes", action="store_true", help="list the fixes (available with lint, applied with fix)")
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """`--target` and `--gpus`, as `lint`, `fix` and `estimate` read them (`detect.resolve_target`)."""
+    p.add_argument(
+        "--target",
+        default=None,
+        choices=[*TARGETS, NONE],
+        metavar="NAME",
+        help=f"hardware the config is judged for: {', '.join(TARGETS)}; none: no target and no detection "
+        "(default: the project config's target, else the GPUs of this machine, else none: hardware checks "
+        "are skipped; docs/targets.md)",
+    )
+    p.add_argument(
+        "--gpus",
+        type=positive_int,
+        default=None,
+        help="GPUs the job will use (default: the project config's, else the count detected with the target, "
+        "else not stated)",
+    )
 
 
 def _add_selection_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,6 +1,9 @@
 """`cfgopt estimate CONFIG --target mi300x --gpus 8 [--format json]`: peak memory per GPU of a LLaMA-Factory
 training config, broken down, and the largest micro-batch that fits (cfgopt.memory; docs/memory.md).
 
+The target is resolved as `lint` resolves it (`--target` > the project config's > the GPUs of this machine,
+`cfgopt.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one (exit 2).
+
 Exit codes: 0 the run fits, 1 it is predicted not to fit, 2 a usage error, an unreadable file or an unknown
 model (no estimate is made for a model whose shape cfgopt cannot find). Imports stay light.
 """
@@ -11,22 +14,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cfgopt.argtypes import positive_int
-from cfgopt.targets import ESTIMATE_TARGET, TARGETS
+from cfgopt.commands.common import add_target_arguments
+
+if TYPE_CHECKING:
+    from cfgopt.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
-    parser.add_argument(
-        "--target",
-        default=ESTIMATE_TARGET,
-        choices=sorted(TARGETS),
-        help=f"hardware to estimate for (default: {ESTIMATE_TARGET})",
-    )
-    parser.add_argument(
-        "--gpus", type=positive_int, default=1, help="GPUs (data-parallel ranks) of the run (default: 1)"
-    )
+    add_target_arguments(parser)  # GPUs: data-parallel ranks; 1 when neither stated nor detected
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument(
         "--fill",
@@ -36,13 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str:
+def _text(est, best: int, config_path: Path, ds_path: str | None, target, where: str) -> str:
     from cfgopt.memory import HEADROOM
 
     zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({ds_path})"
     lines = [
         f"{config_path}: {est.model}, {est.finetuning_type} ({est.stage}), {est.gpus} x {target.name} "
-        f"({target.memory_gib:g} GiB each), {zero}",
+        f"({target.memory_gib:g} GiB each; {where}), {zero}",
         f"micro-batch {est.micro_batch} x accumulation {est.gradient_accumulation} x {est.gpus} GPU(s) = global "
         f"batch {est.global_batch}; {est.tokens} tokens per micro-batch ({est.seq_len} per sequence"
         f"{', packed' if est.packing else ''})",
@@ -67,23 +65,49 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str
     return "\n".join(lines)
 
 
+def hardware_for(config: Path, target: str | None, gpus: int | None) -> tuple[Settings, str]:
+    """The settings `estimate` judges with (the target and GPU count resolved as `lint` resolves them, for the
+    config's folder) and where they came from; raises ConfigError / VersionError, or UsageError without a
+    target with memory."""
+    from cfgopt.commands import UsageError
+    from cfgopt.project_config import CommandLine, Resolver
+
+    settings = Resolver(CommandLine(target=target, gpus=gpus)).settings_for(config)
+    if not settings.target_stated:
+        found = f" (this machine's {settings.detected} is not a known target)" if settings.detected else ""
+        raise UsageError(
+            f"no target{found}: the estimate needs the GPU's memory; give --target NAME (e.g. --target h100) or "
+            "target = in pyproject.toml [tool.cfgopt] (docs/targets.md)"
+        )
+    if not settings.target.memory_gib:
+        raise UsageError(f"target {settings.target.name} has no GPU memory to estimate against")
+    from cfgopt.job import hardware_source
+
+    where = hardware_source(settings) or "stated"
+    if settings.gpus is None:
+        where += "; 1 GPU assumed: --gpus N"
+    return settings, where
+
+
 def run(args: argparse.Namespace) -> int:
     from cfgopt import memory
+    from cfgopt.commands import UsageError
     from cfgopt.job_loader import JobError, load_job
-    from cfgopt.settings import Settings
+    from cfgopt.project_config import ConfigError
+    from cfgopt.versions import VersionError
 
-    if args.gpus < 1:
-        sys.stderr.write("cfgopt estimate: error: --gpus must be at least 1\n")
-        return 2
     if args.fill is not None and not 0 < args.fill <= 1:
         sys.stderr.write("cfgopt estimate: error: --fill must be in (0, 1]\n")
         return 2
-    target = TARGETS[args.target]
-    if not target.memory_gib:
-        sys.stderr.write(f"cfgopt estimate: error: target {target.name} has no GPU memory to estimate against\n")
-        return 2
     try:
-        job = load_job(args.config, Settings(target_name=args.target, gpus=args.gpus))
+        settings, where = hardware_for(args.config, args.target, args.gpus)
+    except (UsageError, ConfigError, VersionError) as exc:
+        sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
+        return 2
+    target, gpus = settings.target, settings.gpus or 1
+    settings.gpus = gpus
+    try:
+        job = load_job(args.config, settings)
     except JobError as exc:
         sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
         return 2
@@ -98,14 +122,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     config = job.values()
-    est = memory.estimate(config, job.shape, target, args.gpus, ds, fill=args.fill)
-    best = memory.max_micro_batch(config, job.shape, target, args.gpus, ds, fill=args.fill)
+    est = memory.estimate(config, job.shape, target, gpus, ds, fill=args.fill)
+    best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=args.fill)
     if args.format == "json":
-        out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, **est.as_dict()}
+        out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, "target_source": where}
+        out.update(est.as_dict())
         out["max_micro_batch"] = best
         out["headroom"] = memory.HEADROOM
         out["confidence_line"] = est.confidence_line()
         print(json.dumps(out, indent=2))
     else:
-        print(_text(est, best, args.config, ds_path, target))
+        print(_text(est, best, args.config, ds_path, target, where))
     return 0 if est.fits else 1

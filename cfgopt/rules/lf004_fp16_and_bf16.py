@@ -19,7 +19,10 @@ class Fp16AndBf16(Rule):
     fails_when = "At start-up: `ValueError: At most one of fp16 and bf16 can be True, but not both`."
     evidence = ("transformers 5.6.0 training_args.py `TrainingArguments.__post_init__`",)
     example = "fp16: true\nbf16: true   ->  fp16: false (on bf16 hardware)"
-    fix_safety = "Unsafe: keeps bf16 (every target but `cpu` supports it) and sets fp16 to false."
+    fix_safety = (
+        "Unsafe: keeps bf16 and sets fp16 to false; on a GPU without bf16 hardware (V100, T4) keeps fp16 and sets "
+        "bf16 to false; no fix for `--target cpu`."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -29,8 +32,11 @@ class Fp16AndBf16(Rule):
         if fp16 is None or bf16 is None or not (fp16.node.value and bf16.node.value):
             return
         fix = None
-        if ctx.settings.target.bf16:
+        target = ctx.settings.target
+        if target.bf16:
             fix = self.fix("Set `fp16: false` (keep bf16)", edits.replace_value(src, fp16, False), safe=False)
+        elif target.platform in ("cuda", "rocm"):  # V100 / T4: no bf16 hardware (LF008)
+            fix = self.fix("Set `bf16: false` (keep fp16)", edits.replace_value(src, bf16, False), safe=False)
         yield self.at_entry(
             ctx,
             fp16,

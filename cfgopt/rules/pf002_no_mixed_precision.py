@@ -26,7 +26,7 @@ class NoMixedPrecision(Rule):
         "llamafactory 0.9.5 model/adapter.py L313-324 (trainable parameters upcast to fp32 unless pure_bf16)",
     )
     example = "(no bf16/fp16)   ->  bf16: true"
-    fix_safety = "Unsafe: adds `bf16: true` (on targets with bf16), which changes the training precision."
+    fix_safety = "Unsafe: adds `bf16: true` (`fp16: true` on V100 / T4), which changes the training precision."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx) or ctx.settings.target.platform == "cpu":
@@ -34,13 +34,14 @@ class NoMixedPrecision(Rule):
         if any(on(ctx, k) for k in ("bf16", "fp16", "pure_bf16", "use_badam", "use_cpu")):
             return
         src = ctx.source
-        bf16 = entry_of(ctx, "bf16")
-        fix_edits = edits.replace_value(src, bf16, True) if bf16 is not None else insert_top(src, "bf16", True)
+        half = "bf16" if ctx.settings.target.bf16 else "fp16"  # V100 / T4: no bf16 hardware (LF008)
+        entry = entry_of(ctx, half)
+        fix_edits = edits.replace_value(src, entry, True) if entry is not None else insert_top(src, half, True)
         yield report(
             self,
             ctx,
             ("bf16", "fp16", "do_train"),
             "training without mixed precision (neither `bf16` nor `fp16`): trainable weights and their matmuls run "
-            "in fp32; set `bf16: true`",
-            fix=self.fix("Set `bf16: true`", fix_edits, safe=False),
+            f"in fp32; set `{half}: true`",
+            fix=self.fix(f"Set `{half}: true`", fix_edits, safe=False),
         )

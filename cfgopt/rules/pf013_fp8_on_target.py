@@ -32,13 +32,15 @@ class Fp8OnTarget(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         target = ctx.settings.target
-        if target.name in ("h100", "h200") or not is_train_group(ctx):
-            return
+        if not target.stated or (target.is_cuda and target.fp8) or not is_train_group(ctx):
+            return  # no target: nothing to say; Ada / Hopper / Blackwell: FP8 tensor cores
         entry = entry_of(ctx, "fp8")
         if entry is None or not entry.node.value:
             return
-        if target.is_rocm:
-            why = "MI300-class GPUs use FNUZ FP8 and the HF/Accelerate FP8 path is not validated there"
+        if target.is_rocm and not target.fp8:
+            why = f"{target.device} has no FP8 matrix cores ({target.arch.upper()})"
+        elif target.is_rocm:
+            why = f"{target.device} and the HF/Accelerate FP8 path are not validated together (MI300 uses FNUZ FP8)"
         elif target.is_cuda:
             why = f"{target.device} has no FP8 tensor cores (LLaMA-Factory's help: requires Hopper)"
         else:

@@ -291,7 +291,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def detect_target() -> str:
-    """The cfgopt target matching this machine's accelerator (verify fixes for the hardware it runs on)."""
+    """The cfgopt target matching this machine's accelerator (verify fixes for the hardware it runs on): the
+    GPUs `lint` and `estimate` detect (`cfgopt.detect`, /proc and /sys), else what the vendor's tool names."""
+    from cfgopt.detect import detect_gpus
+
+    found = detect_gpus()
+    if found is not None and found.target is not None:
+        return found.target.name
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
