@@ -102,3 +102,13 @@ def test_a_note_about_the_run_appears_once(tmp_path: Path) -> None:
     _, found = _lint(str(tmp_path))
     notes = [d for d in found if d["code"] == "CFG003"]
     assert len(notes) == 1 and "(and 2 more such file(s) in this run)" in notes[0]["message"], found
+
+
+def test_estimate_on_a_chat_config_says_it_estimates_training_only(tmp_path: Path) -> None:
+    cfg = tmp_path / "chat.yaml"
+    cfg.write_text(
+        "model_name_or_path: Qwen/Qwen3-4B-Instruct-2507\ntemplate: qwen3_nothink\ninfer_backend: huggingface\n"
+    )
+    code, out, err = run_cli(["estimate", "--target", "h200", str(cfg)])
+    assert code == 2 and out == ""
+    assert "models the memory of training only" in err and "chat / export / eval config" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -216,9 +217,9 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     cfg.parent.mkdir()
     cfg.write_text(FULL_8B)
     assert lint(str(cfg), "--target", "h100", "--gpus", "4")[2].endswith("; judged for 4 x h100 (--target, --gpus)")
-    assert (
-        "no target stated: 4 hardware checks skipped (--target NAME or target = in pyproject.toml)"
-        in (lint(str(cfg))[2])
+    assert re.search(
+        r"no target stated: \d+ hardware checks skipped \(--target NAME or target = in pyproject.toml\)",
+        lint(str(cfg))[2],
     )
     (cfg.parent / "pyproject.toml").write_text('[tool.cfgopt]\ntarget = "l40s"\ngpus = 2\n')
     assert lint(str(cfg))[2].endswith("; judged for 2 x l40s (pyproject.toml)")
@@ -226,9 +227,9 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     monkeypatch.setenv(detect.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
     detect._CACHE.clear()
     assert lint(str(cfg))[2].endswith("; judged for 8 x h200 (detected)")
-    assert "no target (--target none): 4 hardware checks skipped" in lint(str(cfg), "--target", "none")[2]
+    assert re.search(r"no target \(--target none\): \d+ hardware checks skipped", lint(str(cfg), "--target", "none")[2])
     (cfg.parent / "cfgopt.toml").write_text('target = "none"\n')  # a GPU login node that lints for elsewhere
-    assert lint(str(cfg))[2].endswith("; no target (target = none in cfgopt.toml): 4 hardware checks skipped")
+    assert re.search(r"; no target \(target = none in cfgopt.toml\): \d+ hardware checks skipped$", lint(str(cfg))[2])
 
 
 def test_an_unknown_detected_gpu_is_said(tmp_path: Path, monkeypatch) -> None:

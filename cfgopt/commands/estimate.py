@@ -111,6 +111,13 @@ def run(args: argparse.Namespace) -> int:
     except JobError as exc:
         sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
         return 2
+    if not job.training:
+        what = "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
+        sys.stderr.write(
+            f"cfgopt estimate: {args.config}: {what}: `estimate` models the memory of training only "
+            "(weights, gradients, optimizer states, activations); give the training YAML\n"
+        )
+        return 2
     _, ds = job.deepspeed
     ref = job.data.get("deepspeed")
     ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
