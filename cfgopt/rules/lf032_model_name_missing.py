@@ -20,8 +20,8 @@ class ModelNameMissing(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        if src.root is None or src.command.get("yaml"):
-            return
+        if src.root is None or src.command.get("yaml") or src.command.get("open"):
+            return  # a YAML is judged as its own file; an expansion (`"$@"`, `$ARGS`) may carry the model
         data = src.data if isinstance(src.data, dict) else {}
         if data.get("model_name_or_path") is None:
             entry = src.root.get("model_name_or_path")

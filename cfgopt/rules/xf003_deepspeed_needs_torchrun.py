@@ -8,6 +8,10 @@ from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.source import Kind
 
 
+# A launch through these starts the distributed processes itself (`deepspeed src/train.py ...`).
+DISTRIBUTED_LAUNCHERS = ("deepspeed", "torchrun", "accelerate")
+
+
 class DeepspeedNeedsTorchrun(Rule):
     code = "XF003"
     name = "deepspeed-needs-torchrun"
@@ -35,7 +39,9 @@ class DeepspeedNeedsTorchrun(Rule):
         src = ctx.source
         if ctx.settings.gpus != 1 or not isinstance(src.data, dict) or not src.data.get("deepspeed"):
             return
-        if src.kind == Kind.LF_CLI and "FORCE_TORCHRUN" in src.document.text:
+        if src.kind == Kind.LF_CLI and (
+            "FORCE_TORCHRUN" in src.document.text or src.command.get("launcher_kind") in DISTRIBUTED_LAUNCHERS
+        ):
             return
         entry = consumer_entry(src, "deepspeed")
         if entry is None:
