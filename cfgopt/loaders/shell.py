@@ -56,29 +56,40 @@ class ScriptLayout:
     def __init__(self) -> None:
         self.opaque: list[tuple[int, int]] = []
         self.comments: list[tuple[int, int]] = []
+        self._reach: dict[int, list[int]] = {}
 
     def in_opaque(self, offset: int) -> bool:
-        return _inside(self.opaque, offset)
+        return _overlaps(self.opaque, self._reach_of(self.opaque), offset, offset + 1)
 
     def in_comment(self, offset: int) -> bool:
-        return _inside(self.comments, offset)
+        return _overlaps(self.comments, self._reach_of(self.comments), offset, offset + 1)
 
     def overlaps_opaque(self, start: int, end: int) -> bool:
-        end = max(end, start + 1)
-        i = bisect.bisect_left(self.opaque, (end, -1))  # regions starting before `end`
-        return any(start < e for _, e in self.opaque[max(0, i - 4) : i])
+        return _overlaps(self.opaque, self._reach_of(self.opaque), start, max(end, start + 1))
+
+    def _reach_of(self, regions: list[tuple[int, int]]) -> list[int]:
+        """The furthest end of the (sorted) regions up to each one: non-decreasing, so bisectable. Regions
+        may nest (a string inside a `$(...)` inside a longer string)."""
+        reach = self._reach.get(id(regions))
+        if reach is None or len(reach) != len(regions):
+            reach, furthest = [], -1
+            for _, e in regions:
+                furthest = max(furthest, e)
+                reach.append(furthest)
+            self._reach[id(regions)] = reach
+        return reach
+
+
+def _overlaps(regions: list[tuple[int, int]], reach: list[int], start: int, end: int) -> bool:
+    """Does [start, end) overlap one of the sorted regions? Those starting before `end` are a prefix; one of
+    them overlaps exactly when the furthest end among them lies past `start`."""
+    i = bisect.bisect_left(regions, (end, -1))
+    return i > 0 and reach[i - 1] > start
 
 
 class Script(NamedTuple):
     commands: list[Command]  # every simple command, in the order they start
     layout: ScriptLayout
-
-
-def _inside(regions: list[tuple[int, int]], offset: int) -> bool:
-    """Is offset inside one of the regions? They do not overlap, except a string inside a `$(...)` that is
-    itself inside a longer string, so look at the few that start at or before offset. Sorted by `scan`."""
-    i = bisect.bisect_right(regions, (offset, float("inf")))
-    return any(s <= offset < e for s, e in regions[max(0, i - 4) : i])
 
 
 def _continuation(text: str, i: int) -> int:
