@@ -147,7 +147,9 @@ def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
         mine = edits.touching(min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end))
         if not mine:
             continue
-        children = sorted((min(c.key_start, c.node.start), max(c.key_end, c.node.end)) for c in entry.node.entries or ())
+        children = sorted(
+            (min(c.key_start, c.node.start), max(c.key_end, c.node.end)) for c in entry.node.entries or ()
+        )
         starts = [c[0] for c in children]
         inside_child = 0
         for s, e in mine:

@@ -51,10 +51,55 @@ def test_words_equal_shlex_posix(parts: list[str], data) -> None:
         ("--a \\", ["--a", "\\"]),
         ("--a \\\r", ["--a", "\r"]),
         ("--a $'x\\ty'", ["--a", "$'x\\ty'"]),
+        ("--seed $((RANDOM % 100)) --bf16 True", ["--seed", "$((RANDOM % 100))", "--bf16", "True"]),
+        ("--a $( (echo 1) ) --b 2", ["--a", "$( (echo 1) )", "--b", "2"]),
+        ("--a $(case $x in a) echo 1;; esac) --b 2", ["--a", "$(case $x in a) echo 1;; esac)", "--b", "2"]),
+        ("--a $((1 + (2 * 3))) --b", ["--a", "$((1 + (2 * 3)))", "--b"]),
+        ("--a <(sort f) --b 2 &> log", ["--a", "<(sort f)", "--b", "2"]),
+        ("--a 1 {fd}>log 3<in --b", ["--a", "1", "--b"]),
     ],
 )
 def test_command_words(line: str, expected: list[str]) -> None:
     assert words_of(line) == expected
+
+
+def test_spread_words_may_become_several_arguments() -> None:
+    words = shell.command_words('$A "$B" "$@" $@ "${X[@]}" $(c) "$(d)" $((1+2)) `e` f', 0).words
+    assert {w.text: w.spread for w in words} == {
+        "$A": True,
+        "$B": False,
+        "$@": True,
+        "${X[@]}": True,
+        "$(c)": True,
+        "$(d)": False,
+        "$((1+2))": False,
+        "`e`": True,
+        "f": False,
+    }
+
+
+def test_scan_finds_every_simple_command() -> None:
+    text = (
+        "export A=1\nfor x in 1 2; do run $x && other | tee l; done\n  indented\n"
+        "X=$(inner; case $y in a) cased;; esac) outer\ncat <<EOF\nnot a command\nEOF\nf() { body; }\n"
+    )
+    firsts = [c.words[0].text for c in shell.scan(text).commands]
+    assert firsts == [
+        "export",
+        "for",
+        "do",
+        "other",
+        "tee",
+        "done",
+        "indented",
+        "X=$(inner; case $y in a) cased;; esac)",
+        "inner",
+        "cased",
+        "cat",
+        "f",
+        "{",
+        "}",
+    ]
 
 
 def test_expansions_are_not_literal() -> None:
@@ -83,6 +128,14 @@ def test_layout_finds_heredocs_strings_and_comments() -> None:
         "`" * 20001,
         "${" * 5000,
         "x\\\r" * 5000,
+        "$((" * 5000,
+        "$( (" * 5000,
+        "((" * 5000,
+        "case x in " * 5000,
+        "case x in a) " * 5000,
+        "a=(" * 5000,
+        "<(" * 5000,
+        "$(case x in a) " * 3000,
     ],
 )
 def test_lexer_ends_quickly_on_hostile_input(text: str) -> None:

@@ -40,27 +40,32 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
 TRACKED_ENV = frozenset({*VISIBLE_DEVICES, "NPROC_PER_NODE", "NNODES", "FORCE_TORCHRUN"})
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # The options of each launcher that take no value (from their argparse parsers: torch 2.x `torchrun`,
 # deepspeed 0.19 `deepspeed`, accelerate 1.11 `accelerate launch`); every other option takes one.
 _FLAGS = {
-    "torchrun": frozenset(
+    "torchrun": _words(
         "-h --help -m --module --no-python --no_python --run-path --run_path --standalone --virtual-local-rank "
-        "--virtual_local_rank".split()
+        "--virtual_local_rank"
     ),
-    "deepspeed": frozenset(
+    "deepspeed": _words(
         "-h --help -q --quiet --bind_cores_to_rank --force_multi --module --no_local_rank --no_python --no_ssh "
-        "--no_ssh_check --save_pid".split()
+        "--no_ssh_check --save_pid"
     ),
-    "accelerate": frozenset(
+    "accelerate": _words(
         "-h --help -m -q --quiet --cpu --debug --module --multi-gpu --multi_gpu --no-python --no_python --tpu "
         "--use-deepspeed --use_deepspeed --use-fsdp --use_fsdp --use-megatron-lm --use_megatron_lm --use-xpu "
         "--use_xpu --downcast-bf16 --downcast_bf16 --same-network --same_network --enable-cpu-affinity "
         "--enable_cpu_affinity --no-tpu-cluster --no_tpu_cluster --tpu-cluster --tpu_cluster --tpu-use-sudo "
         "--tpu_use_sudo --use-parallelism-config --use_parallelism_config --dynamo-use-dynamic "
         "--dynamo_use_dynamic --dynamo-use-fullgraph --dynamo_use_fullgraph --dynamo-use-regional-compilation "
-        "--dynamo_use_regional_compilation --fp8-use-autocast-during-eval --fp8_use_autocast_during_eval".split()
+        "--dynamo_use_regional_compilation --fp8-use-autocast-during-eval --fp8_use_autocast_during_eval"
     ),
-    "python": frozenset("-b -B -d -E -i -I -O -OO -P -q -s -S -u -v -V -x".split()),
+    "python": _words("-b -B -d -E -i -I -O -OO -P -q -s -S -u -v -V -x"),
 }
 # Keys only LLaMA-Factory's arguments have: a `src/train.py` of another project is not LLaMA-Factory's.
 _SIGNATURE_KEYS = ("--stage", "--finetuning_type", "--template")
@@ -222,9 +227,7 @@ def _python(name: Word, words: list[Word], k: int, env: dict[str, Word]) -> Laun
     return _entry_point(name, "python", shown, words[k].text, False, words[k + 1 :], options, env)
 
 
-def _launcher(
-    name: Word, kind: str, words: list[Word], k: int, env: dict[str, Word], shown: str = ""
-) -> Launch | None:
+def _launcher(name: Word, kind: str, words: list[Word], k: int, env: dict[str, Word], shown: str = "") -> Launch | None:
     """`deepspeed [options] SCRIPT ...`, `torchrun [options] SCRIPT ...`, `accelerate launch [options] SCRIPT
     ...`: the options before the script are the launcher's."""
     options, k = _options(words, k, kind)
@@ -242,7 +245,9 @@ def _options(words: list[Word], k: int, kind: str) -> tuple[dict[str, Word], int
     while k < len(words) and words[k].text.startswith("-") and len(words[k].text) > 1:
         text = words[k].text
         option, eq, inline = text.partition("=")
-        if kind == "python" and text in ("-m", "-c", "-W", "-X") or (kind != "python" and not eq and text not in flags):
+        if (kind == "python" and text in ("-m", "-c", "-W", "-X")) or (
+            kind != "python" and not eq and text not in flags
+        ):
             if k + 1 >= len(words):
                 return options, len(words)
             options[option] = words[k + 1]
@@ -255,7 +260,7 @@ def _options(words: list[Word], k: int, kind: str) -> tuple[dict[str, Word], int
     return options, k
 
 
-def _entry_point(  # noqa: PLR0913 (the launch's parts, passed through)
+def _entry_point(
     name: Word,
     kind: str,
     shown: str,

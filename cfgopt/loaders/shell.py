@@ -131,7 +131,7 @@ class _Lexer:
             if cont:
                 i += cont
             elif ch in _WORD_END:
-                if ch == "(" and _ASSIGNMENT_HEAD.fullmatch("".join(out)):  # `ARR=(a b c)`
+                if ch == "(" and depth < MAX_NESTING and _ASSIGNMENT_HEAD.fullmatch("".join(out)):  # `ARR=(a b c)`
                     end = self._array(i, depth)
                     out.append(text[i:end])
                     literal, i = False, end
@@ -154,7 +154,7 @@ class _Lexer:
                 end = self._dollar(i, depth)
                 out.append(text[i:end])
                 literal = False
-                spread = spread or not text.startswith("$((", i) and text[i + 1] != "'"
+                spread = spread or (not text.startswith("$((", i) and text[i + 1] != "'")
                 i = end
             elif ch == "`":
                 end = self._backtick(i)
@@ -179,7 +179,7 @@ class _Lexer:
             elif text[i] in _WORD_END:
                 i += 1
             else:
-                i = self.word(i, depth)[1]
+                i = self.word(i, depth + 1)[1]
         return min(i + 1, n)
 
     def _note_string(self, open_at: int, close_at: int) -> None:
@@ -374,9 +374,8 @@ class _Sequence:
 
     def operator(self, op: str) -> None:
         self.finish()
-        if op.startswith(";;") or op == ";&":
-            if self.cases and self.cases[-1] == "body":
-                self.cases[-1] = "pattern"
+        if (op.startswith(";;") or op == ";&") and self.cases and self.cases[-1] == "body":
+            self.cases[-1] = "pattern"
 
     def open_paren(self, i: int) -> int:
         text = self.lexer.text

@@ -7,7 +7,6 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.source import Kind
 
-
 # A launch through these starts the distributed processes itself (`deepspeed src/train.py ...`).
 DISTRIBUTED_LAUNCHERS = ("deepspeed", "torchrun", "accelerate")
 
