@@ -234,7 +234,13 @@ class Job:
 
     # -- hardware and environment ------------------------------------------------------------------
     def hardware(self, unstated: int) -> Hardware:
+        """The target and GPU count: `--gpus` (or the project config) first, else the count a script's launch
+        states (`deepspeed --num_gpus 4`, `CUDA_VISIBLE_DEVICES=0,1`: docs/command-lines.md), else `unstated`
+        (then the count is assumed)."""
         s = self.settings
+        launched = self.source.command.get("launcher_gpus") if s.gpus is None else None
+        if launched and launched[0] > 0:
+            return Hardware(s.target, launched[0], True, s.target_stated)
         return Hardware(s.target, s.gpus or unstated, s.gpus is not None, s.target_stated)
 
     def has_package(self, name: str) -> bool | None:

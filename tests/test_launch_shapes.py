@@ -276,3 +276,14 @@ def test_yaml_launches_are_linked(tmp_path: Path) -> None:
     (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 2 src/train.py cfg.yaml\n")
     run = cli("lint", "--select", "LF003", "run.sh", cwd=tmp_path)
     assert "cfg.yaml:8:13: error LF003" in run.stdout
+
+
+def test_the_job_uses_the_launchers_gpu_count_unless_gpus_is_given() -> None:
+    from cfgopt.job import Job
+    from cfgopt.settings import Settings
+
+    (src,) = sources("deepspeed --num_gpus 4 src/train.py --stage sft --model_name_or_path m\n")
+    assert Job(src, Settings()).hardware(1)[1:3] == (4, True)
+    assert Job(src, Settings(gpus=2)).hardware(1)[1:3] == (2, True)
+    (src,) = sources("llamafactory-cli train --model_name_or_path m\n")
+    assert Job(src, Settings()).hardware(1)[1:3] == (1, False)
