@@ -220,6 +220,12 @@ def test_an_expansion_as_a_value_is_one_unknown_value() -> None:
         ("FORCE_TORCHRUN=1 NNODES=2 NPROC_PER_NODE=4 llamafactory-cli train {args}", "llamafactory-cli", 4),
         ("CUDA_VISIBLE_DEVICES=0,1,2 llamafactory-cli train {args}", "llamafactory-cli", 3),
         ("HIP_VISIBLE_DEVICES=0 python src/train.py {args}", "python src/train.py", 1),
+        (
+            "python -m torch.distributed.launch --use_env --nproc_per_node 2 src/train.py {args}",
+            "python -m torch.distributed.launch src/train.py",
+            2,
+        ),
+        ("deepspeed --some_new_flag src/train.py {args}", "deepspeed src/train.py", None),
     ],
 )
 def test_launch_shapes_map_to_the_training_arguments(line: str, launcher: str, gpus: int | None) -> None:

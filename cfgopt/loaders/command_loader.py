@@ -46,15 +46,16 @@ def _words(text: str) -> frozenset[str]:
 
 
 # The options of each launcher that take no value (from their argparse parsers: torch 2.x `torchrun`,
-# deepspeed 0.19 `deepspeed`, accelerate 1.11 `accelerate launch`); every other option takes one.
+# deepspeed 0.19 `deepspeed`, accelerate 1.11 `accelerate launch`, a few of older releases); every other option
+# takes one, unless a Python script follows it at once (a flag of a release not listed here).
 _FLAGS = {
     "torchrun": _words(
         "-h --help -m --module --no-python --no_python --run-path --run_path --standalone --virtual-local-rank "
-        "--virtual_local_rank"
+        "--virtual_local_rank --use_env --use-env"  # the last two: python -m torch.distributed.launch
     ),
     "deepspeed": _words(
         "-h --help -q --quiet --bind_cores_to_rank --force_multi --module --no_local_rank --no_python --no_ssh "
-        "--no_ssh_check --save_pid"
+        "--no_ssh_check --save_pid --elastic_training"
     ),
     "accelerate": _words(
         "-h --help -m -q --quiet --cpu --debug --module --multi-gpu --multi_gpu --no-python --no_python --tpu "
@@ -245,9 +246,9 @@ def _options(words: list[Word], k: int, kind: str) -> tuple[dict[str, Word], int
     while k < len(words) and words[k].text.startswith("-") and len(words[k].text) > 1:
         text = words[k].text
         option, eq, inline = text.partition("=")
-        if (kind == "python" and text in ("-m", "-c", "-W", "-X")) or (
-            kind != "python" and not eq and text not in flags
-        ):
+        followed_by_script = k + 1 < len(words) and words[k + 1].text.endswith(".py")
+        takes_value = not eq and text not in flags and not followed_by_script
+        if (kind == "python" and text in ("-m", "-c", "-W", "-X")) or (kind != "python" and takes_value):
             if k + 1 >= len(words):
                 return options, len(words)
             options[option] = words[k + 1]
