@@ -57,6 +57,7 @@ def test_words_equal_shlex_posix(parts: list[str], data) -> None:
         ("--a $((1 + (2 * 3))) --b", ["--a", "$((1 + (2 * 3)))", "--b"]),
         ("--a <(sort f) --b 2 &> log", ["--a", "<(sort f)", "--b", "2"]),
         ("--a 1 {fd}>log 3<in --b", ["--a", "1", "--b"]),
+        ("--a 1 > >(tee log) 2> >(tee err >&2) --b", ["--a", "1", "--b"]),
     ],
 )
 def test_command_words(line: str, expected: list[str]) -> None:

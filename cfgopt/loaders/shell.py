@@ -297,7 +297,9 @@ class _Lexer:
         j = i + len(op)
         while j < n and (text[j] in BLANKS or _continuation(text, j)):
             j += _continuation(text, j) or 1
-        if j < n and text[j] not in _WORD_END:
+        if text.startswith(("<(", ">("), j):  # `> >(tee log)`: the target is a process substitution
+            j = self.sequence(j + 2, depth + 1) if depth < MAX_NESTING else n
+        elif j < n and text[j] not in _WORD_END:
             target, j = self.word(j, depth)
             if op in ("<<", "<<-"):
                 self.pending_heredocs.append((target.text, op == "<<-"))
