@@ -233,6 +233,8 @@ def test_an_expansion_as_a_value_is_one_unknown_value() -> None:
             2,
         ),
         ("deepspeed --some_new_flag src/train.py {args}", "deepspeed src/train.py", None),
+        ("torchrun $DIST_ARGS src/train.py {args}", "torchrun src/train.py", None),
+        ("torchrun $DIST_ARGS --nproc_per_node 4 src/train.py {args}", "torchrun src/train.py", 4),
     ],
 )
 def test_launch_shapes_map_to_the_training_arguments(line: str, launcher: str, gpus: int | None) -> None:

@@ -239,11 +239,18 @@ def _launcher(name: Word, kind: str, words: list[Word], k: int, env: dict[str, W
     return _entry_point(name, kind, shown, words[k].text, module, words[k + 1 :], options, env)
 
 
+_UNKNOWN_OPTIONS = "$"  # the key of `options` that says an expansion there may hold any launcher option
+
+
 def _options(words: list[Word], k: int, kind: str) -> tuple[dict[str, Word], int]:
     """The options of a launcher (or of python) from k, and the index of the word after them."""
     flags = _FLAGS[kind]
     options: dict[str, Word] = {}
-    while k < len(words) and words[k].text.startswith("-") and len(words[k].text) > 1:
+    while k < len(words) and ((words[k].text.startswith("-") and len(words[k].text) > 1) or words[k].spread):
+        if words[k].spread and not words[k].text.startswith("-"):
+            options[_UNKNOWN_OPTIONS] = words[k]  # `torchrun $DIST_ARGS src/train.py`: known only at run time
+            k += 1
+            continue
         text = words[k].text
         option, eq, inline = text.partition("=")
         followed_by_script = k + 1 < len(words) and words[k + 1].text.endswith(".py")
@@ -306,6 +313,8 @@ def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> t
         count = _count(opts.get(option))
         if count is not None and option in opts:
             return count, f"`{option} {count}`"
+    if _UNKNOWN_OPTIONS in opts:
+        return None
     if kind == "deepspeed" and "--include" in opts and opts["--include"].literal:
         hosts = opts["--include"].text.split("@")
         count = sum(len([d for d in h.partition(":")[2].split(",") if d]) for h in hosts)
