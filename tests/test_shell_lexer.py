@@ -165,3 +165,53 @@ def test_finding_commands_stays_linear(text: str) -> None:
     started = time.perf_counter()
     find_commands(Document(path=Path("run.sh"), text=text))
     assert time.perf_counter() - started < 3
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        "llamafactory-cli train ",
+        "--a 1 ",
+        "$((1 + (2)) ",
+        "$( (x) ) ",
+        "$(case $y in a) b;; esac) ",
+        "'q ) '",
+        '"$(d "e")" ',
+        "`t` ",
+        "${X:-)} ",
+        "<<E\nbody )\nE\n",
+        "# c )\n",
+        "\\\n",
+        "; ",
+        "&& ",
+        "| ",
+        "& ",
+        "(",
+        ")",
+        "\n",
+        "case z in ",
+        "a) ",
+        ";; ",
+        "esac ",
+        "A=(1 2) ",
+        "2>&1 ",
+        "<(s) ",
+        "do ",
+        "{ ",
+        "} ",
+        "((i++)) ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAGMENTS, max_size=40))
+def test_scan_of_any_fragment_soup_is_well_formed(parts: list[str]) -> None:
+    """Whatever the input, the scan ends, and every command and word lies inside the text, in order."""
+    text = "".join(parts)
+    script = shell.scan(text)
+    starts = [c.start for c in script.commands]
+    assert starts == sorted(starts)
+    for command in script.commands:
+        assert 0 <= command.start <= command.end <= len(text)
+        for word in command.words:
+            assert command.start <= word.start < word.end <= command.end
