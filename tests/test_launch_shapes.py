@@ -258,8 +258,10 @@ def test_gpu_count_follows_exports_in_script_order() -> None:
         "export CUDA_VISIBLE_DEVICES=0,1,2,3\nllamafactory-cli train --template llama3\n"
         "CUDA_VISIBLE_DEVICES=0\nllamafactory-cli train --template llama3\n"
         "unset CUDA_VISIBLE_DEVICES\nllamafactory-cli train --template llama3\n"
+        "if true; then export HIP_VISIBLE_DEVICES=0,1; fi\nllamafactory-cli train --template llama3\n"
     )
-    first, second, third = sources(text)
+    first, second, third, fourth = sources(text)
+    assert fourth.command["launcher_gpus"][0] == 2
     assert first.command["launcher_gpus"] == (4, "`CUDA_VISIBLE_DEVICES=0,1,2,3` (line 1)")
     assert second.command["launcher_gpus"][0] == 1  # an exported variable assigned again stays exported
     assert third.command["launcher_gpus"] is None

@@ -93,8 +93,12 @@ class _Environment:
         self.exported: dict[str, Word | None] = {}
 
     def read(self, words: list[Word]) -> None:
-        if all(_ASSIGNMENT.match(w.text) for w in words):
-            for word in words:
+        """Follow one command that is not a launch: `A=1`, `export A=1 B`, `unset A` (after `then`, `do` ...)."""
+        assignments: dict[str, Word] = {}
+        k = _skip_prefixes(words, 0, assignments)
+        words = words[k:]
+        if not words:
+            for word in assignments.values():
                 self._assign(word, export=False)
         elif words[0].text in ("export", "declare", "typeset") and words[0].literal:
             exporting = words[0].text == "export" or any(w.text.startswith("-") and "x" in w.text for w in words)
