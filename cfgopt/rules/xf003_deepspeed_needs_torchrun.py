@@ -22,7 +22,8 @@ class DeepspeedNeedsTorchrun(Rule):
         "Confidence: certain for the code, unknown for the launch. `llamafactory-cli train` starts torchrun only "
         "when FORCE_TORCHRUN is set or more than one GPU is visible; otherwise it runs one plain process, and "
         "LLaMA-Factory refuses DeepSpeed without a distributed launch. cfgopt sees neither the environment nor "
-        "the launcher, so with `--gpus 1` it only reminds (skipped for a shell script that sets FORCE_TORCHRUN). "
+        "the launcher, so with `--gpus 1` it only reminds (skipped for a shell script that sets FORCE_TORCHRUN "
+        "or launches through `deepspeed`, `torchrun` or `accelerate launch`). "
         "On one GPU DeepSpeed shards nothing; see PF050/PF051 for what it costs."
     )
     fails_when = "At argument parsing (seconds): `Please use `FORCE_TORCHRUN=1` to launch DeepSpeed training.`"
