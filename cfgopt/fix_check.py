@@ -11,6 +11,7 @@ tagged value, a heredoc body, a shell string that spans lines, or a word whose v
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -107,6 +108,30 @@ def _touches(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
     return False
 
 
+class _Spans:
+    """Edit spans sorted, to find those touching a region without looking at every one (a sweep script's fix
+    has thousands of edits and thousands of entries: comparing every pair was quadratic)."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans = sorted(spans)
+        self.reach: list[int] = []  # the furthest end of the spans so far: non-decreasing, so bisectable
+        furthest = -1
+        for _, e in self.spans:
+            furthest = max(furthest, e)
+            self.reach.append(furthest)
+
+    def touching(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The spans `_touches` says touch [start, end)."""
+        out = []
+        for j in range(bisect.bisect_left(self.reach, start), len(self.spans)):
+            s, e = self.spans[j]
+            if s > end:
+                break
+            if _touches(start, end, [(s, e)]):
+                out.append((s, e))
+        return out
+
+
 def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
     """Paths of the entries an edit touches (its key or value text), the innermost ones: an edit inside one
     child names that child, not its whole parent. Entries of an anchored mapping that an alias repeats are
@@ -115,18 +140,22 @@ def _named(parsed: Parsed, spans: list[tuple[int, int]]) -> set[KeyPath]:
     # An entry whose key text also belongs to another entry sits in an anchored mapping that an alias
     # repeats: an edit there changes every copy, so it names none of them.
     shared = Counter(entry.key_start for _, entry in parsed.entries)
+    edits = _Spans(spans)
     for path, entry in parsed.entries:
         if shared[entry.key_start] > 1:
             continue
-        start, end = min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end)
-        mine = [(s, e) for s, e in spans if _touches(start, end, [(s, e)])]
-        children = list(entry.node.entries or ())
-        inside_child = [
-            (s, e)
-            for s, e in mine
-            if any(min(c.key_start, c.node.start) <= s and e <= max(c.key_end, c.node.end) for c in children)
-        ]
-        if len(inside_child) < len(mine):
+        mine = edits.touching(min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end))
+        if not mine:
+            continue
+        children = sorted(
+            (min(c.key_start, c.node.start), max(c.key_end, c.node.end)) for c in entry.node.entries or ()
+        )
+        starts = [c[0] for c in children]
+        inside_child = 0
+        for s, e in mine:
+            i = bisect.bisect_right(starts, s)
+            inside_child += any(cs <= s and e <= ce for cs, ce in children[max(0, i - 4) : i])
+        if inside_child < len(mine):
             out.add(path)
     return out
 
@@ -182,7 +211,7 @@ def damage(
         return after, "the fix would change which commands the script runs"
     named = _named(old, [(e.start, e.end) for e in edits]) | _named(new, images)
     for key in sorted(set(old.values) | set(new.values), key=str):
-        if any(key[: len(n)] == n for n in named):
+        if any(key[:length] in named for length in range(len(key) + 1)):
             continue
         if key not in old.values or key not in new.values or not _same(old.values[key], new.values[key]):
             return after, f"the fix would also change `{dotted(_strip(key, loader))}`, which no fix names"
@@ -195,9 +224,10 @@ def _strip(key: KeyPath, loader: str) -> KeyPath:
 
 def _refused_text(before: str, edits: list[Edit], parsed: Parsed, loader: str) -> str | None:
     spans = [(e.start, e.end) for e in edits]
+    sorted_spans = _Spans(spans)
     for owner, start, end, why in protected_spans(parsed.sources):
-        for s, e in spans:
-            if _touches(start, end, [(s, e)]) and not (s <= owner and e >= end):
+        for s, e in sorted_spans.touching(start, end):
+            if not (s <= owner and e >= end):
                 return why
     if loader == "script":
         from cfgopt.loaders import shell

@@ -260,7 +260,15 @@ class Job:
 
     # -- hardware and environment ------------------------------------------------------------------
     def hardware(self, unstated: int) -> Hardware:
+        """The target and GPU count: `--gpus` (or the project config) first, else the count a script's launch
+        states (before the count detected on this machine) (`deepspeed --num_gpus 4`, `CUDA_VISIBLE_DEVICES=0,1`: docs/command-lines.md), else `unstated`
+        (then the count is assumed)."""
         s = self.settings
+        # this machine's GPU count says less about the job than the launch line that starts it
+        stated = s.gpus is not None and s.gpus_source != "detected"
+        launched = None if stated else self.source.command.get("launcher_gpus")
+        if launched and launched[0] > 0:
+            return Hardware(s.target, launched[0], True, s.target_stated)
         return Hardware(s.target, s.gpus or unstated, s.gpus is not None, s.target_stated)
 
     def has_package(self, name: str) -> bool | None:

@@ -57,15 +57,26 @@ def _error_files() -> list[tuple[Path, str, str]]:
 ERROR_FILES = _error_files()
 
 
+# How a script names LLaMA-Factory's training entry point (docs/command-lines.md, launch shapes): what follows
+# it is LLaMA-Factory's argv; `llamafactory-cli` and `-m llamafactory.cli` are followed by the subcommand.
+_ENTRY_SCRIPTS = ("src/train.py", "train_bash.py", "llamafactory/launcher.py")
+
+
 def _command_argv(path: Path) -> tuple[str, list[str]]:
-    """The arguments of the `llamafactory-cli <group>` command in a shell script (continuations joined)."""
+    """The arguments of the LLaMA-Factory launch in a shell script (continuations joined, up to the first
+    control operator or redirection): the subcommand and its argv."""
     text = path.read_text(encoding="utf-8").replace("\\\n", " ")
     for line in text.splitlines():
-        tokens = shlex.split(line, comments=True)
-        if "llamafactory-cli" in tokens:
-            rest = tokens[tokens.index("llamafactory-cli") + 1 :]
-            return rest[0], rest[1:]
-    raise AssertionError(f"{path}: no llamafactory-cli command")
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+        tokens = tokens[: next((i for i, t in enumerate(tokens) if set(t) <= set(";&|<>()")), len(tokens))]
+        for i, token in enumerate(tokens):
+            if token == "llamafactory-cli" or (token == "llamafactory.cli" and tokens[i - 1] == "-m"):
+                return tokens[i + 1], tokens[i + 2 :]
+            if token.endswith(_ENTRY_SCRIPTS) or (token == "llamafactory.launcher" and tokens[i - 1] == "-m"):
+                return "train", tokens[i + 1 :]
+    raise AssertionError(f"{path}: no LLaMA-Factory launch")
 
 
 def _judge_cli(path: Path, target: str) -> H.Verdict:

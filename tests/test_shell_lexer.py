@@ -51,10 +51,56 @@ def test_words_equal_shlex_posix(parts: list[str], data) -> None:
         ("--a \\", ["--a", "\\"]),
         ("--a \\\r", ["--a", "\r"]),
         ("--a $'x\\ty'", ["--a", "$'x\\ty'"]),
+        ("--seed $((RANDOM % 100)) --bf16 True", ["--seed", "$((RANDOM % 100))", "--bf16", "True"]),
+        ("--a $( (echo 1) ) --b 2", ["--a", "$( (echo 1) )", "--b", "2"]),
+        ("--a $(case $x in a) echo 1;; esac) --b 2", ["--a", "$(case $x in a) echo 1;; esac)", "--b", "2"]),
+        ("--a $((1 + (2 * 3))) --b", ["--a", "$((1 + (2 * 3)))", "--b"]),
+        ("--a <(sort f) --b 2 &> log", ["--a", "<(sort f)", "--b", "2"]),
+        ("--a 1 {fd}>log 3<in --b", ["--a", "1", "--b"]),
+        ("--a 1 > >(tee log) 2> >(tee err >&2) --b", ["--a", "1", "--b"]),
     ],
 )
 def test_command_words(line: str, expected: list[str]) -> None:
     assert words_of(line) == expected
+
+
+def test_spread_words_may_become_several_arguments() -> None:
+    words = shell.command_words('$A "$B" "$@" $@ "${X[@]}" $(c) "$(d)" $((1+2)) `e` f', 0).words
+    assert {w.text: w.spread for w in words} == {
+        "$A": True,
+        "$B": False,
+        "$@": True,
+        "${X[@]}": True,
+        "$(c)": True,
+        "$(d)": False,
+        "$((1+2))": False,
+        "`e`": True,
+        "f": False,
+    }
+
+
+def test_scan_finds_every_simple_command() -> None:
+    text = (
+        "export A=1\nfor x in 1 2; do run $x && other | tee l; done\n  indented\n"
+        "X=$(inner; case $y in a) cased;; esac) outer\ncat <<EOF\nnot a command\nEOF\nf() { body; }\n"
+    )
+    firsts = [c.words[0].text for c in shell.scan(text).commands]
+    assert firsts == [
+        "export",
+        "for",
+        "do",
+        "other",
+        "tee",
+        "done",
+        "indented",
+        "X=$(inner; case $y in a) cased;; esac)",
+        "inner",
+        "cased",
+        "cat",
+        "f",
+        "{",
+        "}",
+    ]
 
 
 def test_expansions_are_not_literal() -> None:
@@ -83,6 +129,14 @@ def test_layout_finds_heredocs_strings_and_comments() -> None:
         "`" * 20001,
         "${" * 5000,
         "x\\\r" * 5000,
+        "$((" * 5000,
+        "$( (" * 5000,
+        "((" * 5000,
+        "case x in " * 5000,
+        "case x in a) " * 5000,
+        "a=(" * 5000,
+        "<(" * 5000,
+        "$(case x in a) " * 3000,
     ],
 )
 def test_lexer_ends_quickly_on_hostile_input(text: str) -> None:
@@ -111,3 +165,53 @@ def test_finding_commands_stays_linear(text: str) -> None:
     started = time.perf_counter()
     find_commands(Document(path=Path("run.sh"), text=text))
     assert time.perf_counter() - started < 3
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        "llamafactory-cli train ",
+        "--a 1 ",
+        "$((1 + (2)) ",
+        "$( (x) ) ",
+        "$(case $y in a) b;; esac) ",
+        "'q ) '",
+        '"$(d "e")" ',
+        "`t` ",
+        "${X:-)} ",
+        "<<E\nbody )\nE\n",
+        "# c )\n",
+        "\\\n",
+        "; ",
+        "&& ",
+        "| ",
+        "& ",
+        "(",
+        ")",
+        "\n",
+        "case z in ",
+        "a) ",
+        ";; ",
+        "esac ",
+        "A=(1 2) ",
+        "2>&1 ",
+        "<(s) ",
+        "do ",
+        "{ ",
+        "} ",
+        "((i++)) ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAGMENTS, max_size=40))
+def test_scan_of_any_fragment_soup_is_well_formed(parts: list[str]) -> None:
+    """Whatever the input, the scan ends, and every command and word lies inside the text, in order."""
+    text = "".join(parts)
+    script = shell.scan(text)
+    starts = [c.start for c in script.commands]
+    assert starts == sorted(starts)
+    for command in script.commands:
+        assert 0 <= command.start <= command.end <= len(text)
+        for word in command.words:
+            assert command.start <= word.start < word.end <= command.end

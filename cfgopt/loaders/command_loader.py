@@ -1,25 +1,30 @@
-"""`llamafactory-cli` command lines inside shell scripts, read the way LLaMA-Factory reads `sys.argv`.
+"""LLaMA-Factory launches inside shell scripts, read the way LLaMA-Factory reads `sys.argv`.
 
-How cfgopt reports a command line (documented in docs/command-lines.md): every `llamafactory-cli` (or
-`lmf`) invocation in a `.sh`/`.bash` file becomes one source whose entries are its `--key value` arguments,
-spans on the tokens. Without a YAML, LLaMA-Factory hands the arguments to `HfArgumentParser`, whose
-argparse rejects an invalid choice or a non-boolean at once (exit 2); the rules report exactly that.
-With a YAML (`llamafactory-cli train cfg.yaml key=value`), the YAML is linted as its own file.
+How cfgopt reports a command line (documented in docs/command-lines.md): every launch of LLaMA-Factory's
+training in a `.sh`/`.bash` file becomes one source whose entries are its `--key value` arguments, spans on
+the tokens. The script is read once by the shell tokenizer (`cfgopt.loaders.shell.scan`); each simple command
+is stripped of what runs it without being it (`nohup`, `time`, `env A=1`, `do`, `VAR=value` ...) and matched
+against the launch shapes: `llamafactory-cli train`, `python src/train.py`, `python -m llamafactory.cli train`,
+`deepspeed`/`torchrun`/`accelerate launch` of LLaMA-Factory's entry points. The launcher's own options are
+not LLaMA-Factory's, and only the GPU count they imply is kept (`command["launcher_gpus"]`).
+Without a YAML, LLaMA-Factory hands the arguments to `HfArgumentParser`, whose argparse rejects an invalid
+choice or a non-boolean at once (exit 2); the rules report exactly that. With a YAML
+(`llamafactory-cli train cfg.yaml key=value`), the YAML is linted as its own file.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt.document import Document
 from cfgopt.loaders import shell
+from cfgopt.loaders.shell import Word
 from cfgopt.source import Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
     from cfgopt.schema import LlamaFactorySchema
 
-_COMMAND = re.compile(r"(?m)(?:^|[;&|(]\s*|^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+)(llamafactory-cli|lmf)(?=\s)")
 _SUBCOMMAND_GROUP = {
     "train": "train",
     "chat": "infer",
@@ -28,82 +33,392 @@ _SUBCOMMAND_GROUP = {
     "webchat": "infer",
     "eval": "eval",
 }
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+# Environment variables a launch reads that cfgopt keeps track of through a script (`export` and prefixes).
+VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+TRACKED_ENV = frozenset({*VISIBLE_DEVICES, "NPROC_PER_NODE", "NNODES", "FORCE_TORCHRUN"})
 
 
-def _tokens(text: str, start: int) -> list[tuple[str, int, int, bool]]:
-    """Shell words from `start` to the end of the command, with spans and whether each is literal."""
-    return [(w.text, w.start, w.end, w.literal) for w in shell.command_words(text, start).words]
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# The options of each launcher that take no value (from their argparse parsers: torch 2.x `torchrun`,
+# deepspeed 0.19 `deepspeed`, accelerate 1.11 `accelerate launch`, a few of older releases); every other option
+# takes one, unless a Python script follows it at once (a flag of a release not listed here).
+_FLAGS = {
+    "torchrun": _words(
+        "-h --help -m --module --no-python --no_python --run-path --run_path --standalone --virtual-local-rank "
+        "--virtual_local_rank --use_env --use-env"  # the last two: python -m torch.distributed.launch
+    ),
+    "deepspeed": _words(
+        "-h --help -q --quiet --bind_cores_to_rank --force_multi --module --no_local_rank --no_python --no_ssh "
+        "--no_ssh_check --save_pid --elastic_training"
+    ),
+    "accelerate": _words(
+        "-h --help -m -q --quiet --cpu --debug --module --multi-gpu --multi_gpu --no-python --no_python --tpu "
+        "--use-deepspeed --use_deepspeed --use-fsdp --use_fsdp --use-megatron-lm --use_megatron_lm --use-xpu "
+        "--use_xpu --downcast-bf16 --downcast_bf16 --same-network --same_network --enable-cpu-affinity "
+        "--enable_cpu_affinity --no-tpu-cluster --no_tpu_cluster --tpu-cluster --tpu_cluster --tpu-use-sudo "
+        "--tpu_use_sudo --use-parallelism-config --use_parallelism_config --dynamo-use-dynamic "
+        "--dynamo_use_dynamic --dynamo-use-fullgraph --dynamo_use_fullgraph --dynamo-use-regional-compilation "
+        "--dynamo_use_regional_compilation --fp8-use-autocast-during-eval --fp8_use_autocast_during_eval"
+    ),
+    "python": _words("-b -B -d -E -i -I -O -OO -P -q -s -S -u -v -V -x"),
+}
+# Keys only LLaMA-Factory's arguments have: a `src/train.py` of another project is not LLaMA-Factory's.
+_SIGNATURE_KEYS = ("--stage", "--finetuning_type", "--template")
+
+
+class Launch(NamedTuple):
+    """One launch of LLaMA-Factory found in a script."""
+
+    name: Word  # the word that names what runs (`llamafactory-cli`, `deepspeed`, `python`, ...)
+    kind: str  # what reads the options before LLaMA-Factory's: "cli", "python", "deepspeed", "torchrun", "accelerate"
+    launcher: str  # how it is launched, as the docs name it
+    subcommand: str  # `train`, `chat`, ...: LLaMA-Factory's subcommand (`train` for the training scripts)
+    subcommand_word: Word | None
+    args: list[Word]  # LLaMA-Factory's arguments
+    options: dict[str, Word]  # the launcher's options (name -> value word; a flag's value is its own word)
+    env: dict[str, Word]  # `VAR=value` prefixes and `env VAR=value` of this command
+
+
+class _Environment:
+    """The tracked variables the script has exported so far (script order; control flow is not followed)."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, Word | None] = {}
+        self.exported: dict[str, Word | None] = {}
+
+    def read(self, words: list[Word]) -> None:
+        """Follow one command that is not a launch: `A=1`, `export A=1 B`, `unset A` (after `then`, `do` ...)."""
+        assignments: dict[str, Word] = {}
+        k = _skip_prefixes(words, 0, assignments)
+        words = words[k:]
+        if not words:
+            for word in assignments.values():
+                self._assign(word, export=False)
+        elif words[0].text in ("export", "declare", "typeset") and words[0].literal:
+            exporting = words[0].text == "export" or any(w.text.startswith("-") and "x" in w.text for w in words)
+            for word in words[1:] if exporting else ():
+                if _ASSIGNMENT.match(word.text):
+                    self._assign(word, export=True)
+                elif word.text in TRACKED_ENV:
+                    self.exported[word.text] = self.variables.get(word.text)
+        elif words[0].text == "unset":
+            for word in words[1:]:
+                self.variables.pop(word.text, None)
+                self.exported.pop(word.text, None)
+
+    def _assign(self, word: Word, export: bool) -> None:
+        name = word.text.partition("=")[0]
+        if name in TRACKED_ENV:
+            self.variables[name] = word
+            if export or name in self.exported:
+                self.exported[name] = word
 
 
 def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[Source]:
-    """One source per `llamafactory-cli <subcommand> --key value ...` command line in the script."""
+    """One source per LLaMA-Factory launch (`llamafactory-cli train --key value ...`, `torchrun src/train.py
+    ...`) in the script, in the order they appear."""
     from cfgopt import schema
 
+    script = shell.scan(doc.text)
+    environment = _Environment()
     sources = []
-    layout = None
-    covered = 0  # the end of the last command read: a match before it is inside one of its words
-    for match in _COMMAND.finditer(doc.text):
-        if layout is None:
-            layout = shell.layout(doc.text)
-        if match.start(1) < covered or layout.in_comment(match.start(1)) or layout.in_opaque(match.start(1)):
-            continue  # inside a `$(...)` of the last command, commented out, or text in a heredoc or a string
-        tokens = _tokens(doc.text, match.end(1))
-        covered = tokens[-1][2] if tokens else covered
-        if not tokens or tokens[0][0] not in _SUBCOMMAND_GROUP:
+    covered = 0  # the end of the last launch read: a command before it is inside one of its words
+    for command in script.commands:
+        if command.start < covered:
             continue
-        subcommand, _, sub_end, _ = tokens[0]
-        args = tokens[1:]
-        source = Source(document=doc, kind=Kind.LF_CLI)
-        source.command = {
-            "subcommand": subcommand,
-            "group": _SUBCOMMAND_GROUP[subcommand],
-            "start": match.start(1),
-            "end": args[-1][2] if args else sub_end,
-            "yaml": None,
-            "argparse_errors": [],
-        }
-        if args and args[0][0].endswith((".yaml", ".yml", ".json")):
-            source.command["yaml"] = args[0]
-            source.root = Node(value={}, start=args[0][1], end=args[0][2], entries=[])
-            sources.append(source)
+        launch = launch_of(command.words)
+        if launch is None:
+            if command.depth == 0:
+                environment.read(command.words)
             continue
-        fields = (lf or schema.llamafactory()).group(source.command["group"])
-        entries: list[Entry] = []
-        value: dict[str, object] = {}
-        i = 0
-        while i < len(args):
-            word, begin, end, literal = args[i]
-            if not literal and word.startswith("--") and "=" not in word:
-                i += 1  # `--$KEY`: which argument this is is known only when the script runs
-                continue
-            if not word.startswith("--"):
-                source.command["argparse_errors"].append((begin, end, f"unrecognized argument: {word}"))
-                i += 1
-                continue
-            key, _, inline = word[2:].partition("=")
-            name = key if key in fields else key.replace("-", "_")
-            spec = fields.get(name)
-            key_end = begin + 2 + len(key)
-            if "=" in word:
-                vnode = Node(value=inline, start=key_end + 1, end=end, raw=inline if literal else None)
-                i += 1
-            elif i + 1 < len(args) and not args[i + 1][0].startswith("--"):
-                vword, vbegin, vend, vliteral = args[i + 1]
-                # an expansion (`$LR`, `$(date)`) has no value until the script runs: raw None, no argparse check
-                vnode = Node(value=vword, start=vbegin, end=vend, raw=vword if vliteral else None)
-                i += 2
-            else:  # a bare flag: HfArgumentParser gives bool fields nargs="?" const=True
-                vnode = Node(value=True, start=begin, end=begin, raw=None)
-                if spec is not None and not spec.is_bool:
-                    source.command["argparse_errors"].append((begin, end, f"argument --{key}: expected one argument"))
-                i += 1
-            if spec is not None and vnode.raw is not None:
-                ok, converted, _ = schema.argparse_convert(spec, vnode.raw)
-                if ok:
-                    vnode.value = converted
-            entry = Entry(key=name, key_start=begin, key_end=key_end, node=vnode, path=(name,))
-            entries.append(entry)
-            value[name] = vnode.value
-        source.root = Node(value=value, start=match.start(1), end=source.command["end"], entries=entries)
-        sources.append(source)
+        covered = command.end
+        fields = None if launch.args and _is_config(launch.args[0]) else (lf or schema.llamafactory())
+        sources.append(_source(doc, launch, environment, fields))
     return sources
+
+
+# ---------------------------------------------------------------------------------------------- launch shapes
+def launch_of(words: list[Word]) -> Launch | None:
+    """The LLaMA-Factory launch a simple command is, or None."""
+    env: dict[str, Word] = {}
+    k = _skip_prefixes(words, 0, env)
+    if k >= len(words) or not words[k].literal:
+        return None
+    name = words[k]
+    program = name.text.rsplit("/", 1)[-1]
+    if program in ("llamafactory-cli", "lmf"):
+        return _cli(name, "cli", program, words[k + 1 :], {}, env)
+    if _PYTHON.fullmatch(program):
+        return _python(name, words, k + 1, env)
+    if program in ("deepspeed", "torchrun"):
+        return _launcher(name, program, words, k + 1, env)
+    if program == "accelerate" and k + 1 < len(words) and words[k + 1].text == "launch":
+        return _launcher(name, "accelerate", words, k + 2, env, "accelerate launch")
+    return None
+
+
+def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
+    """The index of the word naming the program, past reserved words, `VAR=value` assignments and the
+    commands that run another one (`nohup`, `time -p`, `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`)."""
+    while k < len(words):
+        word = words[k]
+        text = word.text
+        if _ASSIGNMENT.match(text):
+            env[text.partition("=")[0]] = word
+            k += 1
+        elif not word.literal:
+            return k
+        elif text in ("do", "then", "else", "elif", "if", "while", "until", "!", "{", "nohup", "builtin"):
+            k += 1
+        elif text in ("time", "command", "exec", "env", "nice", "timeout", "stdbuf", "sudo"):
+            k = _skip_wrapper_options(words, k + 1, text)
+        else:
+            return k
+    return k
+
+
+# Options of the wrappers that take a separate value (`env -u NAME`, `nice -n 5`, `sudo -u user`).
+_WRAPPER_VALUES = {
+    "env": ("-u", "--unset", "-C", "--chdir", "-S"),
+    "exec": ("-a",),
+    "nice": ("-n", "--adjustment"),
+    "timeout": ("-s", "--signal", "-k", "--kill-after"),
+    "stdbuf": ("-i", "-o", "-e"),
+    "sudo": ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"),
+}
+
+
+def _skip_wrapper_options(words: list[Word], k: int, wrapper: str) -> int:
+    """Skip a wrapper's options (and `timeout`'s duration); the program it runs comes next."""
+    takes_value = _WRAPPER_VALUES.get(wrapper, ())
+    while k < len(words):
+        text = words[k].text
+        if not (text.startswith("-") and (len(text) > 1 or wrapper == "env")):
+            break
+        k += 2 if text in takes_value else 1
+    if wrapper == "timeout" and k < len(words):
+        k += 1  # the duration
+    return k
+
+
+def _cli(
+    name: Word, kind: str, shown: str, rest: list[Word], options: dict[str, Word], env: dict[str, Word]
+) -> Launch | None:
+    if not rest or rest[0].text not in _SUBCOMMAND_GROUP:
+        return None
+    return Launch(name, kind, shown, rest[0].text, rest[0], rest[1:], options, env)
+
+
+def _python(name: Word, words: list[Word], k: int, env: dict[str, Word]) -> Launch | None:
+    """`python [-u] src/train.py ...`, `python -m llamafactory.cli train ...`, `python -m torch.distributed.run
+    ...` (torchrun)."""
+    options, k = _options(words, k, "python")
+    module = options.get("-m")
+    if "-c" in options:
+        return None
+    if module is not None:
+        if module.text in ("torch.distributed.run", "torch.distributed.launch"):
+            return _launcher(name, "torchrun", words, k, env, f"python -m {module.text}")
+        return _entry_point(name, "python", f"python -m {module.text}", module.text, True, words[k:], options, env)
+    if k >= len(words) or not words[k].literal:
+        return None
+    shown = f"python {words[k].text}"
+    return _entry_point(name, "python", shown, words[k].text, False, words[k + 1 :], options, env)
+
+
+def _launcher(name: Word, kind: str, words: list[Word], k: int, env: dict[str, Word], shown: str = "") -> Launch | None:
+    """`deepspeed [options] SCRIPT ...`, `torchrun [options] SCRIPT ...`, `accelerate launch [options] SCRIPT
+    ...`: the options before the script are the launcher's."""
+    options, k = _options(words, k, kind)
+    if k >= len(words) or not words[k].literal:
+        return None
+    module = any(flag in options for flag in ("-m", "--module"))
+    shown = f"{shown or kind} {words[k].text}"
+    return _entry_point(name, kind, shown, words[k].text, module, words[k + 1 :], options, env)
+
+
+_UNKNOWN_OPTIONS = "$"  # the key of `options` that says an expansion there may hold any launcher option
+
+
+def _options(words: list[Word], k: int, kind: str) -> tuple[dict[str, Word], int]:
+    """The options of a launcher (or of python) from k, and the index of the word after them."""
+    flags = _FLAGS[kind]
+    options: dict[str, Word] = {}
+    while k < len(words) and ((words[k].text.startswith("-") and len(words[k].text) > 1) or words[k].spread):
+        if words[k].spread and not words[k].text.startswith("-"):
+            options[_UNKNOWN_OPTIONS] = words[k]  # `torchrun $DIST_ARGS src/train.py`: known only at run time
+            k += 1
+            continue
+        text = words[k].text
+        option, eq, inline = text.partition("=")
+        followed_by_script = k + 1 < len(words) and words[k + 1].text.endswith(".py")
+        takes_value = not eq and text not in flags and not followed_by_script
+        if (kind == "python" and text in ("-m", "-c", "-W", "-X")) or (kind != "python" and takes_value):
+            if k + 1 >= len(words):
+                return options, len(words)
+            options[option] = words[k + 1]
+            if text in ("-m", "-c"):  # python: what follows is the module's arguments
+                return options, k + 2
+            k += 2
+            continue
+        options[option] = Word(inline, words[k].start, words[k].end, words[k].literal) if eq else words[k]
+        k += 1
+    return options, k
+
+
+def _entry_point(
+    name: Word,
+    kind: str,
+    shown: str,
+    target: str,
+    module: bool,
+    rest: list[Word],
+    options: dict[str, Word],
+    env: dict[str, Word],
+) -> Launch | None:
+    """LLaMA-Factory's arguments when `target` (a script path, or a module name) is one of its entry points."""
+    if module:
+        if target == "llamafactory.cli":
+            return _cli(name, "cli" if kind == "python" else kind, shown, rest, options, env)
+        if target == "llamafactory.launcher":
+            return Launch(name, kind, shown, "train", None, rest, options, env)
+        return None
+    path = target.replace("\\", "/")
+    if path.endswith(("llamafactory/launcher.py", "train_bash.py")):
+        return Launch(name, kind, shown, "train", None, rest, options, env)
+    if path == "src/train.py" or path.endswith("/src/train.py"):
+        signed = (rest and _is_config(rest[0])) or any(w.text.partition("=")[0] in _SIGNATURE_KEYS for w in rest)
+        return Launch(name, kind, shown, "train", None, rest, options, env) if signed else None
+    return None
+
+
+def _is_config(word: Word) -> bool:
+    return word.text.endswith(CONFIG_SUFFIXES) and not word.text.startswith("-")
+
+
+# ---------------------------------------------------------------------------------------------- GPU count
+def _count(word: Word | None) -> int | None:
+    if word is None or not word.literal or not word.text.isdigit():
+        return None
+    return int(word.text)
+
+
+def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> tuple[int, str] | None:
+    """How many GPUs (processes on this node) the launch uses, and what says so; None when unknown."""
+    opts = launch.options
+    kind = launch.kind
+    for option in ("--num_gpus", "--num_accelerators", "--nproc_per_node", "--nproc-per-node", "--num_processes"):
+        count = _count(opts.get(option))
+        if count is not None and option in opts:
+            return count, f"`{option} {count}`"
+    if _UNKNOWN_OPTIONS in opts:
+        return None
+    if kind == "deepspeed" and "--include" in opts and opts["--include"].literal:
+        hosts = opts["--include"].text.split("@")
+        count = sum(len([d for d in h.partition(":")[2].split(",") if d]) for h in hosts)
+        if count:
+            return count, f"`--include {opts['--include'].text}`"
+    if kind == "torchrun" and not any(o in opts for o in ("--nproc_per_node", "--nproc-per-node")):
+        return 1, "torchrun's default `--nproc_per_node 1`"
+    if kind == "accelerate" and any(o in opts for o in ("--config_file", "--config-file")):
+        return None  # the count is in accelerate's config file
+    env = {**environment.exported, **launch.env}
+    nproc = env.get("NPROC_PER_NODE")
+    if kind == "cli":
+        count = _count(None if nproc is None else Word(nproc.text.partition("=")[2], 0, 0, nproc.literal))
+        if nproc is not None and count:
+            return count, _where(nproc, doc)
+    for name in VISIBLE_DEVICES:
+        word = env.get(name)
+        if word is not None:
+            value = word.text.partition("=")[2]
+            devices = [d for d in value.split(",") if d.strip()]
+            return (len(devices), _where(word, doc)) if word.literal and devices else None
+    return None
+
+
+def _where(word: Word, doc: Document) -> str:
+    return f"`{word.text}` (line {doc.position(word.start)[0]})"
+
+
+# ---------------------------------------------------------------------------------------------- the source
+def _source(doc: Document, launch: Launch, environment: _Environment, fields) -> Source:
+    """The source of one launch: its arguments as entries, argparse's conversion applied."""
+    args = launch.args
+    source = Source(document=doc, kind=Kind.LF_CLI)
+    end = args[-1].end if args else (launch.subcommand_word or launch.name).end
+    env = {**environment.exported, **launch.env}
+    source.command = {
+        "launcher": launch.launcher,
+        "launcher_kind": launch.kind,
+        "subcommand": launch.subcommand,
+        "group": _SUBCOMMAND_GROUP[launch.subcommand],
+        "start": launch.name.start,
+        "end": end,
+        "yaml": None,
+        "open": False,  # True: an expansion may carry arguments cfgopt cannot see (no "missing" verdicts)
+        "launcher_gpus": launcher_gpus(launch, environment, doc),
+        "env": {name: (w.text.partition("=")[2] if w.literal else None) for name, w in env.items()},
+        "argparse_errors": [],
+    }
+    if fields is None:
+        first = args[0]
+        source.command["yaml"] = (first.text, first.start, first.end, first.literal)
+        source.root = Node(value={}, start=first.start, end=first.end, entries=[])
+        return source
+    if args and not args[0].literal and not args[0].text.startswith("-"):
+        source.command["open"] = True  # `llamafactory-cli train "$1"`: perhaps the config's path
+        args = args[1:]
+    entries, value = _arguments(source, args, fields.group(source.command["group"]))
+    source.root = Node(value=value, start=launch.name.start, end=end, entries=entries)
+    return source
+
+
+def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], dict[str, object]]:
+    """`--key value` arguments as HfArgumentParser's argparse reads them."""
+    from cfgopt import schema
+
+    entries: list[Entry] = []
+    value: dict[str, object] = {}
+    errors = source.command["argparse_errors"]
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not word.literal and (word.spread or word.text.startswith("--")) and "=" not in word.text:
+            source.command["open"] = True  # `"$@"`, `$EXTRA_ARGS`, `--$KEY`: arguments known only at run time
+            i += 1
+            continue
+        if not word.text.startswith("--"):
+            errors.append((word.start, word.end, f"unrecognized argument: {word.text}"))
+            i += 1
+            continue
+        key, _, inline = word.text[2:].partition("=")
+        name = key if key in fields else key.replace("-", "_")
+        spec = fields.get(name)
+        key_end = word.start + 2 + len(key)
+        if "=" in word.text:
+            vnode = Node(value=inline, start=key_end + 1, end=word.end, raw=inline if word.literal else None)
+            i += 1
+        elif i + 1 < len(args) and not args[i + 1].text.startswith("--"):
+            nxt = args[i + 1]
+            # an expansion (`$LR`, `$(date)`) has no value until the script runs: raw None, no argparse check
+            vnode = Node(value=nxt.text, start=nxt.start, end=nxt.end, raw=nxt.text if nxt.literal else None)
+            i += 2
+        else:  # a bare flag: HfArgumentParser gives bool fields nargs="?" const=True
+            vnode = Node(value=True, start=word.start, end=word.start, raw=None)
+            if spec is not None and not spec.is_bool:
+                errors.append((word.start, word.end, f"argument --{key}: expected one argument"))
+            i += 1
+        if spec is not None and vnode.raw is not None:
+            ok, converted, _ = schema.argparse_convert(spec, vnode.raw)
+            if ok:
+                vnode.value = converted
+        entries.append(Entry(key=name, key_start=word.start, key_end=key_end, node=vnode, path=(name,)))
+        value[name] = vnode.value
+    return entries, value

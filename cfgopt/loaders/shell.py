@@ -1,69 +1,101 @@
-"""A small POSIX shell lexer: words with their spans, the way bash splits a command line.
+"""A POSIX shell tokenizer: one pass over a whole script, yielding its simple commands as words with spans.
 
-It understands what a `llamafactory-cli` command line in a training script uses: blanks, `\\`-newline
-continuations, single and double quotes, `$'...'`, `$(...)` and `$((...))` (nested, with quotes inside),
-`${...}`, backticks, comments, redirections and heredocs (`<<EOF`, `<<-EOF`, `<<'EOF'`). It does not run or
-expand anything: a word holding an expansion is marked `literal=False`, because its value is known only when
-the script runs. For words without expansions, the values equal `shlex.split(posix=True)`'s
-(tests/test_shell_lexer.py checks this).
+It understands what launch scripts use: blanks, `\\`-newline continuations, single and double quotes,
+`$'...'`, `$(...)` (nested, including `$( (...) )` and `$(case x in a) ...;; esac)`), `$((...))` arithmetic
+(parentheses counted, not parsed as commands), `${...}`, backticks, process substitution, comments,
+redirections, heredocs (`<<EOF`, `<<-EOF`, `<<'EOF'`), array assignments and the control operators
+(`;`, `&&`, `||`, `|`, `&`, `;;`, newlines, `(`, `)`). It does not run or expand anything: a word holding an
+expansion is marked `literal=False`, because its value is known only when the script runs, and `spread=True`
+when it could become any number of arguments (an unquoted expansion, `"$@"`). For words without expansions,
+the values equal `shlex.split(posix=True)`'s (tests/test_shell_lexer.py checks this).
 
-Every loop advances at least one character per iteration and nesting is capped (`MAX_NESTING`), so the lexer
-ends in linear time on any input, including an unterminated quote or a backslash at the end of the file.
+Every loop advances at least one character per iteration, nesting is capped (`MAX_NESTING`), and the text
+is read once (an arithmetic `$((` that turns out to be a command substitution is read twice), so the scan is
+linear in the length of the script on any input, including an unterminated quote or a backslash at the end.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+import functools
+import re
+from typing import NamedTuple
 
 BLANKS = " \t"
 # Characters that end an unquoted word. A lone CR is a blank here (bash would keep it in the word, but a
 # script with CRLF line endings is read as the user sees it, as the rest of cfgopt does).
 _WORD_END = " \t\r\n;&|()<>"
 MAX_NESTING = 64
+_NAME_CHARS = "_@*#?$!-"
+_ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|")
+_REDIRECTIONS = ("<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">&", ">|", ">", "&>>", "&>")
 
 
-@dataclass
-class Word:
+class Word(NamedTuple):
     text: str  # the value after quote removal; expansions kept as written
     start: int
     end: int
     literal: bool = True  # no `$`, backtick or ANSI-C expansion: the value is known without running anything
+    spread: bool = False  # an unquoted expansion or `"$@"`: it may become zero, one or several arguments
 
 
-@dataclass
-class Command:
-    words: list[Word] = field(default_factory=list)
-    end: int = 0  # offset just past the last character that belongs to the command
+class Command(NamedTuple):
+    """A simple command: its words (redirections left out), from its first word to the end of its last."""
+
+    words: list[Word]
+    start: int
+    end: int  # offset just past the last character that belongs to the command
+    depth: int = 0  # 0 at the top level, more inside `$(...)`, backticks excepted (they are not read)
 
 
-@dataclass
 class ScriptLayout:
     """Where a script's text is not shell code a tool may edit: heredoc bodies (they are data written
     somewhere else) and quoted strings that span lines; and where its comments are."""
 
-    opaque: list[tuple[int, int]] = field(default_factory=list)
-    comments: list[tuple[int, int]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.opaque: list[tuple[int, int]] = []
+        self.comments: list[tuple[int, int]] = []
+        self._reach: dict[int, list[int]] = {}
 
     def in_opaque(self, offset: int) -> bool:
-        return _inside(self.opaque, offset)
+        return _overlaps(self.opaque, self._reach_of(self.opaque), offset, offset + 1)
 
     def in_comment(self, offset: int) -> bool:
-        return _inside(self.comments, offset)
+        return _overlaps(self.comments, self._reach_of(self.comments), offset, offset + 1)
 
     def overlaps_opaque(self, start: int, end: int) -> bool:
-        return any(start < e and s < max(end, start + 1) for s, e in self.opaque)
+        return _overlaps(self.opaque, self._reach_of(self.opaque), start, max(end, start + 1))
+
+    def _reach_of(self, regions: list[tuple[int, int]]) -> list[int]:
+        """The furthest end of the (sorted) regions up to each one: non-decreasing, so bisectable. Regions
+        may nest (a string inside a `$(...)` inside a longer string)."""
+        reach = self._reach.get(id(regions))
+        if reach is None or len(reach) != len(regions):
+            reach, furthest = [], -1
+            for _, e in regions:
+                furthest = max(furthest, e)
+                reach.append(furthest)
+            self._reach[id(regions)] = reach
+        return reach
 
 
-def _inside(regions: list[tuple[int, int]], offset: int) -> bool:
-    """Is offset inside one of the regions? They do not overlap, except a string inside a `$(...)` that is
-    itself inside a longer string, so look at the few that start at or before offset. Sorted by `layout`."""
-    i = bisect.bisect_right(regions, (offset, float("inf")))
-    return any(s <= offset < e for s, e in regions[max(0, i - 4) : i])
+def _overlaps(regions: list[tuple[int, int]], reach: list[int], start: int, end: int) -> bool:
+    """Does [start, end) overlap one of the sorted regions? Those starting before `end` are a prefix; one of
+    them overlaps exactly when the furthest end among them lies past `start`."""
+    i = bisect.bisect_left(regions, (end, -1))
+    return i > 0 and reach[i - 1] > start
+
+
+class Script(NamedTuple):
+    commands: list[Command]  # every simple command, in the order they start
+    layout: ScriptLayout
 
 
 def _continuation(text: str, i: int) -> int:
     """Length of a `\\`-newline at i (0 if there is none)."""
+    if text[i] != "\\":
+        return 0
     if text.startswith("\\\n", i):
         return 2
     if text.startswith("\\\r\n", i):
@@ -71,35 +103,43 @@ def _continuation(text: str, i: int) -> int:
     return 0
 
 
+def _simple_expansion(text: str, i: int) -> bool:
+    """Is the `$` at i a parameter expansion (`$X`, `$1`, `$@`)?"""
+    return i + 1 < len(text) and (text[i + 1].isalnum() or text[i + 1] in _NAME_CHARS)
+
+
 class _Lexer:
     def __init__(self, text: str) -> None:
         self.text = text
         self.n = len(text)
         self.layout = ScriptLayout()
+        self.commands: list[Command] = []
         self.pending_heredocs: list[tuple[str, bool]] = []  # (delimiter, strip leading tabs)
+        self.stop_after_first = False
+        self.stopped = False
 
     # ------------------------------------------------------------------ words
-    def word(self, i: int, depth: int = 0) -> tuple[Word, int]:
+    def word(self, i: int, depth: int) -> tuple[Word, int]:
         """The word starting at i (i is not a blank or an operator)."""
         text, n = self.text, self.n
         out: list[str] = []
-        literal = True
+        literal, spread = True, False
         start = i
         while i < n:
             ch = text[i]
             cont = _continuation(text, i)
             if cont:
                 i += cont
-                continue
-            if ch in _WORD_END:
+            elif ch in _WORD_END:
+                if ch == "(" and depth < MAX_NESTING and _ASSIGNMENT_HEAD.fullmatch("".join(out)):  # `ARR=(a b c)`
+                    end = self._array(i, depth)
+                    out.append(text[i:end])
+                    literal, i = False, end
+                    continue
                 break
-            if ch == "\\":
-                if i + 1 < n:
-                    out.append(text[i + 1])
-                    i += 2
-                else:  # a backslash at the end of the file is a literal backslash
-                    out.append("\\")
-                    i += 1
+            elif ch == "\\":
+                out.append(text[i + 1] if i + 1 < n else "\\")  # a backslash at the end of the file is kept
+                i += 2
             elif ch == "'":
                 close = text.find("'", i + 1)
                 close = n if close == -1 else close
@@ -107,35 +147,50 @@ class _Lexer:
                 self._note_string(i, close)
                 i = close + 1
             elif ch == '"':
-                value, end, lit = self._double_quoted(i, depth)
+                value, i, lit, spr = self._double_quoted(i, depth)
                 out.append(value)
-                literal = literal and lit
-                i = end
+                literal, spread = literal and lit, spread or spr
             elif ch == "$" and i + 1 < n and text[i + 1] in "'({":
                 end = self._dollar(i, depth)
                 out.append(text[i:end])
                 literal = False
+                spread = spread or (not text.startswith("$((", i) and text[i + 1] != "'")
                 i = end
             elif ch == "`":
                 end = self._backtick(i)
                 out.append(text[i:end])
-                literal = False
-                i = end
+                literal, spread, i = False, True, end
             else:
-                if ch == "$" and i + 1 < n and (text[i + 1].isalnum() or text[i + 1] in "_@*#?$!-"):
-                    literal = False
+                if ch == "$" and _simple_expansion(text, i):
+                    literal, spread = False, True
                 out.append(ch)
                 i += 1
-        return Word("".join(out), start, min(i, n), literal), min(i, n)
+        return Word("".join(out), start, min(i, n), literal, spread), min(i, n)
+
+    def _array(self, i: int, depth: int) -> int:
+        """Skip the `(a b c)` of an array assignment at i (the word goes on after it)."""
+        text, n = self.text, self.n
+        i += 1
+        while i < n and text[i] != ")":
+            if text[i] in BLANKS or text[i] in "\r\n" or _continuation(text, i):
+                i += _continuation(text, i) or 1
+            elif text[i] == "#":
+                i = self._comment(i)
+            elif text[i] in _WORD_END:
+                i += 1
+            else:
+                i = self.word(i, depth + 1)[1]
+        return min(i + 1, n)
 
     def _note_string(self, open_at: int, close_at: int) -> None:
         if "\n" in self.text[open_at:close_at]:
             self.layout.opaque.append((open_at, min(close_at + 1, self.n)))
 
-    def _double_quoted(self, i: int, depth: int) -> tuple[str, int, bool]:
+    def _double_quoted(self, i: int, depth: int) -> tuple[str, int, bool, bool]:
+        """The value of the string at i, the offset after it, whether it is literal and whether it spreads."""
         text, n = self.text, self.n
         out: list[str] = []
-        literal = True
+        literal, spread = True, False
         j = i + 1
         while j < n and text[j] != '"':
             ch = text[j]
@@ -146,23 +201,20 @@ class _Lexer:
                     continue
                 out.append(nxt if nxt in '$`"\\' else ch + nxt)
                 j += 2
-            elif ch == "$" and j + 1 < n and text[j + 1] in "({":
-                end = self._dollar(j, depth)
-                out.append(text[j:end])
-                literal = False
-                j = end
-            elif ch == "`":
-                end = self._backtick(j)
+            elif (ch == "$" and j + 1 < n and text[j + 1] in "({") or ch == "`":
+                end = self._dollar(j, depth) if ch == "$" else self._backtick(j)
+                spread = spread or (text.startswith("${", j) and "[@]" in text[j:end]) or text.startswith("${@", j)
                 out.append(text[j:end])
                 literal = False
                 j = end
             else:
-                if ch == "$" and j + 1 < n and (text[j + 1].isalnum() or text[j + 1] in "_@*#?$!-"):
+                if ch == "$" and _simple_expansion(text, j):
                     literal = False
+                    spread = spread or text[j + 1] == "@"
                 out.append(ch)
                 j += 1
         self._note_string(i, j)
-        return "".join(out), min(j + 1, n), literal
+        return "".join(out), min(j + 1, n), literal, spread
 
     def _dollar(self, i: int, depth: int) -> int:
         """End of `$'...'`, `$(...)`, `$((...))` or `${...}` starting at i."""
@@ -175,23 +227,54 @@ class _Lexer:
             self._note_string(i, min(j, n))
             return min(j + 1, n)
         if kind == "{":
-            j, level = i + 2, 1
-            while j < n and level:
-                ch = text[j]
-                if ch == "\\":
-                    j += 2
-                    continue
-                if ch in "'\"":
-                    close = text.find(ch, j + 1)
-                    j = n if close == -1 else close + 1
-                    continue
-                level += 1 if ch == "{" else -1 if ch == "}" else 0
-                j += 1
-            return min(j, n)
-        # $( ... ): the commands inside, up to the matching parenthesis
+            return self._braces(i + 2)
+        if text.startswith("((", i + 1):
+            end = self._arithmetic(i + 3)
+            if end is not None:
+                return end
         if depth >= MAX_NESTING:
             return n
-        return self.commands(i + 2, depth + 1)
+        return self.sequence(i + 2, depth + 1)  # $( ... ): the commands inside, up to the matching `)`
+
+    def _braces(self, j: int) -> int:
+        """End of a `${...}` whose body starts at j."""
+        text, n = self.text, self.n
+        level = 1
+        while j < n and level:
+            ch = text[j]
+            if ch == "\\":
+                j += 2
+                continue
+            if ch in "'\"":
+                close = text.find(ch, j + 1)
+                j = n if close == -1 else close + 1
+                continue
+            level += 1 if ch == "{" else -1 if ch == "}" else 0
+            j += 1
+        return min(j, n)
+
+    def _arithmetic(self, j: int) -> int | None:
+        """End of a `$((...))` or `((...))` whose body starts at j, counting parentheses; None when the
+        parenthesis closing the inner one is not followed by `)` at once: then it was `$( (...) )`."""
+        text, n = self.text, self.n
+        level = 2
+        while j < n:
+            ch = text[j]
+            if ch == "\\":
+                j += 2
+                continue
+            if ch in "'\"":
+                close = text.find(ch, j + 1)
+                j = n if close == -1 else close + 1
+                continue
+            if ch == "(":
+                level += 1
+            elif ch == ")":
+                level -= 1
+                if level == 1:
+                    return j + 2 if text.startswith(")", j + 1) else None
+            j += 1
+        return n
 
     def _backtick(self, i: int) -> int:
         text, n = self.text, self.n
@@ -200,23 +283,26 @@ class _Lexer:
             j += 2 if text[j] == "\\" else 1
         return min(j + 1, n)
 
-    # ------------------------------------------------------------------ commands
+    def _comment(self, i: int) -> int:
+        end = self.text.find("\n", i)
+        end = self.n if end == -1 else end
+        self.layout.comments.append((i, end))
+        return end
+
+    # ------------------------------------------------------------------ redirections and heredocs
     def redirection(self, i: int, depth: int) -> int:
         """Skip a redirection operator at i and its target word; note a heredoc."""
         text, n = self.text, self.n
-        heredoc = text.startswith("<<", i) and not text.startswith("<<<", i)
-        j = i
-        while j < n and text[j] in "<>&|-" and j - i < 3:
-            j += 1
-        if heredoc:
-            strip_tabs = text.startswith("<<-", i)
-            j = i + (3 if strip_tabs else 2)
-        while j < n and text[j] in BLANKS:
-            j += 1
-        if j < n and text[j] not in _WORD_END:
+        op = next((op for op in _REDIRECTIONS if text.startswith(op, i)), text[i])
+        j = i + len(op)
+        while j < n and (text[j] in BLANKS or _continuation(text, j)):
+            j += _continuation(text, j) or 1
+        if text.startswith(("<(", ">("), j):  # `> >(tee log)`: the target is a process substitution
+            j = self.sequence(j + 2, depth + 1) if depth < MAX_NESTING else n
+        elif j < n and text[j] not in _WORD_END:
             target, j = self.word(j, depth)
-            if heredoc:
-                self.pending_heredocs.append((target.text, strip_tabs))
+            if op in ("<<", "<<-"):
+                self.pending_heredocs.append((target.text, op == "<<-"))
         return max(j, i + 1)
 
     def heredoc_bodies(self, i: int) -> int:
@@ -235,73 +321,151 @@ class _Lexer:
         self.pending_heredocs = []
         return i
 
-    def commands(self, i: int, depth: int = 0, stop_at_newline: bool = False) -> int:
-        """Scan commands from i to the end of the text (depth 0) or to the `)` closing a `$(` (depth > 0,
-        returning the offset after it). With stop_at_newline, stop at the end of the first command line."""
+    # ------------------------------------------------------------------ commands
+    def sequence(self, i: int, depth: int) -> int:
+        """Read commands from i to the end of the text (depth 0) or to the `)` closing a `$(` (depth > 0,
+        returning the offset after it)."""
+        state = _Sequence(self, depth)
         text, n = self.text, self.n
-        while i < n:
+        while i < n and not self.stopped:
             ch = text[i]
-            cont = _continuation(text, i)
-            if cont:
-                i += cont
-            elif ch in BLANKS or ch == "\r":
+            if ch in BLANKS or ch == "\r":
                 i += 1
+            elif _continuation(text, i):
+                i += _continuation(text, i)
             elif ch == "\n":
+                state.finish()
                 i = self.heredoc_bodies(i + 1) if self.pending_heredocs else i + 1
-                if stop_at_newline:
-                    return i
             elif ch == "#":
-                end = text.find("\n", i)
-                end = n if end == -1 else end
-                self.layout.comments.append((i, end))
-                i = end
-            elif ch == ")" and depth > 0:
-                return i + 1
-            elif ch in ";&|()":
+                i = self._comment(i)
+            elif ch in ";&|" and not text.startswith("&>", i):
+                op = next(op for op in _OPERATORS if text.startswith(op, i))
+                state.operator(op)
+                i += len(op)
+            elif ch == "(":
+                i = state.open_paren(i)
+            elif ch == ")":
+                if state.close_paren():
+                    return i + 1
                 i += 1
-            elif ch in "<>":
+            elif ch in "<>&" and not text.startswith(("<(", ">("), i):
                 i = self.redirection(i, depth)
             else:
-                _, i = self.word(i, depth)
+                i = state.word(i)
+        state.finish()
         return n
+
+
+class _Sequence:
+    """The commands of one level (the script, or the inside of one `$(...)`): the words of the command being
+    read, open subshell parentheses, and where a `case` is (its patterns end with an unbalanced `)`)."""
+
+    def __init__(self, lexer: _Lexer, depth: int) -> None:
+        self.lexer, self.depth = lexer, depth
+        self.words: list[Word] = []
+        self.parens = 0
+        self.cases: list[str] = []  # per open `case`: "header" (before `in`), "pattern" or "body"
+
+    def finish(self) -> None:
+        if self.words:
+            words = self.words
+            self.lexer.commands.append(Command(words, words[0].start, words[-1].end, self.depth))
+            self.words = []
+            if self.lexer.stop_after_first and self.depth == 0:
+                self.lexer.stopped = True
+
+    def operator(self, op: str) -> None:
+        self.finish()
+        if (op.startswith(";;") or op == ";&") and self.cases and self.cases[-1] == "body":
+            self.cases[-1] = "pattern"
+
+    def open_paren(self, i: int) -> int:
+        text = self.lexer.text
+        if self.cases and self.cases[-1] == "pattern":
+            return i + 1  # `(a) ...` : the optional parenthesis before a pattern
+        if not self.words and text.startswith("((", i):
+            end = self.lexer._arithmetic(i + 2)  # an arithmetic command `(( i++ ))`
+            if end is not None:
+                return end
+        if self.words and self.words[0].text == "for" and text.startswith("((", i):
+            return self.lexer._arithmetic(i + 2) or i + 1  # `for ((i = 0; i < 3; i++))`
+        self.finish()
+        self.parens += 1
+        return i + 1
+
+    def close_paren(self) -> bool:
+        """A `)`: the end of a case pattern, of a subshell, or (returning True) of the enclosing `$(`."""
+        if self.cases and self.cases[-1] == "pattern":
+            self.words = []
+            self.cases[-1] = "body"
+            return False
+        self.finish()
+        if self.parens == 0:
+            return self.depth > 0
+        self.parens -= 1
+        return False
+
+    def word(self, i: int) -> int:
+        lexer = self.lexer
+        text, n = lexer.text, lexer.n
+        if text.startswith(("<(", ">("), i):  # process substitution: a computed word
+            end = lexer.sequence(i + 2, self.depth + 1) if self.depth < MAX_NESTING else n
+            self.words.append(Word(text[i:end], i, end, False, True))
+            return end
+        word, end = lexer.word(i, self.depth)
+        if end < n and text[end] in "<>" and word.literal and (word.text.isdigit() or _is_fd_name(word.text)):
+            return end  # `2>&1`, `{fd}>file`: a file descriptor, not an argument
+        if self._case_word(word):
+            return max(end, i + 1)
+        self.words.append(word)
+        return max(end, i + 1)
+
+    def _case_word(self, word: Word) -> bool:
+        """Follow `case WORD in PATTERN) ... ;; esac`; True when the word belongs to the case syntax."""
+        state = self.cases[-1] if self.cases else None
+        if state == "header":
+            if word.text == "in" and word.literal:
+                self.cases[-1] = "pattern"
+            return True
+        if state == "pattern":
+            if word.text == "esac" and word.literal:
+                self.cases.pop()
+            return True
+        if not self.words and word.literal and word.text == "case":
+            self.cases.append("header")
+            return True
+        if not self.words and state == "body" and word.literal and word.text == "esac":
+            self.cases.pop()
+            return True
+        return False
+
+
+def _is_fd_name(text: str) -> bool:
+    return len(text) > 2 and text[0] == "{" and text[-1] == "}" and text[1:-1].isidentifier()
+
+
+@functools.lru_cache(maxsize=8)
+def scan(text: str) -> Script:
+    """Every simple command of a script, its heredoc bodies, multi-line strings and comments. Cached: the
+    fixer reads the same text several times (lint, damage check); callers must not change the result."""
+    lexer = _Lexer(text)
+    lexer.sequence(0, 0)
+    lexer.layout.opaque.sort()
+    lexer.layout.comments.sort()
+    lexer.commands.sort(key=lambda c: (c.start, c.depth))
+    return Script(lexer.commands, lexer.layout)
 
 
 def layout(text: str) -> ScriptLayout:
     """Heredoc bodies, multi-line strings and comments of a whole script."""
-    lexer = _Lexer(text)
-    lexer.commands(0)
-    lexer.layout.opaque.sort()
-    lexer.layout.comments.sort()
-    return lexer.layout
+    return scan(text).layout
 
 
 def command_words(text: str, start: int) -> Command:
-    """The words of the simple command whose arguments start at `start` (just after the command name), up to
-    an unquoted newline, `;`, `&`, `|`, `)` or a comment. Redirections and their targets are left out."""
+    """The first simple command from `start` (typically its arguments, just after the command name), up to an
+    unquoted newline, `;`, `&`, `|`, `)` or a comment. Redirections and their targets are left out."""
     lexer = _Lexer(text)
-    n = len(text)
-    command = Command(end=start)
-    i = start
-    while i < n:
-        ch = text[i]
-        cont = _continuation(text, i)
-        if cont:
-            i += cont
-        elif ch in BLANKS or (ch == "\r" and not text.startswith("\r\n", i)):
-            i += 1
-        elif ch in "\r\n;&|()#":
-            if ch == "&" and text.startswith("&>", i):
-                i = lexer.redirection(i, 0)
-                continue
-            break
-        elif ch in "<>":
-            i = lexer.redirection(i, 0)
-        else:
-            word, end = lexer.word(i)
-            if end < n and text[end] in "<>" and word.text.isdigit() and word.literal:
-                i = end  # `2>&1`: a file descriptor, not an argument
-                continue
-            command.words.append(word)
-            command.end = end
-            i = end
-    return command
+    lexer.stop_after_first = True
+    lexer.sequence(start, 0)
+    outer = [c for c in lexer.commands if c.depth == 0]
+    return outer[0] if outer else Command([], start, start)

@@ -7,6 +7,9 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.source import Kind
 
+# A launch through these starts the distributed processes itself (`deepspeed src/train.py ...`).
+DISTRIBUTED_LAUNCHERS = ("deepspeed", "torchrun", "accelerate")
+
 
 class DeepspeedNeedsTorchrun(Rule):
     code = "XF003"
@@ -19,7 +22,8 @@ class DeepspeedNeedsTorchrun(Rule):
         "Confidence: certain for the code, unknown for the launch. `llamafactory-cli train` starts torchrun only "
         "when FORCE_TORCHRUN is set or more than one GPU is visible; otherwise it runs one plain process, and "
         "LLaMA-Factory refuses DeepSpeed without a distributed launch. cfgopt sees neither the environment nor "
-        "the launcher, so with `--gpus 1` it only reminds (skipped for a shell script that sets FORCE_TORCHRUN). "
+        "the launcher, so with `--gpus 1` it only reminds (skipped for a shell script that sets FORCE_TORCHRUN "
+        "or launches through `deepspeed`, `torchrun` or `accelerate launch`). "
         "On one GPU DeepSpeed shards nothing; see PF050/PF051 for what it costs."
     )
     fails_when = "At argument parsing (seconds): `Please use `FORCE_TORCHRUN=1` to launch DeepSpeed training.`"
@@ -35,7 +39,9 @@ class DeepspeedNeedsTorchrun(Rule):
         src = ctx.source
         if ctx.settings.gpus != 1 or not isinstance(src.data, dict) or not src.data.get("deepspeed"):
             return
-        if src.kind == Kind.LF_CLI and "FORCE_TORCHRUN" in src.document.text:
+        if src.kind == Kind.LF_CLI and (
+            "FORCE_TORCHRUN" in src.document.text or src.command.get("launcher_kind") in DISTRIBUTED_LAUNCHERS
+        ):
             return
         entry = consumer_entry(src, "deepspeed")
         if entry is None:
