@@ -59,7 +59,7 @@ def test_words_holding_parentheses_are_one_word(word: str) -> None:
 def test_arithmetic_word_survives_fix_write(tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
     script.write_text(f"llamafactory-cli train {ARGS} --seed $((RANDOM % 100)) --flash_attn Fa --compute_type bf16\n")
-    run = cli("fix", "--write", "--unsafe-fixes", "run.sh", cwd=tmp_path)
+    run = cli("fix", "--write", "--unsafe-fixes", "--select", "LF", "run.sh", cwd=tmp_path)  # not the speed plan
     assert run.returncode == 0, run.stdout + run.stderr
     assert (
         script.read_text() == f"llamafactory-cli train {ARGS} --seed $((RANDOM % 100)) --flash_attn sdpa --bf16 True\n"
@@ -272,7 +272,7 @@ def test_launcher_options_are_not_llamafactory_keys(tmp_path: Path) -> None:
         f"deepspeed --num_gpus 2 --master_port 29500 --hostfile hf src/train.py {ARGS}\n"
         f"accelerate launch --multi_gpu --mixed_precision bf16 src/train.py {ARGS}\n"
     )
-    run = cli("lint", "run.sh", cwd=tmp_path)
+    run = cli("lint", "--select", "LF", "run.sh", cwd=tmp_path)  # the keys; not the speed advice
     assert run.returncode == 0, run.stdout
 
 
