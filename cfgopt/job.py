@@ -261,8 +261,8 @@ class Job:
     # -- hardware and environment ------------------------------------------------------------------
     def hardware(self, unstated: int) -> Hardware:
         """The target and GPU count: `--gpus` (or the project config) first, else the count a script's launch
-        states (before the count detected on this machine) (`deepspeed --num_gpus 4`, `CUDA_VISIBLE_DEVICES=0,1`: docs/command-lines.md), else `unstated`
-        (then the count is assumed)."""
+        states (before the count detected on this machine: `deepspeed --num_gpus 4`, `CUDA_VISIBLE_DEVICES=0,1`,
+        docs/command-lines.md), else `unstated` (then the count is assumed)."""
         s = self.settings
         # this machine's GPU count says less about the job than the launch line that starts it
         stated = s.gpus is not None and s.gpus_source != "detected"

@@ -200,6 +200,15 @@ class MemoryEstimate:
         return bool(self.memory_gib) and self.required_gib <= headroom * self.memory_gib
 
     @property
+    def verdict(self) -> str:
+        """One verdict for `estimate`, MEM001 and tune's pruning alike: "fits" within HEADROOM of the GPU's memory
+        (the margin covers the model's worst calibrated error, 12%, most of the way), "tight" inside the margin but
+        under the memory, "over" above it."""
+        if self.fits_with_headroom():
+            return "fits"
+        return "tight" if self.fits else "over"
+
+    @property
     def surely_out_of_memory(self) -> bool:
         """Even without the allocator margin the peak exceeds the GPU."""
         return bool(self.memory_gib) and self.peak_allocated_gib + self.runtime_gib > self.memory_gib

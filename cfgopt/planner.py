@@ -21,13 +21,14 @@ fix's description says what it expects and which package it needs.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.tune import space
-from cfgopt.tune.priors import prior_speed
+from cfgopt.tune.priors import prior_speed, rank
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,8 +36,18 @@ if TYPE_CHECKING:
     from cfgopt.rules.base import Context
     from cfgopt.source import Source
 
+_PRECISION_WORDS = {
+    "bf16": "bf16 mixed precision",
+    "fp16": "fp16 mixed precision",
+    "pure_bf16": "pure bf16 (weights, gradients and optimizer states in bf16: numerics change, check the loss "
+    "with `cfgopt verify`)",
+}
 AIM_TOKENS = 8192  # without a memory estimate, PF007's aim: a micro-batch of up to 8k tokens
-PACKAGES = {"liger": ("liger_kernel", "liger-kernel"), "fa2": ("flash_attn", "flash-attn")}
+PACKAGES = {
+    "liger": ("liger_kernel", "liger-kernel"),
+    "fa2": ("flash_attn", "flash-attn"),
+    "bnb": ("bitsandbytes", "bitsandbytes"),
+}
 _PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, bench/tune)"
 
 
@@ -72,6 +83,10 @@ class SpeedPlan:
             parts.append(f"attention {k.attn}")
         if self.drop_deepspeed:
             parts.append("no DeepSpeed")
+        if k.precision != b.precision:
+            parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
+        if k.optim != b.optim:
+            parts.append(f"optimizer {k.optim} (its own numerics: check the loss with `cfgopt verify`)")
         return ", ".join(parts)
 
     def description(self) -> str:
@@ -106,17 +121,21 @@ def _platform(job: Job) -> space.Platform:
         flash_attn=job.has_package("flash_attn") is True,
         liger=job.has_package("liger_kernel") is not False,
         deepspeed=True,
+        bitsandbytes=job.has_package("bitsandbytes") is True,
     )
 
 
 def _values(job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: bool) -> dict[str, list[Any]]:
     """The values each knob may take for this job (the baseline's first)."""
     config = job.values()
-    options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs)
+    bf16 = job.settings.target.bf16
+    options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs, bf16=bf16)
     values = space.knob_values(config, base, _platform(job), options)
     cutoff = job.value("cutoff_len")
-    if not has_estimate:  # nothing that spends memory without an estimate of it
+    if not has_estimate:  # nothing that spends memory without an estimate of it, and no numerics for memory
         values["gc"] = [base.gc]
+        values["precision"] = [p for p in values["precision"] if p != "pure_bf16"]
+        values["optim"] = [base.optim]
         # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
         one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
         values["zero"] = [base.zero] + (["none"] if one_gpu else [])
@@ -149,22 +168,17 @@ def json_pins_batch(ds: dict | None) -> bool:
 
 
 def _candidates(base: space.Knobs, values: dict[str, list[Any]], batch_pinned: bool = False) -> list[space.Knobs]:
-    """Every combination; Liger is not turned on under ZeRO-3 (a known backward failure, LF027); with a DeepSpeed
-    JSON that states the batch itself (`batch_pinned`), the batch shape moves only where DeepSpeed is dropped:
-    the plan edits the YAML alone, and a YAML batch that differs from its JSON's stops the run (XF002)."""
-    out: dict[space.Knobs, None] = {base: None}
-    for micro, ga in values["micro"]:
-        for gc in values["gc"]:
-            for attn in values["attn"]:
-                for packing in values["packing"]:
-                    for liger in values["liger"]:
-                        for zero in values["zero"]:
-                            if liger and not base.liger and zero.startswith("z3"):
-                                continue
-                            if batch_pinned and zero != "none" and (micro, ga) != (base.micro, base.ga):
-                                continue
-                            out.setdefault(space.Knobs(micro, ga, gc, attn, packing, liger, zero), None)
-    return list(out)
+    """Every combination tune's space allows; Liger is not turned on under ZeRO-3 (a known backward failure,
+    LF027); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape moves only where
+    DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its JSON's stops the
+    run (XF002)."""
+
+    def keep(k: space.Knobs) -> bool:
+        if k.liger and not base.liger and k.zero.startswith("z3"):
+            return False
+        return not (batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga))
+
+    return space.combinations(base, values, keep)
 
 
 def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
@@ -188,7 +202,8 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     _, ds = job.deepspeed  # a DeepSpeed file not read: no estimate, so its stage stays as it is
     hardware = job.hardware(GPUS_IF_UNSTATED_SPEND)
     n = hardware.gpus  # unstated: 1, so that what is planned fits on any count
-    base = space.baseline_knobs(job.values(), ds)
+    # the optimizer as written (tune's baseline reads the config as written): a filled-in default is no choice
+    base = space.baseline_knobs(job.values(), ds)._replace(optim=str(job.data.get("optim") or space.DEFAULT_OPTIM))
     has_estimate = job.estimate(n) is not None
     values = _values(job, base, knobs, has_estimate)
     ranked = []
@@ -196,19 +211,22 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
             continue
-        peak = est.required_gib if est is not None else float("inf")
-        ranked.append((-prior_speed(k, n), peak, len(k.changes(base)), i, k, est))
+        peak = est.required_gib if est is not None else None
+        ranked.append((rank(prior_speed(k, n), peak, len(k.changes(base)), i), k, est))
     if not ranked:
         return None
-    ranked.sort(key=lambda r: r[:4])
-    _, _, _, _, best, est = ranked[0]
+    _, best, est = min(ranked, key=lambda r: r[0])
     plan = SpeedPlan(hardware, base, best, prior_speed(best, n) / prior_speed(base, n))
     plan.est_gib = est.required_gib if est is not None else None
     plan.changes = space.changed_keys(best, base)
     plan.drop_deepspeed = best.zero == "none" and base.zero != "none"
+    turned_on = {
+        "liger": best.liger and not base.liger,
+        "fa2": best.attn == "fa2" != base.attn,
+        "bnb": "bnb" in best.optim and best.optim != base.optim,
+    }
     for knob, (module, package) in PACKAGES.items():
-        turned_on = best.liger and not base.liger if knob == "liger" else best.attn == "fa2" != base.attn
-        if turned_on and job.has_package(module) is not True:
+        if turned_on[knob] and job.has_package(module) is not True:
             plan.needs.append(f"the {package} package")
     if job.has_package("liger_kernel") is False and "liger" in knobs:
         plan.notes.append("Liger kernels not planned: liger-kernel is not importable where the run happens")
@@ -236,7 +254,11 @@ def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
     if root is None or not root.is_mapping:
         return None
     out: list[Edit] = []
-    for key, value in plan.changes.items():
+    changes = dict(plan.changes)
+    for old, new in _renamed_switches(root, changes):  # `fp16: true` -> `bf16: true`, one edit
+        out += edits.rename_key(source, root.get(old), new)
+        del changes[old], changes[new]
+    for key, value in changes.items():
         entry = root.get(key)
         made = edits.replace_value(source, entry, value) if entry is not None else insert_top(source, key, value)
         if not made:
@@ -249,6 +271,17 @@ def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
                 return None
             out += made
     return _merge_inserts(out)
+
+
+def _renamed_switches(root: Any, changes: dict[str, Any]) -> list[tuple[str, str]]:
+    """Precision switches the plan turns from one key to another (`fp16: true` off, `bf16: true` on) where the
+    YAML has the old key set to true and not the new one: renaming the key says it in one edit, where it stood."""
+    for old, new in itertools.permutations(("fp16", "bf16", "pure_bf16"), 2):
+        entry = root.get(old)
+        switched = changes.get(old) is False and changes.get(new) is True and root.get(new) is None
+        if switched and entry is not None and entry.node.value is True:
+            return [(old, new)]
+    return []
 
 
 def _merge_inserts(found: list[Edit]) -> list[Edit]:
@@ -279,15 +312,14 @@ def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], 
     for sid, found in by_source.items():
         src = sources[sid]
         ctx = context(src)
+        plan = plan_for(ctx.job)
+        made = plan_edits(src, plan) if plan is not None and plan.changed else None
+        carrier = next((d for d in found if ctx.settings.is_fixable(d.code)), None)
+        if not made or carrier is None:
+            continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in found:
             d.fix = None
-        plan = plan_for(ctx.job)
-        if plan is None or not plan.changed:
-            continue
-        made = plan_edits(src, plan)
-        carrier = next((d for d in found if ctx.settings.is_fixable(d.code)), None)
-        if made and carrier is not None:
-            carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made)
+        carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made)
     _drop_answered_json_fixes(context, diags, owners)
 
 

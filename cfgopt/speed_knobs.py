@@ -15,5 +15,9 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "packing": ("PF006",),
     "liger": ("PF009",),
     "zero": ("MEM003", "PF050"),
+    # precision and optimizer: fp16 or fp32 where bf16 runs (PF001, PF002), and the memory of a full fine-tune's
+    # states when it does not fit (MEM001): pure_bf16 halves them, an 8-bit AdamW or Adafactor shrinks AdamW's
+    "precision": ("PF001", "PF002", "MEM001"),
+    "optim": ("MEM001",),
 }
 PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)

@@ -105,7 +105,8 @@ def test_the_plan_is_tunes_top_prediction(tmp_path: Path) -> None:
     plan = plan_for(job)
     platform = space.Platform(cuda=True, liger=True, deepspeed=True)
     options = space.SpaceOptions(gpus=1, allow_packing=True)
-    base, knobs = space.build_space(job.values(), None, platform, options)
+    written = {**job.values(), "optim": job.data.get("optim")}  # tune's baseline: the optimizer as written
+    base, knobs = space.build_space(written, None, platform, options)
     from cfgopt.job import lf_values
 
     fits = search.MemoryFits(job.shape, job.settings.target, 1, fill=lambda c: lf_values(c, job.lf))

@@ -102,6 +102,7 @@ def cfg(**over) -> dict:
         "per_device_train_batch_size": 4,
         "gradient_accumulation_steps": 4,
         "flash_attn": "sdpa",
+        "bf16": True,
         "cutoff_len": 2048,
     }
     base.update(over)

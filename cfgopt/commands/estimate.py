@@ -4,7 +4,8 @@ training config, broken down, and the largest micro-batch that fits (cfgopt.memo
 The target is resolved as `lint` resolves it (`--target` > the project config's > the GPUs of this machine,
 `cfgopt.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one (exit 2).
 
-Exit codes: 0 the run fits, 1 it is predicted not to fit, 2 a usage error, an unreadable file or an unknown
+Exit codes: 0 the run fits (within 90% of the GPU's memory: the margin MEM001 and tune use too), 1 it is tight
+(above 90%) or predicted not to fit, 2 a usage error, an unreadable file or an unknown
 model (no estimate is made for a model whose shape cfgopt cannot find). Imports stay light.
 """
 
@@ -55,7 +56,7 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target, where:
     share = est.required_gib / target.memory_gib if target.memory_gib else 0.0
     lines += [
         "",
-        f"fits: {'yes' if est.fits else 'NO'} ({share:.0%} of {target.memory_gib:g} GiB)",
+        f"fits: {_VERDICT_WORDS[est.verdict]} ({share:.0%} of {target.memory_gib:g} GiB)",
         f"largest per_device_train_batch_size within {HEADROOM:.0%} of memory: {best} (now {est.micro_batch})",
     ]
     lines += [f"note: {n}" for n in est.notes]
@@ -89,6 +90,14 @@ def hardware_for(config: Path, target: str | None, gpus: int | None) -> tuple[Se
     return settings, where
 
 
+# The same margin as MEM001 and tune's pruning (memory.HEADROOM): one verdict everywhere.
+_VERDICT_WORDS = {
+    "fits": "yes",
+    "tight": "TIGHT: above 90% of the GPU, inside the margin the estimate's error needs (MEM001 warns)",
+    "over": "NO",
+}
+
+
 def run(args: argparse.Namespace) -> int:
     from cfgopt import memory
     from cfgopt.commands import UsageError
@@ -112,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
         return 2
     if not job.training:
-        what = "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
+        what = (
+            "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
+        )
         sys.stderr.write(
             f"cfgopt estimate: {args.config}: {what}: `estimate` models the memory of training only "
             "(weights, gradients, optimizer states, activations); give the training YAML\n"
@@ -140,4 +151,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(_text(est, best, args.config, ds_path, target, where))
-    return 0 if est.fits else 1
+    return 0 if est.verdict == "fits" else 1

@@ -17,7 +17,8 @@ class UnsupportedKind(Rule):
     why = (
         "LLaMA-Factory's experimental v1 trainer (`examples/v1/`, `USE_V1=1`) and Accelerate launch configs "
         "(`examples/accelerate/`) have their own schemas. cfgopt recognises them so they are not mistaken for "
-        "broken v0 configs, and says once per run that it does not check them yet (on the first such file, counting the others)."
+        "broken v0 configs, and says once per run that it does not check them yet (on the first such file, "
+        "counting the others)."
     )
     fails_when = "Not applicable."
     evidence = ("LLaMA-Factory v0.9.5 examples/v1/ and examples/accelerate/",)

@@ -431,7 +431,11 @@ def _candidates(
         say(note)
     config, (_, user_ds) = job.data, job.deepspeed
     options = space.SpaceOptions(
-        gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=tuple(args.knobs)
+        gpus=gpus,
+        allow_packing=args.allow_packing,
+        max_micro=args.max_micro,
+        knobs=tuple(args.knobs),
+        bf16=job.settings.target.bf16,
     )
     base, knobs_list = space.build_space(config, user_ds, platform, options)
     planned = planned_start(job, tuple(args.knobs), say)

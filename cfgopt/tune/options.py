@@ -7,9 +7,8 @@ from pathlib import Path
 
 from cfgopt.argtypes import positive_int
 from cfgopt.targets import TARGETS
+from cfgopt.tune.space import KNOB_NAMES as KNOBS  # one list of knobs: the search space's
 from cfgopt.verify.options import add_run_options
-
-KNOBS = ("micro", "gc", "attn", "packing", "liger", "zero")
 
 
 def _knobs(text: str) -> tuple[str, ...]:
@@ -35,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--knobs",
         type=_knobs,
         default=KNOBS,
-        help=f"knobs to search, comma-separated (default: all of {','.join(KNOBS)})",
+        help=f"knobs to search, comma-separated (default: all of {','.join(KNOBS)}; pure_bf16 and optim only "
+        "for a full or freeze fine-tune)",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help="apply the winning config to the YAML")

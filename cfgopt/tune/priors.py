@@ -1,10 +1,18 @@
-"""Tune's speed priors: how much faster each knob setting is expected to run, measured on an H200 (the sources
-are in `cfgopt/tune/search.py`'s docstring and docs/tune.md). Apart from the search so that the speed planner,
-which runs on the lint path, loads only this (no dataclasses, no statistics, no temporary files)."""
+"""Tune's speed priors and the one ranking of candidates, shared by `cfgopt tune` and the speed planner.
+
+How much faster each knob setting is expected to run, measured on an H200 (the sources are in
+`cfgopt/tune/search.py`'s docstring and docs/tune.md). Precision and optimizer (full / freeze fine-tuning):
+  - precision: bf16 1.0; fp16 0.95 (the same tensor-core rate plus loss scaling; AMD measured MI300X GEMMs at
+    708 TFLOP/s bf16 vs 654 fp16, docs/evidence/rocm_perf.md); pure_bf16 1.05 (no fp32 master copy to cast and
+    update: a small edge, its real value is memory); fp32 0.3 (matmuls outside the tensor cores' half rate);
+  - optimizer: transformers' default and the fused AdamW 1.0, the foreach AdamW 0.97, bitsandbytes' 8-bit AdamW
+    0.95, Adafactor 0.9 (small edges that order them; what they buy is memory, and tune measures the rest).
+Apart from the search so that the speed planner, which runs on the lint path, loads only this (no dataclasses,
+no statistics, no temporary files)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from cfgopt.tune.space import Knobs
@@ -20,6 +28,9 @@ PRIORS: dict[str, Any] = {
     "zero_one_gpu": {"none": 1.0, "z2": 0.5, "z2_offload": 0.3, "z3": 0.225, "z3_offload": 0.206},
     "zero_multi_gpu": {"none": 1.0, "z2": 0.95, "z3": 0.8, "z2_offload": 0.5, "z3_offload": 0.3},
     "zero_other": 0.7,
+    "precision": {"bf16": 1.0, "pure_bf16": 1.05, "fp16": 0.95, "fp32": 0.3},
+    "optim": {"default": 1.0, "adamw_torch_fused": 1.0, "adamw_torch": 0.97, "adamw_bnb_8bit": 0.95, "adafactor": 0.9},
+    "optim_other": 0.95,
 }
 
 
@@ -36,4 +47,21 @@ def prior_speed(k: Knobs, gpus: int = 1) -> float:
     score *= p["attn"].get(k.attn, p["attn_other"])
     table = p["zero_one_gpu"] if gpus <= 1 else p["zero_multi_gpu"]
     score *= table.get(k.zero, p["zero_other"])
+    score *= p["precision"].get(k.precision, 1.0)
+    score *= p["optim"].get(k.optim, p["optim_other"])
     return score
+
+
+class Rank(NamedTuple):
+    """The order of candidates, the planner's and tune's alike: the fastest expected first, then the smaller
+    estimated peak, then fewer changes from the user's config, then the order they were made in. Sorting by it
+    is what makes `cfgopt fix --unsafe-fixes` write tune's top prediction."""
+
+    slower: float  # minus the expected speed
+    peak_gib: float  # the estimated peak per GPU (inf: no estimate)
+    changes: int
+    index: int
+
+
+def rank(speed: float, peak_gib: float | None, changes: int, index: int) -> Rank:
+    return Rank(-speed, peak_gib if peak_gib is not None else float("inf"), changes, index)

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfgopt.tune.priors import PRIORS, prior_speed  # noqa: F401  (re-exported: tune's callers)
-from cfgopt.tune.space import Knobs
+from cfgopt.tune.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
+from cfgopt.tune.space import KNOB_NAMES, Knobs
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
 
@@ -47,12 +47,15 @@ def is_oom(text: str | None) -> bool:
 
 
 def hungrier_or_equal(d: Knobs, c: Knobs) -> bool:
-    """Does `d` need at least the memory of `c`? Same attention, packing and ZeRO; micro batch at least as
-    large; checkpointing off where `c` has it off; Liger off where `c` has it off (Liger saves memory)."""
+    """Does `d` need at least the memory of `c`? Same attention, packing, ZeRO, precision and optimizer; micro
+    batch at least as large; checkpointing off where `c` has it off; Liger off where `c` has it off (Liger saves
+    memory)."""
     return (
         d.attn == c.attn
         and d.packing == c.packing
         and d.zero == c.zero
+        and d.precision == c.precision
+        and d.optim == c.optim
         and d.micro >= c.micro
         and (d.gc == c.gc or (c.gc and not d.gc))
         and (d.liger == c.liger or (c.liger and not d.liger))
@@ -184,7 +187,7 @@ class Corrections:
 
     @staticmethod
     def features(k: Knobs) -> list[tuple[str, Any]]:
-        return [(name, getattr(k, name)) for name in ("micro", "gc", "attn", "packing", "liger", "zero")]
+        return [(name, getattr(k, name)) for name in KNOB_NAMES]
 
     def predict(self, c: Candidate) -> float:
         return math.log(c.prior) + sum(self.delta.get(f, 0.0) for f in self.features(c.knobs))
@@ -325,14 +328,9 @@ class _Search:
                 self.live.append(c)
         return base
 
-    def _rank(self, c: Candidate) -> tuple[float, float, int, int]:
+    def _rank(self, c: Candidate) -> Rank:
         assert self.base is not None
-        return (
-            -self.model.predict(c),
-            c.est_peak_gib if c.est_peak_gib is not None else float("inf"),
-            len(c.knobs.changes(self.base.knobs)),
-            c.index,
-        )
+        return rank(self.model.predict(c), c.est_peak_gib, len(c.knobs.changes(self.base.knobs)), c.index)
 
     def _step(self, c: Candidate, queue: list[Candidate]) -> None:
         """The next candidate: pruned, not run (budget, patience) or run; the queue re-ranked on what it taught."""

@@ -11,12 +11,22 @@ found by `probe_platform`, which asks a child Python process.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero")
+KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero", "precision", "optim")
+
+# Precision modes, as LLaMA-Factory sets them: `bf16` (autocast over fp32 master weights for what trains), `pure_bf16`
+# (weights, gradients and optimizer states in bf16: half the state memory, numerics change), `fp16`, `fp32`.
+PRECISIONS = ("bf16", "pure_bf16", "fp16", "fp32")
+# Optimizers the search may switch a full / freeze fine-tune to (transformers' names): the fused AdamW, the 8-bit
+# AdamW of bitsandbytes (a quarter of AdamW's state memory) and Adafactor (factored second moments).
+OPTIMS = ("adamw_torch_fused", "adamw_bnb_8bit", "adafactor")
+DEFAULT_OPTIM = "default"  # no `optim` in the config: transformers' default (fused AdamW on torch >= 2.8)
 
 # ZeRO variants of the search, as LLaMA-Factory 0.9.5's examples/deepspeed/ds_z*_config.json write them.
 ZERO_VALUES = ("none", "z2", "z2_offload", "z3", "z3_offload")
@@ -112,11 +122,14 @@ class Knobs(NamedTuple):
     packing: bool
     liger: bool
     zero: str  # see ZERO_VALUES; the user's own stage (e.g. "z1") may appear in the baseline
+    precision: str = "bf16"  # see PRECISIONS
+    optim: str = DEFAULT_OPTIM  # the config's `optim`, or DEFAULT_OPTIM
 
     def label(self) -> str:
         return (
             f"{self.micro}x{self.ga} gc={'on' if self.gc else 'off'} attn={self.attn} "
-            f"pack={'on' if self.packing else 'off'} liger={'on' if self.liger else 'off'} zero={self.zero}"
+            f"pack={'on' if self.packing else 'off'} liger={'on' if self.liger else 'off'} zero={self.zero} "
+            f"{self.precision} optim={self.optim}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -139,9 +152,11 @@ class Platform:
         liger: bool = False,
         deepspeed: bool = False,
         notes: list[str] | None = None,
+        bitsandbytes: bool = False,
     ) -> None:
         self.cuda, self.device, self.gpu_count = cuda, device, gpu_count
         self.flash_attn, self.liger, self.deepspeed = flash_attn, liger, deepspeed
+        self.bitsandbytes = bitsandbytes  # the 8-bit optimizers
         self.notes: list[str] = list(notes or [])
 
     def __repr__(self) -> str:
@@ -159,7 +174,8 @@ try:
         out["device"] = torch.cuda.get_device_name()
 except Exception as exc:
     out["torch_error"] = repr(exc)
-for name, module in (("flash_attn", "flash_attn"), ("liger", "liger_kernel.transformers"), ("deepspeed", "deepspeed")):
+for name, module in (("flash_attn", "flash_attn"), ("liger", "liger_kernel.transformers"), ("deepspeed", "deepspeed"),
+                     ("bitsandbytes", "bitsandbytes")):
     try:
         importlib.import_module(module)
         out[name] = True
@@ -195,8 +211,14 @@ def probe_platform(python: str | None = None, timeout: float = 300) -> Platform:
         flash_attn=data["flash_attn"] and data["cuda"],
         liger=data["liger"] and data["cuda"],
         deepspeed=data["deepspeed"],
+        bitsandbytes=bool(data.get("bitsandbytes")) and data["cuda"],
     )
-    for name, what in (("flash_attn", "fa2"), ("liger", "Liger kernels"), ("deepspeed", "DeepSpeed")):
+    for name, what in (
+        ("flash_attn", "fa2"),
+        ("liger", "Liger kernels"),
+        ("deepspeed", "DeepSpeed"),
+        ("bitsandbytes", "8-bit AdamW"),
+    ):
         if not data.get(name):
             plat.notes.append(f"{what} not searched: {data.get(name + '_error', 'not importable')}")
         elif not data["cuda"] and name != "deepspeed":
@@ -228,7 +250,17 @@ def baseline_knobs(config: dict[str, Any], ds: dict[str, Any] | None) -> Knobs:
         packing=packing,
         liger=_bool(config.get("enable_liger_kernel"), False),
         zero=zero_of(ds) if ds is not None or config.get("deepspeed") else "none",
+        precision=precision_of(config),
+        optim=str(config.get("optim") or DEFAULT_OPTIM),
     )
+
+
+def precision_of(config: dict[str, Any]) -> str:
+    """The precision mode a config trains in (LLaMA-Factory: `pure_bf16` wins over `bf16`, which wins over `fp16`)."""
+    for key in ("pure_bf16", "bf16", "fp16"):
+        if config.get(key) is True:
+            return key
+    return "fp32"
 
 
 def divisors(n: int, cap: int) -> list[int]:
@@ -240,6 +272,42 @@ class SpaceOptions(NamedTuple):
     allow_packing: bool = False
     max_micro: int = 64
     knobs: tuple[str, ...] = KNOB_NAMES  # the knobs searched; the others stay at the user's value
+    bf16: bool = True  # the GPU runs bf16 (V100 and T4 do not: docs/targets.md)
+
+
+def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions) -> list[str]:
+    """bf16 where the GPU has it (fp16 where it does not) instead of fp16 / fp32; `pure_bf16` for a full or freeze
+    fine-tune, whose fp32 master weights, gradients and AdamW states are most of its memory."""
+    out = [base.precision]
+    if base.precision in ("fp16", "fp32"):
+        out.append("bf16" if options.bf16 else "fp16")
+    full = config.get("finetuning_type") in ("full", "freeze") and not config.get("use_badam")
+    if full and options.bf16 and base.precision != "pure_bf16":
+        out.append("pure_bf16")
+    return list(dict.fromkeys(out))
+
+
+def optim_values(config: dict[str, Any], base: Knobs, platform: Platform) -> list[str]:
+    """Optimizers for a full or freeze fine-tune (LoRA's states are tiny: the optimizer changes nothing there);
+    only from an AdamW the user did not choose for a reason (GaLore, APOLLO, BAdam, Muon keep theirs)."""
+    full = config.get("finetuning_type") in ("full", "freeze")
+    special = any(config.get(k) for k in ("use_galore", "use_apollo", "use_badam", "use_muon", "use_adam_mini"))
+    if not full or special or base.optim not in (DEFAULT_OPTIM, "adamw_torch", "adamw_torch_fused"):
+        return [base.optim]
+    out = [base.optim, "adamw_torch_fused"] if base.optim == "adamw_torch" else [base.optim]
+    if platform.bitsandbytes:
+        out.append("adamw_bnb_8bit")
+    out.append("adafactor")
+    return list(dict.fromkeys(out))
+
+
+def allowed(knobs: Knobs, base: Knobs) -> bool:
+    """What LLaMA-Factory and DeepSpeed accept together: `pure_bf16` is refused with ZeRO-3 (hparams/parser.py);
+    another optimizer only without DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer
+    it was tested with)."""
+    if knobs.precision == "pure_bf16" and knobs.zero.startswith("z3"):
+        return False
+    return not (knobs.optim != base.optim and knobs.zero != "none")
 
 
 def knob_values(config: dict[str, Any], base: Knobs, platform: Platform, options: SpaceOptions) -> dict[str, list[Any]]:
@@ -254,6 +322,8 @@ def knob_values(config: dict[str, Any], base: Knobs, platform: Platform, options
         "zero": (
             ["none"] if options.gpus <= 1 or not platform.deepspeed else list(ZERO_VALUES)
         ),  # one GPU: no DeepSpeed (ZeRO-3 measured 4.5x slower with no saving for LoRA)
+        "precision": precision_values(config, base, options),
+        "optim": optim_values(config, base, platform),
     }
     if config.get("neat_packing") is True:
         values["packing"] = []  # neat_packing forces packing on
@@ -264,6 +334,8 @@ def knob_values(config: dict[str, Any], base: Knobs, platform: Platform, options
         "packing": base.packing,
         "liger": base.liger,
         "zero": base.zero,
+        "precision": base.precision,
+        "optim": base.optim,
     }
     for name in KNOB_NAMES:
         if name not in options.knobs:
@@ -281,15 +353,20 @@ def build_space(
     """The baseline and every candidate (the baseline first; no duplicates)."""
     base = baseline_knobs(config, ds)
     values = knob_values(config, base, platform, options)
+    return base, combinations(base, values)
+
+
+def combinations(base: Knobs, values: dict[str, list[Any]], keep: Callable[[Knobs], bool] | None = None) -> list[Knobs]:
+    """Every combination of the knobs' values that LLaMA-Factory accepts (`allowed`) and `keep` keeps, the
+    baseline first: the one search space of `cfgopt tune` and of the speed planner."""
     out: dict[Knobs, None] = {base: None}
+    names = [n for n in KNOB_NAMES if n != "micro"]
     for micro, ga in values["micro"]:
-        for gc in values["gc"]:
-            for attn in values["attn"]:
-                for packing in values["packing"]:
-                    for liger in values["liger"]:
-                        for zero in values["zero"]:
-                            out.setdefault(Knobs(micro, ga, gc, attn, packing, liger, zero), None)
-    return base, list(out)
+        for rest in itertools.product(*(values[n] for n in names)):
+            k = Knobs(micro, ga, *rest)
+            if allowed(k, base) and (keep is None or keep(k)):
+                out.setdefault(k, None)
+    return list(out)
 
 
 def changed_keys(knobs: Knobs, base: Knobs) -> dict[str, Any]:
@@ -306,6 +383,18 @@ def changed_keys(knobs: Knobs, base: Knobs) -> dict[str, Any]:
         out["packing"] = knobs.packing
     if knobs.liger != base.liger:
         out["enable_liger_kernel"] = knobs.liger
+    if knobs.precision != base.precision:
+        out.update(precision_keys(knobs.precision, base.precision))
+    if knobs.optim != base.optim:
+        out["optim"] = knobs.optim
+    return out
+
+
+def precision_keys(new: str, old: str) -> dict[str, bool]:
+    """The keys that switch LLaMA-Factory from precision `old` to `new`: the new mode on, the old one off."""
+    out: dict[str, bool] = {new: True} if new != "fp32" else {}
+    if old != "fp32" and old != new:
+        out[old] = False
     return out
 
 
