@@ -1,8 +1,9 @@
 """`cfgopt estimate CONFIG --target mi300x --gpus 8 [--format json]`: peak memory per GPU of a LLaMA-Factory
 training config, broken down, and the largest micro-batch that fits (cfgopt.memory; docs/memory.md).
 
-Exit codes: 0 the run fits, 1 it is predicted not to fit, 2 a usage error, an unreadable file or an unknown
-model (no estimate is made for a model whose shape cfgopt cannot find). Imports stay light.
+Exit codes: 0 the run fits, 1 it is predicted not to fit, 2 a usage error, an unreadable file, an unknown
+model (no estimate is made for a model whose shape cfgopt cannot find) or a micro-batch / cutoff_len that is not
+a positive integer the model can count with (NaN, `1e300`, a list). Imports stay light.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from cfgopt.job_loader import JobError, load_job
     from cfgopt.settings import Settings
 
-    if args.gpus < 1:
-        sys.stderr.write("cfgopt estimate: error: --gpus must be at least 1\n")
+    if not 1 <= args.gpus <= memory.MAX_GPUS:
+        sys.stderr.write(f"cfgopt estimate: error: --gpus must be from 1 to {memory.MAX_GPUS}\n")
         return 2
     if args.fill is not None and not 0 < args.fill <= 1:
         sys.stderr.write("cfgopt estimate: error: --fill must be in (0, 1]\n")
@@ -98,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     config = job.values()
+    unusable = memory.unusable_sizes(config)
+    if unusable:  # no number to print: LLaMA-Factory itself stops on such a value (LF002 says how)
+        sys.stderr.write(f"cfgopt estimate: error: {args.config}: {'; '.join(unusable)}: no estimate\n")
+        return 2
     est = memory.estimate(config, job.shape, target, args.gpus, ds, fill=args.fill)
     best = memory.max_micro_batch(config, job.shape, target, args.gpus, ds, fill=args.fill)
     if args.format == "json":
