@@ -109,6 +109,25 @@ class Document:
         return starts[line] if line < len(starts) else len(self.text)
 
 
+# What a terminal or log viewer would act on rather than show, or could not encode: C0 and C1 controls and DEL
+# (an escape sequence recolours or rewrites the screen, a newline forges a report line), lone surrogates (a JSON
+# `"\ud800"` key: no UTF-8 for it), the Unicode line and paragraph separators, the bidirectional marks, overrides
+# and isolates (they reorder what is shown, "Trojan Source"), and U+FFFE / U+FFFF (not allowed in XML either).
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def shown(text: str) -> str:
+    """User-derived text (a key, a value, a file name, a message quoting them) as a human report prints it: each
+    character of `_UNSHOWABLE` written as `\\xNN` / `\\uNNNN`, so the text stays on its line, changes no colour
+    and always encodes. The machine formats escape with their own syntax instead (JSON, XML)."""
+    return _UNSHOWABLE.sub(_escaped, text) if _UNSHOWABLE.search(text) else text
+
+
 def real_path(path: Path) -> Path:
     """The canonical path used as a file's identity. Unlike Path.resolve(), never raises on a symlink
     loop (Python 3.11 raises RuntimeError there); the loop then fails, with a clear message, when read."""

@@ -184,8 +184,10 @@ def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
 
 
 def print_problems(problems: list) -> None:
-    for p in problems:
-        sys.stderr.write(f"{p.path}: error: {p.message}\n")
+    from cfgopt.document import shown
+
+    for p in problems:  # the path and the message may quote a file's bytes: escaped as the reports do
+        sys.stderr.write(f"{shown(str(p.path))}: error: {shown(p.message)}\n")
 
 
 def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from cfgopt.argtypes import positive_int
+from cfgopt.document import shown
 from cfgopt.targets import ESTIMATE_TARGET, TARGETS
 
 
@@ -40,10 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str:
     from cfgopt.memory import HEADROOM
 
-    zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({ds_path})"
+    zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({shown(str(ds_path))})"
     lines = [
-        f"{config_path}: {est.model}, {est.finetuning_type} ({est.stage}), {est.gpus} x {target.name} "
-        f"({target.memory_gib:g} GiB each), {zero}",
+        f"{shown(str(config_path))}: {shown(est.model)}, {est.finetuning_type} ({shown(est.stage)}), "
+        f"{est.gpus} x {target.name} ({target.memory_gib:g} GiB each), {zero}",
         f"micro-batch {est.micro_batch} x accumulation {est.gradient_accumulation} x {est.gpus} GPU(s) = global "
         f"batch {est.global_batch}; {est.tokens} tokens per micro-batch ({est.seq_len} per sequence"
         f"{', packed' if est.packing else ''})",
@@ -61,10 +62,10 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target) -> str
         f"fits: {'yes' if est.fits else 'NO'} ({share:.0%} of {target.memory_gib:g} GiB)",
         f"largest per_device_train_batch_size within {HEADROOM:.0%} of memory: {best} (now {est.micro_batch})",
     ]
-    lines += [f"note: {n}" for n in est.notes]
+    lines += [f"note: {shown(n)}" for n in est.notes]
     if est.unmodelled:
-        lines.append(f"not modelled (lint rules stay silent): {', '.join(est.unmodelled)}")
-    lines.append(est.confidence_line())
+        lines.append(f"not modelled (lint rules stay silent): {shown(', '.join(est.unmodelled))}")
+    lines.append(shown(est.confidence_line()))
     return "\n".join(lines)
 
 
@@ -86,14 +87,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         job = load_job(args.config, Settings(target_name=args.target, gpus=args.gpus))
     except JobError as exc:
-        sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
+        sys.stderr.write(f"cfgopt estimate: error: {shown(str(exc))}\n")
         return 2
     _, ds = job.deepspeed
     ref = job.data.get("deepspeed")
     ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
     if job.shape is None:
         sys.stderr.write(
-            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate "
+            f"cfgopt estimate: unknown model {shown(repr(job.value('model_name_or_path')))}: no estimate "
             "(give a local folder with its config.json; "
             "cfgopt's table knows Llama 3/3.1 8B and 70B, Llama 3.2 1B/3B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
         )
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     config = job.values()
     unusable = memory.unusable_sizes(config)
     if unusable:  # no number to print: LLaMA-Factory itself stops on such a value (LF002 says how)
-        sys.stderr.write(f"cfgopt estimate: error: {args.config}: {'; '.join(unusable)}: no estimate\n")
+        what = shown(f"{args.config}: {'; '.join(unusable)}")
+        sys.stderr.write(f"cfgopt estimate: error: {what}: no estimate\n")
         return 2
     est = memory.estimate(config, job.shape, target, args.gpus, ds, fill=args.fill)
     best = memory.max_micro_batch(config, job.shape, target, args.gpus, ds, fill=args.fill)
