@@ -1,10 +1,18 @@
 """A source file as text, with what a span edit must preserve: encoding, BOM, line endings, final newline.
 
 Every position cfgopt reports or edits is a character offset into `Document.text`; (line, column) pairs
-are derived from it here and nowhere else. Lines end where PyYAML (and so OmegaConf) ends them: at `\r\n`,
-`\n`, a lone `\r`, U+0085, U+2028 or U+2029, so a line number cfgopt reports is the parser's. The fixer
-refuses files with the last four (`unusual_line_break`): few editors show them as line breaks, and an edit
-that adds a line could not match them.
+are derived from it here and nowhere else. Lines end where the file's own consumer ends them (`LINE_BREAKS`, by
+`Document.syntax`), so a line number cfgopt reports is the parser's:
+
+- YAML: where PyYAML (and so OmegaConf) ends them: `\r\n`, `\n`, a lone `\r`, U+0085, U+2028 or U+2029;
+- JSON: `\r\n`, `\n` and a lone `\r` only (JSON's whitespace; U+2028 or U+0085 in a string are characters of
+  the string for `json.load`);
+- a shell script: `\n` only (bash reads a `\r` as part of a word).
+
+The fixer refuses a file with a line break other than `\n` and `\r\n` where its consumer breaks lines
+(`unusual_line_break`): few editors show them as line breaks, and an edit that adds a line could not match them.
+A file that is not UTF-8 is refused with the reason; UTF-16 and UTF-32 (by their BOM, or the NUL bytes of
+ASCII text in them) are named as such, since LLaMA-Factory, OmegaConf and the HF Trainer all read UTF-8.
 """
 
 from __future__ import annotations
@@ -15,10 +23,22 @@ import re
 from pathlib import Path
 
 BOM = "\ufeff"
-# Every line break of YAML 1.1 as PyYAML reads it (reader.py `forward`): CRLF counts once.
-LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-_UNUSUAL_BREAK = re.compile("\r(?!\n)|[\x85\u2028\u2029]")
+# Line breaks by syntax. YAML 1.1 as PyYAML reads it (reader.py `forward`): CRLF counts once.
+LINE_BREAKS = {
+    "yaml": re.compile("\r\n|[\r\n\x85\u2028\u2029]"),
+    "json": re.compile("\r\n|[\r\n]"),
+    "script": re.compile("\n"),
+}
+# The breaks an editor may not show as one, by syntax (none for a script: bash breaks at `\n` only).
+_UNUSUAL_BREAKS = {
+    "yaml": re.compile("\r(?!\n)|[\x85\u2028\u2029]"),
+    "json": re.compile("\r(?!\n)"),
+    "script": re.compile("(?!)"),
+}
 BREAK_CHARS = "\r\n\x85\u2028\u2029"
+# The syntax of a file by its suffix, as `discovery.loader_for` picks its loader (tests/test_hostile_values.py
+# holds the two to the same answer); a loader that reads another syntax sets `Document.syntax` itself.
+_SYNTAX_BY_SUFFIX = {".json": "json", ".sh": "script", ".bash": "script"}
 
 
 class DocumentError(Exception):
@@ -31,6 +51,18 @@ class Document:
         self.text = text  # decoded, BOM stripped; line endings kept as they are in the file
         self.has_bom = has_bom
         self._line_starts: list[int] = []
+        self._syntax = _SYNTAX_BY_SUFFIX.get(Path(path).suffix.lower(), "yaml")
+
+    @property
+    def syntax(self) -> str:
+        """ "yaml", "json" or "script": whose line breaks count (`LINE_BREAKS`)."""
+        return self._syntax
+
+    @syntax.setter
+    def syntax(self, value: str) -> None:
+        if value != self._syntax:
+            self._syntax = value
+            self._line_starts = []  # counted again with the new syntax's breaks
 
     def __repr__(self) -> str:
         return f"Document({self.path!r}, {len(self.text)} characters)"
@@ -69,12 +101,13 @@ class Document:
     @property
     def line_starts(self) -> list[int]:
         if not self._line_starts:
-            self._line_starts = [0, *(m.end() for m in LINE_BREAK.finditer(self.text))]
+            self._line_starts = [0, *(m.end() for m in LINE_BREAKS[self._syntax].finditer(self.text))]
         return self._line_starts
 
     def unusual_line_break(self) -> str | None:
-        """A description of the first line break other than `\n` and `\r\n`, or None."""
-        m = _UNUSUAL_BREAK.search(self.text)
+        """A description of the first line break other than `\n` and `\r\n` (where this syntax breaks lines), or
+        None."""
+        m = _UNUSUAL_BREAKS[self._syntax].search(self.text)
         if m is None:
             return None
         name = {"\r": "a lone CR (\\r)", "\x85": "U+0085 (NEL)", "\u2028": "U+2028", "\u2029": "U+2029"}[m.group()]

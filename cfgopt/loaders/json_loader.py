@@ -93,6 +93,7 @@ def _parse_with_spans(text: str) -> Node:
 
 
 def load_json(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
+    doc.syntax = "json"  # lines end at JSON's breaks only, whatever the file is named
     source = Source(document=doc, kind=kind)
     if doc.has_bom:
         source.error = ParseError(
