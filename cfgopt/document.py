@@ -69,6 +69,15 @@ class Document:
 
     @classmethod
     def from_bytes(cls, path: Path, raw: bytes) -> Document:
+        wide = wide_encoding(raw)
+        if wide is not None:
+            # Both open the file with encoding="utf-8": the byte order mark is no UTF-8, and without one the NUL
+            # bytes are UTF-8 that PyYAML ("unacceptable character #x0000") and json.load refuse.
+            fails = "with UnicodeDecodeError" if "with a byte order mark" in wide else "on its NUL bytes"
+            raise DocumentError(
+                f"{wide}: LLaMA-Factory (OmegaConf.load) and the HF Trainer (accelerate's json.load) read configs as "
+                f"UTF-8 and stop {fails}; re-save it as UTF-8"
+            )
         if b"\x00" in raw[:8192]:
             raise DocumentError("binary file (contains NUL bytes)")
         try:
@@ -140,6 +149,48 @@ class Document:
         starts = self.line_starts
         line = bisect.bisect_right(starts, offset)
         return starts[line] if line < len(starts) else len(self.text)
+
+
+# Byte order marks of the wide Unicode encodings, UTF-32 first (its little-endian mark starts with UTF-16's).
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32 (little-endian)"),
+    (b"\x00\x00\xfe\xff", "UTF-32 (big-endian)"),
+    (b"\xff\xfe", "UTF-16 (little-endian)"),
+    (b"\xfe\xff", "UTF-16 (big-endian)"),
+)
+
+
+def wide_encoding(raw: bytes) -> str | None:
+    """ "UTF-16 encoded (...)" when `raw` starts with a UTF-16 / UTF-32 byte order mark, or, without one, has the
+    NUL bytes ASCII text has in those encodings (every second, or three of every four bytes, at the same place);
+    None otherwise (a binary file has NULs anywhere)."""
+    for mark, name in _WIDE_BOMS:
+        if raw.startswith(mark):
+            return name.replace(" (", " encoded (").replace(")", ", with a byte order mark)")
+    head = raw[:512]
+    if len(head) < 8:
+        return None
+
+    def nul_share(place: int, width: int) -> float:
+        column = head[place::width]
+        return column.count(0) / max(1, len(column))
+
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        for low, order in ((0, "little-endian"), (width - 1, "big-endian")):
+            # ASCII and most Latin text: the low byte never NUL, the other bytes (nearly) always
+            others = [nul_share(place, width) for place in range(width) if place != low]
+            if nul_share(low, width) < 0.1 and min(others) > 0.9:
+                return f"{name} encoded ({order}, no byte order mark: NUL bytes between ASCII characters)"
+    return None
+    for width, name in ((4, "UTF-32"), (2, "UTF-16")):
+        for nonzero, order in ((0, "little-endian"), (width - 1, "big-endian")):
+            places = [head[i::width] for i in range(width)]
+            if (
+                all(p.count(0) == len(p) for i, p in enumerate(places) if i != nonzero)
+                and places[nonzero].count(0) == 0
+            ):
+                return f"{name} encoded ({order}, no byte order mark: NUL bytes between ASCII characters)"
+    return None
 
 
 # What a terminal or log viewer would act on rather than show, or could not encode: C0 and C1 controls and DEL

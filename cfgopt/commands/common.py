@@ -169,11 +169,18 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
         return None
     if len(args.paths) > 1:
         usage_error(args, "- (stdin) cannot be combined with other paths")
-    try:  # the same bytes rule as a file: UTF-8, a BOM allowed
-        text = sys.stdin.buffer.read().decode("utf-8").removeprefix("\ufeff")
+    from cfgopt.document import wide_encoding
+
+    raw = sys.stdin.buffer.read()
+    wide = wide_encoding(raw)
+    if wide is not None:
+        usage_error(args, f"stdin is {wide}: LLaMA-Factory and the HF Trainer read configs as UTF-8; send UTF-8")
+    try:  # the same bytes rule as a file: UTF-8, a BOM allowed and kept (the document records it for the output)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
-    name = args.stdin_filename or Path("stdin.json" if text.lstrip().startswith("{") else "stdin.yaml")
+    shown = text.removeprefix("\ufeff").lstrip()
+    name = args.stdin_filename or Path("stdin.json" if shown.startswith("{") else "stdin.yaml")
     args.paths = [name]
     return {real_path(name): text}
 
