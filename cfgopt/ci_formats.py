@@ -250,7 +250,8 @@ def render_junit(diags: list[Diagnostic], problems: list, checked: list[Path], s
     _xml_safe(root)
     ET.indent(root) if hasattr(ET, "indent") else None
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-    stream.write(ET.tostring(root, encoding="unicode"))
+    # ASCII with character references: the same valid XML whatever the stream's encoding (a latin-1 pipe too)
+    stream.write(ET.tostring(root, encoding="unicode").encode("ascii", "xmlcharrefreplace").decode("ascii"))
     stream.write("\n")
 
 

@@ -117,6 +117,7 @@ def statistics(diags: list[Diagnostic]) -> list[dict]:
 
 
 def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = False) -> None:
+    stream = tolerant(stream)
     rows = statistics(diags)
     if as_json:
         json.dump(rows, stream, indent=2)
@@ -161,8 +162,28 @@ def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: Te
 # --------------------------------------------------------------------------- dispatch
 
 
+def tolerant(stream: TextIO) -> TextIO:
+    """`stream`, made to write an escape (`\\u4e2d`) for a character its encoding lacks instead of raising
+    UnicodeEncodeError: a latin-1 terminal and a CJK key. Only a stream that is not UTF-8 is changed (Python's
+    own stderr already does this); on UTF-8 every format escapes what must be escaped itself (`shown`)."""
+    import codecs
+    import contextlib
+
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    reconfigure = getattr(stream, "reconfigure", None)
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    if not utf8 and reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+        with contextlib.suppress(ValueError, OSError):  # a stream that cannot change its error handler: as it is
+            reconfigure(errors="backslashreplace")
+    return stream
+
+
 def render(fmt: str, result, stream: TextIO) -> None:
     """Write `result` (engine.LintResult) in one of the `--format`s."""
+    stream = tolerant(stream)
     if fmt == "json":
         render_json(result.diagnostics, result.files, result.problems, stream)
     elif fmt == "concise":
@@ -180,6 +201,7 @@ def render(fmt: str, result, stream: TextIO) -> None:
 
 def render_available_fixes(diags: list[Diagnostic], stream: TextIO) -> None:
     """`lint --show-fixes`: every fix `cfgopt fix` would apply, by file."""
+    stream = tolerant(stream)
     fixable = [d for d in diags if d.fix is not None]
     if not fixable:
         stream.write("No fixes available.\n")

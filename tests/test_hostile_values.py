@@ -409,3 +409,18 @@ def test_a_five_thousand_digit_integer_is_a_parse_error_not_a_crash(tmp_path: Pa
     write_job(tmp_path, with_value("cutoff_len", "9" * 5000), _json_with((("train_batch_size",),), "9" * 5000))
     for argv in (LINT, ["lint", "ds.json"], ["estimate", "--target", "h200", "train.yaml"]):
         Run(argv).assert_clean()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_writes_to_a_latin1_stream(tmp_path: Path, fmt: str) -> None:
+    """A terminal or pipe that is not UTF-8 (PYTHONIOENCODING=latin-1) and a CJK key: an escape, not a
+    UnicodeEncodeError; JUnit stays valid XML (ASCII with character references)."""
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto", "\u4e2d": 1}', encoding="utf-8")
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="latin-1", errors="strict", newline="")
+    with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["lint", "--format", fmt, "ds.json"])
+    stream.flush()
+    out = stream.buffer.getvalue().decode("latin-1")
+    assert code == 1 and ("\\u4e2d" in out or "&#20013;" in out), out
+    if fmt == "junit":
+        ET.fromstring(out.split("\n", 1)[1])

@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     est = memory.estimate(config, job.shape, target, args.gpus, ds, fill=args.fill)
     best = memory.max_micro_batch(config, job.shape, target, args.gpus, ds, fill=args.fill)
+    from cfgopt.report import tolerant
+
+    tolerant(sys.stdout)  # a model folder's name in a latin-1 terminal: an escape, not a UnicodeEncodeError
     if args.format == "json":
         out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, **est.as_dict()}
         out["max_micro_batch"] = best
