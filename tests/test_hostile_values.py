@@ -319,6 +319,7 @@ def test_fix_stdin_keeps_the_bom() -> None:
 
 YAML_HOSTILE = (".nan", ".inf", "-.inf", "1e400", "1" + "0" * 400, "-1" + "0" * 400, "[fa2]", "{a: 1}", "null", "true")
 YAML_HOSTILE += ('"\\ud800"', '"a\\e[31m\\nx:1:1: error X\\x85\\u2028"', "-1", "0", "1.5", "1e300")
+YAML_HOSTILE += ("{1: a, b: [.nan], zero_optimization: {stage: .inf}}",)  # mixed key types: no sorting them
 JSON_HOSTILE = ("NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 400, "[1]", '{"a": 1}', "null", "true")
 JSON_HOSTILE += ('"\\ud800"', '"a\\u001b[31m\\nb"', "-1", "0", "0.5")
 # What the memory model, the planner and the rules read as numbers or strings
