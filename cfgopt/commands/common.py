@@ -200,7 +200,9 @@ def print_problems(problems: list) -> None:
 def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
     """As ruff's "No Python files found under the given path(s)": a hint, not an error (exit 0)."""
     if result.files == 0 and not result.problems and not args.quiet and not args.recognised_only:
-        shown = " ".join(str(p) for p in args.paths)
+        from cfgopt.document import shown as escaped
+
+        shown = escaped(" ".join(str(p) for p in args.paths))
         sys.stderr.write(
             f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON or "
             "scripts calling llamafactory-cli)\n"
