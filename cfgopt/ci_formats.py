@@ -8,6 +8,7 @@ validates the SARIF output against the official schema (tests/data/sarif-2.1.0.j
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -85,7 +86,8 @@ def _artifact_location(path: Path) -> dict:
     shown = Path(display_path(path))
     if shown.is_absolute():
         return {"uri": shown.as_uri()}
-    return {"uri": quote(shown.as_posix()), "uriBaseId": "%SRCROOT%"}
+    # the file name's own bytes, percent-encoded: a name that is not UTF-8 reaches Python as lone surrogates
+    return {"uri": quote(os.fsencode(shown.as_posix())), "uriBaseId": "%SRCROOT%"}
 
 
 def _region(doc, start: int, end: int) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -425,3 +426,19 @@ def test_every_format_writes_to_a_latin1_stream(tmp_path: Path, fmt: str) -> Non
     assert code == 1 and ("\\u4e2d" in out or "&#20013;" in out), out
     if fmt == "junit":
         ET.fromstring(out.split("\n", 1)[1])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_file_name_that_is_not_utf8(tmp_path: Path, fmt: str) -> None:
+    """A repository may hold a file whose name is not UTF-8 (Python sees lone surrogates) and has an escape
+    sequence: every format writes it, escaped, and SARIF percent-encodes the name's own bytes."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    with open(os.path.join(os.fsencode(folder), b"\xff\x1b[31m.yaml"), "w") as handle:
+        handle.write("model_name_or_path: m\nstage: sft\nbogus: 1\n")
+    run = Run(["lint", "--format", fmt, "configs"]).assert_clean()
+    assert run.code == 1 and "\x1b" not in run.out.replace("\\u001b", "")
+    if fmt == "sarif":
+        assert "configs/%FF%1B%5B31m.yaml" in run.out
+    elif fmt in ("full", "concise", "github"):
+        assert "configs/\\udcff\\x1b[31m.yaml" in run.out
