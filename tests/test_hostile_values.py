@@ -442,3 +442,27 @@ def test_a_file_name_that_is_not_utf8(tmp_path: Path, fmt: str) -> None:
         assert "configs/%FF%1B%5B31m.yaml" in run.out
     elif fmt in ("full", "concise", "github"):
         assert "configs/\\udcff\\x1b[31m.yaml" in run.out
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_ds007_non_finite_messages_are_deepspeeds(tmp_path: Path, value: float) -> None:
+    """The oracle: DeepSpeed's own DeepSpeedConfig on the same batch values fails with DS007's message."""
+    pytest.importorskip("deepspeed")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    config = {"train_batch_size": value, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}
+    with pytest.raises(AssertionError) as real:
+        DeepSpeedConfig(dict(config))
+    (tmp_path / "ds.json").write_text(json.dumps({**config, "zero_optimization": {"stage": 2}}))
+    run = Run(["lint", "--select", "DS007", "--gpus", "1", "--format", "json", "ds.json"]).assert_clean()
+    [finding] = findings(run)
+    assert str(real.value) in finding["message"] or f"`train_batch_size` is {value}" in finding["message"]
+
+
+def test_lf031_infinite_steps_oracle() -> None:
+    """The oracle: transformers' TrainingArguments raises OverflowError for `logging_steps: .inf`."""
+    pytest.importorskip("transformers")
+    from transformers import TrainingArguments
+
+    with pytest.raises(OverflowError):
+        TrainingArguments(output_dir="out", logging_steps=float("inf"), report_to="none")
