@@ -8,11 +8,12 @@ validates the SARIF output against the official schema (tests/data/sarif-2.1.0.j
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TextIO
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import display_path
+from cfgopt.document import display_path, shown
 
 
 def render(fmt: str, result, stream: TextIO) -> None:
@@ -50,22 +51,24 @@ def _gh_property(text: str) -> str:
 
 def render_github(diags: list[Diagnostic], problems: list, stream: TextIO) -> None:
     """GitHub Actions workflow commands:
-    `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=CODE name::message`."""
+    `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=CODE name::message`. People read them in
+    the log and the diff view, so what comes from a file (a key, a path) is `shown` first, as in the terminal
+    formats: no escape sequence or lone surrogate reaches the log."""
     for d in diags:
         line, col = d.line_column
         end_line, end_col = d.end_line_column
-        props = [f"file={_gh_property(display_path(d.path))}", f"line={line}"]
+        props = [f"file={_gh_property(shown(display_path(d.path)))}", f"line={line}"]
         if end_line == line:  # GitHub uses the columns only on a one-line span
             props += [f"col={col}", f"endLine={end_line}", f"endColumn={max(end_col, col)}"]
         else:
             props += [f"endLine={end_line}"]
         props.append(f"title={_gh_property(f'{d.code} {d.name}')}")
-        message = f"{display_path(d.path)}:{line}:{col}: {d.code} {d.message}"
+        message = shown(f"{display_path(d.path)}:{line}:{col}: {d.code} {d.message}")
         stream.write(f"::{_GITHUB_LEVEL[d.severity]} {','.join(props)}::{_gh_data(message)}\n")
     for p in problems:
+        shown_path = shown(display_path(p.path))
         stream.write(
-            f"::error file={_gh_property(display_path(p.path))},title=cfgopt::"
-            f"{_gh_data(f'{display_path(p.path)}: {p.message}')}\n"
+            f"::error file={_gh_property(shown_path)},title=cfgopt::{_gh_data(f'{shown_path}: {shown(p.message)}')}\n"
         )
 
 
@@ -83,7 +86,8 @@ def _artifact_location(path: Path) -> dict:
     shown = Path(display_path(path))
     if shown.is_absolute():
         return {"uri": shown.as_uri()}
-    return {"uri": quote(shown.as_posix()), "uriBaseId": "%SRCROOT%"}
+    # the file name's own bytes, percent-encoded: a name that is not UTF-8 reaches Python as lone surrogates
+    return {"uri": quote(os.fsencode(shown.as_posix())), "uriBaseId": "%SRCROOT%"}
 
 
 def _region(doc, start: int, end: int) -> dict:
@@ -122,7 +126,8 @@ def _fingerprint(d: Diagnostic, uri: str) -> str:
 
     # stable across runs and line moves: rule, file, key path (or the line's text) and message
     anchor = d.key or d.document.line_text(d.line_column[0]).strip()
-    return hashlib.sha256(f"{d.code}\0{uri}\0{anchor}\0{d.message}".encode()).hexdigest()[:32]
+    text = f"{d.code}\0{uri}\0{anchor}\0{d.message}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]  # a JSON key may be "\ud800"
 
 
 def sarif_log(diags: list[Diagnostic], problems: list) -> dict:
@@ -244,7 +249,19 @@ def render_junit(diags: list[Diagnostic], problems: list, checked: list[Path], s
         if name in broken:
             error = ET.SubElement(case, "error", message=broken[name], type="cfgopt")
             error.text = broken[name]
+    _xml_safe(root)
     ET.indent(root) if hasattr(ET, "indent") else None
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-    stream.write(ET.tostring(root, encoding="unicode"))
+    # ASCII with character references: the same valid XML whatever the stream's encoding (a latin-1 pipe too)
+    stream.write(ET.tostring(root, encoding="unicode").encode("ascii", "xmlcharrefreplace").decode("ascii"))
     stream.write("\n")
+
+
+def _xml_safe(root) -> None:
+    """XML 1.0 has no escape for most control characters nor for lone surrogates (ElementTree writes them as they
+    are, which no XML parser reads back): every text and attribute is `shown` (`\\xNN`, `\\uNNNN`), which also
+    suits the people reading a CI test tab."""
+    for element in root.iter():
+        element.attrib.update({key: shown(value) for key, value in element.attrib.items()})
+        if element.text:
+            element.text = shown(element.text)

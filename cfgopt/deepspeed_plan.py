@@ -22,6 +22,18 @@ class DeepSpeedPlan(NamedTuple):
     auto_buckets: int = 0  # buckets left "auto": the HF integration sets hidden_size² elements each
 
 
+# Bucket sizes beyond this are no plan for memory (DeepSpeed's pydantic refuses NaN and the infinities, DS005):
+# they count as DeepSpeed's default, so that a 400-digit integer cannot overflow the memory model's floats.
+_MAX_BUCKET = 1e15
+
+
+def _plain_number(value: Any) -> bool:
+    """A finite int or float within what the memory model counts with (a bool is no number here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -_MAX_BUCKET <= value <= _MAX_BUCKET  # False for NaN too
+
+
 def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> DeepSpeedPlan:
     if deepspeed is None:
         return DeepSpeedPlan(stage=None)
@@ -49,7 +61,7 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
 
     half = enabled("bf16", "bf16") or enabled("fp16", "fp16") or enabled("bfloat16", "bf16")
     buckets = [zero.get(k) for k in ("reduce_bucket_size", "allgather_bucket_size")]
-    numeric = [isinstance(b, (int, float)) and not isinstance(b, bool) for b in buckets]
+    numeric = [_plain_number(b) for b in buckets]
     elements = [float(b) if ok else 5e8 for b, ok in zip(buckets, numeric, strict=True) if b != "auto"]
     return DeepSpeedPlan(
         stage=stage,

@@ -298,15 +298,13 @@ class Job:
         target = self.settings.target
         if not target.memory_gib or not self.training:
             return None
-        import json
-
         from cfgopt import memory  # only where an estimate can be made: most lint runs never load it
 
         if deepspeed is _MISSING:
             known, deepspeed = self.deepspeed
             if not known:
                 return None
-        key = f"mem:{gpus}:{fill}:{json.dumps(deepspeed, sort_keys=True, default=str)}:{sorted(changes.items())!r}"
+        key = f"mem:{gpus}:{fill}:{_memo_text(deepspeed)}:{sorted(changes.items())!r}"
         if key in self.memo:
             return self.memo[key]
         est = None
@@ -316,6 +314,22 @@ class Job:
                 est = None
         self.memo[key] = est
         return est
+
+
+def _memo_text(value: Any) -> str:
+    """A DeepSpeed dict as a memo key: canonical JSON, else its repr where JSON cannot sort it (an inline
+    `deepspeed: {1: a, b: c}` mixes int and str keys), else its identity (nested past the recursion limit)."""
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        try:
+            return repr(value)
+        except (RecursionError, ValueError):
+            return f"id:{id(value)}"
+    except RecursionError:
+        return f"id:{id(value)}"
 
 
 # --------------------------------------------------------------------------- loading one job

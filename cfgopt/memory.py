@@ -270,14 +270,22 @@ def _get(config: dict[str, Any], key: str) -> Any:
     return config.get(key)
 
 
+# The largest count (batch size, sequence length, rank, layers...) the arithmetic accepts: beyond it a product of
+# counts could leave the float range (a YAML `1e300` or a 400-digit integer), and no real run comes near it.
+MAX_COUNT = 2**31 - 1
+MAX_GPUS = 2**20  # likewise for the GPU count a caller passes
+
+
 def _int(config: dict[str, Any], key: str) -> int | None:
+    """An integer value (an integral float counts), None for anything else: a bool, a list, NaN, an infinity, or
+    a number beyond +-MAX_COUNT, which the model does not count with."""
     value = _get(config, key)
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
+    if isinstance(value, float):
+        value = int(value) if value.is_integer() else None  # NaN and the infinities are not integers
+    if isinstance(value, int) and -MAX_COUNT <= value <= MAX_COUNT:
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     return None
 
 
@@ -289,7 +297,11 @@ def _names(value: Any) -> list[str]:
 
 
 def attention_of(config: dict[str, Any]) -> str:
+    """The attention implementation counted; a value that is not a string (`[fa2]`, a number) is refused by
+    LLaMA-Factory's choices (LF002/LF003 say so) and counted as its default, SDPA."""
     value = _get(config, "flash_attn")
+    if not isinstance(value, str):
+        return "sdpa"
     return {"disabled": "eager", "auto": "sdpa", "fa3": "fa2"}.get(value, value if value in ("sdpa", "fa2") else "sdpa")
 
 
@@ -696,9 +708,32 @@ class _Batch:
 def _unmodelled_features(config: dict[str, Any]) -> list[str]:
     """Features set in the config that the estimate does not model (listed in its confidence)."""
     unmodelled = [label for key, label in _UNMODELLED.items() if _get(config, key) not in (None, False, "", [], {})]
+    attention = _get(config, "flash_attn")
+    if attention is not None and not isinstance(attention, str):
+        unmodelled.append(f"flash_attn {_short(attention)} (not one of its choices)")
     if str(_get(config, "stage")) == "ppo":
         unmodelled.append("PPO (policy, reference, reward and value models)")
     return unmodelled
+
+
+def unusable_sizes(config: dict[str, Any]) -> list[str]:
+    """The sizes the estimate cannot count with, said as "`key` is VALUE, not ...": a micro-batch or cutoff_len
+    that is not a positive integer up to MAX_COUNT (NaN, an infinity, `1e300`, a list...)."""
+    out = []
+    for key in ("per_device_train_batch_size", "cutoff_len"):
+        number = _int(config, key)
+        if number is None or number < 1:
+            out.append(f"`{key}` is {_short(_get(config, key))}, not a positive integer up to {MAX_COUNT}")
+    return out
+
+
+def _short(value: Any) -> str:
+    """A config value for a message: its repr, cut short (a hostile value may be a 400-digit integer)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's digit limit for str()
+        return f"an integer of about {value.bit_length() * 0.30103:.0f} digits"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], notes: list[str]) -> _Batch:
@@ -712,9 +747,8 @@ def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], no
         _int(config, "gradient_accumulation_steps"),
         _int(config, "cutoff_len"),
     )
-    if bsz is None or bsz < 1 or cutoff is None or cutoff < 1:
-        unmodelled.append("batch size or cutoff_len not a positive integer")
-        bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)
+    unmodelled.extend(unusable_sizes(config))
+    bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)
     accum = accum if accum and accum > 0 else 1
     packing = packing_on(config)
     if packing:
@@ -745,6 +779,9 @@ def estimate(
     notes: list[str] = []
     unmodelled = _unmodelled_features(config)
     gpus = max(1, int(gpus or 1))
+    if gpus > MAX_GPUS:
+        unmodelled.append(f"{gpus} GPUs (the model counts up to {MAX_GPUS})")
+        gpus = MAX_GPUS
     batch = _batch(config, fill, unmodelled, notes)
     stage, ftype, bsz, accum = batch.stage, batch.ftype, batch.micro_batch, batch.accumulation
     packing, fill_used, seq, seqs, tokens = batch.packing, batch.fill, batch.seq, batch.seqs, batch.tokens

@@ -118,10 +118,20 @@ def _local_config(ref: str, hint: Path | None) -> ModelShape | None:
             if not config_file.is_file():
                 continue
             data = json.loads(config_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
             return None
         return _from_config(data, folder.name)
     return None
+
+
+# A dimension beyond this is no model (a config.json with `1e400` or a 400-digit integer): the memory model's
+# products of dimensions must stay within the float range.
+MAX_DIMENSION = 2**31 - 1
+
+
+def _dimension(value: object) -> bool:
+    """A positive integer (not a bool) up to MAX_DIMENSION."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_DIMENSION
 
 
 def _from_config(data: object, name: str) -> ModelShape | None:
@@ -131,7 +141,7 @@ def _from_config(data: object, name: str) -> ModelShape | None:
         data = data["text_config"]
     keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     values = [data.get(k) for k in keys]
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+    if not all(_dimension(v) for v in values):
         return None
     h, i, layers, heads, vocab = values
     kv = data.get("num_key_value_heads") or heads
@@ -143,10 +153,10 @@ def _from_config(data: object, name: str) -> ModelShape | None:
         intermediate_size=i,
         num_hidden_layers=layers,
         num_attention_heads=heads,
-        num_key_value_heads=kv if isinstance(kv, int) else heads,
+        num_key_value_heads=kv if _dimension(kv) else heads,
         vocab_size=vocab,
         tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
-        head_dim=head_dim if isinstance(head_dim, int) and head_dim > 0 else None,
+        head_dim=head_dim if _dimension(head_dim) else None,
         qkv_bias=bool(data.get("attention_bias", model_type == "qwen2")),
         qk_norm=model_type.startswith("qwen3"),
         norms_per_layer=4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,

@@ -1,5 +1,10 @@
 """Output formats: `full` (ruff-like, with a code frame), `concise` (one line each), `json`, `json-lines`,
-`github` (Actions annotations), `sarif` (SARIF 2.1.0 for GitHub code scanning) and `junit`."""
+`github` (Actions annotations), `sarif` (SARIF 2.1.0 for GitHub code scanning) and `junit`.
+
+What a file holds reaches a terminal only through `document.shown`: a key with an escape sequence, a newline
+that would forge a finding line, a lone surrogate from a JSON `"\\ud800"` are written as `\\xNN` / `\\uNNNN`
+in the human formats; the JSON formats escape with JSON's own `\\uNNNN` (ASCII output), so every format
+writes valid output in any encoding."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import display_path
+from cfgopt.document import display_path, shown
 
 _COLORS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
 
@@ -43,34 +48,40 @@ def _frame_window(text: str, col: int, span: int) -> tuple[str, int, int]:
     return prefix + shown + suffix, new_col, max(1, min(span, FRAME_WIDTH - (new_col - 1)))
 
 
+def _shown_frame(text: str, col: int, span: int) -> tuple[str, int, int]:
+    """A code frame's line with its controls escaped (`shown`), and the caret's column and width moved to match."""
+    before, marked = text[: col - 1], text[col - 1 : col - 1 + span]
+    return shown(text), len(shown(before)) + 1, max(1, len(shown(marked)))
+
+
 def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
     color = _use_color(stream)
     for d in diags:
         line, col = d.line_column
         sev = _paint(str(d.severity), _COLORS[d.severity] + ";1", color)
         stream.write(
-            f"{_paint(display_path(d.path), '1', color)}:{line}:{col}: {sev} "
-            f"{_paint(d.code, '1', color)} [{d.name}] {d.message}\n"
+            f"{_paint(shown(display_path(d.path)), '1', color)}:{line}:{col}: {sev} "
+            f"{_paint(d.code, '1', color)} [{d.name}] {shown(d.message)}\n"
         )
         text = d.document.line_text(line) if d.document.text else ""
         if text.strip():
             width = len(str(line))
             end_line, end_col = d.end_line_column
             span = max(1, (end_col - col) if end_line == line else len(text) - col + 1)
-            text, col, span = _frame_window(text, col, span)
+            text, col, span = _shown_frame(*_frame_window(text, col, span))
             stream.write(
                 f"{' ' * width} |\n{line} | {text}\n{' ' * width} | {' ' * (col - 1)}"
                 f"{_paint('^' * span, _COLORS[d.severity], color)}\n"
             )
         if d.fix is not None:
-            stream.write(f"{' ' * len(str(line))} = fix ({d.fix.applicability}): {d.fix.description}\n")
+            stream.write(f"{' ' * len(str(line))} = fix ({d.fix.applicability}): {shown(d.fix.description)}\n")
         stream.write("\n")
 
 
 def render_concise(diags: list[Diagnostic], stream: TextIO) -> None:
     for d in diags:
         line, col = d.line_column
-        stream.write(f"{display_path(d.path)}:{line}:{col}: {d.code} {d.severity} {d.message}\n")
+        stream.write(f"{shown(display_path(d.path))}:{line}:{col}: {d.code} {d.severity} {shown(d.message)}\n")
 
 
 def summary(diags: list[Diagnostic], files: int) -> dict:
@@ -106,6 +117,7 @@ def statistics(diags: list[Diagnostic]) -> list[dict]:
 
 
 def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = False) -> None:
+    stream = tolerant(stream)
     rows = statistics(diags)
     if as_json:
         json.dump(rows, stream, indent=2)
@@ -140,8 +152,9 @@ def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: Te
     run was judged on the assumption that the job is launched from there."""
     stream = stream or sys.stderr
     for (ref, base), configs in sorted(found.items(), key=lambda item: (str(item[0][1]), item[0][0])):
-        named = display_path(configs[0]) + (f" (and {len(configs) - 1} more)" if len(configs) > 1 else "")
-        folder = display_path(base) or "."
+        named = shown(display_path(configs[0])) + (f" (and {len(configs) - 1} more)" if len(configs) > 1 else "")
+        folder = shown(display_path(base)) or "."
+        ref = shown(ref)
         stream.write(
             f"note: {named}: `{ref}` found in {folder}, not in the current folder: judged as if launched from "
             "there (llamafactory-cli reads it from the folder it is started in)\n"
@@ -151,8 +164,28 @@ def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: Te
 # --------------------------------------------------------------------------- dispatch
 
 
+def tolerant(stream: TextIO) -> TextIO:
+    """`stream`, made to write an escape (`\\u4e2d`) for a character its encoding lacks instead of raising
+    UnicodeEncodeError: a latin-1 terminal and a CJK key. Only a stream that is not UTF-8 is changed (Python's
+    own stderr already does this); on UTF-8 every format escapes what must be escaped itself (`shown`)."""
+    import codecs
+    import contextlib
+
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    reconfigure = getattr(stream, "reconfigure", None)
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    if not utf8 and reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+        with contextlib.suppress(ValueError, OSError):  # a stream that cannot change its error handler: as it is
+            reconfigure(errors="backslashreplace")
+    return stream
+
+
 def render(fmt: str, result, stream: TextIO) -> None:
     """Write `result` (engine.LintResult) in one of the `--format`s."""
+    stream = tolerant(stream)
     if fmt == "json":
         render_json(result.diagnostics, result.files, result.problems, stream)
     elif fmt == "concise":
@@ -170,6 +203,7 @@ def render(fmt: str, result, stream: TextIO) -> None:
 
 def render_available_fixes(diags: list[Diagnostic], stream: TextIO) -> None:
     """`lint --show-fixes`: every fix `cfgopt fix` would apply, by file."""
+    stream = tolerant(stream)
     fixable = [d for d in diags if d.fix is not None]
     if not fixable:
         stream.write("No fixes available.\n")
@@ -179,7 +213,10 @@ def render_available_fixes(diags: list[Diagnostic], stream: TextIO) -> None:
     for d in fixable:
         assert d.fix is not None
         line, col = d.line_column
-        stream.write(f"  {display_path(d.path)}:{line}:{col}: {d.code} [{d.fix.applicability}] {d.fix.description}\n")
+        stream.write(
+            f"  {shown(display_path(d.path))}:{line}:{col}: {d.code} [{d.fix.applicability}] "
+            f"{shown(d.fix.description)}\n"
+        )
 
 
 def render_applied_fixes(applied: dict[Path, list[str]], written: bool, stream: TextIO) -> None:
@@ -188,6 +225,6 @@ def render_applied_fixes(applied: dict[Path, list[str]], written: bool, stream: 
     verb = "Fixed" if written else "Would fix"
     stream.write(f"{verb} {total} problem(s):\n" if total else "No fixes applied.\n")
     for path in sorted(applied):
-        stream.write(f"  {display_path(path)}:\n")
+        stream.write(f"  {shown(display_path(path))}:\n")
         for description in applied[path]:
-            stream.write(f"    {description}\n")
+            stream.write(f"    {shown(description)}\n")

@@ -22,6 +22,8 @@ def _loss_scale(value: Any, field: str) -> str | None:
         number = float(value)
     except (TypeError, ValueError):
         return "fp16.loss_scale must be a number"
+    except OverflowError:  # DeepSpeed's own float(v) raises it too, and pydantic lets it through uncaught
+        return "fp16.loss_scale is too large for a float (DeepSpeed's validator raises OverflowError)"
     if not math.isfinite(number):
         return "fp16.loss_scale must be a finite number (not inf/-inf/nan)"
     if number < 0:
@@ -63,7 +65,7 @@ def _dynamic_loss_scale(section: dict[str, Any]) -> list[Problem]:
 def _stage(section: dict[str, Any]) -> int:
     try:
         return int(section.get("stage", 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite stage
         return 0
 
 

@@ -182,11 +182,18 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
         return None
     if len(args.paths) > 1:
         usage_error(args, "- (stdin) cannot be combined with other paths")
-    try:  # the same bytes rule as a file: UTF-8, a BOM allowed
-        text = sys.stdin.buffer.read().decode("utf-8").removeprefix("\ufeff")
+    from cfgopt.document import wide_encoding
+
+    raw = sys.stdin.buffer.read()
+    wide = wide_encoding(raw)
+    if wide is not None:
+        usage_error(args, f"stdin is {wide}: LLaMA-Factory and the HF Trainer read configs as UTF-8; send UTF-8")
+    try:  # the same bytes rule as a file: UTF-8, a BOM allowed and kept (the document records it for the output)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
-    name = args.stdin_filename or Path("stdin.json" if text.lstrip().startswith("{") else "stdin.yaml")
+    shown = text.removeprefix("\ufeff").lstrip()
+    name = args.stdin_filename or Path("stdin.json" if shown.startswith("{") else "stdin.yaml")
     args.paths = [name]
     return {real_path(name): text}
 
@@ -197,14 +204,18 @@ def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
 
 
 def print_problems(problems: list) -> None:
-    for p in problems:
-        sys.stderr.write(f"{p.path}: error: {p.message}\n")
+    from cfgopt.document import shown
+
+    for p in problems:  # the path and the message may quote a file's bytes: escaped as the reports do
+        sys.stderr.write(f"{shown(str(p.path))}: error: {shown(p.message)}\n")
 
 
 def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
     """As ruff's "No Python files found under the given path(s)": a hint, not an error (exit 0)."""
     if result.files == 0 and not result.problems and not args.quiet and not args.recognised_only:
-        shown = " ".join(str(p) for p in args.paths)
+        from cfgopt.document import shown as escaped
+
+        shown = escaped(" ".join(str(p) for p in args.paths))
         sys.stderr.write(
             f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON or "
             "scripts calling llamafactory-cli)\n"

@@ -5,8 +5,9 @@ The target is resolved as `lint` resolves it (`--target` > the project config's 
 `cfgopt.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one (exit 2).
 
 Exit codes: 0 the run fits (within 90% of the GPU's memory: the margin MEM001 and tune use too), 1 it is tight
-(above 90%) or predicted not to fit, 2 a usage error, an unreadable file or an unknown
-model (no estimate is made for a model whose shape cfgopt cannot find). Imports stay light.
+(above 90%) or predicted not to fit, 2 a usage error, an unreadable file, an unknown model (no estimate is made
+for a model whose shape cfgopt cannot find) or a micro-batch / cutoff_len that is not a positive integer the model
+can count with (NaN, `1e300`, a list). Imports stay light.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import add_target_arguments
+from cfgopt.document import shown
 
 if TYPE_CHECKING:
     from cfgopt.settings import Settings
@@ -38,10 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _text(est, best: int, config_path: Path, ds_path: str | None, target, where: str) -> str:
     from cfgopt.memory import HEADROOM
 
-    zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({ds_path})"
+    zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({shown(str(ds_path))})"
     lines = [
-        f"{config_path}: {est.model}, {est.finetuning_type} ({est.stage}), {est.gpus} x {target.name} "
-        f"({target.memory_gib:g} GiB each; {where}), {zero}",
+        f"{shown(str(config_path))}: {shown(est.model)}, {est.finetuning_type} ({shown(est.stage)}), "
+        f"{est.gpus} x {target.name} ({target.memory_gib:g} GiB each; {where}), {zero}",
         f"micro-batch {est.micro_batch} x accumulation {est.gradient_accumulation} x {est.gpus} GPU(s) = global "
         f"batch {est.global_batch}; {est.tokens} tokens per micro-batch ({est.seq_len} per sequence"
         f"{', packed' if est.packing else ''})",
@@ -59,10 +61,10 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target, where:
         f"fits: {_VERDICT_WORDS[est.verdict]} ({share:.0%} of {target.memory_gib:g} GiB)",
         f"largest per_device_train_batch_size within {HEADROOM:.0%} of memory: {best} (now {est.micro_batch})",
     ]
-    lines += [f"note: {n}" for n in est.notes]
+    lines += [f"note: {shown(n)}" for n in est.notes]
     if est.unmodelled:
-        lines.append(f"not modelled (lint rules stay silent): {', '.join(est.unmodelled)}")
-    lines.append(est.confidence_line())
+        lines.append(f"not modelled (lint rules stay silent): {shown(', '.join(est.unmodelled))}")
+    lines.append(shown(est.confidence_line()))
     return "\n".join(lines)
 
 
@@ -118,14 +120,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         job = load_job(args.config, settings)
     except JobError as exc:
-        sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
+        sys.stderr.write(f"cfgopt estimate: error: {shown(str(exc))}\n")
         return 2
     if not job.training:
         what = (
             "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
         )
         sys.stderr.write(
-            f"cfgopt estimate: {args.config}: {what}: `estimate` models the memory of training only "
+            f"cfgopt estimate: {shown(str(args.config))}: {what}: `estimate` models the memory of training only "
             "(weights, gradients, optimizer states, activations); give the training YAML\n"
         )
         return 2
@@ -134,14 +136,25 @@ def run(args: argparse.Namespace) -> int:
     ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
     if job.shape is None:
         sys.stderr.write(
-            f"cfgopt estimate: unknown model {job.value('model_name_or_path')!r}: no estimate "
+            f"cfgopt estimate: unknown model {shown(repr(job.value('model_name_or_path')))}: no estimate "
             "(give a local folder with its config.json; "
             "cfgopt's table knows Llama 3/3.1 8B and 70B, Llama 3.2 1B/3B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
         )
         return 2
     config = job.values()
+    if not 1 <= gpus <= memory.MAX_GPUS:
+        sys.stderr.write(f"cfgopt estimate: error: --gpus must be from 1 to {memory.MAX_GPUS}\n")
+        return 2
+    unusable = memory.unusable_sizes(config)
+    if unusable:  # no number to print: LLaMA-Factory itself stops on such a value (LF002 says how)
+        what = shown(f"{args.config}: {'; '.join(unusable)}")
+        sys.stderr.write(f"cfgopt estimate: error: {what}: no estimate\n")
+        return 2
     est = memory.estimate(config, job.shape, target, gpus, ds, fill=args.fill)
     best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=args.fill)
+    from cfgopt.report import tolerant
+
+    tolerant(sys.stdout)  # a model folder's name in a latin-1 terminal: an escape, not a UnicodeEncodeError
     if args.format == "json":
         out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, "target_source": where}
         out.update(est.as_dict())

@@ -8,6 +8,7 @@ a repeated key keeps its last value, while the `deepspeed` launcher (hjson with
 from __future__ import annotations
 
 import json
+import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from json.scanner import NUMBER_RE  # type: ignore[attr-defined]
 from typing import Any
@@ -16,6 +17,7 @@ from cfgopt.document import Document
 from cfgopt.source import Entry, Kind, Node, ParseError, Source
 
 _WS = " \t\n\r"
+_LONG_INTEGER = re.compile(r"-?\d{4301,}")  # beyond sys.get_int_max_str_digits()'s default of 4300
 _CONSTANTS = {
     "true": True,
     "false": False,
@@ -93,6 +95,7 @@ def _parse_with_spans(text: str) -> Node:
 
 
 def load_json(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
+    doc.syntax = "json"  # lines end at JSON's breaks only, whatever the file is named
     source = Source(document=doc, kind=kind)
     if doc.has_bom:
         source.error = ParseError(
@@ -111,6 +114,14 @@ def load_json(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
         return source
     except RecursionError:
         source.error = ParseError("invalid JSON: nested too deeply to read", 0)
+        return source
+    except ValueError as exc:  # Python's limit on integer digits: json.load raises the same ValueError
+        long_number = _LONG_INTEGER.search(doc.text)
+        limit = str(exc).split(":", 1)[0]  # "Exceeds the limit (4300 digits) for integer string conversion"
+        source.error = ParseError(
+            f"invalid JSON for the HF Trainer: an integer too long for json.load (ValueError: {limit})",
+            long_number.start() if long_number else 0,
+        )
         return source
     try:
         source.root = _parse_with_spans(doc.text)

@@ -11,8 +11,13 @@ KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumula
 PLAUSIBLE = range(1, 1025)  # GPU counts, and values an "auto" may be filled with
 
 
-def resolve(train: int | None, micro: int | None, accum: int | None, world: int) -> str | None:
-    """DeepSpeed 0.19.8 `_set_batch_related_parameters` + `_batch_assertion`; the error, or None."""
+Number = int | float
+
+
+def resolve(train: Number | None, micro: Number | None, accum: Number | None, world: int) -> str | None:
+    """DeepSpeed 0.19.8 `_set_batch_related_parameters` + `_batch_assertion`; the error, or None. The values are
+    used as the JSON gives them, as DeepSpeed does (no int(): NaN, an infinity and 1e400 go through the same
+    arithmetic, and `x > 0` is false for NaN)."""
     if train is not None and micro is not None and accum is not None:
         pass
     elif train is not None and micro is not None:
@@ -28,11 +33,11 @@ def resolve(train: int | None, micro: int | None, accum: int | None, world: int)
     else:
         return "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided"
     assert train is not None and micro is not None and accum is not None
-    if train <= 0:
+    if not train > 0:
         return f"Train batch size: {train} has to be greater than 0"
-    if micro <= 0:
+    if not micro > 0:
         return f"Micro batch size per gpu: {micro} has to be greater than 0"
-    if accum <= 0:
+    if not accum > 0:
         return f"Gradient accumulation steps: {accum} has to be greater than 0"
     if train != micro * accum * world:
         return (
@@ -42,7 +47,7 @@ def resolve(train: int | None, micro: int | None, accum: int | None, world: int)
     return None
 
 
-def _possible(values: list[int | str | None], worlds: list[int]) -> str | None:
+def _possible(values: list[Number | str | None], worlds: list[int]) -> str | None:
     """None when some GPU count (and some fill of each "auto") satisfies DeepSpeed; else its error."""
     autos = [i for i, v in enumerate(values) if v == "auto"]
     first_error = None
@@ -115,9 +120,9 @@ class BatchSizeArithmetic(Rule):
                 fix=fix,
             )
             return
-        concrete = [int(v) if isinstance(v, (int, float)) else v for v in values]
+        concrete = values
         for key, value in zip(KEYS, concrete, strict=True):
-            if isinstance(value, int) and value <= 0:
+            if isinstance(value, (int, float)) and not value > 0:  # NaN too: DeepSpeed asserts `> 0`
                 yield self.at_entry(
                     ctx, src.root.get(key), f"`{key}` is {value}: DeepSpeed needs it to be greater than 0", on="value"
                 )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from cfgopt import edits
@@ -55,7 +56,7 @@ class OverlapCommZero12(Rule):
             value = DEFAULT_BUCKET if e is None else as_number(e.node.value)
             sizes.append(value)
         memory = ""
-        if all(v is not None for v in sizes):
+        if all(v is not None and math.isfinite(v) for v in sizes):  # no size to say for NaN or 1e400 (DS005's)
             gb = 4.5 * sum(sizes) * 2 / 1e9
             target = ctx.settings.target
             share = f", {gb / target.memory_gib:.0%} of {a(target.name)} GPU" if target.memory_gib else ""

@@ -1,16 +1,31 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import top_entries
+from cfgopt.rules.support.llamafactory import number, top_entries
 from cfgopt.source import Kind
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A number as TrainingArguments compares it (a bool is none here); a 400-digit integer is the infinity of
+    its sign, NaN stays NaN (`support.llamafactory.number`)."""
+    return None if isinstance(value, bool) else number(value)
+
+
+def _step_problem(key: str, value: Any) -> str | None:
+    """TrainingArguments' check of a `*_steps` above 1 under the steps strategy: `value != int(value)` raises
+    ValueError for a fraction and OverflowError for an infinity (`int(inf)`); an integer of any size passes."""
+    if not isinstance(value, float) or not value > 1:
+        return None
+    if math.isinf(value):
+        return f"`{key}` is infinite: its `int()` raises OverflowError"
+    if not value.is_integer():
+        return f"`{key}` must be an integer if bigger than 1 (it is {value})"
+    return None
 
 
 class TrainerArgumentInvalid(Rule):
@@ -72,9 +87,9 @@ class TrainerArgumentInvalid(Rule):
             yield report("logging_steps", "`logging_steps: 0` with the steps logging strategy")
         for kind in ("logging", "eval", "save"):
             key = f"{kind}_steps"
-            value = _num(data.get(key)) if key in entries else None
-            if value is not None and strategy[kind] == "steps" and value > 1 and value != int(value):
-                yield report(key, f"`{key}` must be an integer if bigger than 1 (it is {data[key]})")
+            problem = _step_problem(key, data.get(key)) if key in entries and strategy[kind] == "steps" else None
+            if problem:
+                yield report(key, problem)
         if "fp16_full_eval" in entries and data.get("fp16_full_eval") and data.get("bf16_full_eval"):
             yield report("fp16_full_eval", "`fp16_full_eval` and `bf16_full_eval` are both on")
         scheduler = data.get("lr_scheduler_type")

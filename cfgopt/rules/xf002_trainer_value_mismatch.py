@@ -62,7 +62,7 @@ class TrainerValueMismatch(Rule):
                 if entry is None or entry.node.value == "auto":
                     continue
                 ds_value, hf_value = entry.node.value, lf_value(consumer, hf_key, lf)
-                if _same(ds_value, hf_value):
+                if ds_value is None or _same(ds_value, hf_value):  # fill_match skips a null
                     continue
                 yield self._mismatch(
                     ctx,
@@ -110,6 +110,6 @@ class TrainerValueMismatch(Rule):
 
 
 def _same(a: object, b: object) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return float(a) == float(b)
+    """fill_match's `ds_val != hf_val`, negated: Python's own equality, exact between ints and floats (4 == 4.0,
+    NaN equals nothing), and no float conversion that a 400-digit integer would overflow."""
     return a == b

@@ -102,7 +102,7 @@ def zero_of(ds: dict[str, Any] | None) -> str:
     zopt = ds.get("zero_optimization") if isinstance(ds.get("zero_optimization"), dict) else {}
     try:
         stage = int(zopt.get("stage", 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite stage (DS005 reports it)
         stage = 0
     offload = any(
         isinstance(zopt.get(k), dict) and str(zopt[k].get("device", "none")).lower() in ("cpu", "nvme")
@@ -230,8 +230,11 @@ def _bool(value: Any, default: bool) -> bool:
     return value if isinstance(value, bool) else default
 
 
+_MAX_KNOB = 2**31 - 1  # a micro-batch or accumulation beyond it is no knob value (tune's priors raise it to powers)
+
+
 def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_KNOB else default
 
 
 def baseline_knobs(config: dict[str, Any], ds: dict[str, Any] | None) -> Knobs:

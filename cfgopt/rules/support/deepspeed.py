@@ -3,6 +3,7 @@ snapshot does (its version, for messages, is `ctx.ds_label`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from cfgopt import schema, schema_validators
@@ -122,7 +123,7 @@ def zero_stage(source: Source) -> int | None:
         return 0
     try:
         return int(stage)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite stage (DS005 reports it)
         return None
 
 
@@ -182,9 +183,14 @@ def offload_device(source: Source, block: str) -> str:
 
 
 def as_number(value: Any) -> float | None:
+    """A JSON number as a float (a bool is none); an integer beyond the float range is the infinity of its sign,
+    which compares with every finite threshold as the integer does."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 _TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}

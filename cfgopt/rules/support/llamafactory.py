@@ -3,6 +3,8 @@ short names for the job model's answers (cfgopt.job) in rule bodies. The version
 
 from __future__ import annotations
 
+import math
+
 from cfgopt import schema
 from cfgopt.job import _MISSING, group_of
 from cfgopt.rules.base import Context
@@ -63,9 +65,14 @@ def as_list(value) -> list:
 
 
 def number(value) -> float | None:
-    """A value as Python arithmetic in transformers/LLaMA-Factory sees it (True is 1); None for non-numbers."""
+    """A value as Python arithmetic in transformers/LLaMA-Factory sees it (True is 1); None for non-numbers. An
+    integer beyond the float range (a 400-digit YAML integer) is the infinity of its sign, which compares with
+    every finite threshold as the integer does; NaN stays NaN (every comparison false, as in Python)."""
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
     return None
 
 
@@ -142,11 +149,13 @@ TRAIN_KINDS = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
 
 def tokens_per_micro_batch(ctx: Context) -> float | None:
     """`per_device_train_batch_size x cutoff_len`: the most tokens one micro-batch holds (all of them when
-    packing)."""
+    packing); None when either is no number or the product is not finite (NaN, an infinity, `1e300 x 1e300`:
+    LLaMA-Factory stops on such a value before any speed matters)."""
     bsz, cutoff = number(value_of(ctx, "per_device_train_batch_size")), number(value_of(ctx, "cutoff_len"))
     if bsz is None or cutoff is None:
         return None
-    return bsz * cutoff
+    tokens = bsz * cutoff
+    return tokens if math.isfinite(tokens) else None
 
 
 def packing_on(ctx: Context) -> bool:
