@@ -282,8 +282,10 @@ def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions)
     """bf16 where the GPU has it (fp16 where it does not) instead of fp16 / fp32; `pure_bf16` for a full or freeze
     fine-tune, whose fp32 master weights, gradients and AdamW states are most of its memory."""
     out = [base.precision]
-    if base.precision in ("fp16", "fp32"):
-        out.append("bf16" if options.bf16 else "fp16")
+    if options.bf16:
+        out.append("bf16")  # also back from pure_bf16: tune measures whether the fp32 master copy costs speed
+    elif base.precision == "fp32":
+        out.append("fp16")
     full = config.get("finetuning_type") in ("full", "freeze") and not config.get("use_badam")
     if full and options.bf16 and base.precision != "pure_bf16":
         out.append("pure_bf16")
