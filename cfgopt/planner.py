@@ -48,7 +48,7 @@ PACKAGES = {
     "fa2": ("flash_attn", "flash-attn"),
     "bnb": ("bitsandbytes", "bitsandbytes"),
 }
-_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, bench/tune)"
+_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA, 4B and 8B full SFT; bench/tune, bench/planner)"
 
 
 class SpeedPlan:

@@ -28,6 +28,17 @@ def _fixes(log: Path) -> list[str]:
     return [line.split(": fixed: ", 1)[1] for line in lines if ": fixed: " in line]
 
 
+def _method(config: Path) -> dict[str, Any]:
+    """The config's `finetuning_type` and `stage`, as written."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(config.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {k: data[k] for k in ("finetuning_type", "stage") if isinstance(data, dict) and k in data}
+
+
 def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str, patience: str = "3") -> dict[str, Any]:
     name = folder.name
     original, tune = _read(folder / "original.json"), _read(folder / "tune.json")
@@ -35,15 +46,18 @@ def collect_one(folder: Path, target: str, steps: str, warmup: str, budget: str,
     base, winner = tune.get("baseline") or {}, tune.get("winner") or {}
     fix_tps, tune_tps = base.get("tokens_per_s"), winner.get("tokens_per_s") or base.get("tokens_per_s")
     common = f"--steps {steps} --target {target} --mode synthetic"
+    method = _method(folder / "original" / rel)
     return {
         "config": name,
         "path": rel,
+        "finetuning_type": method.get("finetuning_type", "lora"),  # LLaMA-Factory's defaults when not set
+        "stage": method.get("stage", "sft"),
         "original_tokens_per_s": (original.get("original") or {}).get("real_tokens_per_s"),
         "fix_tokens_per_s": fix_tps,
         "tune_tokens_per_s": tune_tps,
         "fix_vs_tune": (fix_tps / tune_tps) if fix_tps and tune_tps else None,
         "command": (
-            f"cfgopt fix --unsafe-fixes --extend-select PF,MEM --fix-references --write --target {target} --gpus 1 "
+            f"cfgopt fix --unsafe-fixes --fix-references --write --target {target} --gpus 1 "
             f"{rel} (on a copy); cfgopt verify {rel} --only-original {common}; "
             f"cfgopt tune {rel} (the fix output) {common} --warmup {warmup} --budget {budget} --patience {patience}"
         ),

@@ -3,10 +3,13 @@
 How much faster each knob setting is expected to run, measured on an H200 (the sources are in
 `cfgopt/tune/search.py`'s docstring and docs/tune.md). Precision and optimizer (full / freeze fine-tuning):
   - precision: bf16 1.0; fp16 0.95 (the same tensor-core rate plus loss scaling; AMD measured MI300X GEMMs at
-    708 TFLOP/s bf16 vs 654 fp16, docs/evidence/rocm_perf.md); pure_bf16 1.05 (no fp32 master copy to cast and
-    update: a small edge, its real value is memory); fp32 0.3 (matmuls outside the tensor cores' half rate);
-  - optimizer: transformers' default and the fused AdamW 1.0, the foreach AdamW 0.97, bitsandbytes' 8-bit AdamW
-    0.95, Adafactor 0.9 (small edges that order them; what they buy is memory, and tune measures the rest).
+    708 TFLOP/s bf16 vs 654 fp16, docs/evidence/rocm_perf.md); pure_bf16 1.39 (measured: Qwen3-4B full SFT on
+    one H200, 2 x 1 packed, GC off, Liger, no DeepSpeed: 16,408 tokens/s vs 11,788 with bf16 autocast over fp32
+    master weights, bench/planner/README.md "Every fine-tuning method"); fp32 0.3 (matmuls outside the tensor
+    cores' half rate; PF002, not measured here);
+  - optimizer: transformers' default and the fused AdamW 1.0, the foreach AdamW 0.97 (not measured), bitsandbytes'
+    8-bit AdamW 0.95 (not measured), Adafactor 0.66 (measured: 0.67x on Qwen3-4B, 0.65x on Llama-3-8B full SFT,
+    same runs): what they buy is memory, and tune measures the rest.
 Apart from the search so that the speed planner, which runs on the lint path, loads only this (no dataclasses,
 no statistics, no temporary files)."""
 
@@ -28,8 +31,8 @@ PRIORS: dict[str, Any] = {
     "zero_one_gpu": {"none": 1.0, "z2": 0.5, "z2_offload": 0.3, "z3": 0.225, "z3_offload": 0.206},
     "zero_multi_gpu": {"none": 1.0, "z2": 0.95, "z3": 0.8, "z2_offload": 0.5, "z3_offload": 0.3},
     "zero_other": 0.7,
-    "precision": {"bf16": 1.0, "pure_bf16": 1.05, "fp16": 0.95, "fp32": 0.3},
-    "optim": {"default": 1.0, "adamw_torch_fused": 1.0, "adamw_torch": 0.97, "adamw_bnb_8bit": 0.95, "adafactor": 0.9},
+    "precision": {"bf16": 1.0, "pure_bf16": 1.39, "fp16": 0.95, "fp32": 0.3},
+    "optim": {"default": 1.0, "adamw_torch_fused": 1.0, "adamw_torch": 0.97, "adamw_bnb_8bit": 0.95, "adafactor": 0.66},
     "optim_other": 0.95,
 }
 
