@@ -29,6 +29,10 @@ class Context:
         # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found.
         self.deepspeed: Source | None = None
         self.deepspeed_searched: list[str] = []
+        # Found but not read (outside the project, not a regular file: `user_files.ProjectScope`), and why.
+        self.deepspeed_not_read: str | None = None
+        # Found and read, but the HF Trainer cannot load it as a DeepSpeed config (not JSON), and why.
+        self.deepspeed_invalid: str | None = None
         self.memo: dict[str, Any] = {}  # per-file results rules share (e.g. DS validation)
 
     @property
