@@ -26,6 +26,8 @@ except ImportError:  # pragma: no cover
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 MAX_EXPANDED_NODES = 10_000  # omegaconf 2.4 default (_DEFAULT_MAX_YAML_EXPANDED_NODES_VALUE)
+MAX_EXPANSION_RATIO = 100  # omegaconf 2.4 _MAX_YAML_ALIAS_EXPANSION_RATIO, past _MIN_YAML_ALIAS_EXPANSION_RATIO_NODES
+MIN_RATIO_NODES = 1_000
 
 _FLOAT = re.compile(
     r"""^(?:
@@ -68,6 +70,53 @@ def construct(node: yaml.Node) -> Any:
         return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def _expansion_problem(root: yaml.Node) -> str | None:
+    """OmegaConf 2.4's alias limits (`get_yaml_loader` `construct_document`), counted as it counts them: every
+    key and value node, each alias and each `<<:` merge counted with what it expands to (a merge bomb, which
+    the span builder does not follow, is refused here in linear time instead of taking minutes to walk)."""
+    expanded: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        if id(node) in expanded:
+            return expanded[id(node)]
+        total = 1
+        children = node.value if isinstance(node, yaml.SequenceNode) else ()
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        for child in children:
+            total += count(child)
+            if total > MAX_EXPANDED_NODES:
+                break
+        expanded[id(node)] = total
+        return total
+
+    nodes = count(root)
+    if nodes > MAX_EXPANDED_NODES:
+        return f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias or merge bomb?)"
+    unique = _unique_nodes(root)
+    if nodes > MIN_RATIO_NODES and nodes > unique * MAX_EXPANSION_RATIO:
+        return (
+            f"YAML aliases expand the document from {unique} nodes to {nodes} nodes, over OmegaConf's limit of "
+            f"{MAX_EXPANSION_RATIO}x (alias or merge bomb?)"
+        )
+    return None
+
+
+def _unique_nodes(root: yaml.Node) -> int:
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+    return len(seen)
 
 
 def _mark_offset(doc: Document, mark: Any) -> int:
@@ -267,7 +316,10 @@ def load_yaml(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
         if ynode is None:  # empty or comments only: OmegaConf gives an empty config
             source.root = Node(value={}, start=0, end=len(doc.text), entries=[])
             return source
-        root = _SpanBuilder(doc).build(ynode, ())
+        root = _SpanBuilder(doc).build(ynode, ())  # first: it refuses recursive aliases, which `count` cannot
+        too_big = _expansion_problem(ynode)
+        if too_big:
+            raise YamlStructureError(too_big, _mark_offset(doc, ynode.start_mark))
         value = construct(ynode)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
