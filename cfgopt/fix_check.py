@@ -170,11 +170,11 @@ def damage(
     why = _refused_text(before, edits, old, loader)
     if why:
         return after, why
+    if old.error:  # a removed comment or line could make it parse as something its author never wrote
+        return after, "the file does not parse; cfgopt applies no fix to a file it cannot read"
     new = parse(path, after, loader, lf_schema)
-    if new.error and not old.error:
+    if new.error:
         return after, f"the fixed file would not load: {new.error}"
-    if old.error:
-        return after, None  # nothing to compare against: the rules' own verdict (not worse) decides
     repeated = new.duplicates - old.duplicates
     if repeated:
         return after, f"the fixed file would repeat the key `{dotted(_strip(sorted(repeated, key=str)[0], loader))}`"
