@@ -58,9 +58,24 @@ class FixResult:
     # references found other than from the current folder (engine.Project.found_elsewhere)
     found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
 
+    before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
+    # references not read (engine.Project.not_read)
+    not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
+
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
         return judged_with(self.file_settings, path)
+
+    def leave_unfixed(self, paths: set[Path]) -> None:
+        """`paths` were not written after all: take their fixes back out of what is reported as fixed, and count
+        their findings as they are on disk."""
+        for key in paths:
+            self.fixed.pop(key, None)
+            self.applied.pop(key, None)
+            self.applied_keys.pop(key, None)
+        self.remaining = [d for d in self.remaining if real_path(d.path) not in paths] + [
+            d for d in self.before if real_path(d.path) in paths
+        ]
 
 
 # --------------------------------------------------------------------------- the fix policy
@@ -215,6 +230,8 @@ class _Fixer:
         self.result.file_settings = project.file_settings
         self.result.found_elsewhere = project.found_elsewhere
         self.before = project.diagnostics()
+        self.result.before = list(self.before)
+        self.result.not_read = project.not_read
         self.result.problems = project.problems
         self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
         self.skip = {real_path(p.path) for p in project.problems}
@@ -378,6 +395,14 @@ class _Fixer:
         if result.reverted:
             diags = self.relint(self.overlay)
         result.fixed = {k: v for k, v in self.overlay.items() if v != result.originals[k]}
+        for key in list(result.applied):  # report only what changes a file, each fix once
+            if key not in result.fixed:
+                result.applied.pop(key)
+                result.applied_keys.pop(key, None)
+            else:  # a repeated key fixed twice (its first copy then removed) is one fix
+                pairs = list(dict.fromkeys(zip(result.applied[key], result.applied_keys.get(key, []), strict=False)))
+                result.applied[key] = [description for description, _ in pairs]
+                result.applied_keys[key] = [dotted for _, dotted in pairs]
         if any(s.restricts_fixes for s in result.file_settings.values()):
             strip_unfixable(diags, result.settings_of)
         result.remaining = diags
