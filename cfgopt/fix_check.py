@@ -146,7 +146,11 @@ def protected_spans(sources: list[Source]) -> list[tuple[int, int, int, str]]:
                 out.append((owner, node.start, node.end, "the value is a YAML alias (edit its anchor by hand)"))
             elif node.tagged:
                 out.append((owner, node.start, node.end, "the value has an explicit YAML tag"))
-            stack.extend((e.key_start, e.node) for e in node.entries or ())
+            for entry in node.entries or ():
+                if entry.merged:  # never editable, not even removable with its key: the text is the merge's
+                    why = "the key comes from a YAML merge (`<<:`); edit the merged mapping by hand"
+                    out.append((-1, entry.key_start, max(entry.key_end, entry.node.end), why))
+            stack.extend((e.key_start, e.node) for e in node.entries or () if not e.merged)
             stack.extend((item.start, item) for item in node.items or ())
         for entry in src.root.entries or ():
             if entry.node.raw is None and entry.node.start != entry.key_start and src.command:

@@ -184,9 +184,13 @@ class _SpanBuilder:
 
     def _mapping(self, ynode: yaml.MappingNode, path: tuple[Any, ...], start: int, end: int) -> Node:
         entries: list[Entry] = []
+        # OmegaConf's merge (its `flatten_mapping`): a key written in the mapping wins over a merged one, and
+        # among merged mappings the first one that has a key wins.
+        taken = {k.value for k, _ in ynode.value if k.tag != _MERGE_TAG and isinstance(k, yaml.ScalarNode)}
         for key_node, value_node in ynode.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *base`: the merged keys keep the spans of the anchored mapping
+            if key_node.tag == _MERGE_TAG:
+                entries.extend(self._merged(key_node, value_node, path, taken))
+                continue
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
             key_start = _mark_offset(self.doc, key_node.start_mark)
             key_end = _mark_offset(self.doc, key_node.end_mark)
@@ -207,7 +211,33 @@ class _SpanBuilder:
             )
         return Node(value=None, start=start, end=end, entries=entries, style="flow" if ynode.flow_style else "")
 
+    def _merged(self, key_node: yaml.Node, value_node: yaml.Node, path: tuple[Any, ...], taken: set) -> list[Entry]:
+        """The entries a `<<: *base` (or `<<: [*a, *b]`) brings into a mapping, as OmegaConf applies them: each
+        key spans the `<<` token and its value the `*alias` (or the merged value's own text), so that rules see
+        them and report them at the merge; `Entry.merged` keeps every fix off them (fix_check)."""
+        key_start = _mark_offset(self.doc, key_node.start_mark)
+        key_end = _mark_offset(self.doc, key_node.end_mark)
+        alias = _ALIAS_AFTER_KEY.match(self.doc.text, key_end)
+        merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        out: list[Entry] = []
+        for source in merged:
+            if not isinstance(source, yaml.MappingNode):
+                continue  # OmegaConf refuses it; the construction below reports it
+            alias_at = (alias.start(1), alias.end(1)) if alias and len(merged) == 1 else None
+            built = self.build(source, path, alias_at)
+            for entry in built.entries or ():
+                if entry.key in taken:
+                    continue
+                taken.add(entry.key)
+                if alias_at is not None:  # a merged value's text is the alias's (as for `key: *alias`)
+                    entry.node.start, entry.node.end = alias_at
+                out.append(
+                    Entry(entry.key, key_start, key_end, entry.node, (*path, entry.key), entry.key_is_str, merged=True)
+                )
+        return out
 
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 _ALIAS_AFTER_KEY = re.compile(r"[ \t]*:\s*(\*[^\s,\[\]{}]+)")
 _PROPERTY = re.compile(r"[&!][^\s,\[\]{}]*\s*")
 
