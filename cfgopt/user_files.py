@@ -12,9 +12,10 @@ a parse error's code frame would print that file's content into a CI log. Such a
 
 - named on the command line itself, or
 - a regular file of at most `MAX_REFERENCE_BYTES` under a *project folder*: a folder named on the command
-  line, the current folder, or the referencing config's repository (the nearest folder above it holding
-  `.git`; without one, the config's own folder), and with no hidden folder or file name (`.git/config`,
-  `.env`, `.ssh/`) below that folder. The home folder and the filesystem root are never project folders.
+  line, the current folder, or the referencing config's project (`repository_of`: the nearest folder above it
+  holding `.git`, else a `pyproject.toml`, `setup.py`, `requirements.txt` ..., else the config's own folder),
+  and with no hidden folder or file name (`.git/config`, `.env`, `.ssh/`) below that folder. The home folder
+  and the filesystem root are never project folders.
 
 Otherwise the reference is reported as not read (`Project.not_read`), without any of the file's content.
 """
@@ -69,13 +70,23 @@ def _never_a_project_folder(folder: Path) -> bool:
     return str(folder) in (home, os.path.realpath(os.sep))
 
 
+# What marks a project's root folder: a repository, else a Python project's manifest (LLaMA-Factory's own tree
+# has both); the first folder above a config holding one of these, in this order of preference.
+ROOT_MARKERS = (".git",)
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "cfgopt.toml")
+
+
 def repository_of(config: Path) -> Path:
-    """The folder a config's references may reach: the nearest folder above it holding `.git` (the
-    repository root, where LLaMA-Factory's examples resolve their paths), else the config's own folder."""
+    """The folder a config's references may reach: the nearest folder above it holding `.git` (the repository
+    root, where LLaMA-Factory's examples resolve their paths), else the nearest one holding a project manifest
+    (`PROJECT_MARKERS`), else the config's own folder. Never the home folder or the filesystem root."""
     folder = Path(os.path.realpath(config)).parent
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return folder if _never_a_project_folder(candidate) else candidate
+    for markers in (ROOT_MARKERS, PROJECT_MARKERS):
+        for candidate in (folder, *folder.parents):
+            if _never_a_project_folder(candidate):
+                break
+            if any((candidate / marker).exists() for marker in markers):
+                return candidate
     return folder
 
 
