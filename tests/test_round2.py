@@ -65,7 +65,7 @@ def test_a_file_outside_the_project_is_read_when_named(tmp_path: Path, monkeypat
     monkeypatch.chdir(project)
     _, _, err = run_cli(["lint", "train.yaml"])
     assert "not read" in err and "LF005" not in err  # an absolute JSON that exists is no error
-    code, out, err = run_cli(["lint", "--format", "json", "train.yaml", str(ds)])
+    _code, out, err = run_cli(["lint", "--format", "json", "train.yaml", str(ds)])
     assert "not read" not in err
     assert any(d["code"] == "XF002" for d in json.loads(out)["diagnostics"])  # judged as a pair once named
 
@@ -100,7 +100,7 @@ def test_a_plan_that_would_break_the_pair_with_a_json_not_written_is_withheld(tm
         ' "zero_optimization": {"stage": 2}}\n'
     )
     argv = ["fix", "--extend-select", "PF,MEM", "--target", "h200", "--gpus", "2", "--unsafe-fixes"]
-    code, out, err = run_cli([*argv, str(tmp_path / "train.yaml")])
+    _code, out, err = run_cli([*argv, str(tmp_path / "train.yaml")])
     assert "per_device_train_batch_size" not in out and "fix withheld" in err and "XF002" in err
     run_cli([*argv, "--write", str(tmp_path / "train.yaml")])
     _, out, _ = run_cli(["lint", "--format", "json", "--target", "h200", "--gpus", "2", str(tmp_path / "train.yaml")])
@@ -172,10 +172,10 @@ def test_merged_keys_are_seen_by_the_rules_and_never_edited(tmp_path: Path) -> N
 def test_deeply_nested_toml_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "train.yaml").write_text(TRAIN)
     nested = "[" * 3000 + "]" * 3000
-    code, out, err = run_cli(["lint", "--config", f"select={nested}", str(tmp_path / "train.yaml")])
+    code, _out, err = run_cli(["lint", "--config", f"select={nested}", str(tmp_path / "train.yaml")])
     assert code == 2 and "Traceback" not in err and "nested too deeply" in err
     (tmp_path / "cfgopt.toml").write_text(f"select = {nested}\n")
-    code, out, err = run_cli(["lint", str(tmp_path / "train.yaml")])
+    code, _out, err = run_cli(["lint", str(tmp_path / "train.yaml")])
     assert code == 2 and "Traceback" not in err and "nested too deeply" in err and len(err.splitlines()) <= 3
 
 
@@ -232,7 +232,7 @@ def test_fix_exit_code_is_whether_findings_at_fail_on_remain(tmp_path: Path) -> 
     assert run_cli(["fix", str(path)])[0] == 1
     assert run_cli(["fix", "--write", str(path)])[0] == 1
     path.write_text(TRAIN + "gradient_checkpointing: true\n")  # info only (below the default fail-on)
-    code, out, err = run_cli(["fix", "--select", "LF022", "--unfixable", "LF022", str(path)])
+    code, _out, err = run_cli(["fix", "--select", "LF022", "--unfixable", "LF022", str(path)])
     assert code == 0 and "1 remaining" not in err, err
 
 
