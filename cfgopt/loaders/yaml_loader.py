@@ -6,7 +6,10 @@ tests/test_loader_parity.py):
 - OmegaConf's float resolver: `1e-4` is a float (plain PyYAML would give the string '1e-4');
 - timestamps are not resolved (`2024-01-01` stays a string);
 - duplicate keys are an error ("found duplicate key"), reported here as a diagnostic on the second key;
-- recursive aliases are an error, and alias expansion is capped at 10,000 nodes.
+- recursive aliases are an error, and expansion is capped as OmegaConf caps it: 10,000 nodes, keys and values,
+  each alias and each `<<:` merge counted with what it expands to, and a 100x expansion past 1,000 nodes;
+- `<<:` merges as OmegaConf applies them (a key written in the mapping wins, then the first merged mapping
+  that has it); merged keys are entries of the parsed view (`Entry.merged`), spanning the `<<` and the alias.
 Tags other than the standard ones are never constructed: the SafeLoader base rejects them.
 """
 
