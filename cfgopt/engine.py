@@ -190,8 +190,8 @@ class Project:
                 self.context(src)
                 word = src.command["yaml"][0]
                 found, searched = resolve_reference(word, src.document.path)
-                self._note_where_found(word, found, searched, src.document.path)
                 if found is not None and self._may_read(found, src, word):
+                    self._note_where_found(word, found, searched, src.document.path)
                     self._mark_if_excluded(found)
                     self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
                     for new in self._by_path.get(real_path(found), []):
@@ -207,12 +207,12 @@ class Project:
         ctx = self.context(src)
         found, searched = resolve_reference(ref, src.document.path)
         ctx.deepspeed_searched = searched
-        self._note_where_found(ref, found, searched, src.document.path)
         if found is None:
             return
         if not self._may_read(found, src, ref):
             ctx.deepspeed_not_read = self.not_read[(real_path(src.document.path), ref)]
             return
+        self._note_where_found(ref, found, searched, src.document.path)
         self._mark_if_excluded(found)
         for ds in self._load_deepspeed(found, ctx):
             ds_ctx = self.context(ds)

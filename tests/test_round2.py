@@ -57,6 +57,19 @@ def test_a_file_a_config_names_outside_the_project_is_never_printed(
     assert "not read" in err and ("outside the project" in err or "hidden" in err)
 
 
+def test_a_script_naming_a_yaml_outside_the_project_does_not_print_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "elsewhere" / "train.yaml"
+    secret.parent.mkdir()
+    secret.write_text(f"model_name_or_path: {SECRET}\nstage: [\n")  # does not parse: a code frame would show it
+    project = _project(tmp_path, "ds.json")
+    (project / "run.sh").write_text(f"llamafactory-cli train {secret}\n")
+    monkeypatch.chdir(project)
+    code, out, err = run_cli(["lint", "run.sh"])
+    assert SECRET not in out + err and "not read" in err and code == 0
+
+
 def test_a_file_outside_the_project_is_read_when_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ds = tmp_path / "shared" / "ds.json"
     ds.parent.mkdir()

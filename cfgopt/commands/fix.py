@@ -180,6 +180,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     if remaining and not args.quiet:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
+        render_not_read(result.not_read)
         _fix_summary(result, remaining, True, settings)
     if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
         return 2
