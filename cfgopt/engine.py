@@ -117,8 +117,10 @@ class Project:
 
     @staticmethod
     def _read_original(path: Path) -> Document | None:
+        """The file on disk behind an overlay text (for its BOM); None when there is no readable regular file
+        (`--stdin-filename` may name a FIFO, which must not block the run)."""
         try:
-            return Document.read(path)
+            return Document.from_bytes(path, read_bounded(path, MAX_FILE_BYTES))
         except (DocumentError, OSError):
             return None
 

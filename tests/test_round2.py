@@ -157,6 +157,21 @@ def test_pins_and_project_configs_never_block_or_read_forever(tmp_path: Path) ->
     assert "Traceback" not in run.stderr and run.returncode in (0, 1, 2), run.stderr
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_stdin_filename_naming_a_fifo_does_not_block(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "train.yaml")  # the file behind stdin's text is read for its BOM: never a FIFO
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "-", "--stdin-filename", "train.yaml"],
+        cwd=tmp_path,
+        input=TRAIN,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert "Traceback" not in run.stderr and "Checked 1 file(s)" in run.stderr
+
+
 # --------------------------------------------------------------------------- 7 and 16: merges
 
 
