@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
+from cfgopt.diagnostics import Edit
 from cfgopt.document import Document
+from cfgopt.fix_check import damage
 from cfgopt.loaders.yaml_loader import load_yaml
 
 TRAIN = """\
@@ -190,8 +192,12 @@ def test_merged_keys_are_seen_by_the_rules_and_never_edited(tmp_path: Path) -> N
     code, out, _ = run_cli(["lint", "--format", "json", str(path)])
     found = [d for d in json.loads(out)["diagnostics"] if d["code"] == "LF003"]
     assert code == 1 and len(found) == 1 and found[0]["line"] == 8
-    code, out, err = run_cli(["fix", "--write", str(path)])
-    assert path.read_text() == text and "merge" in err and code == 1
+    assert found[0]["fix"] is None  # the text is the merged mapping's: no fix offered ...
+    code, _, _ = run_cli(["fix", "--write", str(path)])
+    assert path.read_text() == text and code == 1
+    start = text.index("Cosine")  # ... and none accepted by the damage check either
+    _, why = damage(path, text, [Edit(start, start + len("Cosine"), "cosine")], "yaml")
+    assert why is not None and "merge" in why
 
 
 # --------------------------------------------------------------------------- 12: nested TOML

@@ -78,6 +78,12 @@ class ProjectView(NamedTuple):
 MAX_MESSAGE = 400  # a value quoted in a message can be megabytes long; a message stays readable
 
 
+def _edits_inside(fix: Fix, entry: Entry) -> bool:
+    """Does a fix edit the text of an entry (its key, its value, or at their edges)?"""
+    low, high = min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end)
+    return any(edit.start <= high and low <= edit.end for edit in fix.edits)
+
+
 def _bounded(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
@@ -134,6 +140,8 @@ class Rule:
                 start, end = entry.key_start, entry.key_end
         else:
             start, end = entry.key_start, entry.key_end
+        if fix is not None and entry.merged and _edits_inside(fix, entry):
+            fix = None  # a key a `<<:` merge brought in: its text is the merged mapping's (fix_check refuses it too)
         return Diagnostic(
             document=src.document,
             start=start,
