@@ -140,12 +140,15 @@ def test_no_fix_is_applied_to_a_file_that_does_not_parse_and_fix_exits_2(tmp_pat
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
-def test_pins_and_project_configs_never_block_or_read_forever(tmp_path: Path) -> None:
+def test_pins_project_configs_and_metadata_never_block_or_read_forever(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     os.mkfifo(tmp_path / "requirements.txt")
     os.mkfifo(tmp_path / "requirements-dev.txt")
     (tmp_path / "pyproject.toml").symlink_to("/dev/zero")
-    (tmp_path / "train.yaml").write_text(TRAIN)
+    (tmp_path / "deepspeed-9.0.dist-info").mkdir()  # `python -m` puts the current folder on sys.path
+    os.mkfifo(tmp_path / "deepspeed-9.0.dist-info" / "METADATA")
+    (tmp_path / "train.yaml").write_text(TRAIN + "deepspeed: ds.json\n")
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2}}\n')
     started = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "cfgopt", "lint", "train.yaml"],
