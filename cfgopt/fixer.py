@@ -31,6 +31,7 @@ from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.fix_check import damage
 from cfgopt.settings import PerFileSettings, Settings, judged_with
 from cfgopt.source import Kind, Source
+from cfgopt.writer import read_only
 
 MAX_PASSES = 10
 MAX_ROUNDS = 3
@@ -187,7 +188,7 @@ _UNPARSED = (
     "it does not parse as its consumer reads it (CFG001); cfgopt applies no fix to a file it cannot read: "
     "a removed or changed line could make it parse as something never written"
 )
-_READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
+READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
 
 
 def _refusals(project: Project, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
@@ -203,8 +204,8 @@ def _refusals(project: Project, scope: set[Path], paths: list[Path], before: lis
         if key not in scope:
             linked = any(Path(os.path.abspath(doc.path)).is_relative_to(f) for f in folders)
             out.setdefault(key, _SYMLINK if linked else _OUTSIDE)
-        elif key not in project.overlay and os.path.exists(key) and not os.access(key, os.W_OK):
-            out.setdefault(key, _READ_ONLY)  # refused before planning, so that its job's other files stay in step
+        elif key not in project.overlay and os.path.exists(key) and read_only(key):
+            out.setdefault(key, READ_ONLY)  # refused before planning, so that its job's other files stay in step
         unusual = doc.unusual_line_break()
         if unusual:
             out.setdefault(

@@ -20,10 +20,17 @@ class ChangedOnDisk(Exception):
     """The file changed between reading and writing; it is left as it is."""
 
 
+def read_only(path: Path | str) -> bool:
+    """Is the file read-only: no write permission bit (which even root respects here), or not writable by
+    this user?"""
+    mode = os.stat(path).st_mode
+    return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK)
+
+
 def atomic_write(path: Path, data: bytes, expected: bytes | None = None) -> bool:
     """Write `data` to `path`; False when the content is already that (the file is not touched)."""
     st = path.stat()
-    if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+    if read_only(path):
         # os.replace would happily swap a read-only file out from under its owner: respect the mode instead
         raise PermissionError(f"{path} is read-only; not changed")
     current = path.read_bytes()

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     1 when findings at or above `--fail-on` remain after the fixes (whether or not anything would change, and
     with or without --write); else 0."""
     from cfgopt import report
-    from cfgopt.fixer import fix_paths
+    from cfgopt.fixer import READ_ONLY, fix_paths
 
     overlay = read_stdin(args)
     resolver, settings = settings_from(args)  # `settings`: the first path's, which the summary describes
@@ -95,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
         _fix_summary(result, remaining, args.write, settings)
-    if result.problems or result.reverted or unwritten or any(d.code == "CFG001" for d in result.remaining):
+    # with --write, a file asked to be fixed that cannot be written (read-only, refused before planning) is an error
+    locked = args.write and READ_ONLY in result.not_fixed.values()
+    if result.problems or result.reverted or unwritten or locked or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0
 
