@@ -121,9 +121,13 @@ def _worse(after: list[Diagnostic], before: list[Diagnostic], job: set[Path]) ->
     """Did a change make its job worse: a file of it unparseable, or more errors in its files together than
     before? `job`: every file the edited file's job reads and every consumer of an edited JSON (`_jobs`), so
     that a YAML edit that breaks the pair with a JSON not written (XF002) counts."""
-    if any(d.code == "CFG001" and real_path(d.path) in job for d in after):
+    if _unparsed(after, job) - _unparsed(before, job):  # a JSON that did not parse before does not block a fix
         return True
     return len(_errors(after, job)) > len(_errors(before, job))
+
+
+def _unparsed(diags: list[Diagnostic], job: set[Path]) -> set[Path]:
+    return {real_path(d.path) for d in diags if d.code == "CFG001" and real_path(d.path) in job}
 
 
 def _new_errors(after: list[Diagnostic], before: list[Diagnostic], job: set[Path]) -> str:

@@ -122,6 +122,13 @@ def test_a_plan_that_would_break_the_pair_with_a_json_not_written_is_withheld(tm
     assert [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"] == []  # the pair still agrees
 
 
+def test_a_json_of_the_job_that_did_not_parse_before_does_not_block_the_yamls_fixes(tmp_path: Path) -> None:
+    (tmp_path / "train.yaml").write_text(TRAIN + "lr_scheduler_type: Cosine\ndeepspeed: ds.json\n")
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2},}\n')  # a trailing comma: CFG001
+    code, out, _ = run_cli(["fix", str(tmp_path / "train.yaml")])
+    assert "+lr_scheduler_type: cosine" in out and code == 2  # fixed, and the JSON's parse error still counts
+
+
 # --------------------------------------------------------------------------- 3 and 17: files that do not parse
 
 
