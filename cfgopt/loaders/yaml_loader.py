@@ -77,8 +77,8 @@ def construct(node: yaml.Node) -> Any:
 
 def _expansion_problem(root: yaml.Node) -> str | None:
     """OmegaConf 2.4's alias limits (`get_yaml_loader` `construct_document`), counted as it counts them: every
-    key and value node, each alias and each `<<:` merge counted with what it expands to (a merge bomb, which
-    the span builder does not follow, is refused here in linear time instead of taking minutes to walk)."""
+    key and value node, each alias and each `<<:` merge counted with what it expands to, memoised (linear in the
+    document). Before merges were counted, a merge bomb passed and took minutes to walk."""
     expanded: dict[int, int] = {}
 
     def count(node: yaml.Node) -> int:
