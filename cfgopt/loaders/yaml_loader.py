@@ -144,7 +144,7 @@ class _SpanBuilder:
         self.expanded += 1
         if self.expanded > MAX_EXPANDED_NODES:
             raise YamlStructureError(
-                f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias bomb?)",
+                f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias or merge bomb?)",
                 _mark_offset(self.doc, ynode.start_mark),
             )
         ident = id(ynode)
