@@ -24,11 +24,13 @@ from cfgopt.source import Kind, Source
 from cfgopt.speed_knobs import PLANNED_CODES
 from cfgopt.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.timelimit import message as time_limit_message
+from cfgopt.user_files import ProjectScope, UnsafeFileError, read_bounded
 
 if TYPE_CHECKING:
     from cfgopt.suppressions import RuleCodes
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
+_NOT_JSON = "is not JSON: the HF Trainer reads it with json.load and stops at start-up"
 
 
 class FileProblem(NamedTuple):
@@ -66,6 +68,10 @@ class Project:
         # References found other than from the current folder (the launch folder the real tools resolve them
         # from): (the reference as written, the folder it was found from) -> the configs naming it.
         self.found_elsewhere: dict[tuple[str, Path], list[Path]] = {}
+        # Which files a config may make cfgopt read (None: any, for callers that run the job for real), and
+        # the references not read: (the naming config, the reference as written) -> why.
+        self.scope: ProjectScope | None = None
+        self.not_read: dict[tuple[Path, str], str] = {}
 
     def settings_of(self, path: Path) -> Settings:
         """The settings that judge `path`: resolved once per file, then carried by its rule context."""
@@ -100,14 +106,21 @@ class Project:
                 raise DocumentError(
                     f"file is {size / 1e6:.0f} MB; cfgopt reads configs up to {MAX_FILE_BYTES // (1024 * 1024)} MiB"
                 )
-            doc = Document.read(path)
+            try:  # read with the checks made again on the open file: it may have changed since the stat
+                doc = Document.from_bytes(path, read_bounded(path, MAX_FILE_BYTES))
+            except UnsafeFileError as exc:
+                raise DocumentError(str(exc).removeprefix(f"{path}: ")) from None
+            except OSError as exc:
+                raise DocumentError(exc.strerror or str(exc)) from None
         self.documents[key] = doc
         return doc
 
     @staticmethod
     def _read_original(path: Path) -> Document | None:
+        """The file on disk behind an overlay text (for its BOM); None when there is no readable regular file
+        (`--stdin-filename` may name a FIFO, which must not block the run)."""
         try:
-            return Document.read(path)
+            return Document.from_bytes(path, read_bounded(path, MAX_FILE_BYTES))
         except (DocumentError, OSError):
             return None
 
@@ -175,12 +188,12 @@ class Project:
     # ---------------------------------------------------------------- linking
     def link(self) -> None:
         for src in list(self.sources):
-            ctx = self.context(src)
             if src.kind == Kind.LF_CLI and src.command.get("yaml") and src.command["yaml"][3]:
+                self.context(src)
                 word = src.command["yaml"][0]
                 found, searched = resolve_reference(word, src.document.path)
-                self._note_where_found(word, found, searched, src.document.path)
-                if found is not None:
+                if found is not None and self._may_read(found, src, word):
+                    self._note_where_found(word, found, searched, src.document.path)
                     self._mark_if_excluded(found)
                     self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
                     for new in self._by_path.get(real_path(found), []):
@@ -189,19 +202,59 @@ class Project:
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
                 continue
             ref = src.data.get("deepspeed")
-            if not isinstance(ref, str) or not ref:
-                continue
-            ctx = self.context(src)
-            found, searched = resolve_reference(ref, src.document.path)
-            ctx.deepspeed_searched = searched
-            self._note_where_found(ref, found, searched, src.document.path)
-            if found is None:
-                continue
-            self._mark_if_excluded(found)
-            for ds in self.load(found, explicit=False, kind_hint=Kind.DEEPSPEED):
-                ds_ctx = self.context(ds)
-                ds_ctx.consumers.append(src)
-                ctx.deepspeed = ds
+            if isinstance(ref, str) and ref:
+                self._link_deepspeed(src, ref)
+
+    def _link_deepspeed(self, src: Source, ref: str) -> None:
+        ctx = self.context(src)
+        found, searched = resolve_reference(ref, src.document.path)
+        ctx.deepspeed_searched = searched
+        if found is None:
+            return
+        if not self._may_read(found, src, ref):
+            ctx.deepspeed_not_read = self.not_read[(real_path(src.document.path), ref)]
+            return
+        self._note_where_found(ref, found, searched, src.document.path)
+        self._mark_if_excluded(found)
+        for ds in self._load_deepspeed(found, ctx):
+            ds_ctx = self.context(ds)
+            ds_ctx.consumers.append(src)
+            ctx.deepspeed = ds
+
+    def _may_read(self, found: Path, config: Source, ref: str) -> bool:
+        """May the file a config names be read (`user_files.ProjectScope`)? When not, remember why, for a
+        note that names the reference and never shows the file's content."""
+        if self.scope is None or real_path(found) in self.overlay:
+            return True
+        why = self.scope.refusal(found, config.document.path)
+        if why is not None:
+            self.not_read[(real_path(config.document.path), ref)] = why
+        return why is None
+
+    def _load_deepspeed(self, found: Path, ctx: Context) -> list[Source]:
+        """The DeepSpeed sources of a file a `deepspeed:` key names. The HF Trainer `json.load`s whatever the
+        key names: a file that is not JSON (a LLaMA-Factory YAML) is the naming config's error, reported there
+        (LF005, `ctx.deepspeed_invalid`) whether or not the file itself is named and linted."""
+        key = real_path(found)
+        if key in self.skip or any(real_path(p.path) == key for p in self.problems):
+            ctx.deepspeed_not_read = "could not be read (see the error above)"
+            return []
+        loaded = self._by_path.get(key)
+        if loaded and any(s.kind == Kind.DEEPSPEED for s in loaded):
+            return [s for s in loaded if s.kind == Kind.DEEPSPEED]
+        if loaded or found.suffix.lower() != ".json":
+            try:
+                doc = self.read_document(found)
+            except (DocumentError, OSError):
+                doc = None  # reported by `load` below
+            if doc is not None and load_json(doc).error is not None:
+                ctx.deepspeed_invalid = _NOT_JSON
+                return []
+            if loaded:  # JSON read as a config of another kind (a flow-style YAML): not judged as DeepSpeed's
+                ctx.deepspeed_not_read = "is read as a LLaMA-Factory config, not as a DeepSpeed one"
+                return []
+        self._by_path.pop(key, None)  # read before as a file of no known kind: read again as DeepSpeed's
+        return self.load(found, explicit=False, kind_hint=Kind.DEEPSPEED)
 
     def _note_where_found(self, ref: str, found: Path | None, searched: list[str], config: Path) -> None:
         """Remember a reference found from the config's folder or one above it rather than the current one: the
@@ -374,6 +427,7 @@ class LintResult:
         checked: list[Path] | None = None,
         file_settings: dict[Path, Settings] | None = None,
         found_elsewhere: dict[tuple[str, Path], list[Path]] | None = None,
+        not_read: dict[tuple[Path, str], str] | None = None,
     ) -> None:
         self.diagnostics = diagnostics
         self.problems = problems
@@ -381,6 +435,7 @@ class LintResult:
         self.checked: list[Path] = checked or []  # the files linted (resolved), in path order
         self.file_settings: dict[Path, Settings] = file_settings or {}  # each file's, by resolved path
         self.found_elsewhere = found_elsewhere or {}  # Project.found_elsewhere
+        self.not_read = not_read or {}  # Project.not_read
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -400,8 +455,12 @@ def build_project(
     overlay: dict[Path, str] | None = None,
     recognised_only: bool = False,
     skip: set[Path] | None = None,
+    any_reference: bool = False,
 ) -> Project:
+    """Read and link the files under `paths`. A file a config names is read only inside the project
+    (`user_files.ProjectScope`), unless `any_reference` (estimate, verify, tune: they run the job for real)."""
     project = Project(settings, overlay, recognised_only, skip)
+    project.scope = None if any_reference else ProjectScope(paths)
     for path, explicit in discovery.iter_files(paths):
         if explicit and not path.exists() and real_path(path) not in project.overlay:
             project.problems.append(FileProblem(path, "no such file or directory"))
@@ -426,5 +485,11 @@ def lint_paths(
     checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
     diagnostics = project.diagnostics()
     return LintResult(
-        diagnostics, project.problems, len(checked), checked, project.file_settings, project.found_elsewhere
+        diagnostics,
+        project.problems,
+        len(checked),
+        checked,
+        project.file_settings,
+        project.found_elsewhere,
+        project.not_read,
     )

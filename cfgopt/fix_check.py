@@ -175,7 +175,11 @@ def protected_spans(sources: list[Source]) -> list[tuple[int, int, int, str]]:
                 out.append((owner, node.start, node.end, "the value is a YAML alias (edit its anchor by hand)"))
             elif node.tagged:
                 out.append((owner, node.start, node.end, "the value has an explicit YAML tag"))
-            stack.extend((e.key_start, e.node) for e in node.entries or ())
+            for entry in node.entries or ():
+                if entry.merged:  # never editable, not even removable with its key: the text is the merge's
+                    why = "the key comes from a YAML merge (`<<:`); edit the merged mapping by hand"
+                    out.append((-1, entry.key_start, max(entry.key_end, entry.node.end), why))
+            stack.extend((e.key_start, e.node) for e in node.entries or () if not e.merged)
             stack.extend((item.start, item) for item in node.items or ())
         for entry in src.root.entries or ():
             if entry.node.raw is None and entry.node.start != entry.key_start and src.command:
@@ -199,11 +203,11 @@ def damage(
     why = _refused_text(before, edits, old, loader)
     if why:
         return after, why
+    if old.error:  # a removed comment or line could make it parse as something its author never wrote
+        return after, "the file does not parse; cfgopt applies no fix to a file it cannot read"
     new = parse(path, after, loader, lf_schema)
-    if new.error and not old.error:
+    if new.error:
         return after, f"the fixed file would not load: {new.error}"
-    if old.error:
-        return after, None  # nothing to compare against: the rules' own verdict (not worse) decides
     repeated = new.duplicates - old.duplicates
     if repeated:
         return after, f"the fixed file would repeat the key `{dotted(_strip(sorted(repeated, key=str)[0], loader))}`"

@@ -18,6 +18,7 @@ show findings (`strip_unfixable`), so that such findings are not counted as fixa
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +26,12 @@ from pathlib import Path
 from cfgopt import discovery
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.document import real_path
-from cfgopt.engine import Project, build_project
+from cfgopt.engine import Project, build_project, resolve_reference
 from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.fix_check import damage
 from cfgopt.settings import PerFileSettings, Settings, judged_with
-from cfgopt.source import Kind
+from cfgopt.source import Kind, Source
+from cfgopt.writer import read_only
 
 MAX_PASSES = 10
 MAX_ROUNDS = 3
@@ -57,9 +59,24 @@ class FixResult:
     # references found other than from the current folder (engine.Project.found_elsewhere)
     found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
 
+    before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
+    # references not read (engine.Project.not_read)
+    not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
+
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
         return judged_with(self.file_settings, path)
+
+    def leave_unfixed(self, paths: set[Path]) -> None:
+        """`paths` were not written after all: take their fixes back out of what is reported as fixed, and count
+        their findings as they are on disk."""
+        for key in paths:
+            self.fixed.pop(key, None)
+            self.applied.pop(key, None)
+            self.applied_keys.pop(key, None)
+        self.remaining = [d for d in self.remaining if real_path(d.path) not in paths] + [
+            d for d in self.before if real_path(d.path) in paths
+        ]
 
 
 # --------------------------------------------------------------------------- the fix policy
@@ -87,8 +104,12 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
     return _apply_tracked(text, edits)[0]
 
 
-def _errors(diags: list[Diagnostic], path: Path) -> list[tuple[str, str]]:
-    return sorted((d.code, d.key) for d in diags if d.severity == Severity.ERROR and real_path(d.path) == path)
+def _errors(diags: list[Diagnostic], paths: set[Path]) -> list[tuple[str, str, str]]:
+    return sorted(
+        (str(real_path(d.path)), d.code, d.key)
+        for d in diags
+        if d.severity == Severity.ERROR and real_path(d.path) in paths
+    )
 
 
 def _fix_id(diag: Diagnostic) -> FixId:
@@ -96,11 +117,58 @@ def _fix_id(diag: Diagnostic) -> FixId:
     return (real_path(diag.path), diag.code, diag.key, diag.fix.description)
 
 
-def _worse(after: list[Diagnostic], before: list[Diagnostic], key: Path) -> bool:
-    """Did a change make this file worse: unparseable, or more errors than it had?"""
-    if any(d.code == "CFG001" and real_path(d.path) == key for d in after):
+def _worse(after: list[Diagnostic], before: list[Diagnostic], job: set[Path]) -> bool:
+    """Did a change make its job worse: a file of it unparseable, or more errors in its files together than
+    before? `job`: every file the edited file's job reads and every consumer of an edited JSON (`_jobs`), so
+    that a YAML edit that breaks the pair with a JSON not written (XF002) counts."""
+    if _unparsed(after, job) - _unparsed(before, job):  # a JSON that did not parse before does not block a fix
         return True
-    return len(_errors(after, key)) > len(_errors(before, key))
+    return len(_errors(after, job)) > len(_errors(before, job))
+
+
+def _unparsed(diags: list[Diagnostic], job: set[Path]) -> set[Path]:
+    return {real_path(d.path) for d in diags if d.code == "CFG001" and real_path(d.path) in job}
+
+
+def _new_errors(after: list[Diagnostic], before: list[Diagnostic], job: set[Path]) -> str:
+    """The errors a change adds in its job's files, as `file: CODE` (for the reason a fix is withheld)."""
+    from cfgopt.document import display_path
+
+    old = Counter(_errors(before, job))
+    new = Counter(_errors(after, job)) - old
+    return ", ".join(sorted({f"{display_path(Path(path))}: {code}" for path, code, _ in new})) or "an error"
+
+
+def _jobs(project: Project) -> dict[Path, set[Path]]:
+    """For each file read, the files of the jobs it is part of (a YAML, its DeepSpeed JSON, the JSON's other
+    consumers, the script that runs the YAML): the files linked to it, directly or not, by real path."""
+    parent: dict[Path, Path] = {}
+
+    def root(key: Path) -> Path:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    def join(a: Source, b: Source) -> None:
+        parent[root(real_path(a.document.path))] = root(real_path(b.document.path))
+
+    for src in project.sources:
+        ctx = project.context(src)
+        root(real_path(src.document.path))
+        if ctx.deepspeed is not None:
+            join(src, ctx.deepspeed)
+        for consumer in ctx.consumers:
+            join(src, consumer)
+        word = src.command.get("yaml") if src.kind == Kind.LF_CLI else None
+        if word and word[3]:
+            found, _ = resolve_reference(word[0], src.document.path)
+            for linked in project.sources if found is not None else ():
+                if real_path(linked.document.path) == real_path(found):
+                    join(src, linked)
+    groups: dict[Path, set[Path]] = {}
+    for key in list(parent):
+        groups.setdefault(root(key), set()).add(key)
+    return {key: groups[root(key)] for key in parent}
 
 
 def write_scope(paths: list[Path], project: Project, fix_references: bool) -> set[Path]:
@@ -120,16 +188,28 @@ _OUTSIDE = (
 _SYMLINK = "a symlink to a file outside the folders named; cfgopt does not write through it (name the target)"
 
 
-def _refusals(project: Project, scope: set[Path], paths: list[Path]) -> dict[Path, str]:
+_UNPARSED = (
+    "it does not parse as its consumer reads it (CFG001); cfgopt applies no fix to a file it cannot read: "
+    "a removed or changed line could make it parse as something never written"
+)
+READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
+
+
+def _refusals(project: Project, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
     """Files whose fixes are not applied, and why."""
     out: dict[Path, str] = {}
     folders = [Path(os.path.abspath(p)) for p in paths if p.is_dir()]
     for problem in project.problems:
         out[real_path(problem.path)] = "cfgopt could not check it (see the error above)"
+    for diag in before:
+        if diag.code == "CFG001":
+            out.setdefault(real_path(diag.path), _UNPARSED)
     for key, doc in project.documents.items():
         if key not in scope:
             linked = any(Path(os.path.abspath(doc.path)).is_relative_to(f) for f in folders)
             out.setdefault(key, _SYMLINK if linked else _OUTSIDE)
+        elif key not in project.overlay and os.path.exists(key) and read_only(key):
+            out.setdefault(key, READ_ONLY)  # refused before planning, so that its job's other files stay in step
         unusual = doc.unusual_line_break()
         if unusual:
             out.setdefault(
@@ -155,6 +235,8 @@ class _Fixer:
         self.result.file_settings = project.file_settings
         self.result.found_elsewhere = project.found_elsewhere
         self.before = project.diagnostics()
+        self.result.before = list(self.before)
+        self.result.not_read = project.not_read
         self.result.problems = project.problems
         self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
         self.skip = {real_path(p.path) for p in project.problems}
@@ -165,8 +247,13 @@ class _Fixer:
         for key, doc in project.documents.items():
             self.result.originals[key] = doc.text
             self.result.bom[key] = doc.has_bom
-        self.refused = _refusals(project, write_scope(paths, project, fix_references), paths)
+        self.refused = _refusals(project, write_scope(paths, project, fix_references), paths, self.before)
         self.overlay: dict[Path, str] = {}
+        self.jobs = _jobs(project)
+
+    def job(self, key: Path) -> set[Path]:
+        """The files whose errors a change to `key` may change (`_jobs`)."""
+        return self.jobs.get(key, {key})
 
     def candidates(self, current: list[Diagnostic]) -> list[Diagnostic]:
         out = []
@@ -216,7 +303,7 @@ class _Fixer:
         if not chosen:  # every fix withheld: progress all the same
             return self.relint(self.overlay)
         trial_diags = self.relint(trial)
-        bad = {key for key in chosen if _worse(trial_diags, diags, key)}
+        bad = {key for key in chosen if _worse(trial_diags, diags, self.job(key))}
         for key, picked in chosen.items():
             if key not in bad:
                 self.accept(key, trial[key], picked)
@@ -262,8 +349,9 @@ class _Fixer:
             attempt = dict(self.overlay)
             attempt[key] = text
             attempt_diags = self.relint(attempt)
-            if _worse(attempt_diags, diags, key):
-                self.withhold(diag, "it would make the file worse (more errors)")
+            if _worse(attempt_diags, diags, self.job(key)):
+                added = _new_errors(attempt_diags, diags, self.job(key))
+                self.withhold(diag, f"it would make its job worse (more errors: {added})")
                 continue
             self.accept(key, text, [diag])
             diags = attempt_diags
@@ -302,9 +390,9 @@ class _Fixer:
         """Every changed file still parses and has no more errors than before; else it is left as it was."""
         result = self.result
         for key in list(self.overlay):
-            if key not in result.reverted and _worse(diags, self.before, key):
-                new = sorted(set(_errors(diags, key)) - set(_errors(self.before, key)))
-                result.reverted[key] = f"the fixed file is worse than the original {new} (please report this)"
+            if key not in result.reverted and _worse(diags, self.before, self.job(key)):
+                new = _new_errors(diags, self.before, self.job(key))
+                result.reverted[key] = f"the fixed files are worse than the originals ({new}; please report this)"
         for key in result.reverted:
             self.overlay.pop(key, None)
             result.applied.pop(key, None)
@@ -312,6 +400,14 @@ class _Fixer:
         if result.reverted:
             diags = self.relint(self.overlay)
         result.fixed = {k: v for k, v in self.overlay.items() if v != result.originals[k]}
+        for key in list(result.applied):  # report only what changes a file, each fix once
+            if key not in result.fixed:
+                result.applied.pop(key)
+                result.applied_keys.pop(key, None)
+            else:  # a repeated key fixed twice (its first copy then removed) is one fix
+                pairs = list(dict.fromkeys(zip(result.applied[key], result.applied_keys.get(key, []), strict=False)))
+                result.applied[key] = [description for description, _ in pairs]
+                result.applied_keys[key] = [dotted for _, dotted in pairs]
         if any(s.restricts_fixes for s in result.file_settings.values()):
             strip_unfixable(diags, result.settings_of)
         result.remaining = diags

@@ -36,7 +36,7 @@ def load_job(path: Path, settings: Settings) -> Job:
 
     if not path.is_file():
         raise JobError(f"{path}: no such file")
-    project = build_project([path], settings)
+    project = build_project([path], settings, any_reference=True)
     for problem in project.problems:
         raise JobError(f"{problem.path}: {problem.message}")
     src = next((s for s in project.sources if s.kind in (Kind.LF_TRAIN, Kind.LF_INFER)), None)

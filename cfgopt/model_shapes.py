@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cfgopt.user_files import read_bounded
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -117,7 +119,7 @@ def _local_config(ref: str, hint: Path | None) -> ModelShape | None:
             config_file = folder / "config.json"
             if not config_file.is_file():
                 continue
-            data = json.loads(config_file.read_text(encoding="utf-8"))
+            data = json.loads(read_bounded(config_file))  # a regular file of bounded size only
         except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
             return None
         return _from_config(data, folder.name)

@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 
+from cfgopt.user_files import read_text_bounded
 from cfgopt.versions import VersionRange
 
 # distribution names as pip normalises them (LLaMA-Factory was published as `llmtuner` before 0.6)
@@ -35,8 +36,10 @@ def _package_of(name: str) -> str | None:
 
 
 def _read(path: Path) -> str:
+    """The file's text, or "" when it is missing, unreadable, not a regular file (a FIFO would block, a link
+    to /dev/zero read forever) or larger than a dependency manifest can be."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_text_bounded(path)
     except OSError:
         return ""
 

@@ -21,6 +21,7 @@ from cfgopt.diagnostics import Severity
 from cfgopt.settings import Settings
 from cfgopt.suggest import closest
 from cfgopt.targets import TARGETS, TargetError, check_name, custom_target
+from cfgopt.user_files import UnsafeFileError, read_bounded
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
 
@@ -65,8 +66,10 @@ def _toml() -> Any:
 
 def read_table(path: Path) -> dict[str, Any] | None:
     """The cfgopt options in a config file, unchecked; None for a pyproject.toml without [tool.cfgopt]."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file of bounded size only: never a FIFO (blocks) or a device (endless)
+        text = read_bounded(path).decode("utf-8")
+    except UnsafeFileError as exc:
+        raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if path.name == "pyproject.toml" and not _MENTIONS_TABLE.search(text):
@@ -76,6 +79,8 @@ def read_table(path: Path) -> dict[str, Any] | None:
         data = toml.loads(text)
     except toml.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply to read") from None
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("cfgopt") if isinstance(data.get("tool"), dict) else None
         return table if isinstance(table, dict) else None
@@ -209,7 +214,11 @@ def parse_override(text: str) -> dict[str, Any]:
         try:
             table = toml.loads(f"{_toml_key(key)} = {_toml_string(value)}")
         except toml.TOMLDecodeError as exc:
-            raise ConfigError(f"--config {text!r}: not a TOML value: {exc}") from None
+            raise ConfigError(f"--config {text[:80]!r}: not a TOML value: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"--config {key!r}: not a TOML value: nested too deeply to read") from None
+    except RecursionError:  # tomllib parses nested arrays recursively
+        raise ConfigError(f"--config {key!r}: not a TOML value: nested too deeply to read") from None
     return check_options(table, f"--config {key}")
 
 

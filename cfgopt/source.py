@@ -69,7 +69,7 @@ class Node:
 class Entry:
     """A mapping entry: its key, the key's span, the value's node, and the path from the root."""
 
-    __slots__ = ("key", "key_end", "key_is_str", "key_start", "node", "path")
+    __slots__ = ("key", "key_end", "key_is_str", "key_start", "merged", "node", "path")
 
     def __init__(
         self,
@@ -81,9 +81,13 @@ class Entry:
         # False for YAML keys that resolve to something other than a string (`1:`, `yes:`): OmegaConf only
         # rejects repeated *string* keys, and keeps the last of repeated others.
         key_is_str: bool = True,
+        # YAML: brought in by a merge (`<<: *base`, as OmegaConf applies it): the key spans the `<<` token, the
+        # value the alias; no fix edits it (the text is the merged mapping's).
+        merged: bool = False,
     ) -> None:
         self.key, self.key_start, self.key_end, self.node, self.path = key, key_start, key_end, node, path
         self.key_is_str = key_is_str
+        self.merged = merged
 
     def __repr__(self) -> str:
         return f"Entry({self.key!r}, {self.key_start}, {self.key_end}, {self.node!r})"

@@ -204,6 +204,8 @@ class Matched:
 
     files: list[tuple[Document, list[Suppression]]]
     codes: RuleCodes
+    # Files that do not parse (CFG001): no other rule ran on them, so no suppression there is known unused.
+    unparsed: set[Path] = field(default_factory=set)
 
 
 def _documents(sources: list[Source], quiet: set[Path]) -> dict:
@@ -242,7 +244,12 @@ def apply_suppressions(
             found.append((doc, sups))
     if not found:
         return kept, None
-    matched = Matched(found, codes())
+    unparsed = {
+        real_path(src.document.path)
+        for src in sources
+        if src.error is not None and src.kind != Kind.LF_CLI  # a script's command lines fail one by one
+    }
+    matched = Matched(found, codes(), unparsed)
     by_path = {real_path(doc.path): sups for doc, sups in found}
     out: list[Diagnostic] = []
     for d in kept:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from cfgopt import schema
 from cfgopt.schema import newest_version, shipped_versions, version_key
+from cfgopt.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
 INDEX_FILE = "version-index.json"
@@ -68,15 +69,17 @@ def _normalise(name: str) -> str:
 
 def _metadata_version(folder: str) -> str | None:
     for meta in ("METADATA", "PKG-INFO"):
+        # sys.path may hold the current folder, so this may be any file of the repository being linted: a
+        # regular file of bounded size only (a FIFO would block, a link to /dev/zero read forever)
         try:
-            with open(os.path.join(folder, meta), encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    if line.startswith("Version:"):
-                        return line.split(":", 1)[1].strip() or None
-                    if not line.strip():
-                        break  # end of the headers
+            text = read_text_bounded(Path(folder, meta))
         except OSError:
             continue
+        for line in text.splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip() or None
+            if not line.strip():
+                break  # end of the headers
     return None
 
 

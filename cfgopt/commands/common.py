@@ -220,3 +220,14 @@ def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
             f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON or "
             "scripts calling llamafactory-cli)\n"
         )
+
+
+def render_not_read(not_read: dict[tuple[Path, str], str]) -> None:
+    """A note per file a config names that cfgopt did not read (`user_files.ProjectScope`): the reference and
+    why, never the file's content. Not an error: the file exists; the real run will read it."""
+    from cfgopt.document import display_path
+
+    for (config, ref), why in sorted(not_read.items(), key=lambda item: (str(item[0][0]), item[0][1])):
+        sys.stderr.write(
+            f"note: {display_path(config)}: `{ref}` {why}: not read (name it on the command line to check it)\n"
+        )

@@ -13,6 +13,7 @@ from cfgopt.commands.common import (
     add_common_arguments,
     print_problems,
     read_stdin,
+    render_not_read,
     settings_from,
     show_settings,
     warn_if_nothing_checked,
@@ -57,9 +58,11 @@ def _print_not_fixed(result: FixResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exit code as ruff's `check --fix`: 2 when a file could not be read, parsed, fixed safely or written; else
+    1 when findings at or above `--fail-on` remain after the fixes (whether or not anything would change, and
+    with or without --write); else 0."""
     from cfgopt import report
-    from cfgopt.fixer import fix_paths
-    from cfgopt.writer import ChangedOnDisk, atomic_write
+    from cfgopt.fixer import READ_ONLY, fix_paths
 
     overlay = read_stdin(args)
     resolver, settings = settings_from(args)  # `settings`: the first path's, which the summary describes
@@ -77,33 +80,12 @@ def run(args: argparse.Namespace) -> int:
     print_problems(result.problems)
     if not result.problems:
         warn_if_nothing_checked(args, result)
-    exit_code = 2 if result.problems else 0
     _print_not_fixed(result)
     for path, why in result.reverted.items():
         sys.stderr.write(f"{path}: error: fixes not applied: {why}\n")
-        exit_code = 2
-    for path in sorted(result.fixed):
-        before, after = result.originals[path], result.fixed[path]
-        shown = report.display_path(path)
-        if args.diff or not args.write:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    before.splitlines(keepends=True),
-                    after.splitlines(keepends=True),
-                    fromfile=f"a/{shown}",
-                    tofile=f"b/{shown}",
-                )
-            )
-        if args.write:
-            bom = "\ufeff" if result.bom.get(path) else ""
-            try:
-                atomic_write(path, (bom + after).encode("utf-8"), expected=(bom + before).encode("utf-8"))
-            except (ChangedOnDisk, OSError) as exc:
-                sys.stderr.write(f"{shown}: error: not written: {exc}\n")
-                exit_code = 2
-                continue
-        for description in [] if args.quiet else result.applied.get(path, []):
-            sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
+    unwritten = _show_and_write(args, result)
+    if unwritten:
+        result.leave_unfixed(unwritten)  # the summary and the exit code count what the files now hold
     remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
     if args.show_fixes:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
@@ -111,12 +93,58 @@ def run(args: argparse.Namespace) -> int:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
         report.render_found_elsewhere(result.found_elsewhere)
+        render_not_read(result.not_read)
         _fix_summary(result, remaining, args.write, settings)
-    if exit_code:
-        return exit_code
-    if not args.write and result.fixed:
-        return 1  # as `ruff check --fix --diff`: there are changes to make
+    # with --write, a file asked to be fixed that cannot be written (read-only, refused before planning) is an error
+    locked = args.write and READ_ONLY in result.not_fixed.values()
+    if result.problems or result.reverted or unwritten or locked or any(d.code == "CFG001" for d in result.remaining):
+        return 2
     return 1 if remaining else 0
+
+
+def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
+    """Print each fixed file's diff (without --write, or with --diff) and write it (with --write); the files
+    that could not be written, each reported with why."""
+    from cfgopt import report
+    from cfgopt.writer import ChangedOnDisk, atomic_write
+
+    unwritten: set[Path] = set()
+    for path in sorted(result.fixed):
+        before, after = result.originals[path], result.fixed[path]
+        shown = report.display_path(path)
+        if args.diff or not args.write:
+            sys.stdout.writelines(unified_diff(before, after, shown))
+        if args.write:
+            bom = "\ufeff" if result.bom.get(path) else ""
+            try:
+                atomic_write(path, (bom + after).encode("utf-8"), expected=(bom + before).encode("utf-8"))
+            except (ChangedOnDisk, OSError) as exc:
+                sys.stderr.write(f"{shown}: error: not written: {exc}\n")
+                unwritten.add(path)
+                continue
+        for description in [] if args.quiet else result.applied.get(path, []):
+            sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
+    return unwritten
+
+
+NO_FINAL_NEWLINE = "\\ No newline at end of file\n"
+
+
+def unified_diff(before: str, after: str, shown: str) -> list[str]:
+    """A unified diff `git apply` and `patch` accept: a last line without a line break is followed by
+    `\\ No newline at end of file` (difflib leaves it out, and the next header then runs into that line)."""
+    out: list[str] = []
+    for line in difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{shown}",
+        tofile=f"b/{shown}",
+    ):
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            out.extend((line + "\n", NO_FINAL_NEWLINE))
+    return out
 
 
 def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> None:
@@ -136,11 +164,9 @@ def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> 
 def _unsafe_waiting(remaining: list, settings: Settings) -> str:
     """One line on the unsafe fixes this run did not apply (`--unsafe-fixes` not given), naming the speed plan
     and its expected gain: the fastest config cfgopt knows is one flag away, and the user should see it."""
-    from cfgopt.diagnostics import Applicability
-
     if settings.unsafe_fixes:
         return ""
-    unsafe = [d for d in remaining if d.fix is not None and d.fix.applicability == Applicability.UNSAFE]
+    unsafe = [d for d in remaining if _unsafe(d)]
     if not unsafe:
         return ""
     plans = [d.fix.description for d in unsafe if d.fix.description.startswith("Speed plan")]
@@ -149,6 +175,12 @@ def _unsafe_waiting(remaining: list, settings: Settings) -> str:
         gain = plans[0].split("(expected ", 1)[-1].split(",", 1)[0] if "(expected " in plans[0] else ""
         line += f", among them {len(plans)} speed plan(s)" + (f" (expected {gain} for the first)" if gain else "")
     return line
+
+
+def _unsafe(diag) -> bool:
+    from cfgopt.diagnostics import Applicability
+
+    return diag.fix is not None and diag.fix.applicability == Applicability.UNSAFE
 
 
 def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) -> int:
@@ -168,6 +200,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     if remaining and not args.quiet:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
+        render_not_read(result.not_read)
         _fix_summary(result, remaining, True, settings)
     if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
         return 2

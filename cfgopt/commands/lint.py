@@ -13,6 +13,7 @@ from cfgopt.commands.common import (
     add_common_arguments,
     print_problems,
     read_stdin,
+    render_not_read,
     settings_from,
     show_settings,
     usage_error,
@@ -87,6 +88,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
         from cfgopt.job import judged_for
 
         report.render_found_elsewhere(result.found_elsewhere)
+        render_not_read(result.not_read)
         report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(shown))
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code

@@ -6,7 +6,10 @@ tests/test_loader_parity.py):
 - OmegaConf's float resolver: `1e-4` is a float (plain PyYAML would give the string '1e-4');
 - timestamps are not resolved (`2024-01-01` stays a string);
 - duplicate keys are an error ("found duplicate key"), reported here as a diagnostic on the second key;
-- recursive aliases are an error, and alias expansion is capped at 10,000 nodes.
+- recursive aliases are an error, and expansion is capped as OmegaConf caps it: 10,000 nodes, keys and values,
+  each alias and each `<<:` merge counted with what it expands to, and a 100x expansion past 1,000 nodes;
+- `<<:` merges as OmegaConf applies them (a key written in the mapping wins, then the first merged mapping
+  that has it); merged keys are entries of the parsed view (`Entry.merged`), spanning the `<<` and the alias.
 Tags other than the standard ones are never constructed: the SafeLoader base rejects them.
 """
 
@@ -26,6 +29,8 @@ except ImportError:  # pragma: no cover
     from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
 
 MAX_EXPANDED_NODES = 10_000  # omegaconf 2.4 default (_DEFAULT_MAX_YAML_EXPANDED_NODES_VALUE)
+MAX_EXPANSION_RATIO = 100  # omegaconf 2.4 _MAX_YAML_ALIAS_EXPANSION_RATIO, past _MIN_YAML_ALIAS_EXPANSION_RATIO_NODES
+MIN_RATIO_NODES = 1_000
 
 _FLOAT = re.compile(
     r"""^(?:
@@ -70,6 +75,53 @@ def construct(node: yaml.Node) -> Any:
         loader.dispose()
 
 
+def _expansion_problem(root: yaml.Node) -> str | None:
+    """OmegaConf 2.4's alias limits (`get_yaml_loader` `construct_document`), counted as it counts them: every
+    key and value node, each alias and each `<<:` merge counted with what it expands to, memoised (linear in the
+    document). Before merges were counted, a merge bomb passed and took minutes to walk."""
+    expanded: dict[int, int] = {}
+
+    def count(node: yaml.Node) -> int:
+        if id(node) in expanded:
+            return expanded[id(node)]
+        total = 1
+        children = node.value if isinstance(node, yaml.SequenceNode) else ()
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        for child in children:
+            total += count(child)
+            if total > MAX_EXPANDED_NODES:
+                break
+        expanded[id(node)] = total
+        return total
+
+    nodes = count(root)
+    if nodes > MAX_EXPANDED_NODES:
+        return f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias or merge bomb?)"
+    unique = _unique_nodes(root)
+    if nodes > MIN_RATIO_NODES and nodes > unique * MAX_EXPANSION_RATIO:
+        return (
+            f"YAML aliases expand the document from {unique} nodes to {nodes} nodes, over OmegaConf's limit of "
+            f"{MAX_EXPANSION_RATIO}x (alias or merge bomb?)"
+        )
+    return None
+
+
+def _unique_nodes(root: yaml.Node) -> int:
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+    return len(seen)
+
+
 def _mark_offset(doc: Document, mark: Any) -> int:
     # The mark's character index, not (line, column): the parser counts lines at every YAML line break.
     index = getattr(mark, "index", None)
@@ -92,7 +144,7 @@ class _SpanBuilder:
         self.expanded += 1
         if self.expanded > MAX_EXPANDED_NODES:
             raise YamlStructureError(
-                f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias bomb?)",
+                f"YAML node expansion exceeds OmegaConf's limit of {MAX_EXPANDED_NODES} nodes (alias or merge bomb?)",
                 _mark_offset(self.doc, ynode.start_mark),
             )
         ident = id(ynode)
@@ -135,9 +187,13 @@ class _SpanBuilder:
 
     def _mapping(self, ynode: yaml.MappingNode, path: tuple[Any, ...], start: int, end: int) -> Node:
         entries: list[Entry] = []
+        # OmegaConf's merge (its `flatten_mapping`): a key written in the mapping wins over a merged one, and
+        # among merged mappings the first one that has a key wins.
+        taken = {k.value for k, _ in ynode.value if k.tag != _MERGE_TAG and isinstance(k, yaml.ScalarNode)}
         for key_node, value_node in ynode.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *base`: the merged keys keep the spans of the anchored mapping
+            if key_node.tag == _MERGE_TAG:
+                entries.extend(self._merged(key_node, value_node, path, taken))
+                continue
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
             key_start = _mark_offset(self.doc, key_node.start_mark)
             key_end = _mark_offset(self.doc, key_node.end_mark)
@@ -158,7 +214,33 @@ class _SpanBuilder:
             )
         return Node(value=None, start=start, end=end, entries=entries, style="flow" if ynode.flow_style else "")
 
+    def _merged(self, key_node: yaml.Node, value_node: yaml.Node, path: tuple[Any, ...], taken: set) -> list[Entry]:
+        """The entries a `<<: *base` (or `<<: [*a, *b]`) brings into a mapping, as OmegaConf applies them: each
+        key spans the `<<` token and its value the `*alias` (or the merged value's own text), so that rules see
+        them and report them at the merge; `Entry.merged` keeps every fix off them (fix_check)."""
+        key_start = _mark_offset(self.doc, key_node.start_mark)
+        key_end = _mark_offset(self.doc, key_node.end_mark)
+        alias = _ALIAS_AFTER_KEY.match(self.doc.text, key_end)
+        merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        out: list[Entry] = []
+        for source in merged:
+            if not isinstance(source, yaml.MappingNode):
+                continue  # OmegaConf refuses it; the construction below reports it
+            alias_at = (alias.start(1), alias.end(1)) if alias and len(merged) == 1 else None
+            built = self.build(source, path, alias_at)
+            for entry in built.entries or ():
+                if entry.key in taken:
+                    continue
+                taken.add(entry.key)
+                if alias_at is not None:  # a merged value's text is the alias's (as for `key: *alias`)
+                    entry.node.start, entry.node.end = alias_at
+                out.append(
+                    Entry(entry.key, key_start, key_end, entry.node, (*path, entry.key), entry.key_is_str, merged=True)
+                )
+        return out
 
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 _ALIAS_AFTER_KEY = re.compile(r"[ \t]*:\s*(\*[^\s,\[\]{}]+)")
 _PROPERTY = re.compile(r"[&!][^\s,\[\]{}]*\s*")
 
@@ -267,7 +349,10 @@ def load_yaml(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
         if ynode is None:  # empty or comments only: OmegaConf gives an empty config
             source.root = Node(value={}, start=0, end=len(doc.text), entries=[])
             return source
-        root = _SpanBuilder(doc).build(ynode, ())
+        root = _SpanBuilder(doc).build(ynode, ())  # first: it refuses recursive aliases, which `count` cannot
+        too_big = _expansion_problem(ynode)
+        if too_big:
+            raise YamlStructureError(too_big, _mark_offset(doc, ynode.start_mark))
         value = construct(ynode)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

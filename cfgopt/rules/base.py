@@ -29,6 +29,10 @@ class Context:
         # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found.
         self.deepspeed: Source | None = None
         self.deepspeed_searched: list[str] = []
+        # Found but not read (outside the project, not a regular file: `user_files.ProjectScope`), and why.
+        self.deepspeed_not_read: str | None = None
+        # Found and read, but the HF Trainer cannot load it as a DeepSpeed config (not JSON), and why.
+        self.deepspeed_invalid: str | None = None
         self.memo: dict[str, Any] = {}  # per-file results rules share (e.g. DS validation)
 
     @property
@@ -72,6 +76,12 @@ class ProjectView(NamedTuple):
 
 
 MAX_MESSAGE = 400  # a value quoted in a message can be megabytes long; a message stays readable
+
+
+def _edits_inside(fix: Fix, entry: Entry) -> bool:
+    """Does a fix edit the text of an entry (its key, its value, or at their edges)?"""
+    low, high = min(entry.key_start, entry.node.start), max(entry.key_end, entry.node.end)
+    return any(edit.start <= high and low <= edit.end for edit in fix.edits)
 
 
 def _bounded(message: str) -> str:
@@ -135,6 +145,8 @@ class Rule:
                 start, end = entry.key_start, entry.key_end
         else:
             start, end = entry.key_start, entry.key_end
+        if fix is not None and entry.merged and _edits_inside(fix, entry):
+            fix = None  # a key a `<<:` merge brought in: its text is the merged mapping's (fix_check refuses it too)
         return Diagnostic(
             document=src.document,
             start=start,

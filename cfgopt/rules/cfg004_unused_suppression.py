@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.document import real_path
 from cfgopt.rules.base import ProjectView, Rule
 from cfgopt.source import Kind
 
@@ -57,6 +58,8 @@ class UnusedSuppression(Rule):
         if matched is None:
             return
         for doc, sups in matched.files:
+            if real_path(doc.path) in matched.unparsed:
+                continue  # only CFG001 ran there: whether a comment suppresses anything is unknown
             settings = project.settings_for(doc.path)
             if settings.is_selected(self.code) and not settings.ignored_in_file(doc.path, self.code):
                 for sup in sups:

@@ -1,0 +1,125 @@
+"""Reading files cfgopt did not choose: bounded, regular files only, and, for a file a config names, only
+inside the project.
+
+Every reader of a user's file (dependency pins, project configs, files a config names) goes through
+`read_bounded`: the file is opened without blocking (a FIFO would otherwise block the open forever), checked
+to be a regular file (not a device such as `/dev/zero`, which reads forever), and read up to a size cap (a
+file under /proc reports size 0 and may be endless).
+
+`ProjectScope` is the policy for a file a config *names* (`deepspeed: PATH`, `llamafactory-cli train
+PATH`): a config under review (a pull request in CI) could name `~/.git-credentials` or `/etc/passwd`, and
+a parse error's code frame would print that file's content into a CI log. Such a file is read only when it is
+
+- named on the command line itself, or
+- a regular file of at most `MAX_REFERENCE_BYTES` under a *project folder*: a folder named on the command
+  line, the current folder, or the referencing config's project (`repository_of`: the nearest folder above it
+  holding `.git`, else a `pyproject.toml`, `setup.py`, `requirements.txt` ..., else the config's own folder),
+  and with no hidden folder or file name (`.git/config`, `.env`, `.ssh/`) below that folder. The home folder
+  and the filesystem root are never project folders.
+
+Otherwise the reference is reported as not read (`Project.not_read`), without any of the file's content.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_REFERENCE_BYTES = 4 * 1024 * 1024  # a DeepSpeed JSON or a training YAML is kilobytes
+MAX_SMALL_FILE_BYTES = 4 * 1024 * 1024  # dependency pins and project configs, likewise
+
+
+class UnsafeFileError(OSError):
+    """A file cfgopt does not read: not a regular file, or larger than the cap. An OSError, so that a reader
+    that already handles an unreadable file handles this one the same way."""
+
+
+def read_bounded(path: Path, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
+    """The bytes of `path` when it is a regular file of at most `limit` bytes; else UnsafeFileError (or the
+    OSError of opening it). Symlinks are followed: what counts is the file read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFileError(f"{path}: not a regular file (FIFO, device, socket or folder); not read")
+        if st.st_size > limit:
+            raise UnsafeFileError(f"{path}: larger than {limit // (1024 * 1024)} MiB; not read")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:  # it grew, or it is a pseudo-file reporting size 0
+            raise UnsafeFileError(f"{path}: larger than {limit // (1024 * 1024)} MiB; not read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text_bounded(path: Path, limit: int = MAX_SMALL_FILE_BYTES) -> str:
+    """`read_bounded` as UTF-8 text, undecodable bytes replaced (for files only searched, never edited)."""
+    return read_bounded(path, limit).decode("utf-8", errors="replace")
+
+
+def _never_a_project_folder(folder: Path) -> bool:
+    home = os.path.realpath(os.path.expanduser("~"))
+    return str(folder) in (home, os.path.realpath(os.sep))
+
+
+# What marks a project's root folder: a repository, else a Python project's manifest (LLaMA-Factory's own tree
+# has both); the first folder above a config holding one of these, in this order of preference.
+ROOT_MARKERS = (".git",)
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "cfgopt.toml")
+
+
+def repository_of(config: Path) -> Path:
+    """The folder a config's references may reach: the nearest folder above it holding `.git` (the repository
+    root, where LLaMA-Factory's examples resolve their paths), else the nearest one holding a project manifest
+    (`PROJECT_MARKERS`), else the config's own folder. Never the home folder or the filesystem root."""
+    folder = Path(os.path.realpath(config)).parent
+    for markers in (ROOT_MARKERS, PROJECT_MARKERS):
+        for candidate in (folder, *folder.parents):
+            if _never_a_project_folder(candidate):
+                break
+            if any((candidate / marker).exists() for marker in markers):
+                return candidate
+    return folder
+
+
+def _hidden_below(path: Path, folder: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(folder).parts)
+
+
+class ProjectScope:
+    """Which files a config may make cfgopt read (see the module docstring)."""
+
+    def __init__(self, named: list[Path]) -> None:
+        self.named_files = {Path(os.path.realpath(p)) for p in named if not os.path.isdir(p)}
+        folders = [Path(os.path.realpath(p)) for p in named if os.path.isdir(p)]
+        folders.append(Path(os.path.realpath(Path.cwd())))
+        self.folders = [f for f in dict.fromkeys(folders) if not _never_a_project_folder(f)]
+
+    def refusal(self, path: Path, config: Path) -> str | None:
+        """Why the file `path`, named by the config `config`, is not read (None: it may be read)."""
+        real = Path(os.path.realpath(path))
+        if real in self.named_files:
+            return None
+        folders = [*self.folders, repository_of(config)]
+        inside = [f for f in folders if real.is_relative_to(f)]
+        if not inside:
+            return "points outside the project (the folders named, the current folder, the config's repository)"
+        if all(_hidden_below(real, f) for f in inside):
+            return "points into a hidden file or folder"
+        try:
+            st = real.stat()
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})"
+        if not stat.S_ISREG(st.st_mode):
+            return "is not a regular file"
+        if st.st_size > MAX_REFERENCE_BYTES:
+            return f"is larger than {MAX_REFERENCE_BYTES // (1024 * 1024)} MiB"
+        return None
