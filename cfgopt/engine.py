@@ -95,7 +95,7 @@ class Project:
         if key in self.overlay:
             doc = Document.from_bytes(path, self.overlay[key].encode("utf-8"))
             original = self._read_original(path)
-            doc.has_bom = original.has_bom if original else False
+            doc.has_bom = doc.has_bom or (original.has_bom if original else False)  # stdin keeps its own BOM
         else:
             st = path.stat()
             if not stat.S_ISREG(st.st_mode):

@@ -305,11 +305,6 @@ def test_utf16_on_stdin_is_a_usage_error() -> None:
     assert run.code == 2 and "stdin is UTF-16 encoded" in run.err
 
 
-@pytest.mark.xfail(
-    reason="needs engine.Project.read_document to keep an overlay's BOM and fix._fix_stdin to write it back "
-    "(files owned by another change; see the report of issue 26 item 24)",
-    strict=False,
-)
 def test_fix_stdin_keeps_the_bom() -> None:
     text = "\ufeff" + TRAIN_YAML.replace("bf16: true", 'bf16: "true"').replace("deepspeed: ds.json\n", "")
     run = Run(["fix", "--unsafe-fixes", "-"], stdin=text.encode("utf-8"))

@@ -46,15 +46,20 @@ def _print_not_fixed(result: FixResult) -> None:
     """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
     from cfgopt import report
 
+    from cfgopt.document import shown  # a key or path may carry control characters: escaped, never raw
+
     for ident, diag in result.withheld.items():
         line, col = diag.line_column
         why = result.withheld_why.get(ident, "it would make the file worse")
         sys.stderr.write(
-            f"{report.display_path(diag.path)}:{line}:{col}: {diag.code} fix withheld: "
-            f"{diag.fix.description if diag.fix else ''}: {why}\n"
+            shown(
+                f"{report.display_path(diag.path)}:{line}:{col}: {diag.code} fix withheld: "
+                f"{diag.fix.description if diag.fix else ''}: {why}"
+            )
+            + "\n"
         )
     for path, why in sorted(result.not_fixed.items()):
-        sys.stderr.write(f"{report.display_path(path)}: not fixed: {why}\n")
+        sys.stderr.write(shown(f"{report.display_path(path)}: not fixed: {why}") + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     1 when findings at or above `--fail-on` remain after the fixes (whether or not anything would change, and
     with or without --write); else 0."""
     from cfgopt import report
+    from cfgopt.document import shown as escape
     from cfgopt.fixer import READ_ONLY, fix_paths
 
     overlay = read_stdin(args)
@@ -123,7 +129,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
                 unwritten.add(path)
                 continue
         for description in [] if args.quiet else result.applied.get(path, []):
-            sys.stderr.write(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}\n")
+            sys.stderr.write(escape(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}") + "\n")
     return unwritten
 
 
@@ -189,7 +195,8 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
     from cfgopt import report
     from cfgopt.document import real_path
 
-    sys.stdout.write(result.fixed.get(key, result.originals.get(key, "")))
+    bom = "\ufeff" if result.bom.get(key) else ""  # a BOM read on stdin is written back
+    sys.stdout.write(bom + result.fixed.get(key, result.originals.get(key, "")))
     print_problems(result.problems)
     # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written.
     remaining = [
