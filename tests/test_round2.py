@@ -27,6 +27,7 @@ finetuning_type: lora
 dataset: alpaca_en_demo
 template: llama3
 output_dir: out
+bf16: true
 """
 SECRET = "https://someone:ghp_SECRET_TOKEN@github.com"
 
@@ -107,7 +108,7 @@ def test_deepspeed_naming_a_yaml_is_one_finding_on_the_key_named_or_not(tmp_path
 def test_a_plan_that_would_break_the_pair_with_a_json_not_written_is_withheld(tmp_path: Path) -> None:
     (tmp_path / "train.yaml").write_text(
         TRAIN.replace("lora", "full")
-        + "bf16: true\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 16\ncutoff_len: 1024\n"
+        + "per_device_train_batch_size: 1\ngradient_accumulation_steps: 16\ncutoff_len: 1024\n"
         "deepspeed: ds.json\n"
     )
     (tmp_path / "ds.json").write_text(
@@ -116,10 +117,31 @@ def test_a_plan_that_would_break_the_pair_with_a_json_not_written_is_withheld(tm
     )
     argv = ["fix", "--extend-select", "PF,MEM", "--target", "h200", "--gpus", "2", "--unsafe-fixes"]
     _code, out, err = run_cli([*argv, str(tmp_path / "train.yaml")])
-    assert "per_device_train_batch_size" not in out and "fix withheld" in err and "XF002" in err
+    # the planner keeps the batch a JSON it does not write states (and, were it not to, the fixer's not-worse
+    # check over the whole job would withhold the plan with "more errors: ds.json: XF002")
+    assert "+per_device_train_batch_size" not in out and "+gradient_accumulation_steps" not in out, out + err
     run_cli([*argv, "--write", str(tmp_path / "train.yaml")])
     _, out, _ = run_cli(["lint", "--format", "json", "--target", "h200", "--gpus", "2", str(tmp_path / "train.yaml")])
     assert [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"] == []  # the pair still agrees
+
+
+def test_the_fixers_check_over_the_whole_job_withholds_a_plan_that_breaks_the_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety net under the planner: were it to change a batch its JSON states (it does not), the fixer's
+    not-worse check, counting errors in every file of the job, withholds the plan."""
+    monkeypatch.setattr("cfgopt.planner.json_pins_batch", lambda _ds: False)
+    (tmp_path / "train.yaml").write_text(
+        TRAIN.replace("lora", "full")
+        + "per_device_train_batch_size: 1\ngradient_accumulation_steps: 16\ncutoff_len: 1024\ndeepspeed: ds.json\n"
+    )
+    (tmp_path / "ds.json").write_text(
+        '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 16, "bf16": {"enabled": true},'
+        ' "zero_optimization": {"stage": 2}}\n'
+    )
+    argv = ["fix", "--target", "h200", "--gpus", "2", "--unsafe-fixes", "--ignore", "MEM003,PF050"]
+    _code, out, err = run_cli([*argv, str(tmp_path / "train.yaml")])
+    assert "+per_device_train_batch_size" not in out and "fix withheld" in err and "XF002" in err, out + err
 
 
 def test_a_json_of_the_job_that_did_not_parse_before_does_not_block_the_yamls_fixes(tmp_path: Path) -> None:
@@ -201,7 +223,7 @@ def test_merged_keys_are_seen_by_the_rules_and_never_edited(tmp_path: Path) -> N
     path.write_text(text)
     code, out, _ = run_cli(["lint", "--format", "json", str(path)])
     found = [d for d in json.loads(out)["diagnostics"] if d["code"] == "LF003"]
-    assert code == 1 and len(found) == 1 and found[0]["line"] == 8
+    assert code == 1 and len(found) == 1 and found[0]["line"] == 9
     assert found[0]["fix"] is None  # the text is the merged mapping's: no fix offered ...
     code, _, _ = run_cli(["fix", "--write", str(path)])
     assert path.read_text() == text and code == 1
@@ -253,7 +275,7 @@ def test_a_diff_of_a_file_without_a_final_newline_applies_with_git(tmp_path: Pat
 def test_the_summary_counts_only_what_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "cfg.yaml"
     path.write_text(TRAIN + "lr_scheduler_type: Cosine\nlr_scheduler_type: Cosine\n")
-    code, _, err = run_cli(["fix", "--unsafe-fixes", str(path)])
+    code, _, err = run_cli(["fix", "--unsafe-fixes", "--select", "LF,CFG", str(path)])
     assert err.count("would fix: LF003") == 1  # the first copy's fix is gone with the copy: one fix, not two
     assert "Would fix 2 problem(s) in 1 file(s)" in err and code == 0
 
@@ -262,7 +284,7 @@ def test_the_summary_counts_only_what_is_written(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr("cfgopt.writer.atomic_write", refuse)
     before = path.read_text()
-    code, _, err = run_cli(["fix", "--write", "--unsafe-fixes", str(path)])
+    code, _, err = run_cli(["fix", "--write", "--unsafe-fixes", "--select", "LF,CFG", str(path)])
     assert "not written: disk full" in err and "fixed:" not in err
     assert "Fixed 0 problem(s) in 0 file(s)" in err and "0 remaining" not in err
     assert code == 2 and path.read_text() == before

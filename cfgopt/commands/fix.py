@@ -45,7 +45,6 @@ def add_arguments(fix: argparse.ArgumentParser) -> None:
 def _print_not_fixed(result: FixResult) -> None:
     """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
     from cfgopt import report
-
     from cfgopt.document import shown  # a key or path may carry control characters: escaped, never raw
 
     for ident, diag in result.withheld.items():
@@ -67,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
     1 when findings at or above `--fail-on` remain after the fixes (whether or not anything would change, and
     with or without --write); else 0."""
     from cfgopt import report
-    from cfgopt.document import shown as escape
     from cfgopt.fixer import READ_ONLY, fix_paths
 
     overlay = read_stdin(args)
@@ -112,6 +110,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
     """Print each fixed file's diff (without --write, or with --diff) and write it (with --write); the files
     that could not be written, each reported with why."""
     from cfgopt import report
+    from cfgopt.document import shown as escape
     from cfgopt.writer import ChangedOnDisk, atomic_write
 
     unwritten: set[Path] = set()
