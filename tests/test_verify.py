@@ -203,21 +203,22 @@ def argparse_namespace(config: Path, mode: str):
 
 
 def test_no_gpu_message_never_suggests_what_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """A DeepSpeed config, or a model whose shape is unknown, cannot run synthetic on a CPU either: the
+    """A model whose shape is unknown, or too big for this machine, cannot run synthetic on a CPU either: the
     message says why and does not send the user to --mode synthetic; asked for, it stops at once (exit 2)."""
-    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}')
-    with_ds = CONFIG.format(out="o", flash="sdpa") + f"deepspeed: {tmp_path / 'ds.json'}\nbf16: true\n"
-    for mode in ("auto", "synthetic"):
-        (tmp_path / mode).mkdir()
-        code, _ = _no_gpu(monkeypatch, tmp_path / mode, with_ds, mode)
-        err = capsys.readouterr().err
-        assert code == 2 and "DeepSpeed" in err and "--mode synthetic runs" not in err, err
-        assert not (tmp_path / mode / "cache").exists()  # nothing built
+    from cfgopt.verify import synthetic
+
     unknown = CONFIG.format(out="o", flash="sdpa").replace("model_name_or_path: tiny", "model_name_or_path: org/x")
-    (tmp_path / "u").mkdir()
-    code, _ = _no_gpu(monkeypatch, tmp_path / "u", unknown, "auto")
-    err = capsys.readouterr().err
-    assert code == 2 and "shape is unknown" in err and "--mode synthetic runs" not in err
+    big = CONFIG.format(out="o", flash="sdpa").replace(
+        "model_name_or_path: tiny", "model_name_or_path: Qwen/Qwen2.5-7B"
+    )
+    for name, text, why in (("unknown", unknown, "shape is unknown"), ("big", big, "GiB of memory")):
+        for mode in ("auto", "synthetic"):
+            (tmp_path / name / mode).mkdir(parents=True)
+            monkeypatch.setattr(synthetic, "available_memory_bytes", lambda: 23 * 1024**3)
+            code, _ = _no_gpu(monkeypatch, tmp_path / name / mode, text, mode)
+            err = capsys.readouterr().err
+            assert code == 2 and why in err and "--mode synthetic runs" not in err, err
+            assert len(err.splitlines()) == 1 and not (tmp_path / name / mode / "cache").exists()  # nothing built
 
 
 def test_cpu_runs_override_half_precision_and_say_so(tmp_path: Path) -> None:
