@@ -113,3 +113,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         import llamafactory  # noqa: F401
     except Exception as exc:
         raise pytest.UsageError(f"CFGOPT_REQUIRE_ORACLE=1 but the real parsers do not import: {exc}") from exc
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A compiled torch / DeepSpeed extension means some test built an op (a minute or more on 2 cores): fail
+    the run, as tests/test_suite_hygiene.py would for the one test it runs."""
+    built = SESSION_HOME / ".cache" / "torch_extensions"
+    if built.is_dir() and any(built.iterdir()):
+        names = ", ".join(sorted(p.name for p in built.rglob("*.so"))) or "a build folder"
+        session.config.get_terminal_writer().line(f"cfgopt: a test compiled an extension ({names}) in {built}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

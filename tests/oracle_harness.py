@@ -182,9 +182,11 @@ def _no_shared_memory_op() -> None:
     CPU, DeepSpeed's TorchBackend first JIT-compiles its shared-memory collective op (about a minute, into
     ~/.cache/torch_extensions). The verdicts never run a collective, and without the op DeepSpeed uses gloo's
     (its own fallback where the op cannot be built), so the harness skips the build."""
-    import deepspeed.comm.torch as ds_comm_torch
+    import importlib
 
-    ds_comm_torch.build_shm_op = lambda: None
+    # by name: the package's `torch` attribute is the torch library (deepspeed.comm re-exports its imports)
+    backend = importlib.import_module("deepspeed.comm.torch")
+    backend.build_shm_op = lambda: None
 
 
 @cache

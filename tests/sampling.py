@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -36,3 +38,24 @@ def sample(items: Sequence[T], count: int, key: Callable[[T], str] = str) -> lis
 def examples(full_count: int, sampled_count: int) -> int:
     """How many generated examples a property test draws: `full_count` in a full run."""
     return full_count if full() else sampled_count
+
+
+FULL_ONLY = "not in the default sample: runs with --full (or CFGOPT_FULL_TESTS=1)"
+
+
+def params(items: Sequence[T], count: int, key: Callable[[T], str] = str) -> list[Any]:
+    """`items` as pytest parameters: those `sample` keeps run, the others are reported as skipped (with how
+    to run them), so a default run shows what it left out."""
+    kept = {id(item) for item in sample(items, count, key)}
+    return [
+        pytest.param(
+            *(item if isinstance(item, tuple) else (item,)),
+            marks=() if id(item) in kept else pytest.mark.skip(reason=FULL_ONLY),
+        )
+        for item in items
+    ]
+
+
+def full_only() -> pytest.MarkDecorator:
+    """Marks a test that runs only in a full run (a slow end-to-end check another test covers by default)."""
+    return pytest.mark.skipif(not full(), reason=FULL_ONLY)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
+from sampling import full_only
 
 from cfgopt.tune import command, search, space
 from cfgopt.tune.options import KNOBS, add_arguments
@@ -490,6 +491,7 @@ flash_attn: sdpa
 
 
 @pytest.mark.oracle
+@full_only()  # about 70 s; by default tests/test_verify.py's smoke run covers the real runner on a CPU
 def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
     pytest.importorskip("llamafactory")
     (tmp_path / "tiny").mkdir()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
+from sampling import params
 
 from cfgopt.verify import comparison, runner
 
@@ -317,7 +318,12 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the processes in /proc")
 @pytest.mark.parametrize(
-    ("command", "signame"), [("verify", "SIGTERM"), ("verify", "SIGHUP"), ("verify", "SIGINT"), ("tune", "SIGTERM")]
+    ("command", "signame"),
+    [
+        ("verify", "SIGTERM"),
+        ("tune", "SIGHUP"),
+        *params([("verify", "SIGHUP"), ("verify", "SIGINT"), ("tune", "SIGTERM")], 0),  # with --full
+    ],
 )
 def test_termination_kills_every_child_and_removes_the_temp_folder(tmp_path: Path, command: str, signame: str) -> None:
     """A CI timeout sends SIGTERM: the trainer, its children (also one in a session of its own, as torchrun's
