@@ -61,3 +61,17 @@ def test_an_oracle_run_writes_nothing_to_home_and_compiles_nothing(tmp_path: Pat
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert list(home.iterdir()) == []
     assert not (session / ".cache" / "torch_extensions").exists(), "an op was compiled"
+
+
+def test_no_tests_collected_stays_a_failure(tmp_path: Path) -> None:
+    """pytest's exit 5 ("no tests collected": a wrong path, a selection that matches nothing) is not turned into
+    a pass by anything the suite adds (conftest's hooks, the sampling): `set -e` in .ci/run fails on it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_layout.py", "-k", "no_such_test"],
+        cwd=ROOT,
+        env={**os.environ, "CFGOPT_TEST_HOME": str(tmp_path / "session")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 5, proc.stdout[-2000:]
