@@ -142,7 +142,7 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
         assets.overrides = overrides
         keys = ", ".join(f"{key}: false" for key in overrides)
         assets.override_notes.append(
-            f"no GPU here: {keys} for both runs (fp32; a CPU cannot train in half precision), so the runs show "
+            f"no GPU here: {keys} for every run (fp32; a CPU cannot train in half precision), so the runs show "
             "whether the config trains, not its GPU speed"
         )
     ref = str(config.get("model_name_or_path", ""))
@@ -282,7 +282,8 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
 
 
 def _run(cmd: list[str], log_path: Path, timeout: float, on_line=None) -> tuple[int, str]:
-    """Run in a new process group; stream its lines; kill the whole group on timeout or Ctrl-C."""
+    """Run in a new process group; stream its lines; kill it and every process below it on timeout, Ctrl-C,
+    SIGTERM or SIGHUP."""
     env = dict(os.environ)
     env.setdefault("DISABLE_VERSION_CHECK", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -304,10 +305,11 @@ def _run(cmd: list[str], log_path: Path, timeout: float, on_line=None) -> tuple[
                 if on_line is not None:
                     on_line(line.rstrip("\n"))
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        try:
+        try:  # from the child's start on: an interrupt at any point kills it
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
             proc.wait(timeout=timeout)
+            reader.join(timeout=30)
         except subprocess.TimeoutExpired:
             kill_tree(proc)
             reader.join(timeout=10)
@@ -315,7 +317,6 @@ def _run(cmd: list[str], log_path: Path, timeout: float, on_line=None) -> tuple[
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (processes.interrupt_on_termination)
             kill_tree(proc)
             raise
-        reader.join(timeout=30)
     return proc.returncode, "".join(tail)
 
 
