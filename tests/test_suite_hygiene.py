@@ -47,7 +47,9 @@ def test_an_oracle_run_writes_nothing_to_home_and_compiles_nothing(tmp_path: Pat
     home, session = tmp_path / "home", tmp_path / "session"
     home.mkdir()
     redirected = {*REDIRECTED, "XDG_STATE_HOME", "TORCH_HOME", "TORCHINDUCTOR_CACHE_DIR", "HF_DATASETS_CACHE"}
-    env = {k: v for k, v in os.environ.items() if k not in redirected}
+    # and the process group the harness may have set up in this process: its port is taken
+    launch = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
+    env = {k: v for k, v in os.environ.items() if k not in redirected | launch}
     env.update(HOME=str(home), CFGOPT_TEST_HOME=str(session), PYTHONPATH=str(ROOT), DISABLE_VERSION_CHECK="1")
     test = "tests/test_oracle_seed.py::test_seed_fixed_launch_accepted_with_deepspeed_followed"
     proc = subprocess.run(
