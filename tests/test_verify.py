@@ -364,3 +364,25 @@ def test_termination_kills_every_child_and_removes_the_temp_folder(tmp_path: Pat
                 os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
+
+
+def test_interrupt_guard_raises_once_and_restores_the_handlers(tmp_path: Path) -> None:
+    """SIGTERM becomes `Terminated` (exit 143) inside the guard; a second signal while cleaning up is ignored;
+    the old handlers come back after it."""
+    import signal
+
+    from cfgopt.verify import processes
+
+    before = signal.getsignal(signal.SIGTERM)
+    with processes.interrupt_on_termination():
+        with pytest.raises(processes.Terminated) as caught:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode boundary
+        assert processes.exit_code(caught.value) == 143 and "SIGTERM" in processes.describe(caught.value)
+        os.kill(os.getpid(), signal.SIGHUP)  # during clean-up: ignored
+        time.sleep(0.1)
+    assert signal.getsignal(signal.SIGTERM) is before
+    folder = tmp_path / "work"
+    (folder / "a").mkdir(parents=True)
+    processes.remove_folder(folder)
+    assert not folder.exists()

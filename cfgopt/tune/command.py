@@ -590,4 +590,4 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
             if args.keep_temp:
                 sys.stderr.write(f"cfgopt tune: work folder kept at {work}\n")
             else:
-                shutil.rmtree(work, ignore_errors=True)
+                processes.remove_folder(work)

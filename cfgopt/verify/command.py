@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -227,6 +226,6 @@ def run(args: argparse.Namespace) -> int:
             return processes.exit_code(exc)
         finally:
             if not args.keep_temp:
-                shutil.rmtree(work, ignore_errors=True)
+                processes.remove_folder(work)
             else:
                 sys.stderr.write(f"cfgopt verify: work folder kept at {work}\n")

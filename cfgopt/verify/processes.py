@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -64,6 +65,17 @@ def interrupt_on_termination() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def remove_folder(path: Path) -> None:
+    """Remove a temporary folder even when a signal arrives meanwhile: the interrupt it raises would leave the
+    folder half removed, so the removal starts again (a second signal is ignored by then, see above)."""
+    while True:
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _start_time(pid: int) -> str | None:
