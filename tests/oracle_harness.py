@@ -159,6 +159,7 @@ def _lf() -> types.SimpleNamespace:
     from llamafactory.model.model_utils import attention
     from transformers import HfArgumentParser
 
+    _no_shared_memory_op()
     return types.SimpleNamespace(
         accelerate_utils=accelerate.utils,
         ds_config=ds_config,
@@ -176,6 +177,26 @@ def _lf() -> types.SimpleNamespace:
         FinetuningArguments=FinetuningArguments,
         GeneratingArguments=GeneratingArguments,
     )
+
+
+def _no_shared_memory_op() -> None:
+    """A DeepSpeed config with a 1-process torchrun launch makes TrainingArguments set up a process group; on a
+    CPU, DeepSpeed's TorchBackend first JIT-compiles its shared-memory collective op (about a minute, into
+    ~/.cache/torch_extensions). The verdicts never run a collective, and without the op DeepSpeed uses gloo's
+    (its own fallback where the op cannot be built), so the harness skips the build."""
+    import importlib
+
+    # by name: the package's `torch` attribute is the torch library (deepspeed.comm re-exports its imports)
+    backend = importlib.import_module("deepspeed.comm.torch")
+    backend.build_shm_op = lambda: None
+
+
+@cache
+def _training_arguments_parser() -> Any:
+    """One parser for every verdict: building it (one argparse option per TrainingArguments field) costs
+    more than the parse, and parse_dict leaves it unchanged."""
+    lf = _lf()
+    return lf.HfArgumentParser([lf.TrainingArguments])
 
 
 def train_arg_classes() -> list[type]:
@@ -522,12 +543,11 @@ class _ArgsView:
 def _training_arguments(training_args: dict[str, Any] | None, target: str) -> Any:
     """A real (LLaMA-Factory) TrainingArguments from the config's TrainingArguments keys, built as parse_dict
     builds it (no conversion), without `deepspeed` (that is the file being judged)."""
-    lf = _lf()
     names = training_field_names()
     values = {k: copy.deepcopy(v) for k, v in (training_args or {}).items() if k in names and k != "deepspeed"}
     values.setdefault("output_dir", "oracle-output")
     with _device(target), _launch(False), _in_empty_dir():
-        (args,) = lf.HfArgumentParser([lf.TrainingArguments]).parse_dict(values, allow_extra_keys=True)
+        (args,) = _training_arguments_parser().parse_dict(values, allow_extra_keys=True)
     return args
 
 

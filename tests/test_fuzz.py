@@ -7,8 +7,10 @@ import os
 from fuzz_targets import check_fix, check_loaders, check_script, json_documents, script_documents, yaml_documents
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sampling import examples
 
-EXAMPLES = int(os.environ.get("CFGOPT_FUZZ_EXAMPLES", "150"))
+# 150 in a full run (--full, CI), 50 by default (tests/sampling.py); CFGOPT_FUZZ_EXAMPLES overrides both
+EXAMPLES = int(os.environ.get("CFGOPT_FUZZ_EXAMPLES") or examples(150, 50))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
 

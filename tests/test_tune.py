@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
+from sampling import full_only
 
 from cfgopt.tune import command, search, space
 from cfgopt.tune.options import KNOBS, add_arguments
@@ -491,6 +492,7 @@ flash_attn: sdpa
 
 
 @pytest.mark.oracle
+@full_only()  # about 70 s; by default tests/test_verify.py's smoke run covers the real runner on a CPU
 def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
     pytest.importorskip("llamafactory")
     (tmp_path / "tiny").mkdir()
@@ -580,3 +582,29 @@ def test_bench_compare_scores_the_pick_with_the_grids_own_run() -> None:
     g.update(command="grid.py x.yaml", started="now", device="FAKE", gpu_seconds=0, memory="none")
     md = grid.render_md(g)
     assert "| 1 | c1 | measured | 5,000 | 5.00x |" in md and "oom" in md
+
+
+def test_real_session_on_a_cpu_runs_fp32_and_says_where_the_cache_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the tune smoke run (--full) covers end to end, without the trainer: on a CPU the runs are planned
+    in fp32 (said once), the stand-ins are built in --cache-dir, and the cache's place and size are said."""
+    from cfgopt.verify import preflight, runner
+
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "config.json").write_text(json.dumps(TINY))
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(TINY_CONFIG.format(out=tmp_path / "o") + "bf16: true\n")
+    built: list[runner.Assets] = []
+    monkeypatch.setattr(preflight, "cpu_only", lambda: True)
+    monkeypatch.setattr(runner, "prepare_assets", lambda assets, *_a: built.append(assets) or {})
+    said: list[str] = []
+    config = {"model_name_or_path": "tiny", "dataset": "d", "template": "llama3", "bf16": True}
+    session = command.RealSession(
+        cfg_path, config, tmp_path, 3, 1, 1, 60.0, mode="synthetic", cache_dir=tmp_path / "cache", say=said.append
+    )
+    session.prepare()
+    assert built and built[0].overrides == {"bf16": False}
+    assert built[0].model_dir.parent == tmp_path / "cache"
+    assert any("bf16: false for every run (fp32" in line for line in said)
+    assert any(line.startswith(f"synthetic models and data are cached in {tmp_path / 'cache'}") for line in said)

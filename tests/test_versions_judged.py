@@ -8,6 +8,7 @@ import re
 
 import pytest
 from rule_cases import all_cases, case_args, input_files, run_cli
+from sampling import params
 
 from cfgopt.schema import shipped_versions
 
@@ -27,7 +28,7 @@ def _named(text: str, lf: str, ds: str) -> list[str]:
     return [m.group(0) for m in VERSION.finditer(text) if m.group(2) != want[m.group(1)]]
 
 
-@pytest.mark.parametrize(("lf", "ds"), _pairs())
+@pytest.mark.parametrize(("lf", "ds"), params(_pairs(), 2))  # two of the four by default, all with --full
 def test_messages_name_the_versions_judged(lf: str, ds: str) -> None:
     wrong: list[str] = []
     for case in all_cases():

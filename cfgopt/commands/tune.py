@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cfgopt.commands.verify import clear_cache_first
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from cfgopt.tune.options import add_arguments as add
@@ -14,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if clear_cache_first(args, "tune"):
+        return 0
     from cfgopt.tune.command import run as tune
 
     try:

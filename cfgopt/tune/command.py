@@ -15,10 +15,8 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,8 @@ from cfgopt.document import Document
 from cfgopt.job import lf_values
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.tune import search, space
+from cfgopt.verify import processes
+from cfgopt.verify.options import default_cache_dir
 
 
 class Session(Protocol):
@@ -76,7 +76,7 @@ class RealSession:
     gpus: int
     timeout: float
     mode: str = "auto"
-    cache_dir: Path = Path.home() / ".cache" / "cfgopt" / "verify"
+    cache_dir: Path = field(default_factory=default_cache_dir)
     target_name: str | None = None
     margin: float = 0.10
     say: Callable[[str], None] = lambda _line: None
@@ -95,19 +95,17 @@ class RealSession:
         return self._platform
 
     def _plan(self) -> Any:
-        from cfgopt.verify import runner
+        from cfgopt.verify import preflight, runner
 
         if self._assets is None:
-            self._assets = runner.plan_assets(self.config, self.config_path, self.mode, self.cache_dir)
+            on_cpu = preflight.cpu_only()
+            self._assets = runner.plan_assets(self.config, self.config_path, self.mode, self.cache_dir, on_cpu)
         return self._assets
 
     def prepare(self) -> None:
-        from cfgopt.verify import runner
+        from cfgopt.verify.command import prepare_assets_saying
 
-        assets = self._plan()
-        for note in assets.notes:
-            self.say(f"offline mode: {note}")
-        runner.prepare_assets(assets, self.work, self.timeout, self._relay)
+        prepare_assets_saying(self._plan(), self.cache_dir, self.work, self.timeout, self.say, self._relay)
 
     def asset_id(self) -> str:
         a = self._plan()
@@ -383,18 +381,6 @@ def table(result: search.SearchResult) -> str:
 # ---------------------------------------------------------------- the command
 
 
-def sigterm_as_interrupt() -> Any:
-    """Treat SIGTERM (an outer `timeout`, a scheduler) like Ctrl-C, so the runner kills the trainer's process
-    group instead of leaving it on the GPU; returns the previous handler (None off the main thread)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, handler)
-
-
 class _Stop(Exception):
     """A one-line reason the search cannot be made (exit 2)."""
 
@@ -591,21 +577,21 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
     if job is None:
         sys.stderr.write(f"cfgopt tune: {problem}\n")
         return 2
-    work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
-    previous_handler = sigterm_as_interrupt()
-    try:
-        session = session or _real_session(args, job, work, warmup, gpus, say, probed)
-        return _tune(args, job, session, work, warmup, gpus, say)
-    except _Stop as exc:
-        sys.stderr.write(f"cfgopt tune: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("cfgopt tune: interrupted; finished runs are in the cache\n")
-        return 130
-    finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
-        if args.keep_temp:
-            sys.stderr.write(f"cfgopt tune: work folder kept at {work}\n")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    # SIGTERM / SIGHUP (an outer `timeout`, a scheduler, a closed terminal) stop the search as Ctrl-C does: the
+    # trainer and its children are killed (not left on the GPU) and the work folder removed
+    with processes.interrupt_on_termination():
+        work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
+        try:
+            session = session or _real_session(args, job, work, warmup, gpus, say, probed)
+            return _tune(args, job, session, work, warmup, gpus, say)
+        except _Stop as exc:
+            sys.stderr.write(f"cfgopt tune: {exc}\n")
+            return 2
+        except KeyboardInterrupt as exc:
+            sys.stderr.write(f"cfgopt tune: {processes.describe(exc)}; finished runs are in the cache\n")
+            return processes.exit_code(exc)
+        finally:
+            if args.keep_temp:
+                sys.stderr.write(f"cfgopt tune: work folder kept at {work}\n")
+            else:
+                processes.remove_folder(work)

@@ -20,7 +20,7 @@ def _knobs(text: str) -> tuple[str, ...]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
+    p.add_argument("config", type=Path, nargs="?", help="a LLaMA-Factory training YAML")
     p.add_argument("--budget", type=float, default=30.0, help="minutes of runs to spend (default 30)")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPUs to launch on (torchrun); default 1")
     p.add_argument("--steps", type=positive_int, default=10, help="optimizer steps per candidate (default 10)")

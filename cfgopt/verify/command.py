@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from cfgopt.job import Job
 from cfgopt.job_loader import JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
-from cfgopt.verify import comparison, runner
+from cfgopt.verify import comparison, processes, runner
 
 
 def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
@@ -98,19 +97,36 @@ def _fixed_config(args: argparse.Namespace, config_path: Path, work: Path, setti
     return fixed_copy(config_path, work, settings)
 
 
-def _prepare_assets(args: argparse.Namespace, original: dict, config_path: Path, work: Path, say, relay):
-    """The offline model and data the runs use, built in the work folder."""
-    try:
-        assets = runner.plan_assets(original, config_path, args.mode, args.cache_dir)
-    except ValueError as exc:
-        raise _Stop(str(exc)) from None
+def prepare_assets_saying(assets: runner.Assets, cache_dir: Path, work: Path, timeout: float, say, relay) -> dict:
+    """Build what the runs need (verify and tune alike), saying what is overridden, what is built where, and
+    what the cache then holds."""
+    from cfgopt.verify import cache
+
+    for note in assets.override_notes:
+        say(note)
     for note in assets.notes:
         say(f"offline mode: {note}")
-    say("preparing assets ...")
-    built = runner.prepare_assets(assets, work, args.timeout, relay)
+    uses_cache = assets.model_config is not None or assets.dataset is not None
+    if needed := runner.bytes_to_build(assets):
+        say(f"building synthetic stand-ins (about {cache.human(needed)}) in {cache_dir} ...")
+    built = runner.prepare_assets(assets, work, timeout, relay)
     if built.get("model_build_s"):
         size = built["parameters"] / 1e9
         say(f"built a {size:.2f}B-parameter random-init model in {built['model_build_s']:.0f} s")
+    if uses_cache:
+        say(cache.summary(cache_dir))
+    return built
+
+
+def _prepare_assets(args: argparse.Namespace, original: dict, config_path: Path, work: Path, say, relay):
+    """The offline model and data the runs use (a CPU run in fp32), built in the cache folder."""
+    from cfgopt.verify import preflight
+
+    try:
+        assets = runner.plan_assets(original, config_path, args.mode, args.cache_dir, on_cpu=preflight.cpu_only())
+    except ValueError as exc:
+        raise _Stop(str(exc)) from None
+    prepare_assets_saying(assets, args.cache_dir, work, args.timeout, say, relay)
     return assets
 
 
@@ -195,18 +211,21 @@ def run(args: argparse.Namespace) -> int:
 
     if (cannot_run := preflight.check(args, "verify")) is not None:
         return cannot_run
-    work = runner.new_workdir()
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
-    try:
-        return _verify(args, config_path, work, say)
-    except _Stop as exc:
-        sys.stderr.write(f"cfgopt verify: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("cfgopt verify: interrupted; runs stopped\n")
-        return 130
-    finally:
-        if not args.keep_temp:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            sys.stderr.write(f"cfgopt verify: work folder kept at {work}\n")
+    # SIGTERM / SIGHUP (a CI timeout, a closed terminal) stop the runs as Ctrl-C does: the children are
+    # killed and the work folder removed
+    with processes.interrupt_on_termination():
+        work = runner.new_workdir()
+        try:
+            return _verify(args, config_path, work, say)
+        except _Stop as exc:
+            sys.stderr.write(f"cfgopt verify: {exc}\n")
+            return 2
+        except KeyboardInterrupt as exc:
+            sys.stderr.write(f"cfgopt verify: {processes.describe(exc)}; runs stopped\n")
+            return processes.exit_code(exc)
+        finally:
+            if not args.keep_temp:
+                processes.remove_folder(work)
+            else:
+                sys.stderr.write(f"cfgopt verify: work folder kept at {work}\n")

@@ -99,7 +99,10 @@ def table(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any]
         if s.get("error"):
             lines.append(f"{name} run crashed: {s['error']}")
     device = before.get("device") or after.get("device")
-    lines.append(f"device: {device} ({before.get('platform') or after.get('platform')})")
+    if device:
+        lines.append(f"device: {device} ({before.get('platform') or after.get('platform')})")
+    else:
+        lines.append("device: not reached (no run got to its first training step)")
     if "speedup" in verdict:
         lines.append(f"fixed vs original: {verdict['speedup']:.2f}x real tokens/s ({verdict['status']})")
     lines.append(FLOP_CONVENTION)

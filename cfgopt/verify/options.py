@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from cfgopt.argtypes import positive_float, positive_int
@@ -10,7 +11,7 @@ from cfgopt.targets import TARGETS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
+    p.add_argument("config", type=Path, nargs="?", help="a LLaMA-Factory training YAML")
     p.add_argument("--steps", type=positive_int, default=20, help="optimizer steps per run (default 20)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--fixed", type=Path, help="the fixed config to compare with")
@@ -43,11 +44,25 @@ def add_run_options(p: argparse.ArgumentParser, timeout: float) -> None:
     p.add_argument(
         "--cache-dir",
         type=Path,
-        default=Path.home() / ".cache" / "cfgopt" / "verify",
-        help="where synthetic models and data are kept between runs (shared by verify and tune)",
+        default=default_cache_dir(),
+        help="where synthetic models and data are kept between runs, shared by verify and tune "
+        "(default: $XDG_CACHE_HOME/cfgopt/verify, else ~/.cache/cfgopt/verify)",
+    )
+    p.add_argument(
+        "--clear-cache",
+        action="store_true",
+        help="remove the synthetic models and data cached in --cache-dir (alone, or before a run)",
     )
     p.add_argument(
         "--timeout", type=positive_float, default=timeout, help=f"seconds per run before it is killed ({timeout:g})"
     )
     p.add_argument("--keep-temp", action="store_true", help="keep the temporary work folder")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def default_cache_dir() -> Path:
+    """The user's cache folder (the XDG base directory spec: $XDG_CACHE_HOME when it is an absolute path, else
+    ~/.cache), cfgopt/verify inside it."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "cfgopt" / "verify"

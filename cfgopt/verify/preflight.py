@@ -1,6 +1,9 @@
 """Before `cfgopt verify` / `cfgopt tune` build or run anything: are the packages there, is there a GPU, and
-(without one) is `--mode synthetic` asked for a model small enough for this machine's memory? Each failure
-is one line and exit code 2 ("could not run"), within seconds: nothing is built first.
+(without one) is `--mode synthetic` asked for a config whose CPU stand-in can run here (a known shape, small
+enough for this machine's memory and disk)? Each failure is one line and exit code 2 ("could
+not run"), within seconds: nothing is built first. A message suggests `--mode synthetic` only where it would
+run. (Precision a CPU cannot train in, bf16 / fp16, is not a reason to stop: the runs override it to fp32
+and say so, `runner.plan_assets`.)
 
 torch is imported here (the lint path never comes here): `torch.cuda` answers for CUDA and ROCm builds alike.
 """
@@ -12,6 +15,8 @@ import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
+
+from cfgopt.verify.options import default_cache_dir
 
 PACKAGES = ("torch", "transformers", "llamafactory")
 
@@ -54,16 +59,52 @@ def check(args: argparse.Namespace, command: str) -> int | None:
             return None
     except Exception as exc:  # noqa: BLE001 - a broken torch install (missing shared library, driver mismatch)
         return _fail(command, f"torch cannot look for a GPU here ({type(exc).__name__}: {exc})")
-    if args.mode != "synthetic":
+    cache_dir = getattr(args, "cache_dir", None) or default_cache_dir()
+    blocker = cpu_blocker(config, args.config, cache_dir)
+    if args.mode == "synthetic":
+        return None if blocker is None else _fail(command, f"no GPU here, and {blocker}")
+    if blocker is not None:  # --mode synthetic cannot stand in either: do not suggest it
         return _fail(
-            command,
-            "no GPU here (torch sees no CUDA or ROCm device); it runs the real trainer on a GPU "
-            "(--mode synthetic runs a small model on the CPU)",
+            command, f"no GPU here (torch sees no CUDA or ROCm device) to run the real trainer on, and {blocker}"
         )
-    return _check_cpu_memory(config, args.config, command)
+    return _fail(
+        command,
+        "no GPU here (torch sees no CUDA or ROCm device) to run the real trainer on; "
+        "--mode synthetic runs a random-init stand-in of the model on the CPU instead",
+    )
 
 
-def _check_cpu_memory(config: dict[str, Any], config_path: Path, command: str) -> int | None:
+def cpu_only() -> bool:
+    """True when the runs will go to the CPU (torch sees no GPU, or cannot look for one)."""
+    try:
+        return accelerator() is None
+    except Exception:  # noqa: BLE001 - as `check`: a torch that cannot look for a GPU uses none
+        return True
+
+
+def cpu_blocker(config: dict[str, Any], config_path: Path, cache_dir: Path) -> str | None:
+    """Why a CPU run of this config's synthetic stand-in cannot work here (None when it can), found before
+    anything is built: the model's shape, this machine's memory and disk. (DeepSpeed runs on a CPU: its CPU
+    accelerator with gloo, ZeRO-2 measured with a tiny model.)"""
+    from cfgopt.verify import cache, runner
+
+    try:
+        assets = runner.plan_assets(config, config_path, "synthetic", cache_dir, on_cpu=True)
+    except ValueError as exc:
+        return str(exc)
+    if memory := _cpu_memory_problem(config, config_path):
+        return memory
+    needed = runner.bytes_to_build(assets)
+    free = cache.free_bytes(cache_dir)
+    if free is not None and needed > free:
+        return (
+            f"building its stand-in needs about {cache.human(needed)} in {cache_dir}, "
+            f"{cache.human(free)} free there (--cache-dir puts it elsewhere)"
+        )
+    return None
+
+
+def _cpu_memory_problem(config: dict[str, Any], config_path: Path) -> str | None:
     """`--mode synthetic` without a GPU: only for a model whose CPU run fits this machine's memory."""
     from cfgopt.model_shapes import shape_for
     from cfgopt.verify.synthetic import available_memory_bytes, cpu_bytes_needed
@@ -71,14 +112,13 @@ def _check_cpu_memory(config: dict[str, Any], config_path: Path, command: str) -
     ref = config.get("model_name_or_path")
     shape = shape_for(ref, config_path.parent) if isinstance(ref, str) else None
     if shape is None:
-        return None  # planning says why it cannot build this model
+        return None  # a local config.json without a known shape: planning sized it
     needed = cpu_bytes_needed(shape.num_parameters, str(config.get("finetuning_type", "lora")))
     available = available_memory_bytes()
     if available is not None and needed > available:
-        return _fail(
-            command,
-            f"no GPU here, and a CPU run of {shape.name} ({shape.num_parameters / 1e9:.1f}B parameters) needs "
+        return (
+            f"a CPU run of {shape.name} ({shape.num_parameters / 1e9:.1f}B parameters) needs "
             f"about {needed / 1024**3:.0f} GiB of memory, {available / 1024**3:.0f} GiB available: run it on a "
-            "GPU machine",
+            "GPU machine"
         )
     return None

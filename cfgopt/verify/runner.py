@@ -2,7 +2,8 @@
 
 A run gets a temporary work folder: the config with harmless overrides (max_steps, its own output_dir, no
 checkpoints, no trackers), the offline assets when the model or data is not reachable, the child's log and
-its measurements. The child runs in its own process group, killed as a whole on timeout or Ctrl-C.
+its measurements. The child runs in its own process group; it and everything below it are killed on timeout,
+Ctrl-C, SIGTERM or SIGHUP (cfgopt.verify.processes).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +23,7 @@ from typing import Any
 
 from cfgopt.engine import resolve_reference
 from cfgopt.model_shapes import ModelShape, shape_for
+from cfgopt.verify.processes import kill_tree
 
 SYNTHETIC_DATASET = "synthetic_alpaca"
 HARMLESS = {
@@ -99,14 +100,51 @@ class Assets:
     dataset: str | None = None
     template: str | None = None
     model_config: dict[str, Any] | None = None
+    parameters: int | None = None  # of the model to build, where its shape is known
+    on_cpu: bool = False  # the runs go to the CPU (no GPU here)
     notes: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)  # applied to every run (a CPU cannot train in bf16)
+    override_notes: list[str] = field(default_factory=list)
 
 
-def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir: Path) -> Assets:
-    """Real model/data when they are local (mode auto/real), synthetic stand-ins otherwise."""
+# Half precision a CPU run cannot use: transformers refuses bf16 / fp16 without a GPU ("Your setup doesn't
+# support bf16/gpu"), after the model was built. LLaMA-Factory's pure_bf16 loads the weights in bf16.
+HALF_PRECISION = ("bf16", "fp16", "pure_bf16")
+
+
+def cpu_overrides(config: dict[str, Any]) -> dict[str, Any]:
+    """What a CPU run must change: half precision off (fp32), the same for the original and the fixed run."""
+    return {key: False for key in HALF_PRECISION if config.get(key) not in (None, False)}
+
+
+def bytes_to_build(assets: Assets) -> int:
+    """Disk the missing stand-ins take: fp32 weights on a CPU (bf16 on a GPU), and ~50 MB of tokenizer and
+    data; 0 for what is cached already."""
+    total = 0
+    if (
+        assets.model_config is not None
+        and assets.model_dir is not None
+        and not (assets.model_dir / "config.json").exists()
+    ):
+        total += (assets.parameters or 0) * (4 if assets.on_cpu else 2) + 20 * 1000**2
+    if assets.dataset_dir is not None and not (assets.dataset_dir / "dataset_info.json").exists():
+        total += 30 * 1000**2
+    return total
+
+
+def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir: Path, on_cpu: bool = False) -> Assets:
+    """Real model/data when they are local (mode auto/real), synthetic stand-ins otherwise; `on_cpu`: the runs
+    go to the CPU, so half precision is turned off (`cpu_overrides`) and the notes say so."""
     from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES
 
-    assets = Assets()
+    assets = Assets(on_cpu=on_cpu)
+    if on_cpu and (overrides := cpu_overrides(config)):
+        assets.overrides = overrides
+        keys = ", ".join(f"{key}: false" for key in overrides)
+        assets.override_notes.append(
+            f"no GPU here: {keys} for every run (fp32; a CPU cannot train in half precision), so the runs show "
+            "whether the config trains, not its GPU speed"
+        )
     ref = str(config.get("model_name_or_path", ""))
     local = _model_is_local(ref, config_path.parent) if mode != "synthetic" else None
     if local is not None:
@@ -118,8 +156,9 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
         for base in (Path.cwd(), config_path.parent):
             if (base / ref / "config.json").exists():
                 local_config = json.loads((base / ref / "config.json").read_text())
+        shape = shape_for(ref, config_path.parent)
+        assets.parameters = shape.num_parameters if shape is not None else None
         if local_config is None:
-            shape = shape_for(ref, config_path.parent)
             if shape is None:
                 raise ValueError(
                     f"model `{ref}` is not local and its shape is unknown; give a local folder with its config.json"
@@ -167,6 +206,7 @@ def run_config(
     """One short run through LLaMA-Factory's own entry point; never touches the user's output_dir."""
     args = {k: v for k, v in config.items() if k not in DROP}
     args.update(HARMLESS)
+    args.update(assets.overrides)
     args["max_steps"] = steps
     args["output_dir"] = str(work / f"{label}-output")
     if assets.model_config is not None or assets.model_dir is not None:
@@ -186,26 +226,24 @@ def run_config(
     spec_path.write_text(json.dumps({"args": args, "metrics_path": str(metrics_path)}, indent=1))
     result = RunResult(label=label, config=args)
     nproc = gpus or 1
-    distributed = nproc > 1 or bool(args.get("deepspeed"))
-    cmd = [sys.executable, "-m", "cfgopt.verify.worker", "train", str(spec_path)]
-    if distributed:  # LLaMA-Factory needs torchrun for DeepSpeed even on one GPU (FORCE_TORCHRUN)
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={nproc}",
-            "-m",
-            "cfgopt.verify.worker",
-            "train",
-            str(spec_path),
-        ]
+    # LLaMA-Factory needs torchrun for DeepSpeed even on one GPU (FORCE_TORCHRUN)
+    torchrun = nproc if nproc > 1 or bool(args.get("deepspeed")) else None
+    cmd = worker_command("train", spec_path, torchrun)
     start = time.perf_counter()
     result.returncode, result.log_tail = _run(cmd, work / f"{label}.log", timeout, on_line)
     result.wall_s = time.perf_counter() - start
     if metrics_path.exists():
         result.metrics = json.loads(metrics_path.read_text())
     return result
+
+
+def worker_command(mode: str, spec_path: Path, torchrun_processes: int | None = None) -> list[str]:
+    """The child's command line: `cfgopt.verify.worker MODE SPEC`, under torchrun when it gets a process count."""
+    worker = ["-m", "cfgopt.verify.worker", mode, str(spec_path)]
+    if torchrun_processes is None:
+        return [sys.executable, *worker]
+    torchrun = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun_processes}"]
+    return [sys.executable, *torchrun, *worker]
 
 
 def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> dict[str, Any]:
@@ -227,8 +265,12 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
     for folder in folders:
         remove_partial(folder)
     (work / "prepare-spec.json").write_text(json.dumps(spec))
-    cmd = [sys.executable, "-m", "cfgopt.verify.worker", "prepare", str(work / "prepare-spec.json")]
-    code, tail = _run(cmd, work / "prepare.log", timeout, on_line)
+    try:
+        code, tail = _run(worker_command("prepare", work / "prepare-spec.json"), work / "prepare.log", timeout, on_line)
+    except BaseException:  # interrupted or terminated: the killed child could not remove its half-built folders
+        for folder in folders:
+            remove_partial(folder)
+        raise
     if code != 0:
         for folder in folders:  # a child killed outright (out of memory) could not clean up itself
             remove_partial(folder)
@@ -240,7 +282,8 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
 
 
 def _run(cmd: list[str], log_path: Path, timeout: float, on_line=None) -> tuple[int, str]:
-    """Run in a new process group; stream its lines; kill the whole group on timeout or Ctrl-C."""
+    """Run in a new process group; stream its lines; kill it and every process below it on timeout, Ctrl-C,
+    SIGTERM or SIGHUP."""
     env = dict(os.environ)
     env.setdefault("DISABLE_VERSION_CHECK", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -262,32 +305,19 @@ def _run(cmd: list[str], log_path: Path, timeout: float, on_line=None) -> tuple[
                 if on_line is not None:
                     on_line(line.rstrip("\n"))
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        try:
+        try:  # from the child's start on: an interrupt at any point kills it
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
             proc.wait(timeout=timeout)
+            reader.join(timeout=30)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_tree(proc)
             reader.join(timeout=10)
             return 124, "".join(tail) + f"\n[cfgopt verify: killed after the {timeout:.0f} s timeout]"
-        except KeyboardInterrupt:
-            _kill_group(proc)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (processes.interrupt_on_termination)
+            kill_tree(proc)
             raise
-        reader.join(timeout=30)
     return proc.returncode, "".join(tail)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=10)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def detect_target() -> str:
