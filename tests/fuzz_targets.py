@@ -48,6 +48,17 @@ SCALARS = st.one_of(
             ".inf",
             "-1",
             "3:20",
+            # issue 26 (round 2): values that overflow, are not numbers, or carry escapes and separators
+            ".nan",
+            "-.inf",
+            "1e400",
+            "1e300",
+            "1.0e308",
+            "1" + "0" * 40,
+            "[fa2]",
+            '"\\ud800"',
+            '"a\\e[31mb\\x85c"',
+            '"x\\u2028y"',
         ]
     ),
     st.integers(-5, 10**6).map(str),
@@ -57,7 +68,16 @@ SCALARS = st.one_of(
 
 # Issue 18: value properties and the line breaks PyYAML knows (a lone CR, NEL, LS, PS as well as LF/CRLF)
 PROPERTIES = st.sampled_from(["", "", "", "&a ", "&b ", "!!str ", "!!int ", "&c !!str "])
-ALIAS_LINES = st.sampled_from(["run_name: *a", "output_dir: *b", "logging_steps: *a", "max_grad_norm: *c"])
+ALIAS_LINES = st.sampled_from(
+    [
+        "run_name: *a",
+        "output_dir: *b",
+        "logging_steps: *a",
+        "max_grad_norm: *c",
+        "<<: {lr_scheduler_type: Cosine, flash_attn: Fa}",  # issue 26: keys that arrive through a merge
+        "base: &m {bf16: true}\n<<: *m",
+    ]
+)
 BREAKS = st.sampled_from(["\n", "\n", "\r\n", "\r", "\x85", "\u2028", "\u2029", "\r\r\n"])
 
 
@@ -90,7 +110,13 @@ def yaml_documents(draw) -> bytes:
 def _json_value(draw):
     return draw(
         st.one_of(
-            st.sampled_from([True, False, None, "auto", "3", 1e9, 0, -1, 0.5, "cpu", "CPU", [], {}]),
+            st.sampled_from(
+                [
+                    *(True, False, None, "auto", "3", 1e9, 0, -1, 0.5, "cpu", "CPU", [], {}),
+                    # issue 26: not numbers, too large, and strings with surrogates, separators, escapes
+                    *(float("nan"), float("inf"), -float("inf"), 10**40, "\ud800", "a\u2028b", "x\x85y", "\x1b[31m"),
+                ]
+            ),
             st.integers(0, 10**9),
         )
     )
@@ -106,14 +132,42 @@ def json_documents(draw) -> bytes:
     text = json.dumps(doc, indent=draw(st.sampled_from([None, 2, 4])))
     if draw(st.booleans()):  # duplicate a member
         text = text.replace("{", '{"gradient_clipping": 1.0, "gradient_clipping": "auto", ', 1)
+    if draw(st.integers(0, 4)) == 0:  # issue 26: a key no encoder can write as UTF-8, control characters in keys
+        text = text.replace("{", '{"\\ud800": 1, "a\\nb:1:1: error X": 2, ', 1)
     if draw(st.booleans()):
         text = text.replace("\n", "\r\n")
-    return text.encode()
+    return text.encode("utf-8", "surrogatepass")
 
 
 CLI_KEYS = [*LF_KEYS[:200], "bf16", "fp16", "compute_type", "flash_attn", "output_dir", "learning_rate"]
 CLI_VALUES = st.sampled_from(
-    ["True", "true", "fa2", "1e-4", "out_$(date +%s)", "`date +%s`", "$LR", '"a b"', "'x y'", "${X:-1}", "2"]
+    [
+        *("True", "true", "fa2", "1e-4", "out_$(date +%s)", "`date +%s`", "$LR", '"a b"', "'x y'", "${X:-1}", "2"),
+        # issue 26: words with parentheses the shell balances, and expansions that may be any number of arguments
+        *("$((RANDOM % 100))", "$( (echo 1) )", "$(case $X in a) echo 1;; esac)", '"$@"', "$ARGS", '"$1"'),
+    ]
+)
+# issue 26 / 24: where a command may start (indented, after do/then, behind nohup/time/env), and launch shapes
+WRAPPERS = st.sampled_from(
+    [
+        ("", ""),
+        ("  ", ""),
+        ("for i in 1 2; do ", "; done"),
+        ("if true; then\n    ", "\nfi"),
+        ("nohup ", " &"),
+        ("time -p ", ""),
+        ("env A=1 CUDA_VISIBLE_DEVICES=0,1 ", ""),
+        ("run() {\n  ", "\n}"),
+    ]
+)
+LAUNCHERS = st.sampled_from(
+    [
+        "llamafactory-cli train",
+        "deepspeed --num_gpus 2 src/train.py --stage sft",
+        "torchrun --nproc_per_node 4 src/train.py --stage sft",
+        "python src/train_bash.py --stage sft",
+        "accelerate launch --num_processes 2 src/train.py --stage sft",
+    ]
 )
 # Fragments that must come out of any fix byte for byte: data written elsewhere, and strings the shell keeps.
 PROTECTED = st.sampled_from(
@@ -145,7 +199,9 @@ def script_documents(draw) -> tuple[bytes, list[str]]:
         sep = draw(st.sampled_from([" ", " \\\n    "]))
         tail = draw(st.sampled_from(["", " 2>&1 | tee log", " # cfgopt: ignore[LF001]", " > out.log", ")"]))
         prefix = draw(st.sampled_from(["", "FORCE_TORCHRUN=1 ", "( ", "time "]))
-        out.append(prefix + "llamafactory-cli train" + "".join(sep + a for a in args) + tail + "\n")
+        before, after = draw(WRAPPERS) if tail != ")" else ("", "")
+        launch = draw(LAUNCHERS)
+        out.append(before + prefix + launch + "".join(sep + a for a in args) + tail + after + "\n")
     text = "".join(out)
     if draw(st.integers(0, 3)) == 0:
         text = text.rstrip("\n") + draw(st.sampled_from(["\\", "\\\r", "\r", ""]))
