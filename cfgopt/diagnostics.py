@@ -45,6 +45,9 @@ class Fix(NamedTuple):
     description: str
     applicability: Applicability
     edits: list[Edit]
+    # A speed plan (cfgopt/planner.py): made from the file as it is, so the fixer applies it only once the
+    # file's other fixes are in (it is planned again on the fixed text, and never fights a rule's fix).
+    planned: bool = False
 
 
 class Diagnostic:

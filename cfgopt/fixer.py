@@ -265,7 +265,9 @@ class _Fixer:
                 self.result.not_fixed.setdefault(key, self.refused[key])
                 continue
             out.append(d)
-        return out
+        # a speed plan waits while its file has other fixes to apply: it is made again from the fixed text
+        busy = {real_path(d.path) for d in out if not d.fix.planned}  # type: ignore[union-attr]
+        return [d for d in out if not (d.fix.planned and real_path(d.path) in busy)]  # type: ignore[union-attr]
 
     def relint(self, texts: dict[Path, str]) -> list[Diagnostic]:
         project = build_project(

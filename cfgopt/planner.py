@@ -319,7 +319,7 @@ def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], 
             continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in found:
             d.fix = None
-        carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made)
+        carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made, planned=True)
     _drop_answered_json_fixes(context, diags, owners)
 
 
