@@ -600,7 +600,12 @@ def known_difference(case: Case) -> str | None:
     if (
         case.ok
         and codes
-        and all(d["code"] in LATE_FAILURE_CODES or "at model load" in d.get("message", "") for d in case.diags)
+        and all(
+            d["code"] in LATE_FAILURE_CODES
+            or "at model load" in d.get("message", "")
+            or (d["code"] == "DS005" and _fractional_batch(d))  # KD5 beside a late failure: each one explained
+            for d in case.diags
+        )
     ):
         return "KD6"
     if case.ok and codes == {"DS005"} and all(d.get("key") == "gradient_clipping" for d in case.diags):
