@@ -112,6 +112,8 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
         "PF012",
         "PF013",
         "PF052",
+        "ENV001",
+        "ENV003",
     }
 )
 
