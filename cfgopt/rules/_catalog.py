@@ -318,6 +318,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "accelerate datasets deepspeed peft torch transformers trl",
     ),
     "env003_bitsandbytes_without_rocm": ("ENV003", "bitsandbytes-without-rocm", "requirements", "bitsandbytes"),
+    "env010_slow_launcher_variable": ("ENV010", "slow-launcher-variable", "llamafactory-cli", "*"),
 }
 
 # Rules outside the default selection (`Rule.default_on = False`): they run only when selected.
