@@ -79,11 +79,11 @@ def laptop_root(tmp_path: Path) -> Path:
     return root
 
 
-def site(tmp_path: Path, runtime: str = "rocm", **packages: str) -> Path:
+def site(tmp_path: Path, runtime: str = "rocm", torch: str = "", **packages: str) -> Path:
     """A site-packages: dist-info folders, torch/version.py for `runtime`, and what `packages` names."""
     folder = tmp_path / "site"
     folder.mkdir(parents=True, exist_ok=True)
-    torch = {"rocm": "2.5.1+rocm6.2", "cuda": "2.5.1+cu124", "cpu": "2.5.1+cpu"}[runtime]
+    torch = torch or {"rocm": "2.11.0+rocm7.1", "cuda": "2.5.1+cu124", "cpu": "2.5.1+cpu"}[runtime]
     versions = {"torch": torch, "llamafactory": "0.9.5", "transformers": "4.57.1", **packages}
     for name, version in versions.items():
         if version:
@@ -258,6 +258,16 @@ def test_disk_space_for_full_fine_tuning_checkpoints(tmp_path: Path, monkeypatch
 class _Usage:
     def __init__(self, free: int) -> None:
         self.free = free
+
+
+def test_expandable_segments_the_launcher_sets_before_rocm_torch_honours_them(tmp_path: Path) -> None:
+    root = mi300x_root(tmp_path)
+    old = site(tmp_path / "old", torch="2.5.1+rocm6.2")
+    _, found = findings(tmp_path, root, old)
+    assert codes(found) == ["DOC011"] and "expandable_segments" in found[0][2]
+    _, found = findings(tmp_path, root, old, {"OPTIM_TORCH": "0"})
+    assert found == []
+    assert findings(tmp_path, root, site(tmp_path / "new", torch="2.11.0+rocm7.1"))[1] == []
 
 
 def test_python_older_than_the_llamafactory_release_requires(tmp_path: Path) -> None:

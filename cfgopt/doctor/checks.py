@@ -68,11 +68,30 @@ def environment_findings(stack: Stack) -> Iterator[Diagnostic]:
             f"Python {'.'.join(map(str, stack.python))} is older than LLaMA-Factory {lf} requires (>= "
             f"{'.'.join(map(str, floor))}): use an image with a newer Python",
         )
+    yield from _expandable_segments(stack)
     for name, value in stack.env.items():
         judged = judge_variable(name, value, stack.target)
         if judged is not None:
             severity, message = judged
             yield finding("DOC011", severity, f"{name}={value} in this environment: {message}")
+
+
+def _expandable_segments(stack: Stack) -> Iterator[Diagnostic]:
+    """LLaMA-Factory's launcher sets `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` for its torchrun launches
+    (launcher.py, `OPTIM_TORCH` on by default); ROCm builds of torch honour it only from 2.11 (pytorch PR #177974,
+    backported to release/2.11 by ROCm/pytorch PR #3106) and warn `expandable_segments not supported on this
+    platform` before."""
+    if stack.torch_runtime != "rocm" or not stack.has("llamafactory") or stack.env.get("OPTIM_TORCH") == "0":
+        return
+    version = _version_tuple(stack.version("torch"))
+    if version and version < (2, 11):
+        yield finding(
+            "DOC011",
+            Severity.INFO,
+            f"LLaMA-Factory's launcher sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for torchrun launches, "
+            f"which ROCm torch {stack.version('torch')} ignores (expandable segments came to ROCm in torch 2.11): "
+            "memory fragments as without it; OPTIM_TORCH=0 leaves the variable unset",
+        )
 
 
 def _torch_runtime(stack: Stack) -> Iterator[Diagnostic]:
