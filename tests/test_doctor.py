@@ -316,3 +316,10 @@ def test_doctor_formats_as_lint(tmp_path: Path, monkeypatch) -> None:
     assert "stack: Python" in err and "8 x AMD Instinct MI300X" in err
     code, out, _ = run_cli([*args[:-2], "concise", str(cfg)])
     assert "DOC001 warning" in out and "Checked 1 training config(s)" in out
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("model_name_or_path: [\n")
+    code, _out, err = run_cli(["doctor", "--root", str(laptop_root(tmp_path)), "nope.yaml", "bad.yaml"])
+    assert code == 2 and "Traceback" not in err
+    assert "nope.yaml: no such file" in err and "bad.yaml: not checked: it does not parse" in err

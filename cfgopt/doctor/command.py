@@ -26,6 +26,10 @@ def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
     problems = [f"{p.path}: {p.message}" for p in project.problems]
     jobs = []
     for src in project.sources:
+        if src.error is not None and src.kind.is_llamafactory:
+            problems.append(
+                f"{src.document.path}: not checked: it does not parse ({src.error.message}); run cfgopt lint"
+            )
         if src.error is not None or src.kind not in (Kind.LF_TRAIN, Kind.LF_CLI):
             continue
         if src.kind == Kind.LF_CLI and (src.command.get("subcommand") != "train" or src.command.get("yaml")):
