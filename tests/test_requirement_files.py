@@ -77,6 +77,10 @@ def test_versions_outside_the_llamafactory_release_are_judged_for_the_selected_r
     assert [d["code"] for d in found] == ["ENV002"] and "LLaMA-Factory 0.9.3" in found[0]["message"]
     req.write_text("llamafactory==0.9.3\ntransformers>=4.40\n")  # a range: pip chooses
     assert lint(str(req)) == []
+    # 0.9.5 checks accelerate<=1.15.0 at start-up but declares <=1.11.0 to pip
+    req.write_text("llamafactory==0.9.5\naccelerate==1.12.0\n")
+    found = lint(str(req))
+    assert [d["code"] for d in found] == ["ENV002"] and "declares (accelerate>=1.3.0,<=1.11.0)" in found[0]["message"]
 
 
 def test_bitsandbytes_without_rocm_only_when_a_config_of_the_run_uses_it(tmp_path: Path) -> None:

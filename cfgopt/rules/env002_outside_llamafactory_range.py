@@ -19,8 +19,9 @@ class OutsideLlamafactoryRange(Rule):
         "Confidence: certain (what the release checks). Each LLaMA-Factory release checks five dependencies at "
         "start-up (`check_dependencies`: transformers, datasets, accelerate, peft, trl) and stops with `To fix: "
         "run pip install ...` when one is outside its range, unless `DISABLE_VERSION_CHECK=1` is set; it also "
-        "declares a torch floor and a DeepSpeed range for its `deepspeed` extra, which pip resolves but nothing "
-        "checks at run time (a DeepSpeed outside it is untested with that release). Judged for the release "
+        "declares a torch floor, a DeepSpeed range for its `deepspeed` extra and (0.9.4+) dependency ranges that "
+        "can be narrower than the check, which pip resolves but nothing checks at run time (outside them pip "
+        "refuses the set with LLaMA-Factory in it, or the combination is untested). Judged for the release "
         "cfgopt selects (`--llamafactory-version`, the repository's own pins, else the installed one), on exact "
         "pins only (`==`, lock files): a range leaves the choice to pip. A warning, not an error: the file may "
         "not be what the node has installed (`cfgopt doctor` reads that)."
@@ -34,6 +35,8 @@ class OutsideLlamafactoryRange(Rule):
         "(83-87), v0.9.2 (97-101), v0.9.3 (97-103), v0.9.4 (97-101), v0.9.5 (97-101)",
         "LLaMA-Factory setup.py extras (v0.9.0-v0.9.3), pyproject.toml (v0.9.4: `deepspeed>=0.10.0,<=0.16.9`, "
         "`torch>=2.4.0`), requirements/deepspeed.txt (v0.9.5: `deepspeed>=0.10.0,<=0.18.4`)",
+        "LLaMA-Factory pyproject.toml [project] dependencies at v0.9.4 (lines 44-48) and v0.9.5 (lines 43-47): "
+        "narrower than the check for transformers, accelerate and peft",
     )
     example = "transformers==4.46.1   # LLaMA-Factory 0.9.5 checks transformers>=4.55.0,<=5.6.0"
     fix_safety = "No fix: which version in the range suits the rest of the environment is the user's choice."

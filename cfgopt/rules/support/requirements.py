@@ -46,8 +46,9 @@ def pins_of(ctx: Context, names: tuple[str, ...] | frozenset[str]) -> list[Entry
 
 # What each LLaMA-Factory release requires of its dependencies, read from its source at the release tag:
 # `check_dependencies` in src/llamafactory/extras/misc.py (checked at start-up; `DISABLE_VERSION_CHECK=1` skips
-# it), and the `deepspeed` / `torch` ranges of setup.py's extras (0.9.0-0.9.3), pyproject.toml (0.9.4) or
-# requirements/deepspeed.txt (0.9.5), which pip resolves but nothing checks at run time.
+# it), and what pip resolves but nothing checks at run time: the `deepspeed` / `torch` ranges of setup.py's extras
+# (0.9.0-0.9.3), pyproject.toml (0.9.4) or requirements/deepspeed.txt (0.9.5), and pyproject.toml's dependencies
+# where they are narrower than the check (0.9.4, 0.9.5: accelerate <=1.11.0, peft <=0.18.1, no transformers 4.57.0).
 CHECKED: dict[str, dict[str, str]] = {
     "0.9.0": {
         "transformers": ">=4.41.2,<=4.45.0",
@@ -97,8 +98,19 @@ DECLARED: dict[str, dict[str, str]] = {
     "0.9.1": {"deepspeed": ">=0.10.0,<=0.14.4", "torch": ">=1.13.1"},
     "0.9.2": {"deepspeed": ">=0.10.0,<=0.16.4", "torch": ">=1.13.1"},
     "0.9.3": {"deepspeed": ">=0.10.0,<=0.16.9", "torch": ">=2.0.0"},
-    "0.9.4": {"deepspeed": ">=0.10.0,<=0.16.9", "torch": ">=2.4.0"},
-    "0.9.5": {"deepspeed": ">=0.10.0,<=0.18.4", "torch": ">=2.4.0"},
+    # 0.9.4 / 0.9.5: pyproject.toml's dependencies are narrower than `check_dependencies` for some packages
+    "0.9.4": {
+        "deepspeed": ">=0.10.0,<=0.16.9",
+        "torch": ">=2.4.0",
+        "transformers": ">=4.51.0,<=4.57.1,!=4.52.0,!=4.57.0",
+    },
+    "0.9.5": {
+        "deepspeed": ">=0.10.0,<=0.18.4",
+        "torch": ">=2.4.0",
+        "transformers": ">=4.55.0,<=5.6.0,!=4.52.0,!=4.57.0",
+        "accelerate": ">=1.3.0,<=1.11.0",
+        "peft": ">=0.18.0,<=0.18.1",
+    },
 }
 
 
