@@ -30,7 +30,7 @@ class GdsNeedsCuda(Rule):
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
     triggers = frozenset({"aio"})
-    summary = "GPUDirect Storage (`aio.use_gds`) on a target that is not NVIDIA CUDA"
+    summary = "GPUDirect Storage (`aio.use_gds`) off CUDA: refused on CPU, the gds op fails to load on ROCm when used"
     why = (
         "Two checks stand in the way, and which one fails depends on the platform. At config construction "
         "DeepSpeed asserts that the accelerator is named `cuda`: on a CPU accelerator the run stops there. On ROCm "
