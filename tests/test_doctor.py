@@ -169,6 +169,23 @@ def test_attention_the_config_asks_for(tmp_path: Path, links, env: dict, expecte
     assert [s for c, s, _ in found if c == "DOC001"] == ([expected] if expected else [])
 
 
+def test_flash_attn_built_for_this_gpu_architecture(tmp_path: Path) -> None:
+    cfg = config(tmp_path, "flash_attn: fa2\n")
+    for arch, expected in (("gfx90a", ["DOC001"]), ("gfx942:sramecc+:xnack-", [])):
+        folder = site(tmp_path / arch.replace(":", "_"), "rocm", flash_attn="2.7.3")
+        flash_attn_extension(folder, b"libamdhip64.so.6" + b"\0" * 100 + f"hipv4-amdgcn-amd-amdhsa--{arch}".encode())
+        _, found = findings(
+            tmp_path / arch.replace(":", "_"), mi300x_root(tmp_path / arch.replace(":", "_")), folder, cfg=cfg
+        )
+        assert codes(found) == expected, arch
+    assert "built for gfx90a, not for this node's gfx942" in found_message(tmp_path, cfg)
+
+
+def found_message(tmp_path: Path, cfg: Path) -> str:
+    folder = tmp_path / "gfx90a" / "site"
+    return findings(tmp_path / "gfx90a", tmp_path / "gfx90a" / "root", folder, cfg=cfg)[1][0][2]
+
+
 def test_liger_present_for_this_gpu(tmp_path: Path) -> None:
     cfg = config(tmp_path, "enable_liger_kernel: true\n")
     _, found = findings(tmp_path / "a", mi300x_root(tmp_path / "a"), site(tmp_path / "a"), cfg=cfg)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.doctor.stack import Stack
+from cfgopt.doctor.stack import GFX_OF, Stack, flash_attn_archs
 from cfgopt.document import Document
 from cfgopt.rules.support.rocm_env import judge_variable
 from cfgopt.source import Source
@@ -183,6 +183,8 @@ def _attention(job: Any, stack: Stack) -> Iterator[Diagnostic]:
             src,
             "flash_attn",
         )
+    elif build == "rocm" and runtime == "rocm" and stack.target is not None and stack.target.arch in GFX_OF:
+        yield from _flash_attn_arch(job, stack, version)
     elif build == "triton" and stack.env.get("FLASH_ATTENTION_TRITON_AMD_ENABLE", "").upper() != "TRUE":
         yield finding(
             "DOC001",
@@ -190,6 +192,22 @@ def _attention(job: Any, stack: Stack) -> Iterator[Diagnostic]:
             f"flash-attn {version} is the Triton (AMD) build and FLASH_ATTENTION_TRITON_AMD_ENABLE is not TRUE: "
             "releases before its automatic Triton fallback (flash-attention PR #2343) fail to import it",
             src,
+            "flash_attn",
+        )
+
+
+def _flash_attn_arch(job: Any, stack: Stack, version: str) -> Iterator[Diagnostic]:
+    """A CK build compiled for other GPUs (`GPU_ARCHS`) has no kernel for this one: HIP stops at the first
+    attention call."""
+    wanted = GFX_OF[stack.target.arch]
+    archs = flash_attn_archs(stack.site_dirs)
+    if archs and wanted not in archs:
+        yield finding(
+            "DOC001",
+            Severity.ERROR,
+            f"flash-attn {version} was built for {', '.join(sorted(archs))}, not for this node's {wanted} "
+            f"({stack.gpu_name}): the first attention call finds no kernel; rebuild with GPU_ARCHS={wanted}",
+            job.source,
             "flash_attn",
         )
 

@@ -187,6 +187,44 @@ def _linked_runtime(path: str) -> str:
     return "unknown"
 
 
+# The GPU architectures a HIP extension carries code for: its offload bundles are named
+# `hipv4-amdgcn-amd-amdhsa--gfx942[:features]`. They may sit anywhere in a file of hundreds of MB, so the file is
+# read in chunks, only when a config asks for flash-attn on a ROCm build, and at most this far.
+_GFX = re.compile(rb"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)")
+_ARCH_SCAN_BYTES = 1024 * 1024 * 1024
+GFX_OF = {"cdna2": "gfx90a", "cdna3": "gfx942", "cdna4": "gfx950"}
+
+
+def flash_attn_archs(site_dirs: tuple[str, ...]) -> frozenset[str]:
+    """The gfx architectures flash-attn's compiled (CK) extension has kernels for; empty when none are found."""
+    for folder in site_dirs:
+        names = [n for n in _listing(folder) if n.startswith("flash_attn_2_cuda") and n.endswith(".so")]
+        if names:
+            return _archs_in(os.path.join(folder, names[0]))
+    return frozenset()
+
+
+def _archs_in(path: str) -> frozenset[str]:
+    found: set[str] = set()
+    tail = b""
+    read = 0
+    try:
+        with open(path, "rb") as f:
+            while read < _ARCH_SCAN_BYTES:
+                chunk = f.read(_ELF_HEAD_BYTES)
+                if not chunk:
+                    break
+                read += len(chunk)
+                before = len(found)
+                found.update(m.decode() for m in _GFX.findall(tail + chunk))
+                if found and len(found) == before:
+                    break  # the bundles sit together: a chunk that adds none ends the list
+                tail = chunk[-64:]
+    except OSError:
+        return frozenset()
+    return frozenset(found)
+
+
 def _flash_attn_build(dirs: tuple[str, ...]) -> str:
     for folder in dirs:
         extensions = [n for n in _listing(folder) if n.startswith("flash_attn_2_cuda") and n.endswith(".so")]
