@@ -186,6 +186,20 @@ def found_message(tmp_path: Path, cfg: Path) -> str:
     return findings(tmp_path / "gfx90a", tmp_path / "gfx90a" / "root", folder, cfg=cfg)[1][0][2]
 
 
+def test_bitsandbytes_with_rocm_support_when_the_config_quantizes(tmp_path: Path) -> None:
+    cfg = config(tmp_path, "quantization_bit: 4\n")
+    _, found = findings(
+        tmp_path / "a", mi300x_root(tmp_path / "a"), site(tmp_path / "a", bitsandbytes="0.43.3"), cfg=cfg
+    )
+    assert codes(found) == ["DOC012"] and "before 0.47" in found[0][2]
+    _, found = findings(
+        tmp_path / "b", mi300x_root(tmp_path / "b"), site(tmp_path / "b", bitsandbytes="0.48.2"), cfg=cfg
+    )
+    assert found == []
+    _, found = findings(tmp_path / "c", mi300x_root(tmp_path / "c"), site(tmp_path / "c"), cfg=cfg)
+    assert codes(found) == ["DOC012"] and "not installed" in found[0][2]
+
+
 def test_liger_present_for_this_gpu(tmp_path: Path) -> None:
     cfg = config(tmp_path, "enable_liger_kernel: true\n")
     _, found = findings(tmp_path / "a", mi300x_root(tmp_path / "a"), site(tmp_path / "a"), cfg=cfg)

@@ -2,7 +2,7 @@
 
 Codes (docs/doctor.md): DOC001 attention, DOC002 Liger, DOC003 DeepSpeed CPU Adam, DOC004 FORCE_TORCHRUN,
 DOC005 visible devices, DOC006 datasets, DOC007 model path, DOC008 disk space, DOC009 Python, DOC010 torch's
-runtime against the GPUs, DOC011 ROCm / allocator variables.
+runtime against the GPUs, DOC011 ROCm / allocator variables, DOC012 bitsandbytes.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ NAMES = {
     "DOC009": "python-too-old",
     "DOC010": "torch-runtime-mismatch",
     "DOC011": "launcher-variable",
+    "DOC012": "bitsandbytes-unavailable",
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # LLaMA-Factory's `requires-python` / `python_requires` at each release tag (setup.py v0.9.0-v0.9.3,
@@ -151,6 +152,7 @@ def job_findings(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     """The findings for one training job (`cfgopt.job.Job`)."""
     yield from _attention(job, stack)
     yield from _liger(job, stack)
+    yield from _bitsandbytes(job, stack)
     yield from _deepspeed(job, stack)
     yield from _datasets(job)
     yield from _model(job)
@@ -242,6 +244,30 @@ def _liger(job: Any, stack: Stack) -> Iterator[Diagnostic]:
             "the ROCm Triton (pytorch-triton-rocm, installed with ROCm torch)",
             job.source,
             "enable_liger_kernel",
+        )
+
+
+def _bitsandbytes(job: Any, stack: Stack) -> Iterator[Diagnostic]:
+    """bitsandbytes for a config that quantizes with it or uses its optimizers: installed, and with ROCm support
+    (0.47+) on a ROCm torch (cfgopt.rules.support.bitsandbytes)."""
+    from cfgopt.rules.support.bitsandbytes import ROCM_FIRST, uses_bitsandbytes
+
+    why = uses_bitsandbytes({k: job.value(k) for k in ("quantization_bit", "quantization_method", "optim")})
+    if not why:
+        return
+    key = why.partition(":")[0]
+    version = stack.version("bitsandbytes")
+    if version is None:
+        message = f"`{why}` needs bitsandbytes, which is not installed"
+        yield finding("DOC012", Severity.ERROR, message, job.source, key)
+    elif stack.torch_runtime == "rocm" and _version_tuple(version)[:2] < ROCM_FIRST:
+        yield finding(
+            "DOC012",
+            Severity.ERROR,
+            f"`{why}` on ROCm torch with bitsandbytes {version}: releases before 0.47 have no ROCm library; "
+            "install bitsandbytes>=0.47 (0.50+ for official AMD support)",
+            job.source,
+            key,
         )
 
 
