@@ -25,7 +25,7 @@ class Target(NamedTuple):
     peak_bf16_tflops: float
     arch: str = ""  # "cdna2", "cdna3", "cdna4", "volta", "turing", "ampere", "ada", "hopper", "blackwell"
     fp8: bool = False  # FP8 tensor/matrix cores (Ada, Hopper, Blackwell; CDNA3/4: not CDNA2)
-    tf32: bool = False  # TF32 matrix math in hardware (NVIDIA Ampere+; CDNA3/4, where torch does not use it)
+    tf32: bool = False  # TF32 matrix math in hardware (NVIDIA Ampere+; CDNA3 (XF32), where torch does not use it)
     # Ships as 8 GPUs in one fully connected xGMI mesh (MI300X, MI325X, MI355X platforms): a collective among 2 or
     # 4 of them uses only their share of the links (PF052). MI250X nodes are not fully connected (4 cards, 8 GCDs,
     # uneven links) and MI210 / MI300A nodes hold 4 devices or fewer.
@@ -54,7 +54,8 @@ def _nvidia(name: str, device: str, gib: float, tflops: float, arch: str) -> Tar
 
 
 def _amd(name: str, device: str, gib: float, tflops: float, arch: str, *, mesh: bool = False) -> Target:
-    return Target(name, "rocm", device, gib, True, tflops, arch, arch != "cdna2", arch != "cdna2", mesh)
+    # TF32 (XF32) matrix instructions exist on CDNA3 (gfx942) only: CDNA2 has none and CDNA4 (gfx950) dropped them
+    return Target(name, "rocm", device, gib, True, tflops, arch, arch != "cdna2", arch == "cdna3", mesh)
 
 
 TARGETS: dict[str, Target] = {

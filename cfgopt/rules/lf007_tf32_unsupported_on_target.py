@@ -19,9 +19,9 @@ class Tf32UnsupportedOnTarget(Rule):
         "Confidence: certain. HF `TrainingArguments.__post_init__` raises when `tf32` is true and "
         "`is_torch_tf32_available()` is false, and that function returns false whenever `torch.version.cuda` is "
         "None, and checks NVIDIA's compute capability otherwise. So it is refused on every ROCm build for a "
-        "software reason, not a hardware one: CDNA3/CDNA4 GPUs (MI300X, MI325X, MI300A, MI355X) do have TF32 "
-        "(XF32) matrix math, CDNA2 (MI250X, MI210) has none, and transformers refuses both because ROCm torch "
-        "sets `torch.version.hip`, not `torch.version.cuda`. It is also refused without a CUDA GPU and on NVIDIA "
+        "software reason, not a hardware one: CDNA3 GPUs (MI300X, MI325X, MI300A) do have TF32 (XF32) matrix "
+        "math, CDNA2 (MI250X, MI210) has none and CDNA4 (MI355X) dropped it, and transformers refuses all of them "
+        "because ROCm torch sets `torch.version.hip`, not `torch.version.cuda`. It is also refused without a CUDA GPU and on NVIDIA "
         "GPUs below compute capability 8.0 (V100, T4), which have no TF32. On GPUs with TF32 it only affects fp32 "
         "matmuls, so it is a no-op for bf16 work. Judged for the target (quiet when there is none)."
     )
@@ -32,8 +32,9 @@ class Tf32UnsupportedOnTarget(Rule):
         "`torch.version.cuda is None` or the device's major capability is below 8)",
         "docs/evidence/rocm_perf.md §2.2 and R01 (certain). No ROCm failure report was found: the ROCm verdict "
         "rests on the code above (LLaMA-Factory issue #3718, cited before, is a CUDA report)",
-        "AMD CDNA3 ISA reference and MI300X data sheet (TF32 / XF32 matrix throughput; "
-        "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html)",
+        "AMD MI300X data sheet (TF32 matrix throughput; "
+        "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html); LLVM AMDGPU `FeatureXF32Insts` "
+        "(the XF32 MFMA instructions: gfx942 only, not gfx90a nor gfx950)",
     )
     example = "tf32: true   ->  (removed)   # --target mi300x"
     fix_safety = (
