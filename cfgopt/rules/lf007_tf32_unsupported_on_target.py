@@ -22,8 +22,9 @@ class Tf32UnsupportedOnTarget(Rule):
         "software reason, not a hardware one: CDNA3 GPUs (MI300X, MI325X, MI300A) do have TF32 (XF32) matrix "
         "math, CDNA2 (MI250X, MI210) has none and CDNA4 (MI355X) dropped it, and transformers refuses all of them "
         "because ROCm torch sets `torch.version.hip`, not `torch.version.cuda`. It is also refused without a CUDA "
-        "GPU and on NVIDIA GPUs below compute capability 8.0 (V100, T4), which have no TF32. On GPUs with TF32 it only affects fp32 "
-        "matmuls, so it is a no-op for bf16 work. Judged for the target (quiet when there is none)."
+        "GPU and on NVIDIA GPUs below compute capability 8.0 (V100, T4), which have no TF32. On GPUs with TF32 "
+        "it only affects fp32 matmuls, so it is a no-op for bf16 work. Judged for the target (quiet when there is "
+        "none)."
     )
     fails_when = "At start-up: `ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7`."
     evidence = (
