@@ -112,9 +112,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
         return 2
     if not job.training:
-        what = (
-            "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
-        )
+        what = "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
         sys.stderr.write(
             f"cfgopt estimate: {args.config}: {what}: `estimate` models the memory of training only "
             "(weights, gradients, optimizer states, activations); give the training YAML\n"
