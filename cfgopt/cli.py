@@ -55,6 +55,7 @@ SUBCOMMANDS = {
     "verify": "run the real trainer for a few steps, original vs fixed",
     "estimate": "peak memory per GPU of a training config, largest micro-batch",
     "tune": "find the fastest config that fits, by memory-pruned short runs",
+    "doctor": "check this node's environment (packages, builds, GPUs, variables) against training configs",
     "schema": "JSON Schema files for editors: `cfgopt schema export`",
     "rules": "list all rules",
     "rule": "explain one rule",

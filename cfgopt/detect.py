@@ -92,8 +92,14 @@ def detect_gpus(root: str | None = None) -> Detected | None:
     return _CACHE[base]
 
 
+def gpu_models(base: str) -> list[str]:
+    """Every GPU the operating system shows under `base` (no `*_VISIBLE_DEVICES` limit): NVIDIA model names, or
+    `target:NAME` / a readable name for AMD parts (`cfgopt doctor` compares the visible-devices lists with it)."""
+    return _nvidia_models(base) or _kfd_models(base) or _drm_models(base)
+
+
 def _detect(base: str) -> Detected | None:
-    models = _nvidia_models(base) or _kfd_models(base) or _drm_models(base)
+    models = gpu_models(base)
     if not models:
         return None
     visible = _visible_limit()

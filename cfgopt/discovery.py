@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cfgopt.pins import is_requirement_file
 from cfgopt.source import Kind
 
 CONFIG_SUFFIXES = {".yaml", ".yml", ".json"}
@@ -51,13 +52,15 @@ def iter_files(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
                 for name in sorted(files):
                     suffix = os.path.splitext(name)[1].lower()
-                    if suffix in CONFIG_SUFFIXES or suffix in SCRIPT_SUFFIXES:
+                    if suffix in CONFIG_SUFFIXES or suffix in SCRIPT_SUFFIXES or is_requirement_file(name):
                         yield Path(root) / name, False
         else:
             yield path, True
 
 
 def loader_for(path: Path) -> str:
+    if is_requirement_file(path.name):
+        return "requirements"  # requirements*.txt, pyproject.toml, the lock files, setup.py (cfgopt.pins)
     suffix = path.suffix.lower()
     if suffix == ".json":
         return "json"

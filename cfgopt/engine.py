@@ -165,6 +165,11 @@ class Project:
             from cfgopt.loaders.command_loader import find_commands  # the shell lexer: for scripts only
 
             sources.extend(find_commands(doc, settings.lf_schema))
+        elif loader == "requirements":
+            from cfgopt.requirement_files import load_requirements  # the requirement files: only when present
+
+            found = load_requirements(doc)
+            sources.extend([found] if found is not None else [])
         elif loader == "json":
             src = load_json(doc)
             if src.error is None:
@@ -204,6 +209,7 @@ class Project:
             ref = src.data.get("deepspeed")
             if isinstance(ref, str) and ref:
                 self._link_deepspeed(src, ref)
+        self._link_requirements()
 
     def _link_deepspeed(self, src: Source, ref: str) -> None:
         ctx = self.context(src)
@@ -255,6 +261,16 @@ class Project:
                 return []
         self._by_path.pop(key, None)  # read before as a file of no known kind: read again as DeepSpeed's
         return self.load(found, explicit=False, kind_hint=Kind.DEEPSPEED)
+
+    def _link_requirements(self) -> None:
+        """A requirement file's consumers: the LLaMA-Factory configs of the run at or below its folder, the jobs
+        it installs for (ENV003 asks whether one of them uses bitsandbytes)."""
+        files = [src for src in self.sources if src.kind == Kind.REQUIREMENTS]
+        configs = [src for src in self.sources if src.kind.is_llamafactory and src.error is None]
+        for req in files:
+            folder = real_path(req.document.path).parent
+            found = [c for c in configs if folder in real_path(c.document.path).parents]
+            self.context(req).consumers.extend(found)
 
     def _note_where_found(self, ref: str, found: Path | None, searched: list[str], config: Path) -> None:
         """Remember a reference found from the config's folder or one above it rather than the current one: the

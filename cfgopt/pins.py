@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from cfgopt.user_files import read_text_bounded
 from cfgopt.versions import VersionRange
@@ -182,3 +183,135 @@ def find_pins(folder: Path, cache: dict[str, dict[str, VersionRange]] | None = N
     for seen in visited:
         known.setdefault(seen, dict(out))
     return out
+
+
+# --------------------------------------------------------------------------- requirement files as linted files
+# The requirement rules (cfgopt/rules/env*) lint the same files `pins_in` reads, for every package they name and
+# with the position of each pin; `cfgopt.requirement_files` builds a Source from these.
+REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py")
+_DIRECT = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*@\s*(\S+)""")
+_QUOTED_DIRECT = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*[^"'\s]+)["']""")
+_INDEX_OPTION = re.compile(r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
+_URL = re.compile(r"""https?://[^\s"'\]},]+""")
+
+
+class Pin(NamedTuple):
+    """One requirement as written: the name (normalised), its specifier or `@ url`, and their spans."""
+
+    name: str
+    spec: str
+    name_start: int
+    name_end: int
+    spec_start: int
+    spec_end: int
+
+
+def is_requirement_file(name: str) -> bool:
+    """A file `pins_in` reads for pins (and the requirement rules lint)."""
+    return name in REQUIREMENT_FILES or (name.startswith("requirements") and name.endswith(".txt"))
+
+
+def _blank_comments(text: str) -> str:
+    """The text with comment lines blanked, offsets kept (a pin commented out is not a pin)."""
+    return "".join(
+        " " * len(line.rstrip("\r\n")) + line[len(line.rstrip("\r\n")) :] if line.lstrip().startswith("#") else line
+        for line in text.splitlines(keepends=True)
+    )
+
+
+def _pin_from(text: str, offset: int) -> Pin | None:
+    """A PEP 508 requirement (`name[extra] spec ; marker` or `name @ url`) starting at `offset` in a file."""
+    direct = _DIRECT.match(text)
+    if direct is not None:
+        name_at, spec_at = direct.start(1) + offset, direct.start(2) + offset
+        url = direct.group(2)
+        return Pin(
+            _normalise(direct.group(1)),
+            "@ " + url,
+            name_at,
+            name_at + len(direct.group(1)),
+            spec_at,
+            spec_at + len(url),
+        )
+    match = _REQUIREMENT.match(text)
+    if match is None:
+        return None
+    spec = match.group(2).strip().rstrip(",")
+    name_at = match.start(1) + offset
+    spec_at = match.start(2) + offset if spec else name_at
+    spec_end = spec_at + len(spec) if spec else name_at + len(match.group(1))
+    return Pin(_normalise(match.group(1)), spec, name_at, name_at + len(match.group(1)), spec_at, spec_end)
+
+
+def _requirement_txt_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    pins: list[Pin] = []
+    indexes: list[tuple[str, int, int]] = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        body = line.split(" #", 1)[0].rstrip("\r\n")
+        option = _INDEX_OPTION.match(body)
+        if option is not None:
+            indexes.append((option.group(1), offset + option.start(1), offset + option.end(1)))
+        elif body.strip() and not body.lstrip().startswith(("#", "-", "git+", "http")):
+            pin = _pin_from(body, offset)
+            if pin is not None:
+                pins.append(pin)
+        offset += len(line)
+    return pins, indexes
+
+
+def _manifest_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """pyproject.toml / setup.py: quoted requirement strings and poetry `name = "spec"` lines; index URLs."""
+    text = _blank_comments(text)
+    pins = [
+        pin
+        for regex in (_QUOTED, _QUOTED_DIRECT)
+        for m in regex.finditer(text)
+        if (pin := _pin_from(m.group(1), m.start(1))) is not None
+    ]
+    for m in _POETRY.finditer(text):
+        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
+        name = _normalise(m.group(1))
+        if name in POETRY_PACKAGES:
+            start = m.start(group)
+            pins.append(Pin(name, m.group(group).strip(), m.start(1), m.end(1), start, m.end(group)))
+    indexes = [(m.group(0), m.start(), m.end()) for m in _URL.finditer(text)]
+    return sorted(pins, key=lambda p: p.name_start), indexes
+
+
+def _lock_pins(text: str) -> list[Pin]:
+    pins = []
+    for m in re.finditer(_LOCKED.pattern, text, re.MULTILINE):
+        pins.append(Pin(_normalise(m.group(1)), "==" + m.group(2), m.start(1), m.end(1), m.start(2), m.end(2)))
+    return pins
+
+
+# poetry's `name = "spec"` lines are any TOML string; only these names are taken as pins from them
+POETRY_PACKAGES = frozenset(
+    _normalise(n)
+    for n in [
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "flash-attn",
+        "bitsandbytes",
+        "deepspeed",
+        "transformers",
+        "datasets",
+        "accelerate",
+        "peft",
+        "trl",
+        "llamafactory",
+        "liger-kernel",
+        "unsloth",
+    ]
+)
+
+
+def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """Every pin of a requirement file (any package) with its span, and the package index URLs it names."""
+    if file_name in ("uv.lock", "poetry.lock"):
+        return _lock_pins(text), []
+    if file_name in ("pyproject.toml", "setup.py"):
+        return _manifest_pins(text)
+    return _requirement_txt_pins(text)

@@ -25,7 +25,11 @@ class Target(NamedTuple):
     peak_bf16_tflops: float
     arch: str = ""  # "cdna2", "cdna3", "cdna4", "volta", "turing", "ampere", "ada", "hopper", "blackwell"
     fp8: bool = False  # FP8 tensor/matrix cores (Ada, Hopper, Blackwell; CDNA3/4: not CDNA2)
-    tf32: bool = False  # TF32 matrix math in hardware (NVIDIA Ampere+; CDNA3/4, where torch does not use it)
+    tf32: bool = False  # TF32 matrix math in hardware (NVIDIA Ampere+; CDNA3 (XF32), where torch does not use it)
+    # Ships as 8 GPUs in one fully connected xGMI mesh (MI300X, MI325X, MI355X platforms): a collective among 2 or
+    # 4 of them uses only their share of the links (PF052). MI250X nodes are not fully connected (4 cards, 8 GCDs,
+    # uneven links) and MI210 / MI300A nodes hold 4 devices or fewer.
+    xgmi_mesh: bool = False
 
     @property
     def stated(self) -> bool:
@@ -49,17 +53,18 @@ def _nvidia(name: str, device: str, gib: float, tflops: float, arch: str) -> Tar
     return Target(name, "cuda", device, gib, modern, tflops, arch, arch in ("ada", "hopper", "blackwell"), modern)
 
 
-def _amd(name: str, device: str, gib: float, tflops: float, arch: str) -> Target:
-    return Target(name, "rocm", device, gib, True, tflops, arch, arch != "cdna2", arch != "cdna2")
+def _amd(name: str, device: str, gib: float, tflops: float, arch: str, *, mesh: bool = False) -> Target:
+    # TF32 (XF32) matrix instructions exist on CDNA3 (gfx942) only: CDNA2 has none and CDNA4 (gfx950) dropped them
+    return Target(name, "rocm", device, gib, True, tflops, arch, arch != "cdna2", arch == "cdna3", mesh)
 
 
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in (
-        _amd("mi300x", "AMD Instinct MI300X", 192, 1307.4, "cdna3"),
-        _amd("mi325x", "AMD Instinct MI325X", 256, 1307.4, "cdna3"),
+        _amd("mi300x", "AMD Instinct MI300X", 192, 1307.4, "cdna3", mesh=True),
+        _amd("mi325x", "AMD Instinct MI325X", 256, 1307.4, "cdna3", mesh=True),
         _amd("mi300a", "AMD Instinct MI300A", 128, 980.6, "cdna3"),
-        _amd("mi355x", "AMD Instinct MI355X", 288, 2500.0, "cdna4"),
+        _amd("mi355x", "AMD Instinct MI355X", 288, 2500.0, "cdna4", mesh=True),
         _amd("mi250x", "AMD Instinct MI250X (one GCD)", 64, 191.5, "cdna2"),
         _amd("mi210", "AMD Instinct MI210", 64, 181.0, "cdna2"),
         _nvidia("b200", "NVIDIA B200", 180, 2250.0, "blackwell"),
@@ -108,6 +113,8 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
         "PF012",
         "PF013",
         "PF052",
+        "ENV001",
+        "ENV003",
     }
 )
 

@@ -108,6 +108,8 @@ def test_every_gpu_target_has_memory_a_peak_and_its_architecture_facts() -> None
     # CDNA2 (MI250X, MI210) has neither FP8 nor TF32 matrix cores; CDNA3 has both (rules scope AMD claims by it)
     assert not any(TARGETS[n].fp8 or TARGETS[n].tf32 for n in ("mi250x", "mi210"))
     assert all(TARGETS[n].fp8 and TARGETS[n].tf32 for n in ("mi300x", "mi325x", "mi300a"))
+    # the fully connected 8-GPU xGMI mesh PF052 judges: MI300X / MI325X / MI355X platforms, not CDNA2 nor MI300A
+    assert {t.name for t in gpus if t.xgmi_mesh} == {"mi300x", "mi325x", "mi355x"}
     memory = {n: TARGETS[n].memory_gib for n in ("a100-40gb", "h20", "l40s", "l4", "rtx4090", "v100-16gb", "b200")}
     assert memory == {"a100-40gb": 40, "h20": 96, "l40s": 48, "l4": 24, "rtx4090": 24, "v100-16gb": 16, "b200": 180}
     assert {t.vendor for t in gpus} == {"nvidia", "amd"}

@@ -23,12 +23,12 @@ from cfgopt.rules.base import Rule
 from cfgopt.source import Kind
 
 _RULE_MODULE = re.compile(r"^[a-z]+\d{3}_\w+$")
-_PREFIX_ORDER = {"CFG": 0, "LF": 1, "DS": 2, "XF": 3, "PF": 4, "MEM": 5}
+_PREFIX_ORDER = {"CFG": 0, "LF": 1, "DS": 2, "XF": 3, "PF": 4, "MEM": 5, "ENV": 6}
 
 
 @cache
 def rule_modules() -> tuple[str, ...]:
-    """Every rule module's name (no import), in catalog order: prefix (CFG, LF, DS, XF, PF, MEM), then code."""
+    """Every rule module's name (no import), in catalog order: prefix (CFG, LF, DS, XF, PF, MEM, ENV), then code."""
     # a folder listing, not pkgutil: the rules ship as plain files, and this is on every lint run's path
     stems = (name[:-3] for name in os.listdir(os.path.dirname(__file__)) if name.endswith(".py"))
     names = [stem for stem in stems if _RULE_MODULE.match(stem)]

@@ -7,7 +7,10 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     "cfg001_parse_error": (
         "CFG001",
         "parse-error",
-        "accelerate deepspeed llamafactory-cli llamafactory-infer llamafactory-train llamafactory-v1 unknown",
+        (
+            "accelerate deepspeed llamafactory-cli llamafactory-infer llamafactory-train "
+            "llamafactory-v1 requirements unknown"
+        ),
         "*",
     ),
     "cfg002_duplicate_key": ("CFG002", "duplicate-key", "deepspeed llamafactory-infer llamafactory-train", "*"),
@@ -302,6 +305,20 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "*",
     ),
     "mem005_micro_batch_headroom": ("MEM005", "micro-batch-headroom", "llamafactory-cli llamafactory-train", "*"),
+    "env001_build_for_another_platform": (
+        "ENV001",
+        "build-for-another-platform",
+        "requirements",
+        "flash_attn torch torchaudio torchvision",
+    ),
+    "env002_outside_llamafactory_range": (
+        "ENV002",
+        "outside-llamafactory-range",
+        "requirements",
+        "accelerate datasets deepspeed peft torch transformers trl",
+    ),
+    "env003_bitsandbytes_without_rocm": ("ENV003", "bitsandbytes-without-rocm", "requirements", "bitsandbytes"),
+    "env010_slow_launcher_variable": ("ENV010", "slow-launcher-variable", "llamafactory-cli", "*"),
 }
 
 # Rules outside the default selection (`Rule.default_on = False`): they run only when selected.

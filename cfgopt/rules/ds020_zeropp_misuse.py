@@ -24,13 +24,15 @@ class ZeroppMisuse(Rule):
         "all-gather is intra-node anyway, so it only costs the extra copy (the ZeRO++ tutorial sizes it to the "
         "ranks per node, for multi-node runs). Checked when `--gpus` is given and is at most 8 (one node). "
         "On ROCm the quantized collectives (`zero_quantized_weights`/`_gradients`) need DeepSpeed's quantizer "
-        "ops hipified and built; build failures are reported on MI200 (info: verify before use)."
+        "ops hipified and built; a build failure was reported on MI200 with DeepSpeed 0.14.4 and ROCm 6.0 "
+        "(December 2024; no later report found), so it is info: verify with the installed release before use."
     )
     fails_when = "hpZ: never (memory spent for nothing). qwZ/qgZ on ROCm: at op build, if it fails."
     evidence = (
         "https://www.deepspeed.ai/tutorials/zeropp/ (hpZ: 'ideal is number of ranks per node'), arXiv:2306.10209",
         "deepspeed 0.19.8 runtime/zero/config.py (`zero_hpz_partition_size`, `zero_quantized_*`, stage 3 only)",
-        "https://github.com/deepspeedai/DeepSpeed/issues/6795 (quantizer build failure on ROCm/MI200)",
+        "https://github.com/deepspeedai/DeepSpeed/issues/6795 (quantizer build failure on ROCm/MI200: DeepSpeed "
+        "0.14.4, ROCm 6.0, December 2024)",
     )
     example = '"zero_hpz_partition_size": 8 with --gpus 8   ->  1'
     fix_safety = "No fix."

@@ -15,25 +15,36 @@ class FlashAttnFa2Fallback(Rule):
     default_on = False
     opt_in_because = "whether the image that runs the job has flash-attn is unknown where cfgopt runs"
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    summary = "`flash_attn: fa2` silently falls back to the default attention when flash-attn is not importable"
+    summary = "`flash_attn: fa2` falls back to SDPA only when flash-attn is absent; a wrong build fails at model load"
     why = (
-        "Confidence: certain (the fallback), contested (whether the job's image has flash-attn). LLaMA-Factory "
-        "checks `is_flash_attn_2_available()` and, if it is false, only logs 'FlashAttention-2 is not installed.' "
-        "and keeps transformers' default (SDPA). `pip install flash-attn` gives a CUDA build; on ROCm it must be a "
-        "ROCm build (CK, `GPU_ARCHS=gfx942`), or the Triton backend, which also needs "
-        "`FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE` at run time; LLaMA-Factory's ROCm Dockerfile does not install "
-        "it by default. The log line 'Using FlashAttention-2' / 'Using torch SDPA' settles what ran; at Alpaca "
-        "lengths SDPA was as fast (bench/h200/measurements.md), so the gain shows only at long or packed "
-        "sequences."
+        "Confidence: certain (what transformers checks), contested (what the job's image has). LLaMA-Factory asks "
+        "`is_flash_attn_2_available()`, and if it is false only logs 'FlashAttention-2 is not installed.' and keeps "
+        "transformers' default (SDPA). That check looks at the package alone: the `flash-attn` distribution is "
+        "installed, at version >= 2.3.3, and torch sees a GPU. It does not import flash-attn, so a present but "
+        "wrong build is selected and fails when the model loads its attention: a CUDA wheel on ROCm (`pip install "
+        "flash-attn` from the default index builds for CUDA), a CK build for another GPU architecture "
+        "(`GPU_ARCHS=gfx942` for MI300X, gfx90a for MI250X/MI210), or a Triton build imported without "
+        "`FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE` in releases before flash-attention's automatic Triton fallback "
+        "(PR #2343, March 2026). Only an absent package falls back. LLaMA-Factory's ROCm Dockerfile does not "
+        "install it by default. The log line 'Using FlashAttention-2' / 'Using torch SDPA' settles what ran; at "
+        "Alpaca lengths SDPA was as fast (bench/h200/measurements.md), so the gain shows only at long or packed "
+        "sequences. `cfgopt doctor` reads the installed build on the node."
     )
-    fails_when = "Never fails: the run uses SDPA instead of FlashAttention-2 and says so only in a warning line."
+    fails_when = (
+        "Absent package: never fails, the run uses SDPA and says so in a warning line. A wrong build: at model load."
+    )
     evidence = (
-        "llamafactory 0.9.5 model/model_utils/attention.py L76-83 (warning and return when not available)",
+        "llamafactory 0.9.5 model/model_utils/attention.py:76-83 (warning and return when not available)",
+        "transformers 5.6.0 utils/import_utils.py:947-961 (`is_flash_attn_2_available`: distribution present, "
+        "version >= 2.3.3, a CUDA-or-ROCm torch device; no import)",
+        "https://github.com/Dao-AILab/flash-attention/pull/2343 (ROCm: Triton backend chosen automatically when the "
+        "C++ extension is missing), https://github.com/Dao-AILab/flash-attention/issues/1538 (the variable needed "
+        "at run time before it)",
         "docs/evidence/rocm_perf.md §1.1-1.3, R02, R03 (ROCm builds, FLASH_ATTENTION_TRITON_AMD_ENABLE)",
         "LLaMA-Factory issues #7979, #8793",
     )
     example = "flash_attn: fa2   # check the log for 'Using FlashAttention-2', or use sdpa"
-    fix_safety = "No fix: whether the image has flash-attn is not visible from the config."
+    fix_safety = "No fix: whether the image has flash-attn, and which build, is not visible from the config."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         entry = entry_of(ctx, "flash_attn")
@@ -42,15 +53,16 @@ class FlashAttnFa2Fallback(Rule):
         target = ctx.settings.target
         if target.is_rocm:
             extra = (
-                f"; on {target.name} it needs a ROCm build (CK), or the Triton build with "
-                "FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE set at run time"
+                f"; on {target.name} a CUDA wheel or a CK build for another architecture is still selected and fails "
+                "at model load: it needs a ROCm build (CK for "
+                f"{'gfx942' if target.arch == 'cdna3' else 'gfx90a' if target.arch == 'cdna2' else 'this GPU'}), or "
+                "the Triton build with FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE"
             )
         else:
             extra = ""
         yield self.at_entry(
             ctx,
             entry,
-            "`flash_attn: fa2` falls back to SDPA with only a warning when the flash-attn package is not importable"
-            + extra,
+            "`flash_attn: fa2` falls back to SDPA with only a warning when the flash-attn package is absent" + extra,
             on="value",
         )

@@ -4,12 +4,9 @@ from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.bitsandbytes import ROCM_EVIDENCE, is_bnb_optimizer
 from cfgopt.rules.support.llamafactory import entry_of, value_of
 from cfgopt.source import Kind
-
-
-def _bnb_optim(value) -> bool:
-    return isinstance(value, str) and ("8bit" in value or value.startswith("paged_") or "bnb" in value)
 
 
 class BitsandbytesOnRocm(Rule):
@@ -19,16 +16,24 @@ class BitsandbytesOnRocm(Rule):
     default_on = False
     opt_in_because = "contested: ROCm support depends on the bitsandbytes release installed where the job runs"
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    summary = "bitsandbytes quantization or 8-bit/paged optimizers on a ROCm target: needs a ROCm bitsandbytes build"
+    summary = "bitsandbytes quantization or optimizers on a ROCm target: needs a bitsandbytes release with ROCm"
     why = (
-        "Confidence: contested. `quantization_bit` with the bnb method and the `*_8bit`/`paged_*`/`*_bnb*` "
-        "optimizers need bitsandbytes' GPU library. Recent releases list AMD GPUs as supported; older wheels lack "
+        "Confidence: contested. `quantization_bit` with the bnb method and the optimizers transformers hands to "
+        "bitsandbytes (`adamw_bnb_8bit`, `adamw_8bit`, `paged_*`, `ademamix*`, `lion_*`, `rmsprop_bnb*`, and "
+        "GaLore's 8-bit AdamW; not torchao's `adamw_torch_8bit` / `adamw_torch_4bit`) need bitsandbytes' GPU "
+        "library. Whether it runs on ROCm is a release question: the PyPI package has no ROCm library before 0.47 "
+        "(the ROCm backend was merged in mid-2025 and first released in 0.47.0); 0.47-0.49 ship it as "
+        "experimental; from 0.50 the installation guide lists AMD GPUs as officially supported. Older wheels lack "
         "`libbitsandbytes_rocm*.so` (LLaMA-Factory #8793) and source builds need the right `BNB_ROCM_ARCH` "
-        "(gfx942 for MI300X). A one-step run in the job image settles it."
+        "(gfx942 for MI300X, gfx90a for MI250X/MI210). A bitsandbytes pin in the job's requirement files is "
+        "judged by the requirement rules; `cfgopt doctor` reads the installed one. A one-step run in the job "
+        "image settles it."
     )
     fails_when = "At model load (quantization) or optimizer creation, when the installed bitsandbytes lacks ROCm."
     evidence = (
         "llamafactory 0.9.5 model/model_utils/quantization.py L167-181 (bnb path)",
+        "transformers 5.6.0 trainer_optimizer.py:560-576 (`_BITSANDBYTES_OPTIMIZERS`), training_args.py:116-157",
+        ROCM_EVIDENCE,
         "docs/evidence/rocm_perf.md §2.3; docs/evidence/llamafactory.md §2 (bnb on ROCm), LLaMA-Factory #8793",
     )
     example = "quantization_bit: 4   # --target mi300x: check `python -m bitsandbytes` in the image"
@@ -47,7 +52,7 @@ class BitsandbytesOnRocm(Rule):
                 "job image",
             )
         optim = entry_of(ctx, "optim")
-        if optim is not None and _bnb_optim(optim.node.value):
+        if optim is not None and is_bnb_optimizer(optim.node.value):
             yield self.at_entry(
                 ctx,
                 optim,

@@ -18,9 +18,10 @@ class Fp8OnTarget(Rule):
     why = (
         "Confidence: contested. LLaMA-Factory's FP8 goes through Accelerate (torchao by default, Transformer "
         "Engine optionally); its own help says it requires PyTorch 2.7+ and Hopper. A100 has no FP8 tensor "
-        "cores. MI300X uses the FNUZ FP8 formats and the HF path there is immature (FP8 was 21% slower than bf16 "
-        "for Llama-3-8B FSDP until an AMD fix in ROCm TransformerEngine #79). A short bf16-vs-fp8 A/B run on the "
-        "target settles it."
+        "cores, nor do CDNA2 GPUs (MI250X, MI210). CDNA3 (MI300X/MI325X/MI300A) uses the FNUZ FP8 formats "
+        "(`float8_e4m3fnuz`), CDNA4 (MI355X) the OCP ones; on CDNA3 the HF path is immature (FP8 was 21% "
+        "slower than bf16 for Llama-3-8B FSDP until an AMD fix in ROCm TransformerEngine #79). A short "
+        "bf16-vs-fp8 A/B run on the target settles it."
     )
     fails_when = "At train start or never (silently slower), depending on the backend and versions."
     evidence = (
@@ -39,8 +40,10 @@ class Fp8OnTarget(Rule):
             return
         if target.is_rocm and not target.fp8:
             why = f"{target.device} has no FP8 matrix cores ({target.arch.upper()})"
+        elif target.is_rocm and target.arch == "cdna3":
+            why = f"{target.device} and the HF/Accelerate FP8 path are not validated together (CDNA3 uses FNUZ FP8)"
         elif target.is_rocm:
-            why = f"{target.device} and the HF/Accelerate FP8 path are not validated together (MI300 uses FNUZ FP8)"
+            why = f"{target.device} and the HF/Accelerate FP8 path are not validated together"
         elif target.is_cuda:
             why = f"{target.device} has no FP8 tensor cores (LLaMA-Factory's help: requires Hopper)"
         else:

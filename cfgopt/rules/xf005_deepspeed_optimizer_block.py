@@ -29,7 +29,8 @@ class DeepspeedOptimizerBlock(Rule):
     evidence = (
         "transformers 5.6.0 integrations/deepspeed.py:542-559 `deepspeed_optim_sched` (DummyOptim / DummyScheduler)",
         "https://github.com/hiyouga/LlamaFactory/issues/2546, https://github.com/hiyouga/LlamaFactory/issues/1485",
-        "https://github.com/deepspeedai/DeepSpeed/issues/6600 (FusedAdam build on ROCm)",
+        "https://github.com/deepspeedai/DeepSpeed/issues/6600 (FusedAdam build failure on ROCm, October 2024, a "
+        "regression of that month fixed by PR #6587: the JIT build with hipcc is what remains)",
     )
     example = '"scheduler": {"type": "WarmupLR", ...}   ->  remove; lr_scheduler_type in the YAML applies'
     fix_safety = "Unsafe: removing the block changes the optimizer or schedule that runs."

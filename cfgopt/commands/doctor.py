@@ -1,0 +1,40 @@
+"""`cfgopt doctor [CONFIG...]`: the environment of this node (packages, builds, GPUs, launcher variables), read
+without importing torch or the training packages, checked against each training config (cfgopt/doctor/,
+docs/doctor.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", type=Path, help="training configs, launch scripts or folders to check")
+    parser.add_argument(
+        "--format",
+        "--output-format",
+        dest="format",
+        choices=FORMATS,
+        default="full",
+        help="as `cfgopt lint`: full (default), concise, json, json-lines, github, sarif, junit",
+    )
+    parser.add_argument(
+        "--root",
+        default=None,
+        help="read /sys, /proc, /opt/rocm and /usr/local/cuda under this folder (default: /, or CFGOPT_SYSFS_ROOT)",
+    )
+    parser.add_argument(
+        "--site-packages",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="read installed packages from DIR instead of this interpreter's path (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from cfgopt.doctor.command import run as doctor
+
+    return doctor(args)

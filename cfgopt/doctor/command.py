@@ -1,0 +1,73 @@
+"""`cfgopt doctor [CONFIG...]`: read the stack, find the training configs as `lint` finds them, check each."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.doctor import checks
+from cfgopt.doctor.stack import Stack, read_stack, summary
+from cfgopt.source import Kind
+
+
+def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
+    """The training jobs under `paths` (YAML configs and `llamafactory-cli train` lines), judged for this node's
+    GPUs, and one-line problems for files that could not be read."""
+    from cfgopt.engine import build_project
+    from cfgopt.project_config import CommandLine, Resolver
+
+    target = stack.target.name if stack.target is not None else "none"
+    gpus = checks.visible_gpus(stack) or None
+    resolver = Resolver(CommandLine(target=target, gpus=gpus))
+    project = build_project(paths, resolver)
+    problems = [f"{p.path}: {p.message}" for p in project.problems]
+    jobs = []
+    for src in project.sources:
+        if src.error is not None and src.kind.is_llamafactory:
+            problems.append(
+                f"{src.document.path}: not checked: it does not parse ({src.error.message}); run cfgopt lint"
+            )
+        if src.error is not None or src.kind not in (Kind.LF_TRAIN, Kind.LF_CLI):
+            continue
+        if src.kind == Kind.LF_CLI and (src.command.get("subcommand") != "train" or src.command.get("yaml")):
+            continue  # a launch naming a YAML: the YAML is the job (loaded beside it)
+        job = project.context(src).job
+        if job.training:
+            jobs.append(job)
+    return jobs, problems
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.root or os.environ.get("CFGOPT_SYSFS_ROOT", "/")
+    stack = read_stack(root, args.site_packages or None)
+    diags: list[Diagnostic] = list(checks.environment_findings(stack))
+    jobs, problems = jobs_in(args.paths, stack) if args.paths else ([], [])
+    for job in jobs:
+        diags.extend(checks.job_findings(job, stack))
+    diags.sort(key=Diagnostic.sort_key)
+    _render(args.format, diags, problems, len(jobs), sys.stdout)
+    machine = args.format in ("json", "json-lines", "sarif", "junit")
+    text = sys.stderr if machine or args.format == "github" else sys.stdout
+    text.write(f"stack: {summary(stack)}\n")
+    if stack.torch_runtime:
+        text.write("read from files only: nothing was imported (torch's build from torch/version.py)\n")
+    for problem in problems:
+        sys.stderr.write(f"cfgopt doctor: {problem}\n")
+    counts = {s: sum(1 for d in diags if d.severity == s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
+    text.write(
+        f"Checked {len(jobs)} training config(s) against this environment: {counts[Severity.ERROR]} error(s), "
+        f"{counts[Severity.WARNING]} warning(s), {counts[Severity.INFO]} info\n"
+    )
+    if problems:
+        return 2
+    return 1 if counts[Severity.ERROR] or counts[Severity.WARNING] else 0
+
+
+def _render(fmt: str, diags: list[Diagnostic], problems: list[str], files: int, stream) -> None:
+    from cfgopt import report
+    from cfgopt.engine import LintResult
+
+    report.render(fmt, LintResult(diags, [], files), stream)
