@@ -81,14 +81,15 @@ EXTRA_FUNCTIONS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
-def release_files(package: str, location: str) -> dict[str, str]:
-    """The scanned modules of one release, package-relative path -> source text (wheel, sdist or folder)."""
+def release_files(package: str, location: str, patterns: tuple[str, ...] = ()) -> dict[str, str]:
+    """The scanned modules of one release (or those `patterns` name), package-relative path -> source text, from a
+    wheel, an sdist or a folder."""
     texts: dict[str, str] = {}
     path = pathlib.Path(location)
+    patterns = patterns or SCANNED[package] + tuple(EXTRA_FUNCTIONS.get(package, {}))
 
     def wanted(relative: str) -> bool:
         folder, _, name = relative.rpartition("/")
-        patterns = SCANNED[package] + tuple(EXTRA_FUNCTIONS.get(package, {}))
         return any(
             folder == pattern.rpartition("/")[0] and fnmatch.fnmatchcase(name, pattern.rpartition("/")[2])
             for pattern in patterns

@@ -43,7 +43,7 @@ class GradientAllreduceOp(Rule):
             yield self.at_entry(
                 ctx,
                 entry,
-                f"`gradient_allreduce_op: {value!r}`: {ctx.ds_label} accepts only \"mean\" or \"sum\" and "
+                f'`gradient_allreduce_op: {value!r}`: {ctx.ds_label} accepts only "mean" or "sum" and '
                 "stops when it builds its config",
                 on="value",
             )
@@ -64,7 +64,7 @@ class GradientAllreduceOp(Rule):
             yield self.at_entry(
                 ctx,
                 entry,
-                f"`gradient_allreduce_op: \"sum\"` is not supported with {conflict}: {ctx.ds_label} stops "
-                "when it builds its config; leave the default (\"mean\")",
+                f'`gradient_allreduce_op: "sum"` is not supported with {conflict}: {ctx.ds_label} stops '
+                'when it builds its config; leave the default ("mean")',
                 on="value",
             )

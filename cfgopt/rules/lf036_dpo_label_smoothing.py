@@ -18,9 +18,16 @@ class DpoLabelSmoothing(Rule):
         "Confidence: certain. FinetuningArguments refuses label smoothing (the robust DPO loss) for every "
         "preference loss but `sigmoid` (the default), in every release 0.9.0-0.9.5."
     )
-    fails_when = "At start-up (FinetuningArguments.__post_init__): `dpo_label_smoothing` is only valid for sigmoid loss."
-    evidence = ("llamafactory 0.9.5 hparams/finetuning_args.py `__post_init__` (the audit table, tests/data/startup-audit.json)",)
-    example = "stage: dpo\npref_loss: ipo\ndpo_label_smoothing: 0.1   ->  pref_loss: sigmoid, or drop dpo_label_smoothing"
+    fails_when = (
+        "At start-up (FinetuningArguments.__post_init__): `dpo_label_smoothing` is only valid for sigmoid loss."
+    )
+    evidence = (
+        "llamafactory 0.9.5 hparams/finetuning_args.py `__post_init__`",
+        "the audit table, tests/data/startup-audit.json",
+    )
+    example = (
+        "stage: dpo\npref_loss: ipo\ndpo_label_smoothing: 0.1   ->  pref_loss: sigmoid, or drop dpo_label_smoothing"
+    )
     fix_safety = "No fix: which of the two the user wants is a choice."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
