@@ -32,6 +32,14 @@ CITED: dict[str, str] = {
     "`os.path.join(None, ...)`: TypeError at `deepspeed.initialize` / `zero.Init`",
     "LF002/quoted-values/train.yaml": "a quoted number reaches the optimizer / scheduler as a str: TypeError at "
     "first use (https://github.com/hiyouga/LlamaFactory/issues/4149)",
+    "DS025/typos/ds.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
+    "`adam_optimizer(model_parameters, **optimizer_parameters)` (TypeError on `betaz`) and `_scheduler_from_config`: "
+    "`assert hasattr(torch.optim.lr_scheduler, name)` (WarmupLRR), at `deepspeed.initialize` "
+    "(tests/test_ds_optimizers.py holds the snapshot to the real classes)",
+    "DS025/typos/type.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
+    "`getattr(torch.optim, 'AdamWW')` raises AttributeError at `deepspeed.initialize`",
+    "LF037/chatglm/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found in "
+    "the base model` at model load (needs the ChatGLM weights)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
     "4 or 8 bits only, ValueError at model load",
     "LF012/badam-distributed/train.yaml": "llamafactory 0.9.5 hparams/parser.py L387-401: ratio-based BAdam raises "
