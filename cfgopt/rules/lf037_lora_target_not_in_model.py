@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
@@ -25,7 +27,34 @@ MODULES: dict[str, frozenset[str]] = {
         | {"post_attention_layernorm", "mlp", "dense_h_to_4h", "dense_4h_to_h", "final_layernorm", "output_layer"}
     ),
 }
-_CHATGLM_NAME = re.compile(r"chatglm|glm-4-9b(?!.*-hf)", re.IGNORECASE)
+# Model names of the families above (the built-in table's, and ChatGLM's); a multimodal or mixture-of-experts
+# variant has other modules, so such a name is not judged.
+_NAMES = (
+    ("chatglm", re.compile(r"chatglm|glm-4-9b(?!.*-hf)")),
+    ("llama", re.compile(r"llama-?[23]")),
+    ("qwen2", re.compile(r"qwen2(\.5)?-\d")),
+    ("qwen3", re.compile(r"qwen3-\d")),
+    ("mistral", re.compile(r"mistral-7b")),
+    ("gemma2", re.compile(r"gemma-2-\d")),
+)
+_OTHER_MODULES = re.compile(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
+
+
+def model_type_of(name: object, folder: Path) -> str:
+    """transformers' `model_type` of a model: its local config.json's, else by name ("" when unknown)."""
+    if not isinstance(name, str) or not name.strip():
+        return ""
+    path = Path(name).expanduser()
+    for candidate in (path,) if path.is_absolute() else (folder / path, path):
+        try:
+            data = json.loads((candidate / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        return str(data.get("model_type", "")) if isinstance(data, dict) else ""
+    lowered = name.strip().rstrip("/").lower().rsplit("/", 1)[-1]
+    if _OTHER_MODULES.search(lowered):
+        return ""
+    return next((model_type for model_type, pattern in _NAMES if pattern.search(lowered)), "")
 
 
 class LoraTargetNotInModel(Rule):
@@ -41,7 +70,8 @@ class LoraTargetNotInModel(Rule):
         "(`Target modules {...} not found in the base model`). `q_proj,v_proj` on ChatGLM (whose attention is one "
         "`query_key_value` module) is the common case. A name that matches nothing next to one that matches is "
         "silently not adapted (a warning). The architecture comes from a local `config.json` (`model_type`) or the "
-        "built-in table of model names; other models are not judged. `all` (every linear module) is always right."
+        "model's name (the families of the built-in shapes table, and ChatGLM); other models are not judged. "
+        "`all` (every linear module) is always right."
     )
     fails_when = "At model load (PEFT's `inject_adapter`), when no name matches; otherwise never."
     evidence = (
@@ -88,10 +118,5 @@ class LoraTargetNotInModel(Rule):
 
     @staticmethod
     def _modules(ctx: Context) -> tuple[str, frozenset[str] | None]:
-        shape = ctx.job.shape
-        model_type = shape.model_type if shape is not None else ""
-        if not model_type:
-            name = value_of(ctx, "model_name_or_path")
-            if isinstance(name, str) and _CHATGLM_NAME.search(name):
-                model_type = "chatglm"
+        model_type = model_type_of(value_of(ctx, "model_name_or_path"), ctx.source.document.path.parent)
         return model_type, MODULES.get(model_type)
