@@ -40,9 +40,10 @@ class OptimizerSchedulerSignature(Rule):
         "`getattr(torch.optim, type)`, case-sensitive; a `scheduler` block as a class of its lr_schedules "
         "(`WarmupLR`, ...) or of `torch.optim.lr_scheduler`. A type it cannot find (`AdamWW`, `WarmupLRR`) or "
         "a parameter the class does not take (`betaz`) stops the run when the engine starts, as do "
-        "`max_grad_norm` in the optimizer params and the 1-bit optimizers with ZeRO. The names and signatures "
-        "are snapshots of each DeepSpeed release (cfgopt/schemas/ds-optimizers.json, scripts/sync_ds_optimizers.py; "
-        "torch's from the torch it was made with)."
+        "`max_grad_norm` in the optimizer params and the 1-bit optimizers with ZeRO. A type only another supported "
+        "release has (the 1-bit optimizers, removed in 0.19) is a warning naming those releases. The names and "
+        "signatures are snapshots of each DeepSpeed release (cfgopt/schemas/ds-optimizers.json, "
+        "scripts/sync_ds_optimizers.py; torch's from the torch it was made with)."
     )
     fails_when = "At `deepspeed.initialize` (after the model is loaded): AttributeError, TypeError or ValueError."
     evidence = (
@@ -73,18 +74,7 @@ class OptimizerSchedulerSignature(Rule):
             known = kind in release["schedulers"] or kind in torch["schedulers"]
             accepted = release["schedulers"].get(kind, torch["schedulers"].get(kind))
         if not known:
-            names = sorted(release["optimizers"] if block == "optimizer" else release["schedulers"])
-            names += sorted(torch["optimizers"] if block == "optimizer" else torch["schedulers"])
-            guess = suggest.closest(kind, names, cutoff=0.6) if block == "scheduler" else self._guess(kind, names)
-            hint = f"; did you mean `{guess}`?" if guess else ""
-            article = "an" if block == "optimizer" else "a"
-            yield self.at_entry(
-                ctx,
-                type_entry,
-                f"`{block}.type: {kind}` is not {article} {block} {ctx.ds_label} (or torch {torch['version']}) "
-                f"knows: the engine stops when it starts{hint}",
-                on="value",
-            )
+            yield self._unknown_type(ctx, block, kind, type_entry, release, torch)
             return
         if params_entry is None or not params_entry.node.is_mapping:
             return
@@ -103,6 +93,32 @@ class OptimizerSchedulerSignature(Rule):
                 f"`{param.key}` is not a parameter of the {kind} {block} ({ctx.ds_label}): the engine stops with a "
                 f"TypeError when it starts{hint}",
             )
+
+    def _unknown_type(
+        self, ctx: Context, block: str, kind: str, type_entry: Entry, release: dict, torch: dict
+    ) -> Diagnostic:
+        """A type this release cannot find: an error, or a warning where another supported release has it (the
+        config was written for that release; judged with this one, the engine stops)."""
+        plural = f"{block}s"
+        names = sorted(release[plural]) + sorted(torch[plural])
+        guess = self._guess(kind, names)
+        hint = f"; did you mean `{guess}`?" if guess else ""
+        article = "an" if block == "optimizer" else "a"
+        message = (
+            f"`{block}.type: {kind}` is not {article} {block} {ctx.ds_label} (or torch {torch['version']}) knows: the "
+            "engine stops when it starts"
+        )
+        key = kind.lower() if block == "optimizer" else kind
+        others = [version for version, table in _snapshot()["releases"].items() if key in table[plural]]
+        if others:
+            return self.at_entry(
+                ctx,
+                type_entry,
+                f"{message}; DeepSpeed {others[0]}-{others[-1]} had it (`--deepspeed-version` judges another release)",
+                on="value",
+                severity=Severity.WARNING,
+            )
+        return self.at_entry(ctx, type_entry, message + hint, on="value")
 
     @staticmethod
     def _optimizer(kind: str, release: dict, torch: dict) -> tuple[bool, list[str] | None]:
