@@ -40,6 +40,9 @@ CITED: dict[str, str] = {
     "`getattr(torch.optim, 'AdamWW')` raises AttributeError at `deepspeed.initialize`",
     "LF037/chatglm/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found in "
     "the base model` at model load (needs the ChatGLM weights)",
+    "LF038/yml-090/train.yml": "llamafactory 0.9.0 hparams/parser.py `_parse_args`: only a name ending in `.yaml` "
+    "is read as a config, so `train.yml` reaches argparse and `Some specified arguments are not used` is raised "
+    "(the CPU oracle runs 0.9.5, which reads `.yml` too)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
     "4 or 8 bits only, ValueError at model load",
     "LF012/badam-distributed/train.yaml": "llamafactory 0.9.5 hparams/parser.py L387-401: ratio-based BAdam raises "
