@@ -114,7 +114,7 @@ class OptimizerSchedulerSignature(Rule):
             return self.at_entry(
                 ctx,
                 type_entry,
-                f"{message}; DeepSpeed {others[0]}-{others[-1]} had it (`--deepspeed-version` judges another release)",
+                f"{message}; valid in DeepSpeed {others[0]}-{others[-1]} (`--deepspeed-version` judges another release)",
                 on="value",
                 severity=Severity.WARNING,
             )
