@@ -103,9 +103,10 @@ class UnknownKey(Rule):
         "argument dataclasses (train: model, data, training, finetuning, generating; chat/export: no training "
         "arguments). Any other key stops the run with `ValueError: Some keys are not used by the "
         "HfArgumentParser`. Keys come from other versions (`evaluation_strategy`, removed in transformers 5), "
-        "from the WebUI's widget ids (`compute_type`), from blogs (`disable_torch_compile`), or are typos. A split key from other libraries (`train_size: 0.8`) gets "
-        "the `val_size` it means (`val_size: 0.2`). A Megatron-Core config (LLaMA-Factory's examples/megatron/, read "
-        "only under USE_MCA=1 with mcore_adapter) is reported once, not key by key."
+        "from the WebUI's widget ids (`compute_type`), from blogs (`disable_torch_compile`), or are typos. A split "
+        "key from other libraries (`train_size: 0.8`) gets the `val_size` it means (`val_size: 0.2`). A "
+        "Megatron-Core config (LLaMA-Factory's examples/megatron/, read only under USE_MCA=1 with mcore_adapter) "
+        "is reported once, not key by key."
     )
     fails_when = "At start-up, in `get_train_args`, seconds after launch (after the job waited in the queue)."
     evidence = (
