@@ -114,7 +114,8 @@ class OptimizerSchedulerSignature(Rule):
             return self.at_entry(
                 ctx,
                 type_entry,
-                f"{message}; valid in DeepSpeed {others[0]}-{others[-1]} (`--deepspeed-version` judges another release)",
+                f"{message}; valid in DeepSpeed {others[0]}-{others[-1]} "
+                "(`--deepspeed-version` judges another release)",
                 on="value",
                 severity=Severity.WARNING,
             )
