@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Snapshot the optimizer and LR-scheduler names and keyword arguments a DeepSpeed `optimizer` / `scheduler` block
-may use, for each supported DeepSpeed release (cfgopt/schemas/ds-optimizers.json (not named deepspeed-*.json: that prefix lists release snapshots), read by DS025).
+may use, for each supported DeepSpeed release: cfgopt/schemas/ds-optimizers.json, read by DS025 (not named
+`deepspeed-*.json`: that prefix lists the release snapshots).
 
 Why this exists: DeepSpeed builds the optimizer of an `optimizer` block as `Class(params, **block["params"])`
 (runtime/engine.py `_configure_basic_optimizer`) and the scheduler as `Class(optimizer, **params)`
