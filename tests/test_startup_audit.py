@@ -50,13 +50,23 @@ def test_table_keys_are_unique_and_relative():
     assert all(not entry["file"].startswith("/") and ".." not in entry["file"] for entry in TABLE)
 
 
-@pytest.mark.parametrize("package", sorted(SUPPORTED))
-def test_installed_release_has_no_check_missing_from_the_table(package):
+def _audit_script():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import audit_startup_checks as audit
     finally:
         sys.path.pop(0)
+    return audit
+
+
+def test_the_audit_page_is_current():
+    page = (ROOT / "docs" / "startup-audit.md").read_text(encoding="utf-8")
+    assert page == _audit_script().render_doc(TABLE), "run python scripts/audit_startup_checks.py"
+
+
+@pytest.mark.parametrize("package", sorted(SUPPORTED))
+def test_installed_release_has_no_check_missing_from_the_table(package):
+    audit = _audit_script()
     found = audit.installed(package)
     if found is None:
         pytest.skip(f"{package} is not installed")
