@@ -36,6 +36,11 @@ CITED: dict[str, str] = {
     "`adam_optimizer(model_parameters, **optimizer_parameters)` (TypeError on `betaz`) and `_scheduler_from_config`: "
     "`assert hasattr(torch.optim.lr_scheduler, name)` (WarmupLRR), at `deepspeed.initialize` "
     "(tests/test_ds_optimizers.py holds the snapshot to the real classes)",
+    "DS025/zero-018/onebit.json": "deepspeed 0.18.9 runtime/engine.py `_configure_basic_optimizer`: "
+    "`assert not self.zero_optimization(), '1bit-Adam is not compatible with ZeRO'` at `deepspeed.initialize` (the "
+    "CPU oracle runs 0.19.8, which has no 1-bit optimizers)",
+    "DS025/muon-017/ds.json": "deepspeed 0.17.6 runtime/engine.py `_configure_basic_optimizer`: `assert zero_stage <= "
+    "ZeroStageEnum.gradients, 'Muon optimizer is not yet compatible with ZeRO Stage 3'` at `deepspeed.initialize`",
     "DS025/typos/type.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
     "`getattr(torch.optim, 'AdamWW')` raises AttributeError at `deepspeed.initialize`",
     "LF037/chatglm/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found in "

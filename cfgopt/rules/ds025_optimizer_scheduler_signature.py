@@ -158,6 +158,15 @@ class OptimizerSchedulerSignature(Rule):
                 "top-level `gradient_clipping` (or LLaMA-Factory's `max_grad_norm`)",
             )
         stage = zero_stage(ctx.source)
+        version = ctx.settings.ds_schema.version
+        if kind.lower() == "muon" and stage == 3 and version_key(version)[:2] == (0, 17):
+            yield self.at_entry(
+                ctx,
+                params_entry,
+                f"the Muon optimizer is not compatible with ZeRO stage 3 in DeepSpeed {version}: the engine stops "
+                "when it starts (0.18 dropped the check)",
+                on="key",
+            )
         if kind.lower() in ONE_BIT and stage:
             yield self.at_entry(
                 ctx,
