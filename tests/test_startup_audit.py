@@ -78,3 +78,26 @@ def test_installed_release_has_no_check_missing_from_the_table(package):
         if check.key not in known
     ]
     assert not missing, f"{package} {version}: run scripts/audit_startup_checks.py and map:\n" + "\n".join(missing)
+
+
+def test_the_script_reads_wheels_and_sdists(tmp_path):
+    """Older releases are audited from their wheel (LLaMA-Factory) or sdist (DeepSpeed) without installing them."""
+    import tarfile
+    import zipfile
+
+    audit = _audit_script()
+    source = 'def check(args):\n    if args.x and not args.y:\n        raise ValueError(f"`x` needs {args.y}.")\n'
+    wheel = tmp_path / "llamafactory-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("llamafactory/hparams/parser.py", source)
+        archive.writestr("llamafactory/webui/runner.py", source)  # not reached at start-up: not scanned
+    sdist = tmp_path / "deepspeed-9.9.9.tar.gz"
+    module = tmp_path / "config.py"
+    module.write_text("def f(d):\n    assert d['a'] > 0, 'a must be positive'\n", encoding="utf-8")
+    with tarfile.open(sdist, "w:gz") as archive:
+        archive.add(module, arcname="deepspeed-9.9.9/deepspeed/runtime/config.py")
+    [check] = audit.scan("llamafactory", str(wheel))
+    assert (check.file, check.function, check.message) == ("hparams/parser.py", "check", "`x` needs {}.")
+    assert check.condition == "args.x and (not args.y)"
+    [check] = audit.scan("deepspeed", str(sdist))
+    assert (check.file, check.kind, check.message) == ("runtime/config.py", "assert", "a must be positive")
