@@ -13,8 +13,8 @@ Usage::
 
     python scripts/audit_startup_checks.py                 # the installed llamafactory and deepspeed
     python scripts/audit_startup_checks.py \\
-        --source llamafactory=0.9.0=/tmp/llamafactory-0.9.0-py3-none-any.whl \\
-        --source deepspeed=0.14.5=/tmp/deepspeed-0.14.5.tar.gz ...   # wheels, sdists or unpacked folders
+        --source llamafactory=0.9.0=downloads/llamafactory-0.9.0-py3-none-any.whl \\
+        --source deepspeed=0.14.5=downloads/deepspeed-0.14.5.tar.gz ...   # wheels, sdists or unpacked folders
     python scripts/audit_startup_checks.py --check          # exit 1 when a listed check is not mapped
 
 Every run merges what it finds into the table (releases added to an entry's list; a new check added unmapped,

@@ -15,7 +15,7 @@ version.
 Usage::
 
     python scripts/sync_ds_optimizers.py                      # the installed deepspeed and torch
-    python scripts/sync_ds_optimizers.py --source 0.14.5=/tmp/deepspeed-0.14.5.tar.gz ...  # older releases, merged
+    python scripts/sync_ds_optimizers.py --source 0.14.5=downloads/deepspeed-0.14.5.tar.gz ...  # older releases, merged
 """
 
 from __future__ import annotations
