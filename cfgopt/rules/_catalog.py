@@ -227,6 +227,18 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "adam_beta1 adam_beta2 adam_epsilon",
     ),
     "lf041_eval_batch_much_larger": ("LF041", "eval-batch-much-larger", "llamafactory-cli llamafactory-train", "*"),
+    "lf042_template_missing": (
+        "LF042",
+        "template-missing",
+        "llamafactory-cli llamafactory-infer llamafactory-train",
+        "*",
+    ),
+    "lf043_split_special_tokens_fast": (
+        "LF043",
+        "split-special-tokens-fast",
+        "llamafactory-cli llamafactory-infer llamafactory-train",
+        "split_special_tokens",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),
