@@ -47,11 +47,11 @@ CITED: dict[str, str] = {
     "the base model` at model load (needs the ChatGLM weights)",
     "LF038/yml-090/train.yml": "llamafactory 0.9.0 hparams/parser.py `_parse_args`: only a name ending in `.yaml` "
     "is read as a config, so `train.yml` reaches argparse and `Some specified arguments are not used` is raised "
-    "(the CPU oracle runs 0.9.5, which reads `.yml` too)",
+    "(the CPU oracle runs 0.9.5, which reads `.yml` too; confirmed with 0.9.0 / transformers 4.45.0: exit 2)",
     "LF042/release-091/train.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: `Please specify which "
-    "template to use.` (the CPU oracle runs 0.9.5, which picks a default template)",
+    "template to use.` (the CPU oracle runs 0.9.5, which picks a default template; confirmed with 0.9.1)",
     "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
-    "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check)",
+    "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check; confirmed with 0.9.4)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
     "4 or 8 bits only, ValueError at model load",
     "LF012/badam-distributed/train.yaml": "llamafactory 0.9.5 hparams/parser.py L387-401: ratio-based BAdam raises "

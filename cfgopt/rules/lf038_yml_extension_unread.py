@@ -19,15 +19,16 @@ class YmlExtensionUnread(Rule):
     summary = "A `.yml` config judged with LLaMA-Factory 0.9.0 (which reads only `.yaml`), or a `.YAML` name"
     why = (
         "Confidence: certain. LLaMA-Factory 0.9.0's `_parse_args` loads the argument as a config file only when "
-        "its name ends in `.yaml` (or `.json`); `cfg.yml` is handed to argparse as a stray word, and the run stops "
-        "on the unused argument (or the missing required ones). 0.9.1 and later read `.yml` too, so this fires "
+        "its name ends in `.yaml` (or `.json`); `cfg.yml` is handed to argparse instead, which stops on the "
+        "required arguments it did not get (`--output_dir`). 0.9.1 and later read `.yml` too, so this fires "
         "only when 0.9.0 is the release judged (`--llamafactory-version 0.9.0` or a pin). The test is "
         "case-sensitive in every release: `cfg.YAML` is never read as a config."
     )
-    fails_when = "At start-up (`_parse_args`): `Some specified arguments are not used by the HfArgumentParser`."
+    fails_when = "At start-up (`_parse_args`): `the following arguments are required: --output_dir` (exit 2)."
     evidence = (
         'llamafactory 0.9.0 hparams/parser.py `_parse_args` (`sys.argv[1].endswith(".yaml")`)',
         "llamafactory 0.9.1 hparams/parser.py `_parse_args` (`.yaml` or `.yml`)",
+        "confirmed with llamafactory 0.9.0 / transformers 4.45.0: `llamafactory-cli train train.yml` exits 2",
     )
     example = "llamafactory-cli train sft.yml   (0.9.0)  ->  rename it sft.yaml"
     fix_safety = "No fix: renaming a file is outside a config edit."
@@ -48,6 +49,7 @@ class YmlExtensionUnread(Rule):
             ctx,
             root,
             f"LLaMA-Factory {version} reads a config file only when its name ends in {endings}: "
-            f"`llamafactory-cli train {path.name}` stops at start-up (the name is taken for an unused argument); "
+            f"`llamafactory-cli train {path.name}` stops at start-up (the file is never read: "
+            "`the following arguments are required: --output_dir`); "
             "rename it to `.yaml`",
         )

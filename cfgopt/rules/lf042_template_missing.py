@@ -24,7 +24,10 @@ class TemplateMissing(Rule):
         "template. Only judged when one of those two releases is selected (`--llamafactory-version` or a pin)."
     )
     fails_when = "At start-up (`get_train_args` / `get_infer_args`): `Please specify which template to use.`"
-    evidence = ("llamafactory 0.9.0 hparams/parser.py `get_train_args`, `get_infer_args`, `get_eval_args`",)
+    evidence = (
+        "llamafactory 0.9.0 hparams/parser.py `get_train_args`, `get_infer_args`, `get_eval_args`",
+        "confirmed with llamafactory 0.9.1 / transformers 4.46.1 (`get_train_args`)",
+    )
     example = "(no template)   ->  template: llama3   (the model's chat template)"
     fix_safety = "No fix: the template depends on the model."
 

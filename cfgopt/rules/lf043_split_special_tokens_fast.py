@@ -26,7 +26,10 @@ class SplitSpecialTokensFast(Rule):
     fails_when = (
         "At start-up (ModelArguments.__post_init__): `split_special_tokens` is only supported for slow tokenizers."
     )
-    evidence = ("llamafactory 0.9.4 hparams/model_args.py `__post_init__`",)
+    evidence = (
+        "llamafactory 0.9.4 hparams/model_args.py `__post_init__`",
+        "confirmed with llamafactory 0.9.4 / transformers 4.57.1 (`get_train_args`)",
+    )
     example = "split_special_tokens: true   ->  add use_fast_tokenizer: false"
     fix_safety = "No fix: the slow tokenizer is much slower; the user decides."
 
