@@ -34,3 +34,37 @@ def test_a_local_config_json_wins(tmp_path):
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"model_type": "chatglm"}), encoding="utf-8")
     assert model_type_of("models/my-llama-3-8b", tmp_path) == "chatglm"
+
+
+TINY = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "vocab_size": 64,
+    "head_dim": 8,
+}
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "qwen3", "gemma2"])
+def test_module_names_are_the_real_models(model_type):
+    """The table holds every module name of a (tiny) real model of each family, so a name outside it matches
+    nothing there."""
+    transformers = pytest.importorskip("transformers")
+    from cfgopt.rules.lf037_lora_target_not_in_model import MODULES
+
+    config = transformers.AutoConfig.for_model(model_type, **TINY)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules() if name and not name[-1].isdigit()}
+    assert names <= MODULES[model_type], sorted(names - MODULES[model_type])
+
+
+def test_peft_stops_when_no_target_matches():
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model("llama", **TINY))
+    with pytest.raises(ValueError, match="not found in the base model"):
+        peft.get_peft_model(model, peft.LoraConfig(target_modules=["query_key_value"]))
+    adapted = peft.get_peft_model(model, peft.LoraConfig(target_modules=["q_proj", "query_key_value"]))
+    assert adapted is not None  # one matching name is enough: the others adapt nothing

@@ -37,6 +37,7 @@ _NAMES = (
     ("mistral", re.compile(r"mistral-7b")),
     ("gemma2", re.compile(r"gemma-2-\d")),
 )
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OTHER_MODULES = re.compile(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
 
 
@@ -90,6 +91,8 @@ class LoraTargetNotInModel(Rule):
         value = entry.node.value
         names = [item.strip() for item in value.split(",")] if isinstance(value, str) else value
         if not isinstance(names, list) or not all(isinstance(name, str) for name in names) or "all" in names:
+            return
+        if not all(_PLAIN_NAME.fullmatch(name) for name in names):  # a dotted path or a pattern: not judged
             return
         model_type, modules = self._modules(ctx)
         if modules is None:
