@@ -170,6 +170,11 @@ class UnknownKey(Rule):
         if "val_size" in present:
             return "LLaMA-Factory's held-out split is `val_size` (already set)", None
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if isinstance(value, str):  # a command-line word: `--train_size 0.8`
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
         if meaning == "complement":
             if number is None or not 0 < number < 1:
                 return (
