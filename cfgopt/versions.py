@@ -93,8 +93,80 @@ def _series(package: str, version: str) -> tuple[int, ...]:
     return (*version_key(version), 0, 0, 0)[:depth]
 
 
+# A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
+_PEP440 = re.compile(
+    r"^v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
+    r"(?:[-_.]?(?P<dev>dev)[-_.]?\d*)?"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
+    re.IGNORECASE,
+)
+EXAMPLES = {
+    "llamafactory": ("0.9", ">=0.9.3,<0.9.6"),
+    "deepspeed": ("0.16", ">=0.16,<0.20"),
+}
+_NOTED: set[tuple[str, str]] = set()
+
+
+def note(package: str, value: str, message: str) -> None:
+    """Say once per run, on stderr, which snapshot judges a version that has none of its own (a development
+    version, a post or local build, a release newer than every snapshot): never a silent substitution."""
+    if (package, value) not in _NOTED:
+        _NOTED.add((package, value))
+        sys.stderr.write(f"note: {LABELS.get(package, package)} {value}: {message}\n")
+
+
+def _pip_version(package: str, value: str) -> str | None:
+    """The shipped snapshot that judges a version as pip reports it, with a note; None when it names none.
+
+    `0.9.6.dev0` / `0.9.6rc1` (the development line before 0.9.6): the newest release before it, never 0.9.6
+    itself; `0.9.5.post1` / `0.9.5+cu121`: 0.9.5; a release newer than every snapshot: the newest one."""
+    match = _PEP440.match(value)
+    shipped = shipped_versions(package)
+    if match is None or not shipped:
+        return None
+    release = match.group("release")
+    want = version_key(release)
+    if want > version_key(shipped[-1]) and not _next_to_newest(package, want, version_key(shipped[-1])):
+        return None  # far past every snapshot (`1.0`, `0.13` for LLaMA-Factory): more likely a typo
+    if match.group("pre") or match.group("dev"):
+        older = [v for v in shipped if version_key(v) < want]
+        if not older:
+            return None
+        note(
+            package,
+            value,
+            f"a development version before {release}: judged with the {older[-1]} snapshot, the "
+            f"release before it (keys added during the {release} development may be reported as unknown)",
+        )
+        return older[-1]
+    if release in shipped:
+        if value != release:
+            note(package, value, f"judged with the {release} snapshot")
+        return release
+    if want > version_key(shipped[-1]):
+        note(
+            package,
+            value,
+            f"newer than every shipped snapshot: judged with the newest, {shipped[-1]} (keys "
+            "added since may be reported as unknown)",
+        )
+        return shipped[-1]
+    return None
+
+
+def _next_to_newest(package: str, want: tuple[int, ...], newest: tuple[int, ...]) -> bool:
+    """A release that can follow the newest snapshot: LLaMA-Factory's next patches (0.9.6, ...), DeepSpeed's next
+    minor (0.20.x)."""
+    if package == "llamafactory":
+        return want[:2] == newest[:2]
+    return want[:1] == newest[:1] and (*want, 0, 0)[1] <= (*newest, 0, 0)[1] + 1
+
+
 def match_version(package: str, value: str) -> str:
-    """A shipped version named exactly or by prefix (`0.16` -> newest shipped 0.16.x); VersionError otherwise."""
+    """A shipped version named exactly or by prefix (`0.16` -> newest shipped 0.16.x), or a version as pip
+    reports it (`_pip_version`); VersionError otherwise."""
     shipped = shipped_versions(package)
     value = value.strip()
     if value.lower() in ("latest", "newest") and shipped:
@@ -104,10 +176,14 @@ def match_version(package: str, value: str) -> str:
     matches = [v for v in shipped if v.startswith(value + ".")]
     if matches:
         return matches[-1]
+    judged = _pip_version(package, value)
+    if judged is not None:
+        return judged
+    prefix, span = EXAMPLES.get(package, ("0.16", ">=0.16,<0.20"))
     raise VersionError(
         f"no {LABELS.get(package, package)} {value!r} snapshot; shipped: {', '.join(shipped)} "
-        '(a prefix such as 0.16 picks the newest of that series; a range such as ">=0.16,<0.20" the newest '
-        "in it)"
+        f'(a prefix such as {prefix} picks the newest of that series; a range such as "{span}" the newest in it; '
+        f"a development version such as {prefix}.99.dev0 the release before it)"
     )
 
 
@@ -117,6 +193,11 @@ def snap_version(package: str, installed: str) -> str:
     shipped = shipped_versions(package)
     if installed in shipped:
         return installed
+    match = _PEP440.match(installed)
+    if match is not None and (match.group("pre") or match.group("dev") or match.group("post") or match.group("local")):
+        judged = _pip_version(package, installed)  # never the release a development version leads to
+        if judged is not None:
+            return judged
     want = version_key(installed)
     same = [v for v in shipped if _series(package, v) == _series(package, installed)]
     if not same:

@@ -32,6 +32,26 @@ CITED: dict[str, str] = {
     "`os.path.join(None, ...)`: TypeError at `deepspeed.initialize` / `zero.Init`",
     "LF002/quoted-values/train.yaml": "a quoted number reaches the optimizer / scheduler as a str: TypeError at "
     "first use (https://github.com/hiyouga/LlamaFactory/issues/4149)",
+    "DS025/typos/ds.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
+    "`adam_optimizer(model_parameters, **optimizer_parameters)` (TypeError on `betaz`) and `_scheduler_from_config`: "
+    "`assert hasattr(torch.optim.lr_scheduler, name)` (WarmupLRR), at `deepspeed.initialize` "
+    "(tests/test_ds_optimizers.py holds the snapshot to the real classes)",
+    "DS025/zero-018/onebit.json": "deepspeed 0.18.9 runtime/engine.py `_configure_basic_optimizer`: "
+    "`assert not self.zero_optimization(), '1bit-Adam is not compatible with ZeRO'` at `deepspeed.initialize` (the "
+    "CPU oracle runs 0.19.8, which has no 1-bit optimizers)",
+    "DS025/muon-017/ds.json": "deepspeed 0.17.6 runtime/engine.py `_configure_basic_optimizer`: `assert zero_stage <= "
+    "ZeroStageEnum.gradients, 'Muon optimizer is not yet compatible with ZeRO Stage 3'` at `deepspeed.initialize`",
+    "DS025/typos/type.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
+    "`getattr(torch.optim, 'AdamWW')` raises AttributeError at `deepspeed.initialize`",
+    "LF037/chatglm/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found in "
+    "the base model` at model load (needs the ChatGLM weights)",
+    "LF038/yml-090/train.yml": "llamafactory 0.9.0 hparams/parser.py `_parse_args`: only a name ending in `.yaml` "
+    "is read as a config, so `train.yml` reaches argparse and `Some specified arguments are not used` is raised "
+    "(the CPU oracle runs 0.9.5, which reads `.yml` too; confirmed with 0.9.0 / transformers 4.45.0: exit 2)",
+    "LF042/release-091/train.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: `Please specify which "
+    "template to use.` (the CPU oracle runs 0.9.5, which picks a default template; confirmed with 0.9.1)",
+    "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
+    "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check; confirmed with 0.9.4)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
     "4 or 8 bits only, ValueError at model load",
     "LF012/badam-distributed/train.yaml": "llamafactory 0.9.5 hparams/parser.py L387-401: ratio-based BAdam raises "

@@ -338,7 +338,7 @@ def test_installed_release_snaps_to_a_shipped_snapshot(installed: str | None, ch
 def test_installed_llamafactory_snaps() -> None:
     assert resolve_version("llamafactory", None, "0.9.4") == "0.9.4"
     assert resolve_version("llamafactory", None, "0.9.3") == "0.9.3"  # every 0.9.x release has its own
-    assert resolve_version("llamafactory", None, "0.9.2.dev0") == "0.9.2"
+    assert resolve_version("llamafactory", None, "0.9.2.dev0") == "0.9.1"  # the release before, never 0.9.2
     assert resolve_version("llamafactory", None, "0.8.3") == "0.9.0"  # older than every snapshot: the oldest
     assert resolve_version("llamafactory", None, "0.9.6.dev0") == "0.9.5"
     with pytest.raises(VersionError, match=r"shipped: 0\.9\.0, 0\.9\.1, .*0\.9\.5"):

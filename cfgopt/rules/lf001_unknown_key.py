@@ -65,6 +65,30 @@ MEGATRON_KEYS = {
     "bias_activation_fusion",
     "recompute_granularity",
     "virtual_pipeline_model_parallel_size",
+    "recompute_method",
+    "recompute_num_layers",
+    "expert_tensor_parallel_size",
+    "moe_layer_recompute",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
+    "sequence_packing",
+}
+# Keys people write for the held-out split, with what each means in LLaMA-Factory's one key for it, `val_size`
+# (the fraction, or the number of examples, held out for evaluation): the same value, or its complement.
+SPLIT_KEYS: dict[str, str] = {
+    "train_size": "complement",
+    "train_ratio": "complement",
+    "train_split": "complement",
+    "test_size": "same",
+    "eval_size": "same",
+    "valid_size": "same",
+    "validation_size": "same",
+    "val_ratio": "same",
+    "eval_ratio": "same",
+    "test_ratio": "same",
+    "validation_split": "same",
+    "val_split": "same",
+    "eval_split": "same",
 }
 
 
@@ -79,7 +103,10 @@ class UnknownKey(Rule):
         "argument dataclasses (train: model, data, training, finetuning, generating; chat/export: no training "
         "arguments). Any other key stops the run with `ValueError: Some keys are not used by the "
         "HfArgumentParser`. Keys come from other versions (`evaluation_strategy`, removed in transformers 5), "
-        "from the WebUI's widget ids (`compute_type`), from blogs (`disable_torch_compile`), or are typos."
+        "from the WebUI's widget ids (`compute_type`), from blogs (`disable_torch_compile`), or are typos. A split "
+        "key from other libraries (`train_size: 0.8`) gets the `val_size` it means (`val_size: 0.2`). A "
+        "Megatron-Core config (LLaMA-Factory's examples/megatron/, read only under USE_MCA=1 with mcore_adapter) "
+        "is reported once, not key by key."
     )
     fails_when = "At start-up, in `get_train_args`, seconds after launch (after the job waited in the queue)."
     evidence = (
@@ -110,13 +137,66 @@ class UnknownKey(Rule):
             if src.kind == Kind.LF_CLI
             else "stops at start-up with `Some keys are not used by the HfArgumentParser`"
         )
+        megatron = [e for e in top_entries(src) if e.key in MEGATRON_KEYS and e.key not in fields]
+        if megatron:
+            yield self._megatron(ctx, megatron, lf.version)
         for entry in top_entries(src):
             key = entry.key
-            if key in fields:
+            if key in fields or key in MEGATRON_KEYS:
                 continue
             head = f"Unknown key `{key}`: LLaMA-Factory {lf.version} {stops}"
             hint, fix = self._hint(ctx, entry, fields, present, lf)
             yield self.at_entry(ctx, entry, f"{head}; {hint}" if hint else head, fix=fix)
+
+    def _megatron(self, ctx: Context, entries: list[Entry], version: str) -> Diagnostic:
+        """A Megatron config (LLaMA-Factory's examples/megatron/): its Megatron-Core keys said once, not one by one."""
+        names = ", ".join(f"`{e.key}`" for e in entries[:3]) + (
+            f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+        )
+        return self.at_entry(
+            ctx,
+            entries[0],
+            f"A Megatron-Core config ({names}): LLaMA-Factory {version} reads these keys only when launched with "
+            "USE_MCA=1 and mcore_adapter installed, and stops at start-up without that; cfgopt does not check them "
+            "(for a USE_MCA=1 launch: `# cfgopt: ignore-file[LF001]`)",
+        )
+
+    def _split_hint(self, ctx: Context, entry: Entry, fields, present) -> tuple[str, object] | None:
+        """`train_size: 0.8` means `val_size: 0.2`: the did-you-mean that knows what the key meant."""
+        src, key, value = ctx.source, entry.key, entry.node.value
+        meaning = SPLIT_KEYS.get(key)
+        if meaning is None or "val_size" not in fields:
+            return None
+        if "val_size" in present:
+            return "LLaMA-Factory's held-out split is `val_size` (already set)", None
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if isinstance(value, str):  # a command-line word: `--train_size 0.8`
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+        if meaning == "complement":
+            if number is None or not 0 < number < 1:
+                return (
+                    "LLaMA-Factory sets the held-out part instead: `val_size` (the evaluation fraction or count)",
+                    None,
+                )
+            new_value = round(1 - number, 6)
+        else:
+            if number is None or number <= 0:
+                return "LLaMA-Factory's held-out split is `val_size` (the evaluation fraction or count)", None
+            new_value = number
+        change = edits.rename_key(src, entry, "val_size")
+        if new_value != number:
+            value_edits = edits.replace_value(src, entry, new_value)
+            if value_edits is None:
+                return f"did you mean `val_size: {new_value:g}`? (the evaluation part)", None
+            change += value_edits
+        return (
+            f"did you mean `val_size: {new_value:g}`? (LLaMA-Factory holds out `val_size` for evaluation and trains "
+            "on the rest)",
+            self.fix(f"Replace with `val_size: {new_value:g}`", change, safe=False),
+        )
 
     def _hint(self, ctx: Context, entry: Entry, fields, present, lf) -> tuple[str, object]:
         src, key, value = ctx.source, entry.key, entry.node.value
@@ -136,6 +216,9 @@ class UnknownKey(Rule):
                 f"renamed to `{new}`",
                 self.fix(f"Rename to `{new}`", edits.rename_key(src, entry, new), safe=True),
             )
+        split = self._split_hint(ctx, entry, fields, present)
+        if split is not None:
+            return split
         if key in lf.not_settable:
             return "LLaMA-Factory derives this field itself (init=False); it cannot be set", None
         group = group_of(src)
@@ -146,8 +229,6 @@ class UnknownKey(Rule):
                 f"(LLaMA-Factory {lf.version} uses transformers {lf.transformers})"
             )
             return (f"{removed}; {history}" if history else removed), None
-        if key in MEGATRON_KEYS:
-            return "a Megatron-Core key: only valid with USE_MCA=1 and mcore_adapter installed", None
         for other in ("train", "infer"):
             if other != group and key in lf.group(other):
                 sub = "train" if other == "train" else "chat/export/api"
