@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 from cfgopt.deepspeed_plan import DeepSpeedPlan, deepspeed_plan
 from cfgopt.model_shapes import ModelShape
@@ -83,9 +83,51 @@ MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
 
 
+# The phases of a training step (docs/memory.md, "Phases"). A component lives through all of them (STATES),
+# in some of them (its transients), or on the host (HOST: offloaded, not on the GPU).
+STATES = "states"
+PHASES = ("loss", "backward", "step")
+HOST = "host"
+
+
+class Component(NamedTuple):
+    """One part of the peak per GPU: a new knob that costs memory is one more of these."""
+
+    name: str
+    gib: float
+    counted: str  # how it was counted, for the table
+    phases: tuple[str, ...]  # (STATES,): held throughout; else the PHASES it is alive in; (HOST,): offloaded
+    source: str = ""  # where its formula comes from (code read, measurement), for docs and the JSON
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "gib": self.gib,
+            "counted": self.counted,
+            "phases": list(self.phases),
+            "source": self.source,
+        }
+
+
+# The figures `cfgopt estimate --format json` printed before the components (users may read them): each named
+# component's GiB under its old key; any other component on the GPU in "extra_gib" when it is held throughout,
+# in "step_gib" when it lives in the step.
+_JSON_KEYS = {
+    "weights": "weights_gib",
+    "gradients": "gradients_gib",
+    "optimizer states": "optimizer_gib",
+    "activations": "activations_gib",
+    "recompute + backward": "recompute_gib",
+    "logits / loss": "logits_gib",
+    "attention scores": "attention_gib",
+    "optimizer step buffers": "step_gib",
+    "offloaded (host)": "offloaded_gib",
+}
+
+
 @dataclass
 class MemoryEstimate:
-    """Peak memory per GPU (GiB) and how it is made up."""
+    """Peak memory per GPU (GiB) as a list of components, and the run it describes."""
 
     model: str
     finetuning_type: str
@@ -104,23 +146,30 @@ class MemoryEstimate:
     quantization_bit: int | None
     total_params: int
     trainable_params: int
-    weights_gib: float = 0.0
-    gradients_gib: float = 0.0
-    optimizer_gib: float = 0.0
-    activations_gib: float = 0.0  # saved layer activations (checkpoint boundaries with GC)
-    recompute_gib: float = 0.0  # GC: one layer recomputed + its backward temporaries
-    logits_gib: float = 0.0
-    attention_gib: float = 0.0  # eager score matrices
-    extra_gib: float = 0.0  # masks, ZeRO buffers, reference model
-    offloaded_gib: float = 0.0  # moved to CPU/NVMe (not counted on the GPU)
-    step_gib: float = 0.0  # optimizer-step temporaries (ZeRO gradient partitions)
-    gradients_transient: bool = False  # full/freeze: gradients exist from the backward to the step only
+    components: list[Component] = field(default_factory=list)
     layer_bytes_per_token: float = 0.0  # one layer's saved activations, no recomputation
     layer_bytes_per_token_gc: float = 0.0  # what one layer keeps under checkpointing
     memory_gib: float = 0.0  # the target's memory per GPU
     notes: list[str] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)  # settings outside the model: rules stay silent
     uncalibrated: list[str] = field(default_factory=list)  # modelled, but no measured run covers them
+
+    def gib(self, name: str) -> float:
+        """The GiB of the component `name` (0.0 when the estimate has none)."""
+        return sum(c.gib for c in self.components if c.name == name)
+
+    @property
+    def logits_gib(self) -> float:
+        return self.gib("logits / loss")
+
+    @property
+    def offloaded_gib(self) -> float:
+        return sum(c.gib for c in self.components if HOST in c.phases)
+
+    @property
+    def gradients_transient(self) -> bool:
+        """Full/freeze: the gradients exist from the backward to the step only (not held throughout)."""
+        return any(c.name == "gradients" and STATES not in c.phases for c in self.components)
 
     @property
     def confidence(self) -> str:
@@ -142,28 +191,14 @@ class MemoryEstimate:
         return self.micro_batch * self.gradient_accumulation * self.gpus
 
     def phases(self) -> dict[str, float]:
-        """What lives beside the persistent states at each candidate peak (GiB). The loss: saved activations
-        (checkpoint boundaries with GC), the logits and eager's scores. The backward: with GC one recomputed
-        layer (and its eager scores); gradients that only exist from the backward on. The optimizer step:
-        those gradients and ZeRO's step buffers. Transients of different phases never meet, so the peak is
-        the largest phase (measured: eager and SDPA within 0.1 GiB under GC on 5 families). With gradient
-        accumulation and no DeepSpeed, the gradients of the earlier micro-batches stay allocated through the
-        next one's forward: the HF Trainer zeroes them only after the optimizer step (measured on the H200,
-        Qwen3-4B full, 1 x 2 without GC: 78.8 GiB allocated, 67.4 estimated without this term, 77.9 with it;
-        bench/planner/h200/long-tune)."""
-        grads = self.gradients_gib if self.gradients_transient else 0.0
-        held = grads if self.gradient_accumulation > 1 and self.zero_stage is None else 0.0
-        gc = self.gradient_checkpointing
-        return {
-            "loss": self.activations_gib + self.logits_gib + (0.0 if gc else self.attention_gib) + held,
-            "backward": (self.activations_gib + self.recompute_gib + self.attention_gib if gc else 0.0) + grads,
-            "step": grads + self.step_gib,
-        }
+        """What lives beside the persistent states at each candidate peak (GiB): the sum of the components
+        alive in that phase. Transients of different phases never meet, so the peak is the largest phase
+        (docs/memory.md, "Phases", says which component lives when and the measurements behind it)."""
+        return {phase: sum(c.gib for c in self.components if phase in c.phases) for phase in PHASES}
 
     @property
     def persistent_gib(self) -> float:
-        grads = 0.0 if self.gradients_transient else self.gradients_gib
-        return self.weights_gib + grads + self.optimizer_gib + self.extra_gib
+        return sum(c.gib for c in self.components if STATES in c.phases)
 
     @property
     def peak_phase(self) -> str:
@@ -214,40 +249,36 @@ class MemoryEstimate:
         return bool(self.memory_gib) and self.peak_allocated_gib + self.runtime_gib > self.memory_gib
 
     def rows(self) -> list[tuple[str, float, str]]:
-        """(component, GiB, how it was counted) for a table."""
-        gc = "on" if self.gradient_checkpointing else "off"
-        act = (
-            f"{self.layer_bytes_per_token_gc:,.0f} B/token/layer kept (GC {gc})"
-            if self.gradient_checkpointing
-            else f"{self.layer_bytes_per_token:,.0f} B/token/layer (GC {gc})"
-        )
-        rows = [
-            ("weights", self.weights_gib, f"{self.total_params / 1e9:.2f}B parameters"),
-            (
-                "gradients",
-                self.gradients_gib,
-                f"{self.trainable_params / 1e6:,.1f}M trainable"
-                + (", backward to step" if self.gradients_transient else ""),
-            ),
-            ("optimizer states", self.optimizer_gib, "incl. fp32 master copy where kept"),
-            ("activations", self.activations_gib, act),
-            ("recompute + backward", self.recompute_gib, "one layer (GC)" if self.gradient_checkpointing else "-"),
-            ("logits / loss", self.logits_gib, "fused (Liger)" if self.liger else "vocab x tokens, fp32"),
-            ("attention scores", self.attention_gib, self.attention),
-            ("masks, buffers, reference", self.extra_gib, ""),
-            ("optimizer step buffers", self.step_gib, "ZeRO gradient partitions" if self.step_gib else "-"),
+        """(component, GiB, how it was counted) for a table: the components on the GPU, the peak, the margin and
+        the runtime, then what is offloaded."""
+        on_gpu = [c for c in self.components if HOST not in c.phases]
+        rows = [(c.name, c.gib, c.counted) for c in on_gpu]
+        rows += [
             ("= peak allocated", self.peak_allocated_gib, f"states + the {self.peak_phase} phase"),
             ("allocator margin", self.margin_gib, f"{ALLOCATOR_MARGIN:.0%}"),
             ("runtime", self.runtime_gib, "context, workspaces" + (", NCCL" if self.gpus > 1 else "")),
             ("= required per GPU", self.required_gib, f"of {self.memory_gib:g} GiB"),
         ]
-        if self.offloaded_gib:
-            rows.append(("offloaded (host)", self.offloaded_gib, "not on the GPU"))
+        rows += [(c.name, c.gib, c.counted) for c in self.components if HOST in c.phases and c.gib]
         return rows
 
+    def _json_figures(self) -> dict[str, Any]:
+        """The per-part keys the JSON had before the components (see _JSON_KEYS)."""
+        out = {key: 0.0 for key in _JSON_KEYS.values()}
+        out["extra_gib"] = 0.0
+        for c in self.components:
+            key = _JSON_KEYS.get(c.name) or (
+                "step_gib" if "step" in c.phases and STATES not in c.phases else "extra_gib"
+            )
+            out[key] += c.gib
+        out["gradients_transient"] = self.gradients_transient
+        return out
+
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "components"}
+        out.update(self._json_figures())
         out.update(
+            components=[c.as_dict() for c in self.components],
             peak_allocated_gib=self.peak_allocated_gib,
             phases_gib=self.phases(),
             peak_phase=self.peak_phase,
@@ -487,14 +518,17 @@ def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[s
     return _Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
 
 
-@dataclass
-class _States:
+class _States(NamedTuple):
+    """Model states per GPU, in bytes."""
+
     weights: float
     gradients: float
     optimizer: float
     offloaded: float
     step: float  # optimizer-step temporaries (ZeRO's gradient partitions)
     gradients_transient: bool  # gradients exist only from backward to the step (full/freeze)
+    zero: int | None  # the ZeRO stage, None without DeepSpeed
+    trainable: int
 
 
 def _model_states(
@@ -575,7 +609,7 @@ def _model_states(
     # Full/freeze: gradients are set to None after each step and rebuilt by the backward; ZeRO-3 keeps its
     # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
     transient = ftype in ("full", "freeze") and zero != 3 and not plan.offload_optimizer
-    return _States(weights, grads, optimizer, offloaded, step, transient)
+    return _States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
 
 
 def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
@@ -653,28 +687,33 @@ def _buffers(
     config: dict[str, Any],
     plan: DeepSpeedPlan,
     gpus: int,
-    trainable: int,
-    stage: str,
-    ftype: str,
-    packing: bool,
+    gradient_bytes: float,
+    batch: _Batch,
     attention: str,
-    seqs: int,
-    seq: int,
     notes: list[str],
-) -> float:
-    """Masks, ZeRO communication buffers and a preference run's reference model."""
-    zero, extra = plan.stage, 0.0
-    if packing and bool(_get(config, "neat_packing")) and attention != "fa2":
-        extra += NEAT_MASK_BYTES * seqs * seq * seq
+) -> list[Component]:
+    """Masks, ZeRO communication buffers and a preference run's reference model: held throughout the step."""
+    zero, out = plan.stage, []
+    if batch.packing and bool(_get(config, "neat_packing")) and attention != "fa2":
+        mask = NEAT_MASK_BYTES * batch.seqs * batch.seq * batch.seq
+        out.append(Component("neat_packing mask", mask / GIB, "4D mask, b x s x s", (STATES,), "fit to V13 vs V7"))
     if zero == 3 and gpus > 1:
         embed = _embedding_params(shape)
-        extra += 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
+        gathered = 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
+        out.append(
+            Component("ZeRO-3 gathered parameters", gathered / GIB, "2 layers or the embedding, 16-bit", (STATES,))
+        )
     if zero in (1, 2) and gpus > 1:
-        extra += 2.0 * min(_bucket_elements(plan, shape), trainable) * (2 if plan.overlap_comm else 1)
-    if stage in ("dpo", "kto") and ftype != "lora" and str(_get(config, "pref_loss")) not in ("orpo", "simpo"):
-        extra += 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
+        # bounded by the gradient partition's size in bytes, as calibrated (an element count against bytes)
+        buckets = 2.0 * min(_bucket_elements(plan, shape), gradient_bytes) * (2 if plan.overlap_comm else 1)
+        counted = "reduce + all-gather buckets" + (", x2 overlap_comm" if plan.overlap_comm else "")
+        out.append(Component("ZeRO buckets", buckets / GIB, counted, (STATES,)))
+    pref_loss = str(_get(config, "pref_loss"))
+    if batch.stage in ("dpo", "kto") and batch.ftype != "lora" and pref_loss not in ("orpo", "simpo"):
+        reference = 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
+        out.append(Component("reference model", reference / GIB, "frozen, bf16", (STATES,)))
         notes.append("preference training: a frozen bf16 reference model")
-    return extra
+    return out
 
 
 def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> str:
@@ -804,10 +843,12 @@ def estimate(
     if attention == "eager":
         attention_bytes = _eager_scores(shape, seqs, seq, 1 if gc else (L - method.first_active))
         notes.append("eager attention: every layer's L x L scores are materialised")
-    extra = _buffers(shape, config, plan, gpus, states.gradients, stage, ftype, packing, attention, seqs, seq, notes)
+    buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
     if stage in _PAIRWISE:
         notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
+    trainable = min(method.trainable, shape.num_parameters)
+    activity = _Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,
         finetuning_type=ftype,
@@ -825,18 +866,8 @@ def estimate(
         liger=liger,
         quantization_bit=bits,
         total_params=shape.num_parameters,
-        trainable_params=min(method.trainable, shape.num_parameters),
-        weights_gib=states.weights / GIB,
-        gradients_gib=states.gradients / GIB,
-        optimizer_gib=states.optimizer / GIB,
-        activations_gib=activations / GIB,
-        recompute_gib=recompute / GIB,
-        logits_gib=logits / GIB,
-        attention_gib=attention_bytes / GIB,
-        extra_gib=extra / GIB,
-        offloaded_gib=states.offloaded / GIB,
-        step_gib=states.step / GIB,
-        gradients_transient=states.gradients_transient,
+        trainable_params=trainable,
+        components=_components(shape, batch, states, activity, buffers, gc=gc, liger=liger, attention=attention),
         layer_bytes_per_token=per_layer,
         layer_bytes_per_token_gc=GC_BOUNDARY_BYTES * shape.hidden_size,
         memory_gib=float(target.memory_gib),
@@ -844,6 +875,70 @@ def estimate(
         unmodelled=unmodelled,
         uncalibrated=uncalibrated,
     )
+
+
+class _Activity(NamedTuple):
+    """What the micro-batch itself costs, in bytes (one layer's per token, then the totals)."""
+
+    per_layer: float
+    activations: float
+    recompute: float
+    logits: float
+    attention: float
+
+
+def _components(
+    shape: ModelShape,
+    batch: _Batch,
+    states: _States,
+    activity: _Activity,
+    buffers: list[Component],
+    *,
+    gc: bool,
+    liger: bool,
+    attention: str,
+) -> list[Component]:
+    """The estimate's parts in the table's order, each with the phases it lives in (docs/memory.md, "Phases"):
+    the model states throughout; full/freeze gradients from the backward to the step (and through the next
+    micro-batch's loss when accumulation holds them without DeepSpeed); the saved activations at the loss (and,
+    with checkpointing, the boundaries through the backward beside one recomputed layer); the logits at the loss;
+    eager's scores at the loss without checkpointing, in the backward with it; ZeRO's step buffers at the step."""
+    grads_phases: tuple[str, ...] = (STATES,)
+    if states.gradients_transient:
+        held = batch.accumulation > 1 and states.zero is None
+        grads_phases = (("loss",) if held else ()) + ("backward", "step")
+    trainable = states.trainable
+    activations = (
+        f"{GC_BOUNDARY_BYTES * shape.hidden_size:,.0f} B/token/layer kept (GC on)"
+        if gc
+        else f"{activity.per_layer:,.0f} B/token/layer (GC off)"
+    )
+    out = [
+        Component("weights", states.weights / GIB, f"{shape.num_parameters / 1e9:.2f}B parameters", (STATES,)),
+        Component(
+            "gradients",
+            states.gradients / GIB,
+            f"{trainable / 1e6:,.1f}M trainable" + (", backward to step" if states.gradients_transient else ""),
+            grads_phases,
+        ),
+        Component("optimizer states", states.optimizer / GIB, "incl. fp32 master copy where kept", (STATES,)),
+        Component("activations", activity.activations / GIB, activations, ("loss", "backward") if gc else ("loss",)),
+        Component("recompute + backward", activity.recompute / GIB, "one layer (GC)" if gc else "-", ("backward",)),
+        Component(
+            "logits / loss", activity.logits / GIB, "fused (Liger)" if liger else "vocab x tokens, fp32", ("loss",)
+        ),
+        Component("attention scores", activity.attention / GIB, attention, ("backward",) if gc else ("loss",)),
+        *buffers,
+        Component(
+            "optimizer step buffers",
+            states.step / GIB,
+            "ZeRO gradient partitions" if states.step else "-",
+            ("step",),
+        ),
+    ]
+    if states.offloaded:
+        out.append(Component("offloaded (host)", states.offloaded / GIB, "not on the GPU", (HOST,)))
+    return out
 
 
 def _uncalibrated(

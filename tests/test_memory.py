@@ -58,7 +58,7 @@ def test_full_finetune_1b_points() -> None:
     # 18 bytes/parameter without checkpointing (autocast's weight-cast cache), 16 with it (measured, both)
     for extra, per_param in (({"disable_gradient_checkpointing": True}, 18), ({}, 16)):
         states = est({**full, **extra}, L1)
-        total = (states.weights_gib + states.gradients_gib + states.optimizer_gib) * 2**30
+        total = (states.gib("weights") + states.gib("gradients") + states.gib("optimizer states")) * 2**30
         assert total == pytest.approx(per_param * L1.num_parameters)
 
 
@@ -69,7 +69,7 @@ def test_accumulation_holds_a_full_finetunes_gradients_through_the_next_forward(
     full = {"finetuning_type": "full", "packing": True, "disable_gradient_checkpointing": True}
     once = est({**full, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 1}, L1)
     twice = est({**full, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 2}, L1)
-    assert twice.phases()["loss"] == pytest.approx(once.phases()["loss"] + once.gradients_gib)
+    assert twice.phases()["loss"] == pytest.approx(once.phases()["loss"] + once.gib("gradients"))
     lora = est({"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2}, L1)
     assert lora.phases()["loss"] == pytest.approx(
         est({"per_device_train_batch_size": 1, "gradient_accumulation_steps": 1}, L1).phases()["loss"]
@@ -91,7 +91,7 @@ def test_accumulation_holds_a_full_finetunes_gradients_through_the_next_forward(
 def test_lora_trainable_count_and_static() -> None:
     e = est({"packing": True, "per_device_train_batch_size": 1})
     assert e.trainable_params == 20_971_520  # rank 8, all linears (bench/h200/measurements.md)
-    assert e.weights_gib == pytest.approx(15.04, abs=0.05)  # the resident model after load
+    assert e.gib("weights") == pytest.approx(15.04, abs=0.05)  # the resident model after load
 
 
 def test_calibration_table_meets_the_target_leaving_each_family_out() -> None:
@@ -123,11 +123,11 @@ def test_issue_16_qwen3_points_within_ten_percent() -> None:
 def test_components_move_the_right_way() -> None:
     packed = {"packing": True, "per_device_train_batch_size": 4}
     sdpa, eager = est(packed), est({**packed, "flash_attn": "disabled"})
-    assert eager.attention_gib > 0 and sdpa.attention_gib == 0
+    assert eager.gib("attention scores") > 0 and sdpa.gib("attention scores") == 0
     assert est({**packed, "enable_liger_kernel": True}).peak_allocated_gib < sdpa.peak_allocated_gib
     assert est({**packed, "disable_gradient_checkpointing": True}).peak_allocated_gib > sdpa.peak_allocated_gib
     q4 = est({**packed, "quantization_bit": 4})
-    assert q4.weights_gib < 0.5 * sdpa.weights_gib and q4.quantization_bit == 4
+    assert q4.gib("weights") < 0.5 * sdpa.gib("weights") and q4.quantization_bit == 4
     assert est({**packed, "model_name_or_path": "TechxGenus/Meta-Llama-3-8B-Instruct-AWQ"}).quantization_bit == 4
     assert est({**packed, "stage": "dpo"}).tokens == 2 * sdpa.tokens
     # unpacked: the peak batch reaches cutoff_len unless told otherwise
@@ -142,14 +142,14 @@ def test_zero_partitioning_and_offload() -> None:
         return {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": stage, **zero}}
 
     def states(e) -> float:
-        return e.weights_gib + e.gradients_gib + e.optimizer_gib
+        return e.gib("weights") + e.gib("gradients") + e.gib("optimizer states")
 
     by_stage = [states(est(full, gpus=8, ds=ds(s))) for s in (0, 1, 2, 3)]
     assert by_stage == sorted(by_stage, reverse=True) and by_stage[0] > 3 * by_stage[3]
     assert states(est(full, gpus=8, ds=ds(3))) == pytest.approx(16 * L8.num_parameters / 8 / 2**30)
     assert states(est(full, gpus=4, ds=ds(3))) > states(est(full, gpus=8, ds=ds(3)))
     offload = est(full, gpus=8, ds=ds(3, offload_optimizer={"device": "cpu"}, offload_param={"device": "cpu"}))
-    assert offload.optimizer_gib == 0 and offload.weights_gib == 0 and offload.offloaded_gib > 0
+    assert offload.gib("optimizer states") == 0 and offload.gib("weights") == 0 and offload.offloaded_gib > 0
     # ZeRO-3 on one GPU shards nothing (bench/h200/measurements.md V2 vs V4: 21.1 vs 21.0 GiB)
     one = est({"per_device_train_batch_size": 4}, ds=ds(3), fill=832 / 2048)
     assert within(
@@ -228,6 +228,13 @@ def test_estimate_command_json_and_exit_codes(tmp_path: Path) -> None:
     assert data["max_micro_batch"] >= 4 and data["global_batch"] == 4 * 2 * 8
     for key in ("weights_gib", "activations_gib", "logits_gib", "required_gib", "notes"):
         assert key in data
+    parts = {c["name"]: c for c in data["components"]}  # the same figures, one record per component
+    assert parts["weights"]["gib"] == data["weights_gib"] and parts["weights"]["phases"] == ["states"]
+    assert parts["logits / loss"]["phases"] == ["loss"] and {"counted", "source"} <= parts["weights"].keys()
+    on_gpu = [c for c in data["components"] if "host" not in c["phases"]]
+    states = sum(c["gib"] for c in on_gpu if "states" in c["phases"])
+    phase = max(sum(c["gib"] for c in on_gpu if p in c["phases"]) for p in ("loss", "backward", "step"))
+    assert states + phase == pytest.approx(data["peak_allocated_gib"])
     code, out, _ = run_cli(["estimate", str(fits), "--target", "mi300x"])
     assert code == 0 and "= required per GPU" in out and "largest per_device_train_batch_size" in out
 
