@@ -51,6 +51,8 @@ LIGER_CE_BYTES_PER_HIDDEN = 4  # per token: fused linear cross-entropy keeps the
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
 ZERO3_STEP_BYTES = 6  # per parameter of one sub-group: ZeRO-3's fp32 gradients and step temporaries
 ZERO3_SUB_GROUP = 1e9  # DeepSpeed's default sub_group_size (the step runs one sub-group at a time)
+ISINF_BYTES = 3  # per 16-bit element: torch.isinf is `abs() == inf`, a 16-bit copy and a bool mask (H200: 3.0)
+GRAD_NORM_BYTES = 8  # per element of the largest gradient partition: the clipping norm's fp64 copy (H200: 8.0)
 ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3
 RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's allocator statistics
 COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
@@ -86,8 +88,9 @@ _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_
 # The phases of a training step (docs/memory.md, "Phases"). A component lives through all of them (STATES),
 # in some of them (its transients), or on the host (HOST: offloaded, not on the GPU).
 STATES = "states"
-PHASES = ("loss", "backward", "step")
+PHASES = ("loss", "backward", "step", "overflow check", "grad norm")
 HOST = "host"
+_ALWAYS_SHOWN = PHASES[:3]  # the moments every run has; the others appear in `phases()` only where they happen
 
 
 class Component(NamedTuple):
@@ -110,8 +113,7 @@ class Component(NamedTuple):
 
 
 # The figures `cfgopt estimate --format json` printed before the components (users may read them): each named
-# component's GiB under its old key; any other component on the GPU in "extra_gib" when it is held throughout,
-# in "step_gib" when it lives in the step.
+# component's GiB under its old key, any other component held throughout in "extra_gib".
 _JSON_KEYS = {
     "weights": "weights_gib",
     "gradients": "gradients_gib",
@@ -194,7 +196,12 @@ class MemoryEstimate:
         """What lives beside the persistent states at each candidate peak (GiB): the sum of the components
         alive in that phase. Transients of different phases never meet, so the peak is the largest phase
         (docs/memory.md, "Phases", says which component lives when and the measurements behind it)."""
-        return {phase: sum(c.gib for c in self.components if phase in c.phases) for phase in PHASES}
+        present = {phase for c in self.components for phase in c.phases}
+        return {
+            phase: sum(c.gib for c in self.components if phase in c.phases)
+            for phase in PHASES
+            if phase in _ALWAYS_SHOWN or phase in present
+        }
 
     @property
     def persistent_gib(self) -> float:
@@ -263,14 +270,14 @@ class MemoryEstimate:
         return rows
 
     def _json_figures(self) -> dict[str, Any]:
-        """The per-part keys the JSON had before the components (see _JSON_KEYS)."""
+        """The per-part keys the JSON had before the components (see _JSON_KEYS); a component of a moment those
+        keys never had (the overflow check, the gradient norm) is in "components" and "phases_gib" only."""
         out = {key: 0.0 for key in _JSON_KEYS.values()}
         out["extra_gib"] = 0.0
         for c in self.components:
-            key = _JSON_KEYS.get(c.name) or (
-                "step_gib" if "step" in c.phases and STATES not in c.phases else "extra_gib"
-            )
-            out[key] += c.gib
+            key = _JSON_KEYS.get(c.name) or ("extra_gib" if STATES in c.phases else None)
+            if key is not None:
+                out[key] += c.gib
         out["gradients_transient"] = self.gradients_transient
         return out
 
@@ -716,6 +723,52 @@ def _buffers(
     return out
 
 
+_STAGE3 = "deepspeed 0.19.8 runtime/zero/stage3.py"
+
+
+def _largest_trainable(shape: ModelShape, method: _Method, ftype: str) -> int:
+    """Elements of the largest trained parameter: the embedding or lm_head when they train, else one layer's
+    largest linear (freeze), else 0 (adapters are small next to the step's other buffers)."""
+    if method.lm_head_trained:
+        return shape.vocab_size * shape.hidden_size
+    if ftype == "freeze":
+        return max(a * b for a, b in _module_dims(shape).values())
+    return 0
+
+
+def _engine_fp16(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> bool:
+    """DeepSpeed runs the model in fp16 (its `fp16` block enabled, or "auto" with the trainer's `fp16` on)."""
+    block = deepspeed.get("fp16") if isinstance(deepspeed, dict) else None
+    enabled = block.get("enabled") if isinstance(block, dict) else None
+    return enabled is True or (enabled == "auto" and bool(_get(config, "fp16")))
+
+
+def _zero3_buffers(
+    config: dict[str, Any],
+    deepspeed: dict[str, Any] | None,
+    plan: DeepSpeedPlan,
+    gpus: int,
+    trainable: int,
+    largest_trainable: int,
+) -> list[Component]:
+    """What ZeRO-3's step allocates beside the states it partitions, each at its own moment (read from DeepSpeed
+    0.19.8's stage3.py; docs/memory.md, "ZeRO-3's step"): the fp64 copy of one parameter's gradient partition
+    that the clipping norm makes (both precisions), and with fp16 the overflow check's copy and mask of the whole
+    16-bit gradient partition (the loss scaler's inf/NaN test, every step). With the optimizer offloaded the
+    gradient partition lives on the host (stage3.py:333) and neither happens on the GPU."""
+    if plan.stage != 3 or plan.offload_optimizer:
+        return []
+    norm = GRAD_NORM_BYTES * math.ceil(largest_trainable / gpus)
+    source = f"{_STAGE3}:2457 (get_grad_norm_direct: g.to(float64).norm() per parameter)"
+    out = [Component("gradient norm (fp64)", norm / GIB, "largest trainable parameter", ("grad norm",), source)]
+    if _engine_fp16(deepspeed, config):
+        check = ISINF_BYTES * trainable / gpus
+        source = f"{_STAGE3}:2815-2816, 3013 (fp16: torch.isinf(grad_partitions_flat_buffer) = abs() == inf)"
+        counted = "isinf over the 16-bit gradient partition: copy + mask"
+        out.append(Component("fp16 overflow check", check / GIB, counted, ("overflow check",), source))
+    return out
+
+
 def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> str:
     attention = attention_of(config)
     if shape.model_type == "gemma2" and _get(config, "flash_attn") == "auto":
@@ -843,11 +896,14 @@ def estimate(
     if attention == "eager":
         attention_bytes = _eager_scores(shape, seqs, seq, 1 if gc else (L - method.first_active))
         notes.append("eager attention: every layer's L x L scores are materialised")
+    trainable = min(method.trainable, shape.num_parameters)
     buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
+    buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
     if stage in _PAIRWISE:
         notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
-    trainable = min(method.trainable, shape.num_parameters)
+    if zero == 3 and _engine_fp16(deepspeed, config):
+        uncalibrated.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
     activity = _Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,

@@ -347,3 +347,50 @@ def test_table_shapes_match_the_models_the_harness_built(model: str, parameters:
     """Parameter counts of the random-init models bench/memory/harness.py built from each config.json."""
     shape = shape_for(model)
     assert shape is not None and shape.num_parameters == parameters and shape.model_type == model_type
+
+
+# --------------------------------------------------------------------------------------------- fp16 + ZeRO-3
+
+Z3_STOCK = json.loads((ROOT / "bench/planner/examples/deepspeed/ds_z3_config.json").read_text())
+FULL_FP16 = {
+    "finetuning_type": "full",
+    "bf16": False,
+    "fp16": True,
+    "per_device_train_batch_size": 1,
+    "gradient_accumulation_steps": 2,
+}
+
+
+def test_fp16_zero3_overflow_check_explains_the_oom() -> None:
+    """Issue 23: Llama-3-8B full, fp16, LLaMA-Factory's stock ZeRO-3 JSON, 1 x 2 on one H200 died with 119.8 GiB
+    allocated and 15.0 GiB asked. DeepSpeed's fp16 overflow check runs torch.isinf over the whole 16-bit
+    gradient partition: a 16-bit copy (the 15.0 GiB asked) and a bool mask, on top of the model states."""
+    e = est(FULL_FP16, ds=Z3_STOCK)
+    assert e.persistent_gib == pytest.approx(119.8, abs=0.15)  # allocated when it died
+    assert 2.0 * e.trainable_params / 2**30 == pytest.approx(15.0, abs=0.05)  # isinf's abs() copy: the ask
+    assert e.gib("fp16 overflow check") == pytest.approx(3.0 * e.trainable_params / 2**30)
+    assert e.peak_phase == "overflow check" and e.verdict == "over" and e.surely_out_of_memory
+    assert "fp16 with ZeRO-3" in e.confidence_line()
+    bf16 = est({**FULL_FP16, "fp16": False, "bf16": True}, ds=Z3_STOCK)
+    assert not bf16.gib("fp16 overflow check") and bf16.peak_phase == "step"
+    assert bf16.required_gib == pytest.approx(136.3, abs=0.05)  # the old figure: bf16 has no such check
+
+
+def test_zero3_step_moments_need_the_partition_on_the_gpu() -> None:
+    offload = {
+        **Z3_STOCK,
+        "zero_optimization": {**Z3_STOCK["zero_optimization"], "offload_optimizer": {"device": "cpu"}},
+    }
+    e = est(FULL_FP16, ds=offload)
+    assert not e.gib("fp16 overflow check") and not e.gib("gradient norm (fp64)")
+    # the clipping norm's fp64 copy of the largest trained parameter (the embedding), one moment of its own
+    full = est(FULL_FP16, ds=Z3_STOCK, gpus=8)
+    assert full.gib("gradient norm (fp64)") == pytest.approx(8 * 128256 * 4096 / 8 / 2**30, rel=1e-6)
+    assert not est({"fp16": True, "bf16": False}, ds=Z3_STOCK).gib("gradient norm (fp64)")  # LoRA: tiny
+    assert {"overflow check", "grad norm"} <= full.phases().keys() and "grad norm" not in est({}).phases()
+
+
+def test_estimate_command_names_the_overflow_check() -> None:
+    config = ROOT / "bench/planner/examples/train_full/llama3_full_sft_fp16.yaml"
+    code, out, _ = run_cli(["estimate", str(config), "--target", "h200", "--gpus", "1"])
+    assert code == 1 and "fp16 overflow check" in out and "fits: NO" in out and "overflow check phase" in out
