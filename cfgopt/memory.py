@@ -1,9 +1,11 @@
 """Peak GPU memory of a LLaMA-Factory 0.9.5 training run, per GPU, with a breakdown.
 
-`estimate(config, shape, target, gpus, deepspeed)` adds model states (weights, gradients, optimizer states,
-partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and without
-gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and buffers,
-then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
+`estimate(config, shape, target, gpus, deepspeed)` returns a `MemoryEstimate`: a list of `Component` records
+(name, GiB, how it was counted, the phases it lives in, source) - model states (weights, gradients, optimizer
+states, partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and
+without gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and
+buffers, ZeRO-3's step moments (fp16's overflow check, the clipping norm) - whose states plus largest phase
+are the allocated peak, then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
 docs/memory.md; the constants below are named there.
 
