@@ -960,7 +960,8 @@ def _components(
     the model states throughout; full/freeze gradients from the backward to the step (and through the next
     micro-batch's loss when accumulation holds them without DeepSpeed); the saved activations at the loss (and,
     with checkpointing, the boundaries through the backward beside one recomputed layer); the logits at the loss;
-    eager's scores at the loss without checkpointing, in the backward with it; ZeRO's step buffers at the step."""
+    eager's scores at the loss without checkpointing, in the backward with it; ZeRO's step buffers at the step.
+    `buffers` come with their own phases (masks and ZeRO buffers held throughout, ZeRO-3's step moments)."""
     grads_phases: tuple[str, ...] = (STATES,)
     if states.gradients_transient:
         held = batch.accumulation > 1 and states.zero is None
