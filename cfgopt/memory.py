@@ -1,9 +1,11 @@
 """Peak GPU memory of a LLaMA-Factory 0.9.5 training run, per GPU, with a breakdown.
 
-`estimate(config, shape, target, gpus, deepspeed)` adds model states (weights, gradients, optimizer states,
-partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and without
-gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and buffers,
-then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
+`estimate(config, shape, target, gpus, deepspeed)` returns a `MemoryEstimate`: a list of `Component` records
+(name, GiB, how it was counted, the phases it lives in, source) - model states (weights, gradients, optimizer
+states, partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and
+without gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and
+buffers, ZeRO-3's step moments (fp16's overflow check, the clipping norm) - whose states plus largest phase
+are the allocated peak, then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
 docs/memory.md; the constants below are named there.
 
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 from cfgopt.deepspeed_plan import DeepSpeedPlan, deepspeed_plan
 from cfgopt.model_shapes import ModelShape
@@ -51,6 +53,8 @@ LIGER_CE_BYTES_PER_HIDDEN = 4  # per token: fused linear cross-entropy keeps the
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
 ZERO3_STEP_BYTES = 6  # per parameter of one sub-group: ZeRO-3's fp32 gradients and step temporaries
 ZERO3_SUB_GROUP = 1e9  # DeepSpeed's default sub_group_size (the step runs one sub-group at a time)
+ISINF_BYTES = 3  # per 16-bit element: torch.isinf is `abs() == inf`, a 16-bit copy and a bool mask (H200: 3.0)
+GRAD_NORM_BYTES = 8  # per element of the largest gradient partition: the clipping norm's fp64 copy (H200: 8.0)
 ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3
 RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's allocator statistics
 COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
@@ -83,9 +87,51 @@ MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
 
 
+# The phases of a training step (docs/memory.md, "Phases"). A component lives through all of them (STATES),
+# in some of them (its transients), or on the host (HOST: offloaded, not on the GPU).
+STATES = "states"
+PHASES = ("loss", "backward", "step", "overflow check", "grad norm")
+HOST = "host"
+_ALWAYS_SHOWN = PHASES[:3]  # the moments every run has; the others appear in `phases()` only where they happen
+
+
+class Component(NamedTuple):
+    """One part of the peak per GPU: a new knob that costs memory is one more of these."""
+
+    name: str
+    gib: float
+    counted: str  # how it was counted, for the table
+    phases: tuple[str, ...]  # (STATES,): held throughout; else the PHASES it is alive in; (HOST,): offloaded
+    source: str = ""  # where its formula comes from (code read, measurement), for docs and the JSON
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "gib": self.gib,
+            "counted": self.counted,
+            "phases": list(self.phases),
+            "source": self.source,
+        }
+
+
+# The figures `cfgopt estimate --format json` printed before the components (users may read them): each named
+# component's GiB under its old key, any other component held throughout in "extra_gib".
+_JSON_KEYS = {
+    "weights": "weights_gib",
+    "gradients": "gradients_gib",
+    "optimizer states": "optimizer_gib",
+    "activations": "activations_gib",
+    "recompute + backward": "recompute_gib",
+    "logits / loss": "logits_gib",
+    "attention scores": "attention_gib",
+    "optimizer step buffers": "step_gib",
+    "offloaded (host)": "offloaded_gib",
+}
+
+
 @dataclass
 class MemoryEstimate:
-    """Peak memory per GPU (GiB) and how it is made up."""
+    """Peak memory per GPU (GiB) as a list of components, and the run it describes."""
 
     model: str
     finetuning_type: str
@@ -104,23 +150,30 @@ class MemoryEstimate:
     quantization_bit: int | None
     total_params: int
     trainable_params: int
-    weights_gib: float = 0.0
-    gradients_gib: float = 0.0
-    optimizer_gib: float = 0.0
-    activations_gib: float = 0.0  # saved layer activations (checkpoint boundaries with GC)
-    recompute_gib: float = 0.0  # GC: one layer recomputed + its backward temporaries
-    logits_gib: float = 0.0
-    attention_gib: float = 0.0  # eager score matrices
-    extra_gib: float = 0.0  # masks, ZeRO buffers, reference model
-    offloaded_gib: float = 0.0  # moved to CPU/NVMe (not counted on the GPU)
-    step_gib: float = 0.0  # optimizer-step temporaries (ZeRO gradient partitions)
-    gradients_transient: bool = False  # full/freeze: gradients exist from the backward to the step only
+    components: list[Component] = field(default_factory=list)
     layer_bytes_per_token: float = 0.0  # one layer's saved activations, no recomputation
     layer_bytes_per_token_gc: float = 0.0  # what one layer keeps under checkpointing
     memory_gib: float = 0.0  # the target's memory per GPU
     notes: list[str] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)  # settings outside the model: rules stay silent
     uncalibrated: list[str] = field(default_factory=list)  # modelled, but no measured run covers them
+
+    def gib(self, name: str) -> float:
+        """The GiB of the component `name` (0.0 when the estimate has none)."""
+        return sum(c.gib for c in self.components if c.name == name)
+
+    @property
+    def logits_gib(self) -> float:
+        return self.gib("logits / loss")
+
+    @property
+    def offloaded_gib(self) -> float:
+        return sum(c.gib for c in self.components if HOST in c.phases)
+
+    @property
+    def gradients_transient(self) -> bool:
+        """Full/freeze: the gradients exist from the backward to the step only (not held throughout)."""
+        return any(c.name == "gradients" and STATES not in c.phases for c in self.components)
 
     @property
     def confidence(self) -> str:
@@ -142,28 +195,19 @@ class MemoryEstimate:
         return self.micro_batch * self.gradient_accumulation * self.gpus
 
     def phases(self) -> dict[str, float]:
-        """What lives beside the persistent states at each candidate peak (GiB). The loss: saved activations
-        (checkpoint boundaries with GC), the logits and eager's scores. The backward: with GC one recomputed
-        layer (and its eager scores); gradients that only exist from the backward on. The optimizer step:
-        those gradients and ZeRO's step buffers. Transients of different phases never meet, so the peak is
-        the largest phase (measured: eager and SDPA within 0.1 GiB under GC on 5 families). With gradient
-        accumulation and no DeepSpeed, the gradients of the earlier micro-batches stay allocated through the
-        next one's forward: the HF Trainer zeroes them only after the optimizer step (measured on the H200,
-        Qwen3-4B full, 1 x 2 without GC: 78.8 GiB allocated, 67.4 estimated without this term, 77.9 with it;
-        bench/planner/h200/long-tune)."""
-        grads = self.gradients_gib if self.gradients_transient else 0.0
-        held = grads if self.gradient_accumulation > 1 and self.zero_stage is None else 0.0
-        gc = self.gradient_checkpointing
+        """What lives beside the persistent states at each candidate peak (GiB): the sum of the components
+        alive in that phase. Transients of different phases never meet, so the peak is the largest phase
+        (docs/memory.md, "Phases", says which component lives when and the measurements behind it)."""
+        present = {phase for c in self.components for phase in c.phases}
         return {
-            "loss": self.activations_gib + self.logits_gib + (0.0 if gc else self.attention_gib) + held,
-            "backward": (self.activations_gib + self.recompute_gib + self.attention_gib if gc else 0.0) + grads,
-            "step": grads + self.step_gib,
+            phase: sum(c.gib for c in self.components if phase in c.phases)
+            for phase in PHASES
+            if phase in _ALWAYS_SHOWN or phase in present
         }
 
     @property
     def persistent_gib(self) -> float:
-        grads = 0.0 if self.gradients_transient else self.gradients_gib
-        return self.weights_gib + grads + self.optimizer_gib + self.extra_gib
+        return sum(c.gib for c in self.components if STATES in c.phases)
 
     @property
     def peak_phase(self) -> str:
@@ -214,40 +258,36 @@ class MemoryEstimate:
         return bool(self.memory_gib) and self.peak_allocated_gib + self.runtime_gib > self.memory_gib
 
     def rows(self) -> list[tuple[str, float, str]]:
-        """(component, GiB, how it was counted) for a table."""
-        gc = "on" if self.gradient_checkpointing else "off"
-        act = (
-            f"{self.layer_bytes_per_token_gc:,.0f} B/token/layer kept (GC {gc})"
-            if self.gradient_checkpointing
-            else f"{self.layer_bytes_per_token:,.0f} B/token/layer (GC {gc})"
-        )
-        rows = [
-            ("weights", self.weights_gib, f"{self.total_params / 1e9:.2f}B parameters"),
-            (
-                "gradients",
-                self.gradients_gib,
-                f"{self.trainable_params / 1e6:,.1f}M trainable"
-                + (", backward to step" if self.gradients_transient else ""),
-            ),
-            ("optimizer states", self.optimizer_gib, "incl. fp32 master copy where kept"),
-            ("activations", self.activations_gib, act),
-            ("recompute + backward", self.recompute_gib, "one layer (GC)" if self.gradient_checkpointing else "-"),
-            ("logits / loss", self.logits_gib, "fused (Liger)" if self.liger else "vocab x tokens, fp32"),
-            ("attention scores", self.attention_gib, self.attention),
-            ("masks, buffers, reference", self.extra_gib, ""),
-            ("optimizer step buffers", self.step_gib, "ZeRO gradient partitions" if self.step_gib else "-"),
+        """(component, GiB, how it was counted) for a table: the components on the GPU, the peak, the margin and
+        the runtime, then what is offloaded."""
+        on_gpu = [c for c in self.components if HOST not in c.phases]
+        rows = [(c.name, c.gib, c.counted) for c in on_gpu]
+        rows += [
             ("= peak allocated", self.peak_allocated_gib, f"states + the {self.peak_phase} phase"),
             ("allocator margin", self.margin_gib, f"{ALLOCATOR_MARGIN:.0%}"),
             ("runtime", self.runtime_gib, "context, workspaces" + (", NCCL" if self.gpus > 1 else "")),
             ("= required per GPU", self.required_gib, f"of {self.memory_gib:g} GiB"),
         ]
-        if self.offloaded_gib:
-            rows.append(("offloaded (host)", self.offloaded_gib, "not on the GPU"))
+        rows += [(c.name, c.gib, c.counted) for c in self.components if HOST in c.phases and c.gib]
         return rows
 
+    def _json_figures(self) -> dict[str, Any]:
+        """The per-part keys the JSON had before the components (see _JSON_KEYS); a component of a moment those
+        keys never had (the overflow check, the gradient norm) is in "components" and "phases_gib" only."""
+        out = {key: 0.0 for key in _JSON_KEYS.values()}
+        out["extra_gib"] = 0.0
+        for c in self.components:
+            key = _JSON_KEYS.get(c.name) or ("extra_gib" if STATES in c.phases else None)
+            if key is not None:
+                out[key] += c.gib
+        out["gradients_transient"] = self.gradients_transient
+        return out
+
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "components"}
+        out.update(self._json_figures())
         out.update(
+            components=[c.as_dict() for c in self.components],
             peak_allocated_gib=self.peak_allocated_gib,
             phases_gib=self.phases(),
             peak_phase=self.peak_phase,
@@ -487,14 +527,17 @@ def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[s
     return _Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
 
 
-@dataclass
-class _States:
+class _States(NamedTuple):
+    """Model states per GPU, in bytes."""
+
     weights: float
     gradients: float
     optimizer: float
     offloaded: float
     step: float  # optimizer-step temporaries (ZeRO's gradient partitions)
     gradients_transient: bool  # gradients exist only from backward to the step (full/freeze)
+    zero: int | None  # the ZeRO stage, None without DeepSpeed
+    trainable: int
 
 
 def _model_states(
@@ -575,7 +618,7 @@ def _model_states(
     # Full/freeze: gradients are set to None after each step and rebuilt by the backward; ZeRO-3 keeps its
     # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
     transient = ftype in ("full", "freeze") and zero != 3 and not plan.offload_optimizer
-    return _States(weights, grads, optimizer, offloaded, step, transient)
+    return _States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
 
 
 def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
@@ -653,28 +696,79 @@ def _buffers(
     config: dict[str, Any],
     plan: DeepSpeedPlan,
     gpus: int,
-    trainable: int,
-    stage: str,
-    ftype: str,
-    packing: bool,
+    gradient_bytes: float,
+    batch: _Batch,
     attention: str,
-    seqs: int,
-    seq: int,
     notes: list[str],
-) -> float:
-    """Masks, ZeRO communication buffers and a preference run's reference model."""
-    zero, extra = plan.stage, 0.0
-    if packing and bool(_get(config, "neat_packing")) and attention != "fa2":
-        extra += NEAT_MASK_BYTES * seqs * seq * seq
+) -> list[Component]:
+    """Masks, ZeRO communication buffers and a preference run's reference model: held throughout the step."""
+    zero, out = plan.stage, []
+    if batch.packing and bool(_get(config, "neat_packing")) and attention != "fa2":
+        mask = NEAT_MASK_BYTES * batch.seqs * batch.seq * batch.seq
+        out.append(Component("neat_packing mask", mask / GIB, "4D mask, b x s x s", (STATES,), "fit to V13 vs V7"))
     if zero == 3 and gpus > 1:
         embed = _embedding_params(shape)
-        extra += 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
+        gathered = 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
+        out.append(
+            Component("ZeRO-3 gathered parameters", gathered / GIB, "2 layers or the embedding, 16-bit", (STATES,))
+        )
     if zero in (1, 2) and gpus > 1:
-        extra += 2.0 * min(_bucket_elements(plan, shape), trainable) * (2 if plan.overlap_comm else 1)
-    if stage in ("dpo", "kto") and ftype != "lora" and str(_get(config, "pref_loss")) not in ("orpo", "simpo"):
-        extra += 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
+        # bounded by the gradient partition's size in bytes, as calibrated (an element count against bytes)
+        buckets = 2.0 * min(_bucket_elements(plan, shape), gradient_bytes) * (2 if plan.overlap_comm else 1)
+        counted = "reduce + all-gather buckets" + (", x2 overlap_comm" if plan.overlap_comm else "")
+        out.append(Component("ZeRO buckets", buckets / GIB, counted, (STATES,)))
+    pref_loss = str(_get(config, "pref_loss"))
+    if batch.stage in ("dpo", "kto") and batch.ftype != "lora" and pref_loss not in ("orpo", "simpo"):
+        reference = 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
+        out.append(Component("reference model", reference / GIB, "frozen, bf16", (STATES,)))
         notes.append("preference training: a frozen bf16 reference model")
-    return extra
+    return out
+
+
+_STAGE3 = "deepspeed 0.19.8 runtime/zero/stage3.py"
+
+
+def _largest_trainable(shape: ModelShape, method: _Method, ftype: str) -> int:
+    """Elements of the largest trained parameter: the embedding or lm_head when they train, else one layer's
+    largest linear (freeze), else 0 (adapters are small next to the step's other buffers)."""
+    if method.lm_head_trained:
+        return shape.vocab_size * shape.hidden_size
+    if ftype == "freeze":
+        return max(a * b for a, b in _module_dims(shape).values())
+    return 0
+
+
+def _engine_fp16(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> bool:
+    """DeepSpeed runs the model in fp16 (its `fp16` block enabled, or "auto" with the trainer's `fp16` on)."""
+    block = deepspeed.get("fp16") if isinstance(deepspeed, dict) else None
+    enabled = block.get("enabled") if isinstance(block, dict) else None
+    return enabled is True or (enabled == "auto" and bool(_get(config, "fp16")))
+
+
+def _zero3_buffers(
+    config: dict[str, Any],
+    deepspeed: dict[str, Any] | None,
+    plan: DeepSpeedPlan,
+    gpus: int,
+    trainable: int,
+    largest_trainable: int,
+) -> list[Component]:
+    """What ZeRO-3's step allocates beside the states it partitions, each at its own moment (read from DeepSpeed
+    0.19.8's stage3.py; docs/memory.md, "ZeRO-3's step"): the fp64 copy of one parameter's gradient partition
+    that the clipping norm makes (both precisions), and with fp16 the overflow check's copy and mask of the whole
+    16-bit gradient partition (the loss scaler's inf/NaN test, every step). With the optimizer offloaded the
+    gradient partition lives on the host (stage3.py:333) and neither happens on the GPU."""
+    if plan.stage != 3 or plan.offload_optimizer:
+        return []
+    norm = GRAD_NORM_BYTES * math.ceil(largest_trainable / gpus)
+    source = f"{_STAGE3}:2457 (get_grad_norm_direct: g.to(float64).norm() per parameter)"
+    out = [Component("gradient norm (fp64)", norm / GIB, "largest trainable parameter", ("grad norm",), source)]
+    if _engine_fp16(deepspeed, config):
+        check = ISINF_BYTES * trainable / gpus
+        source = f"{_STAGE3}:2815-2816, 3013 (fp16: torch.isinf(grad_partitions_flat_buffer) = abs() == inf)"
+        counted = "isinf over the 16-bit gradient partition: copy + mask"
+        out.append(Component("fp16 overflow check", check / GIB, counted, ("overflow check",), source))
+    return out
 
 
 def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> str:
@@ -804,10 +898,15 @@ def estimate(
     if attention == "eager":
         attention_bytes = _eager_scores(shape, seqs, seq, 1 if gc else (L - method.first_active))
         notes.append("eager attention: every layer's L x L scores are materialised")
-    extra = _buffers(shape, config, plan, gpus, states.gradients, stage, ftype, packing, attention, seqs, seq, notes)
+    trainable = min(method.trainable, shape.num_parameters)
+    buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
+    buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
     if stage in _PAIRWISE:
         notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
+    if zero == 3 and _engine_fp16(deepspeed, config):
+        uncalibrated.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
+    activity = _Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,
         finetuning_type=ftype,
@@ -825,18 +924,8 @@ def estimate(
         liger=liger,
         quantization_bit=bits,
         total_params=shape.num_parameters,
-        trainable_params=min(method.trainable, shape.num_parameters),
-        weights_gib=states.weights / GIB,
-        gradients_gib=states.gradients / GIB,
-        optimizer_gib=states.optimizer / GIB,
-        activations_gib=activations / GIB,
-        recompute_gib=recompute / GIB,
-        logits_gib=logits / GIB,
-        attention_gib=attention_bytes / GIB,
-        extra_gib=extra / GIB,
-        offloaded_gib=states.offloaded / GIB,
-        step_gib=states.step / GIB,
-        gradients_transient=states.gradients_transient,
+        trainable_params=trainable,
+        components=_components(shape, batch, states, activity, buffers, gc=gc, liger=liger, attention=attention),
         layer_bytes_per_token=per_layer,
         layer_bytes_per_token_gc=GC_BOUNDARY_BYTES * shape.hidden_size,
         memory_gib=float(target.memory_gib),
@@ -844,6 +933,71 @@ def estimate(
         unmodelled=unmodelled,
         uncalibrated=uncalibrated,
     )
+
+
+class _Activity(NamedTuple):
+    """What the micro-batch itself costs, in bytes (one layer's per token, then the totals)."""
+
+    per_layer: float
+    activations: float
+    recompute: float
+    logits: float
+    attention: float
+
+
+def _components(
+    shape: ModelShape,
+    batch: _Batch,
+    states: _States,
+    activity: _Activity,
+    buffers: list[Component],
+    *,
+    gc: bool,
+    liger: bool,
+    attention: str,
+) -> list[Component]:
+    """The estimate's parts in the table's order, each with the phases it lives in (docs/memory.md, "Phases"):
+    the model states throughout; full/freeze gradients from the backward to the step (and through the next
+    micro-batch's loss when accumulation holds them without DeepSpeed); the saved activations at the loss (and,
+    with checkpointing, the boundaries through the backward beside one recomputed layer); the logits at the loss;
+    eager's scores at the loss without checkpointing, in the backward with it; ZeRO's step buffers at the step.
+    `buffers` come with their own phases (masks and ZeRO buffers held throughout, ZeRO-3's step moments)."""
+    grads_phases: tuple[str, ...] = (STATES,)
+    if states.gradients_transient:
+        held = batch.accumulation > 1 and states.zero is None
+        grads_phases = (("loss",) if held else ()) + ("backward", "step")
+    trainable = states.trainable
+    activations = (
+        f"{GC_BOUNDARY_BYTES * shape.hidden_size:,.0f} B/token/layer kept (GC on)"
+        if gc
+        else f"{activity.per_layer:,.0f} B/token/layer (GC off)"
+    )
+    out = [
+        Component("weights", states.weights / GIB, f"{shape.num_parameters / 1e9:.2f}B parameters", (STATES,)),
+        Component(
+            "gradients",
+            states.gradients / GIB,
+            f"{trainable / 1e6:,.1f}M trainable" + (", backward to step" if states.gradients_transient else ""),
+            grads_phases,
+        ),
+        Component("optimizer states", states.optimizer / GIB, "incl. fp32 master copy where kept", (STATES,)),
+        Component("activations", activity.activations / GIB, activations, ("loss", "backward") if gc else ("loss",)),
+        Component("recompute + backward", activity.recompute / GIB, "one layer (GC)" if gc else "-", ("backward",)),
+        Component(
+            "logits / loss", activity.logits / GIB, "fused (Liger)" if liger else "vocab x tokens, fp32", ("loss",)
+        ),
+        Component("attention scores", activity.attention / GIB, attention, ("backward",) if gc else ("loss",)),
+        *buffers,
+        Component(
+            "optimizer step buffers",
+            states.step / GIB,
+            "ZeRO gradient partitions" if states.step else "-",
+            ("step",),
+        ),
+    ]
+    if states.offloaded:
+        out.append(Component("offloaded (host)", states.offloaded / GIB, "not on the GPU", (HOST,)))
+    return out
 
 
 def _uncalibrated(

@@ -58,7 +58,7 @@ def test_full_finetune_1b_points() -> None:
     # 18 bytes/parameter without checkpointing (autocast's weight-cast cache), 16 with it (measured, both)
     for extra, per_param in (({"disable_gradient_checkpointing": True}, 18), ({}, 16)):
         states = est({**full, **extra}, L1)
-        total = (states.weights_gib + states.gradients_gib + states.optimizer_gib) * 2**30
+        total = (states.gib("weights") + states.gib("gradients") + states.gib("optimizer states")) * 2**30
         assert total == pytest.approx(per_param * L1.num_parameters)
 
 
@@ -69,7 +69,7 @@ def test_accumulation_holds_a_full_finetunes_gradients_through_the_next_forward(
     full = {"finetuning_type": "full", "packing": True, "disable_gradient_checkpointing": True}
     once = est({**full, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 1}, L1)
     twice = est({**full, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 2}, L1)
-    assert twice.phases()["loss"] == pytest.approx(once.phases()["loss"] + once.gradients_gib)
+    assert twice.phases()["loss"] == pytest.approx(once.phases()["loss"] + once.gib("gradients"))
     lora = est({"per_device_train_batch_size": 1, "gradient_accumulation_steps": 2}, L1)
     assert lora.phases()["loss"] == pytest.approx(
         est({"per_device_train_batch_size": 1, "gradient_accumulation_steps": 1}, L1).phases()["loss"]
@@ -91,7 +91,7 @@ def test_accumulation_holds_a_full_finetunes_gradients_through_the_next_forward(
 def test_lora_trainable_count_and_static() -> None:
     e = est({"packing": True, "per_device_train_batch_size": 1})
     assert e.trainable_params == 20_971_520  # rank 8, all linears (bench/h200/measurements.md)
-    assert e.weights_gib == pytest.approx(15.04, abs=0.05)  # the resident model after load
+    assert e.gib("weights") == pytest.approx(15.04, abs=0.05)  # the resident model after load
 
 
 def test_calibration_table_meets_the_target_leaving_each_family_out() -> None:
@@ -123,11 +123,11 @@ def test_issue_16_qwen3_points_within_ten_percent() -> None:
 def test_components_move_the_right_way() -> None:
     packed = {"packing": True, "per_device_train_batch_size": 4}
     sdpa, eager = est(packed), est({**packed, "flash_attn": "disabled"})
-    assert eager.attention_gib > 0 and sdpa.attention_gib == 0
+    assert eager.gib("attention scores") > 0 and sdpa.gib("attention scores") == 0
     assert est({**packed, "enable_liger_kernel": True}).peak_allocated_gib < sdpa.peak_allocated_gib
     assert est({**packed, "disable_gradient_checkpointing": True}).peak_allocated_gib > sdpa.peak_allocated_gib
     q4 = est({**packed, "quantization_bit": 4})
-    assert q4.weights_gib < 0.5 * sdpa.weights_gib and q4.quantization_bit == 4
+    assert q4.gib("weights") < 0.5 * sdpa.gib("weights") and q4.quantization_bit == 4
     assert est({**packed, "model_name_or_path": "TechxGenus/Meta-Llama-3-8B-Instruct-AWQ"}).quantization_bit == 4
     assert est({**packed, "stage": "dpo"}).tokens == 2 * sdpa.tokens
     # unpacked: the peak batch reaches cutoff_len unless told otherwise
@@ -142,14 +142,14 @@ def test_zero_partitioning_and_offload() -> None:
         return {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": stage, **zero}}
 
     def states(e) -> float:
-        return e.weights_gib + e.gradients_gib + e.optimizer_gib
+        return e.gib("weights") + e.gib("gradients") + e.gib("optimizer states")
 
     by_stage = [states(est(full, gpus=8, ds=ds(s))) for s in (0, 1, 2, 3)]
     assert by_stage == sorted(by_stage, reverse=True) and by_stage[0] > 3 * by_stage[3]
     assert states(est(full, gpus=8, ds=ds(3))) == pytest.approx(16 * L8.num_parameters / 8 / 2**30)
     assert states(est(full, gpus=4, ds=ds(3))) > states(est(full, gpus=8, ds=ds(3)))
     offload = est(full, gpus=8, ds=ds(3, offload_optimizer={"device": "cpu"}, offload_param={"device": "cpu"}))
-    assert offload.optimizer_gib == 0 and offload.weights_gib == 0 and offload.offloaded_gib > 0
+    assert offload.gib("optimizer states") == 0 and offload.gib("weights") == 0 and offload.offloaded_gib > 0
     # ZeRO-3 on one GPU shards nothing (bench/h200/measurements.md V2 vs V4: 21.1 vs 21.0 GiB)
     one = est({"per_device_train_batch_size": 4}, ds=ds(3), fill=832 / 2048)
     assert within(
@@ -228,6 +228,13 @@ def test_estimate_command_json_and_exit_codes(tmp_path: Path) -> None:
     assert data["max_micro_batch"] >= 4 and data["global_batch"] == 4 * 2 * 8
     for key in ("weights_gib", "activations_gib", "logits_gib", "required_gib", "notes"):
         assert key in data
+    parts = {c["name"]: c for c in data["components"]}  # the same figures, one record per component
+    assert parts["weights"]["gib"] == data["weights_gib"] and parts["weights"]["phases"] == ["states"]
+    assert parts["logits / loss"]["phases"] == ["loss"] and {"counted", "source"} <= parts["weights"].keys()
+    on_gpu = [c for c in data["components"] if "host" not in c["phases"]]
+    states = sum(c["gib"] for c in on_gpu if "states" in c["phases"])
+    phase = max(sum(c["gib"] for c in on_gpu if p in c["phases"]) for p in ("loss", "backward", "step"))
+    assert states + phase == pytest.approx(data["peak_allocated_gib"])
     code, out, _ = run_cli(["estimate", str(fits), "--target", "mi300x"])
     assert code == 0 and "= required per GPU" in out and "largest per_device_train_batch_size" in out
 
@@ -340,3 +347,50 @@ def test_table_shapes_match_the_models_the_harness_built(model: str, parameters:
     """Parameter counts of the random-init models bench/memory/harness.py built from each config.json."""
     shape = shape_for(model)
     assert shape is not None and shape.num_parameters == parameters and shape.model_type == model_type
+
+
+# --------------------------------------------------------------------------------------------- fp16 + ZeRO-3
+
+Z3_STOCK = json.loads((ROOT / "bench/planner/examples/deepspeed/ds_z3_config.json").read_text())
+FULL_FP16 = {
+    "finetuning_type": "full",
+    "bf16": False,
+    "fp16": True,
+    "per_device_train_batch_size": 1,
+    "gradient_accumulation_steps": 2,
+}
+
+
+def test_fp16_zero3_overflow_check_explains_the_oom() -> None:
+    """Issue 23: Llama-3-8B full, fp16, LLaMA-Factory's stock ZeRO-3 JSON, 1 x 2 on one H200 died with 119.8 GiB
+    allocated and 15.0 GiB asked. DeepSpeed's fp16 overflow check runs torch.isinf over the whole 16-bit
+    gradient partition: a 16-bit copy (the 15.0 GiB asked) and a bool mask, on top of the model states."""
+    e = est(FULL_FP16, ds=Z3_STOCK)
+    assert e.persistent_gib == pytest.approx(119.8, abs=0.15)  # allocated when it died
+    assert 2.0 * e.trainable_params / 2**30 == pytest.approx(15.0, abs=0.05)  # isinf's abs() copy: the ask
+    assert e.gib("fp16 overflow check") == pytest.approx(3.0 * e.trainable_params / 2**30)
+    assert e.peak_phase == "overflow check" and e.verdict == "over" and e.surely_out_of_memory
+    assert "fp16 with ZeRO-3" in e.confidence_line()
+    bf16 = est({**FULL_FP16, "fp16": False, "bf16": True}, ds=Z3_STOCK)
+    assert not bf16.gib("fp16 overflow check") and bf16.peak_phase == "step"
+    assert bf16.required_gib == pytest.approx(136.3, abs=0.05)  # the old figure: bf16 has no such check
+
+
+def test_zero3_step_moments_need_the_partition_on_the_gpu() -> None:
+    offload = {
+        **Z3_STOCK,
+        "zero_optimization": {**Z3_STOCK["zero_optimization"], "offload_optimizer": {"device": "cpu"}},
+    }
+    e = est(FULL_FP16, ds=offload)
+    assert not e.gib("fp16 overflow check") and not e.gib("gradient norm (fp64)")
+    # the clipping norm's fp64 copy of the largest trained parameter (the embedding), one moment of its own
+    full = est(FULL_FP16, ds=Z3_STOCK, gpus=8)
+    assert full.gib("gradient norm (fp64)") == pytest.approx(8 * 128256 * 4096 / 8 / 2**30, rel=1e-6)
+    assert not est({"fp16": True, "bf16": False}, ds=Z3_STOCK).gib("gradient norm (fp64)")  # LoRA: tiny
+    assert {"overflow check", "grad norm"} <= full.phases().keys() and "grad norm" not in est({}).phases()
+
+
+def test_estimate_command_names_the_overflow_check() -> None:
+    config = ROOT / "bench/planner/examples/train_full/llama3_full_sft_fp16.yaml"
+    code, out, _ = run_cli(["estimate", str(config), "--target", "h200", "--gpus", "1"])
+    assert code == 1 and "fp16 overflow check" in out and "fits: NO" in out and "overflow check phase" in out

@@ -51,10 +51,11 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target, where:
         f"Liger {'on' if est.liger else 'off'}"
         + (f", base weights {est.quantization_bit}-bit" if est.quantization_bit else ""),
         "",
-        f"{'component':28} {'GiB':>8}  detail",
+        f"{'component':28} {'GiB':>8}  {'lives':22} detail",
     ]
+    lives = {c.name: " + ".join(c.phases) for c in est.components}  # states, or the phases of a transient
     for label, gib, detail in est.rows():
-        lines.append(f"{label:28} {gib:8.1f}  {detail}")
+        lines.append(f"{label:28} {gib:8.1f}  {lives.get(label, ''):22} {detail}".rstrip())
     share = est.required_gib / target.memory_gib if target.memory_gib else 0.0
     lines += [
         "",

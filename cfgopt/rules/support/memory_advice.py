@@ -33,7 +33,6 @@ def estimate_ctx(ctx: Context, n_gpus: int, **changes: Any) -> memory.MemoryEsti
 
 
 def top3(est: memory.MemoryEstimate) -> str:
-    """The three largest parts of a peak, for a message."""
-    parts = [(label, gib) for label, gib, _ in est.rows() if not label.startswith("=") and gib > 0]
-    parts.sort(key=lambda p: -p[1])
-    return ", ".join(f"{label} {gib:.0f}" for label, gib in parts[:3])
+    """The three largest components on the GPU, for a message (what is offloaded to the host is no part of it)."""
+    parts = sorted((c for c in est.components if "host" not in c.phases and c.gib > 0), key=lambda c: -c.gib)
+    return ", ".join(f"{c.name} {c.gib:.0f}" for c in parts[:3])
