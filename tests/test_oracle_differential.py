@@ -587,6 +587,9 @@ def known_difference(case: Case) -> str | None:
         horizon (model load, Trainer construction, ZeRO-3 partitioning), each documented in its `fails_when`.
     KD7 gpt-oss-fa3: `flash_attn: fa3` on a gpt-oss model: LLaMA-Factory 0.9.5 forces a hub FA3 kernel for
         model_type gpt_oss; the harness judges attention on a llama config (no hub), cfgopt by the model id.
+    KD8 the-oracles-accelerator: the oracle rejects GPUDirect Storage (`aio.use_gds`) because it runs on a CPU
+        accelerator; cfgopt judges with no target stated, where DS009 does not guess the platform (it is an error
+        with `--target cpu`, a load-time error on ROCm only where something loads the gds op, nothing on CUDA).
     """
     if case.ok and case.diags and all(d["code"] == "LF002" for d in case.diags):
         return "KD1"
@@ -617,6 +620,8 @@ def known_difference(case: Case) -> str | None:
         and any("gpt-oss" in text for text in case.files.values())
     ):
         return "KD7"
+    if not case.ok and not case.diags and "GDS currently only supported for CUDA accelerator" in case.error:
+        return "KD8"
     if not case.ok and not case.diags and case.operator in DS_OPS and _auto_batch_satisfiable(case):
         return "KD2"
     return None
