@@ -21,7 +21,6 @@ fix's description says what it expects and which package it needs.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
@@ -246,58 +245,14 @@ def planned_batch(job: Job) -> tuple[int, int] | None:
 
 
 def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
-    """Span edits writing the plan into a LLaMA-Factory YAML or command line; None when one cannot be made."""
-    from cfgopt import edits
-    from cfgopt.rules.support.llamafactory import insert_top
+    """Span edits writing the plan into a LLaMA-Factory YAML or command line (`cfgopt.knob_edits`, the writer
+    tune's winner uses too); None when one cannot be made."""
+    from cfgopt.knob_edits import knob_edits
 
-    root = source.root
-    if root is None or not root.is_mapping:
+    made = knob_edits(source, plan.changes, ("deepspeed",) if plan.drop_deepspeed else ())
+    if made is None or made.failed:
         return None
-    out: list[Edit] = []
-    changes = dict(plan.changes)
-    for old, new in _renamed_switches(root, changes):  # `fp16: true` -> `bf16: true`, one edit
-        out += edits.rename_key(source, root.get(old), new)
-        del changes[old], changes[new]
-    for key, value in changes.items():
-        entry = root.get(key)
-        made = edits.replace_value(source, entry, value) if entry is not None else insert_top(source, key, value)
-        if not made:
-            return None
-        out += made
-    if plan.drop_deepspeed:
-        for entry in [e for e in root.entries or () if e.key == "deepspeed"]:
-            made = edits.delete_entry(source, entry)
-            if not made:
-                return None
-            out += made
-    return _merge_inserts(out)
-
-
-def _renamed_switches(root: Any, changes: dict[str, Any]) -> list[tuple[str, str]]:
-    """Precision switches the plan turns from one key to another (`fp16: true` off, `bf16: true` on) where the
-    YAML has the old key set to true and not the new one: renaming the key says it in one edit, where it stood."""
-    for old, new in itertools.permutations(("fp16", "bf16", "pure_bf16"), 2):
-        entry = root.get(old)
-        switched = changes.get(old) is False and changes.get(new) is True and root.get(new) is None
-        if switched and entry is not None and entry.node.value is True:
-            return [(old, new)]
-    return []
-
-
-def _merge_inserts(found: list[Edit]) -> list[Edit]:
-    """Insertions at one offset become one edit (in the order made), so no two edits of the fix touch."""
-    merged: dict[int, Edit] = {}
-    out: list[Edit] = []
-    for e in found:
-        if e.start == e.end and e.start in merged:
-            first = merged[e.start]
-            text = e.text.lstrip("\r\n") if first.text.endswith("\n") else e.text
-            merged[e.start] = Edit(first.start, first.end, first.text + text)
-        elif e.start == e.end:
-            merged[e.start] = e
-        else:
-            out.append(e)
-    return sorted(out + list(merged.values()), key=lambda e: (e.start, e.end))
+    return made.edits
 
 
 def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]) -> None:

@@ -17,8 +17,11 @@ import pytest
 from rule_cases import ROOT
 from sampling import full_only
 
+from cfgopt.document import Document
 from cfgopt.tune import command, search, space
+from cfgopt.tune.candidates import make_candidates
 from cfgopt.tune.options import KNOBS, add_arguments
+from cfgopt.tune.session import RealSession, measurement_from
 
 CONFIG = """# a LoRA SFT config; this comment must survive the fix
 model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
@@ -87,7 +90,7 @@ def make(config: dict, platform=CUDA, gpus=1, allow_packing=False, knobs=KNOBS, 
     base, knobs_list = space.build_space(
         config, user_ds, platform, space.SpaceOptions(gpus=gpus, allow_packing=allow_packing, knobs=knobs)
     )
-    cands = command.make_candidates(
+    cands = make_candidates(
         config, user_ds, base, knobs_list, work or Path("/nonexistent"), lambda r: json.dumps(r, sort_keys=True)
     )
     for c in cands:
@@ -343,12 +346,12 @@ def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
 def test_measurement_from_a_verify_run() -> None:
     steps = [{"seconds": 10.0 if i < 3 else 1.0, "real_tokens": 1000, "max_allocated_gib": 5.0 + i} for i in range(8)]
     run = types.SimpleNamespace(metrics={"steps": steps}, error=None, log_tail="", wall_s=42.0)
-    m = command.measurement_from(run, warmup=3)
+    m = measurement_from(run, warmup=3)
     assert m.tokens_per_s == pytest.approx(1000.0) and m.peak_gib == 12.0 and m.steps_measured == 5
     crash = types.SimpleNamespace(
         metrics={}, error="exited with code 1", log_tail="torch.OutOfMemoryError: CUDA out of memory", wall_s=9.0
     )
-    m = command.measurement_from(crash, warmup=3)
+    m = measurement_from(crash, warmup=3)
     assert m.oom and m.tokens_per_s is None and search.status_of(m) == search.OOM
 
 
@@ -411,7 +414,7 @@ def test_command_prints_a_diff_and_writes_span_edits(tmp_path: Path, capsys: pyt
     assert "# a LoRA SFT config; this comment must survive the fix" in text and "saves/x   # trailing comment" in text
     from cfgopt.loaders.yaml_loader import load_yaml
 
-    data = load_yaml(command.Document.read(path)).data
+    data = load_yaml(Document.read(path)).data
     assert data["per_device_train_batch_size"] == win["micro"] and data["gradient_accumulation_steps"] == win["ga"]
     assert data["packing"] is True and data["enable_liger_kernel"] is True
     assert data["disable_gradient_checkpointing"] is (not win["gc"])
@@ -600,7 +603,7 @@ def test_real_session_on_a_cpu_runs_fp32_and_says_where_the_cache_is(
     monkeypatch.setattr(runner, "prepare_assets", lambda assets, *_a: built.append(assets) or {})
     said: list[str] = []
     config = {"model_name_or_path": "tiny", "dataset": "d", "template": "llama3", "bf16": True}
-    session = command.RealSession(
+    session = RealSession(
         cfg_path, config, tmp_path, 3, 1, 1, 60.0, mode="synthetic", cache_dir=tmp_path / "cache", say=said.append
     )
     session.prepare()
