@@ -453,6 +453,31 @@ def test_command_drops_deepspeed_on_one_gpu(tmp_path: Path, capsys: pytest.Captu
     assert (tmp_path / "c.json").exists()
 
 
+def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) -> None:
+    """One writer (cfgopt.knob_edits) for tune's winner and the speed plan's fix: a precision switch renamed where
+    it stands (its comment kept), new keys at the end, the same text from both for the same knobs."""
+    from cfgopt.fixer import apply_edits
+    from cfgopt.job_loader import load_job
+    from cfgopt.planner import SpeedPlan, plan_edits
+    from cfgopt.settings import Settings
+    from cfgopt.tune.winner import plan_fix
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text(CONFIG.format(extra="").replace("bf16: true", "fp16: true  # the old GPU's"))
+    job = load_job(path, Settings(gpus=1))
+    base = space.baseline_knobs(job.data, None)
+    best = base._replace(precision="bf16", gc=False)
+    winner = make_candidates(job.data, None, base, [base, best], tmp_path, lambda _resolved: "key")[1]
+    fix = plan_fix(path, job.source.document, job.source, winner, base, None, None)
+    assert fix.problems == [] and fix.changes == {"disable_gradient_checkpointing": True, "bf16": True, "fp16": False}
+    assert "\nbf16: true  # the old GPU's\n" in fix.yaml_after and "fp16" not in fix.yaml_after
+    assert fix.yaml_after.endswith("disable_gradient_checkpointing: true\n")
+    plan = SpeedPlan(job.hardware(1), base, best, 1.0)
+    plan.changes = space.changed_keys(best, base)
+    made = plan_edits(job.source, plan)
+    assert made is not None and apply_edits(job.source.document.text, made) == fix.yaml_after
+
+
 def test_tune_is_registered_and_light() -> None:
     code = (
         "import sys; from cfgopt.cli import build_parser; a = build_parser().parse_args(['tune', 'x.yaml']); "
