@@ -478,6 +478,21 @@ def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) ->
     assert made is not None and apply_edits(job.source.document.text, made) == fix.yaml_after
 
 
+def test_tune_says_why_the_plan_left_settings_out() -> None:
+    """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.tune.reasons)."""
+    from cfgopt.job_loader import load_job
+    from cfgopt.settings import Settings
+    from cfgopt.tune.candidates import planned_start
+
+    config = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"
+    packages = {"liger_kernel": True, "flash_attn": False, "bitsandbytes": True}
+    job = load_job(config, Settings(target_name="h200", gpus=8, packages=packages, extend_select=["PF", "MEM"]))
+    said: list[str] = []
+    assert planned_start(job, KNOBS, said.append) is not None
+    assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in said
+    assert "attention fa2 not planned: flash-attn is not importable where the run happens" in said
+
+
 def test_tune_is_registered_and_light() -> None:
     code = (
         "import sys; from cfgopt.cli import build_parser; a = build_parser().parse_args(['tune', 'x.yaml']); "
