@@ -21,7 +21,6 @@ fix's description says what it expects and which package it needs.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
@@ -29,6 +28,7 @@ from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.tune import space
 from cfgopt.tune.priors import prior_speed, rank
+from cfgopt.tune.reasons import MEMORY, NUMERICS, PACKAGE, REFUSED, Rejection, does_not_fit, why_not
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,7 +61,9 @@ class SpeedPlan:
         self.changes: dict[str, Any] = {}  # YAML keys to set
         self.drop_deepspeed = False
         self.needs: list[str] = []  # packages the plan needs where the run happens
-        self.notes: list[str] = []  # knobs left out, and why
+        self.notes: list[str] = []  # knob values left out, and why ("pure bf16 not planned: refused with ZeRO-3")
+        self.rejected: dict[space.Knobs, Rejection] = {}  # every candidate not planned, with its reason
+        self.quoted: str | None = None  # the note the description quotes: a notably faster setting left out
 
     @property
     def changed(self) -> bool:
@@ -92,9 +94,10 @@ class SpeedPlan:
     def description(self) -> str:
         peak = f", estimated peak {self.est_gib:.0f} GiB per GPU" if self.est_gib is not None else ""
         needs = f"; needs {' and '.join(self.needs)} where it runs" if self.needs else ""
+        quoted = f"; {self.quoted}" if self.quoted else ""
         return (
             f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
-            f"{_PRIOR_SOURCE}{peak}){needs}"
+            f"{_PRIOR_SOURCE}{peak}){needs}{quoted}"
         )
 
 
@@ -125,12 +128,14 @@ def _platform(job: Job) -> space.Platform:
     )
 
 
-def _values(job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: bool) -> dict[str, list[Any]]:
-    """The values each knob may take for this job (the baseline's first)."""
+def _values(
+    job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: bool, platform: space.Platform
+) -> dict[str, list[Any]]:
+    """The values each knob may take for this job on `platform` (the baseline's first)."""
     config = job.values()
     bf16 = job.settings.target.bf16
     options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs, bf16=bf16)
-    values = space.knob_values(config, base, _platform(job), options)
+    values = space.knob_values(config, base, platform, options)
     cutoff = job.value("cutoff_len")
     if not has_estimate:  # nothing that spends memory without an estimate of it, and no numerics for memory
         values["gc"] = [base.gc]
@@ -167,18 +172,27 @@ def json_pins_batch(ds: dict | None) -> bool:
     return isinstance(ds, dict) and any(key in ds and ds[key] != "auto" for key in BATCH_KEYS)
 
 
-def _candidates(base: space.Knobs, values: dict[str, list[Any]], batch_pinned: bool = False) -> list[space.Knobs]:
+def _candidates(
+    base: space.Knobs, values: dict[str, list[Any]], batch_pinned: bool, rejected: dict[space.Knobs, Rejection]
+) -> list[space.Knobs]:
     """Every combination tune's space allows; Liger is not turned on under ZeRO-3 (a known backward failure,
     LF027); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape moves only where
     DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its JSON's stops the
-    run (XF002)."""
+    run (XF002). Those left out go into `rejected` with their reason."""
 
     def keep(k: space.Knobs) -> bool:
         if k.liger and not base.liger and k.zero.startswith("z3"):
+            rejected[k] = Rejection(REFUSED, "liger", "they fail in backward under ZeRO-3 (LF027)")
             return False
-        return not (batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga))
+        if batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga):
+            rejected[k] = Rejection(REFUSED, "micro", "the DeepSpeed JSON states the batch itself (XF002)")
+            return False
+        return True
 
-    return space.combinations(base, values, keep)
+    refused: dict[space.Knobs, tuple[str, str]] = {}
+    out = space.combinations(base, values, keep, refused)
+    rejected.update({k: Rejection(REFUSED, knob, why) for k, (knob, why) in refused.items()})
+    return out
 
 
 def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
@@ -205,11 +219,14 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     # the optimizer as written (tune's baseline reads the config as written): a filled-in default is no choice
     base = space.baseline_knobs(job.values(), ds)._replace(optim=str(job.data.get("optim") or space.DEFAULT_OPTIM))
     has_estimate = job.estimate(n) is not None
-    values = _values(job, base, knobs, has_estimate)
+    values = _values(job, base, knobs, has_estimate, _platform(job))
+    rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
-    for i, k in enumerate(_candidates(base, values, json_pins_batch(ds))):
+    for i, k in enumerate(_candidates(base, values, json_pins_batch(ds), rejected)):
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
+            why = does_not_fit(est.required_gib) if est is not None else "the memory model cannot estimate it"
+            rejected[k] = Rejection(MEMORY, None, why)
             continue
         peak = est.required_gib if est is not None else None
         ranked.append((rank(prior_speed(k, n), peak, len(k.changes(base)), i), k, est))
@@ -228,9 +245,63 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     for knob, (module, package) in PACKAGES.items():
         if turned_on[knob] and job.has_package(module) is not True:
             plan.needs.append(f"the {package} package")
-    if job.has_package("liger_kernel") is False and "liger" in knobs:
-        plan.notes.append("Liger kernels not planned: liger-kernel is not importable where the run happens")
+    for (name, value), rejection in _left_out(job, base, knobs, values, has_estimate).items():
+        k = best._replace(**{name: value})
+        refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
+        rejected.setdefault(k, Rejection(REFUSED, *refused) if refused else rejection)
+    _explain(plan, [k for _, k, _ in ranked], rejected, n)
     return plan
+
+
+# --------------------------------------------------------------------------- why not: the rejections in words
+
+_QUOTED_GAIN = 1.10  # a setting left out is quoted in the fix's description when its prior is 10% above the plan's
+_NO_ESTIMATE = {
+    MEMORY: "no memory estimate of this job to spend memory on",
+    NUMERICS: "it changes the numerics, so it is planned only with a memory estimate",
+}
+
+
+def _left_out(
+    job: Job, base: space.Knobs, knobs: tuple[str, ...], values: dict[str, list[Any]], has_estimate: bool
+) -> dict[tuple[str, Any], Rejection]:
+    """Knob values (the batch shape aside) this job would be offered with every package installed and a memory
+    estimate, and is not: the package is not known to be there (PACKAGE), or there is no estimate to spend memory
+    (MEMORY) or change numerics (NUMERICS) on."""
+    everything = space.Platform(cuda=True, flash_attn=True, liger=True, deepspeed=True, bitsandbytes=True)
+    offered = _values(job, base, knobs, True, everything)
+    estimated = values if has_estimate else _values(job, base, knobs, True, _platform(job))
+    out: dict[tuple[str, Any], Rejection] = {}
+    for name in space.KNOB_NAMES[1:]:
+        for value in offered[name]:
+            if value in values[name]:
+                continue
+            if value not in estimated[name]:
+                out[(name, value)] = Rejection(PACKAGE, name, _package_missing(job, name, value))
+            else:
+                kind = NUMERICS if name in ("precision", "optim") else MEMORY
+                unknown = "" if job.settings.target.memory_gib else " (no target stated)"
+                out[(name, value)] = Rejection(kind, name, _NO_ESTIMATE[kind] + unknown)
+    return out
+
+
+def _package_missing(job: Job, name: str, value: Any) -> str:
+    key = {"liger": "liger", "attn": "fa2"}.get(name, "bnb")
+    module, package = PACKAGES[key]
+    if job.has_package(module) is False:
+        return f"{package} is not importable where the run happens"
+    return f"{package} is not known to be installed where the run happens"
+
+
+def _explain(plan: SpeedPlan, kept: list[space.Knobs], rejected: dict[space.Knobs, Rejection], n: int) -> None:
+    """The plan's notes (why each knob value it could not take was left out) and the one its description quotes:
+    the fastest of them by the priors, where it is notably faster than the plan."""
+    plan.rejected = rejected
+    found = why_not(plan.best, kept, rejected, lambda k: prior_speed(k, n))
+    plan.notes = [words for _, words in found]
+    floor = prior_speed(plan.best, n) * _QUOTED_GAIN
+    faster = [(prior_speed(k, n), words) for k, words in found if prior_speed(k, n) >= floor]
+    plan.quoted = max(faster, key=lambda f: f[0])[1] if faster else None
 
 
 def planned_batch(job: Job) -> tuple[int, int] | None:
@@ -246,58 +317,14 @@ def planned_batch(job: Job) -> tuple[int, int] | None:
 
 
 def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
-    """Span edits writing the plan into a LLaMA-Factory YAML or command line; None when one cannot be made."""
-    from cfgopt import edits
-    from cfgopt.rules.support.llamafactory import insert_top
+    """Span edits writing the plan into a LLaMA-Factory YAML or command line (`cfgopt.knob_edits`, the writer
+    tune's winner uses too); None when one cannot be made."""
+    from cfgopt.knob_edits import knob_edits
 
-    root = source.root
-    if root is None or not root.is_mapping:
+    made = knob_edits(source, plan.changes, ("deepspeed",) if plan.drop_deepspeed else ())
+    if made is None or made.failed:
         return None
-    out: list[Edit] = []
-    changes = dict(plan.changes)
-    for old, new in _renamed_switches(root, changes):  # `fp16: true` -> `bf16: true`, one edit
-        out += edits.rename_key(source, root.get(old), new)
-        del changes[old], changes[new]
-    for key, value in changes.items():
-        entry = root.get(key)
-        made = edits.replace_value(source, entry, value) if entry is not None else insert_top(source, key, value)
-        if not made:
-            return None
-        out += made
-    if plan.drop_deepspeed:
-        for entry in [e for e in root.entries or () if e.key == "deepspeed"]:
-            made = edits.delete_entry(source, entry)
-            if not made:
-                return None
-            out += made
-    return _merge_inserts(out)
-
-
-def _renamed_switches(root: Any, changes: dict[str, Any]) -> list[tuple[str, str]]:
-    """Precision switches the plan turns from one key to another (`fp16: true` off, `bf16: true` on) where the
-    YAML has the old key set to true and not the new one: renaming the key says it in one edit, where it stood."""
-    for old, new in itertools.permutations(("fp16", "bf16", "pure_bf16"), 2):
-        entry = root.get(old)
-        switched = changes.get(old) is False and changes.get(new) is True and root.get(new) is None
-        if switched and entry is not None and entry.node.value is True:
-            return [(old, new)]
-    return []
-
-
-def _merge_inserts(found: list[Edit]) -> list[Edit]:
-    """Insertions at one offset become one edit (in the order made), so no two edits of the fix touch."""
-    merged: dict[int, Edit] = {}
-    out: list[Edit] = []
-    for e in found:
-        if e.start == e.end and e.start in merged:
-            first = merged[e.start]
-            text = e.text.lstrip("\r\n") if first.text.endswith("\n") else e.text
-            merged[e.start] = Edit(first.start, first.end, first.text + text)
-        elif e.start == e.end:
-            merged[e.start] = e
-        else:
-            out.append(e)
-    return sorted(out + list(merged.values()), key=lambda e: (e.start, e.end))
+    return made.edits
 
 
 def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]) -> None:

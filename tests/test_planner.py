@@ -14,7 +14,7 @@ from cfgopt.job_loader import JobError, load_job
 from cfgopt.planner import plan_for
 from cfgopt.settings import Settings
 from cfgopt.speed_knobs import PLANNED_CODES
-from cfgopt.tune import search, space
+from cfgopt.tune import reasons, search, space
 
 SEED_LIKE = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
 stage: sft
@@ -185,3 +185,56 @@ def test_summary_line_names_the_hardware_and_what_is_assumed(tmp_path: Path) -> 
     )
     assert "; judged for mi300x (--target); GPU count not stated: advice assumes 1," in lint("--target", "mi300x")
     assert "; judged for 4 x h100 (--target, --gpus)" in lint("--target", "h100", "--gpus", "4")
+
+
+# ---------------------------------------------------------------- why not: every rejected candidate keeps its reason
+
+LLAMA3_FULL_FP16 = ROOT / "bench" / "planner" / "examples" / "train_full" / "llama3_full_sft_fp16.yaml"
+
+
+def test_a_refused_setting_is_named_and_quoted() -> None:
+    """Eight GPUs, full fine-tuning: ZeRO-3 is kept, so pure bf16 (LLaMA-Factory refuses it with ZeRO-3), Liger
+    (fails under ZeRO-3) and another optimizer are not planned; the description quotes the fastest of them."""
+    plan = plan_for(load_job(QWEN3_FULL, Settings(target_name="h200", gpus=8, extend_select=ADVICE)))
+    assert plan is not None and plan.best.zero == "z3"
+    assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in plan.notes
+    assert "Liger kernels not planned: they fail in backward under ZeRO-3 (LF027)" in plan.notes
+    assert any(n.startswith("Adafactor not planned: another optimizer only without DeepSpeed") for n in plan.notes)
+    assert plan.description().endswith("; pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)")
+    refused = plan.best._replace(precision="pure_bf16")
+    why = "refused with ZeRO-3 (LLaMA-Factory)"
+    assert plan.rejected[refused] == reasons.Rejection(reasons.REFUSED, "precision", why)
+
+
+def test_memory_rejections_say_what_tune_says() -> None:
+    """One H200, Llama-3-8B full fine-tuning: keeping ZeRO-3 does not fit; the note gives the estimate in tune's
+    words (`pruned: memory` rows: "estimated peak ... GiB does not fit")."""
+    plan = plan_for(load_job(LLAMA3_FULL_FP16, Settings(target_name="h200", gpus=1, extend_select=ADVICE)))
+    assert plan is not None and plan.drop_deepspeed
+    memory_rejected = {k: r for k, r in plan.rejected.items() if r.kind == reasons.MEMORY}
+    assert memory_rejected and all(r.why.startswith("estimated peak ") for r in memory_rejected.values())
+    why = next(r.why for k, r in memory_rejected.items() if k.zero == "z3")
+    assert why.endswith(" GiB does not fit") and why == reasons.does_not_fit(float(why.split()[2]))
+    assert any(n.startswith("ZeRO-3 not planned: estimated peak ") for n in plan.notes)
+    assert search.PRUNED_MEMORY.endswith(f": {reasons.MEMORY}")  # tune's status for a memory-pruned row
+    assert not plan.quoted  # nothing faster was left out: the plan takes every fast setting
+
+
+def test_a_package_not_known_is_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "full.yaml"
+    path.write_text(SEED_LIKE.format(extra="").replace("finetuning_type: lora", "finetuning_type: full"))
+    unknown = plan_for(load_job(path, Settings(target_name="h200", gpus=1, extend_select=ADVICE)))
+    note = "8-bit AdamW not planned: bitsandbytes is not known to be installed where the run happens"
+    assert unknown is not None and note in unknown.notes
+    assert unknown.rejected[unknown.best._replace(optim="adamw_bnb_8bit")].kind == reasons.PACKAGE
+    installed = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
+    known = plan_for(load_job(path, installed))
+    assert known is not None and not any(n.startswith("8-bit AdamW") for n in known.notes)
+
+
+def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:
+    (tmp_path / "z3.json").write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    plan = plan_for(_job(tmp_path, "deepspeed: z3.json\n", target=None))
+    assert plan is not None and plan.est_gib is None
+    why = "no DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
+    assert why in plan.notes and plan.description().endswith(why)

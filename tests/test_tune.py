@@ -17,8 +17,11 @@ import pytest
 from rule_cases import ROOT
 from sampling import full_only
 
+from cfgopt.document import Document
 from cfgopt.tune import command, search, space
+from cfgopt.tune.candidates import make_candidates
 from cfgopt.tune.options import KNOBS, add_arguments
+from cfgopt.tune.session import RealSession, measurement_from
 
 CONFIG = """# a LoRA SFT config; this comment must survive the fix
 model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
@@ -87,7 +90,7 @@ def make(config: dict, platform=CUDA, gpus=1, allow_packing=False, knobs=KNOBS, 
     base, knobs_list = space.build_space(
         config, user_ds, platform, space.SpaceOptions(gpus=gpus, allow_packing=allow_packing, knobs=knobs)
     )
-    cands = command.make_candidates(
+    cands = make_candidates(
         config, user_ds, base, knobs_list, work or Path("/nonexistent"), lambda r: json.dumps(r, sort_keys=True)
     )
     for c in cands:
@@ -343,12 +346,12 @@ def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
 def test_measurement_from_a_verify_run() -> None:
     steps = [{"seconds": 10.0 if i < 3 else 1.0, "real_tokens": 1000, "max_allocated_gib": 5.0 + i} for i in range(8)]
     run = types.SimpleNamespace(metrics={"steps": steps}, error=None, log_tail="", wall_s=42.0)
-    m = command.measurement_from(run, warmup=3)
+    m = measurement_from(run, warmup=3)
     assert m.tokens_per_s == pytest.approx(1000.0) and m.peak_gib == 12.0 and m.steps_measured == 5
     crash = types.SimpleNamespace(
         metrics={}, error="exited with code 1", log_tail="torch.OutOfMemoryError: CUDA out of memory", wall_s=9.0
     )
-    m = command.measurement_from(crash, warmup=3)
+    m = measurement_from(crash, warmup=3)
     assert m.oom and m.tokens_per_s is None and search.status_of(m) == search.OOM
 
 
@@ -411,7 +414,7 @@ def test_command_prints_a_diff_and_writes_span_edits(tmp_path: Path, capsys: pyt
     assert "# a LoRA SFT config; this comment must survive the fix" in text and "saves/x   # trailing comment" in text
     from cfgopt.loaders.yaml_loader import load_yaml
 
-    data = load_yaml(command.Document.read(path)).data
+    data = load_yaml(Document.read(path)).data
     assert data["per_device_train_batch_size"] == win["micro"] and data["gradient_accumulation_steps"] == win["ga"]
     assert data["packing"] is True and data["enable_liger_kernel"] is True
     assert data["disable_gradient_checkpointing"] is (not win["gc"])
@@ -448,6 +451,46 @@ def test_command_drops_deepspeed_on_one_gpu(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out
     assert code == 0 and "-deepspeed: z3.json" in out and "winner" in out
     assert (tmp_path / "c.json").exists()
+
+
+def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) -> None:
+    """One writer (cfgopt.knob_edits) for tune's winner and the speed plan's fix: a precision switch renamed where
+    it stands (its comment kept), new keys at the end, the same text from both for the same knobs."""
+    from cfgopt.fixer import apply_edits
+    from cfgopt.job_loader import load_job
+    from cfgopt.planner import SpeedPlan, plan_edits
+    from cfgopt.settings import Settings
+    from cfgopt.tune.winner import plan_fix
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text(CONFIG.format(extra="").replace("bf16: true", "fp16: true  # the old GPU's"))
+    job = load_job(path, Settings(gpus=1))
+    base = space.baseline_knobs(job.data, None)
+    best = base._replace(precision="bf16", gc=False)
+    winner = make_candidates(job.data, None, base, [base, best], tmp_path, lambda _resolved: "key")[1]
+    fix = plan_fix(path, job.source.document, job.source, winner, base, None, None)
+    assert fix.problems == [] and fix.changes == {"disable_gradient_checkpointing": True, "bf16": True, "fp16": False}
+    assert "\nbf16: true  # the old GPU's\n" in fix.yaml_after and "fp16" not in fix.yaml_after
+    assert fix.yaml_after.endswith("disable_gradient_checkpointing: true\n")
+    plan = SpeedPlan(job.hardware(1), base, best, 1.0)
+    plan.changes = space.changed_keys(best, base)
+    made = plan_edits(job.source, plan)
+    assert made is not None and apply_edits(job.source.document.text, made) == fix.yaml_after
+
+
+def test_tune_says_why_the_plan_left_settings_out() -> None:
+    """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.tune.reasons)."""
+    from cfgopt.job_loader import load_job
+    from cfgopt.settings import Settings
+    from cfgopt.tune.candidates import planned_start
+
+    config = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"
+    packages = {"liger_kernel": True, "flash_attn": False, "bitsandbytes": True}
+    job = load_job(config, Settings(target_name="h200", gpus=8, packages=packages, extend_select=["PF", "MEM"]))
+    said: list[str] = []
+    assert planned_start(job, KNOBS, said.append) is not None
+    assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in said
+    assert "attention fa2 not planned: flash-attn is not importable where the run happens" in said
 
 
 def test_tune_is_registered_and_light() -> None:
@@ -600,7 +643,7 @@ def test_real_session_on_a_cpu_runs_fp32_and_says_where_the_cache_is(
     monkeypatch.setattr(runner, "prepare_assets", lambda assets, *_a: built.append(assets) or {})
     said: list[str] = []
     config = {"model_name_or_path": "tiny", "dataset": "d", "template": "llama3", "bf16": True}
-    session = command.RealSession(
+    session = RealSession(
         cfg_path, config, tmp_path, 3, 1, 1, 60.0, mode="synthetic", cache_dir=tmp_path / "cache", say=said.append
     )
     session.prepare()

@@ -1,5 +1,5 @@
 """The exhaustive grid that `cfgopt tune` is judged against: every candidate of the same search space, run
-through the same runner (cfgopt.verify.runner.run_config via cfgopt.tune.command.RealSession), no pruning.
+through the same runner (cfgopt.verify.runner.run_config via cfgopt.tune.session.RealSession), no pruning.
 
     python bench/tune/grid.py CONFIG [--gpus N] [--steps 10] [--warmup 3] [--allow-packing] [--knobs ...]
                                      [--out bench/tune/results/grid-NAME]
@@ -28,7 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from cfgopt.tune import command, search, space
+from cfgopt.tune.candidates import cache_key, make_candidates
 from cfgopt.tune.options import KNOBS
+from cfgopt.tune.session import RealSession
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {line}\n")
 
-    session = command.RealSession(
+    session = RealSession(
         config_path, config, work, steps, warmup, gpus, args.timeout, args.mode, args.cache_dir, args.target, say=say
     )
     try:
@@ -134,13 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         options = space.SpaceOptions(gpus=gpus, allow_packing=args.allow_packing, max_micro=args.max_micro, knobs=knobs)
         base, knobs_list = space.build_space(config, user_ds, platform, options)
         asset_id = session.asset_id()
-        cands = command.make_candidates(
+        cands = make_candidates(
             config,
             user_ds,
             base,
             knobs_list,
             work,
-            lambda r: command.cache_key(r, steps, warmup, gpus, platform.device, asset_id),
+            lambda r: cache_key(r, steps, warmup, gpus, platform.device, asset_id),
         )
         fits = session.fits()
         previous: dict[str, dict] = {}

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cfgopt.tune import reasons
 from cfgopt.tune.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
 from cfgopt.tune.space import KNOB_NAMES, Knobs
 
@@ -98,7 +99,7 @@ class Candidate:
 
 
 MEASURED, OOM, CRASHED = "measured", "oom", "crashed"
-PRUNED_MEMORY, PRUNED_OOM = "pruned: memory", "pruned: OOM neighbour"
+PRUNED_MEMORY, PRUNED_OOM = f"pruned: {reasons.MEMORY}", "pruned: OOM neighbour"
 NOT_RUN_BUDGET, NOT_RUN_PATIENCE = "not run: budget", "not run: patience"
 
 
@@ -322,8 +323,7 @@ class _Search:
             if c is base:
                 continue
             if not ok:
-                why = f"estimated peak {est:.1f} GiB does not fit" if est is not None else "estimated not to fit"
-                self.rows[c.index] = Row(c, PRUNED_MEMORY, reason=why)
+                self.rows[c.index] = Row(c, PRUNED_MEMORY, reason=reasons.does_not_fit(est))
             else:
                 self.live.append(c)
         return base

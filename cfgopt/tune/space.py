@@ -306,13 +306,19 @@ def optim_values(config: dict[str, Any], base: Knobs, platform: Platform) -> lis
     return list(dict.fromkeys(out))
 
 
-def allowed(knobs: Knobs, base: Knobs) -> bool:
-    """What LLaMA-Factory and DeepSpeed accept together: `pure_bf16` is refused with ZeRO-3 (hparams/parser.py);
-    another optimizer only without DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer
-    it was tested with)."""
+def refusal(knobs: Knobs, base: Knobs) -> tuple[str, str] | None:
+    """What LLaMA-Factory and DeepSpeed refuse together, as (the knob refused, why); None: accepted. `pure_bf16`
+    is refused with ZeRO-3 (hparams/parser.py); another optimizer only without DeepSpeed (offload needs
+    DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it was tested with)."""
     if knobs.precision == "pure_bf16" and knobs.zero.startswith("z3"):
-        return False
-    return not (knobs.optim != base.optim and knobs.zero != "none")
+        return "precision", "refused with ZeRO-3 (LLaMA-Factory)"
+    if knobs.optim != base.optim and knobs.zero != "none":
+        return "optim", "another optimizer only without DeepSpeed (ZeRO keeps one it was tested with)"
+    return None
+
+
+def allowed(knobs: Knobs, base: Knobs) -> bool:
+    return refusal(knobs, base) is None
 
 
 def knob_values(config: dict[str, Any], base: Knobs, platform: Platform, options: SpaceOptions) -> dict[str, list[Any]]:
@@ -361,16 +367,25 @@ def build_space(
     return base, combinations(base, values)
 
 
-def combinations(base: Knobs, values: dict[str, list[Any]], keep: Callable[[Knobs], bool] | None = None) -> list[Knobs]:
+def combinations(
+    base: Knobs,
+    values: dict[str, list[Any]],
+    keep: Callable[[Knobs], bool] | None = None,
+    refused: dict[Knobs, tuple[str, str]] | None = None,
+) -> list[Knobs]:
     """Every combination of the knobs' values that LLaMA-Factory accepts (`allowed`) and `keep` keeps, the
-    baseline first: the one search space of `cfgopt tune` and of the speed planner."""
+    baseline first: the one search space of `cfgopt tune` and of the speed planner. `refused`, when given,
+    collects the combinations not accepted, each with its `refusal`."""
     out: dict[Knobs, None] = {base: None}
     names = [n for n in KNOB_NAMES if n != "micro"]
     for micro, ga in values["micro"]:
         for rest in itertools.product(*(values[n] for n in names)):
             k = Knobs(micro, ga, *rest)
-            if allowed(k, base) and (keep is None or keep(k)):
+            why = refusal(k, base)
+            if why is None and (keep is None or keep(k)):
                 out.setdefault(k, None)
+            elif why is not None and refused is not None:
+                refused[k] = why
     return list(out)
 
 

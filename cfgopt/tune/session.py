@@ -1,0 +1,183 @@
+"""The machine `cfgopt tune` runs on: the job judged for it, its assets, one measured run, the memory check.
+
+`RealSession` runs each candidate through `cfgopt.verify.runner.run_config` with assets prepared once (the
+children run the trainer; this process imports nothing heavy); the tests give the command a fake `Session`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cfgopt.job import lf_values
+from cfgopt.tune import search, space
+from cfgopt.verify.options import default_cache_dir
+
+
+class Session(Protocol):
+    """What the command needs from the machine: the platform, assets, one run, the memory check."""
+
+    def platform(self) -> space.Platform: ...
+    def prepare(self) -> None: ...
+    def asset_id(self) -> str: ...
+    def measure(self, candidate: search.Candidate) -> search.Measurement: ...
+    def fits(self) -> search.Fits: ...
+
+
+def measurement_from(result: Any, warmup: int) -> search.Measurement:
+    """A verify RunResult as the search sees it: real tokens/s over the steps after `warmup`, peak memory."""
+    metrics = result.metrics or {}
+    steps = metrics.get("steps") or []
+    warm = steps[min(warmup, max(0, len(steps) - 1)) :]
+    seconds = sum(s["seconds"] for s in warm)
+    error = result.error
+    if error and not search.is_oom(error) and search.is_oom(result.log_tail):
+        error += " (the log says: out of memory)"
+    peak = metrics.get("peak_allocated_gib")
+    if peak is None:
+        peaks = [s["max_allocated_gib"] for s in steps if "max_allocated_gib" in s]
+        peak = max(peaks) if peaks else None
+    return search.Measurement(
+        tokens_per_s=(sum(s["real_tokens"] for s in warm) / seconds) if seconds and not error else None,
+        peak_gib=peak,
+        reserved_gib=metrics.get("peak_reserved_gib"),
+        wall_s=result.wall_s,
+        error=error,
+        device=metrics.get("device"),
+        steps_measured=len(warm),
+    )
+
+
+@dataclass
+class RealSession:
+    """Runs through cfgopt.verify's runner (children: the trainer; the parent imports nothing heavy)."""
+
+    config_path: Path
+    config: dict[str, Any]
+    work: Path
+    steps: int
+    warmup: int
+    gpus: int
+    timeout: float
+    mode: str = "auto"
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    target_name: str | None = None
+    margin: float = 0.10
+    say: Callable[[str], None] = lambda _line: None
+    fill: Callable[..., dict[str, Any]] | None = None  # a config -> the values LLaMA-Factory sees (the job's)
+    _assets: Any = None
+    _platform: space.Platform | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def _relay(self, line: str) -> None:
+        if "Error" in line or "out of memory" in line:
+            self.say(f"  {line[:300]}")
+
+    def platform(self) -> space.Platform:
+        if self._platform is None:
+            self._platform = space.probe_platform()
+        return self._platform
+
+    def _plan(self) -> Any:
+        from cfgopt.verify import preflight, runner
+
+        if self._assets is None:
+            on_cpu = preflight.cpu_only()
+            self._assets = runner.plan_assets(self.config, self.config_path, self.mode, self.cache_dir, on_cpu)
+        return self._assets
+
+    def prepare(self) -> None:
+        from cfgopt.verify.command import prepare_assets_saying
+
+        prepare_assets_saying(self._plan(), self.cache_dir, self.work, self.timeout, self.say, self._relay)
+
+    def asset_id(self) -> str:
+        a = self._plan()
+        return json.dumps([str(a.model_dir), a.dataset, a.template, a.model_config], sort_keys=True, default=str)
+
+    def measure(self, candidate: search.Candidate) -> search.Measurement:
+        from cfgopt.verify import runner
+
+        label = f"c{candidate.index:03d}"
+        result = runner.run_config(
+            candidate.config,
+            self._plan(),
+            self.steps,
+            label,
+            self.work,
+            self.config_path,
+            self.gpus,
+            self.timeout,
+            self._relay,
+        )
+        if not os.environ.get("CFGOPT_TUNE_KEEP_OUTPUTS"):
+            shutil.rmtree(self.work / f"{label}-output", ignore_errors=True)
+        return measurement_from(result, self.warmup)
+
+    def fits(self) -> search.Fits:
+        from cfgopt.model_shapes import shape_for
+        from cfgopt.targets import TARGETS
+        from cfgopt.verify import runner
+
+        name = self.target_name or runner.detect_target()
+        target = TARGETS.get(name)
+        ref = str(self.config.get("model_name_or_path", ""))
+        shape = shape_for(ref, self.config_path.parent)
+        assets = self._plan()
+        if shape is None and assets.model_dir is not None:
+            shape = shape_for(str(assets.model_dir))
+        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
+
+
+def real_session(args: argparse.Namespace, job: Any, work: Path, warmup: int, gpus: int, say, probed) -> Session:
+    """The session of a real `cfgopt tune` run, from its options (`probed`: the platform already probed)."""
+    return RealSession(
+        args.config,
+        job.data,
+        work,
+        args.steps,
+        warmup,
+        gpus,
+        args.timeout,
+        mode=args.mode,
+        cache_dir=args.cache_dir,
+        target_name=args.target,
+        margin=args.memory_margin,
+        say=say,
+        fill=functools.partial(lf_values, lf=job.lf, group=job.group),
+        _platform=probed,
+    )
+
+
+def load_tune_job(
+    args: argparse.Namespace, gpus: int, say, session: Session | None
+) -> tuple[Any, space.Platform | None, str]:
+    """The job tuned, judged for the target and GPUs the runs use and the packages the machine has, with the
+    probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
+    from cfgopt.job_loader import JobError, load_job
+    from cfgopt.settings import Settings
+    from cfgopt.verify import runner
+    from cfgopt.verify.command import run_settings
+
+    target = args.target or runner.detect_target()
+    if session is None:
+        settings, platform = run_settings(target, gpus, say)
+    else:
+        platform = session.platform()
+        packages = {
+            "liger_kernel": platform.liger,
+            "flash_attn": platform.flash_attn,
+            "bitsandbytes": platform.bitsandbytes,  # the planner's 8-bit AdamW
+        }
+        settings = Settings(target_name=target, gpus=gpus, packages=packages)
+    try:
+        return load_job(args.config, settings), platform, ""
+    except JobError as exc:
+        return None, None, str(exc)
