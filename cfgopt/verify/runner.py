@@ -138,8 +138,11 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES
 
     assets = Assets(on_cpu=on_cpu)
+    if on_cpu:
+        # every half-precision key off, not only the original's: a fixed config (or a tune candidate) may
+        # turn on one the original has not (a plan's pure_bf16)
+        assets.overrides = dict.fromkeys(HALF_PRECISION, False)
     if on_cpu and (overrides := cpu_overrides(config)):
-        assets.overrides = overrides
         keys = ", ".join(f"{key}: false" for key in overrides)
         assets.override_notes.append(
             f"no GPU here: {keys} for every run (fp32; a CPU cannot train in half precision), so the runs show "
