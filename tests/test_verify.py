@@ -92,6 +92,56 @@ def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path) -> None:
     assert not list(Path("/tmp").glob("cfgopt-verify-*/original.json")) or True
 
 
+FULL_CONFIG = """model_name_or_path: tiny
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 256
+output_dir: out
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 2
+learning_rate: 1.0e-3
+seed: 7
+"""
+
+
+@pytest.mark.oracle
+def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path) -> None:
+    """Original vs a fixed config with another optimizer, micro-batch split and seed, through the real runner
+    and trainer: verify gives both runs the original's seed and data order, so step 1 (before any update)
+    has the same loss, and the steps are compared one to one, loss and grad norm."""
+    pytest.importorskip("llamafactory")
+    cfg = _write_case(tmp_path, "sdpa")
+    cfg.write_text(FULL_CONFIG)
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(
+        FULL_CONFIG.replace("per_device_train_batch_size: 2", "per_device_train_batch_size: 4")
+        .replace("gradient_accumulation_steps: 2", "gradient_accumulation_steps: 1")
+        .replace("seed: 7", "seed: 99\noptim: adafactor")
+    )
+    command = [sys.executable, "-m", "cfgopt", "verify", str(cfg), "--fixed", str(fixed), "--steps", "3"]
+    command += ["--target", "cpu", "--mode", "synthetic", "--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run(
+        [*command, "--json", str(tmp_path / "report.json")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)},
+    )
+    data = json.loads((tmp_path / "report.json").read_text())
+    loss = data["comparison"]["loss"]
+    assert loss["method"] == "per step" and loss["steps_compared"] == 3, proc.stderr[-3000:]
+    assert data["data_order"] == {"seed": 7, "data_seed": None}
+    first = [data["losses"][label][0] for label in ("original", "fixed")]
+    assert first[0]["loss"] == pytest.approx(first[1]["loss"], rel=1e-4)  # same weights, same samples
+    assert all("grad_norm" in entry for entry in first)
+    assert loss["passed"] and loss["status"] in ("within", "lower")
+    assert "loss comparison, per step" in proc.stdout and "loss verdict:" in proc.stdout
+
+
 def test_plan_assets_synthetic_for_unknown_local_model(tmp_path: Path) -> None:
     cfg = _write_case(tmp_path, "sdpa")
     assets = runner.plan_assets(
