@@ -278,7 +278,7 @@ def test_cpu_runs_override_half_precision_and_say_so(tmp_path: Path) -> None:
     cfg = _write_case(tmp_path, "sdpa")
     config = {"model_name_or_path": "tiny", "dataset": "x", "template": "llama3", "bf16": True, "fp16": False}
     on_cpu = runner.plan_assets(config, cfg, "synthetic", tmp_path / "cache", on_cpu=True)
-    assert on_cpu.overrides == {"bf16": False, "fp16": False, "pure_bf16": False}  # a fixed run's pure_bf16 too
+    assert on_cpu.overrides == {"bf16": False}
     assert "bf16: false for every run (fp32" in on_cpu.override_notes[0]
     on_gpu = runner.plan_assets(config, cfg, "synthetic", tmp_path / "cache", on_cpu=False)
     assert on_gpu.overrides == {} and on_gpu.override_notes == []

@@ -179,3 +179,16 @@ def test_plot_has_the_loss_panel(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     runs = {"original": metrics(BASE), "fixed": metrics(BASE)}
     assert comparison.plot(tmp_path / "p.png", runs) and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_cpu_runs_turn_off_the_fixed_runs_half_precision_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU every run trains in fp32: a fixed config's pure_bf16, which the original does not set, is turned
+    off as well (the report then says the precision change is not exercised)."""
+    monkeypatch.setattr(runner, "_run", lambda *args, **kwargs: (0, ""))
+    assets = runner.Assets(on_cpu=True, overrides={"bf16": False})
+    fixed = {"model_name_or_path": "m", "pure_bf16": True, "optim": "adafactor", "seed": 42}
+    runner.run_config(fixed, assets, 3, "fixed", tmp_path, tmp_path / "c.yaml", None, 10)
+    args = json.loads((tmp_path / "fixed.json").read_text())["args"]
+    assert args["pure_bf16"] is False and args["bf16"] is False and args["optim"] == "adafactor"
+    runner.run_config(fixed, runner.Assets(), 3, "gpu", tmp_path, tmp_path / "c.yaml", None, 10)
+    assert json.loads((tmp_path / "gpu.json").read_text())["args"]["pure_bf16"] is True

@@ -32,17 +32,17 @@ EOF
 }
 for item in $CONFIGS; do
   name=${item%%=*}; spec=${item#*=}; root=${spec%%:*}; rel=${spec#*:}
-  dir=$RES/$name; rm -rf "$dir"; mkdir -p "$dir/work"
-  cp -r "$root"/. "$dir/work/"; chmod -R u+w "$dir/work"; rm -f "$dir/work/pyproject.toml"
-  copy="${rel%.yaml}.same.yaml"; cp "$dir/work/$rel" "$dir/work/$copy"   # beside it: relative paths still resolve
+  dir=$RES/$name; rm -rf "$dir"; mkdir -p "$dir/tree"
+  cp -r "$root"/. "$dir/tree/"; chmod -R u+w "$dir/tree"; rm -f "$dir/tree/pyproject.toml"
+  copy="${rel%.yaml}.same.yaml"; cp "$dir/tree/$rel" "$dir/tree/$copy"   # beside it: relative paths still resolve
   echo "== $name ($rel, $STEPS steps, $TARGET)"
   for repeat in $(seq 1 "$REPEATS"); do
-    ( cd "$dir/work" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" --fixed "$copy" $COMMON \
+    ( cd "$dir/tree" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" --fixed "$copy" $COMMON \
         --json "$dir/same-$repeat.json" ) > "$dir/same-$repeat.log" 2>&1
     echo "   identical copy, repeat $repeat: verify exit $?"; summary "$dir/same-$repeat.json"
   done
   if [ "$PLAN" = 1 ]; then
-    ( cd "$dir/work" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" $COMMON --json "$dir/plan.json" ) \
+    ( cd "$dir/tree" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" $COMMON --json "$dir/plan.json" ) \
         > "$dir/plan.log" 2>&1
     echo "   against cfgopt fix's plan: verify exit $?"; grep -E "^(fix:|  fix:|loss |grad norm|fixed vs)" "$dir/plan.log"
     summary "$dir/plan.json"

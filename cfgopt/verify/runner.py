@@ -138,11 +138,8 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES
 
     assets = Assets(on_cpu=on_cpu)
-    if on_cpu:
-        # every half-precision key off, not only the original's: a fixed config (or a tune candidate) may
-        # turn on one the original has not (a plan's pure_bf16)
-        assets.overrides = dict.fromkeys(HALF_PRECISION, False)
     if on_cpu and (overrides := cpu_overrides(config)):
+        assets.overrides = overrides
         keys = ", ".join(f"{key}: false" for key in overrides)
         assets.override_notes.append(
             f"no GPU here: {keys} for every run (fp32; a CPU cannot train in half precision), so the runs show "
@@ -210,6 +207,8 @@ def run_config(
     args = {k: v for k, v in config.items() if k not in DROP}
     args.update(HARMLESS)
     args.update(assets.overrides)
+    if assets.on_cpu:  # every half-precision key off, also one the original has not (a fixed run's pure_bf16)
+        args.update(dict.fromkeys(HALF_PRECISION, False))
     args["max_steps"] = steps
     args["output_dir"] = str(work / f"{label}-output")
     if assets.model_config is not None or assets.model_dir is not None:
