@@ -241,10 +241,12 @@ def describe(verdict: dict[str, Any]) -> list[str]:
         )
     lines = [head]
     if "grad_norm_max_rel_diff" in verdict:
-        where = f" at step {verdict['grad_norm_max_rel_diff_step']}" if "grad_norm_max_rel_diff_step" in verdict else ""
-        lines.append(
-            f"grad norm: largest relative difference {verdict['grad_norm_max_rel_diff']:+.2%}{where} (reported)"
-        )
+        grad = f"{verdict['grad_norm_max_rel_diff']:+.2%}"
+        if verdict["method"] == "per step":
+            grad = f"largest relative difference {grad} at step {verdict['grad_norm_max_rel_diff_step']}"
+        else:
+            grad = f"mean of the same steps {grad}"
+        lines.append(f"grad norm: {grad} (reported, not judged)")
     lines.extend(verdict.get("notes") or [])
     word = {"within": "same numerics", "lower": "lower loss", "diverges": "FAILS", "not judged": "not judged"}
     lines.append(f"loss verdict: {word.get(verdict['status'], verdict['status'])}: {verdict['reason']} ({tolerance})")
