@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
-from sampling import params
+from sampling import full_only, params
 
 from cfgopt.verify import comparison, runner
 
@@ -140,6 +140,27 @@ def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path) -> None:
     assert all("grad_norm" in entry for entry in first)
     assert loss["passed"] and loss["status"] in ("within", "lower")
     assert "loss comparison, per step" in proc.stdout and "loss verdict:" in proc.stdout
+
+
+@pytest.mark.oracle
+@full_only()  # about a minute; the step-by-step smoke run above covers the real path by default
+def test_cpu_smoke_run_of_a_pure_bf16_plan_prints_the_loss_verdict(tmp_path: Path) -> None:
+    """Issue 23's "done when", on a CPU: a full fine-tune planned for an H200 gets a pure_bf16 plan (with
+    packing, so compared smoothed), and verify prints the loss comparison, its verdict and that a CPU run
+    cannot exercise the precision change."""
+    pytest.importorskip("llamafactory")
+    cfg = _write_case(tmp_path, "sdpa")
+    cfg.write_text(FULL_CONFIG + "bf16: true\n")
+    command = [sys.executable, "-m", "cfgopt", "verify", str(cfg), "--steps", "3", "--target", "h200", "--gpus", "1"]
+    command += ["--mode", "synthetic", "--cache-dir", str(tmp_path / "cache"), "--json", str(tmp_path / "r.json")]
+    env = {**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert any("pure bf16" in fix for fix in data["fixes"]), data["fixes"]
+    loss = data["comparison"]["loss"]
+    assert loss["steps_compared"] == 3 and loss["passed"], proc.stderr[-3000:]
+    assert "loss comparison" in proc.stdout and "loss verdict: passes" in proc.stdout
+    assert "change of precision (pure_bf16, fp16) is not exercised" in proc.stdout
 
 
 def test_plan_assets_synthetic_for_unknown_local_model(tmp_path: Path) -> None:

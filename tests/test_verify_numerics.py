@@ -44,7 +44,7 @@ def test_small_difference_is_within_the_tolerance_and_reported_where() -> None:
     assert verdict["max_rel_diff"] == pytest.approx(0.015) and verdict["max_rel_diff_step"] == 6
     assert verdict["grad_norm_max_rel_diff"] == pytest.approx(0.25) and verdict["grad_norm_max_rel_diff_step"] == 8
     text = "\n".join(numerics.describe(verdict))
-    assert "+1.50% at step 6" in text and "grad norm" in text and "same numerics" in text
+    assert "+1.50% at step 6" in text and "grad norm" in text and "loss verdict: passes" in text
 
 
 def test_a_fixed_loss_above_the_tolerance_fails() -> None:
@@ -161,7 +161,7 @@ def test_report_text_json_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFi
     within = command.loss_verdict(runs, jobs, gpus=1, tolerance=0.05, on_cpu=True)  # type: ignore[arg-type]
     assert within["passed"] and "no GPU: both runs trained in fp32" in within["notes"][-1]
     assert command._report(argparse.Namespace(json=None, plot=None), runs, {}, within) == 0
-    assert "loss verdict: same numerics" in capsys.readouterr().out
+    assert "loss verdict: passes" in capsys.readouterr().out
 
 
 def test_loss_tolerance_option() -> None:

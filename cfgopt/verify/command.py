@@ -152,8 +152,8 @@ def loss_verdict(
     )
     if on_cpu:
         verdict.setdefault("notes", []).append(
-            "no GPU: both runs trained in fp32, so a change of precision is not exercised here "
-            "(a change of optimizer is)"
+            "no GPU: both runs trained in fp32, so a change of precision (pure_bf16, fp16) is not exercised "
+            "here, only the fix's other changes"
         )
     return verdict
 

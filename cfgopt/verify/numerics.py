@@ -248,6 +248,6 @@ def describe(verdict: dict[str, Any]) -> list[str]:
             grad = f"mean of the same steps {grad}"
         lines.append(f"grad norm: {grad} (reported, not judged)")
     lines.extend(verdict.get("notes") or [])
-    word = {"within": "same numerics", "lower": "lower loss", "diverges": "FAILS", "not judged": "not judged"}
+    word = {"within": "passes", "lower": "passes (lower loss)", "diverges": "FAILS", "not judged": "not judged"}
     lines.append(f"loss verdict: {word.get(verdict['status'], verdict['status'])}: {verdict['reason']} ({tolerance})")
     return lines
