@@ -44,7 +44,17 @@ LOSS_TOLERANCE_SOURCE = (
 SMOOTHING_FRACTION = 4  # the smoothed window: the last quarter of the steps both runs logged
 # What LLaMA-Factory puts in one optimizer step, besides the global batch (the keys a plan or a user's fixed
 # config may change without touching the numerics)
-_CONTENT_KEYS = ("cutoff_len", "dataset", "template", "max_samples", "train_on_prompt", "mask_history", "streaming")
+_CONTENT_KEYS = (
+    "cutoff_len",
+    "dataset",
+    "template",
+    "max_samples",
+    "mix_strategy",
+    "train_on_prompt",
+    "mask_history",
+    "streaming",
+    "group_by_length",
+)
 DATA_ORDER_KEYS = ("seed", "data_seed", "disable_shuffling")
 
 
