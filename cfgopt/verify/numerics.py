@@ -16,7 +16,8 @@ on what each step trains on (`batch_differences`):
   window in both runs: loss at an equal number of optimizer updates. At equal tokens seen, the run with bigger
   steps has made fewer updates and its loss is higher for that reason alone (a packed 8B run reaches the
   original's 10 steps of tokens within its first step), so equal updates is the fairer clock; a plan that
-  packs puts more tokens in each step, which lowers the loss per update, never raises it.
+  packs puts more tokens in each step, which tends to lower the loss per update (and so can hide a numerics
+  regression: docs/verify.md says how to check the numerics change alone).
 
 The verdict is one-sided: the fixed run fails when its loss is higher than the original's by more than the
 tolerance (at any step, or in the smoothed window), or when its loss is NaN / inf where the original's is
