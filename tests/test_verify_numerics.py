@@ -158,6 +158,13 @@ def test_report_text_json_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFi
     assert "loss diverges" in err and "--loss-tolerance" in err
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["comparison"]["loss"]["status"] == "diverges" and data["losses"]["fixed"][0]["grad_norm"] == 2.0
+    packed = {**values, "pure_bf16": True, "packing": True}
+    runs["fixed"].config = packed
+    jobs["fixed"] = _Job(packed)
+    hinted = command.loss_verdict(runs, jobs, gpus=1, tolerance=0.05, on_cpu=False)  # type: ignore[arg-type]
+    assert hinted["method"] == "smoothed" and "only pure_bf16: True (--fixed)" in hinted["notes"][0]
+    runs["fixed"].config = {**values, "pure_bf16": True}
+    jobs["fixed"] = _Job({**values, "pure_bf16": True})
     within = command.loss_verdict(runs, jobs, gpus=1, tolerance=0.05, on_cpu=True)  # type: ignore[arg-type]
     assert within["passed"] and "no GPU: both runs trained in fp32" in within["notes"][-1]
     assert command._report(argparse.Namespace(json=None, plot=None), runs, {}, within) == 0

@@ -150,6 +150,10 @@ def loss_verdict(
     verdict = numerics.compare(
         runs["original"].metrics, runs["fixed"].metrics, differences, tolerance, one_process=gpus == 1
     )
+    # the configs as written (a CPU run turns half precision off in both, which is not the fix's change)
+    changes = numerics.numerics_changes(jobs["original"].values(), jobs["fixed"].values())
+    if changes and verdict.get("method") == "smoothed":
+        verdict.setdefault("notes", []).append(numerics.numerics_alone_hint(changes))
     if on_cpu:
         verdict.setdefault("notes", []).append(
             "no GPU: both runs trained in fp32, so a change of precision (pure_bf16, fp16) is not exercised "

@@ -57,6 +57,21 @@ _CONTENT_KEYS = (
     "group_by_length",
 )
 DATA_ORDER_KEYS = ("seed", "data_seed", "disable_shuffling")
+NUMERICS_KEYS = ("bf16", "fp16", "pure_bf16", "optim")  # what a plan changes that changes the numerics
+
+
+def numerics_changes(original: dict[str, Any], fixed: dict[str, Any]) -> list[str]:
+    """The precision and optimizer keys the fixed config changes, as `key: value` (the fixed run's)."""
+    return [f"{key}: {fixed.get(key)}" for key in NUMERICS_KEYS if original.get(key) != fixed.get(key)]
+
+
+def numerics_alone_hint(changes: list[str]) -> str:
+    """How to check a numerics change step by step when the plan also changed what each step trains on."""
+    return (
+        f"the steps are not comparable one to one, so a numerics change can hide behind the batch change: to "
+        f"check it alone, step by step, verify against a copy of the original with only {', '.join(changes)} "
+        "(--fixed)"
+    )
 
 
 def same_data_order(original_values: dict[str, Any]) -> dict[str, Any]:
