@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
-from sampling import params
+from sampling import full_only, params
 
 from cfgopt.verify import comparison, runner
 
@@ -90,6 +90,77 @@ def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path) -> None:
     assert proc.returncode == 0  # the original crashed and the fixed config trains: what verify is for
     assert not (tmp_path / "users_output_dir").exists()  # never writes into the user's output_dir
     assert not list(Path("/tmp").glob("cfgopt-verify-*/original.json")) or True
+
+
+FULL_CONFIG = """model_name_or_path: tiny
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 256
+output_dir: out
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 2
+learning_rate: 1.0e-3
+seed: 7
+"""
+
+
+@pytest.mark.oracle
+def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path) -> None:
+    """Original vs a fixed config with another optimizer, micro-batch split and seed, through the real runner
+    and trainer: verify gives both runs the original's seed and data order, so step 1 (before any update)
+    has the same loss, and the steps are compared one to one, loss and grad norm."""
+    pytest.importorskip("llamafactory")
+    cfg = _write_case(tmp_path, "sdpa")
+    cfg.write_text(FULL_CONFIG)
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(
+        FULL_CONFIG.replace("per_device_train_batch_size: 2", "per_device_train_batch_size: 4")
+        .replace("gradient_accumulation_steps: 2", "gradient_accumulation_steps: 1")
+        .replace("seed: 7", "seed: 99\noptim: adafactor")
+    )
+    command = [sys.executable, "-m", "cfgopt", "verify", str(cfg), "--fixed", str(fixed), "--steps", "3"]
+    command += ["--target", "cpu", "--mode", "synthetic", "--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run(
+        [*command, "--json", str(tmp_path / "report.json")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)},
+    )
+    data = json.loads((tmp_path / "report.json").read_text())
+    loss = data["comparison"]["loss"]
+    assert loss["method"] == "per step" and loss["steps_compared"] == 3, proc.stderr[-3000:]
+    assert data["data_order"] == {"seed": 7, "data_seed": None}
+    first = [data["losses"][label][0] for label in ("original", "fixed")]
+    assert first[0]["loss"] == pytest.approx(first[1]["loss"], rel=1e-4)  # same weights, same samples
+    assert all("grad_norm" in entry for entry in first)
+    assert loss["passed"] and loss["status"] in ("within", "lower")
+    assert "loss comparison, per step" in proc.stdout and "loss verdict:" in proc.stdout
+
+
+@pytest.mark.oracle
+@full_only()  # about a minute; the step-by-step smoke run above covers the real path by default
+def test_cpu_smoke_run_of_a_pure_bf16_plan_prints_the_loss_verdict(tmp_path: Path) -> None:
+    """Issue 23's "done when", on a CPU: a full fine-tune planned for an H200 gets a pure_bf16 plan (with
+    packing, so compared smoothed), and verify prints the loss comparison, its verdict and that a CPU run
+    cannot exercise the precision change."""
+    pytest.importorskip("llamafactory")
+    cfg = _write_case(tmp_path, "sdpa")
+    cfg.write_text(FULL_CONFIG + "bf16: true\n")
+    command = [sys.executable, "-m", "cfgopt", "verify", str(cfg), "--steps", "3", "--target", "h200", "--gpus", "1"]
+    command += ["--mode", "synthetic", "--cache-dir", str(tmp_path / "cache"), "--json", str(tmp_path / "r.json")]
+    env = {**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert any("pure bf16" in fix for fix in data["fixes"]), data["fixes"]
+    loss = data["comparison"]["loss"]
+    assert loss["steps_compared"] == 3 and loss["passed"], proc.stderr[-3000:]
+    assert "loss comparison" in proc.stdout and "loss verdict: passes" in proc.stdout
+    assert "change of precision (pure_bf16, fp16) is not exercised" in proc.stdout
 
 
 def test_plan_assets_synthetic_for_unknown_local_model(tmp_path: Path) -> None:

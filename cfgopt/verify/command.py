@@ -14,7 +14,7 @@ from cfgopt.job import Job
 from cfgopt.job_loader import JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
-from cfgopt.verify import comparison, processes, runner
+from cfgopt.verify import comparison, numerics, processes, runner
 
 
 def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
@@ -24,7 +24,11 @@ def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
     from cfgopt.tune.space import probe_platform
 
     platform = probe_platform()
-    packages = {"liger_kernel": platform.liger, "flash_attn": platform.flash_attn}
+    packages = {
+        "liger_kernel": platform.liger,
+        "flash_attn": platform.flash_attn,
+        "bitsandbytes": platform.bitsandbytes,
+    }
     for name, present in packages.items():
         if not present:
             say(f"{name} is not importable here: fixes that need it are left out")
@@ -140,14 +144,41 @@ def _summaries(runs: dict[str, runner.RunResult]) -> dict[str, dict[str, Any]]:
     return summaries
 
 
-def _report(args: argparse.Namespace, runs: dict[str, runner.RunResult], extra: dict[str, Any]) -> int:
-    """The comparison table (and --json, --plot); exit 1 when the fix crashes or is slower."""
+def loss_verdict(
+    runs: dict[str, runner.RunResult], jobs: dict[str, Job], gpus: int, tolerance: float, on_cpu: bool
+) -> dict[str, Any]:
+    """The numerics verdict of the two runs (cfgopt.verify.numerics): what each step trained on, from the
+    config's values as the run got them, decides whether steps are compared one to one."""
+    content = {label: numerics.batch_content({**jobs[label].values(), **runs[label].config}, gpus) for label in runs}
+    differences = numerics.batch_differences(content["original"], content["fixed"])
+    verdict = numerics.compare(
+        runs["original"].metrics, runs["fixed"].metrics, differences, tolerance, one_process=gpus == 1
+    )
+    # the configs as written (a CPU run turns half precision off in both, which is not the fix's change)
+    changes = numerics.numerics_changes(jobs["original"].values(), jobs["fixed"].values())
+    if changes and verdict.get("method") == "smoothed":
+        verdict.setdefault("notes", []).append(numerics.numerics_alone_hint(changes))
+    if on_cpu:
+        verdict.setdefault("notes", []).append(
+            "no GPU: both runs trained in fp32, so a change of precision (pure_bf16, fp16) is not exercised "
+            "here, only the fix's other changes"
+        )
+    return verdict
+
+
+def _report(
+    args: argparse.Namespace, runs: dict[str, runner.RunResult], extra: dict[str, Any], loss: dict[str, Any] | None
+) -> int:
+    """The comparison table (and --json, --plot); exit 1 when the fix crashes, is slower or its loss diverges."""
     summaries = _summaries(runs)
     before = summaries["original"]
     after = summaries.get("fixed", {})
     verdict = comparison.compare(before, after) if after else {"status": "measured"}
+    if loss is not None:
+        verdict["loss"] = loss
     print(comparison.table(before, after, verdict))
     extra["per_step"] = {label: r.metrics.get("steps", []) for label, r in runs.items()}
+    extra["losses"] = {label: r.metrics.get("losses", []) for label, r in runs.items()}
     if args.json is not None:
         text = comparison.to_json(before, after, verdict, extra)
         if str(args.json) == "-":
@@ -161,12 +192,19 @@ def _report(args: argparse.Namespace, runs: dict[str, runner.RunResult], extra: 
             sys.stderr.write(f"cfgopt verify: the {label} run crashed: {s['error']}\n")
     if summaries.get("fixed", before).get("error"):
         return 1  # the fix (or, measured alone, the original) crashes; the original crashing is what fixes fix
+    code = 0
     if verdict.get("status") == "slower":
         sys.stderr.write(
             f"cfgopt verify: the fixed config is slower ({verdict['speedup']:.2f}x): a rule was wrong here\n"
         )
-        return 1
-    return 0
+        code = 1
+    if not verdict.get("loss", {}).get("passed", True):
+        sys.stderr.write(
+            f"cfgopt verify: the fixed config's loss diverges from the original's: {verdict['loss']['reason']} "
+            f"(tolerance {verdict['loss']['tolerance']:.2%}, --loss-tolerance)\n"
+        )
+        code = 1
+    return code
 
 
 def _verify(args: argparse.Namespace, config_path: Path, work: Path, say) -> int:
@@ -180,26 +218,41 @@ def _verify(args: argparse.Namespace, config_path: Path, work: Path, say) -> int
     say_plan(job, say)
     fixed_path, applied = _fixed_config(args, config_path, work, settings)
     assets = _prepare_assets(args, job.data, config_path, work, say, relay)
-    plan = [("original", config_path, job)]
+    jobs = {"original": job}
+    paths = {"original": config_path}
     if fixed_path is not None:
-        plan.append(("fixed", fixed_path, _load(fixed_path, settings)))
+        jobs["fixed"], paths["fixed"] = _load(fixed_path, settings), fixed_path
         for line in applied:
             say(f"fix: {line}")
+    # both runs from the original's seed and data order: the loss comparison needs the same samples per step
+    order = numerics.same_data_order({key: job.value(key) for key in numerics.DATA_ORDER_KEYS})
     runs: dict[str, runner.RunResult] = {}
-    for label, path, run_job in plan:
+    for label, run_job in jobs.items():
         say(f"running the {label} config for {args.steps} steps ...")
         runs[label] = runner.run_config(
-            run_job.data, assets, args.steps, label, work, path, args.gpus, args.timeout, relay
+            numerics.with_data_order(run_job.data, order),
+            assets,
+            args.steps,
+            label,
+            work,
+            paths[label],
+            args.gpus,
+            args.timeout,
+            relay,
         )
         parameters_from_shape(runs[label].metrics, run_job)
+    loss = None
+    if "fixed" in runs and not any(r.error for r in runs.values()):
+        loss = loss_verdict(runs, jobs, args.gpus or 1, args.loss_tolerance, assets.on_cpu)
     extra = {
         "config": str(config_path),
         "fixed_config": str(fixed_path) if fixed_path else None,
         "fixes": applied,
         "steps": args.steps,
         "assets": assets.notes,
+        "data_order": order,
     }
-    return _report(args, runs, extra)
+    return _report(args, runs, extra, loss)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -105,12 +105,16 @@ def table(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any]
         lines.append("device: not reached (no run got to its first training step)")
     if "speedup" in verdict:
         lines.append(f"fixed vs original: {verdict['speedup']:.2f}x real tokens/s ({verdict['status']})")
+    if "loss" in verdict:
+        from cfgopt.verify.numerics import describe
+
+        lines.extend(describe(verdict["loss"]))
     lines.append(FLOP_CONVENTION)
     return "\n".join(lines)
 
 
 def plot(path: Path, runs: dict[str, dict[str, Any]]) -> bool:
-    """tokens/s and allocated memory per step for each run; False when matplotlib is not installed."""
+    """tokens/s, allocated memory and loss per step for each run; False when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -118,17 +122,21 @@ def plot(path: Path, runs: dict[str, dict[str, Any]]) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4))
     for label, metrics in runs.items():
         steps = metrics.get("steps") or []
         xs = [s["step"] for s in steps]
         ax1.plot(xs, [s["real_tokens"] / s["seconds"] if s["seconds"] else 0 for s in steps], marker="o", label=label)
         if steps and "allocated_gib" in steps[0]:
             ax2.plot(xs, [s["max_allocated_gib"] for s in steps], marker="o", label=label)
+        losses = metrics.get("losses") or []
+        ax3.plot([e["step"] for e in losses], [e["loss"] for e in losses], marker="o", label=label)
     ax1.set(title="real tokens/s per step", xlabel="step")
     ax2.set(title="peak allocated GiB (running)", xlabel="step")
-    ax1.legend()
-    ax2.legend()
+    ax3.set(title="training loss per optimizer step", xlabel="step")
+    for ax in (ax1, ax2, ax3):
+        if ax.get_legend_handles_labels()[0]:  # a CPU run has no memory curve
+            ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

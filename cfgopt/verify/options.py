@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cfgopt.argtypes import positive_float, positive_int
 from cfgopt.targets import TARGETS
+from cfgopt.verify.numerics import LOSS_TOLERANCE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +28,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         choices=sorted(TARGETS),
         help="target the fixes are made for (default: detected from this machine's GPU)",
+    )
+    p.add_argument(
+        "--loss-tolerance",
+        type=positive_float,
+        default=LOSS_TOLERANCE,
+        help=f"largest relative rise of the fixed run's loss over the original's before verify fails "
+        f"(default {LOSS_TOLERANCE:g}; docs/verify.md)",
     )
     add_run_options(p, timeout=1800)
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")

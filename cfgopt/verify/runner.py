@@ -207,6 +207,8 @@ def run_config(
     args = {k: v for k, v in config.items() if k not in DROP}
     args.update(HARMLESS)
     args.update(assets.overrides)
+    if assets.on_cpu:  # every half-precision key off, also one the original has not (a fixed run's pure_bf16)
+        args.update(dict.fromkeys(HALF_PRECISION, False))
     args["max_steps"] = steps
     args["output_dir"] = str(work / f"{label}-output")
     if assets.model_config is not None or assets.model_dir is not None:

@@ -146,8 +146,13 @@ def _make_callback(spec: dict[str, Any]):
             self.last = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
+            # logging_steps is 1 (runner.HARMLESS): one entry per optimizer step, the loss averaged over the
+            # step's micro-batches (and ranks) and the gradient norm before clipping, as the Trainer logs them
             if logs and "loss" in logs:
-                metrics["losses"].append({"step": state.global_step, "loss": float(logs["loss"])})
+                entry = {"step": state.global_step, "loss": float(logs["loss"])}
+                if logs.get("grad_norm") is not None:
+                    entry["grad_norm"] = float(logs["grad_norm"])
+                metrics["losses"].append(entry)
 
         def on_train_end(self, args, state, control, **kwargs):
             self._sync()
