@@ -136,6 +136,8 @@ def _values(
     bf16 = job.settings.target.bf16
     options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs, bf16=bf16)
     values = space.knob_values(config, base, platform, options)
+    if job.settings.target.platform == "cpu":
+        values["precision"] = [base.precision]  # no half precision to move to on a CPU (the Trainer refuses it)
     cutoff = job.value("cutoff_len")
     if not has_estimate:  # nothing that spends memory without an estimate of it, and no numerics for memory
         values["gc"] = [base.gc]
