@@ -141,7 +141,7 @@ def _values(
     cutoff = job.value("cutoff_len")
     if not has_estimate:  # nothing that spends memory without an estimate of it, and no numerics for memory
         values["gc"] = [base.gc]
-        values["precision"] = [p for p in values["precision"] if p != "pure_bf16"]
+        values["precision"] = [p for p in values["precision"] if p != "pure_bf16" or p == base.precision]
         values["optim"] = [base.optim]
         # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
         one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs

@@ -301,6 +301,20 @@ def _real_load(name: str, data: bytes):
         return OmegaConf.to_container(OmegaConf.load(path))
 
 
+_PLAN_KEYS = (
+    *_BATCH_PAIR,
+    "disable_gradient_checkpointing",
+    "flash_attn",
+    "packing",
+    "enable_liger_kernel",
+    "bf16",
+    "fp16",
+    "pure_bf16",
+    "optim",
+    "deepspeed",
+)
+
+
 def _named(keys: list[str], descriptions: list[str]) -> set[str]:
     """The keys the applied fixes name: each fix's own key, and the keys written in its description."""
     named = {k for k in keys if k}
@@ -310,6 +324,8 @@ def _named(keys: list[str], descriptions: list[str]) -> set[str]:
         named.update(re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b(?:bf16|fp16|fp32|tf32)\b", text))
         if re.search(r"Use \d+ x \d+", text):
             named.update(_BATCH_PAIR)
+        if "Speed plan for" in text:  # the plan writes the knobs' keys (tune/space.py changed_keys)
+            named.update(_PLAN_KEYS)
     return named
 
 
@@ -348,7 +364,11 @@ def judge_fix(name: str, raw: bytes, unsafe: bool, kept: list[str] | None = None
             if old.get(path_) == new.get(path_):
                 continue
             leaf = path_.rsplit(".", 1)[-1]
-            related = (path_ == n or leaf == n or path_.startswith(n + ".") or n.startswith(path_ + ".") for n in named)
+            whole = path_.split("[", 1)[0]  # an item of a list whose whole value a fix replaced
+            related = (
+                path_ == n or leaf == n or whole == n or path_.startswith(n + ".") or n.startswith(path_ + ".")
+                for n in named
+            )
             if not any(related):
                 verdicts.append(f"damaged: `{path_}` changed, no fix names it ({result.applied.get(key)})")
         return verdicts
