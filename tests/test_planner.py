@@ -238,3 +238,11 @@ def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:
     assert plan is not None and plan.est_gib is None
     why = "no DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
     assert why in plan.notes and plan.description().endswith(why)
+
+
+def test_a_configs_own_pure_bf16_is_kept_without_an_estimate(tmp_path: Path) -> None:
+    """Fuzzing found it: with no target (no estimate), pure_bf16 was dropped from the candidates even where it
+    was the config's own setting, so the plan switched a LoRA config back to bf16 autocast."""
+    job = _job(tmp_path, "pure_bf16: true\n", target=None)
+    plan = plan_for(job)
+    assert plan is None or plan.best.precision == "pure_bf16"
