@@ -241,17 +241,23 @@ class _Lexer:
         text, n = self.text, self.n
         level = 1
         while j < n and level:
-            ch = text[j]
-            if ch == "\\":
-                j += 2
+            skipped = self._past_escape_or_quote(j)
+            if skipped is not None:
+                j = skipped
                 continue
-            if ch in "'\"":
-                close = text.find(ch, j + 1)
-                j = n if close == -1 else close + 1
-                continue
-            level += 1 if ch == "{" else -1 if ch == "}" else 0
+            level += 1 if text[j] == "{" else -1 if text[j] == "}" else 0
             j += 1
         return min(j, n)
+
+    def _past_escape_or_quote(self, j: int) -> int | None:
+        """Past a backslash escape or a quoted string at j (None: neither), as bracket counting skips them."""
+        ch = self.text[j]
+        if ch == "\\":
+            return j + 2
+        if ch in "'\"":
+            close = self.text.find(ch, j + 1)
+            return self.n if close == -1 else close + 1
+        return None
 
     def _arithmetic(self, j: int) -> int | None:
         """End of a `$((...))` or `((...))` whose body starts at j, counting parentheses; None when the
@@ -259,14 +265,11 @@ class _Lexer:
         text, n = self.text, self.n
         level = 2
         while j < n:
+            skipped = self._past_escape_or_quote(j)
+            if skipped is not None:
+                j = skipped
+                continue
             ch = text[j]
-            if ch == "\\":
-                j += 2
-                continue
-            if ch in "'\"":
-                close = text.find(ch, j + 1)
-                j = n if close == -1 else close + 1
-                continue
             if ch == "(":
                 level += 1
             elif ch == ")":
