@@ -4,6 +4,7 @@ job, and the speed fixes chosen together, for the hardware the job is judged for
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,18 @@ def test_a_configs_own_pure_bf16_is_kept_without_an_estimate(tmp_path: Path) -> 
     job = _job(tmp_path, "pure_bf16: true\n", target=None)
     plan = plan_for(job)
     assert plan is None or plan.best.precision == "pure_bf16"
+
+
+def test_when_nothing_fits_mem001_says_what_would_with_its_estimate(tmp_path: Path) -> None:
+    """Issue 23: a 70B full fine-tune on one H200 has no plan; MEM001 names offload (with the host memory it
+    needs) and the GPU count at which ZeRO-3 fits, each with its estimate."""
+    cfg = tmp_path / "big.yaml"
+    cfg.write_text(
+        "model_name_or_path: meta-llama/Meta-Llama-3-70B-Instruct\nstage: sft\ndo_train: true\n"
+        "finetuning_type: full\ndataset: alpaca_en_demo\ntemplate: llama3\ncutoff_len: 4096\noutput_dir: out\n"
+        "bf16: true\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 8\n"
+    )
+    _, out, _ = run_cli(["lint", "--format", "json", "--target", "h200", "--gpus", "1", str(cfg)])
+    (msg,) = [d["message"] for d in json.loads(out)["diagnostics"] if d["code"] == "MEM001"]
+    assert re.search(r"ZeRO-3 with CPU offload \(~\d+ GiB per GPU, \d+ GiB in host memory; slower\)", msg), msg
+    assert re.search(r"\d+ GPUs with ZeRO-3 \(~\d+ GiB each\)", msg), msg

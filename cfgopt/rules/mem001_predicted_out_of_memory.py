@@ -15,6 +15,31 @@ def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
     return [(m, product // m) for m in range(micro - 1, 0, -1) if product % m == 0]
 
 
+def what_would_fit(ctx: Context, n: int, est) -> list[str]:
+    """When no setting of the job's own fits (issue 23): fewer tokens per micro-batch, offload, more GPUs, each
+    with its estimate; the first that fits of each kind, at most three."""
+    from cfgopt.tune.space import deepspeed_template
+
+    out: list[str] = []
+    cutoff = est.tokens // max(est.micro_batch, 1)
+    for shorter in (cutoff // 2, cutoff // 4, cutoff // 8):
+        after = estimate_ctx(ctx, n, cutoff_len=shorter) if shorter >= 128 else None
+        if after is not None and after.verdict == "fits":
+            out.append(f"cutoff_len {shorter} (fewer tokens per micro-batch, ~{after.required_gib:.0f} GiB)")
+            break
+    if not est.offloaded_gib:
+        after = ctx.job.estimate(n, deepspeed=deepspeed_template("z3_offload"))
+        if after is not None and after.verdict == "fits":
+            host = f", {after.offloaded_gib:.0f} GiB in host memory" if after.offloaded_gib else ""
+            out.append(f"ZeRO-3 with CPU offload (~{after.required_gib:.0f} GiB per GPU{host}; slower)")
+    for more in (2 * n, 4 * n, 8 * n, 16 * n, 32 * n):
+        after = ctx.job.estimate(more, deepspeed=deepspeed_template("z3"))
+        if after is not None and after.verdict == "fits":
+            out.append(f"{more} GPUs with ZeRO-3 (~{after.required_gib:.0f} GiB each)")
+            break
+    return out
+
+
 class PredictedOutOfMemory(Rule):
     code = "MEM001"
     name = "predicted-out-of-memory"
@@ -33,7 +58,9 @@ class PredictedOutOfMemory(Rule):
         "pruning share that one margin (an 8B full fine-tune estimated at 97% of an H200 died of OOM). The "
         "message names the speed plan when one fits, then the "
         "largest parts and the first change that makes it fit: gradient checkpointing back on, a smaller "
-        "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload. Only for "
+        "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload; when no "
+        "setting of the job's own fits, what would, each with its estimate: a shorter cutoff_len, ZeRO-3 with CPU "
+        "offload (and the host memory that takes), or the GPU count at which ZeRO-3 fits. Only for "
         "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
         "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
     )
@@ -88,6 +115,8 @@ class PredictedOutOfMemory(Rule):
             )
         elif est.zero_stage == 3 and not est.offloaded_gib:
             remedies.append("ZeRO offload of the optimizer states")
+        if plan is None or not plan.changed:  # nothing the plan can set fits: say what would, with its estimate
+            remedies = what_would_fit(ctx, n, est) + remedies
         assumed = "" if ctx.settings.gpus else " (assumed; --gpus)"
         yield report(
             self,
