@@ -304,3 +304,17 @@ def test_the_job_uses_the_launchers_gpu_count_unless_gpus_is_given() -> None:
     assert Job(src, Settings(gpus=2)).hardware(1)[1:3] == (2, True)
     (src,) = sources("llamafactory-cli train --model_name_or_path m\n")
     assert Job(src, Settings()).hardware(1)[1:3] == (1, False)
+
+
+def test_mixed_precision_set_by_the_launcher_is_mixed_precision(tmp_path: Path) -> None:
+    """`accelerate launch --mixed_precision bf16` (or ACCELERATE_MIXED_PRECISION) makes the HF Trainer autocast
+    without `bf16: true` (transformers 5.6 training_args.py L1580): no PF002 there, PF002 where nothing sets it."""
+    args = "src/train.py --stage sft --model_name_or_path m --do_train --dataset d --template llama3 --output_dir o"
+    (tmp_path / "run.sh").write_text(
+        f"accelerate launch --multi_gpu --mixed_precision bf16 {args}\n"
+        f"ACCELERATE_MIXED_PRECISION=fp16 accelerate launch {args}\n"
+        f"accelerate launch --config_file acc.yaml {args}\n"
+        f"accelerate launch {args}\n"
+    )
+    run = cli("lint", "--select", "PF002", "--format", "concise", "run.sh", cwd=tmp_path)
+    assert [line.split(":")[1] for line in run.stdout.splitlines() if "PF002" in line] == ["4"], run.stdout

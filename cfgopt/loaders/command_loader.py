@@ -309,6 +309,21 @@ def _count(word: Word | None) -> int | None:
     return int(word.text)
 
 
+def launcher_precision(launch: Launch, env: dict[str, Word]) -> str | None:
+    """The mixed precision the launch sets outside LLaMA-Factory's arguments: `accelerate launch
+    --mixed_precision bf16` or `ACCELERATE_MIXED_PRECISION=bf16`, which the HF Trainer reads when neither `bf16`
+    nor `fp16` is set (transformers 5.6 training_args.py L1580); "unknown" when an accelerate config file or an
+    expansion may set it; None when nothing does."""
+    word = launch.options.get("--mixed_precision") or launch.options.get("--mixed-precision")
+    word = word or env.get("ACCELERATE_MIXED_PRECISION")
+    if word is not None:
+        value = word.text.partition("=")[2] if word.text.startswith("ACCELERATE_MIXED_PRECISION=") else word.text
+        return value if word.literal else "unknown"
+    if launch.kind == "accelerate" and any(o in launch.options for o in ("--config_file", "--config-file")):
+        return "unknown"
+    return None
+
+
 def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> tuple[int, str] | None:
     """How many GPUs (processes on this node) the launch uses, and what says so; None when unknown."""
     opts = launch.options
@@ -364,6 +379,7 @@ def _source(doc: Document, launch: Launch, environment: _Environment, fields) ->
         "yaml": None,
         "open": False,  # True: an expansion may carry arguments cfgopt cannot see (no "missing" verdicts)
         "launcher_gpus": launcher_gpus(launch, environment, doc),
+        "launcher_precision": launcher_precision(launch, env),
         "env": {name: (w.text.partition("=")[2] if w.literal else None) for name, w in env.items()},
         "argparse_errors": [],
     }

@@ -33,6 +33,8 @@ class NoMixedPrecision(Rule):
             return
         if any(on(ctx, k) for k in ("bf16", "fp16", "pure_bf16", "use_badam", "use_cpu")):
             return
+        if (ctx.source.command or {}).get("launcher_precision") not in (None, "no"):
+            return  # `accelerate launch --mixed_precision bf16`: the Trainer autocasts all the same
         src = ctx.source
         half = "bf16" if ctx.settings.target.bf16 else "fp16"  # V100 / T4: no bf16 hardware (LF008)
         entry = entry_of(ctx, half)
