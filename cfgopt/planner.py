@@ -235,6 +235,8 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
+    from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
+
     plan = SpeedPlan(hardware, base, best, prior_speed(best, n) / prior_speed(base, n))
     plan.est_gib = est.required_gib if est is not None else None
     plan.changes = space.changed_keys(best, base)
@@ -242,7 +244,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     turned_on = {
         "liger": best.liger and not base.liger,
         "fa2": best.attn == "fa2" != base.attn,
-        "bnb": "bnb" in best.optim and best.optim != base.optim,
+        "bnb": is_bnb_optimizer(best.optim) and best.optim != base.optim,
     }
     for knob, (module, package) in PACKAGES.items():
         if turned_on[knob] and job.has_package(module) is not True:
