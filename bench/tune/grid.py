@@ -27,10 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cfgopt.tune import command, search, space
+from cfgopt.tune import search, space
 from cfgopt.tune.candidates import cache_key, make_candidates
 from cfgopt.tune.options import KNOBS
 from cfgopt.tune.session import RealSession
+from cfgopt.verify.processes import interrupt_on_termination
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -107,7 +108,11 @@ def save(out: Path, data: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    with interrupt_on_termination():  # SIGTERM / SIGHUP unwind like Ctrl-C: the work folder is removed
+        return _grid(parse_args(argv))
+
+
+def _grid(args: argparse.Namespace) -> int:
     config_path = args.config
     from cfgopt.job_loader import load_job
     from cfgopt.settings import Settings
@@ -119,7 +124,6 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(__file__).resolve().parent / "results" / f"grid-{config_path.stem}"
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cfgopt-grid-"))
-    command.sigterm_as_interrupt()
     began = time.perf_counter()
 
     def say(line: str) -> None:
