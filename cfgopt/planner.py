@@ -191,9 +191,9 @@ def _candidates(
             return False
         return True
 
-    refused: dict[space.Knobs, tuple[str, str]] = {}
+    refused: dict[space.Knobs, tuple[str, str, str]] = {}
     out = space.combinations(base, values, keep, refused)
-    rejected.update({k: Rejection(REFUSED, knob, why) for k, (knob, why) in refused.items()})
+    rejected.update({k: Rejection(*why) for k, why in refused.items()})
     return out
 
 
@@ -252,7 +252,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     for (name, value), rejection in _left_out(job, base, knobs, values, has_estimate).items():
         k = best._replace(**{name: value})
         refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
-        rejected.setdefault(k, Rejection(REFUSED, *refused) if refused else rejection)
+        rejected.setdefault(k, Rejection(*refused) if refused else rejection)
     _explain(plan, [k for _, k, _ in ranked], rejected, n)
     return plan
 

@@ -186,6 +186,15 @@ def found_message(tmp_path: Path, cfg: Path) -> str:
     return findings(tmp_path / "gfx90a", tmp_path / "gfx90a" / "root", folder, cfg=cfg)[1][0][2]
 
 
+def test_llamafactory_itself_missing(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    bare = site(tmp_path / "a", "cuda", llamafactory="")
+    _, found = findings(tmp_path / "a", nvidia_root(tmp_path / "a", count=1), bare, cfg=cfg)
+    assert codes(found) == ["DOC013"] and "LLaMA-Factory is not installed" in found[0][2]
+    _, found = findings(tmp_path / "b", nvidia_root(tmp_path / "b", count=1), site(tmp_path / "b", "cuda"), cfg=cfg)
+    assert found == []
+
+
 def test_bitsandbytes_with_rocm_support_when_the_config_quantizes(tmp_path: Path) -> None:
     cfg = config(tmp_path, "quantization_bit: 4\n")
     _, found = findings(

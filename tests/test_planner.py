@@ -210,7 +210,8 @@ def test_a_refused_setting_is_named_and_quoted() -> None:
 def test_memory_rejections_say_what_tune_says() -> None:
     """One H200, Llama-3-8B full fine-tuning: keeping ZeRO-3 does not fit; the note gives the estimate in tune's
     words (`pruned: memory` rows: "estimated peak ... GiB does not fit")."""
-    plan = plan_for(load_job(LLAMA3_FULL_FP16, Settings(target_name="h200", gpus=1, extend_select=ADVICE)))
+    settings = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
+    plan = plan_for(load_job(LLAMA3_FULL_FP16, settings))
     assert plan is not None and plan.drop_deepspeed
     memory_rejected = {k: r for k, r in plan.rejected.items() if r.kind == reasons.MEMORY}
     assert memory_rejected and all(r.why.startswith("estimated peak ") for r in memory_rejected.values())
@@ -218,19 +219,34 @@ def test_memory_rejections_say_what_tune_says() -> None:
     assert why.endswith(" GiB does not fit") and why == reasons.does_not_fit(float(why.split()[2]))
     assert any(n.startswith("ZeRO-3 not planned: estimated peak ") for n in plan.notes)
     assert search.PRUNED_MEMORY.endswith(f": {reasons.MEMORY}")  # tune's status for a memory-pruned row
-    assert not plan.quoted  # nothing faster was left out: the plan takes every fast setting
+    # the one faster setting left out is pure bf16, for its numerics: the description says why
+    assert plan.quoted.startswith("pure bf16 not planned: it trains worse")
 
 
 def test_a_package_not_known_is_the_reason(tmp_path: Path) -> None:
+    """Llama-3-8B full fine-tuning on one H200: only 8-bit AdamW fits (pure bf16 and Adafactor train worse,
+    bench/verify/results.md). Without bitsandbytes known to be installed there is no plan, and MEM001 names the
+    optimizer with its package; with it, the plan takes it."""
     path = tmp_path / "full.yaml"
     path.write_text(SEED_LIKE.format(extra="").replace("finetuning_type: lora", "finetuning_type: full"))
-    unknown = plan_for(load_job(path, Settings(target_name="h200", gpus=1, extend_select=ADVICE)))
-    note = "8-bit AdamW not planned: bitsandbytes is not known to be installed where the run happens"
-    assert unknown is not None and note in unknown.notes
-    assert unknown.rejected[unknown.best._replace(optim="adamw_bnb_8bit")].kind == reasons.PACKAGE
+    assert plan_for(load_job(path, Settings(target_name="h200", gpus=1, extend_select=ADVICE))) is None
+    _, out, _ = run_cli(["lint", str(path), "--target", "h200", "--gpus", "1"])
+    assert "optim: adamw_bnb_8bit without DeepSpeed (~" in out and "needs the bitsandbytes package" in out
     installed = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
     known = plan_for(load_job(path, installed))
-    assert known is not None and not any(n.startswith("8-bit AdamW") for n in known.notes)
+    assert known is not None and known.best.optim == "adamw_bnb_8bit" and known.best.precision == "bf16"
+    assert "pure bf16 not planned: it trains worse" in known.description()
+
+
+def test_pure_bf16_and_adafactor_are_refused_for_their_numerics(tmp_path: Path) -> None:
+    """Measured on the H200 (bench/verify/results.md): pure bf16 and Adafactor train worse than AdamW over fp32
+    master weights, so neither planner nor tune proposes them; a user's own pure_bf16 is kept."""
+    base = space.Knobs(2, 1, True, "sdpa", True, True, "none", "bf16", "default")
+    assert space.refusal(base._replace(precision="pure_bf16"), base)[:2] == (reasons.NUMERICS, "precision")
+    assert space.refusal(base._replace(optim="adafactor"), base)[:2] == (reasons.NUMERICS, "optim")
+    assert space.refusal(base._replace(optim="adamw_bnb_8bit"), base) is None
+    own = base._replace(precision="pure_bf16")
+    assert space.refusal(own, own) is None
 
 
 def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Codes (docs/doctor.md): DOC001 attention, DOC002 Liger, DOC003 DeepSpeed CPU Adam, DOC004 FORCE_TORCHRUN,
 DOC005 visible devices, DOC006 datasets, DOC007 model path, DOC008 disk space, DOC009 Python, DOC010 torch's
-runtime against the GPUs, DOC011 ROCm / allocator variables, DOC012 bitsandbytes.
+runtime against the GPUs, DOC011 ROCm / allocator variables, DOC012 bitsandbytes, DOC013 LLaMA-Factory itself.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ NAMES = {
     "DOC010": "torch-runtime-mismatch",
     "DOC011": "launcher-variable",
     "DOC012": "bitsandbytes-unavailable",
+    "DOC013": "llamafactory-missing",
 }
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # LLaMA-Factory's `requires-python` / `python_requires` at each release tag (setup.py v0.9.0-v0.9.3,
@@ -150,6 +151,7 @@ def visible_gpus(stack: Stack) -> int:
 # ------------------------------------------------------------------------------------------------- per job
 def job_findings(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     """The findings for one training job (`cfgopt.job.Job`)."""
+    yield from _llamafactory(job, stack)
     yield from _attention(job, stack)
     yield from _liger(job, stack)
     yield from _bitsandbytes(job, stack)
@@ -157,6 +159,17 @@ def job_findings(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     yield from _datasets(job)
     yield from _model(job)
     yield from _disk(job)
+
+
+def _llamafactory(job: Any, stack: Stack) -> Iterator[Diagnostic]:
+    """The trainer itself: a node image with torch and transformers but no LLaMA-Factory (the H200's image, say)
+    runs nothing of the config (bench/h200/doctor.md)."""
+    if not stack.has("llamafactory"):
+        message = (
+            "LLaMA-Factory is not installed in this environment: `llamafactory-cli` is not found "
+            "(pip install llamafactory, or run doctor in the environment the job starts in)"
+        )
+        yield finding("DOC013", Severity.ERROR, message, job.source, "stage")
 
 
 def _attention(job: Any, stack: Stack) -> Iterator[Diagnostic]:

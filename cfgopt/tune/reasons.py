@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from cfgopt.tune.space import KNOB_NAMES, Knobs
+from cfgopt.tune.space import KNOB_NAMES, NUMERICS, REFUSED, Knobs
 
 MEMORY = "memory"  # estimated not to fit, or no estimate to say it fits
 PACKAGE = "package"  # needs a package not known to be installed where the run happens
-REFUSED = "refused"  # LLaMA-Factory, DeepSpeed or the trainer refuse (or fail on) the combination
-NUMERICS = "numerics"  # changes the numerics where nothing says it pays
+__all__ = ["MEMORY", "NUMERICS", "PACKAGE", "REFUSED", "Rejection"]
 
 
 class Rejection(NamedTuple):

@@ -306,14 +306,40 @@ def optim_values(config: dict[str, Any], base: Knobs, platform: Platform) -> lis
     return list(dict.fromkeys(out))
 
 
-def refusal(knobs: Knobs, base: Knobs) -> tuple[str, str] | None:
-    """What LLaMA-Factory and DeepSpeed refuse together, as (the knob refused, why); None: accepted. `pure_bf16`
-    is refused with ZeRO-3 (hparams/parser.py); another optimizer only without DeepSpeed (offload needs
-    DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it was tested with)."""
+# Kinds of refusal (cfgopt.tune.reasons re-exports them with the kinds the planner adds: memory, package).
+REFUSED = "refused"  # LLaMA-Factory, DeepSpeed or the trainer refuse (or fail on) the combination
+NUMERICS = "numerics"  # measured to train worse than the user's setting
+
+# pure bf16 keeps the weights themselves in bf16 (8 significant bits): an AdamW update smaller than 1/512 of a weight
+# rounds away. At fine-tuning learning rates most updates are that small: on the H200 a Qwen3-4B full SFT at lr 1e-5
+# reached loss 7.70 after 20 steps in pure bf16 against 5.31 with bf16 autocast, same seed and samples
+# (bench/verify/results.md, "Numerics of the plan's knobs"). Kept where the user chose it.
+PURE_BF16_NUMERICS = (
+    "it trains worse: weights in bf16 round away updates below 1/512 of a weight (Qwen3-4B full SFT, lr 1e-5: "
+    "loss 7.70 vs 5.31 after 20 steps, bench/verify/results.md)"
+)
+
+# Adafactor (transformers' defaults under the Trainer: no first moment, factored second moments) follows another
+# path: the same Qwen3-4B run's loss was up to 38% above AdamW's (step 10 of 20). 8-bit AdamW stayed within 0.3%.
+ADAFACTOR_NUMERICS = (
+    "it trains worse: Qwen3-4B full SFT's loss was up to 38% above AdamW's in 20 steps (bench/verify/results.md)"
+)
+
+
+def refusal(knobs: Knobs, base: Knobs) -> tuple[str, str, str] | None:
+    """Why a candidate is not searched, as (kind, the knob refused, why), the fields of
+    `cfgopt.tune.reasons.Rejection`; None: accepted. `pure_bf16` is refused with ZeRO-3 (hparams/parser.py) and,
+    where the user did not choose it, for its numerics (PURE_BF16_NUMERICS), as Adafactor is
+    (ADAFACTOR_NUMERICS); another optimizer only without
+    DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it was tested with)."""
     if knobs.precision == "pure_bf16" and knobs.zero.startswith("z3"):
-        return "precision", "refused with ZeRO-3 (LLaMA-Factory)"
+        return REFUSED, "precision", "refused with ZeRO-3 (LLaMA-Factory)"
     if knobs.optim != base.optim and knobs.zero != "none":
-        return "optim", "another optimizer only without DeepSpeed (ZeRO keeps one it was tested with)"
+        return REFUSED, "optim", "another optimizer only without DeepSpeed (ZeRO keeps one it was tested with)"
+    if knobs.precision == "pure_bf16" != base.precision:
+        return NUMERICS, "precision", PURE_BF16_NUMERICS
+    if knobs.optim == "adafactor" != base.optim:
+        return NUMERICS, "optim", ADAFACTOR_NUMERICS
     return None
 
 
@@ -371,7 +397,7 @@ def combinations(
     base: Knobs,
     values: dict[str, list[Any]],
     keep: Callable[[Knobs], bool] | None = None,
-    refused: dict[Knobs, tuple[str, str]] | None = None,
+    refused: dict[Knobs, tuple[str, str, str]] | None = None,
 ) -> list[Knobs]:
     """Every combination of the knobs' values that LLaMA-Factory accepts (`allowed`) and `keep` keeps, the
     baseline first: the one search space of `cfgopt tune` and of the speed planner. `refused`, when given,
