@@ -81,7 +81,8 @@ class PredictedOutOfMemory(Rule):
         "largest parts and the first change that makes it fit: gradient checkpointing back on, a smaller "
         "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload; when no "
         "setting of the job's own fits, what would, each with its estimate: a shorter cutoff_len, 8-bit AdamW "
-        "(bitsandbytes) for a full fine-tune, ZeRO-3 with CPU offload (and the host memory that takes), or the GPU count at which ZeRO-3 fits. Only for "
+        "(bitsandbytes) for a full fine-tune, ZeRO-3 with CPU offload (and the host memory that takes), or the "
+        "GPU count at which ZeRO-3 fits. Only for "
         "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
         "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
     )
