@@ -24,7 +24,9 @@ Each variant appends one JSON line to DIR/<family>.jsonl. `--tiny` shrinks every
 (no DeepSpeed, no Liger there). DeepSpeed does not initialise a second time in one process once LLaMA-Factory
 has destroyed the process group, so DeepSpeed variants after the first are run one per process:
 `CFGOPT_MEMORY_VARIANT=<name>` keeps one variant, `CFGOPT_MEMORY_DS_ONLY=1` the DeepSpeed ones
-(device_call_ds.sh).
+(device_call_ds.sh), `CFGOPT_MEMORY_NO_DS=1` the others. `--plan knobs` measures the memory-for-speed knobs of
+issue 23 instead (KNOBS_PLAN; device_call_knobs.sh), `CFGOPT_MEMORY_DEADLINE` (epoch seconds) skips variants
+that could not finish before it.
 """
 
 from __future__ import annotations
@@ -473,7 +475,8 @@ def _build_assets(family: str, work: Path, tiny: bool, assets: Path | None) -> t
             shutil.copytree(prebuilt, model_dir)
         else:
             synthetic.build_tokenizer(model_dir)
-        count = synthetic.build_model(model_dir, config, device, "bfloat16")
+        # fp32 on the CPU: without bf16 autocast a frozen bf16 layer cannot feed an upcast fp32 one (freeze runs)
+        count = synthetic.build_model(model_dir, config, device, "float32" if tiny else "bfloat16")
         print(f"[{family}] built {count:,} parameters in {time.perf_counter() - start:.1f}s", flush=True)
     if not data_dir.exists() and assets and (assets / "data").is_dir():
         data_dir = assets / "data"
@@ -597,6 +600,8 @@ def run_family(
     variants = PLANS[plan][family]
     if os.environ.get("CFGOPT_MEMORY_DS_ONLY"):  # the second device call: the DeepSpeed variants only
         variants = [v for v in variants if v.get("ds")]
+    if os.environ.get("CFGOPT_MEMORY_NO_DS"):  # the DeepSpeed ones follow, one process each
+        variants = [v for v in variants if not v.get("ds")]
     if os.environ.get("CFGOPT_MEMORY_VARIANT"):  # one variant per process (DeepSpeed cannot run twice in one)
         variants = [v for v in variants if v["name"] == os.environ["CFGOPT_MEMORY_VARIANT"]]
     # DeepSpeed last (its torchrun environment cannot be undone); within each, the big ones first, while the
