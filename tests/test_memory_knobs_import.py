@@ -4,20 +4,29 @@ with those knobs."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import tarfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 from rule_cases import ROOT
 
-sys.path.insert(0, str(ROOT / "bench" / "memory"))
-import compare
-import harness
-import import_harness
+
+def _bench(name: str) -> ModuleType:
+    """bench/memory/<name>.py under a name of its own (bench/tune has a compare.py too)."""
+    spec = importlib.util.spec_from_file_location(f"bench_memory_{name}", ROOT / "bench" / "memory" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+compare, harness, import_harness = _bench("compare"), _bench("harness"), _bench("import_harness")
 
 KNOBS = ("pure_bf16", "optim", "stage", "finetuning_type", "freeze_trainable_layers", "disable_gradient_checkpointing")
 
