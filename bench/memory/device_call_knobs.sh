@@ -29,7 +29,7 @@ export DISABLE_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PA
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 R=/tmp/knobs W=/tmp/knobswork${TINY:+-tiny}  # the tiny models must not stand in for real ones
 rm -rf "$R" "$W"; mkdir -p "$R" "$W"  # no model of an earlier (perhaps killed) call
-END=$(( $(date +%s) + ${BUDGET:-440} )); GRACE=${GRACE:-30}
+START=$(date +%s); END=$(( START + ${BUDGET:-440} )); GRACE=${GRACE:-30}
 export CFGOPT_MEMORY_DEADLINE=$END
 H=bench/memory/harness.py; OPTS="--plan knobs --out $R --work $W $TINY"
 
@@ -39,15 +39,16 @@ if [ -z "$TINY" ]; then
   SMI=$!
   # DeepSpeedCPUAdam (what accelerate runs under optimizer offload) is a C++ op built at first use: build it
   # now, beside the first runs; if it cannot be built the offload runs step the Trainer's AdamW on the host.
-  ( timeout 300 $PY -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()" \
-      > "$R/cpu_adam_build.log" 2>&1; echo $? > "$R/cpu_adam_build.rc" ) &
+  # (Its output goes to the log, not the call's stdout, so that a build still running at the end holds no pipe.)
+  ( timeout 300 $PY -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()"
+    echo $? > "$R/cpu_adam_build.rc" ) > "$R/cpu_adam_build.log" 2>&1 &
 fi
 ( while sleep 3; do free -m | awk '/^Mem:/ {print $3}'; done ) > "$R/host_used_mib.txt" 2>&1 &
 FREE=$!
 
 left() { echo $(( END - $(date +%s) )); }
 family() {  # the runs of a model without DeepSpeed, in one process
-  [ "$(left)" -lt 20 ] && { echo "[$1] not started (deadline)"; return; }
+  [ "$(left)" -lt 20 ] && { echo "[$1] not started (deadline)" | tee -a "$R/$1.log"; return; }
   CFGOPT_MEMORY_NO_DS=1 timeout $(( $(left) + GRACE )) $PY $H family $1 $OPTS >> "$R/$1.log" 2>&1
   echo "[$1] exit $?"; grep "^\[$1\]" "$R/$1.log"
 }
@@ -56,7 +57,7 @@ offload() {  # one DeepSpeed run per process; waits for the CPU Adam build
   if [ -z "$TINY" ] && [ "$(cat "$R/cpu_adam_build.rc" 2>/dev/null)" != "0" ]; then
     export CFGOPT_MEMORY_DS_TORCH_OPTIM=1
   fi
-  [ "$(left)" -lt 40 ] && { echo "[$1] $2: not started (deadline)"; return; }
+  [ "$(left)" -lt 40 ] && { echo "[$1] $2: not started (deadline)" | tee -a "$R/$1.$2.log"; return; }
   CFGOPT_MEMORY_VARIANT=$2 timeout $(( $(left) + GRACE )) $PY $H family $1 $OPTS >> "$R/$1.$2.log" 2>&1
   echo "[$1] $2 exit $?"; grep "^\[$1\]" "$R/$1.$2.log"
 }
@@ -68,7 +69,7 @@ wait $A $B
 kill $FREE ${SMI:-} 2>/dev/null
 
 {
-  echo "knobs device call, $(date -u), budget ${BUDGET:-440} s, ended $(( $(date +%s) - END )) s after the deadline"
+  echo "knobs device call, $(date -u), runs took $(( $(date +%s) - START )) s of a budget of ${BUDGET:-440} s"
   [ -f "$R/cpu_adam_build.rc" ] && echo "DeepSpeedCPUAdam build exit $(cat "$R/cpu_adam_build.rc")"
   [ -s "$R/smi.csv" ] && echo "GPU used max: $(sort -n "$R/smi.csv" | tail -1)"
   echo "host used max MiB: $(sort -n "$R/host_used_mib.txt" | tail -1)"
