@@ -133,17 +133,30 @@ def compare_one(path: Path) -> dict[str, Any]:
         "variant": meta.get("variant", ""),
         "transcribed": bool(meta.get("transcribed") or report.get("transcribed")),
         "setting": (
+            f"{'' if est.stage == 'sft' else est.stage + ' '}"
             f"{est.finetuning_type} {est.micro_batch}x{est.gradient_accumulation}, {est.tokens} tok"
             f"{' packed' if est.packing else ''}, GC {'on' if est.gradient_checkpointing else 'off'}, "
             f"{est.attention}{', liger' if est.liger else ''}"
             f"{f', ZeRO-{est.zero_stage}' if est.zero_stage is not None else ''}"
-            f"{', offload' if est.offloaded_gib else ''}"
+            f"{', offload' if est.offloaded_gib else ''}{_knob_labels(config)}"
         ),
         "tokens_from": tokens_from,
         "estimate": est.peak_allocated_gib,
         "measured": measured,
         "error": (est.peak_allocated_gib - measured) / measured,
     }
+
+
+def _knob_labels(config: dict[str, Any]) -> str:
+    """The memory-for-speed knobs a run set (issue 23), for the setting column."""
+    labels = []
+    if config.get("pure_bf16"):
+        labels.append("pure bf16")
+    if config.get("optim") and config["optim"] not in ("adamw_torch", "adamw_torch_fused"):
+        labels.append(str(config["optim"]))
+    if config.get("finetuning_type") == "freeze":
+        labels.append(f"freeze_trainable_layers {config.get('freeze_trainable_layers')}")
+    return "".join(f", {label}" for label in labels)
 
 
 def _errors(rows: list[dict[str, Any]]) -> list[float]:

@@ -24,7 +24,9 @@ Each variant appends one JSON line to DIR/<family>.jsonl. `--tiny` shrinks every
 (no DeepSpeed, no Liger there). DeepSpeed does not initialise a second time in one process once LLaMA-Factory
 has destroyed the process group, so DeepSpeed variants after the first are run one per process:
 `CFGOPT_MEMORY_VARIANT=<name>` keeps one variant, `CFGOPT_MEMORY_DS_ONLY=1` the DeepSpeed ones
-(device_call_ds.sh).
+(device_call_ds.sh), `CFGOPT_MEMORY_NO_DS=1` the others. `--plan knobs` measures the memory-for-speed knobs of
+issue 23 instead (KNOBS_PLAN; device_call_knobs.sh), `CFGOPT_MEMORY_DEADLINE` (epoch seconds) skips variants
+that could not finish before it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 GIB = 2**30
 STEPS = 2
+MIN_VARIANT_S = 8  # a variant starts only if this much is left before CFGOPT_MEMORY_DEADLINE
 MAX_SAMPLES = 800
 
 # Real config.json values of each model on the Hugging Face Hub (the fields that change shapes).
@@ -281,6 +284,43 @@ PLAN: dict[str, list[dict[str, Any]]] = {
 LANES = {"a": ["qwen3-4b", "mistral-7b"], "b": ["llama-3.2-1b", "gemma-2-2b"], "c": ["qwen2.5-1.5b", "qwen3-1.7b"]}
 SLOWEST_FAMILY_S = {"qwen3-4b": 330}  # a lane's first family may not take the whole budget
 
+# The memory-for-speed knobs (issue 23; bench/memory/device_call_knobs.sh): pure bf16, 8-bit, paged and factored
+# optimizers, freeze, DPO (LoRA: the reference is the policy with its adapters off; full: a second frozen model)
+# and ZeRO offload. In the order they are worth measuring: a deadline drops the tail. Full runs of Mistral-7B keep
+# to a micro-batch of 1, its full DPO to pure bf16 (fp32 policy + Adam + a bf16 reference would not fit).
+PAIRS = {"stage": "dpo", "dataset": "synthetic_pairs", "packing": False}
+BNB = ("adamw_bnb_8bit", "paged_adamw_8bit")  # the optimizers bitsandbytes provides
+
+
+def _knobs(full_batch: int, full_dpo: dict[str, Any]) -> list[dict[str, Any]]:
+    b = full_batch
+    return [
+        V("full_pure_bf16_gc", per_device_train_batch_size=b, pure_bf16=True, **FULL),
+        V("full_adamw_bnb_8bit_gc", per_device_train_batch_size=b, optim="adamw_bnb_8bit", **FULL),
+        V("full_pure_bf16_nogc", per_device_train_batch_size=1, pure_bf16=True, **FULL, **GC_OFF),
+        V("full_paged_adamw_8bit_gc", per_device_train_batch_size=b, optim="paged_adamw_8bit", **FULL),
+        V("full_adafactor_gc", per_device_train_batch_size=b, optim="adafactor", **FULL),
+        V("dpo_lora_gc", per_device_train_batch_size=2, **PAIRS),
+        V("dpo_full_gc", per_device_train_batch_size=1, **PAIRS, **FULL, **full_dpo),
+        V("freeze_last2_gc", per_device_train_batch_size=2, finetuning_type="freeze", freeze_trainable_layers=2),
+        V("freeze_first2_gc", per_device_train_batch_size=2, finetuning_type="freeze", freeze_trainable_layers=-2),
+    ]
+
+
+# ZeRO offload keeps the fp32 master weights, Adam's two moments and the fp32 gradients on the host: 16 bytes a
+# parameter, 116 GiB for Mistral-7B, more than the H200 machine's 128 GiB of RAM with everything else, so the
+# offload runs use the two small families (one process each: DeepSpeed does not initialise twice in one).
+OFFLOAD = [
+    V("full_z2_offload_gc", per_device_train_batch_size=2, ds="z2_offload", **FULL),
+    V("full_z3_offload_gc", per_device_train_batch_size=2, ds="z3_offload", **FULL),
+]
+KNOBS_PLAN: dict[str, list[dict[str, Any]]] = {
+    "qwen3-1.7b": _knobs(2, {}) + OFFLOAD,
+    "mistral-7b": _knobs(1, {"pure_bf16": True}),
+    "llama-3.2-1b": list(OFFLOAD),
+}
+PLANS = {"calib": PLAN, "knobs": KNOBS_PLAN}
+
 
 TINY = dict(
     hidden_size=64,
@@ -435,28 +475,54 @@ def _build_assets(family: str, work: Path, tiny: bool, assets: Path | None) -> t
             shutil.copytree(prebuilt, model_dir)
         else:
             synthetic.build_tokenizer(model_dir)
-        count = synthetic.build_model(model_dir, config, device, "bfloat16")
+        # fp32 on the CPU: without bf16 autocast a frozen bf16 layer cannot feed an upcast fp32 one (freeze runs)
+        count = synthetic.build_model(model_dir, config, device, "float32" if tiny else "bfloat16")
         print(f"[{family}] built {count:,} parameters in {time.perf_counter() - start:.1f}s", flush=True)
     if not data_dir.exists() and assets and (assets / "data").is_dir():
         data_dir = assets / "data"
     if not data_dir.exists():
         tmp = work / f"data.{os.getpid()}"
         synthetic.build_dataset(tmp, rows=4000)
+        _add_pairs(tmp)
         with contextlib.suppress(OSError):
             os.replace(tmp, data_dir)
+    if not (data_dir / "synthetic_pairs.json").exists():  # prebuilt assets from before the DPO runs
+        _add_pairs(data_dir)
     return model_dir, data_dir, config
 
 
+def _add_pairs(data_dir: Path) -> None:
+    """A pairwise (DPO) dataset from the Alpaca rows: each row's output is chosen, the next row's rejected, so
+    the pair's lengths follow the same distribution. Written beside synthetic_alpaca in dataset_info.json."""
+    rows = json.loads((data_dir / "synthetic_alpaca.json").read_text())
+    following = rows[1:] + rows[:1]
+    pairs = [
+        {**row, "chosen": row["output"], "rejected": other["output"]}
+        for row, other in zip(rows, following, strict=True)
+    ]
+    for row in pairs:
+        del row["output"]
+    info = json.loads((data_dir / "dataset_info.json").read_text())
+    info["synthetic_pairs"] = {
+        "file_name": "synthetic_pairs.json",
+        "ranking": True,
+        "columns": {"prompt": "instruction", "query": "input", "chosen": "chosen", "rejected": "rejected"},
+    }
+    for name, text in (("synthetic_pairs.json", json.dumps(pairs)), ("dataset_info.json", json.dumps(info))):
+        tmp = data_dir / f"{name}.{os.getpid()}"  # two lanes may write it at once: each replaces it whole
+        tmp.write_text(text)
+        os.replace(tmp, data_dir / name)
+
+
 def _args(variant: dict[str, Any], model_dir: Path, data_dir: Path, out: Path, tiny: bool) -> dict[str, Any]:
-    from cfgopt.tune.space import deepspeed_template  # LLaMA-Factory's examples/deepspeed ZeRO-2/3 JSON
     from cfgopt.verify.runner import HARMLESS
 
     args = dict(BASE)
-    args.update({k: v for k, v in variant.items() if k not in ("name", "ds", "big")})
+    args.update({k: v for k, v in variant.items() if k not in ("name", "ds", "big", "dataset")})
     args.update(HARMLESS)
     args.update(
         model_name_or_path=str(model_dir),
-        dataset="synthetic_alpaca",
+        dataset=variant.get("dataset", "synthetic_alpaca"),
         dataset_dir=str(data_dir),
         template="llama3",
         max_samples=MAX_SAMPLES,
@@ -468,11 +534,40 @@ def _args(variant: dict[str, Any], model_dir: Path, data_dir: Path, out: Path, t
     if variant.get("ds"):
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"ds_{variant['ds']}.json"
-        path.write_text(json.dumps(deepspeed_template(variant["ds"])))
+        path.write_text(json.dumps(_ds(variant["ds"])))
         args["deepspeed"] = str(path)
     if tiny:
         args.update(cutoff_len=128, bf16=False)
+        if args.get("pure_bf16"):  # LLaMA-Factory refuses pure_bf16 without a bf16 GPU
+            args["pure_bf16"] = False
     return args
+
+
+def _ds(zero: str) -> dict[str, Any]:
+    """LLaMA-Factory's example DeepSpeed JSON. With optimizer offload accelerate swaps the Trainer's AdamW for
+    DeepSpeedCPUAdam, a C++ op built at first use; where it cannot be built (CFGOPT_MEMORY_DS_TORCH_OPTIM=1,
+    set by device_call_knobs.sh), the Trainer's own AdamW steps on the host instead; either way the optimizer
+    states stay on the host."""
+    from cfgopt.tune.space import deepspeed_template
+
+    ds = deepspeed_template(zero)
+    if zero.endswith("_offload") and os.environ.get("CFGOPT_MEMORY_DS_TORCH_OPTIM"):
+        ds["zero_force_ds_cpu_optimizer"] = False
+    return ds
+
+
+def _skip_reason(variant: dict[str, Any], tiny: bool, deadline: float | None) -> str | None:
+    """Why a variant is not run here: DeepSpeed and Liger need a GPU, bitsandbytes may be missing, and a
+    variant that cannot finish before the deadline is skipped (MIN_VARIANT_S: a full run's start and 2 steps)."""
+    import importlib.util
+
+    if tiny and (variant.get("ds") or variant.get("enable_liger_kernel")):
+        return "needs a GPU"
+    if variant.get("optim") in BNB and importlib.util.find_spec("bitsandbytes") is None:
+        return "bitsandbytes is not installed"
+    if deadline is not None and time.time() + MIN_VARIANT_S > deadline:
+        return "deadline"
+    return None
 
 
 def _wait_for_file(path: Path, limit_s: float) -> None:
@@ -482,22 +577,31 @@ def _wait_for_file(path: Path, limit_s: float) -> None:
 
 
 def run_family(
-    family: str, out: Path, work: Path, tiny: bool, lane: str | None, wait_max: float = 0, assets: Path | None = None
+    family: str,
+    out: Path,
+    work: Path,
+    tiny: bool,
+    lane: str | None,
+    wait_max: float = 0,
+    assets: Path | None = None,
+    plan: str = "calib",
 ) -> None:
+    """CFGOPT_MEMORY_DEADLINE (seconds since the epoch): variants that cannot finish by then are skipped."""
     os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
-    from cfgopt.tune.space import deepspeed_template
     from cfgopt.verify.worker import _torchaudio_placeholder
+
+    deadline = float(os.environ["CFGOPT_MEMORY_DEADLINE"]) if os.environ.get("CFGOPT_MEMORY_DEADLINE") else None
 
     _torchaudio_placeholder()
     model_dir, data_dir, config = _build_assets(family, work, tiny, assets)
     _patch_trainer()
     from llamafactory.train.tuner import run_exp
 
-    variants = PLAN[family]
-    if tiny:
-        variants = [v for v in variants if not v.get("ds") and not v.get("enable_liger_kernel")]
+    variants = PLANS[plan][family]
     if os.environ.get("CFGOPT_MEMORY_DS_ONLY"):  # the second device call: the DeepSpeed variants only
         variants = [v for v in variants if v.get("ds")]
+    if os.environ.get("CFGOPT_MEMORY_NO_DS"):  # the DeepSpeed ones follow, one process each
+        variants = [v for v in variants if not v.get("ds")]
     if os.environ.get("CFGOPT_MEMORY_VARIANT"):  # one variant per process (DeepSpeed cannot run twice in one)
         variants = [v for v in variants if v["name"] == os.environ["CFGOPT_MEMORY_VARIANT"]]
     # DeepSpeed last (its torchrun environment cannot be undone); within each, the big ones first, while the
@@ -507,6 +611,10 @@ def run_family(
     # Lanes b and c start their variants once lane a's big non-DeepSpeed ones are done (or after wait_max).
     wait_for = out / "a-big.done" if lane and lane != "a" and wait_max > 0 else None
     for variant in variants:
+        skip = _skip_reason(variant, tiny, deadline)
+        if skip:
+            print(f"[{family}] {variant['name']}: skipped ({skip})", flush=True)
+            continue
         if lane == "a" and not variant.get("big"):
             (out / "a-big.done").touch()
         if wait_for and not variant.get("big"):
@@ -529,9 +637,11 @@ def run_family(
             "family": family,
             "hub": FAMILIES[family]["hub"],
             "variant": variant["name"],
+            "plan": plan,
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "model_config": config,
             "args": args,
-            "ds": deepspeed_template(variant["ds"]) if variant.get("ds") else None,
+            "ds": _ds(variant["ds"]) if variant.get("ds") else None,
             "_start": time.perf_counter(),
         }
         _Batch.max_tokens, _Batch.max_shape, _Batch.micro_batches = 0, [], 0
@@ -594,6 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--assets", type=Path, help="prebuilt tokenizer/ and data/ (from `prepare`)")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--lane")
+    ap.add_argument("--plan", choices=sorted(PLANS), default="calib", help="calib: 2026-12-03's runs; knobs: issue 23")
     ap.add_argument("--only", help="comma-separated families")
     ap.add_argument("--budget", type=int, default=480, help="seconds for all lanes")
     ap.add_argument("--wait-max", type=float, default=90, help="lanes b, c: longest wait for lane a's big runs")
@@ -601,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     if args.mode == "family":
-        run_family(args.family, args.out, args.work, args.tiny, args.lane, args.wait_max, args.assets)
+        run_family(args.family, args.out, args.work, args.tiny, args.lane, args.wait_max, args.assets, args.plan)
         return 0
     only = args.only.split(",") if args.only else None
     extra = f"--wait-max {args.wait_max}" + (f" --assets {args.assets.resolve()}" if args.assets else "")
