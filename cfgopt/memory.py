@@ -5,7 +5,9 @@
 states, partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and
 without gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and
 buffers, ZeRO-3's step moments (fp16's overflow check, the clipping norm) - whose states plus largest phase
-are the allocated peak, then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
+are the allocated peak, then an allocator margin and the runtime's own memory. What a training stage or method adds
+(reference model, PPO's models and rollout, DoRA) is counted in `cfgopt.memory_stages`, by the rules of
+`cfgopt.methods`; the record and the phases are `cfgopt.memory_base`'s. `max_micro_batch(...)` is the largest
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
 docs/memory.md; the constants below are named there.
 
