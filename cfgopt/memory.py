@@ -871,7 +871,7 @@ def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], no
             + (" (the longest batch reaches cutoff_len)" if fill is None else "")
         )
     if stage == "ppo":
-        cutoff = memory_stages.ppo_sequence(config, cutoff)
+        cutoff = methods.ppo_sequence(config, cutoff)
         notes.append(f"PPO: prompt (cutoff_len) + response (max_new_tokens) = {cutoff} tokens per sequence")
     seq = max(1, math.ceil(cutoff * fill_used))
     seqs = memory_stages.graph_sequences(stage, bsz)
@@ -903,8 +903,6 @@ def estimate(
     attention = _attention_implementation(config, shape, notes)
     liger = bool(_get(config, "enable_liger_kernel"))
     fused_loss = liger and methods.liger_fuses_loss(stage)  # rm/dpo/kto/ppo: Liger without its fused loss
-    if liger and not fused_loss:
-        notes.append(f"stage {stage}: Liger without its fused cross-entropy (LLaMA-Factory keeps the logits)")
     half = bool(_get(config, "pure_bf16")) or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
     bits = quantization_bits(config) if ftype in ("lora", "oft") else None
     plan = deepspeed_plan(deepspeed, config)
@@ -978,6 +976,8 @@ def _stage_components(
         notes.append(f"stage {batch.stage}: two sequences per sample (chosen + rejected) in each micro-batch")
     if batch.stage == "kto":
         notes.append("stage kto: one sequence per sample through the graph, its KL sequence without gradients")
+    if _get(config, "enable_liger_kernel") and not methods.liger_fuses_loss(batch.stage):
+        notes.append(f"stage {batch.stage}: Liger without its fused cross-entropy (LLaMA-Factory keeps the logits)")
     adapter = method.trainable if batch.ftype == "lora" else 0
     run = memory_stages.StageRun(batch.stage, batch.ftype, batch.micro_batch, batch.seq, zero, gpus, gc, adapter)
     out = memory_stages.reference_components(config, shape, run, notes, approximate)

@@ -52,13 +52,6 @@ def graph_sequences(stage: str, micro_batch: int) -> int:
     return micro_batch * (2 if stage in methods.PAIRED_STAGES else 1)
 
 
-def ppo_sequence(config: dict[str, Any], cutoff: int) -> int:
-    """PPO trains on the prompt (truncated to cutoff_len) and the response (up to max_new_tokens)."""
-    new = config.get("max_new_tokens")
-    new = new if isinstance(new, int) and not isinstance(new, bool) and 0 < new < 2**31 else 1024
-    return cutoff + new
-
-
 def logits_bytes_per_vocab(stage: str) -> float | None:
     """The logits' bytes per token and vocabulary entry where the stage differs from the LM loss's (None)."""
     return VALUE_HEAD_LOGITS_BYTES_PER_VOCAB if stage == "rm" else None

@@ -81,3 +81,11 @@ def reference_kind(config: dict[str, Any]) -> str | None:
     if config.get("ref_model"):
         return "explicit"
     return "adapter" if str(config.get("finetuning_type")) == "lora" else "copy"
+
+
+def ppo_sequence(config: dict[str, Any], cutoff: int) -> int:
+    """PPO trains on the prompt (truncated to cutoff_len) and its response (up to `max_new_tokens`, 1024 by
+    default: hparams/generating_args.py): tokens per sequence."""
+    new = config.get("max_new_tokens")
+    new = new if isinstance(new, int) and not isinstance(new, bool) and 0 < new < 2**31 else 1024
+    return cutoff + new

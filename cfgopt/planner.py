@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cfgopt import memory_stages, methods
+from cfgopt import methods
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
@@ -148,7 +148,7 @@ def _values(
         one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
         values["zero"] = [base.zero] + (["none"] if one_gpu else [])
         if isinstance(cutoff, int) and cutoff > 0 and job.value("stage") == "ppo":
-            cutoff = memory_stages.ppo_sequence(config, cutoff)  # each sequence is prompt + generated response
+            cutoff = methods.ppo_sequence(config, cutoff)  # each sequence is prompt + generated response
         aim = AIM_TOKENS // cutoff if isinstance(cutoff, int) and cutoff > 0 else base.micro
         values["micro"] = [(m, a) for m, a in values["micro"] if m <= max(base.micro, aim)]
     else:
