@@ -10,9 +10,11 @@ import pytest
 
 from cfgopt import methods
 from cfgopt.job_loader import load_job
+from cfgopt.model_shapes import shape_for
 from cfgopt.planner import plan_for
 from cfgopt.settings import Settings
-from cfgopt.tune import space
+from cfgopt.targets import TARGETS
+from cfgopt.tune import search, space
 
 CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
 stage: {stage}
@@ -99,3 +101,12 @@ def test_ppo_spends_no_memory_it_cannot_estimate_well(tmp_path: Path) -> None:
         assert plan.est_gib is None and plan.best.gc == plan.base.gc and plan.best.precision == plan.base.precision
         # without an estimate the micro-batch grows to 8,192 tokens at most: prompt + max_new_tokens (1024) each
         assert plan.best.micro * (1024 + 1024) <= 8192
+
+
+def test_tune_prunes_nothing_on_a_low_confidence_estimate() -> None:
+    """A PPO candidate far above the GPU is still run (its estimate is shown); the same SFT one is pruned."""
+    fits = search.MemoryFits(shape_for("meta-llama/Meta-Llama-3-8B"), TARGETS["h200"], 1)
+    big = {"finetuning_type": "full", "bf16": True, "cutoff_len": 4096, "per_device_train_batch_size": 16}
+    ppo_fits, ppo_peak = fits({**big, "stage": "ppo", "reward_model_type": "full"})
+    sft_fits, _ = fits({**big, "stage": "sft"})
+    assert ppo_fits and ppo_peak is not None and ppo_peak > 141 and not sft_fits
