@@ -451,6 +451,7 @@ class _Method:
     first_active: int = 0  # first layer that keeps activations without checkpointing (freeze)
     lm_head_trained: bool = False
     layers_trained: int = 0  # freeze: how many decoder layers train
+    embedding_trained: bool = False  # freeze_extra_modules: embed_tokens (the largest trained parameter)
     dora_norm: float = 0.0  # DoRA: the weight norm's transient bytes (largest adapted linear)
 
 
@@ -544,6 +545,7 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
         first_active=L - count if freeze_n > 0 and not embed_trains else 0,
         lm_head_trained="lm_head" in extra or (embed_trains and tied),
         layers_trained=count,
+        embedding_trained=embed_trains,
     )
 
 
@@ -748,7 +750,7 @@ _STAGE3 = "deepspeed 0.19.8 runtime/zero/stage3.py"
 def _largest_trainable(shape: ModelShape, method: _Method, ftype: str) -> int:
     """Elements of the largest trained parameter: the embedding or lm_head when they train, else one layer's
     largest linear (freeze), else 0 (adapters are small next to the step's other buffers)."""
-    if method.lm_head_trained:
+    if method.lm_head_trained or method.embedding_trained:
         return shape.vocab_size * shape.hidden_size
     if ftype == "freeze":
         return max(a * b for a, b in module_dims(shape).values())
@@ -925,7 +927,7 @@ def estimate(
     buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
     buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
     approximate: list[str] = []
-    buffers += _stage_components(config, shape, batch, method, gpus, gc, zero, notes, approximate)
+    buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
     if zero == 3 and _engine_fp16(deepspeed, config):
         uncalibrated.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
@@ -966,7 +968,7 @@ def _stage_components(
     method: _Method,
     gpus: int,
     gc: bool,
-    zero: int | None,
+    plan: DeepSpeedPlan,
     notes: list[str],
     approximate: list[str],
 ) -> list[Component]:
@@ -978,8 +980,11 @@ def _stage_components(
         notes.append("stage kto: one sequence per sample through the graph, its KL sequence without gradients")
     if _get(config, "enable_liger_kernel") and not methods.liger_fuses_loss(batch.stage):
         notes.append(f"stage {batch.stage}: Liger without its fused cross-entropy (LLaMA-Factory keeps the logits)")
-    adapter = method.trainable if batch.ftype == "lora" else 0
-    run = memory_stages.StageRun(batch.stage, batch.ftype, batch.micro_batch, batch.seq, zero, gpus, gc, adapter)
+    adapter, zero = (method.trainable if batch.ftype == "lora" else 0), plan.stage
+    offload = plan.offload_param and zero == 3
+    run = memory_stages.StageRun(
+        batch.stage, batch.ftype, batch.micro_batch, batch.seq, zero, gpus, gc, adapter, offload
+    )
     out = memory_stages.reference_components(config, shape, run, notes, approximate)
     out += memory_stages.ppo_components(config, shape, run, notes, approximate)
     if method.dora_norm:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cfgopt import methods
-from cfgopt.memory_base import GIB, STATES, Component, model_bytes, module_dims
+from cfgopt.memory_base import GIB, HOST, STATES, Component, model_bytes, module_dims
 from cfgopt.model_shapes import ModelShape
 
 # Per token and vocabulary entry of a no-grad forward that computes log-probabilities (the reference model's, and
@@ -44,6 +44,7 @@ class StageRun(NamedTuple):
     gpus: int
     gc: bool
     adapter_params: int  # the policy's LoRA parameters (a LoRA reward adapter has as many)
+    offload_param: bool = False  # ZeRO-3 with `offload_param`: the JSON trl prepares a frozen model with
 
 
 def graph_sequences(stage: str, micro_batch: int) -> int:
@@ -57,10 +58,15 @@ def logits_bytes_per_vocab(stage: str) -> float | None:
     return VALUE_HEAD_LOGITS_BYTES_PER_VOCAB if stage == "rm" else None
 
 
-def _partitioned(bytes_: float, run: StageRun, quantized: bool) -> float:
-    """A frozen second model under DeepSpeed: ZeRO-3 partitions it (trl prepare_deepspeed keeps stage 3), other
-    stages run it at stage 0, whole on each GPU; a quantized one is not prepared at all (train/dpo/trainer.py)."""
-    return bytes_ / run.gpus if run.zero == 3 and not quantized else bytes_
+def _second_model(name: str, bytes_: float, run: StageRun, quantized: bool, counted: str, source: str) -> Component:
+    """A frozen second model under DeepSpeed: ZeRO-3 partitions it (trl prepare_deepspeed keeps stage 3 and the
+    JSON's offload, so `offload_param` puts its partition on the host), other stages run it at stage 0, whole on
+    each GPU; a quantized one is not prepared at all (train/dpo/trainer.py)."""
+    partitioned = run.zero == 3 and not quantized
+    size = bytes_ / run.gpus if partitioned else bytes_
+    if partitioned and run.offload_param:
+        return Component(f"{name} (host)", size / GIB, counted + ", offloaded with the parameters", (HOST,), source)
+    return Component(name, size / GIB, counted, (STATES,), source)
 
 
 def _bits(config: dict[str, Any], key: str) -> int | None:
@@ -87,8 +93,7 @@ def reference_components(
             # the copy is loaded with the policy's model arguments, quantization included (OFT may quantize)
             bits = _bits(config, "quantization_bit") if run.ftype == "oft" else None
             counted = "frozen copy of the model, " + (f"{bits}-bit" if bits else "bf16")
-        weights = _partitioned(model_bytes(shape, bits), run, bool(bits))
-        out.append(Component("reference model", weights / GIB, counted, (STATES,), source))
+        out.append(_second_model("reference model", model_bytes(shape, bits), run, bool(bits), counted, source))
         notes.append(f"{run.stage}: a frozen reference model ({counted})")
     if kind is not None or run.stage == "kto":
         out.append(_no_grad_logits(shape, run))
@@ -124,9 +129,8 @@ def ppo_components(
     reward_type = str(config.get("reward_model_type") or "lora")
     if reward_type == "full":
         bits = _bits(config, "reward_model_quantization_bit")
-        reward = _partitioned(model_bytes(shape, bits), run, bool(bits))
         counted = f"second model, {f'{bits}-bit' if bits else 'bf16'}, assumed the policy's size"
-        out.append(Component("reward model", reward / GIB, counted, (STATES,), source))
+        out.append(_second_model("reward model", model_bytes(shape, bits), run, bool(bits), counted, source))
         approximate.append("a full reward model (its size taken as the policy's)")
     elif reward_type in ("lora", "oft"):
         adapter = 2.0 * run.adapter_params  # loaded next to the policy's adapter, in its stored 16 bits

@@ -211,3 +211,18 @@ def test_freeze_layers_modules_and_extra_modules() -> None:
     tied = est({**freeze, "freeze_extra_modules": "embed_tokens"}, L1)
     assert tied.trainable_params - est(freeze, L1).trainable_params == L1.vocab_size * L1.hidden_size
     assert est({**freeze, "freeze_trainable_layers": 0}).trainable_params == 0
+
+
+def test_zero3_param_offload_puts_the_reference_on_the_host() -> None:
+    offload = {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}, "bf16": {"enabled": "auto"}}
+    e = est({"stage": "dpo", "finetuning_type": "full"}, gpus=8, ds=offload)
+    assert "reference model" not in names(e)
+    assert component(e, "reference model (host)").phases == ("host",)
+
+
+def test_a_trained_embedding_is_the_largest_parameter_for_zero3s_norm() -> None:
+    freeze = {"finetuning_type": "freeze", "freeze_extra_modules": "embed_tokens"}
+    with_embedding, without = est(freeze, ds=Z3), est({"finetuning_type": "freeze"}, ds=Z3)
+    norm = component(with_embedding, "gradient norm (fp64)").gib * GIB
+    assert norm == pytest.approx(8 * L8.vocab_size * L8.hidden_size)
+    assert component(without, "gradient norm (fp64)").gib * GIB < norm / 5
