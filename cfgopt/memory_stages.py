@@ -88,7 +88,9 @@ def reference_components(
         if kind == "explicit":
             bits = _bits(config, "ref_model_quantization_bit")
             counted = f"`ref_model`, {f'{bits}-bit' if bits else 'bf16'}, assumed the policy's size"
-            approximate.append(f"`ref_model` {config.get('ref_model')!s} (its size taken as the policy's)")
+            name = str(config.get("ref_model"))
+            name = name if len(name) <= 40 else name[:37] + "..."  # a hostile value may be a huge list
+            approximate.append(f"`ref_model` {name} (its size taken as the policy's)")
         else:
             # the copy is loaded with the policy's model arguments, quantization included (OFT may quantize)
             bits = _bits(config, "quantization_bit") if run.ftype == "oft" else None
