@@ -310,7 +310,8 @@ class Job:
         est = None
         if self.shape is not None:
             est = memory.estimate(self.values(**changes), self.shape, target, gpus, deepspeed, fill=fill)
-            if est.unmodelled or (deepspeed is not None and est.zero_stage is None):
+            # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
+            if est.unmodelled or est.approximate or (deepspeed is not None and est.zero_stage is None):
                 est = None
         self.memo[key] = est
         return est

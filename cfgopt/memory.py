@@ -5,7 +5,9 @@
 states, partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and
 without gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and
 buffers, ZeRO-3's step moments (fp16's overflow check, the clipping norm) - whose states plus largest phase
-are the allocated peak, then an allocator margin and the runtime's own memory. `max_micro_batch(...)` is the largest
+are the allocated peak, then an allocator margin and the runtime's own memory. What a training stage or method adds
+(reference model, PPO's models and rollout, DoRA) is counted in `cfgopt.memory_stages`, by the rules of
+`cfgopt.methods`; the record and the phases are `cfgopt.memory_base`'s. `max_micro_batch(...)` is the largest
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
 docs/memory.md; the constants below are named there.
 
@@ -21,12 +23,24 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
+from cfgopt import memory_stages, methods
 from cfgopt.deepspeed_plan import DeepSpeedPlan, deepspeed_plan
+from cfgopt.memory_base import (
+    ALWAYS_SHOWN,
+    GIB,
+    HOST,
+    PHASES,
+    STATES,
+    Component,
+    linear_params,
+    module_dims,
+    quantized_bytes_per_param,
+)
 from cfgopt.model_shapes import ModelShape
 from cfgopt.packing import packing_on
 from cfgopt.targets import Target
 
-GIB = 2**30
+__all__ = ["GIB", "HOST", "PHASES", "STATES", "Component", "MemoryEstimate", "estimate", "max_micro_batch"]
 
 # ---------------------------------------------------------------------------------------------------------
 # Constants (docs/memory.md says where each comes from). Bytes unless named otherwise.
@@ -67,7 +81,6 @@ _UNMODELLED = {
     "use_apollo": "APOLLO",
     "use_badam": "BAdam",
     "use_unsloth": "Unsloth",
-    "use_dora": "DoRA",
     "use_llama_pro": "LLaMA Pro",
     "fsdp": "FSDP",
     "mixture_of_depths": "mixture of depths",
@@ -81,37 +94,9 @@ CALIBRATED_FAMILIES = {
     "mistral": "Mistral",
 }
 CALIBRATION = "measured: median 0.9%, worst 12% over 89 H200 runs of 5 families, each family also left out of the fit"
-_PAIRWISE = {"rm", "dpo", "kto"}  # chosen + rejected (KTO: sample + KL sample) in one batch
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
 _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
-
-
-# The phases of a training step (docs/memory.md, "Phases"). A component lives through all of them (STATES),
-# in some of them (its transients), or on the host (HOST: offloaded, not on the GPU).
-STATES = "states"
-PHASES = ("loss", "backward", "step", "overflow check", "grad norm")
-HOST = "host"
-_ALWAYS_SHOWN = PHASES[:3]  # the moments every run has; the others appear in `phases()` only where they happen
-
-
-class Component(NamedTuple):
-    """One part of the peak per GPU: a new knob that costs memory is one more of these."""
-
-    name: str
-    gib: float
-    counted: str  # how it was counted, for the table
-    phases: tuple[str, ...]  # (STATES,): held throughout; else the PHASES it is alive in; (HOST,): offloaded
-    source: str = ""  # where its formula comes from (code read, measurement), for docs and the JSON
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "gib": self.gib,
-            "counted": self.counted,
-            "phases": list(self.phases),
-            "source": self.source,
-        }
 
 
 # The figures `cfgopt estimate --format json` printed before the components (users may read them): each named
@@ -157,6 +142,9 @@ class MemoryEstimate:
     notes: list[str] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)  # settings outside the model: rules stay silent
     uncalibrated: list[str] = field(default_factory=list)  # modelled, but no measured run covers them
+    # modelled from the code with assumptions it cannot settle (PPO's rollout, a second model's size): confidence
+    # "low", and the lint rules stay silent (`cfgopt.job.Job.estimate`)
+    approximate: list[str] = field(default_factory=list)
 
     def gib(self, name: str) -> float:
         """The GiB of the component `name` (0.0 when the estimate has none)."""
@@ -177,8 +165,13 @@ class MemoryEstimate:
 
     @property
     def confidence(self) -> str:
-        """ "none" (a setting is not modelled), "medium" (modelled, not measured) or "high"."""
-        return "none" if self.unmodelled else ("medium" if self.uncalibrated else "high")
+        """ "none" (a setting is not modelled), "low" (modelled from the code with assumptions: PPO, a second
+        model of unknown size), "medium" (modelled, not measured) or "high"."""
+        if self.unmodelled:
+            return "none"
+        if self.approximate:
+            return "low"
+        return "medium" if self.uncalibrated else "high"
 
     def confidence_line(self) -> str:
         if self.unmodelled:
@@ -186,6 +179,9 @@ class MemoryEstimate:
                 f"confidence: none - not modelled: {', '.join(self.unmodelled)}; the total leaves them out, "
                 "so it is no estimate of this run"
             )
+        if self.approximate:
+            rest = f"; no measured run covers {', '.join(self.uncalibrated)}" if self.uncalibrated else ""
+            return f"confidence: low - modelled from the code, not measured: {', '.join(self.approximate)}{rest}"
         if self.uncalibrated:
             return f"confidence: medium - no measured run covers {', '.join(self.uncalibrated)} ({CALIBRATION})"
         return f"confidence: high - {CALIBRATION}"
@@ -202,7 +198,7 @@ class MemoryEstimate:
         return {
             phase: sum(c.gib for c in self.components if phase in c.phases)
             for phase in PHASES
-            if phase in _ALWAYS_SHOWN or phase in present
+            if phase in ALWAYS_SHOWN or phase in present
         }
 
     @property
@@ -356,6 +352,16 @@ _PREQUANTIZED = (
 )
 
 
+def _quantized_bytes(config: dict[str, Any], bits: int) -> float:
+    """Bytes per quantized linear parameter: bitsandbytes' layouts for `quantization_bit` (its default method,
+    nf4 with double quantization unless `double_quantization: false`), bits/8 plus scales for a checkpoint
+    quantized by name (AWQ, GPTQ, AQLM) or another `quantization_method`."""
+    if _int(config, "quantization_bit") != bits:
+        return quantized_bytes_per_param(bits, "pre-quantized")
+    method = str(_get(config, "quantization_method") or "bnb")
+    return quantized_bytes_per_param(bits, method, _get(config, "double_quantization") is not False)
+
+
 def quantization_bits(config: dict[str, Any]) -> int | None:
     """Bits of the frozen base: `quantization_bit`, else a pre-quantized checkpoint named so (AWQ, GPTQ, AQLM)."""
     bit = _int(config, "quantization_bit")
@@ -370,20 +376,6 @@ def quantization_bits(config: dict[str, Any]) -> int | None:
 
 # ---------------------------------------------------------------------------------------------------------
 # Shape arithmetic
-
-
-def _module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
-    h, d = shape.hidden_size, shape.head_size
-    q, kv, i = shape.num_attention_heads * d, shape.num_key_value_heads * d, shape.intermediate_size
-    return {
-        "q_proj": (h, q),
-        "k_proj": (h, kv),
-        "v_proj": (h, kv),
-        "o_proj": (q, h),
-        "gate_proj": (h, i),
-        "up_proj": (h, i),
-        "down_proj": (i, h),
-    }
 
 
 def _layer_params(shape: ModelShape) -> int:
@@ -428,7 +420,7 @@ def layer_activation_bytes(
     (full/freeze without Liger): transformers' RMSNorm also keeps its bf16 normalised output for the weight's
     gradient."""
     h, i = shape.hidden_size, shape.intermediate_size
-    dims = _module_dims(shape)
+    dims = module_dims(shape)
     q, kv = dims["q_proj"][1], dims["k_proj"][1]
     norm = LIGER_NORM_BYTES if liger else NORM_BYTES + (NORM_WEIGHT_GRAD_BYTES if trained_norms else 0)
     total = norm * h * shape.norms_per_layer
@@ -458,6 +450,9 @@ class _Method:
     extra_per_layer: float = 0.0  # activation bytes per token and layer beyond the linears' inputs
     first_active: int = 0  # first layer that keeps activations without checkpointing (freeze)
     lm_head_trained: bool = False
+    layers_trained: int = 0  # freeze: how many decoder layers train
+    embedding_trained: bool = False  # freeze_extra_modules: embed_tokens (the largest trained parameter)
+    dora_norm: float = 0.0  # DoRA: the weight norm's transient bytes (largest adapted linear)
 
 
 # The estimate
@@ -483,7 +478,7 @@ def _optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[flo
 
 
 def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> _Method:
-    dims = _module_dims(shape)
+    dims = module_dims(shape)
     L, V, h = shape.num_hidden_layers, shape.vocab_size, shape.hidden_size
     if ftype == "lora":
         trained = _targets(_get(config, "lora_target"), notes, "lora_target")
@@ -495,6 +490,11 @@ def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[s
         extra_modules = [m for m in _names(_get(config, "additional_target")) if m in ("embed_tokens", "lm_head")]
         method.trainable += V * h * len(extra_modules)
         method.lm_head_trained = bool(extra_modules)
+        if _get(config, "use_dora") is True:
+            dora = memory_stages.dora_extras(shape, trained)
+            method.trainable += dora.trainable
+            method.extra_per_layer += dora.bytes_per_layer
+            method.dora_norm = dora.norm_bytes
         return method
     if ftype == "oft":
         trained = _targets(_get(config, "oft_target"), notes, "oft_target")
@@ -507,24 +507,46 @@ def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[s
         notes.append("OFT: activation cost of the rotation not measured (counted as one input copy)")
         return _Method(trained, trainable, extra_per_layer=OFT_INPUT_BYTES * sum(dims[m][0] for m in trained))
     if ftype == "freeze":
-        freeze_n = _int(config, "freeze_trainable_layers") or 2  # > 0: the last n layers, < 0: the first n
-        count = min(abs(freeze_n), L)
-        modules = _names(_get(config, "freeze_trainable_modules"))
-        share, trained = 1.0, set()
-        if modules and not any(m.lower() == "all" for m in modules):
-            attn = sum(a * b for m, (a, b) in dims.items() if m in MODULES[:4])
-            mlp = sum(a * b for m, (a, b) in dims.items() if m in MODULES[4:])
-            picked = (attn if "self_attn" in modules else 0) + (mlp if "mlp" in modules else 0)
-            share = picked / (attn + mlp) if picked else 1.0
-            trained = set(MODULES[:4] if "self_attn" in modules else ()) | set(MODULES[4:] if "mlp" in modules else ())
-        if _names(_get(config, "freeze_extra_modules")):
-            notes.append("freeze_extra_modules: not counted")
-        return _Method(
-            trained or set(MODULES),
-            int(count * _layer_params(shape) * share),
-            first_active=L - count if freeze_n > 0 else 0,
-        )
+        return _freeze_method(config, shape, notes)
     return _Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
+
+
+_FREEZE_GROUPS = {"self_attn": MODULES[:4], "mlp": MODULES[4:]}
+
+
+def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> _Method:
+    """Freeze tuning (llamafactory 0.9.5 model/adapter.py _setup_freeze_tuning): `freeze_trainable_layers` n > 0
+    trains the last n layers, n < 0 the first |n|; within them `freeze_trainable_modules` (`all`, or sub-modules:
+    `self_attn`, `mlp`, the norms); `freeze_extra_modules` adds modules outside the layers (`embed_tokens`,
+    `lm_head`, `norm`)."""
+    dims, L = module_dims(shape), shape.num_hidden_layers
+    freeze_n = _int(config, "freeze_trainable_layers")
+    freeze_n = 2 if freeze_n is None else freeze_n
+    count = min(abs(freeze_n), L)
+    modules = _names(_get(config, "freeze_trainable_modules")) or ["all"]
+    if any(m.lower() == "all" for m in modules):
+        trained, per_layer = set(MODULES), _layer_params(shape)
+    else:
+        trained = {m for group, names in _FREEZE_GROUPS.items() if group in modules for m in names}
+        norms = sum(1 for m in modules if m.endswith("norm") or m.endswith("layernorm"))
+        per_layer = sum(a * b for m, (a, b) in dims.items() if m in trained) + norms * shape.hidden_size
+    extra = set(_names(_get(config, "freeze_extra_modules")))
+    embedding, tied = shape.vocab_size * shape.hidden_size, shape.tie_word_embeddings
+    extra_params = embedding * ("embed_tokens" in extra) + embedding * ("lm_head" in extra and not tied)
+    extra_params += shape.hidden_size * ("norm" in extra)
+    unknown = extra - {"embed_tokens", "lm_head", "norm"}
+    if unknown:
+        notes.append(f"freeze_extra_modules: {', '.join(sorted(unknown))} not counted")
+    embed_trains = "embed_tokens" in extra
+    return _Method(
+        trained,
+        count * per_layer + extra_params,
+        # the backward reaches the embedding when it trains, so no frozen prefix can drop its activations
+        first_active=L - count if freeze_n > 0 and not embed_trains else 0,
+        lm_head_trained="lm_head" in extra or (embed_trains and tied),
+        layers_trained=count,
+        embedding_trained=embed_trains,
+    )
 
 
 class _States(NamedTuple):
@@ -592,9 +614,8 @@ def _model_states(
     optimizer = trainable * opt_bytes / n_opt + master
     # Frozen weights: bf16, or quantized linears with bf16 embeddings (bitsandbytes keeps those in 16 bits).
     if bits:
-        linear_params = shape.num_hidden_layers * sum(a * b for a, b in _module_dims(shape).values())
-        frozen_linear = max(0, min(frozen, linear_params))
-        frozen_bytes = frozen_linear * (bits / 8 + 0.03) + (frozen - frozen_linear) * 2.0
+        frozen_linear = max(0, min(frozen, linear_params(shape)))
+        frozen_bytes = frozen_linear * _quantized_bytes(config, bits) + (frozen - frozen_linear) * 2.0
     else:
         frozen_bytes = frozen * 2.0
     weights = frozen_bytes / n_params + weights_trainable
@@ -636,6 +657,7 @@ def _activations(
     gc: bool,
     liger: bool,
     half: bool,
+    fused_loss: bool,
 ) -> tuple[float, float, float]:
     """(bytes one layer keeps per token, activations kept through the step's forward, one recomputed layer)."""
     L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.intermediate_size
@@ -654,7 +676,7 @@ def _activations(
     )
     if gc:
         recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
-        if liger:  # the fused loss's input gradient waits for the backward
+        if fused_loss:  # the fused loss's input gradient waits for the backward
             recompute += tokens * LIGER_CE_BYTES_PER_HIDDEN * h
         return per_layer, tokens * GC_BOUNDARY_BYTES * h * L * act_scale, recompute
     saved_layers = per_layer * L
@@ -662,26 +684,28 @@ def _activations(
         # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
         # keep nothing (freeze_trainable_layers > 0: the last n train); with the first n training (< 0), the
         # frozen layers after them keep what back-propagation through them needs.
-        count = (
-            L - method.first_active
-            if method.first_active
-            else min(abs(_int(config, "freeze_trainable_layers") or 2), L)
-        )
+        count = method.layers_trained
         frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
         saved_layers = per_layer * count + (frozen_per_layer * (L - count) if not method.first_active else 0.0)
     return per_layer, tokens * saved_layers * act_scale, 0.0
 
 
-def _logits_bytes(shape: ModelShape, tokens: int, liger: bool, lm_head_trained: bool, zero: int | None) -> float:
+def _logits_bytes(
+    shape: ModelShape, tokens: int, liger: bool, lm_head_trained: bool, zero: int | None, stage: str = "sft"
+) -> float:
     """The loss: without Liger the bf16 logits, their fp32 upcast, log-softmax and gradients (12 bytes per
     vocabulary entry and token, measured), Gemma 2's soft-capping copy, and the lm_head's gradient when it
-    trains. With Liger's fused linear cross-entropy: the input gradient and one chunk of fp32 logits."""
+    trains. With Liger's fused linear cross-entropy (`liger`: on, and a stage it fuses, `methods.LIGER_STAGES`):
+    the input gradient and one chunk of fp32 logits. A reward model's loss reads the value head only: its logits
+    are the wrapper's upcast, without gradients (`memory_stages.logits_bytes_per_vocab`)."""
     V, h = shape.vocab_size, shape.hidden_size
+    stage_bytes = memory_stages.logits_bytes_per_vocab(stage)
     head_grad = (LM_HEAD_GRAD_BYTES if zero is None else LM_HEAD_GRAD_BYTES_DS) * V * h if lm_head_trained else 0.0
     if liger:
         chunk = 2 ** math.ceil(math.log2(max(1, math.ceil(tokens / math.ceil(V / h)))))
         return tokens * LIGER_CE_BYTES_PER_HIDDEN * h + min(chunk, tokens) * V * 8 + head_grad
-    per_token = LOGITS_BYTES_PER_VOCAB + (SOFTCAP_BYTES_PER_VOCAB if shape.logit_softcapping else 0.0)
+    per_token = LOGITS_BYTES_PER_VOCAB if stage_bytes is None else stage_bytes
+    per_token += SOFTCAP_BYTES_PER_VOCAB if shape.logit_softcapping else 0.0
     return tokens * per_token * V + head_grad
 
 
@@ -701,7 +725,7 @@ def _buffers(
     attention: str,
     notes: list[str],
 ) -> list[Component]:
-    """Masks, ZeRO communication buffers and a preference run's reference model: held throughout the step."""
+    """Masks and ZeRO communication buffers: held throughout the step (a reference model: `memory_stages`)."""
     zero, out = plan.stage, []
     if batch.packing and bool(_get(config, "neat_packing")) and attention != "fa2":
         mask = NEAT_MASK_BYTES * batch.seqs * batch.seq * batch.seq
@@ -717,11 +741,6 @@ def _buffers(
         buckets = 2.0 * min(_bucket_elements(plan, shape), gradient_bytes) * (2 if plan.overlap_comm else 1)
         counted = "reduce + all-gather buckets" + (", x2 overlap_comm" if plan.overlap_comm else "")
         out.append(Component("ZeRO buckets", buckets / GIB, counted, (STATES,)))
-    pref_loss = str(_get(config, "pref_loss"))
-    if batch.stage in ("dpo", "kto") and batch.ftype != "lora" and pref_loss not in ("orpo", "simpo"):
-        reference = 2.0 * shape.num_parameters / (gpus if zero == 3 else 1)
-        out.append(Component("reference model", reference / GIB, "frozen, bf16", (STATES,)))
-        notes.append("preference training: a frozen bf16 reference model")
     return out
 
 
@@ -731,10 +750,10 @@ _STAGE3 = "deepspeed 0.19.8 runtime/zero/stage3.py"
 def _largest_trainable(shape: ModelShape, method: _Method, ftype: str) -> int:
     """Elements of the largest trained parameter: the embedding or lm_head when they train, else one layer's
     largest linear (freeze), else 0 (adapters are small next to the step's other buffers)."""
-    if method.lm_head_trained:
+    if method.lm_head_trained or method.embedding_trained:
         return shape.vocab_size * shape.hidden_size
     if ftype == "freeze":
-        return max(a * b for a, b in _module_dims(shape).values())
+        return max(a * b for a, b in module_dims(shape).values())
     return 0
 
 
@@ -805,8 +824,6 @@ def _unmodelled_features(config: dict[str, Any]) -> list[str]:
     attention = _get(config, "flash_attn")
     if attention is not None and not isinstance(attention, str):
         unmodelled.append(f"flash_attn {_short(attention)} (not one of its choices)")
-    if str(_get(config, "stage")) == "ppo":
-        unmodelled.append("PPO (policy, reference, reward and value models)")
     return unmodelled
 
 
@@ -844,7 +861,9 @@ def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], no
     unmodelled.extend(unusable_sizes(config))
     bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)
     accum = accum if accum and accum > 0 else 1
-    packing = packing_on(config)
+    packing = packing_on(config) and methods.packing_applies(stage)
+    if packing_on(config) and not packing:
+        notes.append(f"stage {stage}: its data processor does not pack (`packing` counts for pt and sft only)")
     if packing:
         fill_used = 1.0
     else:
@@ -853,8 +872,11 @@ def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], no
             f"packing off: sequences padded to {fill_used:.0%} of cutoff_len in the peak micro-batch"
             + (" (the longest batch reaches cutoff_len)" if fill is None else "")
         )
+    if stage == "ppo":
+        cutoff = methods.ppo_sequence(config, cutoff)
+        notes.append(f"PPO: prompt (cutoff_len) + response (max_new_tokens) = {cutoff} tokens per sequence")
     seq = max(1, math.ceil(cutoff * fill_used))
-    seqs = bsz * (2 if stage in _PAIRWISE else 1)
+    seqs = memory_stages.graph_sequences(stage, bsz)
     return _Batch(stage, ftype, bsz, accum, packing, fill_used, seq, seqs)
 
 
@@ -882,6 +904,7 @@ def estimate(
     gc = gradient_checkpointing_on(config)
     attention = _attention_implementation(config, shape, notes)
     liger = bool(_get(config, "enable_liger_kernel"))
+    fused_loss = liger and methods.liger_fuses_loss(stage)  # rm/dpo/kto/ppo: Liger without its fused loss
     half = bool(_get(config, "pure_bf16")) or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
     bits = quantization_bits(config) if ftype in ("lora", "oft") else None
     plan = deepspeed_plan(deepspeed, config)
@@ -892,8 +915,10 @@ def estimate(
     method = _method(config, shape, ftype, notes)
     states = _model_states(shape, method, ftype, plan, config, gpus, gc, bits, unmodelled, notes)
     L = shape.num_hidden_layers
-    per_layer, activations, recompute = _activations(config, shape, method, ftype, zero, tokens, gc, liger, half)
-    logits = _logits_bytes(shape, tokens, liger, method.lm_head_trained, zero)
+    per_layer, activations, recompute = _activations(
+        config, shape, method, ftype, zero, tokens, gc, liger, half, fused_loss
+    )
+    logits = _logits_bytes(shape, tokens, fused_loss, method.lm_head_trained, zero, stage)
     attention_bytes = 0.0
     if attention == "eager":
         attention_bytes = _eager_scores(shape, seqs, seq, 1 if gc else (L - method.first_active))
@@ -901,8 +926,8 @@ def estimate(
     trainable = min(method.trainable, shape.num_parameters)
     buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
     buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
-    if stage in _PAIRWISE:
-        notes.append(f"stage {stage}: two sequences per sample in each micro-batch")
+    approximate: list[str] = []
+    buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
     if zero == 3 and _engine_fp16(deepspeed, config):
         uncalibrated.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
@@ -925,14 +950,46 @@ def estimate(
         quantization_bit=bits,
         total_params=shape.num_parameters,
         trainable_params=trainable,
-        components=_components(shape, batch, states, activity, buffers, gc=gc, liger=liger, attention=attention),
+        components=_components(shape, batch, states, activity, buffers, gc=gc, liger=fused_loss, attention=attention),
         layer_bytes_per_token=per_layer,
         layer_bytes_per_token_gc=GC_BOUNDARY_BYTES * shape.hidden_size,
         memory_gib=float(target.memory_gib),
         notes=notes,
         unmodelled=unmodelled,
         uncalibrated=uncalibrated,
+        approximate=approximate,
     )
+
+
+def _stage_components(
+    config: dict[str, Any],
+    shape: ModelShape,
+    batch: _Batch,
+    method: _Method,
+    gpus: int,
+    gc: bool,
+    plan: DeepSpeedPlan,
+    notes: list[str],
+    approximate: list[str],
+) -> list[Component]:
+    """What the stage and method add (cfgopt/memory_stages.py): the reference model and its logits, PPO's value
+    head, reward model and rollout, DoRA's weight norm."""
+    if batch.stage in methods.PAIRED_STAGES:
+        notes.append(f"stage {batch.stage}: two sequences per sample (chosen + rejected) in each micro-batch")
+    if batch.stage == "kto":
+        notes.append("stage kto: one sequence per sample through the graph, its KL sequence without gradients")
+    if _get(config, "enable_liger_kernel") and not methods.liger_fuses_loss(batch.stage):
+        notes.append(f"stage {batch.stage}: Liger without its fused cross-entropy (LLaMA-Factory keeps the logits)")
+    adapter, zero = (method.trainable if batch.ftype == "lora" else 0), plan.stage
+    offload = plan.offload_param and zero == 3
+    run = memory_stages.StageRun(
+        batch.stage, batch.ftype, batch.micro_batch, batch.seq, zero, gpus, gc, adapter, offload
+    )
+    out = memory_stages.reference_components(config, shape, run, notes, approximate)
+    out += memory_stages.ppo_components(config, shape, run, notes, approximate)
+    if method.dora_norm:
+        out.append(memory_stages.dora_norm_component(method.dora_norm, gc))
+    return out
 
 
 class _Activity(NamedTuple):
@@ -1022,8 +1079,10 @@ def _uncalibrated(
         out.append(f"{target.name} (runs were on an NVIDIA H200)")
     if ftype in ("oft", "freeze"):
         out.append(ftype)
-    if stage in _PAIRWISE:
+    if stage != "sft" and stage != "pt":
         out.append(f"stage {stage}")
+    if ftype == "lora" and _get(config, "use_dora") is True:
+        out.append("DoRA (read from PEFT's code)")
     if bits:
         out.append(f"{bits}-bit base weights")
     if plan.offload_optimizer or plan.offload_param:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cfgopt import methods
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
@@ -146,15 +147,19 @@ def _values(
         # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
         one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
         values["zero"] = [base.zero] + (["none"] if one_gpu else [])
+        if isinstance(cutoff, int) and cutoff > 0 and job.value("stage") == "ppo":
+            cutoff = methods.ppo_sequence(config, cutoff)  # each sequence is prompt + generated response
         aim = AIM_TOKENS // cutoff if isinstance(cutoff, int) and cutoff > 0 else base.micro
         values["micro"] = [(m, a) for m, a in values["micro"] if m <= max(base.micro, aim)]
     else:
         # Several GPUs, full/freeze: ZeRO-2 (a JSON edit, MEM003's advice) before no DeepSpeed; the plan keeps it.
         full = job.value("finetuning_type") in ("full", "freeze") and hardware_gpus(job) > 1
         values["zero"] = [base.zero] + (["none"] if "zero" in knobs and base.zero != "none" and not full else [])
-    if job.is_set("packing") or job.on("neat_packing") or job.on("streaming") or job.value("stage") != "sft":
+    stage = str(job.value("stage"))
+    # packing: only where the user left it to us, for SFT (pt packs by default; methods.PACKING_STAGES)
+    if job.is_set("packing") or job.on("neat_packing") or job.on("streaming") or stage != "sft":
         values["packing"] = [base.packing]
-    liger_ok = job.liger_patches_model and job.value("stage") in ("pt", "sft") and not job.on("use_unsloth")
+    liger_ok = job.liger_patches_model and methods.liger_fuses_loss(stage) and not job.on("use_unsloth")
     if not liger_ok or job.on("use_liger_kernel"):
         values["liger"] = [base.liger]
     if base.attn not in ("sdpa", "disabled", "fa2"):

@@ -32,6 +32,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "pure-bf16-accum": {"pure_bf16": True, "bf16": False, "gradient_accumulation_steps": 4},
     "dpo": {"stage": "dpo", "per_device_train_batch_size": 2},
     "4bit-eager": {"quantization_bit": 4, "flash_attn": "disabled", "neat_packing": True},
+    "kto": {"stage": "kto", "per_device_train_batch_size": 2},
+    "ppo-full-reward": {"stage": "ppo", "reward_model_type": "full", "max_new_tokens": 256},
+    "dora": {"use_dora": True},
 }
 GPU_COUNTS = (1, 8)
 SCALARS = (

@@ -10,6 +10,9 @@ How much faster each knob setting is expected to run, measured on an H200 (the s
   - optimizer: transformers' default and the fused AdamW 1.0, the foreach AdamW 0.97 (not measured), bitsandbytes'
     8-bit AdamW 0.95 (not measured), Adafactor 0.66 (measured: 0.67x on Qwen3-4B, 0.65x on Llama-3-8B full SFT,
     same runs): what they buy is memory, and tune measures the rest.
+The Liger prior was measured with its fused cross-entropy, which LLaMA-Factory applies to pt and sft only: the
+space offers Liger for `cfgopt.methods.LIGER_STAGES` alone, packing for `PACKING_STAGES`, precision and optimizer
+for `FULL_WEIGHT_METHODS`.
 Apart from the search so that the speed planner, which runs on the lint path, loads only this (no dataclasses,
 no statistics, no temporary files)."""
 

@@ -476,6 +476,7 @@ class MemoryFits:
         peak = _peak_of(estimate)
         if peak is None:
             return True, None
-        if getattr(estimate, "unmodelled", None):
-            return True, peak  # settings outside the model: its figure is shown, nothing is pruned on it
+        if getattr(estimate, "unmodelled", None) or getattr(estimate, "approximate", None):
+            # settings outside the model, or counted only roughly (PPO): its figure is shown, nothing is pruned on it
+            return True, peak
         return peak <= self.limit_gib, peak

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from cfgopt import methods
+
 KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero", "precision", "optim")
 
 # Precision modes, as LLaMA-Factory sets them: `bf16` (autocast over fp32 master weights for what trains), `pure_bf16`
@@ -286,7 +288,7 @@ def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions)
         out.append("bf16")  # also back from pure_bf16: tune measures whether the fp32 master copy costs speed
     elif base.precision == "fp32":
         out.append("fp16")
-    full = config.get("finetuning_type") in ("full", "freeze") and not config.get("use_badam")
+    full = methods.full_weight_method(config) and not config.get("use_badam")
     if full and options.bf16 and base.precision != "pure_bf16":
         out.append("pure_bf16")
     return list(dict.fromkeys(out))
@@ -295,7 +297,7 @@ def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions)
 def optim_values(config: dict[str, Any], base: Knobs, platform: Platform) -> list[str]:
     """Optimizers for a full or freeze fine-tune (LoRA's states are tiny: the optimizer changes nothing there);
     only from an AdamW the user did not choose for a reason (GaLore, APOLLO, BAdam, Muon keep theirs)."""
-    full = config.get("finetuning_type") in ("full", "freeze")
+    full = methods.full_weight_method(config)
     special = any(config.get(k) for k in ("use_galore", "use_apollo", "use_badam", "use_muon", "use_adam_mini"))
     if not full or special or base.optim not in (DEFAULT_OPTIM, "adamw_torch", "adamw_torch_fused"):
         return [base.optim]
@@ -347,18 +349,28 @@ def allowed(knobs: Knobs, base: Knobs) -> bool:
     return refusal(knobs, base) is None
 
 
+def zero_values(config: dict[str, Any], options: SpaceOptions, platform: Platform) -> list[str]:
+    """One GPU: no DeepSpeed (ZeRO-3 measured 4.5x slower with no saving for LoRA). An 8-bit bitsandbytes base
+    is refused with ZeRO-3 ("Only 4-bit quantized model can use fsdp+qlora", model/model_utils/quantization.py)."""
+    if options.gpus <= 1 or not platform.deepspeed:
+        return ["none"]
+    if config.get("quantization_bit") == 8:
+        return [z for z in ZERO_VALUES if not z.startswith("z3")]
+    return list(ZERO_VALUES)
+
+
 def knob_values(config: dict[str, Any], base: Knobs, platform: Platform, options: SpaceOptions) -> dict[str, list[Any]]:
     """The values each knob may take (the baseline's value always among them)."""
     product = base.micro * base.ga
+    stage = methods.stage_of(config)
     values: dict[str, list[Any]] = {
         "micro": [(m, product // m) for m in divisors(product, options.max_micro)],
         "gc": [True, False],
         "attn": ["sdpa", "disabled"] + (["fa2"] if platform.flash_attn else []),
-        "packing": [False, True] if options.allow_packing and str(config.get("stage", "sft")) == "sft" else [],
-        "liger": [False, True] if platform.liger else [],
-        "zero": (
-            ["none"] if options.gpus <= 1 or not platform.deepspeed else list(ZERO_VALUES)
-        ),  # one GPU: no DeepSpeed (ZeRO-3 measured 4.5x slower with no saving for LoRA)
+        "packing": [False, True] if options.allow_packing and methods.packing_applies(stage) else [],
+        # the fused cross-entropy is Liger's memory and most of its measured speed; other stages keep the logits
+        "liger": [False, True] if platform.liger and methods.liger_fuses_loss(stage) else [],
+        "zero": zero_values(config, options, platform),
         "precision": precision_values(config, base, options),
         "optim": optim_values(config, base, platform),
     }

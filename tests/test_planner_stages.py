@@ -1,0 +1,112 @@
+"""The speed planner and tune's search space per fine-tuning method and training stage (cfgopt/methods.py):
+packing only where the stage's data processor packs, Liger only where it fuses the loss, pure bf16 and another
+optimizer only for full / freeze, no ZeRO-3 over an 8-bit base, and a PPO plan that spends no memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cfgopt import methods
+from cfgopt.job_loader import load_job
+from cfgopt.model_shapes import shape_for
+from cfgopt.planner import plan_for
+from cfgopt.settings import Settings
+from cfgopt.targets import TARGETS
+from cfgopt.tune import search, space
+
+CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: {stage}
+do_train: true
+finetuning_type: {ftype}
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 1024
+output_dir: out
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 4
+bf16: true
+{extra}"""
+PLATFORM = space.Platform(cuda=True, liger=True, deepspeed=True, bitsandbytes=True)
+OPTIONS = space.SpaceOptions(gpus=4, allow_packing=True)
+
+
+def values_for(stage: str, ftype: str = "lora", **extra) -> dict[str, list]:
+    config = {"stage": stage, "finetuning_type": ftype, "bf16": True, **extra}
+    base = space.baseline_knobs(config, None)
+    return space.knob_values(config, base, PLATFORM, OPTIONS)
+
+
+def _plan(tmp_path: Path, stage: str, ftype: str = "lora", extra: str = ""):
+    path = tmp_path / f"{stage}_{ftype}.yaml"
+    path.write_text(CONFIG.format(stage=stage, ftype=ftype, extra=extra))
+    settings = Settings(target_name="h200", gpus=1, extend_select=["PF", "MEM"], packages={"liger_kernel": True})
+    return plan_for(load_job(path, settings))
+
+
+@pytest.mark.parametrize("stage", ["rm", "dpo", "kto", "ppo"])
+def test_stages_without_packing_or_fused_loss_do_not_search_them(stage: str) -> None:
+    values = values_for(stage)
+    assert values["packing"] == [False] and values["liger"] == [False]
+
+
+@pytest.mark.parametrize("stage", sorted(methods.PACKING_STAGES))
+def test_pt_and_sft_search_packing_and_liger(stage: str) -> None:
+    values = values_for(stage)
+    assert set(values["packing"]) == {False, True} and set(values["liger"]) == {False, True}
+
+
+@pytest.mark.parametrize(
+    ("ftype", "extra", "full_weight"),
+    [
+        ("full", {}, True),
+        ("freeze", {}, True),
+        ("lora", {}, False),
+        ("lora", {"quantization_bit": 4}, False),  # QLoRA
+        ("lora", {"use_dora": True}, False),  # DoRA
+    ],
+)
+def test_precision_and_optimizer_only_for_full_weight_methods(ftype: str, extra: dict, full_weight: bool) -> None:
+    values = values_for("sft", ftype, **extra)
+    assert ("pure_bf16" in values["precision"]) is full_weight
+    assert (len(values["optim"]) > 1) is full_weight
+
+
+def test_an_8bit_base_is_never_offered_zero3() -> None:
+    assert not any(z.startswith("z3") for z in values_for("sft", quantization_bit=8)["zero"])
+    assert "z3" in values_for("sft", quantization_bit=4)["zero"]
+
+
+def test_the_sft_plan_packs_and_fuses_the_dpo_plan_does_not(tmp_path: Path) -> None:
+    sft = _plan(tmp_path, "sft")
+    assert sft is not None and sft.best.packing and sft.best.liger
+    dpo = _plan(tmp_path, "dpo", "full", "pure_bf16: false\n")
+    assert dpo is None or not (dpo.best.packing or dpo.best.liger)
+
+
+def test_a_full_dpo_plan_counts_its_reference_model(tmp_path: Path) -> None:
+    """Its estimate holds the frozen copy: the planned peak is above the same job's SFT plan's."""
+    sft, dpo = _plan(tmp_path, "sft", "full"), _plan(tmp_path, "dpo", "full")
+    assert sft is not None and dpo is not None and sft.est_gib is not None and dpo.est_gib is not None
+    assert dpo.best.precision == sft.best.precision
+    if (dpo.best.micro, dpo.best.gc, dpo.best.precision) == (sft.best.micro, sft.best.gc, sft.best.precision):
+        assert dpo.est_gib > sft.est_gib
+
+
+def test_ppo_spends_no_memory_it_cannot_estimate_well(tmp_path: Path) -> None:
+    """PPO's estimate is low confidence: the plan moves no knob that spends memory."""
+    plan = _plan(tmp_path, "ppo", "lora", "reward_model: saves/rm\n")
+    if plan is not None:
+        assert plan.est_gib is None and plan.best.gc == plan.base.gc and plan.best.precision == plan.base.precision
+        # without an estimate the micro-batch grows to 8,192 tokens at most: prompt + max_new_tokens (1024) each
+        assert plan.best.micro * (1024 + 1024) <= 8192
+
+
+def test_tune_prunes_nothing_on_a_low_confidence_estimate() -> None:
+    """A PPO candidate far above the GPU is still run (its estimate is shown); the same SFT one is pruned."""
+    fits = search.MemoryFits(shape_for("meta-llama/Meta-Llama-3-8B"), TARGETS["h200"], 1)
+    big = {"finetuning_type": "full", "bf16": True, "cutoff_len": 4096, "per_device_train_batch_size": 16}
+    ppo_fits, ppo_peak = fits({**big, "stage": "ppo", "reward_model_type": "full"})
+    sft_fits, _ = fits({**big, "stage": "sft"})
+    assert ppo_fits and ppo_peak is not None and ppo_peak > 141 and not sft_fits
