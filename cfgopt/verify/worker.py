@@ -28,7 +28,7 @@ def _write(path: str, data: dict[str, Any]) -> None:
 
 def prepare(spec: dict[str, Any]) -> None:
     """Build what the runs need into the given folders (atomically: a half-built folder is never used)."""
-    from cfgopt.verify import synthetic
+    from cfgopt.verify import synthetic, synthetic_meta
 
     device = "cuda" if _cuda() else "cpu"
     out: dict[str, Any] = {}
@@ -44,7 +44,10 @@ def prepare(spec: dict[str, Any]) -> None:
         out["model_build_s"] = time.perf_counter() - start
     if spec.get("dataset_dir"):
         rows = spec.get("rows", 4000)
-        synthetic.build_into(Path(spec["dataset_dir"]), lambda folder: synthetic.build_dataset(folder, rows=rows))
+        kind = synthetic_meta.kind_named(spec.get("dataset", synthetic_meta.ALPACA.dataset))
+        synthetic.build_into(
+            Path(spec["dataset_dir"]), lambda folder: synthetic.build_dataset(folder, rows=rows, kind=kind)
+        )
     _write(spec["metrics_path"], out)
 
 
