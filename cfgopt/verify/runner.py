@@ -134,10 +134,15 @@ def bytes_to_build(assets: Assets) -> int:
 def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir: Path, on_cpu: bool = False) -> Assets:
     """Real model/data when they are local (mode auto/real), synthetic stand-ins otherwise; `on_cpu`: the runs
     go to the CPU, so half precision is turned off (`cpu_overrides`) and the notes say so."""
-    from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES, data_kind
+    from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES, data_kind, stage_of
 
     kind = data_kind(config)  # ValueError (one line) for a stage verify cannot run
     assets = Assets(on_cpu=on_cpu)
+    if stage_of(config) == "rm":  # worker.value_head_dropout_off
+        assets.override_notes.append(
+            "stage: rm: the value head's dropout (0.1, trl's ValueHead) is off in every run, so that runs with "
+            "other batch splits compute the same loss from the same samples"
+        )
     if on_cpu and (overrides := cpu_overrides(config)):
         assets.overrides = overrides
         keys = ", ".join(f"{key}: false" for key in overrides)

@@ -60,7 +60,6 @@ TEXT = DataKind(
 KINDS = (ALPACA, PAIRWISE, KTO, TEXT)
 
 
-
 def kind_named(dataset: str) -> DataKind:
     """The kind whose dataset_info.json name this is."""
     return next(kind for kind in KINDS if kind.dataset == dataset)
@@ -99,3 +98,12 @@ def data_kind(config: dict[str, Any]) -> DataKind:
     if reason := unsupported_stage(config):
         raise ValueError(reason)
     return STAGE_DATA[stage_of(config)]
+
+
+def reference_forward(config: dict[str, Any]) -> bool:
+    """Whether each step also runs a reference model's forward pass over the trained sequences (no gradient):
+    DPO with a loss that needs one (LLaMA-Factory's `use_ref_model`: every `pref_loss` but orpo and simpo)
+    and KTO. With LoRA and no `ref_model` the reference is the policy with its adapters off: a forward all
+    the same."""
+    stage = stage_of(config)
+    return stage == "kto" or (stage == "dpo" and config.get("pref_loss", "sigmoid") not in ("orpo", "simpo"))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.targets import target_for_device  # a table only: the worker stays import-light
+from cfgopt.verify import synthetic_meta  # likewise
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
@@ -28,7 +29,7 @@ def _write(path: str, data: dict[str, Any]) -> None:
 
 def prepare(spec: dict[str, Any]) -> None:
     """Build what the runs need into the given folders (atomically: a half-built folder is never used)."""
-    from cfgopt.verify import synthetic, synthetic_meta
+    from cfgopt.verify import synthetic
 
     device = "cuda" if _cuda() else "cpu"
     out: dict[str, Any] = {}
@@ -90,6 +91,32 @@ def _patch_trainer() -> None:
     transformers.Trainer.save_state = lambda self, *a, **k: None
 
 
+def _skip_value_head_rewrite() -> None:
+    """stage: rm. After training, LLaMA-Factory's `run_rm` splits the saved checkpoint into the model and its value
+    head (`train.callbacks.fix_valuehead_checkpoint` reads `output_dir/model.safetensors`); a verification run
+    saves nothing (`_patch_trainer`), so there is nothing to split, and reading it would fail after the
+    measured steps."""
+    from llamafactory.train.rm import workflow
+
+    workflow.fix_valuehead_checkpoint = lambda *args, **kwargs: None
+
+
+def value_head_dropout_off(model: Any) -> bool:
+    """Replace the dropout of trl's value head (`ValueHead`, p=0.1 unless the model's config sets
+    `summary_dropout_prob`) by the identity; True when there was one. Every run of a comparison then computes
+    the same loss from the same weights and samples however its batches are split: dropout masks drawn from
+    the random stream would differ between a run with 2 micro-batches and one with 4. (The DPO and KTO
+    trainers already turn dropout off: LLaMA-Factory's `disable_dropout`, on by default.)"""
+    import torch
+
+    found = False
+    for module in model.modules():
+        if type(module).__name__ == "ValueHead" and isinstance(getattr(module, "dropout", None), torch.nn.Dropout):
+            module.dropout = torch.nn.Identity()
+            found = True
+    return found
+
+
 def _make_callback(spec: dict[str, Any]):
     import torch
     from transformers import TrainerCallback
@@ -115,6 +142,8 @@ def _make_callback(spec: dict[str, Any]):
             else:
                 metrics["device"], metrics["platform"], metrics["peak_tflops"] = "cpu", "CPU", None
             if model is not None:
+                if value_head_dropout_off(model):
+                    metrics.setdefault("notes", []).append("value head dropout off (same loss for any batch split)")
                 config = getattr(model, "config", None)
                 metrics["attn_implementation"] = getattr(config, "_attn_implementation", None)
                 # ZeRO-3 partitions parameters (numel() is 0 on every rank); `ds_numel` keeps the full size
@@ -204,10 +233,13 @@ def train(spec: dict[str, Any]) -> int:
     callback, metrics = _make_callback(spec)
     if note:
         metrics["notes"] = [note]
+    metrics["stage"] = synthetic_meta.stage_of(spec["args"])
+    metrics["reference_forward"] = synthetic_meta.reference_forward(spec["args"])  # comparison's MFU
     rank = int(os.environ.get("RANK", "0"))
     try:
         from llamafactory.train.tuner import run_exp
 
+        _skip_value_head_rewrite()
         run_exp(dict(spec["args"]), callbacks=[callback])
     except BaseException as exc:  # noqa: BLE001 - the parent reports the crash and its cause
         metrics["error"] = f"{type(exc).__name__}: {exc}"[:2000]
