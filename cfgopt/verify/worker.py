@@ -106,7 +106,8 @@ def value_head_dropout_off(model: Any) -> bool:
     `summary_dropout_prob`) by the identity; True when there was one. Every run of a comparison then computes
     the same loss from the same weights and samples however its batches are split: dropout masks drawn from
     the random stream would differ between a run with 2 micro-batches and one with 4. (The DPO and KTO
-    trainers already turn dropout off: LLaMA-Factory's `disable_dropout`, on by default.)"""
+    trainers already turn dropout off: LLaMA-Factory's `CustomDPOTrainer` / `CustomKTOTrainer` take
+    `disable_dropout=True`.)"""
     import torch
 
     found = False
