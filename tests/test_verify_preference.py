@@ -144,35 +144,26 @@ def test_mfu_counts_a_reference_forward() -> None:
 
 
 # LLaMA-Factory's data package imports torchaudio (data/mm_plugin.py), which this host may lack: a child
-# process with the worker's placeholder reads the rows, so this process's modules stay as they are.
+# process with the worker's placeholder reads the rows (all kinds in one, to import LLaMA-Factory once), so
+# this process's modules stay as they are.
 _CONVERT = """
 import json, sys
 from cfgopt.verify.worker import _torchaudio_placeholder
 _torchaudio_placeholder()
 from llamafactory.data.converter import AlpacaDatasetConverter
 from llamafactory.data.parser import get_dataset_list
-(attr,) = get_dataset_list([sys.argv[1]], sys.argv[2])
-rows = json.load(open(sys.argv[3]))[:10]
-converter = AlpacaDatasetConverter(attr, data_args=None)  # read only for media columns, which these rows lack
-print(json.dumps({"ranking": attr.ranking, "converted": [converter(row) for row in rows]}))
+out = {}
+for name, folder, rows_file in json.loads(sys.argv[1]):
+    (attr,) = get_dataset_list([name], folder)
+    converter = AlpacaDatasetConverter(attr, data_args=None)  # read only for media columns, which these lack
+    rows = json.load(open(rows_file))[:10]
+    out[name] = {"ranking": attr.ranking, "converted": [converter(row) for row in rows]}
+print(json.dumps(out))
 """
 
 
-@pytest.mark.oracle
-@pytest.mark.parametrize("kind", [synthetic_meta.PAIRWISE, synthetic_meta.KTO, synthetic_meta.TEXT])
-def test_llamafactory_reads_each_kind_as_its_stage_needs(tmp_path: Path, kind: synthetic_meta.DataKind) -> None:
-    """LLaMA-Factory 0.9.5's own parser and Alpaca converter: a pairwise sample gives two responses, a KTO
-    sample one response beside an empty one (which side says the tag), a text row a prompt and no response."""
-    if importlib.util.find_spec("llamafactory") is None:
-        pytest.skip("needs llamafactory")
-    rows, _ = _rows(tmp_path, kind)
-    folder = tmp_path / kind.folder
-    args = [kind.dataset, str(folder), str(folder / kind.info["file_name"])]
-    proc = subprocess.run([sys.executable, "-c", _CONVERT, *args], capture_output=True, text=True, timeout=300, env=ENV)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    read = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert read["ranking"] is (kind is synthetic_meta.PAIRWISE)
-    for row, out in zip(rows[:10], read["converted"], strict=True):
+def _check_converted(kind: synthetic_meta.DataKind, rows: list[dict], converted: list[dict]) -> None:
+    for row, out in zip(rows[:10], converted, strict=True):
         assert out["_prompt"][-1]["role"] == "user" and out["_prompt"][-1]["content"]
         contents = [message["content"] for message in out["_response"]]
         if kind is synthetic_meta.PAIRWISE:
@@ -181,6 +172,29 @@ def test_llamafactory_reads_each_kind_as_its_stage_needs(tmp_path: Path, kind: s
             assert contents == ([row["output"], ""] if row["kto_tag"] else ["", row["output"]])
         else:
             assert contents == [] and out["_prompt"][-1]["content"] == row["text"]
+
+
+@pytest.mark.oracle
+def test_llamafactory_reads_each_kind_as_its_stage_needs(tmp_path: Path) -> None:
+    """LLaMA-Factory 0.9.5's own parser and Alpaca converter: a pairwise sample gives two responses (a ranking
+    dataset), a KTO sample one response beside an empty one (which side says the tag), a text row a prompt
+    and no response."""
+    if importlib.util.find_spec("llamafactory") is None:
+        pytest.skip("needs llamafactory")
+    kinds = [synthetic_meta.PAIRWISE, synthetic_meta.KTO, synthetic_meta.TEXT]
+    rows = {kind.dataset: _rows(tmp_path, kind)[0] for kind in kinds}
+    where = [
+        [kind.dataset, str(tmp_path / kind.folder), str(tmp_path / kind.folder / kind.info["file_name"])]
+        for kind in kinds
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONVERT, json.dumps(where)], capture_output=True, text=True, timeout=300, env=ENV
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    read = json.loads(proc.stdout.strip().splitlines()[-1])
+    for kind in kinds:
+        assert read[kind.dataset]["ranking"] is (kind is synthetic_meta.PAIRWISE)
+        _check_converted(kind, rows[kind.dataset], read[kind.dataset]["converted"])
 
 
 def _verify(cfg: Path, cache_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -200,8 +214,8 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.oracle
 @pytest.mark.parametrize("stage", ["dpo", "kto", "rm", "pt"])
 def test_cpu_run_of_a_stage_measures_tokens_per_second(tmp_path: Path, shared_cache: Path, stage: str) -> None:
-    """The real trainer of each stage (about 10-15 s each on 2 cores): exit 0, steps measured, tokens/s, a
-    finite loss; pairwise stages count both sequences of a sample."""
+    """The real trainer of each stage (10-20 s each on 2 cores; the first also builds the shared tiny model):
+    exit 0, steps measured, tokens/s, a finite loss; pairwise stages count both sequences of a sample."""
     pytest.importorskip("llamafactory")
     proc, data = _verify(_write_case(tmp_path, stage), shared_cache, "--only-original")
     original = data.get("original", {})
