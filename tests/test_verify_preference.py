@@ -221,8 +221,10 @@ def test_cpu_run_of_a_stage_measures_tokens_per_second(tmp_path: Path, shared_ca
     original = data.get("original", {})
     assert proc.returncode == 0 and original.get("error") is None, proc.stderr[-3000:]
     assert original["steps_measured"] >= 2 and original["real_tokens_per_s"] > 0 and original["loss_finite"]
-    assert "real tokens/s" in proc.stdout
+    assert "real tokens/s" in proc.stdout and original["stage"] == stage
     assert not (tmp_path / "users_output_dir").exists()
+    if stage == "rm":
+        assert "value head dropout off (same loss for any batch split)" in original["notes"]
     if stage in ("dpo", "rm"):  # 2 samples a micro-batch, a chosen and a rejected sequence each
         first = data["per_step"]["original"][0]
         assert first["padded_tokens"] % 4 == 0 and first["real_tokens"] > 4 * 25

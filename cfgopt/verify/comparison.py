@@ -39,6 +39,9 @@ def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
         "train_begin_s": metrics.get("train_begin_s"),
         "error": metrics.get("error"),
     }
+    for key in ("stage", "notes"):  # the worker's: the stage run, and what it changed (rm: value head dropout)
+        if metrics.get(key):
+            out[key] = metrics[key]
     if warm:
         seconds = sum(s["seconds"] for s in warm)
         real = sum(s["real_tokens"] for s in warm)
