@@ -225,9 +225,8 @@ def test_cpu_run_of_a_stage_measures_tokens_per_second(tmp_path: Path, shared_ca
     assert not (tmp_path / "users_output_dir").exists()
     if stage == "rm":
         assert "value head dropout off (same loss for any batch split)" in original["notes"]
-    if stage in ("dpo", "rm"):  # 2 samples a micro-batch, a chosen and a rejected sequence each
-        first = data["per_step"]["original"][0]
-        assert first["padded_tokens"] % 4 == 0 and first["real_tokens"] > 4 * 25
+    first = data["per_step"]["original"][0]  # 2 samples a micro-batch; pairwise: a chosen and a rejected each
+    assert first["sequences"] == (4 if stage in ("dpo", "rm") else 2), first
 
 
 @pytest.mark.oracle

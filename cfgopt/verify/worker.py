@@ -62,6 +62,7 @@ def _cuda() -> bool:
 
 
 class _Counter:
+    sequences = 0  # rows of input_ids: two a sample in the pairwise stages (chosen, rejected), one elsewhere
     real = 0
     padded = 0
     supervised = 0
@@ -78,6 +79,7 @@ def _patch_trainer() -> None:
         labels = inputs.get("labels")
         if ids is not None:
             _Counter.padded += int(ids.numel())
+            _Counter.sequences += int(ids.shape[0]) if ids.dim() > 1 else 1
             # neat packing puts segment ids in the mask: count non-zero positions as real tokens
             _Counter.real += int((mask != 0).sum()) if mask is not None else int(ids.numel())
         if labels is not None:
@@ -154,7 +156,7 @@ def _make_callback(spec: dict[str, Any]):
                 )
             metrics["train_begin_s"] = time.perf_counter() - START
             self.last = time.perf_counter()
-            _Counter.real = _Counter.padded = _Counter.supervised = 0
+            _Counter.real = _Counter.padded = _Counter.supervised = _Counter.sequences = 0
 
         def on_step_end(self, args, state, control, **kwargs):
             self._sync()
@@ -162,6 +164,7 @@ def _make_callback(spec: dict[str, Any]):
             step = {
                 "step": state.global_step,
                 "seconds": now - self.last,
+                "sequences": _Counter.sequences,
                 "real_tokens": _Counter.real,
                 "padded_tokens": _Counter.padded,
                 "supervised_tokens": _Counter.supervised,
@@ -175,7 +178,7 @@ def _make_callback(spec: dict[str, Any]):
                 f"{step['real_tokens']} tokens",
                 flush=True,
             )
-            _Counter.real = _Counter.padded = _Counter.supervised = 0
+            _Counter.real = _Counter.padded = _Counter.supervised = _Counter.sequences = 0
             self.last = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
