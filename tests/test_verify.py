@@ -14,7 +14,7 @@ import pytest
 from rule_cases import ROOT
 from sampling import full_only, params
 
-from cfgopt.verify import comparison, runner
+from cfgopt.verify import comparison, runner, synthetic_meta
 
 TINY = {
     "model_type": "llama",
@@ -168,7 +168,7 @@ def test_plan_assets_synthetic_for_unknown_local_model(tmp_path: Path) -> None:
     assets = runner.plan_assets(
         {"model_name_or_path": "tiny", "dataset": "x", "template": "mistral"}, cfg, "auto", tmp_path / "cache"
     )
-    assert assets.model_config == TINY and assets.dataset == runner.SYNTHETIC_DATASET
+    assert assets.model_config == TINY and assets.dataset == synthetic_meta.ALPACA.dataset
     assert assets.template == "llama3"
     with pytest.raises(ValueError, match="local folder"):
         runner.plan_assets({"model_name_or_path": "org/unknown-model"}, cfg, "auto", tmp_path / "cache")

@@ -2,7 +2,7 @@
 holds, how big it is, and clearing it (`--clear-cache`). A random-init model of a real shape takes gigabytes,
 so every run that uses the folder says where it is and how much it holds.
 
-Clearing removes only what cfgopt writes there (`model-<hash>`, `data` and half-built `.…building-…`
+Clearing removes only what cfgopt writes there (`model-<hash>`, `data`, `data-<kind>` and half-built `.…building-…`
 folders), never the folder's other contents: `--cache-dir` may name a folder the user shares with other tools.
 """
 
@@ -13,7 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-_OURS = ("model-*", "data", ".model-*", ".data.building-*")
+# `data` holds the SFT data, `data-<kind>` each other stage's (synthetic_meta.KINDS)
+_OURS = ("model-*", "data", "data-*", ".model-*", ".data.building-*", ".data-*.building-*")
 
 
 def _entries(cache_dir: Path) -> list[Path]:

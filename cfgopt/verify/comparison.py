@@ -4,6 +4,11 @@ FLOP convention (stated in every report): model FLOPs per real token = 2N (forwa
 gradients) + 2·N_trainable (weight gradients), N = all parameters; attention score FLOPs and the
 recomputation of gradient checkpointing are not counted. So a full fine-tune counts 6N and LoRA about 4N
 (as bench/h200/measurements.md). MFU = that x real tokens/s / the device's dense bf16 peak.
+
+Preference stages: a pairwise sample is two real sequences (chosen and rejected, both trained on), so both
+count as real tokens; where a reference model's forward runs over them too (DPO but orpo / simpo, KTO:
+`synthetic_meta.reference_forward`) each real token counts 2N more. KTO's KL sequences, run forward without a
+gradient by the policy and the reference, are not counted.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any
 
 FLOP_CONVENTION = (
     "MFU counts 2N forward + 2N activation-gradient + 2N_trainable weight-gradient FLOPs per "
-    "real (non-padding) token; attention scores and checkpoint recomputation not counted"
+    "real (non-padding) token (+2N for a reference model's forward in DPO / KTO); attention scores and checkpoint "
+    "recomputation not counted"
 )
 NOISE = 0.05  # step-time differences below 5% are treated as noise
 
@@ -33,6 +39,9 @@ def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
         "train_begin_s": metrics.get("train_begin_s"),
         "error": metrics.get("error"),
     }
+    for key in ("stage", "notes"):  # the worker's: the stage run, and what it changed (rm: value head dropout)
+        if metrics.get(key):
+            out[key] = metrics[key]
     if warm:
         seconds = sum(s["seconds"] for s in warm)
         real = sum(s["real_tokens"] for s in warm)
@@ -43,7 +52,8 @@ def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
         n, trainable = metrics.get("parameters"), metrics.get("trainable_parameters")
         peak = metrics.get("peak_tflops")
         if n and out["real_tokens_per_s"] and peak:
-            flops = (4 * n + 2 * (trainable or 0)) * out["real_tokens_per_s"]
+            per_token = 4 * n + 2 * (trainable or 0) + (2 * n if metrics.get("reference_forward") else 0)
+            flops = per_token * out["real_tokens_per_s"]
             out["mfu"] = flops / (peak * 1e12)
     losses = metrics.get("losses") or []
     if losses:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.verify.options import default_cache_dir
+from cfgopt.verify.synthetic_meta import unsupported_stage
 
 PACKAGES = ("torch", "transformers", "llamafactory")
 
@@ -54,6 +55,8 @@ def check(args: argparse.Namespace, command: str) -> int | None:
         return _fail(command, str(exc))
     if not config.get("model_name_or_path"):
         return _fail(command, f"{args.config}: not a LLaMA-Factory training config (no `model_name_or_path`)")
+    if reason := unsupported_stage(config):  # in every mode: the measurement itself cannot be made
+        return _fail(command, f"{args.config}: {reason}")
     try:
         if accelerator() is not None:
             return None

@@ -25,7 +25,6 @@ from cfgopt.engine import resolve_reference
 from cfgopt.model_shapes import ModelShape, shape_for
 from cfgopt.verify.processes import kill_tree
 
-SYNTHETIC_DATASET = "synthetic_alpaca"
 HARMLESS = {
     "save_strategy": "no",
     "report_to": "none",
@@ -135,9 +134,15 @@ def bytes_to_build(assets: Assets) -> int:
 def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir: Path, on_cpu: bool = False) -> Assets:
     """Real model/data when they are local (mode auto/real), synthetic stand-ins otherwise; `on_cpu`: the runs
     go to the CPU, so half precision is turned off (`cpu_overrides`) and the notes say so."""
-    from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES
+    from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES, data_kind, stage_of
 
+    kind = data_kind(config)  # ValueError (one line) for a stage verify cannot run
     assets = Assets(on_cpu=on_cpu)
+    if stage_of(config) == "rm":  # worker.value_head_dropout_off
+        assets.override_notes.append(
+            "stage: rm: the value head's dropout (0.1, trl's ValueHead) is off in every run, so that runs with "
+            "other batch splits compute the same loss from the same samples"
+        )
     if on_cpu and (overrides := cpu_overrides(config)):
         assets.overrides = overrides
         keys = ", ".join(f"{key}: false" for key in overrides)
@@ -181,9 +186,9 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     if not real_data:
         if mode == "real":
             raise ValueError(f"dataset `{config.get('dataset')}` is not in {info}; --mode real needs it")
-        assets.dataset_dir = cache_dir / "data"
-        assets.dataset = SYNTHETIC_DATASET
-        assets.notes.append("synthetic Alpaca-like dataset (median ~150 tokens)")
+        assets.dataset_dir = cache_dir / kind.folder  # one folder a kind: each holds its own dataset_info.json
+        assets.dataset = kind.dataset
+        assets.notes.append(kind.description)
     if assets.model_config is not None:
         template = str(config.get("template", "llama3"))
         if template not in SUPPORTED_TEMPLATES:
@@ -258,7 +263,7 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
     ):
         spec["model_dir"], spec["model_config"] = str(assets.model_dir), assets.model_config
     if assets.dataset and assets.dataset_dir is not None and not (assets.dataset_dir / "dataset_info.json").exists():
-        spec["dataset_dir"] = str(assets.dataset_dir)
+        spec["dataset_dir"], spec["dataset"] = str(assets.dataset_dir), assets.dataset
     if len(spec) == 1:
         return {}
     from cfgopt.verify.synthetic import remove_partial

@@ -1,5 +1,6 @@
 """Offline stand-ins for the hub: a tokenizer built with `tokenizers`, random-init weights with the model's
-real shapes, and an Alpaca-like dataset with a realistic length distribution. Runs in the worker process
+real shapes, and a dataset of the stage's kind (synthetic_meta.STAGE_DATA: Alpaca-like, pairwise, KTO-tagged or
+plain text) with a realistic length distribution. Runs in the worker process
 (imports torch / transformers / tokenizers)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cfgopt.verify import synthetic_meta
 from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES  # noqa: F401 - one list, shared
 
 _PARTIAL = ".building-"
@@ -172,24 +174,72 @@ def build_model(out_dir: Path, config: dict[str, Any], device: str, dtype_name: 
     return count
 
 
-def build_dataset(out_dir: Path, rows: int = 4000, seed: int = 0) -> str:
-    """Alpaca-format rows; lengths lognormal (median ~150 tokens with the template, long tail to ~1000)."""
+def _lengths(rng: random.Random) -> tuple[int, int, int]:
+    """One sample's token budget: (total, prompt, input) lengths, lognormal (median ~150 tokens with the
+    template, long tail to ~1000), 40% of the prompts with an input."""
+    total = int(min(1000, max(25, rng.lognormvariate(math.log(140), 0.6))))
+    prompt_len = max(5, int(total * rng.uniform(0.15, 0.45)))
+    input_len = int(prompt_len * 0.5) if rng.random() < 0.4 else 0
+    return total, prompt_len, input_len
+
+
+def _words_for(rng: random.Random, words: list[str], tokens: int) -> str:
+    return _sentence(rng, words, max(3, int(tokens * 0.75)))  # ~0.75 words a token
+
+
+def _alpaca_row(rng: random.Random, words: list[str]) -> dict[str, Any]:
+    total, prompt_len, input_len = _lengths(rng)
+    return {
+        "instruction": _words_for(rng, words, prompt_len - input_len),
+        "input": _words_for(rng, words, input_len) if input_len else "",
+        "output": _words_for(rng, words, total - prompt_len),
+    }
+
+
+def _pairwise_row(rng: random.Random, words: list[str]) -> dict[str, Any]:
+    """A prompt with two responses of independent lengths (the rejected one drawn as the chosen one is)."""
+    row = _alpaca_row(rng, words)
+    total, prompt_len, _ = _lengths(rng)
+    return {
+        "instruction": row["instruction"],
+        "input": row["input"],
+        "chosen": row["output"],
+        "rejected": _words_for(rng, words, max(5, total - prompt_len)),
+    }
+
+
+def _kto_row(rng: random.Random, words: list[str]) -> dict[str, Any]:
+    """An Alpaca row with a bool `kto_tag` (desirable or not, half each): LLaMA-Factory reads a KTO example
+    only where the tag is a real bool (converter.py `isinstance(..., bool)`)."""
+    return {**_alpaca_row(rng, words), "kto_tag": rng.random() < 0.5}
+
+
+def _text_row(rng: random.Random, words: list[str]) -> dict[str, Any]:
+    total, _, _ = _lengths(rng)
+    return {"text": _words_for(rng, words, total)}
+
+
+_ROWS = {
+    synthetic_meta.ALPACA.dataset: _alpaca_row,
+    synthetic_meta.PAIRWISE.dataset: _pairwise_row,
+    synthetic_meta.KTO.dataset: _kto_row,
+    synthetic_meta.TEXT.dataset: _text_row,
+}
+
+
+def dataset_rows(kind: synthetic_meta.DataKind, rows: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`rows` samples of the kind's format (deterministic for a seed)."""
     rng = random.Random(seed)
     words = _pseudo_words(rng, 20000)
-    data = []
-    for _ in range(rows):
-        total = int(min(1000, max(25, rng.lognormvariate(math.log(140), 0.6))))
-        prompt_len = max(5, int(total * rng.uniform(0.15, 0.45)))
-        has_input = rng.random() < 0.4
-        input_len = int(prompt_len * 0.5) if has_input else 0
-        data.append(
-            {
-                "instruction": _sentence(rng, words, max(3, int((prompt_len - input_len) * 0.75))),
-                "input": _sentence(rng, words, max(3, int(input_len * 0.75))) if has_input else "",
-                "output": _sentence(rng, words, max(3, int((total - prompt_len) * 0.75))),
-            }
-        )
+    make = _ROWS[kind.dataset]
+    return [make(rng, words) for _ in range(rows)]
+
+
+def build_dataset(out_dir: Path, rows: int = 4000, seed: int = 0, kind: synthetic_meta.DataKind | None = None) -> str:
+    """The kind's rows (Alpaca-format SFT data by default) and its dataset_info.json; returns the dataset's
+    name."""
+    kind = kind or synthetic_meta.ALPACA
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "synthetic_alpaca.json").write_text(json.dumps(data))
-    (out_dir / "dataset_info.json").write_text(json.dumps({"synthetic_alpaca": {"file_name": "synthetic_alpaca.json"}}))
-    return "synthetic_alpaca"
+    (out_dir / kind.info["file_name"]).write_text(json.dumps(dataset_rows(kind, rows, seed)))
+    (out_dir / "dataset_info.json").write_text(json.dumps({kind.dataset: kind.info}))
+    return kind.dataset

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.targets import target_for_device  # a table only: the worker stays import-light
+from cfgopt.verify import synthetic_meta  # likewise
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
@@ -44,7 +45,10 @@ def prepare(spec: dict[str, Any]) -> None:
         out["model_build_s"] = time.perf_counter() - start
     if spec.get("dataset_dir"):
         rows = spec.get("rows", 4000)
-        synthetic.build_into(Path(spec["dataset_dir"]), lambda folder: synthetic.build_dataset(folder, rows=rows))
+        kind = synthetic_meta.kind_named(spec.get("dataset", synthetic_meta.ALPACA.dataset))
+        synthetic.build_into(
+            Path(spec["dataset_dir"]), lambda folder: synthetic.build_dataset(folder, rows=rows, kind=kind)
+        )
     _write(spec["metrics_path"], out)
 
 
@@ -58,6 +62,7 @@ def _cuda() -> bool:
 
 
 class _Counter:
+    sequences = 0  # rows of input_ids: two a sample in the pairwise stages (chosen, rejected), one elsewhere
     real = 0
     padded = 0
     supervised = 0
@@ -74,6 +79,7 @@ def _patch_trainer() -> None:
         labels = inputs.get("labels")
         if ids is not None:
             _Counter.padded += int(ids.numel())
+            _Counter.sequences += int(ids.shape[0]) if ids.dim() > 1 else 1
             # neat packing puts segment ids in the mask: count non-zero positions as real tokens
             _Counter.real += int((mask != 0).sum()) if mask is not None else int(ids.numel())
         if labels is not None:
@@ -85,6 +91,33 @@ def _patch_trainer() -> None:
     transformers.Trainer.save_model = lambda self, *a, **k: None
     transformers.Trainer._save_checkpoint = lambda self, *a, **k: None
     transformers.Trainer.save_state = lambda self, *a, **k: None
+
+
+def _skip_value_head_rewrite() -> None:
+    """stage: rm. After training, LLaMA-Factory's `run_rm` splits the saved checkpoint into the model and its value
+    head (`train.callbacks.fix_valuehead_checkpoint` reads `output_dir/model.safetensors`); a verification run
+    saves nothing (`_patch_trainer`), so there is nothing to split, and reading it would fail after the
+    measured steps."""
+    from llamafactory.train.rm import workflow
+
+    workflow.fix_valuehead_checkpoint = lambda *args, **kwargs: None
+
+
+def value_head_dropout_off(model: Any) -> bool:
+    """Replace the dropout of trl's value head (`ValueHead`, p=0.1 unless the model's config sets
+    `summary_dropout_prob`) by the identity; True when there was one. Every run of a comparison then computes
+    the same loss from the same weights and samples however its batches are split: dropout masks drawn from
+    the random stream would differ between a run with 2 micro-batches and one with 4. (The DPO and KTO
+    trainers already turn dropout off: LLaMA-Factory's `CustomDPOTrainer` / `CustomKTOTrainer` take
+    `disable_dropout=True`.)"""
+    import torch
+
+    found = False
+    for module in model.modules():
+        if type(module).__name__ == "ValueHead" and isinstance(getattr(module, "dropout", None), torch.nn.Dropout):
+            module.dropout = torch.nn.Identity()
+            found = True
+    return found
 
 
 def _make_callback(spec: dict[str, Any]):
@@ -112,6 +145,8 @@ def _make_callback(spec: dict[str, Any]):
             else:
                 metrics["device"], metrics["platform"], metrics["peak_tflops"] = "cpu", "CPU", None
             if model is not None:
+                if value_head_dropout_off(model):
+                    metrics.setdefault("notes", []).append("value head dropout off (same loss for any batch split)")
                 config = getattr(model, "config", None)
                 metrics["attn_implementation"] = getattr(config, "_attn_implementation", None)
                 # ZeRO-3 partitions parameters (numel() is 0 on every rank); `ds_numel` keeps the full size
@@ -121,7 +156,7 @@ def _make_callback(spec: dict[str, Any]):
                 )
             metrics["train_begin_s"] = time.perf_counter() - START
             self.last = time.perf_counter()
-            _Counter.real = _Counter.padded = _Counter.supervised = 0
+            _Counter.real = _Counter.padded = _Counter.supervised = _Counter.sequences = 0
 
         def on_step_end(self, args, state, control, **kwargs):
             self._sync()
@@ -129,6 +164,7 @@ def _make_callback(spec: dict[str, Any]):
             step = {
                 "step": state.global_step,
                 "seconds": now - self.last,
+                "sequences": _Counter.sequences,
                 "real_tokens": _Counter.real,
                 "padded_tokens": _Counter.padded,
                 "supervised_tokens": _Counter.supervised,
@@ -142,7 +178,7 @@ def _make_callback(spec: dict[str, Any]):
                 f"{step['real_tokens']} tokens",
                 flush=True,
             )
-            _Counter.real = _Counter.padded = _Counter.supervised = 0
+            _Counter.real = _Counter.padded = _Counter.supervised = _Counter.sequences = 0
             self.last = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -201,10 +237,13 @@ def train(spec: dict[str, Any]) -> int:
     callback, metrics = _make_callback(spec)
     if note:
         metrics["notes"] = [note]
+    metrics["stage"] = synthetic_meta.stage_of(spec["args"])
+    metrics["reference_forward"] = synthetic_meta.reference_forward(spec["args"])  # comparison's MFU
     rank = int(os.environ.get("RANK", "0"))
     try:
         from llamafactory.train.tuner import run_exp
 
+        _skip_value_head_rewrite()
         run_exp(dict(spec["args"]), callbacks=[callback])
     except BaseException as exc:  # noqa: BLE001 - the parent reports the crash and its cause
         metrics["error"] = f"{type(exc).__name__}: {exc}"[:2000]
