@@ -38,6 +38,7 @@ from cfgopt.memory_base import (
 )
 from cfgopt.model_shapes import ModelShape
 from cfgopt.packing import packing_on
+from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer
 from cfgopt.targets import Target
 
 __all__ = ["GIB", "HOST", "PHASES", "STATES", "Component", "MemoryEstimate", "estimate", "max_micro_batch"]
@@ -93,7 +94,7 @@ CALIBRATED_FAMILIES = {
     "gemma2": "Gemma 2",
     "mistral": "Mistral",
 }
-CALIBRATION = "measured: median 0.9%, worst 12% over 89 H200 runs of 5 families, each family also left out of the fit"
+CALIBRATION = "measured: median 0.9%, worst 11.7% over 111 H200 runs of 5 families, each family also left out of the fit"
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
 _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
@@ -612,6 +613,12 @@ def _model_states(
             # (measured on one H200: 22 bytes per parameter at the peak, bench/memory/results.md)
             step = ZERO12_STEP_BYTES * trainable / n_grads
     optimizer = trainable * opt_bytes / n_opt + master
+    eight_bit = is_bnb_optimizer(_get(config, "optim")) and "8bit" in str(_get(config, "optim"))
+    if zero is None and eight_bit and (ftype == "full" or method.embedding_trained):
+        # The Trainer registers every nn.Embedding for 32-bit states under a bitsandbytes 8-bit optimizer
+        # (transformers trainer.py, `register_module_override(module, "weight", {"optim_bits": 32})`): 8 bytes per
+        # trained embedding parameter, not 2 (measured: Qwen3-1.7B full, 21.4 GiB; bench/memory/results.md)
+        optimizer += shape.vocab_size * shape.hidden_size * (8.0 - opt_bytes)
     # Frozen weights: bf16, or quantized linears with bf16 embeddings (bitsandbytes keeps those in 16 bits).
     if bits:
         frozen_linear = max(0, min(frozen, linear_params(shape)))
@@ -620,13 +627,21 @@ def _model_states(
         frozen_bytes = frozen * 2.0
     weights = frozen_bytes / n_params + weights_trainable
     offloaded = 0.0
+    if str(_get(config, "optim") or "").startswith("paged_") and zero is None:
+        # bitsandbytes' paged optimizers keep their states in CUDA unified memory: outside the allocator's count
+        # and paged out to the host under pressure, so they cannot stop the run (measured: Mistral-7B
+        # paged_adamw_8bit 54.8 GiB allocated against 68.6 with adamw_bnb_8bit; bench/memory/results.md)
+        offloaded, optimizer = optimizer, 0.0
+        notes.append("paged optimizer: its states live in unified memory, paged to the host under pressure")
     if plan.offload_optimizer:
         offloaded += optimizer
         optimizer, step = 0.0, 0.0
         if zero is not None and zero >= 2:
-            # gradients stream to the host in reduce buckets: only a bucket stays on the GPU
-            # (measured: ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200)
-            bucket = 2.0 * _bucket_elements(plan, shape)
+            # gradients stream to the host in reduce buckets: under ZeRO-3 a bucket stays on the GPU (measured:
+            # ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200); ZeRO-2 copies each gradient to its
+            # host partition as the backward makes it (measured: Llama-3.2-1B 9.0 and Qwen3-1.7B 11.3 GiB, within
+            # 2% of the estimate with no gradient held; bench/memory/results.md)
+            bucket = 2.0 * _bucket_elements(plan, shape) if zero == 3 else 0.0
             offloaded += max(0.0, grads - bucket)
             grads = min(grads, bucket)
         if zero in (1, 2):
@@ -638,7 +653,11 @@ def _model_states(
         notes.append("no bf16/fp16: activations in fp32")
     # Full/freeze: gradients are set to None after each step and rebuilt by the backward; ZeRO-3 keeps its
     # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
-    transient = ftype in ("full", "freeze") and zero != 3 and not plan.offload_optimizer
+    # ZeRO-3 with only the optimizer offloaded: its gradient bucket is not there at the loss (measured: Qwen2.5-1.5B
+    # 10.3 GiB, 1.1 GiB under an estimate holding it); with the parameters offloaded too it is (Llama-3.2-1B and
+    # Qwen3-1.7B, 5-7% under without it). Measured, the mechanism in stage3.py not traced.
+    bucket_transient = zero == 3 and plan.offload_optimizer and not plan.offload_param
+    transient = ftype in ("full", "freeze") and ((zero != 3 and not plan.offload_optimizer) or bucket_transient)
     return _States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
 
 
@@ -678,7 +697,17 @@ def _activations(
         recompute = tokens * (per_layer + GC_BACKWARD_BYTES * i) * act_scale
         if fused_loss:  # the fused loss's input gradient waits for the backward
             recompute += tokens * LIGER_CE_BYTES_PER_HIDDEN * h
-        return per_layer, tokens * GC_BOUNDARY_BYTES * h * L * act_scale, recompute
+        kept = tokens * GC_BOUNDARY_BYTES * h * L * act_scale
+        if ftype == "freeze" and not method.first_active:
+            # LLaMA-Factory checkpoints only the layers with trainable parameters (model_utils/checkpointing.py,
+            # `custom_gradient_checkpointing_func`): with the first n training (freeze_trainable_layers < 0) the
+            # frozen layers after them run un-checkpointed and keep what back-propagation through them needs
+            # (measured: Mistral-7B 36.8 GiB against 21.1 with the last two training; bench/memory/results.md).
+            count = method.layers_trained
+            frozen_per_layer = layer_activation_bytes(shape, set(), liger=liger)
+            boundaries = tokens * GC_BOUNDARY_BYTES * h * count
+            kept = (boundaries + tokens * frozen_per_layer * (L - count)) * act_scale
+        return per_layer, kept, recompute
     saved_layers = per_layer * L
     if ftype == "freeze":
         # Without GC (so without `enable_input_require_grads`) the frozen layers before the first trainable one
@@ -1077,16 +1106,14 @@ def _uncalibrated(
         out.append(f"{gpus} GPUs (every run had one: ZeRO partitions and NCCL buffers are arithmetic)")
     if target.platform != "cuda":
         out.append(f"{target.name} (runs were on an NVIDIA H200)")
-    if ftype in ("oft", "freeze"):
+    if ftype == "oft":
         out.append(ftype)
-    if stage != "sft" and stage != "pt":
+    if stage not in ("sft", "pt", "dpo"):  # DPO: LoRA and full runs of two families (bench/memory/results.md)
         out.append(f"stage {stage}")
     if ftype == "lora" and _get(config, "use_dora") is True:
         out.append("DoRA (read from PEFT's code)")
     if bits:
         out.append(f"{bits}-bit base weights")
-    if plan.offload_optimizer or plan.offload_param:
-        out.append("DeepSpeed offload (2 runs: +0.4%, +12%)")
     if attention == "fa2":
         out.append("flash-attention 2 (counted like SDPA)")
     if not half:
