@@ -8,8 +8,11 @@ How much faster each knob setting is expected to run, measured on an H200 (the s
     master weights, bench/planner/README.md "Every fine-tuning method"); fp32 0.3 (matmuls outside the tensor
     cores' half rate; PF002, not measured here);
   - optimizer: transformers' default and the fused AdamW 1.0, the foreach AdamW 0.97 (not measured), bitsandbytes'
-    8-bit AdamW 0.95 (not measured), Adafactor 0.66 (measured: 0.67x on Qwen3-4B, 0.65x on Llama-3-8B full SFT,
-    same runs): what they buy is memory, and tune measures the rest.
+    8-bit AdamW 0.83 (measured: Qwen3-4B full SFT, 2 x 1 packed, Liger, GC on, against the default AdamW, same
+    samples; bench/verify/results.md), Adafactor 0.66 (measured: 0.67x on Qwen3-4B, 0.65x on Llama-3-8B full SFT,
+    same runs): what they buy is memory, and tune measures the rest. pure_bf16 and Adafactor are refused where the
+    user did not choose them: they train worse (`cfgopt.tune.space.refusal`, kind numerics); their priors rank a
+    user's own choice.
 The Liger prior was measured with its fused cross-entropy, which LLaMA-Factory applies to pt and sft only: the
 space offers Liger for `cfgopt.methods.LIGER_STAGES` alone, packing for `PACKING_STAGES`, precision and optimizer
 for `FULL_WEIGHT_METHODS`.
@@ -35,7 +38,7 @@ PRIORS: dict[str, Any] = {
     "zero_multi_gpu": {"none": 1.0, "z2": 0.95, "z3": 0.8, "z2_offload": 0.5, "z3_offload": 0.3},
     "zero_other": 0.7,
     "precision": {"bf16": 1.0, "pure_bf16": 1.39, "fp16": 0.95, "fp32": 0.3},
-    "optim": {"default": 1.0, "adamw_torch_fused": 1.0, "adamw_torch": 0.97, "adamw_bnb_8bit": 0.95, "adafactor": 0.66},
+    "optim": {"default": 1.0, "adamw_torch_fused": 1.0, "adamw_torch": 0.97, "adamw_bnb_8bit": 0.83, "adafactor": 0.66},
     "optim_other": 0.95,
 }
 
