@@ -94,7 +94,9 @@ CALIBRATED_FAMILIES = {
     "gemma2": "Gemma 2",
     "mistral": "Mistral",
 }
-CALIBRATION = "measured: median 0.9%, worst 11.7% over 111 H200 runs of 5 families, each family also left out of the fit"
+CALIBRATION = (
+    "measured: median 0.9%, worst 11.7% over 111 H200 runs of 5 families, each family also left out of the fit"
+)
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
 _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
@@ -612,13 +614,9 @@ def _model_states(
             # The step holds the fp32 gradient partition and the 16-bit gradients next to the states
             # (measured on one H200: 22 bytes per parameter at the peak, bench/memory/results.md)
             step = ZERO12_STEP_BYTES * trainable / n_grads
-    optimizer = trainable * opt_bytes / n_opt + master
-    eight_bit = is_bnb_optimizer(_get(config, "optim")) and "8bit" in str(_get(config, "optim"))
-    if zero is None and eight_bit and (ftype == "full" or method.embedding_trained):
-        # The Trainer registers every nn.Embedding for 32-bit states under a bitsandbytes 8-bit optimizer
-        # (transformers trainer.py, `register_module_override(module, "weight", {"optim_bits": 32})`): 8 bytes per
-        # trained embedding parameter, not 2 (measured: Qwen3-1.7B full, 21.4 GiB; bench/memory/results.md)
-        optimizer += shape.vocab_size * shape.hidden_size * (8.0 - opt_bytes)
+    optimizer, paged = _optimizer_on_gpu(
+        config, shape, method, ftype, zero, trainable * opt_bytes / n_opt + master, opt_bytes, notes
+    )
     # Frozen weights: bf16, or quantized linears with bf16 embeddings (bitsandbytes keeps those in 16 bits).
     if bits:
         frozen_linear = max(0, min(frozen, linear_params(shape)))
@@ -626,13 +624,53 @@ def _model_states(
     else:
         frozen_bytes = frozen * 2.0
     weights = frozen_bytes / n_params + weights_trainable
-    offloaded = 0.0
-    if str(_get(config, "optim") or "").startswith("paged_") and zero is None:
+    weights, grads, optimizer, step, offloaded = _offload(plan, shape, weights, grads, optimizer, step)
+    offloaded += paged
+    if zero is None and not half and ftype in ("full", "freeze"):
+        notes.append("no bf16/fp16: activations in fp32")
+    # Full/freeze: gradients are set to None after each step and rebuilt by the backward; ZeRO-3 keeps its
+    # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
+    # ZeRO-3 with only the optimizer offloaded: its gradient bucket is not there at the loss (measured: Qwen2.5-1.5B
+    # 10.3 GiB, 1.1 GiB under an estimate holding it); with the parameters offloaded too it is (Llama-3.2-1B and
+    # Qwen3-1.7B, 5-7% under without it). Measured, the mechanism in stage3.py not traced.
+    bucket_transient = zero == 3 and plan.offload_optimizer and not plan.offload_param
+    transient = ftype in ("full", "freeze") and ((zero != 3 and not plan.offload_optimizer) or bucket_transient)
+    return _States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
+
+
+def _optimizer_on_gpu(
+    config: dict[str, Any],
+    shape: ModelShape,
+    method: _Method,
+    ftype: str,
+    zero: int | None,
+    optimizer: float,
+    state_bytes: float,
+    notes: list[str],
+) -> tuple[float, float]:
+    """The optimizer states on the GPU and those paged out (bitsandbytes' paged optimizers), in bytes
+    (`state_bytes`: per trainable parameter, as `_optimizer_bytes` counts them)."""
+    name = str(_get(config, "optim") or "")
+    if zero is None and is_bnb_optimizer(name) and "8bit" in name and (ftype == "full" or method.embedding_trained):
+        # The Trainer registers every nn.Embedding for 32-bit states under a bitsandbytes 8-bit optimizer
+        # (transformers trainer.py, `register_module_override(module, "weight", {"optim_bits": 32})`): 8 bytes per
+        # trained embedding parameter, not 2 (measured: Qwen3-1.7B full, 21.4 GiB; bench/memory/results.md)
+        optimizer += shape.vocab_size * shape.hidden_size * state_bytes * 3  # 32-bit states: four times 8-bit
+    if name.startswith("paged_") and zero is None:
         # bitsandbytes' paged optimizers keep their states in CUDA unified memory: outside the allocator's count
         # and paged out to the host under pressure, so they cannot stop the run (measured: Mistral-7B
         # paged_adamw_8bit 54.8 GiB allocated against 68.6 with adamw_bnb_8bit; bench/memory/results.md)
-        offloaded, optimizer = optimizer, 0.0
         notes.append("paged optimizer: its states live in unified memory, paged to the host under pressure")
+        return 0.0, optimizer
+    return optimizer, 0.0
+
+
+def _offload(
+    plan: DeepSpeedPlan, shape: ModelShape, weights: float, grads: float, optimizer: float, step: float
+) -> tuple[float, float, float, float, float]:
+    """DeepSpeed's offload: (weights, gradients, optimizer states, step buffers) left on the GPU, and the bytes
+    moved to the host."""
+    zero, offloaded = plan.stage, 0.0
     if plan.offload_optimizer:
         offloaded += optimizer
         optimizer, step = 0.0, 0.0
@@ -649,16 +687,7 @@ def _model_states(
     if plan.offload_param:
         offloaded += weights
         weights = 0.0
-    if zero is None and not half and ftype in ("full", "freeze"):
-        notes.append("no bf16/fp16: activations in fp32")
-    # Full/freeze: gradients are set to None after each step and rebuilt by the backward; ZeRO-3 keeps its
-    # 16-bit gradient partition from the start (measured: 8 bytes/parameter before the first step).
-    # ZeRO-3 with only the optimizer offloaded: its gradient bucket is not there at the loss (measured: Qwen2.5-1.5B
-    # 10.3 GiB, 1.1 GiB under an estimate holding it); with the parameters offloaded too it is (Llama-3.2-1B and
-    # Qwen3-1.7B, 5-7% under without it). Measured, the mechanism in stage3.py not traced.
-    bucket_transient = zero == 3 and plan.offload_optimizer and not plan.offload_param
-    transient = ftype in ("full", "freeze") and ((zero != 3 and not plan.offload_optimizer) or bucket_transient)
-    return _States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
+    return weights, grads, optimizer, step, offloaded
 
 
 def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
