@@ -41,7 +41,9 @@ def values_for(stage: str, ftype: str = "lora", **extra) -> dict[str, list]:
 def _plan(tmp_path: Path, stage: str, ftype: str = "lora", extra: str = ""):
     path = tmp_path / f"{stage}_{ftype}.yaml"
     path.write_text(CONFIG.format(stage=stage, ftype=ftype, extra=extra))
-    settings = Settings(target_name="h200", gpus=1, extend_select=["PF", "MEM"], packages={"liger_kernel": True, "bitsandbytes": True})
+    settings = Settings(
+        target_name="h200", gpus=1, extend_select=["PF", "MEM"], packages={"liger_kernel": True, "bitsandbytes": True}
+    )
     return plan_for(load_job(path, settings))
 
 
