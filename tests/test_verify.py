@@ -13,22 +13,10 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 from sampling import full_only, params
+from tiny_model import TINY
 
 from cfgopt.verify import comparison, runner, synthetic_meta
 
-TINY = {
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 32000,
-    "tie_word_embeddings": False,
-    "max_position_embeddings": 2048,
-    "bos_token_id": 0,
-    "eos_token_id": 1,
-}
 CONFIG = """model_name_or_path: tiny
 stage: sft
 do_train: true
