@@ -328,6 +328,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     ),
     "pf013_fp8_on_target": ("PF013", "fp8-on-target", "llamafactory-cli llamafactory-train", "*"),
     "pf014_non_fused_adamw": ("PF014", "non-fused-adamw", "llamafactory-cli llamafactory-train", "*"),
+    "pf015_pure_bf16_small_updates": (
+        "PF015",
+        "pure-bf16-small-updates",
+        "llamafactory-cli llamafactory-train",
+        "finetuning_type learning_rate pure_bf16 use_apollo use_badam use_galore",
+    ),
     "pf050_zero3_for_lora_that_fits": ("PF050", "zero3-for-lora-that-fits", "llamafactory-cli llamafactory-train", "*"),
     "pf051_offload_for_lora": ("PF051", "offload-for-lora", "deepspeed", "*"),
     "pf052_zero3_on_partial_mi300x_node": ("PF052", "zero3-on-partial-mi300x-node", "deepspeed", "*"),

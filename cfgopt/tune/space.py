@@ -331,9 +331,9 @@ ADAFACTOR_NUMERICS = (
 def refusal(knobs: Knobs, base: Knobs) -> tuple[str, str, str] | None:
     """Why a candidate is not searched, as (kind, the knob refused, why), the fields of
     `cfgopt.tune.reasons.Rejection`; None: accepted. `pure_bf16` is refused with ZeRO-3 (hparams/parser.py) and,
-    where the user did not choose it, for its numerics (PURE_BF16_NUMERICS), as Adafactor is
-    (ADAFACTOR_NUMERICS); another optimizer only without
-    DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it was tested with)."""
+    where the user did not choose it, for its numerics (PURE_BF16_NUMERICS), as Adafactor is (ADAFACTOR_NUMERICS);
+    another optimizer only without DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it
+    was tested with)."""
     if knobs.precision == "pure_bf16" and knobs.zero.startswith("z3"):
         return REFUSED, "precision", "refused with ZeRO-3 (LLaMA-Factory)"
     if knobs.optim != base.optim and knobs.zero != "none":
