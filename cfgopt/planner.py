@@ -52,6 +52,13 @@ PACKAGES = {
 _PRIOR_SOURCE = "priors measured on an H200 (8B LoRA, 4B and 8B full SFT; bench/tune, bench/planner)"
 
 
+_OWN_NUMERICS = "its own numerics: check the loss with `cfgopt verify`"
+_OPTIM_NUMERICS = {
+    "adamw_bnb_8bit": "8-bit states: within 0.3% of AdamW's loss in 20 steps on an H200, bench/verify/results.md; "
+    "check yours with `cfgopt verify`",
+}
+
+
 class SpeedPlan:
     """One job's plan. A plain class rather than a dataclass: the planner runs on the lint path (start-up)."""
 
@@ -89,7 +96,7 @@ class SpeedPlan:
         if k.precision != b.precision:
             parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
         if k.optim != b.optim:
-            parts.append(f"optimizer {k.optim} (its own numerics: check the loss with `cfgopt verify`)")
+            parts.append(f"optimizer {k.optim} ({_OPTIM_NUMERICS.get(k.optim, _OWN_NUMERICS)})")
         return ", ".join(parts)
 
     def description(self) -> str:
