@@ -76,6 +76,13 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
         sys.stderr.write("cfgopt tune: --gpus and --steps must be at least 1, --budget not negative\n")
         return 2
     warmup = max(0, min(args.warmup, args.steps - 2))
+    if warmup < args.warmup:
+        # said even with --quiet: the figures mean something else (bench/planner/README.md, the Qwen2.5-7B row)
+        sys.stderr.write(
+            f"cfgopt tune: --steps {args.steps} leaves {warmup} of the {args.warmup} warm-up step(s) untimed (two "
+            f"steps are always timed): one-time costs such as kernel compilation are timed; --steps "
+            f"{args.warmup + 2} or more avoids that\n"
+        )
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
     job, probed, problem = load_tune_job(args, gpus, say, session)
     if job is None:
