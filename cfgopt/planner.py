@@ -49,7 +49,7 @@ PACKAGES = {
     "fa2": ("flash_attn", "flash-attn"),
     "bnb": ("bitsandbytes", "bitsandbytes"),
 }
-_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA, 4B and 8B full SFT; bench/tune, bench/planner)"
+_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, 4B LoRA DPO, 4B and 8B full SFT; bench/tune, bench/planner)"
 
 
 _OWN_NUMERICS = "its own numerics: check the loss with `cfgopt verify`"
@@ -233,6 +233,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     # the optimizer as written (tune's baseline reads the config as written): a filled-in default is no choice
     base = space.baseline_knobs(job.values(), ds)._replace(optim=str(job.data.get("optim") or space.DEFAULT_OPTIM))
     has_estimate = job.estimate(n) is not None
+    stage = str(job.values().get("stage") or "sft")
     values = _values(job, base, knobs, has_estimate, _platform(job))
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
@@ -243,13 +244,13 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
             rejected[k] = Rejection(MEMORY, None, why)
             continue
         peak = est.required_gib if est is not None else None
-        ranked.append((rank(prior_speed(k, n), peak, len(k.changes(base)), i), k, est))
+        ranked.append((rank(prior_speed(k, n, stage), peak, len(k.changes(base)), i), k, est))
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
     from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
 
-    plan = SpeedPlan(hardware, base, best, prior_speed(best, n) / prior_speed(base, n))
+    plan = SpeedPlan(hardware, base, best, prior_speed(best, n, stage) / prior_speed(base, n, stage))
     plan.est_gib = est.required_gib if est is not None else None
     plan.changes = space.changed_keys(best, base)
     plan.drop_deepspeed = best.zero == "none" and base.zero != "none"
@@ -265,7 +266,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         k = best._replace(**{name: value})
         refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
-    _explain(plan, [k for _, k, _ in ranked], rejected, n)
+    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: prior_speed(k, n, stage))
     return plan
 
 
@@ -309,14 +310,16 @@ def _package_missing(job: Job, name: str, value: Any) -> str:
     return f"{package} is not known to be installed where the run happens"
 
 
-def _explain(plan: SpeedPlan, kept: list[space.Knobs], rejected: dict[space.Knobs, Rejection], n: int) -> None:
+def _explain(
+    plan: SpeedPlan, kept: list[space.Knobs], rejected: dict[space.Knobs, Rejection], speed: Callable[[Any], float]
+) -> None:
     """The plan's notes (why each knob value it could not take was left out) and the one its description quotes:
-    the fastest of them by the priors, where it is notably faster than the plan."""
+    the fastest of them by the priors (`speed`), where it is notably faster than the plan."""
     plan.rejected = rejected
-    found = why_not(plan.best, kept, rejected, lambda k: prior_speed(k, n))
+    found = why_not(plan.best, kept, rejected, speed)
     plan.notes = [words for _, words in found]
-    floor = prior_speed(plan.best, n) * _QUOTED_GAIN
-    faster = [(prior_speed(k, n), words) for k, words in found if prior_speed(k, n) >= floor]
+    floor = speed(plan.best) * _QUOTED_GAIN
+    faster = [(speed(k), words) for k, words in found if speed(k) >= floor]
     plan.quoted = max(faster, key=lambda f: f[0])[1] if faster else None
 
 

@@ -278,3 +278,15 @@ def test_when_nothing_fits_mem001_says_what_would_with_its_estimate(tmp_path: Pa
     (msg,) = [d["message"] for d in json.loads(out)["diagnostics"] if d["code"] == "MEM001"]
     assert re.search(r"ZeRO-3 with CPU offload \(~\d+ GiB per GPU, \d+ GiB in host memory; slower\)", msg), msg
     assert re.search(r"\d+ GPUs with ZeRO-3 \(~\d+ GiB each\)", msg), msg
+
+
+def test_the_planner_bench_names_each_rows_method_and_keeps_the_plan_near_tunes_winner() -> None:
+    """bench/planner/results.json, the H200 evidence of the speed plan: every row names its `finetuning_type`
+    and `stage`; every row still current (not `superseded`) has the fix output at 90% or more of tune's winner;
+    full fine-tuning (three configs or more) and DPO are among them."""
+    rows = json.loads((ROOT / "bench" / "planner" / "results.json").read_text())
+    assert all(r.get("finetuning_type") and r.get("stage") for r in rows)
+    current = [r for r in rows if not r.get("superseded")]
+    assert all(r["fix_vs_tune"] >= 0.9 for r in current), [r["config"] for r in current if r["fix_vs_tune"] < 0.9]
+    assert len({r["path"] for r in current if r["finetuning_type"] == "full"}) >= 3
+    assert any(r["stage"] == "dpo" for r in current)

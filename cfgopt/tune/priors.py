@@ -13,6 +13,11 @@ How much faster each knob setting is expected to run, measured on an H200 (the s
     same runs): what they buy is memory, and tune measures the rest. pure_bf16 and Adafactor are refused where the
     user did not choose them: they train worse (`cfgopt.tune.space.refusal`, kind numerics); their priors rank a
     user's own choice.
+The micro-batch exponent of DPO (unpacked, chosen and rejected in one micro-batch, the reference forward in the
+same step) is 0.69, measured: Qwen3-4B LoRA DPO on one H200, synthetic pairs, GC on, 4 x 2 vs 8 x 1: 1,606 vs
+2,581 tokens/s (1.61x for twice the micro-batch; bench/planner/README.md, "Longer searches"). SFT's 0.2 there
+made the plan 2 x 4 with GC off, which ran at 0.38x of 8 x 1. Fitted on that one search, not held out; rm and
+kto keep SFT's exponent (not measured).
 The Liger prior was measured with its fused cross-entropy, which LLaMA-Factory applies to pt and sft only: the
 space offers Liger for `cfgopt.methods.LIGER_STAGES` alone, packing for `PACKING_STAGES`, precision and optimizer
 for `FULL_WEIGHT_METHODS`.
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
 PRIORS: dict[str, Any] = {
     "micro_exponent_unpacked": 0.2,
     "micro_exponent_packed": 0.05,
+    "micro_exponent_unpacked_by_stage": {"dpo": 0.69},
     "gc_off": 1.37,
     "packing": 2.9,
     "liger": 1.196,
@@ -43,10 +49,12 @@ PRIORS: dict[str, Any] = {
 }
 
 
-def prior_speed(k: Knobs, gpus: int = 1) -> float:
-    """The speed prior of a candidate (relative, unitless); see the module docstring for the sources."""
+def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft") -> float:
+    """The speed prior of a candidate (relative, unitless) in a run of LLaMA-Factory's `stage`; see the module
+    docstring for the sources."""
     p = PRIORS
-    score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else p["micro_exponent_unpacked"])
+    unpacked = p["micro_exponent_unpacked_by_stage"].get(stage, p["micro_exponent_unpacked"])
+    score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else unpacked)
     if not k.gc:
         score *= p["gc_off"]
     if k.packing:

@@ -7,7 +7,8 @@ one wraps `cfgopt.verify.runner.run_config`; the tests pass a fake that stands i
 
 The speed prior (docs/tune.md) multiplies one factor per knob, each taken from the H200 measurements in
 bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048):
-  - micro batch m: m ** 0.2 unpacked (16x1 vs 4x4 was 1.33x = 4 ** 0.2), m ** 0.05 packed (8x2 vs 4x4 1.035x)
+  - micro batch m: m ** 0.2 unpacked (16x1 vs 4x4 was 1.33x = 4 ** 0.2), m ** 0.05 packed (8x2 vs 4x4 1.035x),
+    m ** 0.69 in DPO (Qwen3-4B LoRA DPO, cfgopt/tune/priors.py)
   - gradient checkpointing off: 1.37x (V10 vs V7)
   - packing: 2.9x (V6 vs V5, both 16x1)
   - Liger kernels: 1.196x (V7 vs V6)
@@ -336,7 +337,7 @@ class _Search:
         base = self.base = next((c for c in candidates if c.baseline), candidates[0])
         base.baseline = True
         for c in candidates:
-            c.prior = prior_speed(c.knobs, self.gpus)
+            c.prior = prior_speed(c.knobs, self.gpus, str(c.resolved.get("stage") or "sft"))
             ok, est = self.fits(c.resolved)
             c.est_peak_gib = est
             if c is base:
