@@ -700,3 +700,12 @@ def test_real_session_on_a_cpu_runs_fp32_and_says_where_the_cache_is(
     assert built[0].model_dir.parent == tmp_path / "cache"
     assert any("bf16: false for every run (fp32" in line for line in said)
     assert any(line.startswith(f"synthetic models and data are cached in {tmp_path / 'cache'}") for line in said)
+
+
+def test_the_search_ranks_by_the_stages_prior() -> None:
+    """DPO's micro-batch exponent (0.69, measured) ranks tune's candidates as it ranks the planner's."""
+    _, cands = make(cfg(stage="dpo"), knobs=("micro",))
+    search.search(cands, FakeRunner(capacity=1e9), budget_s=0, patience=0)
+    c = next(c for c in cands if c.knobs.micro == 16)
+    assert c.prior == pytest.approx(search.prior_speed(c.knobs, 1, "dpo"))
+    assert c.prior > 2 * search.prior_speed(c.knobs, 1, "sft")
