@@ -253,8 +253,8 @@ def search(
 
 def _first_run_beaten(base_row: Row, winner: Row | None) -> bool:
     """Was the baseline measured first in this invocation, and did a change beat it? The first run on a machine
-    pays one-time costs a warm-up step may not absorb (Triton's kernel cache, the page cache: on an H200 the
-    first of five runs measured 6,258 tokens/s and the same settings 8,053 later, bench/planner/README.md), so a
+    is not like its rivals' (one-time costs such as Triton's kernel cache; on an H200 6,258 tokens/s first and
+    8,053 later for the same settings, 5,025 vs 5,972 with a warm-up step; bench/planner/README.md), so a
     verdict to change the config is checked against the baseline measured again."""
     return (
         winner is not None
