@@ -62,7 +62,9 @@ GC_BACKWARD_BYTES = 8  # per intermediate element: gradients alive while one rec
 LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
 OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)
 EAGER_SAVED_BYTES = 6  # per score element per layer: fp32 softmax + its bf16 copy (Qwen3-4B eager: 6.3 measured)
-EAGER_BACKWARD_BYTES = 14  # per score element, one layer at a time: softmax backward temporaries (fit to V1)
+# per score element, one layer at a time: the softmax backward's temporaries, with checkpointing the recomputed
+# layer's scores among them (fit: the GC-on eager runs of Llama-3-8B and Qwen3-4B full, LoRA 8B; bench/memory)
+EAGER_BACKWARD_BYTES = 10
 NEAT_MASK_BYTES = 8  # per (b, s, s) element: the 4D mask of neat_packing without fa2 (fit to V13 vs V7)
 LIGER_CE_BYTES_PER_HIDDEN = 4  # per token: fused linear cross-entropy keeps the input gradient
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
@@ -95,7 +97,7 @@ CALIBRATED_FAMILIES = {
     "mistral": "Mistral",
 }
 CALIBRATION = (
-    "measured: median 0.9%, worst 11.7% over 111 H200 runs of 5 families, each family also left out of the fit"
+    "measured: median 0.9%, worst 11.7% over 121 H200 runs of 5 families, each family also left out of the fit"
 )
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
@@ -767,8 +769,19 @@ def _logits_bytes(
     return tokens * per_token * V + head_grad
 
 
+def _attention_bytes(
+    shape: ModelShape, attention: str, seqs: int, seq: int, layers_kept: int, notes: list[str]
+) -> float:
+    """The materialised attention scores: eager attention's only (SDPA and FA2 keep none)."""
+    if attention != "eager":
+        return 0.0
+    notes.append("eager attention: every layer's L x L scores are materialised")
+    return _eager_scores(shape, seqs, seq, layers_kept)
+
+
 def _eager_scores(shape: ModelShape, seqs: int, seq: int, layers_kept: int) -> float:
-    """`eager` attention materialises the b·a·s² scores: kept per layer, plus one layer's softmax backward."""
+    """`eager` attention materialises the b·a·s² scores: kept per layer without checkpointing (`layers_kept`),
+    plus one layer's softmax backward (with checkpointing, the recomputed layer's own scores are counted there)."""
     scores = shape.num_attention_heads * seqs * seq * seq
     return scores * (EAGER_SAVED_BYTES * layers_kept + EAGER_BACKWARD_BYTES)
 
@@ -800,6 +813,35 @@ def _buffers(
         counted = "reduce + all-gather buckets" + (", x2 overlap_comm" if plan.overlap_comm else "")
         out.append(Component("ZeRO buckets", buckets / GIB, counted, (STATES,)))
     return out
+
+
+def _checkpointed_casts(
+    config: dict[str, Any], ftype: str, zero: int | None, gc: bool, half: bool, batch: _Batch, trainable: int
+) -> list[Component]:
+    """Autocast's 16-bit copies of the trained fp32 weights, through the backward, when checkpointing runs with
+    gradients held from an earlier micro-batch (full/freeze without DeepSpeed, accumulation over 1). Fitted, the
+    mechanism not traced: Qwen2.5-7B full SFT (8-bit AdamW, packed 12000 tokens, GC on) at 1x8, 2x4 and 4x2
+    measured 15.7, 14.9 and 13.3 GiB over an estimate without them (its weights' copy is 14.2 GiB); every run with
+    accumulation 1, or with checkpointing off (whose copies `_model_states` counts), fits without."""
+    upcast = zero is None and half and not bool(_get(config, "pure_bf16")) and ftype in ("full", "freeze")
+    if not (upcast and gc and batch.accumulation > 1):
+        return []
+    source = "fit: Qwen2.5-7B full, GC on, accumulation 2-8 (bench/memory/results.md)"
+    copies = 2.0 * trainable / GIB
+    return [
+        Component("checkpointed autocast copies", copies, "16-bit copy of the trained weights", ("backward",), source)
+    ]
+
+
+def _late_embedding_gradient(shape: ModelShape, ftype: str, method: _Method, states: _States, batch: _Batch) -> float:
+    """Bytes of the input embedding's gradient where the backward makes it last, so that it is not there at the
+    backward's peak: untied and trained, with no gradient held from an earlier micro-batch. Measured: Llama-3-8B
+    full SFT, 2x1, GC on, 78.1 GiB allocated against 80.1 estimated with it (its 1.96 GiB)."""
+    held = batch.accumulation > 1
+    trained = ftype == "full" or method.embedding_trained
+    if not states.gradients_transient or states.zero is not None or held or shape.tie_word_embeddings or not trained:
+        return 0.0
+    return shape.vocab_size * shape.hidden_size * states.gradients / max(states.trainable, 1)
 
 
 _STAGE3 = "deepspeed 0.19.8 runtime/zero/stage3.py"
@@ -977,18 +1019,17 @@ def estimate(
         config, shape, method, ftype, zero, tokens, gc, liger, half, fused_loss
     )
     logits = _logits_bytes(shape, tokens, fused_loss, method.lm_head_trained, zero, stage)
-    attention_bytes = 0.0
-    if attention == "eager":
-        attention_bytes = _eager_scores(shape, seqs, seq, 1 if gc else (L - method.first_active))
-        notes.append("eager attention: every layer's L x L scores are materialised")
+    attention_bytes = _attention_bytes(shape, attention, seqs, seq, 0 if gc else (L - method.first_active), notes)
     trainable = min(method.trainable, shape.num_parameters)
     buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
     buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
     approximate: list[str] = []
     buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
+    casts = _checkpointed_casts(config, ftype, zero, gc, half, batch, trainable)
+    buffers += casts
+    late = _late_embedding_gradient(shape, ftype, method, states, batch)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
-    if zero == 3 and _engine_fp16(deepspeed, config):
-        uncalibrated.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
+    uncalibrated += _narrowly_measured(config, deepspeed, zero, casts)
     activity = _Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,
@@ -1008,7 +1049,9 @@ def estimate(
         quantization_bit=bits,
         total_params=shape.num_parameters,
         trainable_params=trainable,
-        components=_components(shape, batch, states, activity, buffers, gc=gc, liger=fused_loss, attention=attention),
+        components=_components(
+            shape, batch, states, activity, buffers, gc=gc, liger=fused_loss, attention=attention, late_embedding=late
+        ),
         layer_bytes_per_token=per_layer,
         layer_bytes_per_token_gc=GC_BOUNDARY_BYTES * shape.hidden_size,
         memory_gib=float(target.memory_gib),
@@ -1070,13 +1113,15 @@ def _components(
     gc: bool,
     liger: bool,
     attention: str,
+    late_embedding: float = 0.0,
 ) -> list[Component]:
     """The estimate's parts in the table's order, each with the phases it lives in (docs/memory.md, "Phases"):
     the model states throughout; full/freeze gradients from the backward to the step (and through the next
     micro-batch's loss when accumulation holds them without DeepSpeed); the saved activations at the loss (and,
     with checkpointing, the boundaries through the backward beside one recomputed layer); the logits at the loss;
     eager's scores at the loss without checkpointing, in the backward with it; ZeRO's step buffers at the step.
-    `buffers` come with their own phases (masks and ZeRO buffers held throughout, ZeRO-3's step moments)."""
+    `buffers` come with their own phases (masks and ZeRO buffers held throughout, ZeRO-3's step moments);
+    `late_embedding`, the input embedding's gradient where the backward makes it last, only at the step."""
     grads_phases: tuple[str, ...] = (STATES,)
     if states.gradients_transient:
         held = batch.accumulation > 1 and states.zero is None
@@ -1091,7 +1136,7 @@ def _components(
         Component("weights", states.weights / GIB, f"{shape.num_parameters / 1e9:.2f}B parameters", (STATES,)),
         Component(
             "gradients",
-            states.gradients / GIB,
+            (states.gradients - late_embedding) / GIB,
             f"{trainable / 1e6:,.1f}M trainable" + (", backward to step" if states.gradients_transient else ""),
             grads_phases,
         ),
@@ -1110,8 +1155,22 @@ def _components(
             ("step",),
         ),
     ]
+    if late_embedding:
+        out.insert(2, Component("embedding gradient", late_embedding / GIB, "made last in the backward", ("step",)))
     if states.offloaded:
         out.append(Component("offloaded (host)", states.offloaded / GIB, "not on the GPU", (HOST,)))
+    return out
+
+
+def _narrowly_measured(
+    config: dict[str, Any], deepspeed: dict[str, Any] | None, zero: int | None, casts: list[Component]
+) -> list[str]:
+    """Terms read from code or fitted on one model: the estimate counts them at "medium" confidence."""
+    out = []
+    if casts:
+        out.append("accumulation with checkpointing over fp32 weights (fitted on one model, Qwen2.5-7B)")
+    if zero == 3 and _engine_fp16(deepspeed, config):
+        out.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
     return out
 
 
