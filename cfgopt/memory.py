@@ -75,6 +75,7 @@ GRAD_NORM_BYTES = 8  # per element of the largest gradient partition: the clippi
 ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3
 RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's allocator statistics
 COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
+AUTOCAST_COPIES = "autocast weight copies"
 HEADROOM = 0.9  # advice that spends memory (bigger micro-batch, no checkpointing, no offload) keeps 10 % free
 DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
 
@@ -574,7 +575,6 @@ def _model_states(
     plan: DeepSpeedPlan,
     config: dict[str, Any],
     gpus: int,
-    gc: bool,
     bits: int | None,
     unmodelled: list[str],
     notes: list[str],
@@ -593,11 +593,8 @@ def _model_states(
     if zero is None:
         n_params = n_opt = 1
         upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
-        p_bytes = 4.0 if upcast else 2.0
-        # Without checkpointing the backward keeps autocast's bf16 casts of every fp32 weight (18 bytes per
-        # parameter measured for a 1.24B full fine-tune, rocm_perf §5.3); checkpointed segments run without it.
-        cache = 2.0 if upcast and half and ftype in ("full", "freeze") and not gc else 0.0
-        weights_trainable = trainable * (p_bytes + cache)
+        p_bytes = 4.0 if upcast else 2.0  # autocast's 16-bit copies of fp32 weights: `_autocast_copies`
+        weights_trainable = trainable * p_bytes
         grads = trainable * p_bytes
         master = 0.0
     else:
@@ -815,22 +812,24 @@ def _buffers(
     return out
 
 
-def _checkpointed_casts(
+def _autocast_copies(
     config: dict[str, Any], ftype: str, zero: int | None, gc: bool, half: bool, batch: _Batch, trainable: int
 ) -> list[Component]:
-    """Autocast's 16-bit copies of the trained fp32 weights, through the backward, when checkpointing runs with
-    gradients held from an earlier micro-batch (full/freeze without DeepSpeed, accumulation over 1). Fitted, the
-    mechanism not traced: Qwen2.5-7B full SFT (8-bit AdamW, packed 12000 tokens, GC on) at 1x8, 2x4 and 4x2
-    measured 15.7, 14.9 and 13.3 GiB over an estimate without them (its weights' copy is 14.2 GiB); every run with
-    accumulation 1, or with checkpointing off (whose copies `_model_states` counts), fits without."""
+    """Autocast's 16-bit copies of the trained fp32 weights (full/freeze without DeepSpeed under bf16 or fp16):
+    - checkpointing off: the backward keeps every copy; counted throughout, as measured (18 bytes per parameter
+      for a 1.24B full fine-tune, docs/evidence/rocm_perf.md §5.3);
+    - checkpointing on, with gradients held from an earlier micro-batch (accumulation over 1): through the
+      backward. Fitted, the mechanism not traced: Qwen2.5-7B full SFT (8-bit AdamW, packed 12000 tokens) at 1x8,
+      2x4 and 4x2 measured 15.7, 14.9 and 13.3 GiB over an estimate without them (its copy is 14.2 GiB);
+    - checkpointing on with accumulation 1: none at the peak (every such run fits without)."""
     upcast = zero is None and half and not bool(_get(config, "pure_bf16")) and ftype in ("full", "freeze")
-    if not (upcast and gc and batch.accumulation > 1):
+    copies, detail = 2.0 * trainable / GIB, "16-bit copy of the trained weights"
+    if not upcast or (gc and batch.accumulation == 1):
         return []
+    if not gc:
+        return [Component(AUTOCAST_COPIES, copies, detail, (STATES,), "measured: rocm_perf §5.3")]
     source = "fit: Qwen2.5-7B full, GC on, accumulation 2-8 (bench/memory/results.md)"
-    copies = 2.0 * trainable / GIB
-    return [
-        Component("checkpointed autocast copies", copies, "16-bit copy of the trained weights", ("backward",), source)
-    ]
+    return [Component(AUTOCAST_COPIES, copies, detail, ("backward",), source)]
 
 
 def _late_embedding_gradient(shape: ModelShape, ftype: str, method: _Method, states: _States, batch: _Batch) -> float:
@@ -1013,7 +1012,7 @@ def estimate(
     zero = plan.stage
 
     method = _method(config, shape, ftype, notes)
-    states = _model_states(shape, method, ftype, plan, config, gpus, gc, bits, unmodelled, notes)
+    states = _model_states(shape, method, ftype, plan, config, gpus, bits, unmodelled, notes)
     L = shape.num_hidden_layers
     per_layer, activations, recompute = _activations(
         config, shape, method, ftype, zero, tokens, gc, liger, half, fused_loss
@@ -1025,7 +1024,7 @@ def estimate(
     buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
     approximate: list[str] = []
     buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
-    casts = _checkpointed_casts(config, ftype, zero, gc, half, batch, trainable)
+    casts = _autocast_copies(config, ftype, zero, gc, half, batch, trainable)
     buffers += casts
     late = _late_embedding_gradient(shape, ftype, method, states, batch)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
@@ -1167,7 +1166,7 @@ def _narrowly_measured(
 ) -> list[str]:
     """Terms read from code or fitted on one model: the estimate counts them at "medium" confidence."""
     out = []
-    if casts:
+    if any("backward" in c.phases for c in casts):
         out.append("accumulation with checkpointing over fp32 weights (fitted on one model, Qwen2.5-7B)")
     if zero == 3 and _engine_fp16(deepspeed, config):
         out.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
