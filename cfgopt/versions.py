@@ -283,7 +283,13 @@ class VersionRange(NamedTuple):
 
     def shipped(self) -> tuple[str, ...]:
         """The shipped snapshots whose series the range reaches (a series counts when any of its first
-        releases is admitted: `<0.16.5` reaches 0.16, judged by the 0.16.4 snapshot), oldest first."""
+        releases is admitted: `<0.16.5` reaches 0.16, judged by the 0.16.4 snapshot), oldest first. An exact pin
+        of a development or pre-release (`==0.9.2.dev0`) reaches the snapshot that judges it, the release
+        before (`_pip_version`), not the release it leads to, which a comparison of release numbers admits."""
+        clauses = parse_spec(self.spec)
+        if self.exact and (match := _PEP440.match(clauses[0][1])) and (match.group("pre") or match.group("dev")):
+            judged = _pip_version(self.package, clauses[0][1])
+            return (judged,) if judged is not None else ()
         return _shipped_in(self.package, self.spec)
 
     def describe(self) -> str:

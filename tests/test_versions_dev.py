@@ -51,3 +51,15 @@ def test_the_cli_accepts_a_development_version(tmp_path):
     code, _, err = run_cli(["lint", "--select", "LF001", "--llamafactory-version", "0.9.6.dev0", str(config)])
     assert code == 0, err
     assert "judged with the 0.9.5 snapshot" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "reached"),
+    [("==0.9.2.dev0", ("0.9.1",)), ("==0.9.6rc1", ("0.9.5",)), ("==0.9.5", ("0.9.5",))],
+)
+def test_an_exact_pin_of_a_development_version_reaches_the_snapshot_that_judges_it(spec, reached, capsys):
+    """`--show-settings` and a range given as an option say the same snapshot as the note: a comparison of
+    release numbers alone admits 0.9.2 for `==0.9.2.dev0`."""
+    versions._NOTED.clear()
+    assert versions.VersionRange("llamafactory", spec, "requirements.txt").shipped() == reached
+    assert versions.explicit_range("llamafactory", spec, "--llamafactory-version").version == reached[-1]
