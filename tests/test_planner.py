@@ -280,6 +280,29 @@ def test_when_nothing_fits_mem001_says_what_would_with_its_estimate(tmp_path: Pa
     assert re.search(r"\d+ GPUs with ZeRO-3 \(~\d+ GiB each\)", msg), msg
 
 
+def test_mem001_offers_the_optimizers_offload_before_the_parameters(tmp_path: Path) -> None:
+    """An 8B full fine-tune whose parameters fit on the GPU: ZeRO-3 with only the optimizer on the CPU is named
+    (less crosses PCIe each step than with the parameters offloaded too); the 70B one above needs both."""
+    cfg = tmp_path / "eight.yaml"
+    cfg.write_text(
+        "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\nstage: sft\ndo_train: true\n"
+        "finetuning_type: full\ndataset: alpaca_en_demo\ntemplate: llama3\ncutoff_len: 2048\noutput_dir: out\n"
+        "fp16: true\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 2\n"
+        "deepspeed: ds.json\n"
+    )
+    (tmp_path / "ds.json").write_text(json.dumps(space_template("z3")))
+    _, out, _ = run_cli(["lint", "--format", "json", "--target", "h200", "--gpus", "1", str(cfg)])
+    (msg,) = [d["message"] for d in json.loads(out)["diagnostics"] if d["code"] == "MEM001"]
+    assert re.search(r"ZeRO-3 with the optimizer offloaded to the CPU \(~\d+ GiB per GPU, \d+ GiB in host", msg), msg
+    assert "ZeRO-3 with CPU offload" not in msg
+
+
+def space_template(zero: str) -> dict:
+    from cfgopt.tune.space import deepspeed_template
+
+    return deepspeed_template(zero) or {}
+
+
 def test_the_planner_bench_names_each_rows_method_and_keeps_the_plan_near_tunes_winner() -> None:
     """bench/planner/results.json, the H200 evidence of the speed plan: every row names its `finetuning_type`
     and `stage`; every row still current (not `superseded`) has the fix output at 90% or more of tune's winner;

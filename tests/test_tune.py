@@ -162,6 +162,11 @@ def test_zero_variants_on_several_gpus_write_deepspeed_json(tmp_path: Path) -> N
     assert z2["zero_optimization"]["stage"] == 2 and z2["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
     assert by[("z3_offload", 4)].resolved["deepspeed"]["zero_optimization"]["offload_param"]["device"] == "cpu"
     assert space.zero_of({"zero_optimization": {"stage": "2", "offload_optimizer": {"device": "cpu"}}}) == "z2_offload"
+    optim_only = by[("z3_optim_offload", 4)].resolved["deepspeed"]["zero_optimization"]
+    assert optim_only["offload_optimizer"]["device"] == "cpu" and "offload_param" not in optim_only
+    assert by[("z1", 4)].resolved["deepspeed"]["zero_optimization"]["stage"] == 1
+    for zero in space.ZERO_VALUES[1:]:  # each template reads back as its own variant
+        assert space.zero_of(space.deepspeed_template(zero)) == zero
 
 
 # ---------------------------------------------------------------- the search

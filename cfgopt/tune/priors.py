@@ -18,6 +18,11 @@ same step) is 0.69, measured: Qwen3-4B LoRA DPO on one H200, synthetic pairs, GC
 2,581 tokens/s (1.61x for twice the micro-batch; bench/planner/README.md, "Longer searches"). SFT's 0.2 there
 made the plan 2 x 4 with GC off, which ran at 0.38x of 8 x 1. Fitted on that one search, not held out; rm and
 kto keep SFT's exponent (not measured).
+ZeRO-1 and ZeRO-3 with only the optimizer offloaded are not measured: ZeRO-1 moves what ZeRO-2 moves (the ZeRO
+paper: both at data parallelism's communication volume), so it takes ZeRO-2's prior; optimizer offload costs
+ZeRO-3 what it costs ZeRO-2 (0.5 / 0.95 on several GPUs: 0.42), and on one GPU it sits between ZeRO-3 (0.225,
+measured) and ZeRO-3 with everything offloaded (0.206, measured). Tune measures them; the planner keeps the
+user's stage or drops DeepSpeed, so it never ranks them.
 The Liger prior was measured with its fused cross-entropy, which LLaMA-Factory applies to pt and sft only: the
 space offers Liger for `cfgopt.methods.LIGER_STAGES` alone, packing for `PACKING_STAGES`, precision and optimizer
 for `FULL_WEIGHT_METHODS`.
@@ -40,8 +45,24 @@ PRIORS: dict[str, Any] = {
     "liger": 1.196,
     "attn": {"sdpa": 1.0, "fa2": 1.03, "disabled": 0.97},
     "attn_other": 0.95,
-    "zero_one_gpu": {"none": 1.0, "z2": 0.5, "z2_offload": 0.3, "z3": 0.225, "z3_offload": 0.206},
-    "zero_multi_gpu": {"none": 1.0, "z2": 0.95, "z3": 0.8, "z2_offload": 0.5, "z3_offload": 0.3},
+    "zero_one_gpu": {
+        "none": 1.0,
+        "z1": 0.5,
+        "z2": 0.5,
+        "z2_offload": 0.3,
+        "z3": 0.225,
+        "z3_optim_offload": 0.215,
+        "z3_offload": 0.206,
+    },
+    "zero_multi_gpu": {
+        "none": 1.0,
+        "z1": 0.95,
+        "z2": 0.95,
+        "z3": 0.8,
+        "z2_offload": 0.5,
+        "z3_optim_offload": 0.42,
+        "z3_offload": 0.3,
+    },
     "zero_other": 0.7,
     "precision": {"bf16": 1.0, "pure_bf16": 1.39, "fp16": 0.95, "fp32": 0.3},
     "optim": {"default": 1.0, "adamw_torch_fused": 1.0, "adamw_torch": 0.97, "adamw_bnb_8bit": 0.83, "adafactor": 0.66},

@@ -31,7 +31,9 @@ OPTIMS = ("adamw_torch_fused", "adamw_bnb_8bit", "adafactor")
 DEFAULT_OPTIM = "default"  # no `optim` in the config: transformers' default (fused AdamW on torch >= 2.8)
 
 # ZeRO variants of the search, as LLaMA-Factory 0.9.5's examples/deepspeed/ds_z*_config.json write them.
-ZERO_VALUES = ("none", "z2", "z2_offload", "z3", "z3_offload")
+# ZeRO stages with and without CPU offload (z3_optim_offload: the optimizer only; z3_offload: parameters too); no
+# DeepSpeed ("none") stands for ZeRO-0, which partitions nothing
+ZERO_VALUES = ("none", "z1", "z2", "z2_offload", "z3", "z3_optim_offload", "z3_offload")
 
 _DS_COMMON: dict[str, Any] = {
     "train_batch_size": "auto",
@@ -79,19 +81,19 @@ def deepspeed_template(zero: str) -> dict[str, Any] | None:
     """LLaMA-Factory's own example JSON for a ZeRO variant (every batch and precision value "auto")."""
     if zero == "none":
         return None
-    if zero.startswith("z2"):
+    if zero == "z1":  # LLaMA-Factory ships no ZeRO-1 example: its ZeRO-2 one at stage 1
+        zopt = {**_Z2, "stage": 1}
+    elif zero.startswith("z2"):
         zopt = dict(_Z2)
         if zero == "z2_offload":
             zopt = {"stage": 2, "offload_optimizer": dict(_CPU), **{k: v for k, v in _Z2.items() if k != "stage"}}
     elif zero.startswith("z3"):
         zopt = dict(_Z3)
-        if zero == "z3_offload":
-            zopt = {
-                "stage": 3,
-                "offload_optimizer": dict(_CPU),
-                "offload_param": dict(_CPU),
-                **{k: v for k, v in _Z3.items() if k != "stage"},
-            }
+        if zero in ("z3_offload", "z3_optim_offload"):
+            offload = {"offload_optimizer": dict(_CPU)}
+            if zero == "z3_offload":
+                offload["offload_param"] = dict(_CPU)
+            zopt = {"stage": 3, **offload, **{k: v for k, v in _Z3.items() if k != "stage"}}
     else:
         raise ValueError(f"unknown ZeRO variant {zero!r}")
     return {**json.loads(json.dumps(_DS_COMMON)), "zero_optimization": zopt}
@@ -106,11 +108,14 @@ def zero_of(ds: dict[str, Any] | None) -> str:
         stage = int(zopt.get("stage", 0))
     except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite stage (DS005 reports it)
         stage = 0
-    offload = any(
-        isinstance(zopt.get(k), dict) and str(zopt[k].get("device", "none")).lower() in ("cpu", "nvme")
+    offloaded = {
+        k
         for k in ("offload_optimizer", "offload_param")
-    )
-    return f"z{stage}" + ("_offload" if offload else "")
+        if isinstance(zopt.get(k), dict) and str(zopt[k].get("device", "none")).lower() in ("cpu", "nvme")
+    }
+    if stage == 3 and offloaded == {"offload_optimizer"}:
+        return "z3_optim_offload"
+    return f"z{stage}" + ("_offload" if offloaded else "")
 
 
 class Knobs(NamedTuple):
