@@ -90,8 +90,7 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
         return 2
     # SIGTERM / SIGHUP (an outer `timeout`, a scheduler, a closed terminal) stop the search as Ctrl-C does: the
     # trainer and its children are killed (not left on the GPU) and the work folder removed
-    with processes.interrupt_on_termination():
-        work = Path(tempfile.mkdtemp(prefix="cfgopt-tune-"))
+    with processes.work_folder("tune", lambda: Path(tempfile.mkdtemp(prefix="cfgopt-tune-")), args.keep_temp) as work:
         try:
             session = session or real_session(args, job, work, warmup, gpus, say, probed)
             return _tune(args, job, session, work, warmup, gpus, say)
@@ -101,8 +100,3 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
         except KeyboardInterrupt as exc:
             sys.stderr.write(f"cfgopt tune: {processes.describe(exc)}; finished runs are in the cache\n")
             return processes.exit_code(exc)
-        finally:
-            if args.keep_temp:
-                sys.stderr.write(f"cfgopt tune: work folder kept at {work}\n")
-            else:
-                processes.remove_folder(work)

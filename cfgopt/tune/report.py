@@ -42,7 +42,7 @@ def table(result: search.SearchResult) -> str:
     base_tps = result.baseline.tokens_per_s
     head = (
         f"{'':2}{'#':>3}  {'candidate':60} {'status':22} {'tokens/s':>9} {'vs base':>8} "
-        f"{'peak GiB':>9} {'est GiB':>8} {'run s':>6}  note"
+        f"{'peak GiB':>9} {'need GiB':>8} {'run s':>6}  note"
     )
     lines = [head]
     for row in result.rows:

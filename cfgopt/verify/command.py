@@ -267,8 +267,7 @@ def run(args: argparse.Namespace) -> int:
     say = (lambda line: None) if args.quiet else (lambda line: sys.stderr.write(f"  {line}\n"))
     # SIGTERM / SIGHUP (a CI timeout, a closed terminal) stop the runs as Ctrl-C does: the children are
     # killed and the work folder removed
-    with processes.interrupt_on_termination():
-        work = runner.new_workdir()
+    with processes.work_folder("verify", runner.new_workdir, args.keep_temp) as work:
         try:
             return _verify(args, config_path, work, say)
         except _Stop as exc:
@@ -277,8 +276,3 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt as exc:
             sys.stderr.write(f"cfgopt verify: {processes.describe(exc)}; runs stopped\n")
             return processes.exit_code(exc)
-        finally:
-            if not args.keep_temp:
-                processes.remove_folder(work)
-            else:
-                sys.stderr.write(f"cfgopt verify: work folder kept at {work}\n")

@@ -18,9 +18,10 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
@@ -65,6 +66,21 @@ def interrupt_on_termination() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def work_folder(command: str, make: Callable[[], Path], keep: bool) -> Iterator[Path]:
+    """One command's work folder, under `interrupt_on_termination`: removed at the end however the block ends
+    (`--keep-temp`: kept, and said). Handle the interrupt inside the block: its message comes before the clean-up."""
+    with interrupt_on_termination():
+        work = make()
+        try:
+            yield work
+        finally:
+            if keep:
+                sys.stderr.write(f"cfgopt {command}: work folder kept at {work}\n")
+            else:
+                remove_folder(work)
 
 
 def remove_folder(path: Path) -> None:
