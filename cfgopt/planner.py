@@ -233,7 +233,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     # the optimizer as written (tune's baseline reads the config as written): a filled-in default is no choice
     base = space.baseline_knobs(job.values(), ds)._replace(optim=str(job.data.get("optim") or space.DEFAULT_OPTIM))
     has_estimate = job.estimate(n) is not None
-    stage = str(job.values().get("stage") or "sft")
+    stage = methods.stage_of(job.values())
     values = _values(job, base, knobs, has_estimate, _platform(job))
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cfgopt import methods
 from cfgopt.tune import reasons
 from cfgopt.tune.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
 from cfgopt.tune.space import KNOB_NAMES, Knobs
@@ -338,7 +339,7 @@ class _Search:
         base = self.base = next((c for c in candidates if c.baseline), candidates[0])
         base.baseline = True
         for c in candidates:
-            c.prior = prior_speed(c.knobs, self.gpus, str(c.resolved.get("stage") or "sft"))
+            c.prior = prior_speed(c.knobs, self.gpus, methods.stage_of(c.resolved))
             ok, est = self.fits(c.resolved)
             c.est_peak_gib = est
             if c is base:
