@@ -63,6 +63,7 @@ def _redirect_home(home: Path) -> None:
         PIP_CACHE_DIR=str(cache / "pip"),
         PRE_COMMIT_HOME=str(cache / "pre-commit"),
         NUMBA_CACHE_DIR=str(cache / "numba"),
+        HYPOTHESIS_STORAGE_DIRECTORY=str(cache / "hypothesis"),  # not .hypothesis/ in the checkout
         CUDA_CACHE_PATH=str(cache / "nv"),
         # DeepSpeed's install-time switch: nothing a test installs compiles an op. At run time DeepSpeed
         # compiles one (into TORCH_EXTENSIONS_DIR) when it sets up a process group on a CPU; the oracle
@@ -75,6 +76,23 @@ def _redirect_home(home: Path) -> None:
 
 SESSION_HOME, _CREATED = _session_home()
 _redirect_home(SESSION_HOME)
+
+
+def _seeded_hypothesis() -> None:
+    """Every property test draws the same examples in every run and order: derandomized (the seed is the test's
+    own digest, not a global random state that earlier tests or pytest-randomly moved) and without the example
+    database (which replays what failed in an earlier run, and writes .hypothesis/ into the checkout).
+    CFGOPT_HYPOTHESIS_RANDOM=1 draws new examples, as the long exploratory runs do."""
+    try:
+        from hypothesis import settings
+    except ImportError:  # the test extra is not installed: the property tests skip themselves
+        return
+    explore = os.environ.get("CFGOPT_HYPOTHESIS_RANDOM") == "1"
+    settings.register_profile("cfgopt", derandomize=not explore, database=None, print_blob=True)
+    settings.load_profile("cfgopt")
+
+
+_seeded_hypothesis()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

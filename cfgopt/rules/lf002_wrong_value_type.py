@@ -6,10 +6,27 @@ from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
+from cfgopt.schema import version_key
 from cfgopt.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")
+# From 0.9.2 FinetuningArguments.__post_init__ adds the three switches up: `int(self.use_galore) +
+# int(self.use_apollo) + (self.use_badam) > 1` (finetuning_args.py L598 in 0.9.5, L483 in 0.9.2). A string in
+# use_badam is `int + str` (TypeError); one in use_galore / use_apollo crashes in int() unless it reads as one.
+FIRST_ADDING_SWITCHES = (0, 9, 2)
+ADDED_SWITCHES = ("use_galore", "use_apollo", "use_badam")
+
+
+def _string_switch_crashes(key: str, value: str, version: str) -> bool:
+    """Does LLaMA-Factory `version` stop at start-up on this string in a GaLore / APOLLO / BAdam switch?"""
+    if key not in ADDED_SWITCHES or version_key(version)[:3] < FIRST_ADDING_SWITCHES:
+        return False
+    try:
+        int(value)  # the real check's own conversion, mirrored
+    except ValueError:
+        return True
+    return key == "use_badam"
 
 
 def _as_number(text: str) -> int | float | None:
@@ -38,17 +55,21 @@ class WrongValueType(Rule):
     fails_when = (
         "Quoted numbers: when the value is first used, often after tokenisation and model load "
         "(LLaMA-Factory #4149: `TypeError: '<=' not supported`). Strings for booleans: never; the run is wrong. "
-        "Command line: at once, argparse exit 2."
+        "Command line: at once, argparse exit 2. From 0.9.2, a string in `use_badam` (or one that is no integer "
+        "in `use_galore` / `use_apollo`) stops the start-up checks: they add the three switches up."
     )
     evidence = (
         "transformers 5.6.0 hf_argparser.py `parse_dict`: `obj = dtype(**inputs)`, no conversion",
         "https://github.com/hiyouga/LlamaFactory/issues/4149 (learning_rate read as a string)",
         "docs/evidence/llamafactory.md §1.4, reproduced with the real 0.9.5 parser",
+        "llamafactory 0.9.5 hparams/finetuning_args.py L598 (0.9.2 L483): "
+        "`int(self.use_galore) + int(self.use_apollo) + (self.use_badam) > 1`",
     )
     example = 'learning_rate: "1e-4"  ->  learning_rate: 1.0e-4\nbf16: "false"          ->  bf16: false'
     fix_safety = (
-        "Safe: unquoting a quoted number (it can only crash as it is). Unsafe: a quoted boolean, because the run "
-        "currently behaves as `true` and the fix changes that to what the text says."
+        "Safe: unquoting a quoted number, or a quoted GaLore / APOLLO / BAdam switch that stops the start-up (it can "
+        "only crash as it is). Unsafe: another quoted boolean, because the run currently behaves as `true` and the "
+        "fix changes that to what the text says."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -174,12 +195,22 @@ class WrongValueType(Rule):
         src = ctx.source
         low = value.strip().lower()
         meant = True if low in _TRUE_WORDS else False if low in _FALSE_WORDS else None
+        crashes = _string_switch_crashes(entry.key, value, ctx.settings.lf_schema.version)
         fix = None
         if meant is not None:
             fix = self.fix(
                 f"Write the boolean `{str(meant).lower()}`",
                 edits.replace_value(src, entry, meant),
-                safe=False,
+                safe=crashes,  # as it is the run can only crash; else it runs as `true`, which the fix may change
+            )
+        if crashes:
+            return self.at_entry(
+                ctx,
+                entry,
+                f"`{entry.key}` is the string {value!r}, which {ctx.lf_label} does not convert; its start-up "
+                "check adds the GaLore / APOLLO / BAdam switches up and stops on it (TypeError or ValueError)",
+                on="value",
+                fix=fix,
             )
         return self.at_entry(
             ctx,
