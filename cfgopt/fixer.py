@@ -86,6 +86,8 @@ def may_apply(diag: Diagnostic, settings: Settings) -> bool:
     """Does `cfgopt fix` apply this finding's fix, with the settings of the finding's file?"""
     if diag.fix is None:
         return False
+    if diag.fix.applicability == Applicability.DISPLAY:
+        return False  # shown, never applied
     return settings.is_fixable(diag.code) and (diag.fix.applicability == Applicability.SAFE or settings.unsafe_fixes)
 
 

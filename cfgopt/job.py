@@ -8,8 +8,8 @@ A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) wi
 - the hardware judged for (`hardware`): target and GPU count, from flags, the project config or the GPUs of
   this machine (`detect.resolve_target`), saying when either is assumed;
 - the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
-- where known, which optional packages the training environment has (`has_package`: `verify` and `tune`
-  probe the machine they run on; `lint` does not know, and says what a fix needs instead).
+- the environment it trains in (`environment`, `has_package`: the packages of the node, as the project states
+  them or as assumed, never the machine cfgopt runs on; cfgopt.environment).
 
 Rules, `estimate`, the memory model's inputs, `fix` (through the planner), `verify` and `tune` read jobs; no
 other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default. Nothing heavy is imported.
@@ -26,6 +26,7 @@ from cfgopt.source import Kind, Source
 
 if TYPE_CHECKING:
     from cfgopt import memory, schema
+    from cfgopt.environment import Environment
     from cfgopt.model_shapes import ModelShape
     from cfgopt.settings import Settings
     from cfgopt.targets import Target
@@ -101,9 +102,13 @@ class Hardware(NamedTuple):
 
 
 def judged_for(settings: Settings) -> str:
-    """The hardware part of `lint` / `fix` summaries: what the files were judged for and where that came from
+    """The end of `lint` / `fix` summaries: what the files were judged for and where that came from
     (`--target`, the project config file, `detected`), what was assumed, or, with no target, how many hardware
-    checks were skipped and how to state one."""
+    checks were skipped and how to state one; then the environment the job trains in and where it came from."""
+    return f"{_hardware_judged(settings)}; {settings.environment.describe()}"
+
+
+def _hardware_judged(settings: Settings) -> str:
     if not settings.target_stated:
         return _no_target(settings)
     name = settings.target.name
@@ -271,13 +276,15 @@ class Job:
             return Hardware(s.target, launched[0], True, s.target_stated)
         return Hardware(s.target, s.gpus or unstated, s.gpus is not None, s.target_stated)
 
-    def has_package(self, name: str) -> bool | None:
-        """Whether the training environment has an optional package (`liger_kernel`, `flash_attn`); None when
-        unknown (lint judges a config, not the machine it runs on)."""
-        packages = self.settings.packages
-        if packages is None:
-            return _installed_beside_llamafactory(name)
-        return packages.get(name)
+    @property
+    def environment(self) -> Environment:
+        """The packages of the node the job trains on: as the project states them, else assumed (the output says
+        which); never the machine cfgopt runs on (cfgopt.environment)."""
+        return self.settings.environment
+
+    def has_package(self, name: str) -> bool:
+        """Whether the job's environment has an optional package (`liger_kernel`, `flash_attn`, `bitsandbytes`)."""
+        return self.environment.has(name)
 
     # -- the model and its memory -------------------------------------------------------------------
     @property
@@ -331,20 +338,3 @@ def _memo_text(value: Any) -> str:
             return f"id:{id(value)}"
     except RecursionError:
         return f"id:{id(value)}"
-
-
-# --------------------------------------------------------------------------- loading one job
-
-
-_BESIDE: dict[str, bool | None] = {}
-
-
-def _installed_beside_llamafactory(name: str) -> bool | None:
-    """True when `name` is installed in this interpreter and so is LLaMA-Factory (cfgopt runs in the training
-    environment: a package found here is there); None otherwise. Never False: a package missing here may still
-    be where the job runs. Read from dist-info, never imported (cfgopt.versions.installed_version)."""
-    if name not in _BESIDE:
-        from cfgopt.versions import installed_version
-
-        _BESIDE[name] = True if installed_version("llamafactory") and installed_version(name) else None
-    return _BESIDE[name]

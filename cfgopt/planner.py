@@ -68,7 +68,10 @@ class SpeedPlan:
         self.est_gib: float | None = None  # the chosen candidate's estimated peak per GPU (None: no estimate)
         self.changes: dict[str, Any] = {}  # YAML keys to set
         self.drop_deepspeed = False
-        self.needs: list[str] = []  # packages the plan needs where the run happens
+        self.needs: list[str] = []  # packages of an assumed environment the plan uses (the output says so)
+        self.environment = ""  # the environment planned for, in words ("environment: requirements.txt")
+        # what the packages the environment lacks would bring (None: nothing notably faster)
+        self.with_packages: WithPackages | None = None
         self.notes: list[str] = []  # knob values left out, and why ("pure bf16 not planned: refused with ZeRO-3")
         self.rejected: dict[space.Knobs, Rejection] = {}  # every candidate not planned, with its reason
         self.quoted: str | None = None  # the note the description quotes: a notably faster setting left out
@@ -86,7 +89,7 @@ class SpeedPlan:
         if k.gc != b.gc:
             parts.append(f"gradient checkpointing {'on' if k.gc else 'off'}")
         if k.packing != b.packing:
-            parts.append("packing" if k.packing else "no packing")
+            parts.append("neat packing (samples kept apart)" if k.packing else "no packing")
         if k.liger != b.liger:
             parts.append("Liger kernels" if k.liger else "no Liger kernels")
         if k.attn != b.attn:
@@ -101,11 +104,28 @@ class SpeedPlan:
 
     def description(self) -> str:
         peak = f", estimated peak {self.est_gib:.0f} GiB per GPU" if self.est_gib is not None else ""
-        needs = f"; needs {' and '.join(self.needs)} where it runs" if self.needs else ""
+        needs = f"; uses {' and '.join(self.needs)}, {self.environment}" if self.needs else ""
         quoted = f"; {self.quoted}" if self.quoted else ""
+        more = f"; {self.with_packages.words()}" if self.with_packages is not None else ""
         return (
             f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
-            f"{_PRIOR_SOURCE}{peak}){needs}{quoted}"
+            f"{_PRIOR_SOURCE}{peak}){needs}{more}{quoted}"
+        )
+
+
+class WithPackages:
+    """The plan the job would get with the packages its environment lacks: what they are, and its gain over the
+    plan made (or over the config as written, where no plan fits without them)."""
+
+    def __init__(self, packages: list[str], plan: SpeedPlan, gain: float, source: str, planned: bool) -> None:
+        self.packages, self.plan, self.gain, self.source, self.planned = packages, plan, gain, source, planned
+
+    def words(self) -> str:
+        names = " and ".join(self.packages)
+        than = "this plan" if self.planned else "the config as written"
+        return (
+            f"with {names} (not in {self.source}) the plan would be {self.plan.shape()}, expected "
+            f"{self.gain:.2f}x {than}"
         )
 
 
@@ -113,10 +133,10 @@ class SpeedPlan:
 
 
 def planned_knobs(job: Job) -> tuple[str, ...]:
-    """The knobs whose rules are selected; Liger also where the job's environment is known to have it (its
-    rule, PF009, is opt-in only because the package is usually unknown)."""
+    """The knobs whose rules are selected; Liger also where the job's environment has it (its rule, PF009, is
+    opt-in because it speaks of the package, which the plan asks of the environment instead)."""
     selected = {k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes)}
-    if job.has_package("liger_kernel") is True:
+    if job.has_package("liger_kernel") or "liger" in selected:
         selected.add("liger")
     return tuple(k for k in OWNERS if k in selected)
 
@@ -126,14 +146,18 @@ def hardware_gpus(job: Job) -> int:
 
 
 def _platform(job: Job) -> space.Platform:
-    """What the candidates may use: fa2 only where flash-attn is known to be installed; Liger unless known absent."""
+    """What the candidates may use: the packages of the job's environment (cfgopt.environment)."""
     return space.Platform(
         cuda=True,
-        flash_attn=job.has_package("flash_attn") is True,
-        liger=job.has_package("liger_kernel") is not False,
+        flash_attn=job.has_package("flash_attn"),
+        liger=job.has_package("liger_kernel"),
         deepspeed=True,
-        bitsandbytes=job.has_package("bitsandbytes") is True,
+        bitsandbytes=job.has_package("bitsandbytes"),
     )
+
+
+# Every package a plan may use: what the job would be offered with all of them (`WithPackages`).
+EVERYTHING = space.Platform(cuda=True, flash_attn=True, liger=True, deepspeed=True, bitsandbytes=True)
 
 
 def _values(
@@ -168,7 +192,8 @@ def _values(
         values["packing"] = [base.packing]
     liger_ok = job.liger_patches_model and methods.liger_fuses_loss(stage) and not job.on("use_unsloth")
     if not liger_ok or job.on("use_liger_kernel"):
-        values["liger"] = [base.liger]
+        # Liger the user turned on under ZeRO-3 may be turned off (LF027): the plan keeps no failure
+        values["liger"] = [base.liger] + ([False] if base.liger and base.zero.startswith("z3") else [])
     if base.attn not in ("sdpa", "disabled", "fa2"):
         values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
     if job.on("neat_packing") and job.value("flash_attn") == "fa2":
@@ -195,7 +220,8 @@ def _candidates(
     run (XF002). Those left out go into `rejected` with their reason."""
 
     def keep(k: space.Knobs) -> bool:
-        if k.liger and not base.liger and k.zero.startswith("z3"):
+        # never kept either, where the user has both: the plan keeps no combination a rule calls a failure
+        if k.liger and k.zero.startswith("z3"):
             rejected[k] = Rejection(REFUSED, "liger", "they fail in backward under ZeRO-3 (LF027)")
             return False
         if batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga):
@@ -209,8 +235,31 @@ def _candidates(
     return out
 
 
-def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
+# Packing the plan turns on keeps the samples apart (`neat_packing`): plain packing lets packed samples attend to each
+# other, a change of what the model learns that only the user chooses (issue 32). Without flash-attn's varlen path
+# LLaMA-Factory builds a 4-D block mask per batch: measured 11.3% slower than plain packing with SDPA on the H200
+# (8,296 vs 9,284 tokens/s, 8B LoRA; bench/h200/measurements.md V13 vs V7), still 2.6x the unpacked run.
+NEAT_WITHOUT_FA2 = 8296 / 9284
+
+
+def plan_keys(k: space.Knobs, base: space.Knobs) -> dict[str, Any]:
+    """The YAML keys the plan writes for candidate `k`: tune's (`space.changed_keys`), with the packing it turns on
+    written as `neat_packing`."""
     changes = space.changed_keys(k, base)
+    if changes.get("packing") is True:
+        del changes["packing"]
+        changes["neat_packing"] = True
+    return changes
+
+
+def plan_speed(k: space.Knobs, base: space.Knobs, n: int, stage: str) -> float:
+    """tune's prior for `k`, with the cost of neat packing's block mask where the plan packs without fa2."""
+    neat_mask = k.packing and not base.packing and k.attn != "fa2"
+    return prior_speed(k, n, stage) * (NEAT_WITHOUT_FA2 if neat_mask else 1.0)
+
+
+def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
+    changes = plan_keys(k, base)
     if k.zero == "none" and base.zero != "none":
         return job.estimate(n, deepspeed=None, **changes)
     return job.estimate(n, **changes)
@@ -227,6 +276,60 @@ def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None
 
 
 def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
+    """The plan for the job's environment, with what the packages it lacks would bring (`WithPackages`)."""
+    plan = _search(job, knobs, _platform(job))
+    missing = _missing_packages(job)
+    if not missing:
+        return plan
+    richer = _search(job, knobs, EVERYTHING)
+    if richer is None or not richer.changed:
+        return plan
+    used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
+    stage = methods.stage_of(job.values())
+    n = richer.hardware.gpus
+    gain = plan_speed(richer.best, richer.base, n, stage) / plan_speed(
+        plan.best if plan else richer.base, richer.base, n, stage
+    )
+    if used and gain >= _WORTH_A_PACKAGE:
+        richer.environment = job.environment.describe()
+        with_packages = WithPackages(used, richer, gain, job.environment.where, plan is not None and plan.changed)
+        if plan is None:
+            return _unchanged(richer, with_packages)
+        plan.with_packages = with_packages
+    return plan
+
+
+# A package the environment lacks is named where the plan with it is expected this much faster (Liger alone was
+# 1.15x on a Qwen2.5-7B LoRA SFT on the H200; issue 32).
+_WORTH_A_PACKAGE = 1.05
+
+
+def _missing_packages(job: Job) -> list[str]:
+    """The packages a plan may use (PACKAGES) that the job's environment does not have."""
+    return [package for module, package in PACKAGES.values() if not job.has_package(module)]
+
+
+def _uses(plan: SpeedPlan, module: str) -> bool:
+    from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer
+
+    k, b = plan.best, plan.base
+    return {
+        "liger_kernel": k.liger and not b.liger,
+        "flash_attn": k.attn == "fa2" != b.attn,
+        "bitsandbytes": is_bnb_optimizer(k.optim) and k.optim != b.optim,
+    }[module]
+
+
+def _unchanged(richer: SpeedPlan, with_packages: WithPackages) -> SpeedPlan:
+    """No plan fits the job's environment: a plan that changes nothing, carrying why (what the packages would
+    bring), so the findings say it instead of falling silent."""
+    plan = SpeedPlan(richer.hardware, richer.base, richer.base, 1.0)
+    plan.with_packages = with_packages
+    return plan
+
+
+def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> SpeedPlan | None:
+    """The fastest candidate on `platform` by tune's priors that fits by the memory model; None when none does."""
     _, ds = job.deepspeed  # a DeepSpeed file not read: no estimate, so its stage stays as it is
     hardware = job.hardware(GPUS_IF_UNSTATED_SPEND)
     n = hardware.gpus  # unstated: 1, so that what is planned fits on any count
@@ -234,7 +337,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     base = space.baseline_knobs(job.values(), ds)._replace(optim=str(job.data.get("optim") or space.DEFAULT_OPTIM))
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
-    values = _values(job, base, knobs, has_estimate, _platform(job))
+    values = _values(job, base, knobs, has_estimate, platform)
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
     for i, k in enumerate(_candidates(base, values, json_pins_batch(ds), rejected)):
@@ -244,29 +347,31 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
             rejected[k] = Rejection(MEMORY, None, why)
             continue
         peak = est.required_gib if est is not None else None
-        ranked.append((rank(prior_speed(k, n, stage), peak, len(k.changes(base)), i), k, est))
+        ranked.append((rank(plan_speed(k, base, n, stage), peak, len(k.changes(base)), i), k, est))
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
     from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
 
-    plan = SpeedPlan(hardware, base, best, prior_speed(best, n, stage) / prior_speed(base, n, stage))
+    plan = SpeedPlan(hardware, base, best, plan_speed(best, base, n, stage) / plan_speed(base, base, n, stage))
     plan.est_gib = est.required_gib if est is not None else None
-    plan.changes = space.changed_keys(best, base)
+    plan.changes = plan_keys(best, base)
     plan.drop_deepspeed = best.zero == "none" and base.zero != "none"
     turned_on = {
         "liger": best.liger and not base.liger,
         "fa2": best.attn == "fa2" != base.attn,
         "bnb": is_bnb_optimizer(best.optim) and best.optim != base.optim,
     }
-    for knob, (module, package) in PACKAGES.items():
-        if turned_on[knob] and job.has_package(module) is not True:
-            plan.needs.append(f"the {package} package")
+    env = job.environment
+    plan.environment = env.describe()
+    for knob, (_module, package) in PACKAGES.items():
+        if turned_on[knob] and env.assumed:
+            plan.needs.append(package)
     for (name, value), rejection in _left_out(job, base, knobs, values, has_estimate).items():
         k = best._replace(**{name: value})
         refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
-    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: prior_speed(k, n, stage))
+    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage))
     return plan
 
 
@@ -304,10 +409,8 @@ def _left_out(
 
 def _package_missing(job: Job, name: str, value: Any) -> str:
     key = {"liger": "liger", "attn": "fa2"}.get(name, "bnb")
-    module, package = PACKAGES[key]
-    if job.has_package(module) is False:
-        return f"{package} is not importable where the run happens"
-    return f"{package} is not known to be installed where the run happens"
+    _module, package = PACKAGES[key]
+    return f"{package} is not in {job.environment.where}"
 
 
 def _explain(
@@ -355,26 +458,48 @@ def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], 
         if d.code in PLANNED_CODES and src is not None:
             by_source.setdefault(id(src), []).append(d)
     sources = {id(s): s for s in owners.values()}
+    drop: set[int] = set()
     for sid, found in by_source.items():
         src = sources[sid]
         ctx = context(src)
         plan = plan_for(ctx.job)
-        made = plan_edits(src, plan) if plan is not None and plan.changed else None
-        carrier = next((d for d in found if ctx.settings.is_fixable(d.code)), None)
+        if plan is None:
+            continue  # no plan (no training run, nothing fits): the rules' own messages and fixes stay
+        if plan.with_packages is not None and not plan.changed:
+            _say_why_no_plan(found, plan)
+            continue
+        # a setting the plan judged right is no warning (its fix would not change it)
+        kept = {id(d) for d in found if _kept_by(plan, d.code)}
+        if plan.changed and len(kept) == len(found):
+            kept.discard(id(found[0]))  # the plan's fix needs a finding to carry it
+        drop |= kept
+        made = plan_edits(src, plan) if plan.changed else None
+        live = [d for d in found if id(d) not in drop]
+        carrier = next((d for d in live if ctx.settings.is_fixable(d.code)), None)
         if not made or carrier is None:
             continue  # no plan: a rule's own fix (PF001's bf16) stays
-        for d in found:
+        for d in live:
             d.fix = None
-            if _kept_by(plan, d.code) and _KEPT_WHY not in d.message:
-                where = "this finding's fix" if d is carrier else f"{carrier.code}'s fix"
-                d.message += f"; the job's speed plan ({where}) keeps this setting: {_KEPT_WHY}"
         carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made, planned=True)
+    diags[:] = [d for d in diags if id(d) not in drop]
     _drop_answered_json_fixes(context, diags, owners)
 
 
-# A speed finding whose knob the plan leaves as it is: the plan spends the memory on something the priors rank
-# faster (Qwen3-4B LoRA DPO on the H200: 8 x 1 with checkpointing on ran 2.6x what 2 x 4 without it did).
-_KEPT_WHY = "it spends the memory where tune's priors expect more speed"
+def _say_why_no_plan(found: list[Diagnostic], plan: SpeedPlan) -> None:
+    """No plan fits the job's environment, though one would with the packages it lacks: the first finding says so
+    (never a silent fall-back to a plan many times slower)."""
+    assert plan.with_packages is not None
+    first = found[0]
+    if _NO_PLAN not in first.message:
+        first.message += f"; {_NO_PLAN} ({plan.with_packages.source}): {plan.with_packages.words()}"
+
+
+_NO_PLAN = "no speed plan fits the job's environment"
+
+
+# A speed finding whose knob the plan leaves as it is is dropped: the plan spends the memory on something the priors
+# rank faster (Qwen3-4B LoRA DPO on the H200: 8 x 1 with checkpointing on ran 2.6x what 2 x 4 without it did), so
+# warning about the setting would be a finding whose fix does not fix it (issue 32).
 _KNOBS_OF = {code: tuple(k for k, codes in OWNERS.items() if code in codes) for code in PLANNED_CODES}
 
 

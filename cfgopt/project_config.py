@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.detect import Resolved, resolve_target
 from cfgopt.diagnostics import Severity
@@ -22,6 +22,10 @@ from cfgopt.settings import Settings
 from cfgopt.suggest import closest
 from cfgopt.targets import TARGETS, TargetError, check_name, custom_target
 from cfgopt.user_files import UnsafeFileError, read_bounded
+
+if TYPE_CHECKING:
+    from cfgopt.environment import Environment
+    from cfgopt.versions import VersionRange
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
 
@@ -42,6 +46,8 @@ OPTIONS: dict[str, str] = {
     "exclude": "a list of globs",
     "extra-templates": "a list of chat-template names your LLaMA-Factory fork registers",
     "fail-on": "one of error, warning, info",
+    "environment": "the packages of the node the job trains on: a requirements or lock file, a snapshot written by "
+    '`cfgopt doctor --write-environment`, a table { liger-kernel = "0.6.3" }, or "assumed" (docs/environment.md)',
 }
 _MENTIONS_TABLE = re.compile(r"tool\s*\.\s*[\"']?cfgopt\b")
 _CODE_LISTS = ("select", "ignore", "extend-select", "fixable", "unfixable")
@@ -190,6 +196,8 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
         elif key in ("llamafactory-version", "deepspeed-version"):
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f'{where}: expected a version string such as "0.9.4", got {value!r}')
+        elif key == "environment" and not (isinstance(value, dict) or (isinstance(value, str) and value.strip())):
+            raise ConfigError(f"{where}: expected {OPTIONS[key]}, got {value!r}")
         elif key == "fail-on" and value not in ("error", "warning", "info"):
             raise ConfigError(f"{where}: expected one of error, warning, info, got {value!r}")
         out[key] = value
@@ -248,6 +256,7 @@ class CommandLine(NamedTuple):
     llamafactory_version: str | None = None
     deepspeed_version: str | None = None
     force_exclude: bool = False
+    environment: str | None = None  # --environment FILE (or "assumed")
 
 
 def _folder(path: Path) -> str:
@@ -271,18 +280,10 @@ class Resolver:
         self.cwd = Path(os.path.realpath(cwd or Path.cwd()))
         self._by_config: dict[tuple[Path | None, tuple], Settings] = {}
         self._by_folder: dict[str, Settings] = {}
-        self._installed: dict[str, str | None] = {}
+        self._environments: dict[str, Any] = {}
         self._found: dict[str, tuple[Path, dict[str, Any]] | None] = {}
         self._options: dict[Path, dict[str, Any]] = {}
         self._pins: dict[str, dict] = {}
-
-    def installed(self, package: str) -> str | None:
-        """The installed release, looked up once per run (it is the same for every config file)."""
-        if package not in self._installed:
-            from cfgopt.versions import installed_version
-
-            self._installed[package] = installed_version(package)
-        return self._installed[package]
 
     def config_for(self, path: Path) -> tuple[Path | None, dict[str, Any]]:
         """The config file that applies to `path` (None: none, or --isolated) and its checked options."""
@@ -310,13 +311,43 @@ class Resolver:
             return cached
         config_file, options = self.config_for(path)
         pins = self.pins_for(folder)
-        key = (config_file, tuple(sorted(pins.items())))
+        env = self.environment_for(folder, config_file, options)
+        env_key = (env.source, tuple(sorted(env.packages.items()))) if env is not None else None
+        key = (config_file, tuple(sorted(pins.items())), env_key)
         if key not in self._by_config:
-            self._by_config[key] = self._build(config_file, options, pins)
+            self._by_config[key] = self._build(config_file, options, pins, env)
         self._by_folder[folder] = self._by_config[key]
         return self._by_config[key]
 
-    def _build(self, config_file: Path | None, options: dict[str, Any], pins: dict | None = None) -> Settings:
+    def environment_for(self, folder: str, config_file: Path | None, options: dict[str, Any]) -> Environment | None:
+        """The job's environment as the project states it (cfgopt.environment): `--environment`, else `--config
+        environment=` / the config file's `environment`, else the requirement files or a doctor snapshot at or above
+        the folder; None: the stated default applies (`Settings.environment`)."""
+        from cfgopt import environment
+
+        layers = (
+            ("--environment", self.cli.environment, self.cwd),
+            ("--config environment", self.overrides.get("environment"), self.cwd),
+            (f"{config_file.name if config_file else ''}: environment", options.get("environment"), None),
+        )
+        for where, value, base in layers:
+            if value is not None:
+                base = base or (config_file.parent if config_file is not None else self.cwd)
+                try:
+                    return environment.stated_environment(value, where, base)
+                except environment.EnvironmentOptionError as exc:
+                    raise ConfigError(str(exc)) from None
+        if self.isolated:
+            return None
+        return environment.found_environment(Path(folder), self._environments)
+
+    def _build(
+        self,
+        config_file: Path | None,
+        options: dict[str, Any],
+        pins: dict | None = None,
+        env: Environment | None = None,
+    ) -> Settings:
         from cfgopt.versions import VersionError, choose
 
         cli = self.cli
@@ -344,9 +375,10 @@ class Resolver:
         ):
             value = getattr(cli, option) or merged.get(flag)
             where = f"--{flag}" if getattr(cli, option) else origin.get(flag, f"--{flag}")
-            pinned = (pins or {}).get(package)
+            pinned = (pins or {}).get(package) or _environment_pin(env, package)
             try:
-                choice = choose(package, value, where, pinned, None if pinned or value else self.installed(package))
+                # never the interpreter's own install: the job's releases are what the project states, else newest
+                choice = choose(package, value, where, pinned, None)
             except VersionError as exc:
                 raise VersionError(f"{where}: {exc}") from None
             versions[option] = choice.version
@@ -373,6 +405,7 @@ class Resolver:
             force_exclude=cli.force_exclude,
             root=config_file.parent if config_file is not None else self.cwd,
             config_file=config_file,
+            environment=env,
             **versions,
         )
 
@@ -393,6 +426,15 @@ class Resolver:
             return resolve_target(target, source, gpus, gpus_source)
         except TargetError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def _environment_pin(env: Environment | None, package: str) -> VersionRange | None:
+    """A release the stated environment names (a doctor snapshot or an `environment` file), as a pin."""
+    if env is None or package not in env.packages or not env.packages[package]:
+        return None
+    from cfgopt.versions import VersionRange
+
+    return VersionRange(package, env.packages[package], env.source)
 
 
 def _target_toml(settings: Settings) -> str:
@@ -436,6 +478,7 @@ def show_settings(settings: Settings, path: Path) -> str:
         f"fail-on = {fmt(str(settings.fail_on))}",
         f"llamafactory-version = {fmt(settings.llamafactory_version)}",
         f"deepspeed-version = {fmt(settings.deepspeed_version)}",
+        f"# {settings.environment.describe()}",
         *(
             f"# {rng.describe()} -> releases {', '.join(rng.shipped()) or 'none shipped'}"
             for rng in (settings.llamafactory_range, settings.deepspeed_range)

@@ -209,7 +209,10 @@ def render_available_fixes(diags: list[Diagnostic], stream: TextIO) -> None:
         stream.write("No fixes available.\n")
         return
     safe = sum(1 for d in fixable if d.fix is not None and d.fix.applicability.value == "safe")
-    stream.write(f"{len(fixable)} fix(es) available ({safe} safe, {len(fixable) - safe} with --unsafe-fixes):\n")
+    shown_only = sum(1 for d in fixable if d.fix is not None and d.fix.applicability.value == "display-only")
+    unsafe = len(fixable) - safe - shown_only
+    display = f", {shown_only} display-only (never applied: edit by hand)" if shown_only else ""
+    stream.write(f"{len(fixable)} fix(es) available ({safe} safe, {unsafe} with --unsafe-fixes{display}):\n")
     for d in fixable:
         assert d.fix is not None
         line, col = d.line_column

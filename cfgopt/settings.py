@@ -28,6 +28,7 @@ from cfgopt.schema import (
 from cfgopt.targets import TARGETS, UNSTATED, Target
 
 if TYPE_CHECKING:
+    from cfgopt.environment import Environment
     from cfgopt.versions import VersionRange
 
 
@@ -48,9 +49,11 @@ class Settings:
         detected: str = "",  # GPUs found on this machine that no target matches ("2 x NVIDIA RTX A6000")
         select: list[str] | None = None,  # codes or prefixes; empty = the default selection
         extend_select: list[str] | None = None,  # added to the default selection (or to `select`)
-        # Optional packages the training environment has (import name -> importable), where known: `verify`
-        # and `tune` probe the machine they run on; None (lint): unknown.
+        # Optional packages the machine has (import name -> importable): `verify` and `tune` probe the node they run
+        # on. Lint and fix never do: their environment is what the project states (`environment`), else assumed.
         packages: dict[str, bool] | None = None,
+        # The job's environment as the project states it (cfgopt.environment); None: `packages`, else assumed.
+        environment: Environment | None = None,
         ignore: list[str] | None = None,
         fail_on: Severity = Severity.WARNING,
         unsafe_fixes: bool = False,
@@ -79,6 +82,7 @@ class Settings:
         self.select: list[str] = list(select or [])
         self.extend_select: list[str] = list(extend_select or [])
         self.packages = packages
+        self.stated_environment = environment
         self.ignore: list[str] = list(ignore or [])
         self.fail_on = fail_on
         self.unsafe_fixes = unsafe_fixes
@@ -110,6 +114,18 @@ class Settings:
     @property
     def ds_schema(self) -> DeepSpeedSchema:
         return deepspeed(self.deepspeed_version)
+
+    @property
+    def environment(self) -> Environment:
+        """The packages of the node the job trains on (cfgopt.environment): as stated, as probed where verify/tune
+        run, else the stated default for the release and the target's platform."""
+        from cfgopt import environment
+
+        if self.stated_environment is not None:
+            return self.stated_environment
+        if self.packages is not None:
+            return environment.probed(self.packages)
+        return environment.assumed(self.llamafactory_version, self.target.platform)
 
     @property
     def target(self) -> Target:

@@ -47,16 +47,25 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         metavar="VERSION",
         default=None,
         help="LLaMA-Factory release to judge configs for: a shipped snapshot, a prefix such as 0.9, or a range "
-        "such as '>=0.9.3,<0.9.6' (default: the project config's, else the repository's dependency pins, else "
-        "the installed one's, else the newest; see docs/versions.md)",
+        "such as '>=0.9.3,<0.9.6' (default: the project config's, else the repository's dependency pins or the "
+        "job's environment, else the newest; never this interpreter's install; see docs/versions.md)",
     )
     p.add_argument(
         "--deepspeed-version",
         metavar="VERSION",
         default=None,
         help="DeepSpeed release to judge JSON for, e.g. 0.16, 0.19.8 or a range '>=0.16,<0.20' (DS090 then "
-        "compares the releases in it) (default: the project config's, else the repository's dependency pins, "
-        "else the installed one's series, else the newest)",
+        "compares the releases in it) (default: the project config's, else the repository's dependency pins or "
+        "the job's environment, else the newest)",
+    )
+    p.add_argument(
+        "--environment",
+        metavar="FILE",
+        default=None,
+        help="the packages of the node the job trains on: a requirements or lock file, or the snapshot `cfgopt "
+        "doctor --write-environment` wrote there; 'assumed' for the stated default (default: the project config's "
+        "`environment`, else the job's requirement files, else a cfgopt-environment.json at or above the config, "
+        "else LLaMA-Factory's install with the extras a plan uses; never this machine's; docs/environment.md)",
     )
     p.add_argument(
         "--config",
@@ -154,6 +163,7 @@ def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
         llamafactory_version=args.llamafactory_version,
         deepspeed_version=args.deepspeed_version,
         force_exclude=args.force_exclude,
+        environment=args.environment,
     )
     resolver = Resolver(cli, overrides, isolated=args.isolated)
     first = args.paths[0] if args.paths else Path(".")

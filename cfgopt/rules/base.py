@@ -187,9 +187,11 @@ class Rule:
         )
 
     @staticmethod
-    def fix(description: str, edits: list[Edit] | None, *, safe: bool) -> Fix | None:
+    def fix(description: str, edits: list[Edit] | None, *, safe: bool, display_only: bool = False) -> Fix | None:
         if not edits:
             return None
+        if display_only:
+            return Fix(description, Applicability.DISPLAY, edits)
         return Fix(description, Applicability.SAFE if safe else Applicability.UNSAFE, edits)
 
     @classmethod

@@ -35,7 +35,10 @@ class MaxSamplesSet(Rule):
         "`per-file-ignores` keeps it off example folders."
     )
     example = "max_samples: 1000   ->  (removed)"
-    fix_safety = "Unsafe: removing it trains on the whole dataset (longer run, different result)."
+    fix_safety = (
+        "Display-only: removing it trains on the whole dataset (longer run, different result), which only the user "
+        "decides; `cfgopt fix` shows the edit and never applies it, `--unsafe-fixes` included."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx) or on(ctx, "streaming"):
@@ -50,5 +53,5 @@ class MaxSamplesSet(Rule):
             entry,
             message=f"`max_samples: {value}` trains on only the first {value} examples of each dataset "
             + ("(a debugging limit copied from LLaMA-Factory's examples?)" if small else "(intended?)"),
-            fix=self.fix("Remove `max_samples`", edits.delete_entry(ctx.source, entry), safe=False),
+            fix=self.fix("Remove `max_samples`", edits.delete_entry(ctx.source, entry), safe=False, display_only=True),
         )

@@ -60,7 +60,8 @@ def _eight_bit_adamw(ctx: Context, n: int) -> str | None:
     after = job.estimate(n, deepspeed=None, optim="adamw_bnb_8bit", **half)
     if after is None or after.verdict != "fits":
         return None
-    needs = "" if job.has_package("bitsandbytes") is True else "; needs the bitsandbytes package"
+    env = job.environment
+    needs = "" if job.has_package("bitsandbytes") else f"; needs bitsandbytes, which {env.where} does not name"
     return f"optim: adamw_bnb_8bit without DeepSpeed (~{after.required_gib:.0f} GiB{needs})"
 
 
