@@ -270,7 +270,9 @@ class Project:
         for req in files:
             folder = real_path(req.document.path).parent
             found = [c for c in configs if folder in real_path(c.document.path).parents]
-            self.context(req).consumers.extend(found)
+            ctx = self.context(req)
+            ctx.consumers.extend(found)
+            ctx.job_of_consumer = lambda config: self.context(config).job  # with its own DeepSpeed file and settings
 
     def _note_where_found(self, ref: str, found: Path | None, searched: list[str], config: Path) -> None:
         """Remember a reference found from the config's folder or one above it rather than the current one: the

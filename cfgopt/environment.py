@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from cfgopt.user_files import read_text_bounded
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
+Texts = dict[str, str]  # real path -> text that stands in for the file on disk (a fix not yet written)
 HOW_TO_STATE = "--environment FILE, or `cfgopt doctor --write-environment` on the node"
 ASSUMED = "assumed"  # `environment = "assumed"`: the stated default, even where requirement files exist
 
@@ -40,6 +41,8 @@ DISTRIBUTIONS = {
     "bitsandbytes": "bitsandbytes",
     "torchao": "torchao",
     "deepspeed": "deepspeed",
+    "torchao.optim": "torchao",
+    "liger": "liger-kernel",
 }
 
 # What LLaMA-Factory's release installs (its core dependencies, pyproject.toml / setup.py of each tag) and the
@@ -90,6 +93,7 @@ class Environment(NamedTuple):
     assumed: bool = False
     # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
     requirement_file: Path | None = None
+    explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
 
     def has(self, name: str) -> bool:
         """Is the package (import or distribution name) in the environment?"""
@@ -184,11 +188,12 @@ def _snapshot(text: str) -> dict[str, str] | None:
 _READERS = {"uv.lock": _lock, "poetry.lock": _lock, "pyproject.toml": _pyproject, "setup.py": _quoted_requirements}
 
 
-def read_packages(path: Path) -> dict[str, str] | None:
+def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
     """The packages one file states (a requirement or lock file, or a doctor snapshot); None when it cannot be
-    read or is no such file."""
+    read or is no such file. `texts` (real path -> text) stand in for files on disk: `cfgopt fix`'s edits."""
+    given = (texts or {}).get(os.path.realpath(path))
     try:
-        text = read_text_bounded(path)
+        text = given if given is not None else read_text_bounded(path)
     except (OSError, UnicodeDecodeError):
         return None
     if path.suffix == ".json":
@@ -205,7 +210,7 @@ def _names_llamafactory(packages: dict[str, str]) -> bool:
     return "llamafactory" in packages or "llama_factory" in packages
 
 
-def _folder_environment(folder: Path) -> Environment | None:
+def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment | None:
     """The environment one folder's requirement files state (only files that name LLaMA-Factory: the job's), or
     its doctor snapshot."""
     try:
@@ -216,7 +221,7 @@ def _folder_environment(folder: Path) -> Environment | None:
     files: list[str] = []
     for name in names:
         if _is_requirement_name(name):
-            found = read_packages(folder / name)
+            found = read_packages(folder / name, texts)
             if found and _names_llamafactory(found):
                 files.append(name)
                 for package, spec in found.items():
@@ -244,7 +249,9 @@ def _shown(path: Path) -> str:
     return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
-def found_environment(folder: Path, cache: dict[str, Environment | None] | None = None) -> Environment | None:
+def found_environment(
+    folder: Path, cache: dict[str, Environment | None] | None = None, texts: Texts | None = None
+) -> Environment | None:
     """The closest stated environment at or above `folder`, up to the repository root (the folder with `.git`)."""
     known = {} if cache is None else cache
     current = os.path.realpath(folder)
@@ -255,7 +262,7 @@ def found_environment(folder: Path, cache: dict[str, Environment | None] | None 
             found = known[current]
             break
         visited.append(current)
-        found = _folder_environment(Path(current))
+        found = _folder_environment(Path(current), texts)
         parent = os.path.dirname(current)
         if found is not None or parent == current or os.path.exists(os.path.join(current, ".git")):
             break
@@ -274,7 +281,7 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
     "assumed" (None: the default is taken)."""
     if isinstance(value, dict):
         packages = {normalise(str(k)): _as_spec(v) for k, v in value.items()}
-        return Environment(packages, where)
+        return Environment(packages, where, explicit=True)
     if not isinstance(value, str) or not value.strip():
         raise EnvironmentOptionError(f"{where}: expected a requirements/lock file, a doctor snapshot or a table")
     if value.strip() == ASSUMED:
@@ -287,7 +294,7 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
             f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot"
         )
     txt = path if path.suffix == ".txt" else None
-    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt)
+    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt, explicit=True)
 
 
 def _as_spec(value: Any) -> str:
@@ -296,7 +303,26 @@ def _as_spec(value: Any) -> str:
     return "==" + text if text[:1].isdigit() else text
 
 
+def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
+    """Does the environment's transformers reach `floor`? Known from an exact pin or a lower bound at or above it;
+    a probed node is taken at its word (verify/tune run what is installed there)."""
+    if env.source.startswith(PROBED):
+        return True
+    spec = env.packages.get("transformers", "")
+    for clause in spec.split(","):
+        clause = clause.strip()
+        for op in ("==", ">=", "~=", ">"):
+            if clause.startswith(op):
+                parts = re.findall(r"\d+", clause[len(op) :])[: len(floor)]
+                if parts and tuple(int(p) for p in parts) >= floor:
+                    return True
+    return False
+
+
 def probed(packages: dict[str, bool]) -> Environment:
     """What `verify` / `tune` found importable on the machine they run on (the node itself)."""
     have = {normalise(DISTRIBUTIONS.get(name, name)): "" for name, ok in packages.items() if ok}
-    return Environment(have, "this machine (probed by verify/tune, which run on the node)")
+    return Environment(have, f"{PROBED} (verify/tune run on the node)")
+
+
+PROBED = "this machine, probed"

@@ -56,6 +56,11 @@ def parse(path: Path, text: str, loader: str, lf_schema: Any = None) -> Parsed:
     doc = Document(path=path, text=text)
     if loader == "script":
         sources = find_commands(doc, lf_schema)
+    elif loader == "requirements":  # the pins, one entry per package (an edit adds or changes pins)
+        from cfgopt.requirement_files import load_requirements
+
+        found = load_requirements(doc)
+        sources = [found] if found is not None else []
     else:
         sources = [load_json(doc) if loader == "json" else load_yaml(doc)]
     parsed = Parsed(sources, None, {}, set(), [])

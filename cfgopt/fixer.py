@@ -272,9 +272,11 @@ class _Fixer:
         return [d for d in out if not (d.fix.planned and real_path(d.path) in busy)]  # type: ignore[union-attr]
 
     def relint(self, texts: dict[Path, str]) -> list[Diagnostic]:
-        project = build_project(
-            self.paths, self.settings, {**self.given, **texts}, self.recognised_only, skip=self.skip
-        )
+        settings = self.settings
+        with_texts = getattr(settings, "with_texts", None)  # a Resolver: an edited requirement file is read as edited
+        if with_texts is not None:
+            settings = with_texts(texts)
+        project = build_project(self.paths, settings, {**self.given, **texts}, self.recognised_only, skip=self.skip)
         return project.diagnostics()
 
     def text(self, key: Path) -> str:

@@ -56,6 +56,9 @@ _OWN_NUMERICS = "its own numerics: check the loss with `cfgopt verify`"
 _OPTIM_NUMERICS = {
     "adamw_bnb_8bit": "8-bit states: within 0.3% of AdamW's loss in 20 steps on an H200, bench/verify/results.md; "
     "check yours with `cfgopt verify`",
+    "adamw_torch_8bit_sr": "pure bf16 weights with torchao's 8-bit AdamW and bf16 stochastic rounding "
+    "(`optim: adamw_torch_8bit`, `optim_args: bf16_stochastic_round=True`): AdamW's loss at pure bf16's speed on the "
+    "H200, bench/planner/README.md; check yours with `cfgopt verify`",
 }
 
 
@@ -96,7 +99,8 @@ class SpeedPlan:
             parts.append(f"attention {k.attn}")
         if self.drop_deepspeed:
             parts.append("no DeepSpeed")
-        if k.precision != b.precision:
+        rounded = k.optim == space.SR_OPTIM  # pure bf16 with stochastic rounding: one change, in one phrase
+        if k.precision != b.precision and not (rounded and k.precision == "pure_bf16"):
             parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
         if k.optim != b.optim:
             parts.append(f"optimizer {k.optim} ({_OPTIM_NUMERICS.get(k.optim, _OWN_NUMERICS)})")
@@ -153,11 +157,26 @@ def _platform(job: Job) -> space.Platform:
         liger=job.has_package("liger_kernel"),
         deepspeed=True,
         bitsandbytes=job.has_package("bitsandbytes"),
+        torchao=stochastic_rounding_ok(job),
     )
 
 
-# Every package a plan may use: what the job would be offered with all of them (`WithPackages`).
-EVERYTHING = space.Platform(cuda=True, flash_attn=True, liger=True, deepspeed=True, bitsandbytes=True)
+def stochastic_rounding_ok(job: Job) -> bool:
+    """torchao in the job's environment, with a transformers that hands `bf16_stochastic_round` on (5.0 and newer;
+    an older one drops it silently and pure bf16 rounds updates away): stated, or probed on the node."""
+    from cfgopt.environment import transformers_at_least
+
+    env = job.environment
+    return env.has("torchao") and transformers_at_least(env, (5, 0))
+
+
+def _with_extras(job: Job) -> space.Platform:
+    """The job's platform with the packages LLaMA-Factory documents as extras for what a plan uses (liger-kernel,
+    bitsandbytes): what the job would be offered with them (`WithPackages`). flash-attn is no extra, and its gain
+    was never measured on the H200 (not installable there), so it is not proposed."""
+    return space.Platform(
+        cuda=True, flash_attn=job.has_package("flash_attn"), liger=True, deepspeed=True, bitsandbytes=True
+    )
 
 
 def _values(
@@ -281,7 +300,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     missing = _missing_packages(job)
     if not missing:
         return plan
-    richer = _search(job, knobs, EVERYTHING)
+    richer = _search(job, tuple(dict.fromkeys((*knobs, "liger"))), _with_extras(job))
     if richer is None or not richer.changed:
         return plan
     used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
@@ -305,8 +324,8 @@ _WORTH_A_PACKAGE = 1.05
 
 
 def _missing_packages(job: Job) -> list[str]:
-    """The packages a plan may use (PACKAGES) that the job's environment does not have."""
-    return [package for module, package in PACKAGES.values() if not job.has_package(module)]
+    """The packages a plan may use (PACKAGES) that the job's environment does not have (flash-attn aside)."""
+    return [package for module, package in PACKAGES.values() if module != "flash_attn" and not job.has_package(module)]
 
 
 def _uses(plan: SpeedPlan, module: str) -> bool:
@@ -334,7 +353,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     hardware = job.hardware(GPUS_IF_UNSTATED_SPEND)
     n = hardware.gpus  # unstated: 1, so that what is planned fits on any count
     # the optimizer as written (tune's baseline reads the config as written): a filled-in default is no choice
-    base = space.baseline_knobs(job.values(), ds)._replace(optim=str(job.data.get("optim") or space.DEFAULT_OPTIM))
+    base = space.baseline_knobs(job.values(), ds)._replace(optim=space.optim_of(job.data))
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
     values = _values(job, base, knobs, has_estimate, platform)
@@ -489,7 +508,7 @@ def _say_why_no_plan(found: list[Diagnostic], plan: SpeedPlan) -> None:
     """No plan fits the job's environment, though one would with the packages it lacks: the first finding says so
     (never a silent fall-back to a plan many times slower)."""
     assert plan.with_packages is not None
-    first = found[0]
+    first = max(found, key=lambda d: d.severity)  # the most severe finding: MEM001 where nothing fits
     if _NO_PLAN not in first.message:
         first.message += f"; {_NO_PLAN} ({plan.with_packages.source}): {plan.with_packages.words()}"
 

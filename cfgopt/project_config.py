@@ -273,8 +273,11 @@ class Resolver:
         overrides: dict[str, Any] | None = None,
         isolated: bool = False,
         cwd: Path | None = None,
+        texts: dict[str, str] | None = None,
     ) -> None:
         self.cli = cli or CommandLine()
+        # real path -> text standing in for a file on disk (`with_texts`: a requirement file `cfgopt fix` edited)
+        self.texts = texts or {}
         self.overrides = overrides or {}
         self.isolated = isolated
         self.cwd = Path(os.path.realpath(cwd or Path.cwd()))
@@ -284,6 +287,16 @@ class Resolver:
         self._found: dict[str, tuple[Path, dict[str, Any]] | None] = {}
         self._options: dict[Path, dict[str, Any]] = {}
         self._pins: dict[str, dict] = {}
+
+    def with_texts(self, texts: dict[Path, str]) -> Resolver:
+        """The same options, with edited requirement files read from `texts` (`cfgopt fix` re-lints with them:
+        a pin a fix added changes the job's environment, and so its plan)."""
+        from cfgopt.pins import is_requirement_file
+
+        edited = {os.path.realpath(p): t for p, t in texts.items() if is_requirement_file(Path(p).name)}
+        if not edited:
+            return self
+        return Resolver(self.cli, self.overrides, self.isolated, self.cwd, {**self.texts, **edited})
 
     def config_for(self, path: Path) -> tuple[Path | None, dict[str, Any]]:
         """The config file that applies to `path` (None: none, or --isolated) and its checked options."""
@@ -339,7 +352,7 @@ class Resolver:
                     raise ConfigError(str(exc)) from None
         if self.isolated:
             return None
-        return environment.found_environment(Path(folder), self._environments)
+        return environment.found_environment(Path(folder), self._environments, self.texts)
 
     def _build(
         self,
@@ -375,7 +388,8 @@ class Resolver:
         ):
             value = getattr(cli, option) or merged.get(flag)
             where = f"--{flag}" if getattr(cli, option) else origin.get(flag, f"--{flag}")
-            pinned = (pins or {}).get(package) or _environment_pin(env, package)
+            stated = _environment_pin(env, package)
+            pinned = stated if env is not None and env.explicit and stated else (pins or {}).get(package) or stated
             try:
                 # never the interpreter's own install: the job's releases are what the project states, else newest
                 choice = choose(package, value, where, pinned, None)

@@ -26,6 +26,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read /sys, /proc, /opt/rocm and /usr/local/cuda under this folder (default: /, or CFGOPT_SYSFS_ROOT)",
     )
     parser.add_argument(
+        "--write-environment",
+        nargs="?",
+        const="cfgopt-environment.json",
+        default=None,
+        metavar="FILE",
+        help="write this node's training packages to FILE (default: cfgopt-environment.json), to commit beside "
+        "the configs: lint, fix and estimate then plan for this node from any machine (docs/environment.md)",
+    )
+    parser.add_argument(
         "--site-packages",
         action="append",
         default=[],

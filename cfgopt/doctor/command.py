@@ -43,6 +43,11 @@ def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
 def run(args: argparse.Namespace) -> int:
     root = args.root or os.environ.get("CFGOPT_SYSFS_ROOT", "/")
     stack = read_stack(root, args.site_packages or None)
+    if args.write_environment:
+        written = _write_environment(stack, Path(args.write_environment))
+        if written:
+            sys.stderr.write(f"cfgopt doctor: {written}\n")
+            return 2
     diags: list[Diagnostic] = list(checks.environment_findings(stack))
     jobs, problems = jobs_in(args.paths, stack) if args.paths else ([], [])
     for job in jobs:
@@ -64,6 +69,74 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         return 2
     return 1 if counts[Severity.ERROR] or counts[Severity.WARNING] else 0
+
+
+# The packages a snapshot keeps: what decides a training job's findings and plans (cfgopt.environment), not the
+# whole site-packages, so the file stays small and changes only when the training stack does.
+SNAPSHOT_PACKAGES = (
+    "llamafactory",
+    "torch",
+    "transformers",
+    "datasets",
+    "accelerate",
+    "peft",
+    "trl",
+    "deepspeed",
+    "liger_kernel",
+    "bitsandbytes",
+    "flash_attn",
+    "torchao",
+    "unsloth",
+    "vllm",
+    "badam",
+    "galore_torch",
+    "apollo_torch",
+    "adam_mini",
+)
+
+
+def snapshot(stack: Stack) -> dict:
+    """The node's training packages as `cfgopt-environment.json` holds them (cfgopt.environment reads it)."""
+    packages = {name: stack.packages[name] for name in SNAPSHOT_PACKAGES if name in stack.packages}
+    return {
+        "written_by": "cfgopt doctor --write-environment",
+        "stack": summary(stack),
+        "packages": dict(sorted(packages.items())),
+    }
+
+
+def _write_environment(stack: Stack, path: Path) -> str | None:
+    """Write the snapshot atomically; the reason it could not be written, else None."""
+    import json
+
+    from cfgopt.writer import atomic_write
+
+    data = (json.dumps(snapshot(stack), indent=2) + "\n").encode()
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return f"{path}: not a regular file; the environment snapshot is not written through it"
+    try:
+        if path.exists():
+            atomic_write(path, data)
+        else:
+            _create(path, data)
+    except OSError as exc:
+        return f"{path}: cannot write the environment snapshot: {exc.strerror or exc}"
+    sys.stderr.write(f"cfgopt doctor: wrote {path} ({len(snapshot(stack)['packages'])} packages)\n")
+    return None
+
+
+def _create(path: Path, data: bytes) -> None:
+    """A new file, whole or not at all: written beside it, then moved into place."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=".cfgopt-env.", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _render(fmt: str, diags: list[Diagnostic], problems: list[str], files: int, stream) -> None:

@@ -370,6 +370,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "accelerate datasets deepspeed peft torch transformers trl",
     ),
     "env003_bitsandbytes_without_rocm": ("ENV003", "bitsandbytes-without-rocm", "requirements", "bitsandbytes"),
+    "env004_plan_needs_package": ("ENV004", "plan-needs-package", "requirements", "*"),
     "env010_slow_launcher_variable": ("ENV010", "slow-launcher-variable", "llamafactory-cli", "*"),
 }
 
@@ -378,7 +379,6 @@ OPT_IN: frozenset[str] = frozenset(
     {
         "DS019",
         "PF003",
-        "PF009",
         "PF010",
         "PF011",
         "PF012",

@@ -34,6 +34,8 @@ class Context:
         # Found and read, but the HF Trainer cannot load it as a DeepSpeed config (not JSON), and why.
         self.deepspeed_invalid: str | None = None
         self.memo: dict[str, Any] = {}  # per-file results rules share (e.g. DS validation)
+        # For a requirement file: a consumer's job as its own file is judged (its DeepSpeed file, its settings).
+        self.job_of_consumer: Callable[[Source], Job] = self.job_of
 
     @property
     def job(self) -> Job:

@@ -7,6 +7,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, report, training, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
+from cfgopt.tune import space
 
 # Below this learning rate most AdamW steps are smaller than half a bf16 ulp of a typical weight (|w| ~ 0.02:
 # a step of about lr against 2^-9 x 0.02 = 4e-5), so they round away.
@@ -52,6 +53,8 @@ class PureBf16SmallUpdates(Rule):
             return
         if value_of(ctx, "finetuning_type") not in ("full", "freeze"):
             return
+        if space.optim_of(ctx.job.values()) == space.SR_OPTIM:
+            return  # stochastic rounding keeps the small updates (on average): what this rule warns of is answered
         lr = value_of(ctx, "learning_rate")
         if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not 0 < lr < LARGEST_ROUNDED_LR:
             return

@@ -171,12 +171,7 @@ def load_tune_job(
         settings, platform = run_settings(target, gpus, say)
     else:
         platform = session.platform()
-        packages = {
-            "liger_kernel": platform.liger,
-            "flash_attn": platform.flash_attn,
-            "bitsandbytes": platform.bitsandbytes,  # the planner's 8-bit AdamW
-        }
-        settings = Settings(target_name=target, gpus=gpus, packages=packages)
+        settings = Settings(target_name=target, gpus=gpus, packages=space.packages_of(platform))
     try:
         return load_job(args.config, settings), platform, ""
     except JobError as exc:

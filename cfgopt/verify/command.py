@@ -21,14 +21,10 @@ def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
     """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
     the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
     the probed platform."""
-    from cfgopt.tune.space import probe_platform
+    from cfgopt.tune.space import packages_of, probe_platform
 
     platform = probe_platform()
-    packages = {
-        "liger_kernel": platform.liger,
-        "flash_attn": platform.flash_attn,
-        "bitsandbytes": platform.bitsandbytes,
-    }
+    packages = packages_of(platform)
     for name, present in packages.items():
         if not present:
             say(f"{name} is not importable here: fixes that need it are left out")

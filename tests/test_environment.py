@@ -1,0 +1,215 @@
+"""The job's environment (cfgopt/environment.py, docs/environment.md): the packages of the node a job trains on, as
+the project states them, never those of the machine cfgopt runs on (issue 32)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rule_cases import ROOT
+
+from cfgopt.engine import lint_paths
+from cfgopt.environment import Environment, assumed, found_environment, read_packages
+from cfgopt.project_config import CommandLine, Resolver
+
+FULL_FT = ROOT / "bench" / "planner" / "examples" / "train_full" / "llama3_full_sft_fp16.yaml"
+DS_Z3 = ROOT / "bench" / "planner" / "examples" / "deepspeed" / "ds_z3_config.json"
+
+LORA = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: all
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 4096
+output_dir: saves/lora
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 4
+learning_rate: 1.0e-4
+bf16: true
+flash_attn: sdpa
+"""
+
+
+def _repository(tmp_path: Path) -> Path:
+    """A repository of its own (a `.git` folder ends the walk for pins and environments)."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    return repo
+
+
+def _full_ft_repo(tmp_path: Path) -> Path:
+    repo = _repository(tmp_path)
+    (repo / "examples" / "train_full").mkdir(parents=True)
+    (repo / "examples" / "deepspeed").mkdir(parents=True)
+    shutil.copy(FULL_FT, repo / "examples" / "train_full" / FULL_FT.name)
+    shutil.copy(DS_Z3, repo / "examples" / "deepspeed" / DS_Z3.name)
+    return repo
+
+
+def _fake_site(tmp_path: Path, packages: dict[str, str]) -> Path:
+    """A site-packages folder holding only dist-info metadata: what cfgopt would see of installed packages."""
+    site = tmp_path / "site"
+    for name, version in packages.items():
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return site
+
+
+def _cfgopt(args: list[str], cwd: Path, site: Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    return subprocess.run(
+        [sys.executable, "-m", "cfgopt", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_same_files_give_the_same_fix_whatever_this_machine_has_installed(tmp_path: Path) -> None:
+    """The issue's case: a Llama-3-8B full fine-tune with the stock ZeRO-3 JSON, fp16, 1 x H200. With or without
+    bitsandbytes, liger-kernel and torchao (and another LLaMA-Factory) installed where cfgopt runs, `fix` prints
+    the same bytes, plans without ZeRO-3 on the one GPU, and names the environment it planned for."""
+    repo = _full_ft_repo(tmp_path)
+    args = ["fix", "examples/train_full/llama3_full_sft_fp16.yaml", "--unsafe-fixes", "--target", "h200", "--gpus", "1"]
+    bare = _cfgopt(args, repo)
+    site = _fake_site(
+        tmp_path, {"bitsandbytes": "0.50.2", "liger_kernel": "0.6.4", "torchao": "0.17.0", "llamafactory": "0.9.1"}
+    )
+    rich = _cfgopt(args, repo, site)
+    assert bare.returncode == rich.returncode
+    assert bare.stdout == rich.stdout and bare.stderr == rich.stderr
+    text = bare.stdout + bare.stderr
+    assert "-deepspeed: examples/deepspeed/ds_z3_config.json" in text and "+optim: adamw_bnb_8bit" in text
+    assert "environment: assumed: LLaMA-Factory 0.9.5" in text
+
+
+def test_a_requirement_file_without_bitsandbytes_says_why_no_plan_fits(tmp_path: Path) -> None:
+    repo = _full_ft_repo(tmp_path)
+    (repo / "requirements.txt").write_text("llamafactory==0.9.5\ndeepspeed>=0.16\n")
+    out = _cfgopt(["lint", ".", "--target", "h200", "--gpus", "1"], repo)
+    text = out.stdout + out.stderr
+    assert "environment: requirements.txt" in text
+    assert "no speed plan fits the job's environment" in text and "with bitsandbytes (not in requirements.txt)" in text
+    assert "ENV004" in text  # on the requirement file: the pin it lacks
+
+
+def _lora_plan(tmp_path: Path, requirements: str | None) -> str:
+    repo = _repository(tmp_path)
+    (repo / "train.yaml").write_text(LORA)
+    if requirements is not None:
+        (repo / "requirements.txt").write_text(requirements)
+    out = _cfgopt(["fix", ".", "--unsafe-fixes", "--target", "h200", "--gpus", "1"], repo)
+    return out.stdout + out.stderr
+
+
+def test_a_requirement_file_naming_liger_kernel_turns_liger_on(tmp_path: Path) -> None:
+    text = _lora_plan(tmp_path, "llamafactory[liger-kernel]==0.9.5\n")
+    assert "Liger kernels" in text and "+enable_liger_kernel: true" in text
+
+
+def test_without_liger_kernel_the_output_names_what_it_would_bring(tmp_path: Path) -> None:
+    text = _lora_plan(tmp_path, "llamafactory==0.9.5\n")
+    assert "+enable_liger_kernel" not in text
+    assert "with liger-kernel (not in requirements.txt)" in text
+    assert "+liger-kernel>=0.6.3" in text  # ENV004's fix adds the pin of LLaMA-Factory 0.9.5's extra
+
+
+def test_the_plan_keeps_samples_apart_and_leaves_no_warning_it_decided_to_keep(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    (repo / "train.yaml").write_text(LORA + "max_samples: 1000\n")
+    _cfgopt(["fix", ".", "--write", "--unsafe-fixes", "--target", "h200", "--gpus", "1"], repo)
+    fixed = (repo / "train.yaml").read_text()
+    assert "neat_packing: true" in fixed and "packing: true\n" not in fixed.replace("neat_packing", "")
+    assert "max_samples: 1000" in fixed  # display-only: what the job trains on is the user's choice
+    out = _cfgopt(["lint", ".", "--format", "json", "--target", "h200", "--gpus", "1"], repo)
+    codes = {d["code"] for d in json.loads(out.stdout)["diagnostics"] if d["severity"] != "info"}
+    assert not codes & {"MEM003", "MEM004", "LF027", "PF005"}, codes
+
+
+def test_the_order_of_sources(tmp_path: Path) -> None:
+    """--environment beats requirement files, which beat a doctor snapshot, which beats the default."""
+    repo = _repository(tmp_path)
+    sub = repo / "configs"
+    sub.mkdir()
+    assert found_environment(sub) is None
+    (repo / "cfgopt-environment.json").write_text(json.dumps({"packages": {"llamafactory": "0.9.3", "torchao": ""}}))
+    env = found_environment(sub, {})
+    assert env is not None and env.has("torchao") and "cfgopt doctor" in env.source
+    (repo / "requirements.txt").write_text("llamafactory==0.9.5\nbitsandbytes\n")
+    env = found_environment(sub, {})
+    assert env is not None and env.has("bitsandbytes") and not env.has("torchao")
+    (sub / "train.yaml").write_text(LORA)
+    explicit = tmp_path / "node.txt"
+    explicit.write_text("llamafactory==0.9.4\nliger-kernel==0.6.3\n")
+    settings = Resolver(CommandLine(environment=str(explicit))).settings_for(sub / "train.yaml")
+    assert settings.environment.has("liger_kernel") and not settings.environment.has("bitsandbytes")
+    assert settings.llamafactory_version == "0.9.4"  # the release the stated environment names
+
+
+def test_a_snapshot_names_the_release_judged(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    (repo / "cfgopt-environment.json").write_text(json.dumps({"packages": {"llamafactory": "0.9.3"}}))
+    (repo / "train.yaml").write_text(LORA)
+    assert Resolver().settings_for(repo / "train.yaml").llamafactory_version == "0.9.3"
+
+
+def test_a_project_table_states_the_environment(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    (repo / "cfgopt.toml").write_text('[environment]\nllamafactory = "0.9.5"\ntorchao = "0.17.0"\n')
+    (repo / "train.yaml").write_text(LORA)
+    env = Resolver().settings_for(repo / "train.yaml").environment
+    assert env.has("torchao") and not env.has("liger_kernel") and "environment" in env.source
+
+
+def test_pyproject_optional_dependencies_are_not_the_jobs_install(tmp_path: Path) -> None:
+    """cfgopt's own pyproject names llamafactory in a test extra: no job installs from that."""
+    repo = _repository(tmp_path)
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = [\n  "pyyaml",\n]\n\n[project.optional-dependencies]\n'
+        'oracle = ["llamafactory==0.9.5"]\n'
+    )
+    assert read_packages(repo / "pyproject.toml") == {"pyyaml": ""}
+    assert found_environment(repo) is None
+
+
+def test_llamafactory_extras_are_expanded(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text("llamafactory[liger-kernel,bitsandbytes]==0.9.5  # the trainer\n# torchao\n")
+    packages = read_packages(path)
+    assert packages is not None and {"llamafactory", "liger_kernel", "bitsandbytes"} <= set(packages)
+    assert "torchao" not in packages
+
+
+@pytest.mark.parametrize(("platform", "bnb"), [("cuda", True), ("rocm", False), ("unknown", True)])
+def test_the_assumed_default(platform: str, bnb: bool) -> None:
+    env = assumed("0.9.5", platform)
+    assert env.assumed and env.has("liger_kernel") and env.has("bitsandbytes") is bnb and not env.has("torchao")
+    assert "assumed" in env.describe() and "--environment" in env.describe()
+
+
+def test_the_summary_line_names_the_environment(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    (repo / "requirements.txt").write_text("llamafactory==0.9.5\n")
+    (repo / "train.yaml").write_text(LORA)
+    out = _cfgopt(["lint", "train.yaml", "--show-settings"], repo)
+    assert "# environment: requirements.txt" in out.stdout
+    result = lint_paths([repo / "train.yaml"], Resolver(CommandLine(target="h200", gpus=1), cwd=repo))
+    assert result.files == 1
+
+
+def test_doctor_writes_a_snapshot_that_lint_reads(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    site = _fake_site(tmp_path, {"llamafactory": "0.9.5", "liger_kernel": "0.6.4", "numpy": "2.0.0"})
+    out = _cfgopt(["doctor", "--write-environment", "--site-packages", str(site), "--root", str(tmp_path)], repo)
+    assert out.returncode in (0, 1), out.stderr
+    data = json.loads((repo / "cfgopt-environment.json").read_text())
+    assert data["packages"] == {"liger_kernel": "0.6.4", "llamafactory": "0.9.5"}  # training packages only
+    env = found_environment(repo, {})
+    assert isinstance(env, Environment) and env.has("liger-kernel")
