@@ -78,6 +78,7 @@ class SpeedPlan:
         self.notes: list[str] = []  # knob values left out, and why ("pure bf16 not planned: refused with ZeRO-3")
         self.rejected: dict[space.Knobs, Rejection] = {}  # every candidate not planned, with its reason
         self.quoted: str | None = None  # the note the description quotes: a notably faster setting left out
+        self.searched: set[str] = set()  # the knobs the plan chose among several values (not merely kept)
 
     @property
     def changed(self) -> bool:
@@ -108,7 +109,11 @@ class SpeedPlan:
 
     def description(self) -> str:
         peak = f", estimated peak {self.est_gib:.0f} GiB per GPU" if self.est_gib is not None else ""
-        needs = f"; uses {' and '.join(self.needs)}, {self.environment}" if self.needs else ""
+        needs = (
+            f"; uses {' and '.join(self.needs)} ({self.environment}; state yours: --environment FILE)"
+            if self.needs
+            else ""
+        )
         quoted = f"; {self.quoted}" if self.quoted else ""
         more = f"; {self.with_packages.words()}" if self.with_packages is not None else ""
         return (
@@ -124,11 +129,12 @@ class WithPackages:
     def __init__(self, packages: list[str], plan: SpeedPlan, gain: float, source: str, planned: bool) -> None:
         self.packages, self.plan, self.gain, self.source, self.planned = packages, plan, gain, source, planned
 
-    def words(self) -> str:
+    def words(self, where: str | None = None) -> str:
+        """In words; `where`: how to name the environment's source ("this file" on the requirement file itself)."""
         names = " and ".join(self.packages)
         than = "this plan" if self.planned else "the config as written"
         return (
-            f"with {names} (not in {self.source}) the plan would be {self.plan.shape()}, expected "
+            f"with {names} (not in {where or self.source}) the plan would be {self.plan.shape()}, expected "
             f"{self.gain:.2f}x {than}"
         )
 
@@ -140,8 +146,12 @@ def planned_knobs(job: Job) -> tuple[str, ...]:
     """The knobs whose rules are selected; Liger also where the job's environment has it (its rule, PF009, is
     opt-in because it speaks of the package, which the plan asks of the environment instead)."""
     selected = {k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes)}
-    if job.has_package("liger_kernel") or "liger" in selected:
+    # Liger's speed on ROCm is unmeasured (PF009): planned there only where PF009 is selected by name
+    speculative = job.settings.target.is_rocm and not job.settings.named("PF009")
+    if job.has_package("liger_kernel") and not speculative:
         selected.add("liger")
+    else:
+        selected.discard("liger")
     return tuple(k for k in OWNERS if k in selected)
 
 
@@ -310,7 +320,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         plan.best if plan else richer.base, richer.base, n, stage
     )
     if used and gain >= _WORTH_A_PACKAGE:
-        richer.environment = job.environment.describe()
+        richer.environment = job.environment.source
         with_packages = WithPackages(used, richer, gain, job.environment.where, plan is not None and plan.changed)
         if plan is None:
             return _unchanged(richer, with_packages)
@@ -357,6 +367,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
     values = _values(job, base, knobs, has_estimate, platform)
+    searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
     for i, k in enumerate(_candidates(base, values, json_pins_batch(ds), rejected)):
@@ -374,6 +385,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
 
     plan = SpeedPlan(hardware, base, best, plan_speed(best, base, n, stage) / plan_speed(base, base, n, stage))
     plan.est_gib = est.required_gib if est is not None else None
+    plan.searched = searched
     plan.changes = plan_keys(best, base)
     plan.drop_deepspeed = best.zero == "none" and base.zero != "none"
     turned_on = {
@@ -382,7 +394,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         "bnb": is_bnb_optimizer(best.optim) and best.optim != base.optim,
     }
     env = job.environment
-    plan.environment = env.describe()
+    plan.environment = env.source
     for knob, (_module, package) in PACKAGES.items():
         if turned_on[knob] and env.assumed:
             plan.needs.append(package)
@@ -452,6 +464,12 @@ def planned_batch(job: Job) -> tuple[int, int] | None:
     if plan is None or (plan.best.micro, plan.best.ga) == (plan.base.micro, plan.base.ga):
         return None
     return plan.best.micro, plan.best.ga
+
+
+def planned_changes(job: Job) -> dict[str, Any]:
+    """The YAML keys the job's plan sets ({} without a plan): what an estimate of the planned shape must include."""
+    plan = plan_for(job)
+    return dict(plan.changes) if plan is not None else {}
 
 
 # --------------------------------------------------------------------------- the plan as one fix
@@ -528,7 +546,8 @@ def _kept_by(plan: SpeedPlan, code: str) -> bool:
     knobs = _KNOBS_OF.get(code, ())
     if code == "MEM001" or not knobs:
         return False
-    return all(getattr(plan.best, k) == getattr(plan.base, k) for k in knobs)
+    # judged, not merely left: the plan weighed other values of the knob (a ZeRO stage it cannot edit is not)
+    return all(k in plan.searched and getattr(plan.best, k) == getattr(plan.base, k) for k in knobs)
 
 
 # DeepSpeed JSON fixes that only make DeepSpeed cheaper: moot where every config using the JSON drops DeepSpeed.

@@ -96,29 +96,31 @@ def test_a_requirement_file_without_bitsandbytes_says_why_no_plan_fits(tmp_path:
     out = _cfgopt(["lint", ".", "--target", "h200", "--gpus", "1"], repo)
     text = out.stdout + out.stderr
     assert "environment: requirements.txt" in text
-    assert "no speed plan fits the job's environment" in text and "with bitsandbytes (not in requirements.txt)" in text
+    assert "no speed plan fits the job's environment" in text and "bitsandbytes (not in requirements.txt)" in text
     assert "ENV004" in text  # on the requirement file: the pin it lacks
 
 
-def _lora_plan(tmp_path: Path, requirements: str | None) -> str:
+def _lora_plan(tmp_path: Path, requirements: str | None, command: str = "fix") -> str:
     repo = _repository(tmp_path)
     (repo / "train.yaml").write_text(LORA)
     if requirements is not None:
         (repo / "requirements.txt").write_text(requirements)
-    out = _cfgopt(["fix", ".", "--unsafe-fixes", "--target", "h200", "--gpus", "1"], repo)
+    unsafe = ["--unsafe-fixes"] if command == "fix" else []
+    out = _cfgopt([command, ".", *unsafe, "--target", "h200", "--gpus", "1"], repo)
     return out.stdout + out.stderr
 
 
 def test_a_requirement_file_naming_liger_kernel_turns_liger_on(tmp_path: Path) -> None:
     text = _lora_plan(tmp_path, "llamafactory[liger-kernel]==0.9.5\n")
-    assert "Liger kernels" in text and "+enable_liger_kernel: true" in text
+    assert "Liger kernels" in text and "+enable_liger_kernel: true" in text and "ENV004" not in text
 
 
 def test_without_liger_kernel_the_output_names_what_it_would_bring(tmp_path: Path) -> None:
-    text = _lora_plan(tmp_path, "llamafactory==0.9.5\n")
-    assert "+enable_liger_kernel" not in text
-    assert "with liger-kernel (not in requirements.txt)" in text
-    assert "+liger-kernel>=0.6.3" in text  # ENV004's fix adds the pin of LLaMA-Factory 0.9.5's extra
+    text = _lora_plan(tmp_path, "llamafactory==0.9.5\n", command="lint")
+    assert "with liger-kernel (not in requirements.txt)" in text and "ENV004" in text
+    # with --unsafe-fixes, ENV004's fix adds the pin of LLaMA-Factory 0.9.5's extra, and the plan then uses it
+    text = _lora_plan(tmp_path / "fix", "llamafactory==0.9.5\n")
+    assert "+liger-kernel>=0.6.3" in text and "+enable_liger_kernel: true" in text
 
 
 def test_the_plan_keeps_samples_apart_and_leaves_no_warning_it_decided_to_keep(tmp_path: Path) -> None:
@@ -131,6 +133,17 @@ def test_the_plan_keeps_samples_apart_and_leaves_no_warning_it_decided_to_keep(t
     out = _cfgopt(["lint", ".", "--format", "json", "--target", "h200", "--gpus", "1"], repo)
     codes = {d["code"] for d in json.loads(out.stdout)["diagnostics"] if d["severity"] != "info"}
     assert not codes & {"MEM003", "MEM004", "LF027", "PF005"}, codes
+
+
+def test_pf005_is_quiet_where_the_environment_has_no_flash_attn(tmp_path: Path) -> None:
+    """Keeping packed samples apart without flash-attn costs a block mask: the price, not a mistake."""
+    repo = _repository(tmp_path)
+    (repo / "train.yaml").write_text(LORA + "neat_packing: true\n")
+    out = _cfgopt(["lint", "train.yaml", "--select", "PF005", "--format", "json"], repo)
+    assert json.loads(out.stdout)["diagnostics"] == []
+    (repo / "requirements.txt").write_text("llamafactory==0.9.5\nflash-attn==2.7.4\n")
+    out = _cfgopt(["lint", "train.yaml", "--select", "PF005", "--format", "json"], repo)
+    assert [d["code"] for d in json.loads(out.stdout)["diagnostics"]] == ["PF005"]
 
 
 def test_the_order_of_sources(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ class PlanNeedsPackage(Rule):
                 continue
             more = plan.with_packages
             anchor = next(iter(pins_of(ctx, ("llamafactory", "llama_factory"))), None)
-            message = f"{config.document.path.name}: {more.words()}"
+            message = f"{config.document.path.name}: {more.words('this file')}"
             yield (
                 self.at_entry(ctx, anchor, message, fix=self._fix(ctx, more.packages))
                 if anchor is not None
@@ -70,9 +70,10 @@ class PlanNeedsPackage(Rule):
 def _plan_of(ctx: Context, config):
     """The config's plan, where its environment is this requirement file."""
     from cfgopt.planner import plan_for
+    from cfgopt.speed_knobs import OWNERS
 
     job = ctx.job_of_consumer(config)
     env_file = job.environment.requirement_file
     if env_file is None or os.path.realpath(env_file) != os.path.realpath(ctx.source.document.path):
         return None
-    return plan_for(job)
+    return plan_for(job, tuple(OWNERS))  # every knob: the plan as the default selection makes it

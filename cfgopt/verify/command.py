@@ -77,6 +77,18 @@ def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list
     return new_config, applied
 
 
+SPREAD_RUN = "original, another seed"
+
+
+def _wants_spread(args: argparse.Namespace, jobs: dict[str, Job]) -> bool:
+    """`--spread on`, or `auto` with a fix that changes the precision or the optimizer (a batch-only change is
+    compared smoothed, where the seed's spread is not what decides)."""
+    spread = getattr(args, "spread", "auto")
+    if "fixed" not in jobs or spread == "off":
+        return False
+    return spread == "on" or bool(numerics.numerics_changes(jobs["original"].values(), jobs["fixed"].values()))
+
+
 class _Stop(Exception):
     """A one-line reason the runs cannot be made (exit 2)."""
 
@@ -145,10 +157,11 @@ def loss_verdict(
 ) -> dict[str, Any]:
     """The numerics verdict of the two runs (cfgopt.verify.numerics): what each step trained on, from the
     config's values as the run got them, decides whether steps are compared one to one."""
-    content = {label: numerics.batch_content({**jobs[label].values(), **runs[label].config}, gpus) for label in runs}
+    content = {label: numerics.batch_content({**jobs[label].values(), **runs[label].config}, gpus) for label in jobs}
     differences = numerics.batch_differences(content["original"], content["fixed"])
+    spread = runs[SPREAD_RUN].metrics if SPREAD_RUN in runs and not runs[SPREAD_RUN].error else None
     verdict = numerics.compare(
-        runs["original"].metrics, runs["fixed"].metrics, differences, tolerance, one_process=gpus == 1
+        runs["original"].metrics, runs["fixed"].metrics, differences, tolerance, one_process=gpus == 1, spread=spread
     )
     # the configs as written (a CPU run turns half precision off in both, which is not the fix's change)
     changes = numerics.numerics_changes(jobs["original"].values(), jobs["fixed"].values())
@@ -223,22 +236,25 @@ def _verify(args: argparse.Namespace, config_path: Path, work: Path, say) -> int
     # both runs from the original's seed and data order: the loss comparison needs the same samples per step
     order = numerics.same_data_order({key: job.value(key) for key in numerics.DATA_ORDER_KEYS})
     runs: dict[str, runner.RunResult] = {}
-    for label, run_job in jobs.items():
+    plan = [(label, run_job, order) for label, run_job in jobs.items()]
+    if _wants_spread(args, jobs):  # the original again, another seed: what a change that trains as well may differ by
+        plan.append((SPREAD_RUN, job, {**order, "seed": order["seed"] + 1}))
+    for label, run_job, run_order in plan:
         say(f"running the {label} config for {args.steps} steps ...")
         runs[label] = runner.run_config(
-            numerics.with_data_order(run_job.data, order),
+            numerics.with_data_order(run_job.data, run_order),
             assets,
             args.steps,
-            label,
+            label.replace(", ", "-").replace(" ", "-"),
             work,
-            paths[label],
+            paths["original" if label == SPREAD_RUN else label],
             args.gpus,
             args.timeout,
             relay,
         )
         parameters_from_shape(runs[label].metrics, run_job)
     loss = None
-    if "fixed" in runs and not any(r.error for r in runs.values()):
+    if "fixed" in runs and not runs["original"].error and not runs["fixed"].error:
         loss = loss_verdict(runs, jobs, args.gpus or 1, args.loss_tolerance, assets.on_cpu)
     extra = {
         "config": str(config_path),

@@ -36,6 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"largest relative rise of the fixed run's loss over the original's before verify fails "
         f"(default {LOSS_TOLERANCE:g}; docs/verify.md)",
     )
+    p.add_argument(
+        "--spread",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="run the original a second time with another seed and widen the tolerance to twice its own spread "
+        "(auto: when the fix changes the precision or the optimizer; docs/verify.md)",
+    )
     add_run_options(p, timeout=1800)
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG of tokens/s and memory per step")
