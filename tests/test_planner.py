@@ -120,13 +120,16 @@ def test_the_plan_is_tunes_top_prediction(tmp_path: Path) -> None:
 
 
 def test_a_missing_package_leaves_its_knob_out(tmp_path: Path) -> None:
-    unknown = plan_for(_job(tmp_path, "packing: true\n", gpus=1))
-    assert unknown is not None and unknown.best.liger and "needs the liger-kernel package" in unknown.description()
+    """The assumed environment has LLaMA-Factory's liger-kernel extra, and the plan says it assumed it; one
+    probed without it (verify, tune) gets no Liger and says why; one probed with it needs no word."""
+    assumed = plan_for(_job(tmp_path, "packing: true\n", gpus=1))
+    assert assumed is not None and assumed.best.liger
+    assert "uses liger-kernel (assumed: LLaMA-Factory 0.9.5" in assumed.description()
     absent = plan_for(_job(tmp_path, "packing: true\n", gpus=1, packages={"liger_kernel": False}))
     assert absent is not None and not absent.best.liger
-    assert any("liger-kernel is not importable" in n for n in absent.notes)
+    assert "with liger-kernel (not in this machine, probed" in absent.description()
     present = plan_for(_job(tmp_path, "packing: true\n", gpus=1, packages={"liger_kernel": True}))
-    assert present is not None and "needs" not in present.description()
+    assert present is not None and present.best.liger and "uses" not in present.description()
 
 
 def test_one_gpu_drops_zero3_where_it_fits() -> None:
@@ -160,8 +163,8 @@ def test_fix_writes_the_plan_and_converges(tmp_path: Path) -> None:
     )
     text = path.read_text()
     assert "per_device_train_batch_size: 8\n" in text and "disable_gradient_checkpointing: true" in text
-    assert "packing: true" in text and "enable_liger_kernel: true" in text
-    assert "(judged for 1 x h200 (--target, --gpus))" in err
+    assert "neat_packing: true" in text and "enable_liger_kernel: true" in text
+    assert "(judged for 1 x h200 (--target, --gpus); environment: assumed: LLaMA-Factory 0.9.5" in err
     run_cli(
         ["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1", "--extend-select", "PF,MEM"]
     )
@@ -223,15 +226,23 @@ def test_memory_rejections_say_what_tune_says() -> None:
     assert plan.quoted.startswith("pure bf16 not planned: it trains worse")
 
 
-def test_a_package_not_known_is_the_reason(tmp_path: Path) -> None:
+def test_a_package_not_in_the_environment_is_the_reason(tmp_path: Path) -> None:
     """Llama-3-8B full fine-tuning on one H200: only 8-bit AdamW fits (pure bf16 and Adafactor train worse,
-    bench/verify/results.md). Without bitsandbytes known to be installed there is no plan, and MEM001 names the
-    optimizer with its package; with it, the plan takes it."""
+    bench/verify/results.md). In an environment without bitsandbytes no plan fits, and the output says what it
+    would bring; MEM001 names the optimizer and that its package is missing; with it, the plan takes it."""
+    from cfgopt.environment import Environment
+
     path = tmp_path / "full.yaml"
     path.write_text(SEED_LIKE.format(extra="").replace("finetuning_type: lora", "finetuning_type: full"))
-    assert plan_for(load_job(path, Settings(target_name="h200", gpus=1, extend_select=ADVICE))) is None
-    _, out, _ = run_cli(["lint", str(path), "--target", "h200", "--gpus", "1"])
-    assert "optim: adamw_bnb_8bit without DeepSpeed (~" in out and "needs the bitsandbytes package" in out
+    lacking = Environment({"llamafactory": "==0.9.5"}, "requirements.txt")
+    plan = plan_for(load_job(path, Settings(target_name="h200", gpus=1, extend_select=ADVICE, environment=lacking)))
+    assert plan is not None and not plan.changed and plan.with_packages is not None
+    assert "bitsandbytes" in plan.with_packages.packages and plan.with_packages.plan.best.optim == "adamw_bnb_8bit"
+    node = tmp_path / "node.txt"
+    node.write_text("llamafactory==0.9.5\n")
+    _, out, _ = run_cli(["lint", str(path), "--target", "h200", "--gpus", "1", "--environment", str(node)])
+    assert "optim: adamw_bnb_8bit without DeepSpeed (~" in out and "needs bitsandbytes, which" in out
+    assert "no speed plan fits the job's environment" in out
     installed = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
     known = plan_for(load_job(path, installed))
     assert known is not None and known.best.optim == "adamw_bnb_8bit" and known.best.precision == "bf16"
@@ -291,7 +302,11 @@ def test_mem001_offers_the_optimizers_offload_before_the_parameters(tmp_path: Pa
         "deepspeed: ds.json\n"
     )
     (tmp_path / "ds.json").write_text(json.dumps(space_template("z3")))
-    _, out, _ = run_cli(["lint", "--format", "json", "--target", "h200", "--gpus", "1", str(cfg)])
+    node = tmp_path / "node.txt"  # an environment without bitsandbytes: no plan fits, so MEM001 says what would
+    node.write_text("llamafactory==0.9.5\n")
+    _, out, _ = run_cli(
+        ["lint", "--format", "json", "--target", "h200", "--gpus", "1", str(cfg), "--environment", str(node)]
+    )
     (msg,) = [d["message"] for d in json.loads(out)["diagnostics"] if d["code"] == "MEM001"]
     assert re.search(r"ZeRO-3 with the optimizer offloaded to the CPU \(~\d+ GiB per GPU, \d+ GiB in host", msg), msg
     assert "ZeRO-3 with CPU offload" not in msg

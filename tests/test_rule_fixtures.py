@@ -22,7 +22,8 @@ def test_case_diagnostics(case: Path) -> None:
 
 
 BLOCK = re.compile(
-    r"\S+:\d+:\d+ [A-Z]+\d{3} (error|warning|info)\n  message: .+(\n    .*)*\n  fix(: none| \((safe|unsafe|display-only)\): .+)"
+    r"\S+:\d+:\d+ [A-Z]+\d{3} (error|warning|info)\n  message: .+(\n    .*)*\n"
+    r"  fix(: none| \((safe|unsafe|display-only)\): .+)"
 )
 
 

@@ -218,20 +218,26 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     cfg = tmp_path / "proj" / "train.yaml"
     cfg.parent.mkdir()
     cfg.write_text(FULL_8B)
-    assert lint(str(cfg), "--target", "h100", "--gpus", "4")[2].endswith("; judged for 4 x h100 (--target, --gpus)")
+    assert (
+        lint(str(cfg), "--target", "h100", "--gpus", "4")[2]
+        .split("; environment:")[0]
+        .endswith("; judged for 4 x h100 (--target, --gpus)")
+    )
     assert re.search(
         r"no target stated: \d+ hardware checks skipped \(--target NAME or target = in pyproject.toml\)",
         lint(str(cfg))[2],
     )
     (cfg.parent / "pyproject.toml").write_text('[tool.cfgopt]\ntarget = "l40s"\ngpus = 2\n')
-    assert lint(str(cfg))[2].endswith("; judged for 2 x l40s (pyproject.toml)")
+    assert lint(str(cfg))[2].split("; environment:")[0].endswith("; judged for 2 x l40s (pyproject.toml)")
     (cfg.parent / "pyproject.toml").unlink()
     monkeypatch.setenv(detect.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
     detect._CACHE.clear()
-    assert lint(str(cfg))[2].endswith("; judged for 8 x h200 (detected)")
+    assert lint(str(cfg))[2].split("; environment:")[0].endswith("; judged for 8 x h200 (detected)")
     assert re.search(r"no target \(--target none\): \d+ hardware checks skipped", lint(str(cfg), "--target", "none")[2])
     (cfg.parent / "cfgopt.toml").write_text('target = "none"\n')  # a GPU login node that lints for elsewhere
-    assert re.search(r"; no target \(target = none in cfgopt.toml\): \d+ hardware checks skipped$", lint(str(cfg))[2])
+    assert re.search(
+        r"; no target \(target = none in cfgopt.toml\): \d+ hardware checks skipped; environment:", lint(str(cfg))[2]
+    )
 
 
 def test_an_unknown_detected_gpu_is_said(tmp_path: Path, monkeypatch) -> None:
@@ -292,7 +298,7 @@ def test_custom_target_in_lint_and_estimate(tmp_path: Path) -> None:
         'target = { name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia" }\ngpus = 2\n'
     )
     _, diags, summary = lint(str(cfg))
-    assert summary.endswith("; judged for 2 x my-gpu (cfgopt.toml)")
+    assert summary.split("; environment:")[0].endswith("; judged for 2 x my-gpu (cfgopt.toml)")
     assert any(d["code"] == "MEM001" and "48 GiB my-gpu" in d["message"] for d in diags)
     code, out, err = run_cli(["estimate", str(cfg), "--format", "json"])
     assert code == 1, err

@@ -557,7 +557,7 @@ def test_tune_says_why_the_plan_left_settings_out() -> None:
     said: list[str] = []
     assert planned_start(job, KNOBS, said.append) is not None
     assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in said
-    assert "attention fa2 not planned: flash-attn is not importable where the run happens" in said
+    assert "attention fa2 not planned: flash-attn is not in this machine, probed (verify/tune run on the node)" in said
 
 
 def test_tune_is_registered_and_light() -> None:

@@ -375,16 +375,16 @@ def test_detection_agrees_with_importlib_metadata(monkeypatch: pytest.MonkeyPatc
     assert resolve_version("deepspeed") == "0.17.6" and resolve_version("llamafactory") == "0.9.5"
 
 
-def test_cli_uses_the_installed_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_installed_release_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter cfgopt runs in is not the job's (issue 32, docs/environment.md): with nothing stated, the
+    newest snapshots judge, whatever is installed here; a stated environment names the release."""
     monkeypatch.setattr(
         versions, "installed_version", lambda pkg: {"deepspeed": "0.16.9", "llamafactory": "0.9.4"}.get(pkg)
     )
-    ds = write(tmp_path, "ds.json", '{"torch_autocast": {"enabled": false}}')
-    (msg,) = pick(lint([ds], "--select", "DS002")[1], "DS002")
-    assert "DeepSpeed 0.16.4 reads" in msg
     cfg = write(tmp_path, "cfg.yaml", TRAIN_HEAD + "group_by_length: true\n")
-    assert lint([cfg], "--select", "LF001")[1] == []  # valid in 0.9.4 (transformers 4.57.1)
-    assert pick(lint([cfg], "--select", "LF001", "--llamafactory-version", "0.9.5")[1], "LF001")
+    assert pick(lint([cfg], "--select", "LF001")[1], "LF001")  # judged by 0.9.5, not the 0.9.4 installed
+    node = write(tmp_path, "node.txt", "llamafactory==0.9.4\n")
+    assert lint([cfg], "--select", "LF001", "--environment", str(node))[1] == []  # valid in 0.9.4
 
 
 def test_lint_reads_only_the_selected_snapshots() -> None:

@@ -77,7 +77,7 @@ class ProjectView(NamedTuple):
     suppressions: Matched | None = None
 
 
-MAX_MESSAGE = 400  # a value quoted in a message can be megabytes long; a message stays readable
+MAX_MESSAGE = 1200  # a value quoted in a message can be megabytes long; a message stays readable, and whole
 
 
 def _edits_inside(fix: Fix, entry: Entry) -> bool:
