@@ -24,8 +24,11 @@ for change in sys.argv[3].split(","):
     config[key] = yaml.safe_load(value)
 yaml.safe_dump(config, open(sys.argv[2], "w"), sort_keys=False)
 PY
+  # the original's own spread (a second seed) is measured once, with the first variant (SPREAD_FIRST=0: never)
+  spread=off; [[ "${SPREAD_FIRST:-1}" == 1 && -z "${spread_done:-}" ]] && spread=on && spread_done=1
   ( cd "$RES/tree" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" --fixed "${rel%.yaml}.$name.yaml" --steps "$STEPS" \
-      --target "$TARGET" --mode synthetic --cache-dir "$CACHE" --json "$RES/$name.json" ) > "$RES/$name.log" 2>&1
+      --target "$TARGET" --mode synthetic --cache-dir "$CACHE" --spread "$spread" --json "$RES/$name.json" ) \
+      > "$RES/$name.log" 2>&1
   echo "-- $name ($changes): verify exit $?"
-  grep -E "^(fixed vs|loss |grad norm|loss verdict|peak)" "$RES/$name.log" | sed 's/^/   /'
+  grep -E "^(fixed vs|loss |grad norm|loss verdict|judged|peak)" "$RES/$name.log" | sed 's/^/   /'
 done
