@@ -135,8 +135,9 @@ def judge(case: Path, name: str, target: str) -> H.Verdict:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if path.suffix == ".json":
             consumers = [H.load_lf_yaml(y) for y in sorted(case.glob("*.y*ml"))]
-            training = next((c for c in consumers if isinstance(c, dict) and "deepspeed" in c), None)
-            return H.ds_verdict_detail(path, training_args=training, target=target)
+            users = [c for c in consumers if isinstance(c, dict) and "deepspeed" in c]
+            training = next((c for c in users if c["deepspeed"] == name), users[0] if users else None)
+            return H.ds_verdict_detail(path, training_args=training, target=target, build_scheduler=True)
         if path.suffix in (".yaml", ".yml"):
             return _judge_yaml(case, path, target)
         return _judge_cli(path, target)
