@@ -97,3 +97,17 @@ def test_trainer_warmup_agrees_with_transformers() -> None:
         args = transformers.TrainingArguments(output_dir="unused", warmup_steps=steps, warmup_ratio=ratio)
         for total in (10, 1000):
             assert args.get_warmup_steps(total) == ds_blocks.trainer_warmup(steps, ratio).steps
+
+
+@pytest.mark.parametrize("steps", [float("inf"), float("nan"), "100", True])
+def test_trainer_warmup_of_a_value_that_is_no_finite_number_is_unknown(steps: object) -> None:
+    assert ds_blocks.trainer_warmup(steps, None).steps is None
+
+
+def test_trainer_warmup_of_a_huge_count_is_that_count() -> None:
+    assert ds_blocks.trainer_warmup(10**400, None).steps == 10**400
+
+
+def test_same_number_of_a_huge_integer_does_not_raise() -> None:
+    assert not ds_blocks.same_number(10**400, 1e-3)
+    assert ds_blocks.same_number([0.9, 0.999], [0.9, 0.999])

@@ -95,7 +95,10 @@ def same_number(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_number(x, y) for x, y in zip(a, b, strict=True))
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
-    return numbers and math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    try:
+        return numbers and math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    except OverflowError:  # a 400-digit integer: equal only to itself
+        return a == b
 
 
 class Warmup(NamedTuple):
@@ -109,8 +112,9 @@ def trainer_warmup(warmup_steps: Any, warmup_ratio: Any) -> Warmup:
     """`TrainingArguments.get_warmup_steps` (transformers 4.41.2 training_args.py:2345: `warmup_steps` if > 0
     else ceil(steps x warmup_ratio); 5.6.0: `warmup_ratio` moved into `warmup_steps`, which is a count when
     >= 1 and a ratio below): known when the config gives a count, or no warm-up at all."""
-    steps = warmup_steps if isinstance(warmup_steps, (int, float)) and not isinstance(warmup_steps, bool) else 0
-    ratio = warmup_ratio if isinstance(warmup_ratio, (int, float)) and not isinstance(warmup_ratio, bool) else 0
+    if not all(_finite(value) for value in (warmup_steps, warmup_ratio) if value is not None):
+        return Warmup(None, "a warm-up that is not a finite number")  # the Trainer refuses it (LF002's)
+    steps, ratio = warmup_steps or 0, warmup_ratio or 0
     if ratio == 0 and steps >= 1:
         return Warmup(int(steps), f"warmup_steps {warmup_steps}")
     if ratio == 0 and steps == 0:
@@ -127,6 +131,12 @@ def ignores_learning_rate(kind: str, params: dict[str, Any], ds_version: str) ->
     if kind == "WarmupLR":
         return "warmup_max_lr" not in params and version_key(ds_version) < WARMUPLR_INHERITS_LR_FROM
     return False
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def schedule_curve(kind: str, params: dict[str, Any], ds_version: str) -> str:
