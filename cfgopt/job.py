@@ -213,9 +213,10 @@ class Job:
 
     @property
     def liger_patches_model(self) -> bool:
-        """Does `enable_liger_kernel` patch this model (its family, read from `model_name_or_path`)?"""
-        name = str(self.value("model_name_or_path") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-        return bool(LIGER_MODELS.search(name))
+        """Does `enable_liger_kernel` patch this model (its family: `model_family.liger_patches`)?"""
+        from cfgopt.model_family import liger_patches
+
+        return liger_patches(self.value("model_name_or_path"), self.path.parent)
 
     # -- DeepSpeed ----------------------------------------------------------------------------------
     @property

@@ -1,9 +1,10 @@
 """Model shapes for the memory reasoning of the speed rules, without loading anything heavy.
 
 `shape_for(model_name_or_path, config_dir_hint)` reads a local `config.json` when the path is a local
-folder (relative paths tried against the config's folder and the current directory), else matches a
-built-in table of common decoder-only families by their Hugging Face id, case-insensitively
-(`meta-llama/Meta-Llama-3-8B-Instruct` -> Llama-3-8B). Unknown models give None, and the rules that need
+folder (relative paths tried against the config's folder and the current directory; `cfgopt/model_family.py`
+reads it, bounded), else matches a built-in table of common decoder-only families by the path component that
+names the model, case-insensitively (`meta-llama/Meta-Llama-3-8B-Instruct` -> Llama-3-8B, and so is
+`/ckpt/Meta-Llama-3-8B-Instruct/checkpoint-500`). Unknown models give None, and the rules that need
 a size stay silent.
 
 `num_parameters` counts embeddings (twice when untied), per layer the attention projections (GQA, with
@@ -13,12 +14,11 @@ and the final norm. It reproduces the published counts (Llama-3-8B: 8,030,261,24
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cfgopt.user_files import read_bounded
+from cfgopt.model_family import local_config, naming_component
 
 
 @dataclass(frozen=True)
@@ -100,29 +100,14 @@ _WORD_END = r"(?![0-9.])"  # `qwen3-8b` must not match `qwen3-8b0...`; `-4b` mus
 def shape_for(model_name_or_path: str, config_dir_hint: Path | None = None) -> ModelShape | None:
     if not isinstance(model_name_or_path, str) or not model_name_or_path.strip():
         return None
-    local = _local_config(model_name_or_path, config_dir_hint)
+    local = local_config(model_name_or_path, config_dir_hint)
     if local is not None:
-        return local
-    name = model_name_or_path.strip().rstrip("/").lower()
-    name = name.rsplit("/", 1)[-1] if "/" in name else name
+        data, folder = local
+        return _from_config(data, folder.name)
+    name, _ = naming_component(model_name_or_path)  # `/ckpt/Qwen3-8B/checkpoint-500` is Qwen3-8B
     for pattern, shape in _TABLE:
         if re.search(r"(?:^|[^a-z0-9])" + pattern.pattern + _WORD_END, name):
             return shape
-    return None
-
-
-def _local_config(ref: str, hint: Path | None) -> ModelShape | None:
-    path = Path(ref).expanduser()
-    candidates = [path] if path.is_absolute() else [p for p in ((hint / path) if hint else None, path) if p]
-    for folder in candidates:
-        try:
-            config_file = folder / "config.json"
-            if not config_file.is_file():
-                continue
-            data = json.loads(read_bounded(config_file))  # a regular file of bounded size only
-        except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
-            return None
-        return _from_config(data, folder.name)
     return None
 
 

@@ -85,10 +85,16 @@ SCANNED: dict[str, tuple[str, ...]] = {
         "datastates/config.py",
     ),
 }
-# Functions outside the config modules that judge a config value when the engine starts (the optimizer and
-# scheduler blocks).
+# Functions outside the config modules that judge a config value when the engine starts: the optimizer and
+# scheduler blocks (the builders, and the constructors of DeepSpeed's schedulers), and ZeRO-3's NVMe parameter
+# offload, which `zero.Init` sets up while the model loads (the remote device, a swap buffer per parameter).
 EXTRA_FUNCTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "deepspeed": {"runtime/engine.py": ("_configure_basic_optimizer", "_scheduler_from_config")},
+    "deepspeed": {
+        "runtime/engine.py": ("_configure_basic_optimizer", "_scheduler_from_config"),
+        "runtime/lr_schedules.py": ("__init__", "_initialize_cycle", "_format_param"),
+        "runtime/zero/partition_parameters.py": ("_validate_remote_device",),
+        "runtime/swap_tensor/partitioned_param_swapper.py": ("get_buffer",),
+    },
 }
 
 

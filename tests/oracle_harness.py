@@ -592,10 +592,13 @@ def ds_verdict_detail(
     target: str = "mi300x",
     *,
     cross_check: bool | None = None,
+    build_scheduler: bool = False,
 ) -> Verdict:
     """`cross_check` (default: whether `training_args` is given): the HF path in full, i.e. explicit values
     must match TrainingArguments and accelerate's DeepSpeedPlugin is built. Without it `training_args` (or
-    the TrainingArguments defaults) only fill the "auto" values, as for the corpus verdicts."""
+    the TrainingArguments defaults) only fill the "auto" values, as for the corpus verdicts.
+    `build_scheduler`: then build the filled `scheduler` block's class of DeepSpeed's lr_schedules, as
+    `deepspeed.initialize` does (`_scheduler_from_config`), on a CPU optimizer (its constructor checks)."""
     lf = _lf()
     if cross_check is None:
         cross_check = training_args is not None
@@ -660,6 +663,28 @@ def ds_verdict_detail(
             lf.ds_config.DeepSpeedConfig(filled)
     except Exception as exc:  # noqa: BLE001 - pydantic ValidationError, AssertionError, DeepSpeedConfigError
         return Verdict(False, _err(exc), "deepspeed")
+    if build_scheduler:
+        return _scheduler_verdict(filled)
+    return Verdict(True)
+
+
+def _scheduler_verdict(filled: dict[str, Any]) -> Verdict:
+    """DeepSpeed's own scheduler class built from the filled block (`Class(optimizer, **params)`, engine.py
+    `_scheduler_from_config`); a type that is not one of DeepSpeed's is left alone (torch's, or a typo DS025
+    cites)."""
+    import torch
+    from deepspeed.runtime import lr_schedules
+
+    block = filled.get("scheduler")
+    kind = block.get("type") if isinstance(block, dict) else None
+    scheduler = getattr(lr_schedules, kind, None) if isinstance(kind, str) else None
+    if not isinstance(scheduler, type):
+        return Verdict(True)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    try:
+        scheduler(optimizer, **(block.get("params") or {}))
+    except Exception as exc:  # noqa: BLE001 - TypeError (an argument left out or unknown), ValueError
+        return Verdict(False, _err(exc), "scheduler")
     return Verdict(True)
 
 

@@ -26,14 +26,28 @@ from cfgopt.rules.lf037_lora_target_not_in_model import model_type_of
     ],
 )
 def test_model_type_from_the_name(tmp_path, name, expected):
-    assert model_type_of(name, tmp_path) == expected
+    assert model_type_of(name, tmp_path) == (expected, bool(expected))
 
 
 def test_a_local_config_json_wins(tmp_path):
     folder = tmp_path / "models" / "my-llama-3-8b"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"model_type": "chatglm"}), encoding="utf-8")
-    assert model_type_of("models/my-llama-3-8b", tmp_path) == "chatglm"
+    assert model_type_of("models/my-llama-3-8b", tmp_path) == ("chatglm", True)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("/data/models/chatglm2-6b/model", ("chatglm", False)),  # a folder above the last: not certain
+        ("/ckpt/Meta-Llama-3-8B-Instruct/checkpoint-500", ("llama", False)),
+        ("/hub/models--Qwen--Qwen3-8B/snapshots/0123abcd", ("qwen3", False)),
+        ("/data/chatglm-runs/Qwen3-8B", ("qwen3", True)),  # the nearest component that names a family wins
+        ("/data/chatglm-runs/merged", ("chatglm", False)),
+    ],
+)
+def test_model_type_from_every_path_component(tmp_path, name, expected):
+    assert model_type_of(name, tmp_path) == expected
 
 
 TINY = {

@@ -45,6 +45,9 @@ CITED: dict[str, str] = {
     "`getattr(torch.optim, 'AdamWW')` raises AttributeError at `deepspeed.initialize`",
     "LF037/chatglm/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found in "
     "the base model` at model load (needs the ChatGLM weights)",
+    "LF037/local-config/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found "
+    "in the base model` at model load (the model folder's config.json says `model_type: chatglm`; tests/"
+    "test_lora_target.py runs PEFT on a real model for the same error)",
     "LF038/yml-090/train.yml": "llamafactory 0.9.0 hparams/parser.py `_parse_args`: only a name ending in `.yaml` "
     "is read as a config, so `train.yml` reaches argparse and `Some specified arguments are not used` is raised "
     "(the CPU oracle runs 0.9.5, which reads `.yml` too; confirmed with 0.9.0 / transformers 4.45.0: exit 2)",
@@ -135,8 +138,9 @@ def judge(case: Path, name: str, target: str) -> H.Verdict:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if path.suffix == ".json":
             consumers = [H.load_lf_yaml(y) for y in sorted(case.glob("*.y*ml"))]
-            training = next((c for c in consumers if isinstance(c, dict) and "deepspeed" in c), None)
-            return H.ds_verdict_detail(path, training_args=training, target=target)
+            users = [c for c in consumers if isinstance(c, dict) and "deepspeed" in c]
+            training = next((c for c in users if c["deepspeed"] == name), users[0] if users else None)
+            return H.ds_verdict_detail(path, training_args=training, target=target, build_scheduler=True)
         if path.suffix in (".yaml", ".yml"):
             return _judge_yaml(case, path, target)
         return _judge_cli(path, target)

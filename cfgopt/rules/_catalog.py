@@ -295,7 +295,10 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "XF002",
         "trainer-value-mismatch",
         "deepspeed",
-        "gradient_accumulation_steps gradient_clipping optimizer train_batch_size train_micro_batch_size_per_gpu",
+        (
+            "gradient_accumulation_steps gradient_clipping optimizer scheduler train_batch_size "
+            "train_micro_batch_size_per_gpu"
+        ),
     ),
     "xf003_deepspeed_needs_torchrun": (
         "XF003",

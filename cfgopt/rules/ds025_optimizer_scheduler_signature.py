@@ -9,6 +9,7 @@ from cfgopt import suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_stage
+from cfgopt.rules.support.ds_blocks import POSITIVE_WARMUP_FROM, REQUIRED_SCHEDULER_PARAMS, WARMUP_SCHEDULERS
 from cfgopt.schema import SCHEMA_DIR, version_key
 from cfgopt.source import Entry, Kind
 
@@ -40,7 +41,10 @@ class OptimizerSchedulerSignature(Rule):
         "`getattr(torch.optim, type)`, case-sensitive; a `scheduler` block as a class of its lr_schedules "
         "(`WarmupLR`, ...) or of `torch.optim.lr_scheduler`. A type it cannot find (`AdamWW`, `WarmupLRR`) or "
         "a parameter the class does not take (`betaz`) stops the run when the engine starts, as do "
-        "`max_grad_norm` in the optimizer params and the 1-bit optimizers with ZeRO. A type only another supported "
+        "`max_grad_norm` in the optimizer params and the 1-bit optimizers with ZeRO, a scheduler argument without a "
+        "default left out (`total_num_steps` of WarmupDecayLR / WarmupCosineLR, OneCycle's `cycle_min_lr` / "
+        "`cycle_max_lr`), and a `warmup_num_steps` that is not a positive integer (null in every release; 0, a "
+        "negative number or a float from 0.19.3). A type only another supported "
         "release has (the 1-bit optimizers, removed in 0.19) is a warning naming those releases. The names and "
         "signatures are snapshots of each DeepSpeed release (cfgopt/schemas/ds-optimizers.json, "
         "scripts/sync_ds_optimizers.py; torch's from the torch it was made with)."
@@ -48,6 +52,8 @@ class OptimizerSchedulerSignature(Rule):
     fails_when = "At `deepspeed.initialize` (after the model is loaded): AttributeError, TypeError or ValueError."
     evidence = (
         "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`, `_scheduler_from_config`",
+        "deepspeed 0.19.8 runtime/lr_schedules.py:734, :875 (warmup_num_steps must be a positive integer, "
+        "from 0.19.3: PR #8126), :814-820, :865-872, :483-487 (arguments without a default)",
         "the audit table, tests/data/startup-audit.json",
     )
     example = '"optimizer": {"type": "AdamW", "params": {"betaz": [0.9, 0.999]}}   ->  "betas"'
@@ -76,6 +82,8 @@ class OptimizerSchedulerSignature(Rule):
         if not known:
             yield self._unknown_type(ctx, block, kind, type_entry, release, torch)
             return
+        if block == "scheduler":
+            yield from self._scheduler_rules(ctx, kind, entry, params_entry)
         if params_entry is None or not params_entry.node.is_mapping:
             return
         if block == "optimizer":
@@ -147,6 +155,45 @@ class OptimizerSchedulerSignature(Rule):
         lowered = {name.lower(): name for name in names}
         guess = suggest.closest(kind.lower(), lowered, cutoff=0.6)
         return lowered[guess] if guess else None
+
+    def _scheduler_rules(
+        self, ctx: Context, kind: str, entry: Entry, params_entry: Entry | None
+    ) -> Iterator[Diagnostic]:
+        """A constructor argument without a default left out (TypeError), and a warm-up that is not a positive
+        integer (ValueError from DeepSpeed 0.19.3); "auto" is the Trainer's to fill (XF005 judges its value)."""
+        params = params_entry.node.value if params_entry is not None else {}
+        if not isinstance(params, dict):
+            return
+        missing = [name for name in REQUIRED_SCHEDULER_PARAMS.get(kind, ()) if name not in params]
+        if missing:
+            yield self.at_entry(
+                ctx,
+                params_entry or entry,
+                f"the {kind} scheduler needs {', '.join(f'`{name}`' for name in missing)} (no default; "
+                f'"auto" lets the HF Trainer fill it): the engine stops with a TypeError when it starts',
+            )
+        warmup = params_entry.node.get("warmup_num_steps") if params_entry is not None else None
+        if warmup is None or kind not in WARMUP_SCHEDULERS or warmup.node.value == "auto":
+            return
+        value = warmup.node.value
+        if value is None:  # `max(2, None)` before 0.19.3, the positive-integer check after
+            yield self.at_entry(
+                ctx,
+                warmup,
+                f"`warmup_num_steps` is null: the {kind} scheduler stops when the engine starts",
+                on="value",
+            )
+            return
+        strict = version_key(ctx.settings.ds_schema.version) >= POSITIVE_WARMUP_FROM
+        if not strict or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            return
+        yield self.at_entry(
+            ctx,
+            warmup,
+            f"`warmup_num_steps` {value!r} is not a positive integer: {ctx.ds_label}'s {kind} stops when the engine "
+            "starts (`ValueError: warmup_num_steps must be a positive integer`; releases before 0.19.3 took it)",
+            on="value",
+        )
 
     def _optimizer_rules(self, ctx: Context, kind: str, params_entry: Entry) -> Iterator[Diagnostic]:
         clipping = params_entry.node.get("max_grad_norm")

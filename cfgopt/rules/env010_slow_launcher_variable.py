@@ -37,18 +37,31 @@ class SlowLauncherVariable(Rule):
     name = "slow-launcher-variable"
     severity = Severity.WARNING
     kinds = frozenset({Kind.LF_CLI})
-    summary = "A launch script sets a debugging or tuning variable that slows training (rocBLAS forced, caching off)"
+    summary = (
+        "A launch script sets a debugging, logging or tuning variable that slows training (rocBLAS forced or "
+        "logged, caching off, launches serialized)"
+    )
     why = (
         "Confidence: likely. Set in a script that launches LLaMA-Factory (`export`, `VAR=value cmd`, `env "
         "VAR=value`), these reach every rank: `TORCH_BLAS_PREFER_HIPBLASLT=0` makes PyTorch use rocBLAS where "
         "hipBLASLt is its default on MI200/MI300 (gfx90a/gfx942); `PYTORCH_NO_HIP_MEMORY_CACHING=1` / "
         "`PYTORCH_NO_CUDA_MEMORY_CACHING=1` and `HSA_DISABLE_FRAGMENT_ALLOCATOR=1` turn allocators off, which "
         "debugging needs and a performance run does not; `PYTORCH_TUNABLEOP_ENABLED=1` with tuning left on "
-        "(the default) tunes every new GEMM shape during the run (info). The ROCm-only variables are judged on a "
-        "ROCm target, or with no target (setting them says the job runs on ROCm); quiet on NVIDIA. `cfgopt "
-        "doctor` judges the same variables in the environment it runs in."
+        "(the default) tunes every new GEMM shape during the run (info). The logging and debugging switches "
+        "(a table in cfgopt/rules/support/rocm_env.py, each with its source and confidence): `ROCBLAS_LAYER` "
+        "(a line per rocBLAS call), `AMD_LOG_LEVEL` >= 3, `HIP_LAUNCH_BLOCKING`, `AMD_SERIALIZE_KERNEL` / "
+        "`AMD_SERIALIZE_COPY`, `CUDA_LAUNCH_BLOCKING`, `TORCH_NCCL_BLOCKING_WAIT` (and `NCCL_BLOCKING_WAIT`), "
+        "`TORCH_DISTRIBUTED_DEBUG=DETAIL`; `NCCL_DEBUG=INFO`/`TRACE` is info (logs mostly at start-up). Not "
+        "judged, as they cost nothing until something fails: `TORCH_SHOW_CPP_STACKTRACES`, "
+        "`TORCH_NCCL_ASYNC_ERROR_HANDLING`, `NCCL_DEBUG=WARN`. The ROCm-only variables are judged on a ROCm "
+        "target, or with no target (setting them says the job runs on ROCm); quiet on NVIDIA, and "
+        "`CUDA_LAUNCH_BLOCKING` is quiet on ROCm. `cfgopt doctor` judges the same variables in the environment "
+        "it runs in."
     )
-    fails_when = "Never fails: every step is slower (rocBLAS, uncached allocations) or the first ones are (tuning)."
+    fails_when = (
+        "Never fails: every step is slower (rocBLAS, uncached allocations, logging, serialized launches) or the "
+        "first ones are (tuning)."
+    )
     evidence = EVIDENCE
     example = "export TORCH_BLAS_PREFER_HIPBLASLT=0   # --target mi300x  ->  (removed)"
     fix_safety = "No fix: a variable may be there on purpose while debugging."

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.model_family import SOURCE_CONFIG, SOURCE_PARENT, model_name
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
 
@@ -41,21 +41,18 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OTHER_MODULES = re.compile(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
 
 
-def model_type_of(name: object, folder: Path) -> str:
-    """transformers' `model_type` of a model: its local config.json's, else by name ("" when unknown)."""
-    if not isinstance(name, str) or not name.strip():
-        return ""
-    path = Path(name).expanduser()
-    for candidate in (path,) if path.is_absolute() else (folder / path, path):
-        try:
-            data = json.loads((candidate / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        return str(data.get("model_type", "")) if isinstance(data, dict) else ""
-    lowered = name.strip().rstrip("/").lower().rsplit("/", 1)[-1]
-    if _OTHER_MODULES.search(lowered):
-        return ""
-    return next((model_type for model_type, pattern in _NAMES if pattern.search(lowered)), "")
+def model_type_of(name: object, folder: Path) -> tuple[str, bool]:
+    """(transformers' `model_type` of a model, whether it is certain): its local config.json's, else by the path
+    component that names it ("" when unknown; not certain when that is a folder above the last component)."""
+    found = model_name(name, folder)
+    if found is None:
+        return "", False
+    if found.source == SOURCE_CONFIG:
+        return found.model_type, bool(found.model_type)
+    if _OTHER_MODULES.search(found.text):
+        return "", False
+    model_type = next((model_type for model_type, pattern in _NAMES if pattern.search(found.text)), "")
+    return model_type, bool(model_type) and found.source != SOURCE_PARENT
 
 
 class LoraTargetNotInModel(Rule):
@@ -70,8 +67,11 @@ class LoraTargetNotInModel(Rule):
         "PEFT, which adapts every module whose name ends with one of them; when none matches, PEFT stops "
         "(`Target modules {...} not found in the base model`). `q_proj,v_proj` on ChatGLM (whose attention is one "
         "`query_key_value` module) is the common case. A name that matches nothing next to one that matches is "
-        "silently not adapted (a warning). The architecture comes from a local `config.json` (`model_type`) or the "
-        "model's name (the families of the built-in shapes table, and ChatGLM); other models are not judged. "
+        "silently not adapted (a warning). The architecture comes from a local `config.json` (`model_type`, read "
+        "bounded: `cfgopt/model_family.py`) or the model's name (the families of the built-in shapes table, and "
+        "ChatGLM), taken from the nearest path component that names a model family (`/data/chatglm3-6b/model` is "
+        "ChatGLM): a name read from a folder above the last component is not certain, and its finding is a "
+        "warning; other models are not judged. "
         "`all` (every linear module) is always right."
     )
     fails_when = "At model load (PEFT's `inject_adapter`), when no name matches; otherwise never."
@@ -94,7 +94,7 @@ class LoraTargetNotInModel(Rule):
             return
         if not all(_PLAIN_NAME.fullmatch(name) for name in names):  # a dotted path or a pattern: not judged
             return
-        model_type, modules = self._modules(ctx)
+        model_type, certain, modules = self._modules(ctx)
         if modules is None:
             return
         missing = [name for name in names if name not in modules]
@@ -106,8 +106,10 @@ class LoraTargetNotInModel(Rule):
                 ctx,
                 entry,
                 f"`lora_target: {', '.join(names)}`: a {model_type} model has no such module, PEFT stops at model "
-                f"load (no target module found); use {hint}",
+                f"load (no target module found); use {hint}"
+                + ("" if certain else f" (the {model_type} family read from a folder above the model's: not certain)"),
                 on="value",
+                severity=None if certain else Severity.WARNING,
             )
         else:
             yield self.at_entry(
@@ -120,6 +122,6 @@ class LoraTargetNotInModel(Rule):
             )
 
     @staticmethod
-    def _modules(ctx: Context) -> tuple[str, frozenset[str] | None]:
-        model_type = model_type_of(value_of(ctx, "model_name_or_path"), ctx.source.document.path.parent)
-        return model_type, MODULES.get(model_type)
+    def _modules(ctx: Context) -> tuple[str, bool, frozenset[str] | None]:
+        model_type, certain = model_type_of(value_of(ctx, "model_name_or_path"), ctx.source.document.path.parent)
+        return model_type, certain, MODULES.get(model_type)
