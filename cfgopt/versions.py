@@ -2,8 +2,9 @@
 
 Selection (docs/versions.md): an explicit value (`--llamafactory-version` / `--deepspeed-version`, later a
 project config) names a shipped snapshot exactly or by prefix (`0.16` = the newest shipped 0.16.x); without
-one, the installed release is read from its dist-info (as `importlib.metadata` does; never an import) and snapped to
-the nearest shipped snapshot of the same minor; without that, the newest snapshot. `resolve_version` does it.
+one, the repository's pins or the job's stated environment (cfgopt.environment), snapped to the nearest shipped
+snapshot of the same minor; without that, the newest snapshot. The release installed where cfgopt runs never
+decides (issue 32); `installed_version` reads it for `cfgopt doctor`, which runs on the node.
 
 Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected
 release (rare: that path reads the other snapshots). What DS090 needs on every DeepSpeed file, the defaults
@@ -324,12 +325,12 @@ def resolve_range(rng: VersionRange) -> str:
     return shipped[-1]
 
 
-def resolve_version(package: str, cli_value: str | None = None, installed: str | None = _DETECT) -> str:
-    """The version whose snapshot judges the files: explicit value > installed release > newest shipped.
+def resolve_version(package: str, cli_value: str | None = None, installed: str | None = None) -> str:
+    """The version whose snapshot judges the files: explicit value > `installed` (a release the caller read on
+    the node; `_DETECT` reads this interpreter's, which only `cfgopt doctor` may) > newest shipped.
 
     `cli_value` is what the user asked for (command line, or a project config file): a version, a prefix or a
-    range (`>=0.16,<0.20`: the newest shipped series in it); `installed` defaults to the installed release
-    found by `installed_version` (pass None to skip detection). Raises VersionError for an explicit value
+    range (`>=0.16,<0.20`: the newest shipped series in it). Raises VersionError for an explicit value
     that matches no shipped snapshot. `choose` adds the repository's dependency pins between the two.
     """
     if cli_value:

@@ -358,8 +358,10 @@ def test_detection_reads_dist_info_without_importing(tmp_path: Path, monkeypatch
     monkeypatch.setattr(sys, "path", [str(site), *sys.path])
     imported_before = "deepspeed" in sys.modules  # (the oracle tests of the same session may have imported it)
     assert versions.installed_version("deepspeed") == "0.16.9"
-    assert resolve_version("deepspeed") == "0.16.4"
-    assert resolve_version("llamafactory") == "0.9.4"
+    # doctor asks for this interpreter's release (it runs on the node); lint never does (issue 32)
+    assert resolve_version("deepspeed", installed=versions._DETECT) == "0.16.4"
+    assert resolve_version("llamafactory", installed=versions._DETECT) == "0.9.4"
+    assert resolve_version("llamafactory") == "0.9.5"
     assert ("deepspeed" in sys.modules) == imported_before  # detection never imports the package
 
 
@@ -372,7 +374,9 @@ def test_detection_agrees_with_importlib_metadata(monkeypatch: pytest.MonkeyPatc
     assert versions.installed_version("no-such-distribution-cfgopt") is None
     # resolve_version snaps whatever the detection reports
     monkeypatch.setattr(versions, "installed_version", lambda pkg: {"deepspeed": "0.17.3"}.get(pkg))
-    assert resolve_version("deepspeed") == "0.17.6" and resolve_version("llamafactory") == "0.9.5"
+    detect = versions._DETECT
+    assert resolve_version("deepspeed", installed=detect) == "0.17.6"
+    assert resolve_version("llamafactory", installed=detect) == "0.9.5"
 
 
 def test_the_installed_release_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
