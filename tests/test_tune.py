@@ -714,3 +714,33 @@ def test_the_search_ranks_by_the_stages_prior() -> None:
     c = next(c for c in cands if c.knobs.micro == 16)
     assert c.prior == pytest.approx(search.prior_speed(c.knobs, 1, "dpo"))
     assert c.prior > 2 * search.prior_speed(c.knobs, 1, "sft")
+
+
+def test_tune_help_names_the_optimizer_values() -> None:
+    """Issue 32: `tune --help` names the optimizers the space may switch to, stochastic rounding included."""
+    import contextlib
+    import io
+
+    from cfgopt.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    text = " ".join(out.getvalue().split())
+    assert "adamw_bnb_8bit" in text and "adamw_torch_8bit_sr" in text and "bf16_stochastic_round=True" in text
+
+
+def test_stochastic_rounding_is_one_knob_value_with_pure_bf16() -> None:
+    """torchao's 8-bit AdamW with bf16 stochastic rounding: written as `optim` + `optim_args`, read back as the same
+    knob value, offered where the platform has torchao, and only with pure bf16 (whose numerics refusal it lifts)."""
+    base = space.Knobs(2, 1, True, "sdpa", True, True, "none", "bf16", "default")
+    rounded = base._replace(precision="pure_bf16", optim=space.SR_OPTIM)
+    keys = space.changed_keys(rounded, base)
+    assert keys["optim"] == "adamw_torch_8bit" and keys["optim_args"] == "bf16_stochastic_round=True"
+    assert keys["pure_bf16"] is True and keys["bf16"] is False
+    assert space.optim_of(keys) == space.SR_OPTIM
+    assert space.refusal(rounded, base) is None
+    assert space.refusal(base._replace(optim=space.SR_OPTIM), base)[1] == "optim"  # not without pure bf16
+    full = {"finetuning_type": "full", "stage": "sft"}
+    assert space.SR_OPTIM in space.optim_values(full, base, space.Platform(cuda=True, torchao=True))
+    assert space.SR_OPTIM not in space.optim_values(full, base, space.Platform(cuda=True))

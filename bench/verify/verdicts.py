@@ -43,13 +43,15 @@ def _metrics(losses: list[dict]) -> dict:
 def old_verdict(original: list[dict], fixed: list[dict]) -> bool:
     """Issue 23's: every step within 1% above the original's."""
     by_step = {e["step"]: e["loss"] for e in original}
-    return all((e["loss"] - by_step[e["step"]]) / abs(by_step[e["step"]]) <= numerics.LOSS_TOLERANCE for e in fixed if e["step"] in by_step)
+    return all(
+        (e["loss"] - by_step[e["step"]]) / abs(by_step[e["step"]]) <= numerics.LOSS_TOLERANCE
+        for e in fixed
+        if e["step"] in by_step
+    )
 
 
 def new_verdict(original: list[dict], fixed: list[dict], spread: list[dict] | None) -> dict:
-    return numerics.compare(
-        _metrics(original), _metrics(fixed), [], spread=_metrics(spread) if spread else None
-    )
+    return numerics.compare(_metrics(original), _metrics(fixed), [], spread=_metrics(spread) if spread else None)
 
 
 def main(argv: list[str]) -> int:
@@ -82,13 +84,17 @@ def main(argv: list[str]) -> int:
         )
     sound_n = sum(1 for p in args.reports if SOUND.get(p.stem))
     worse_n = sum(1 for p in args.reports if SOUND.get(p.stem) is False)
-    print("| knob | trains as well | largest single step | final step | judged (mean of the last half) | tolerance | old verdict | new verdict |")
+    print(
+        "| knob | trains as well | largest single step | final step | judged (mean of the last half) | tolerance | old verdict | new verdict |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | --- | --- |")
     print("\n".join(rows))
     print()
     for name in ("old", "new"):
         ff, fp = wrong[name]
-        print(f"- {name} verdict: false fails {ff} of {sound_n} sound changes, false passes {fp} of {worse_n} worse ones")
+        print(
+            f"- {name} verdict: false fails {ff} of {sound_n} sound changes, false passes {fp} of {worse_n} worse ones"
+        )
     if spread:
         print(f"- the original's own spread (another seed) over the judged window: {new['spread']:.2%}")
     return 0

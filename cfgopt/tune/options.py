@@ -35,7 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=_knobs,
         default=KNOBS,
         help=f"knobs to search, comma-separated (default: all of {','.join(KNOBS)}; pure_bf16 and optim only "
-        "for a full or freeze fine-tune)",
+        "for a full or freeze fine-tune; optim values: adamw_torch_fused, adamw_bnb_8bit (bitsandbytes), "
+        "adafactor, adamw_torch_8bit_sr (torchao's 8-bit AdamW with bf16 stochastic rounding, with pure_bf16: "
+        "`optim: adamw_torch_8bit`, `optim_args: bf16_stochastic_round=True`), each where the machine has it)",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help="apply the winning config to the YAML")
