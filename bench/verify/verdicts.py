@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cfgopt.verify import numerics  # noqa: E402
+from cfgopt.verify import numerics
 
 # knob (the report's file stem) -> trains as well as the original?
 SOUND = {
@@ -85,7 +85,8 @@ def main(argv: list[str]) -> int:
     sound_n = sum(1 for p in args.reports if SOUND.get(p.stem))
     worse_n = sum(1 for p in args.reports if SOUND.get(p.stem) is False)
     print(
-        "| knob | trains as well | largest single step | final step | judged (mean of the last half) | tolerance | old verdict | new verdict |"
+        "| knob | trains as well | largest single step | final step | judged (mean of the last half) | tolerance "
+        "| old verdict | new verdict |"
     )
     print("| --- | --- | ---: | ---: | ---: | ---: | --- | --- |")
     print("\n".join(rows))
