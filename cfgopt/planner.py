@@ -227,6 +227,10 @@ def _values(
         values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
     if job.on("neat_packing") and job.value("flash_attn") == "fa2":
         values["micro"] = [(base.micro, base.ga)]  # batch size must stay 1 (LF019)
+    if not job.deepspeed[0]:
+        # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
+        # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
+        values["micro"] = [(base.micro, base.ga)]
     return values
 
 

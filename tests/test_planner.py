@@ -328,3 +328,20 @@ def test_the_planner_bench_names_each_rows_method_and_keeps_the_plan_near_tunes_
     assert all(r["fix_vs_tune"] >= 0.9 for r in current), [r["config"] for r in current if r["fix_vs_tune"] < 0.9]
     assert len({r["path"] for r in current if r["finetuning_type"] == "full"}) >= 3
     assert any(r["stage"] == "dpo" for r in current)
+
+
+def test_the_batch_shape_stays_where_the_deepspeed_file_was_not_read(tmp_path: Path) -> None:
+    """Issue 34: a `deepspeed:` JSON in a hidden folder is not read, and it may state the batch; the plan must not
+    rewrite the YAML's batch against it (two XF002 mismatches, the Trainer stops)."""
+    hidden = tmp_path / ".configs"
+    hidden.mkdir()
+    (hidden / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}))
+    cfg = tmp_path / "cfg.yaml"
+    # short samples: without an estimate the plan's aim (8k tokens per micro-batch) would raise the micro-batch
+    cfg.write_text(
+        SEED_LIKE.format(extra="deepspeed: .configs/ds.json\n").replace("cutoff_len: 2048", "cutoff_len: 512")
+    )
+    before = cfg.read_text()
+    _, out, err = run_cli(["fix", "--unsafe-fixes", str(cfg), "--target", "h200", "--gpus", "1"])
+    assert "per_device_train_batch_size" not in out, out + err
+    assert cfg.read_text() == before
