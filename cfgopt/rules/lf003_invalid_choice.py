@@ -7,7 +7,7 @@ from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
-from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
+from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.source import Entry, Kind
 from cfgopt.targets import Target
 
@@ -95,7 +95,7 @@ class InvalidChoice(Rule):
             if spec is None or spec.choices is None:
                 continue
             node = entry.node
-            if src.kind == Kind.LF_CLI:
+            if read_by_argparse(src, entry):
                 if node.raw is None:
                     continue
                 ok, _, error = schema.argparse_convert(spec, node.raw)
