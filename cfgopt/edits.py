@@ -58,11 +58,11 @@ def replace_value(source: Source, entry: Entry, value: Any) -> list[Edit] | None
     if source.kind == Kind.LF_CLI and arg is not None:
         if not arg.editable:
             return None  # the value is a variable's: writing a literal would drop it
-        key = arg.text.partition("=")[0]
-        if arg.dotlist:
-            return [Edit(arg.start, arg.end, shell_word(f"{key}={dotlist_value(value)}"))]
-        if arg.inline and not arg.verbatim:
-            return [Edit(arg.start, arg.end, shell_word(f"{key}={value}"))]
+        if arg.inline:  # the text after the `=`, as written: a quote open there is closed first
+            if arg.value_at < 0:
+                return None
+            text = dotlist_value(value) if arg.dotlist else str(value)
+            return [Edit(arg.value_at, arg.end, arg.quote + shell_word("=" + text))]
     if source.kind == Kind.LF_CLI and node.start == entry.key_start:
         # a bare flag (`--do_train`): append the value as a new token
         return [Edit(entry.key_end, entry.key_end, f" {render_value(source, value)}")]
@@ -71,15 +71,13 @@ def replace_value(source: Source, entry: Entry, value: Any) -> list[Edit] | None
 
 def rename_key(source: Source, entry: Entry, new_key: str) -> list[Edit]:
     arg = entry.argument
-    if source.kind == Kind.LF_CLI and arg is not None and (arg.dotlist or not arg.verbatim):
-        # the whole word, as bash will pass it: offsets inside a quoted or escaped word are not the decoded word's
-        key = new_key if arg.dotlist else f"--{new_key}"
-        old_key, eq, value = arg.text.partition("=")
-        if arg.editable:
-            return [Edit(arg.start, arg.end, shell_word(key + eq + value if arg.inline else key))]
-        if source.document.text.startswith(old_key + eq, arg.start):  # `key=$X`: the key alone, the variable kept
-            return [Edit(arg.start, arg.start + len(old_key), key)]
-        return []
+    if source.kind == Kind.LF_CLI and arg is not None:
+        # the text before the value, as written (quotes and escapes included; a quote open at the `=` reopened):
+        # offsets inside a quoted or escaped word are not the decoded word's
+        key = shell_word(new_key if arg.dotlist else f"--{new_key}")
+        if not arg.inline:
+            return [Edit(arg.start, arg.end, key)]
+        return [Edit(arg.start, arg.value_at, key + arg.quote)] if arg.value_at >= 0 else []
     return [Edit(entry.key_start, entry.key_end, render_key(source, new_key))]
 
 

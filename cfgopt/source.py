@@ -80,6 +80,8 @@ class Argument(NamedTuple):
     inline: bool  # the value is in the key's word (`--key=value`, `key=value`)
     dotlist: bool  # `key=value` after a YAML, read by `OmegaConf.from_cli` (a YAML value), not by argparse
     editable: bool = True  # False: the value is a variable's (`--template $T`): a fix would drop the variable
+    value_at: int = -1  # inline: where the `=` before the value is written (-1: unknown), and the quote it is in
+    quote: str = ""
 
 
 class Entry:

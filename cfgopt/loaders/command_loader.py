@@ -512,7 +512,8 @@ def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], d
                 vnode.value = converted
         entry = Entry(key=name, key_start=word.start, key_end=key_end, node=vnode, path=(name,))
         editable = shell.static_word(value_word)
-        entry.argument = Argument(word.text, word.start, word.end, verbatim, bool(eq), False, editable)
+        at = (shell.locate(text, word, 2 + len(key)) or (-1, "")) if eq else (-1, "")
+        entry.argument = Argument(word.text, word.start, word.end, verbatim, bool(eq), False, editable, *at)
         entries.append(entry)
         value[name] = vnode.value
     return entries, value

@@ -96,7 +96,8 @@ def _dotlist(source: Source, words: list[Word], version: str, fields) -> tuple[l
         if not word.literal:
             source.command["unknown"].append((node.start, node.end))
         entry = Entry(key=key, key_start=word.start, key_end=key_end, node=node, path=(key,))
-        entry.argument = Argument(word.text, word.start, word.end, verbatim, True, True, shell.static_word(word))
+        at = shell.locate(text, word, len(key)) or (-1, "")
+        entry.argument = Argument(word.text, word.start, word.end, verbatim, True, True, shell.static_word(word), *at)
         entries.append(entry)
         values[key] = node.value
         i += 1

@@ -571,3 +571,44 @@ class _Expansion:
             raise _Unknown
         self.out.append(value)
         return match.end() + braced
+
+
+def locate(text: str, word: Word, index: int) -> tuple[int, str] | None:
+    """Where the `index`-th character of a literal word's value is written in `text`, and the quote it is written
+    inside ("", "'" or '"'); None when it cannot be told (`$'...'`, an expansion). An edit that replaces the text
+    on one side of that offset keeps the word whole by closing or reopening that quote (`cfgopt.edits`)."""
+    src = text[word.start : word.end]
+    i, n, seen, quote = 0, len(src), 0, ""
+    while i < n:
+        ch = src[i]
+        if quote == "'":
+            if ch == "'":
+                quote, i = "", i + 1
+                continue
+        elif quote == '"':
+            if ch == '"':
+                quote, i = "", i + 1
+                continue
+            if ch == "\\" and i + 1 < n and src[i + 1] in '$`"\\\n':
+                if src[i + 1] == "\n":
+                    i += 2
+                    continue
+                i += 1  # the escaped character is the value's
+        else:
+            cont = _continuation(src, i)
+            if cont:
+                i += cont
+                continue
+            if ch in "'\"" or src.startswith('$"', i):
+                quote, i = ('"', i + 2) if ch == "$" else (ch, i + 1)
+                continue
+            if ch == "$" or ch == "`":
+                return None
+            if ch == "\\":
+                if seen == index:
+                    return word.start + i, ""
+                i += 1
+        if seen == index:
+            return word.start + i, quote
+        seen, i = seen + 1, i + 1
+    return None

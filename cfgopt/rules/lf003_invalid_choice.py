@@ -109,7 +109,8 @@ class InvalidChoice(Rule):
                 continue
             if isinstance(value, list) and all(v in spec.choices for v in value):
                 continue
-            shown = src.document.text[node.start : node.end] or repr(value)
+            written = entry.argument.text.partition("=")[2] if entry.argument else None  # `key=value` after a YAML
+            shown = written if written is not None else src.document.text[node.start : node.end] or repr(value)
             yield self._outside(ctx, entry, spec, shown)
 
     def _outside(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str) -> Diagnostic:
