@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt import discovery, launch_jobs, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import Document, DocumentError, real_path
+from cfgopt.document import Document, DocumentError, encode, real_path
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.rules import codes_and_names, rules_for
@@ -93,7 +93,7 @@ class Project:
         if key in self.documents:
             return self.documents[key]
         if key in self.overlay:
-            doc = Document.from_bytes(path, self.overlay[key].encode("utf-8"))
+            doc = Document.from_bytes(path, encode(self.overlay[key]))
             original = self._read_original(path)
             doc.has_bom = doc.has_bom or (original.has_bom if original else False)  # stdin keeps its own BOM
         else:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sampling import examples
 
-from cfgopt.document import Document
+from cfgopt.document import Document, encode
 from cfgopt.fixer import fix_paths
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.settings import Settings
@@ -110,9 +110,12 @@ def _untouched(argv: list[str]) -> list[str]:
     return out
 
 
+NOT_UTF8 = b"# caf\xe9, \xd1\xb5\xc1\xb7 (Latin-1 and GBK comments: bash runs the bytes)\n"
+
+
 @SETTINGS
-@given(launch_scripts())
-def test_fixed_option_words_keep_bashs_argv(text: str) -> None:
+@given(launch_scripts(), st.booleans())
+def test_fixed_option_words_keep_bashs_argv(text: str, not_utf8: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "bin").mkdir()
@@ -120,13 +123,14 @@ def test_fixed_option_words_keep_bashs_argv(text: str) -> None:
         (folder / "bin" / "llamafactory-cli").chmod(0o755)
         (folder / "x.yaml").write_text(YAML)
         script = folder / "run.sh"
-        script.write_text(text)
+        script.write_bytes((NOT_UTF8 if not_utf8 else b"") + text.encode())
         before = _argv(script, folder)
         result = fix_paths([script], Settings(unsafe_fixes=True, select=("LF001", "LF003")))
         fixed = result.fixed.get(script.resolve())
         if fixed is None:
             return
-        script.write_text(fixed)
+        script.write_bytes(encode(fixed))
+        assert fixed.startswith(NOT_UTF8.decode("utf-8", "surrogateescape")) == not_utf8
         assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0, fixed
         after = _argv(script, folder)
         assert [_untouched(a) for a in after] == [_untouched(b) for b in before], fixed

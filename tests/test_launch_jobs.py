@@ -233,3 +233,61 @@ def test_before_093_argparse_keeps_the_yaml_path_unused() -> None:
         args=["x.yaml", "--model_name_or_path", "m", "--template", "qwen"], return_remaining_strings=True
     )
     assert unknown == ["x.yaml"]
+
+
+# ---------------------------------------------------------------- issue 34: where launches hide, scripts not UTF-8
+
+LAUNCH = f"llamafactory-cli train {ARGS} --template qwen --flash_attn Fa"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"function f {{ {LAUNCH}; }}\nf\n",
+        f"function f {{ cd /x && {LAUNCH}; }}\n",
+        f"coproc {LAUNCH}\n",
+        f"coproc TRAIN {{ {LAUNCH}; }}\n",
+    ],
+)
+def test_a_launch_in_a_one_line_function_or_behind_coproc_is_read(script: str) -> None:
+    (src,) = find_commands(Document(path=Path("run.sh"), text=script))
+    assert src.data["flash_attn"] == "Fa"
+
+
+def test_a_locale_string_is_its_text() -> None:
+    (src,) = find_commands(Document(path=Path("run.sh"), text=LAUNCH.replace("Fa", '$"fa2"') + "\n"))
+    assert src.data["flash_attn"] == "fa2" and src.root.get("flash_attn").node.raw == "fa2"
+
+
+GBK_SCRIPT = b"#!/bin/bash\n# \xd1\xb5\xc1\xb7\xbd\xc5\xb1\xbe\n# caf\xe9\n" + LAUNCH.encode() + b"\n"
+
+
+@pytest.mark.parametrize("how", [["sub/train.sh"], ["."], ["--recognised-only", "--force-exclude", "sub/train.sh"]])
+def test_a_script_with_gbk_or_latin1_comments_is_linted(tmp_path: Path, how: list[str]) -> None:
+    """Named, found in a folder walk, or handed by pre-commit (`--recognised-only`): bash runs it, so it is read."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.sh").write_bytes(GBK_SCRIPT)
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--select", "LF003", "--format", "concise", *how],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert run.returncode == 1 and "not UTF-8" not in run.stdout + run.stderr, run.stdout + run.stderr
+    assert "train.sh:4:" in run.stdout and "LF003" in run.stdout
+
+
+def test_a_fix_keeps_the_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_bytes(GBK_SCRIPT)
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "--select", "LF003", "train.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert run.returncode == 0, run.stderr
+    assert script.read_bytes() == GBK_SCRIPT.replace(b"--flash_attn Fa", b"--flash_attn sdpa")

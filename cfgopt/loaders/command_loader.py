@@ -189,8 +189,9 @@ def launch_of(words: list[Word]) -> Launch | None:
 
 
 def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
-    """The index of the word naming the program, past reserved words, `VAR=value` assignments and the
-    commands that run another one (`nohup`, `time -p`, `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`)."""
+    """The index of the word naming the program, past reserved words, `VAR=value` assignments, a one-line
+    function's head (`function f {`), `coproc [NAME]` and the commands that run another one (`nohup`, `time -p`,
+    `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`)."""
     while k < len(words):
         word = words[k]
         text = word.text
@@ -203,6 +204,11 @@ def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
             k += 1
         elif text in ("time", "command", "exec", "env", "nice", "timeout", "stdbuf", "sudo"):
             k = _skip_wrapper_options(words, k + 1, text)
+        elif text == "function":  # `function f { ...; }` on one line: the body's first command follows
+            k += 2
+        elif text == "coproc":  # `coproc CMD ...`, `coproc NAME { CMD ...; }`
+            named = k + 2 < len(words) and words[k + 2].text == "{" and _NAME.fullmatch(words[k + 1].text)
+            k += 2 if named else 1
         else:
             return k
     return k
