@@ -291,3 +291,19 @@ def test_a_fix_keeps_the_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert script.read_bytes() == GBK_SCRIPT.replace(b"--flash_attn Fa", b"--flash_attn sdpa")
+
+
+# ---------------------------------------------------------------- item 5: jobs of a sweep share their estimates
+
+
+def test_jobs_share_an_estimate_only_where_every_key_it_read_agrees(tmp_path: Path) -> None:
+    """`Job.estimate` shares `memory.estimate`'s result between jobs that agree on the keys it read: a sweep's
+    lines differ in `output_dir`; a line with another `cutoff_len` gets its own."""
+    base = f"llamafactory-cli train {ARGS.replace('--model_name_or_path m', '--model_name_or_path Qwen/Qwen2.5-7B')}"
+    script = "".join(
+        f"{base} --template qwen --bf16 --learning_rate 1e-{i} --cutoff_len {c}\n"
+        for i, c in ((4, 1024), (5, 1024), (4, 4096))
+    )
+    proj = project(tmp_path, script, target_name="h200")
+    a, b, c = (proj.context(s).job.estimate(1) for s in lines_of(proj))
+    assert a is not None and a is b and c is not a and c.required_gib > a.required_gib
