@@ -41,6 +41,12 @@ BREAK_CHARS = "\r\n\x85\u2028\u2029"
 _SYNTAX_BY_SUFFIX = {".json": "json", ".sh": "script", ".bash": "script"}
 
 
+def encode(text: str) -> bytes:
+    """A document's text as the bytes to write: UTF-8, with the bytes of a script that were not UTF-8 (read as
+    lone surrogates by `Document.from_bytes`) written back as they were."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 class DocumentError(Exception):
     """The file cannot be read as text (I/O error, not UTF-8, binary)."""
 
@@ -83,7 +89,11 @@ class Document:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DocumentError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
+            if _SYNTAX_BY_SUFFIX.get(Path(path).suffix.lower()) != "script":
+                raise DocumentError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
+            # bash runs bytes: a GBK or Latin-1 comment is no error. Each byte that is not UTF-8 stands for itself
+            # (a lone surrogate), so the tokenizer reads what bash reads and `encode` gives the bytes back.
+            text = raw.decode("utf-8", "surrogateescape")
         has_bom = text.startswith(BOM)
         if has_bom:
             text = text[1:]
@@ -99,7 +109,7 @@ class Document:
 
     def to_bytes(self, text: str | None = None) -> bytes:
         body = self.text if text is None else text
-        return ((BOM if self.has_bom else "") + body).encode("utf-8")
+        return encode((BOM if self.has_bom else "") + body)
 
     @property
     def newline(self) -> str:

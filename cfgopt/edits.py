@@ -54,6 +54,15 @@ def replace_value(source: Source, entry: Entry, value: Any) -> list[Edit] | None
     node = entry.node
     if node.entries is not None or node.items is not None:
         return None
+    arg = entry.argument
+    if source.kind == Kind.LF_CLI and arg is not None:
+        if not arg.editable:
+            return None  # the value is a variable's: writing a literal would drop it
+        if arg.inline:  # the text after the `=`, as written: a quote open there is closed first
+            if arg.value_at < 0:
+                return None
+            text = dotlist_value(value) if arg.dotlist else str(value)
+            return [Edit(arg.value_at, arg.end, arg.quote + shell_word("=" + text))]
     if source.kind == Kind.LF_CLI and node.start == entry.key_start:
         # a bare flag (`--do_train`): append the value as a new token
         return [Edit(entry.key_end, entry.key_end, f" {render_value(source, value)}")]
@@ -61,7 +70,41 @@ def replace_value(source: Source, entry: Entry, value: Any) -> list[Edit] | None
 
 
 def rename_key(source: Source, entry: Entry, new_key: str) -> list[Edit]:
+    arg = entry.argument
+    if source.kind == Kind.LF_CLI and arg is not None:
+        # the text before the value, as written (quotes and escapes included; a quote open at the `=` reopened):
+        # offsets inside a quoted or escaped word are not the decoded word's
+        key = shell_word(new_key if arg.dotlist else f"--{new_key}")
+        if not arg.inline:
+            return [Edit(arg.start, arg.end, key)]
+        return [Edit(arg.start, arg.value_at, key + arg.quote)] if arg.value_at >= 0 else []
     return [Edit(entry.key_start, entry.key_end, render_key(source, new_key))]
+
+
+def dotlist_value(value: Any) -> str:
+    """A value as `key=value` after a YAML writes it: YAML text OmegaConf's `from_cli` reads back as `value`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    import yaml  # the YAML loaders import it already
+
+    from cfgopt.loaders.yaml_loader import OmegaConfParityLoader
+
+    text = str(value)
+    try:
+        same = yaml.load(text, Loader=OmegaConfParityLoader) == text  # a safe loader
+    except yaml.YAMLError:
+        same = False
+    return text if same else "'" + text.replace("'", "''") + "'"
+
+
+def shell_word(text: str) -> str:
+    import shlex  # command lines only
+
+    return shlex.quote(text)
 
 
 def _siblings(source: Source, entry: Entry) -> list[Entry]:

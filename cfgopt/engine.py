@@ -12,9 +12,9 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from cfgopt import discovery, schema
+from cfgopt import discovery, launch_jobs, schema
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import Document, DocumentError, real_path
+from cfgopt.document import Document, DocumentError, encode, real_path
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.rules import codes_and_names, rules_for
@@ -93,7 +93,7 @@ class Project:
         if key in self.documents:
             return self.documents[key]
         if key in self.overlay:
-            doc = Document.from_bytes(path, self.overlay[key].encode("utf-8"))
+            doc = Document.from_bytes(path, encode(self.overlay[key]))
             original = self._read_original(path)
             doc.has_bom = doc.has_bom or (original.has_bom if original else False)  # stdin keeps its own BOM
         else:
@@ -193,16 +193,9 @@ class Project:
     # ---------------------------------------------------------------- linking
     def link(self) -> None:
         for src in list(self.sources):
-            if src.kind == Kind.LF_CLI and src.command.get("yaml") and src.command["yaml"][3]:
-                self.context(src)
-                word = src.command["yaml"][0]
-                found, searched = resolve_reference(word, src.document.path)
-                if found is not None and self._may_read(found, src, word):
-                    self._note_where_found(word, found, searched, src.document.path)
-                    self._mark_if_excluded(found)
-                    self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
-                    for new in self._by_path.get(real_path(found), []):
-                        self.context(new)
+            if src.kind == Kind.LF_CLI and src.command.get("yaml"):
+                self._link_launch(src)
+        launch_jobs.launched_gpus(self.sources)
         for src in list(self.sources):
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
                 continue
@@ -210,6 +203,24 @@ class Project:
             if isinstance(ref, str) and ref:
                 self._link_deepspeed(src, ref)
         self._link_requirements()
+
+    def _link_launch(self, src: Source) -> None:
+        """A line naming a YAML: the YAML read and merged under the line's overrides (`cfgopt.launch_jobs`); a
+        YAML that is nowhere is the line's error; one not read, or named through an expansion, leaves it open."""
+        self.context(src)
+        word, start, end, literal = src.command["yaml"]
+        found, searched = resolve_reference(word, src.document.path) if literal else (None, [])
+        if found is None or not self._may_read(found, src, word):
+            src.command["open"] = True
+            if literal and found is None:
+                src.command["launch_errors"].append((start, end, launch_jobs.missing_message(word, searched), None))
+            return
+        self._note_where_found(word, found, searched, src.document.path)
+        self._mark_if_excluded(found)
+        self.load(found, explicit=False, kind_hint=Kind.LF_TRAIN)
+        for new in self._by_path.get(real_path(found), []):
+            self.context(new)
+        launch_jobs.attach(src, self._by_path.get(real_path(found), []))
 
     def _link_deepspeed(self, src: Source, ref: str) -> None:
         ctx = self.context(src)
@@ -314,6 +325,7 @@ class Project:
                     out.append(diag)
                     owners[id(diag)] = src
         out = [d for d in out if real_path(d.path) not in self.skip]
+        out = launch_jobs.drop_repeated(out, owners, real_path)
         suppressing = self._may_suppress()
         matched = None
         if suppressing:  # kept off the common path: nothing to suppress, nothing imported
@@ -355,6 +367,8 @@ class Project:
                         f"internal error in {rule.code} ({type(exc).__name__}: {exc}); please report this",
                     )
                 )
+        if src.command.get("unknown"):
+            found = [d for d in found if not launch_jobs.about_unknown(d, src)]
         return found
 
     def _rules_needed(self) -> tuple[Rule, ...]:

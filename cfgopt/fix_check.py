@@ -71,6 +71,8 @@ def parse(path: Path, text: str, loader: str, lf_schema: Any = None) -> Parsed:
         prefix: KeyPath = (index,) if loader == "script" else ()
         if src.root is not None:
             _flatten(src.root, prefix, parsed)
+            if loader == "script" and parsed.values.get(prefix) == {}:
+                del parsed.values[prefix]  # a launch without arguments: one added to it is named by its own path
     return parsed
 
 
@@ -187,7 +189,7 @@ def protected_spans(sources: list[Source]) -> list[tuple[int, int, int, str]]:
             stack.extend((e.key_start, e.node) for e in node.entries or () if not e.merged)
             stack.extend((item.start, item) for item in node.items or ())
         for entry in src.root.entries or ():
-            if entry.node.raw is None and entry.node.start != entry.key_start and src.command:
+            if entry.argument is not None and not entry.argument.editable and entry.node.start != entry.key_start:
                 why = "the shell computes this value when the script runs"
                 out.append((entry.key_start, entry.node.start, entry.node.end, why))
     return out

@@ -26,7 +26,7 @@ from pathlib import Path
 from cfgopt import discovery
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.document import real_path
-from cfgopt.engine import Project, build_project, resolve_reference
+from cfgopt.engine import Project, build_project
 from cfgopt.fix_check import apply_edits as _apply_tracked
 from cfgopt.fix_check import damage
 from cfgopt.settings import PerFileSettings, Settings, judged_with
@@ -161,12 +161,9 @@ def _jobs(project: Project) -> dict[Path, set[Path]]:
             join(src, ctx.deepspeed)
         for consumer in ctx.consumers:
             join(src, consumer)
-        word = src.command.get("yaml") if src.kind == Kind.LF_CLI else None
-        if word and word[3]:
-            found, _ = resolve_reference(word[0], src.document.path)
-            for linked in project.sources if found is not None else ():
-                if real_path(linked.document.path) == real_path(found):
-                    join(src, linked)
+        base = src.command.get("base") if src.kind == Kind.LF_CLI else None
+        if base is not None:  # the YAML a launch line names (`launch_jobs.attach`): one job
+            join(src, base)
     groups: dict[Path, set[Path]] = {}
     for key in list(parent):
         groups.setdefault(root(key), set()).add(key)

@@ -62,9 +62,21 @@ def lf_value(data: Any, key: str, lf: schema.LlamaFactorySchema, group: str = "t
 def lf_values(data: dict[str, Any], lf: schema.LlamaFactorySchema, group: str = "train") -> dict[str, Any]:
     """Every field of the selected version with the config's value or its default, plus the config's own keys:
     the input of `cfgopt.memory`, which knows no default."""
-    out = {name: spec.default for name, spec in lf.group(group).items()}
+    out = dict(_defaults(lf, group))
     out.update(data)
     return out
+
+
+_DEFAULTS: dict[tuple[int, str], dict[str, Any]] = {}
+
+
+def _defaults(lf: schema.LlamaFactorySchema, group: str) -> dict[str, Any]:
+    """Every field's default of a subcommand, built once per snapshot (a sweep script asks for it per job and
+    per memory estimate). Callers copy it."""
+    key = (id(lf), group)
+    if key not in _DEFAULTS:
+        _DEFAULTS[key] = {name: spec.default for name, spec in lf.group(group).items()}
+    return _DEFAULTS[key]
 
 
 def group_of(source: Source) -> str:
@@ -194,14 +206,20 @@ class Job:
         return bool(self.value(key))
 
     def values(self, **changes: Any) -> dict[str, Any]:
-        """The values LLaMA-Factory sees, with `changes` applied (None: back to the default)."""
-        data = dict(self.data)
+        """The values LLaMA-Factory sees, with `changes` applied (None: back to the default). A new dict each
+        call (callers may change it), copied from one built once per job."""
+        if "values" not in self.memo:
+            self.memo["values"] = lf_values(self.data, self.lf, self.group)
+        out = dict(self.memo["values"])
         for key, value in changes.items():
             if value is None:
-                data.pop(key, None)
+                out.pop(key, None)
+                default = self.lf.group(self.group).get(key)
+                if default is not None:
+                    out[key] = default.default
             else:
-                data[key] = value
-        return lf_values(data, self.lf, self.group)
+                out[key] = value
+        return out
 
     @property
     def training(self) -> bool:
@@ -306,8 +324,6 @@ class Job:
         target = self.settings.target
         if not target.memory_gib or not self.training:
             return None
-        from cfgopt import memory  # only where an estimate can be made: most lint runs never load it
-
         if deepspeed is _MISSING:
             known, deepspeed = self.deepspeed
             if not known:
@@ -317,12 +333,86 @@ class Job:
             return self.memo[key]
         est = None
         if self.shape is not None:
-            est = memory.estimate(self.values(**changes), self.shape, target, gpus, deepspeed, fill=fill)
+            est = _shared_estimate(self.values(**changes), self.shape, target, gpus, deepspeed, fill)
             # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
             if est.unmodelled or est.approximate or (deepspeed is not None and est.zero_stage is None):
                 est = None
         self.memo[key] = est
         return est
+
+
+class _ReadKeys(dict):
+    """A config dict that notes the keys read from it; iterating over it reads them all."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.read: set[str] | None = set()
+
+    def __getitem__(self, key: str) -> Any:
+        if self.read is not None:
+            self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self.read is not None:
+            self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if self.read is not None:
+            self.read.add(key)  # type: ignore[arg-type]
+        return super().__contains__(key)
+
+    def _everything(self):
+        self.read = None
+
+    def __iter__(self):
+        self._everything()
+        return super().__iter__()
+
+    def keys(self):  # type: ignore[override]
+        self._everything()
+        return super().keys()
+
+    def items(self):  # type: ignore[override]
+        self._everything()
+        return super().items()
+
+    def values(self):  # type: ignore[override]
+        self._everything()
+        return super().values()
+
+    def copy(self) -> dict[str, Any]:
+        self._everything()
+        return dict(super().items())
+
+
+# Estimates shared by the jobs of a run: `memory.estimate` is pure arithmetic over the config dict, so jobs that
+# agree on every key it read (a sweep script's lines differ in `output_dir` and `learning_rate`) share the
+# result. Keyed by model, target, GPUs, DeepSpeed and fill, then by the keys read, then by their values.
+_SHARED: dict[tuple, dict[tuple[str, ...], dict[tuple[str, ...], Any]]] = {}
+_SHARED_MAX = 4096
+
+
+def _shared_estimate(values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any) -> Any:
+    from cfgopt import memory  # only where an estimate can be made: most lint runs never load it
+
+    by_keys = _SHARED.setdefault((shape, id(target), gpus, _memo_text(deepspeed), fill), {})
+    for keys, found in by_keys.items():
+        est = found.get(_signature(values, keys))
+        if est is not None:
+            return est
+    recording = _ReadKeys(values)
+    est = memory.estimate(recording, shape, target, gpus, deepspeed, fill=fill)
+    if recording.read is not None and sum(len(f) for f in by_keys.values()) < _SHARED_MAX:
+        keys = tuple(sorted(map(str, recording.read)))
+        by_keys.setdefault(keys, {})[_signature(values, keys)] = est
+    return est
+
+
+def _signature(values: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The values of `keys` as exact text (type and repr: `1` and `1.0` and `True` differ)."""
+    return tuple(f"{type(v).__name__}:{v!r}" for v in (values.get(k, _MISSING) for k in keys))
 
 
 def _memo_text(value: Any) -> str:

@@ -231,7 +231,8 @@ class MemoryEstimate:
     @property
     def required_gib(self) -> float:
         """What the GPU must hold: the allocated peak, the allocator's margin and the runtime."""
-        return self.peak_allocated_gib + self.margin_gib + self.runtime_gib
+        peak = self.peak_allocated_gib  # the peak once: the planner asks this of every candidate of every job
+        return peak + ALLOCATOR_MARGIN * peak + self.runtime_gib
 
     @property
     def peak_gib(self) -> float:

@@ -68,10 +68,26 @@ class Node:
         return self.entries is not None
 
 
+class Argument(NamedTuple):
+    """A command-line entry as its words are written in the script. Offsets inside a word hold only where the
+    word is `verbatim` (no quote, escape or expansion: `"--flash_attn=Fa"` decodes to a shorter text), so an
+    edit of any other word replaces the whole word (`cfgopt.edits`)."""
+
+    text: str  # the word holding the key (`--key`, `--key=value`, `key=value`) as bash passes it
+    start: int  # ... and its span as written, quotes and escapes included
+    end: int
+    verbatim: bool
+    inline: bool  # the value is in the key's word (`--key=value`, `key=value`)
+    dotlist: bool  # `key=value` after a YAML, read by `OmegaConf.from_cli` (a YAML value), not by argparse
+    editable: bool = True  # False: the value is a variable's (`--template $T`): a fix would drop the variable
+    value_at: int = -1  # inline: where the `=` before the value is written (-1: unknown), and the quote it is in
+    quote: str = ""
+
+
 class Entry:
     """A mapping entry: its key, the key's span, the value's node, and the path from the root."""
 
-    __slots__ = ("key", "key_end", "key_is_str", "key_start", "merged", "node", "path")
+    __slots__ = ("argument", "key", "key_end", "key_is_str", "key_start", "merged", "node", "path")
 
     def __init__(
         self,
@@ -90,6 +106,7 @@ class Entry:
         self.key, self.key_start, self.key_end, self.node, self.path = key, key_start, key_end, node, path
         self.key_is_str = key_is_str
         self.merged = merged
+        self.argument: Argument | None = None  # command lines: the words as written
 
     def __repr__(self) -> str:
         return f"Entry({self.key!r}, {self.key_start}, {self.key_end}, {self.node!r})"

@@ -224,7 +224,8 @@ def test_an_expansion_as_a_value_is_one_unknown_value() -> None:
             2,
         ),
         ("accelerate launch --config_file a.yaml src/train.py {args}", "accelerate launch src/train.py", None),
-        ("FORCE_TORCHRUN=1 NNODES=2 NPROC_PER_NODE=4 llamafactory-cli train {args}", "llamafactory-cli", 4),
+        # 4 processes per node x 2 nodes
+        ("FORCE_TORCHRUN=1 NNODES=2 NPROC_PER_NODE=4 llamafactory-cli train {args}", "llamafactory-cli", 8),
         ("CUDA_VISIBLE_DEVICES=0,1,2 llamafactory-cli train {args}", "llamafactory-cli", 3),
         ("HIP_VISIBLE_DEVICES=0 python src/train.py {args}", "python src/train.py", 1),
         (

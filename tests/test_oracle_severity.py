@@ -53,6 +53,8 @@ CITED: dict[str, str] = {
     "(the CPU oracle runs 0.9.5, which reads `.yml` too; confirmed with 0.9.0 / transformers 4.45.0: exit 2)",
     "LF042/release-091/train.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: `Please specify which "
     "template to use.` (the CPU oracle runs 0.9.5, which picks a default template; confirmed with 0.9.1)",
+    "LF042/launch-yaml-with-template/notemplate.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: "
+    "`Please specify which template to use.` (as LF042/release-091: the oracle runs 0.9.5)",
     "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
     "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check; confirmed with 0.9.4)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "

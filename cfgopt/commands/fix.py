@@ -110,6 +110,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
     """Print each fixed file's diff (without --write, or with --diff) and write it (with --write); the files
     that could not be written, each reported with why."""
     from cfgopt import report
+    from cfgopt.document import encode
     from cfgopt.document import shown as escape
     from cfgopt.writer import ChangedOnDisk, atomic_write
 
@@ -118,11 +119,12 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
         before, after = result.originals[path], result.fixed[path]
         shown = report.display_path(path)
         if args.diff or not args.write:
-            sys.stdout.writelines(unified_diff(before, after, shown))
+            for line in unified_diff(before, after, shown):
+                _write_line(line)
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
             try:
-                atomic_write(path, (bom + after).encode("utf-8"), expected=(bom + before).encode("utf-8"))
+                atomic_write(path, encode(bom + after), expected=encode(bom + before))
             except (ChangedOnDisk, OSError) as exc:
                 sys.stderr.write(f"{shown}: error: not written: {exc}\n")
                 unwritten.add(path)
@@ -130,6 +132,21 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
         for description in [] if args.quiet else result.applied.get(path, []):
             sys.stderr.write(escape(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}") + "\n")
     return unwritten
+
+
+def _write_line(line: str) -> None:
+    """A diff line: as text, or, holding a script's bytes that are not UTF-8 (GBK, Latin-1), as those bytes."""
+    try:
+        sys.stdout.write(line)
+    except UnicodeEncodeError:
+        from cfgopt.document import encode
+
+        sys.stdout.flush()
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:
+            sys.stdout.write(line.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        else:
+            buffer.write(encode(line))
 
 
 NO_FINAL_NEWLINE = "\\ No newline at end of file\n"

@@ -18,9 +18,9 @@ import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt.document import Document
-from cfgopt.loaders import shell
+from cfgopt.loaders import overrides, shell
 from cfgopt.loaders.shell import Word
-from cfgopt.source import Entry, Kind, Node, Source
+from cfgopt.source import Argument, Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
     from cfgopt.schema import LlamaFactorySchema
@@ -34,7 +34,8 @@ _SUBCOMMAND_GROUP = {
     "eval": "eval",
 }
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 # Environment variables a launch reads that cfgopt keeps track of through a script (`export` and prefixes).
 VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
@@ -86,34 +87,58 @@ class Launch(NamedTuple):
 
 
 class _Environment:
-    """The tracked variables the script has exported so far (script order; control flow is not followed)."""
+    """What the script has set so far, in script order (control flow is not followed): every shell variable's
+    value where it is static (`YAML=configs/x.yaml`, `OUT=${BASE}/out`) or None where it is known only at run time
+    (`template=$1`, `N=$(nproc)`, a `for` or `read` variable), and the tracked variables exported (`export A=1`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.static: dict[str, str | None] = {}
         self.variables: dict[str, Word | None] = {}
         self.exported: dict[str, Word | None] = {}
 
+    def expanded(self, words: list[Word]) -> list[Word]:
+        """The words with the variables of static value expanded (`"${YAML}"` -> `configs/x.yaml`); a word
+        holding any other expansion stays as it is (not literal: unknown)."""
+        if all(w.literal for w in words):
+            return words
+        return [shell.expand(self.text, w, self.static) for w in words]
+
     def read(self, words: list[Word]) -> None:
-        """Follow one command that is not a launch: `A=1`, `export A=1 B`, `unset A` (after `then`, `do` ...)."""
+        """Follow one command that is not a launch: `A=1`, `export A=1 B`, `local A=$1`, `unset A`, `for A in`,
+        `read A` (after `then`, `do` ...)."""
         assignments: dict[str, Word] = {}
         k = _skip_prefixes(words, 0, assignments)
         words = words[k:]
         if not words:
             for word in assignments.values():
                 self._assign(word, export=False)
-        elif words[0].text in ("export", "declare", "typeset") and words[0].literal:
-            exporting = words[0].text == "export" or any(w.text.startswith("-") and "x" in w.text for w in words)
-            for word in words[1:] if exporting else ():
-                if _ASSIGNMENT.match(word.text):
-                    self._assign(word, export=True)
-                elif word.text in TRACKED_ENV:
-                    self.exported[word.text] = self.variables.get(word.text)
-        elif words[0].text == "unset":
+            return
+        head = words[0].text if words[0].literal else ""
+        if head in ("export", "declare", "typeset", "local", "readonly"):
+            exporting = head == "export" or any(w.text.startswith("-") and "x" in w.text for w in words)
             for word in words[1:]:
+                if _ASSIGNMENT.match(word.text):
+                    self._assign(word, export=exporting)
+                elif exporting and word.text in TRACKED_ENV:
+                    self.exported[word.text] = self.variables.get(word.text)
+        elif head == "unset":
+            for word in words[1:]:
+                self.static.pop(word.text, None)
                 self.variables.pop(word.text, None)
                 self.exported.pop(word.text, None)
+        elif head in ("for", "select") and len(words) > 1:
+            self.static[words[1].text] = None
+        elif head in ("read", "mapfile", "readarray", "getopts"):
+            for word in words[1:]:
+                if _NAME.fullmatch(word.text):
+                    self.static[word.text] = None
 
     def _assign(self, word: Word, export: bool) -> None:
-        name = word.text.partition("=")[0]
+        word = shell.expand(self.text, word, self.static, assignment=True)
+        name, _, value = word.text.partition("=")
+        name = name.rstrip("+")
+        self.static[name] = value if word.literal and not word.text.startswith(f"{name}+=") else None
         if name in TRACKED_ENV:
             self.variables[name] = word
             if export or name in self.exported:
@@ -126,20 +151,20 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
     from cfgopt import schema
 
     script = shell.scan(doc.text)
-    environment = _Environment()
+    environment = _Environment(doc.text)
+    lf = lf or schema.llamafactory()
     sources = []
     covered = 0  # the end of the last launch read: a command before it is inside one of its words
     for command in script.commands:
         if command.start < covered:
             continue
-        launch = launch_of(command.words)
+        launch = launch_of(environment.expanded(command.words))
         if launch is None:
             if command.depth == 0:
                 environment.read(command.words)
             continue
         covered = command.end
-        fields = None if launch.args and _is_config(launch.args[0]) else (lf or schema.llamafactory())
-        sources.append(_source(doc, launch, environment, fields))
+        sources.append(_source(doc, launch, environment, lf))
     return sources
 
 
@@ -164,8 +189,9 @@ def launch_of(words: list[Word]) -> Launch | None:
 
 
 def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
-    """The index of the word naming the program, past reserved words, `VAR=value` assignments and the
-    commands that run another one (`nohup`, `time -p`, `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`)."""
+    """The index of the word naming the program, past reserved words, `VAR=value` assignments, a one-line
+    function's head (`function f {`), `coproc [NAME]` and the commands that run another one (`nohup`, `time -p`,
+    `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`)."""
     while k < len(words):
         word = words[k]
         text = word.text
@@ -178,6 +204,11 @@ def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
             k += 1
         elif text in ("time", "command", "exec", "env", "nice", "timeout", "stdbuf", "sudo"):
             k = _skip_wrapper_options(words, k + 1, text)
+        elif text == "function":  # `function f { ...; }` on one line: the body's first command follows
+            k += 2
+        elif text == "coproc":  # `coproc CMD ...`, `coproc NAME { CMD ...; }`
+            named = k + 2 < len(words) and words[k + 2].text == "{" and _NAME.fullmatch(words[k + 1].text)
+            k += 2 if named else 1
         else:
             return k
     return k
@@ -226,7 +257,7 @@ def _python(name: Word, words: list[Word], k: int, env: dict[str, Word]) -> Laun
         if module.text in ("torch.distributed.run", "torch.distributed.launch"):
             return _launcher(name, "torchrun", words, k, env, f"python -m {module.text}")
         return _entry_point(name, "python", f"python -m {module.text}", module.text, True, words[k:], options, env)
-    if k >= len(words) or not words[k].literal:
+    if k >= len(words) or not _script_path(words[k]):
         return None
     shown = f"python {words[k].text}"
     return _entry_point(name, "python", shown, words[k].text, False, words[k + 1 :], options, env)
@@ -236,7 +267,7 @@ def _launcher(name: Word, kind: str, words: list[Word], k: int, env: dict[str, W
     """`deepspeed [options] SCRIPT ...`, `torchrun [options] SCRIPT ...`, `accelerate launch [options] SCRIPT
     ...`: the options before the script are the launcher's."""
     options, k = _options(words, k, kind)
-    if k >= len(words) or not words[k].literal:
+    if k >= len(words) or not _script_path(words[k]):
         return None
     module = any(flag in options for flag in ("-m", "--module"))
     shown = f"{shown or kind} {words[k].text}"
@@ -252,6 +283,8 @@ def _options(words: list[Word], k: int, kind: str) -> tuple[dict[str, Word], int
     options: dict[str, Word] = {}
     while k < len(words) and ((words[k].text.startswith("-") and len(words[k].text) > 1) or words[k].spread):
         if words[k].spread and not words[k].text.startswith("-"):
+            if words[k].text.endswith(".py") and _script_path(words[k]):
+                break  # `${base_path}/src/train.py`: the script, wherever the checkout is
             options[_UNKNOWN_OPTIONS] = words[k]  # `torchrun $DIST_ARGS src/train.py`: known only at run time
             k += 1
             continue
@@ -298,13 +331,20 @@ def _entry_point(
     return None
 
 
+def _script_path(word: Word) -> bool:
+    """Can the word name an entry point? A literal one, or one whose last path component is literal
+    (`${base_path}/src/train_bash.py`, `"$LF_DIR"/src/train.py`: where the checkout is does not matter)."""
+    tail = word.text.rsplit("/", 1)
+    return word.literal or (len(tail) == 2 and not set("$`\"'") & set(tail[1]))
+
+
 def _is_config(word: Word) -> bool:
     return word.text.endswith(CONFIG_SUFFIXES) and not word.text.startswith("-")
 
 
 # ---------------------------------------------------------------------------------------------- GPU count
 def _count(word: Word | None) -> int | None:
-    if word is None or not word.literal or not word.text.isdigit():
+    if word is None or not word.literal or not (word.text.isascii() and word.text.isdigit()):
         return None
     return int(word.text)
 
@@ -325,7 +365,19 @@ def launcher_precision(launch: Launch, env: dict[str, Word]) -> str | None:
 
 
 def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> tuple[int, str] | None:
-    """How many GPUs (processes on this node) the launch uses, and what says so; None when unknown."""
+    """How many GPUs (processes) the launch starts in all, and what says so; None when unknown. The processes
+    per node times the nodes (`--nnodes`, `--num_nodes`, `NNODES`), where both are stated."""
+    env = {**environment.exported, **launch.env}
+    per_node = _per_node(launch, env, doc)
+    if per_node is None:
+        return None
+    nodes = _nodes(launch, env, doc)
+    if nodes is None:
+        return per_node
+    return per_node[0] * nodes[0], f"{per_node[1]} x {nodes[1]}"
+
+
+def _per_node(launch: Launch, env: dict[str, Word | None], doc: Document) -> tuple[int, str] | None:
     opts = launch.options
     kind = launch.kind
     for option in ("--num_gpus", "--num_accelerators", "--nproc_per_node", "--nproc-per-node", "--num_processes"):
@@ -343,11 +395,10 @@ def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> t
         return 1, "torchrun's default `--nproc_per_node 1`"
     if kind == "accelerate" and any(o in opts for o in ("--config_file", "--config-file")):
         return None  # the count is in accelerate's config file
-    env = {**environment.exported, **launch.env}
     nproc = env.get("NPROC_PER_NODE")
-    if kind == "cli":
-        count = _count(None if nproc is None else Word(nproc.text.partition("=")[2], 0, 0, nproc.literal))
-        if nproc is not None and count:
+    if kind == "cli" and nproc is not None:
+        count = _count(Word(nproc.text.partition("=")[2], 0, 0, nproc.literal))
+        if count:
             return count, _where(nproc, doc)
     for name in VISIBLE_DEVICES:
         word = env.get(name)
@@ -358,13 +409,30 @@ def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> t
     return None
 
 
+def _nodes(launch: Launch, env: dict[str, Word | None], doc: Document) -> tuple[int, str] | None:
+    """The nodes a launch spans where more than one is stated (accelerate's `--num_processes` counts every
+    machine's already); None for one node or an unknown count."""
+    options = {"torchrun": ("--nnodes",), "deepspeed": ("--num_nodes",)}.get(launch.kind, ())
+    for option in options:
+        count = _count(launch.options.get(option))
+        if count is not None and count > 1:
+            return count, f"`{option} {count}`"
+    word = env.get("NNODES")
+    if launch.kind == "cli" and word is not None:
+        count = _count(Word(word.text.partition("=")[2], 0, 0, word.literal))
+        if count is not None and count > 1:
+            return count, _where(word, doc)
+    return None
+
+
 def _where(word: Word, doc: Document) -> str:
     return f"`{word.text}` (line {doc.position(word.start)[0]})"
 
 
 # ---------------------------------------------------------------------------------------------- the source
-def _source(doc: Document, launch: Launch, environment: _Environment, fields) -> Source:
-    """The source of one launch: its arguments as entries, argparse's conversion applied."""
+def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaFactorySchema) -> Source:
+    """The source of one launch: its arguments as entries, argparse's conversion applied; after a YAML, the
+    line's overrides as the selected release's `read_args` reads them (the engine merges the YAML under them)."""
     args = launch.args
     source = Source(document=doc, kind=Kind.LF_CLI)
     end = args[-1].end if args else (launch.subcommand_word or launch.name).end
@@ -382,16 +450,21 @@ def _source(doc: Document, launch: Launch, environment: _Environment, fields) ->
         "launcher_precision": launcher_precision(launch, env),
         "env": {name: (w.text.partition("=")[2] if w.literal else None) for name, w in env.items()},
         "argparse_errors": [],
+        "launch_errors": [],  # (start, end, message, replacement or None): the line stops before training (LF044)
+        "unknown": [],  # spans of values known only at run time: no finding is about them
     }
-    if fields is None:
+    fields = lf.group(source.command["group"])
+    if args and _is_config(args[0]):
         first = args[0]
         source.command["yaml"] = (first.text, first.start, first.end, first.literal)
-        source.root = Node(value={}, start=first.start, end=first.end, entries=[])
+        entries, value = overrides.read(source, args[1:], lf, fields)
+        source.command["overrides"] = value
+        source.root = Node(value=dict(value), start=first.start, end=first.end, entries=entries)
         return source
     if args and not args[0].literal and not args[0].text.startswith("-"):
         source.command["open"] = True  # `llamafactory-cli train "$1"`: perhaps the config's path
         args = args[1:]
-    entries, value = _arguments(source, args, fields.group(source.command["group"]))
+    entries, value = _arguments(source, args, fields)
     source.root = Node(value=value, start=launch.name.start, end=end, entries=entries)
     return source
 
@@ -403,6 +476,7 @@ def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], d
     entries: list[Entry] = []
     value: dict[str, object] = {}
     errors = source.command["argparse_errors"]
+    text = source.document.text
     i = 0
     while i < len(args):
         word = args[i]
@@ -414,27 +488,38 @@ def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], d
             errors.append((word.start, word.end, f"unrecognized argument: {word.text}"))
             i += 1
             continue
-        key, _, inline = word.text[2:].partition("=")
+        key, eq, inline = word.text[2:].partition("=")
         name = key if key in fields else key.replace("-", "_")
         spec = fields.get(name)
-        key_end = word.start + 2 + len(key)
-        if "=" in word.text:
-            vnode = Node(value=inline, start=key_end + 1, end=word.end, raw=inline if word.literal else None)
+        verbatim = text[word.start : word.end] == word.text
+        key_end = word.start + 2 + len(key) if verbatim else word.end
+        value_word = word
+        if eq:
+            start = key_end + 1 if verbatim else word.start
+            vnode = Node(value=inline, start=start, end=word.end, raw=inline if word.literal else None)
             i += 1
         elif i + 1 < len(args) and not args[i + 1].text.startswith("--"):
-            nxt = args[i + 1]
+            value_word = args[i + 1]
             # an expansion (`$LR`, `$(date)`) has no value until the script runs: raw None, no argparse check
-            vnode = Node(value=nxt.text, start=nxt.start, end=nxt.end, raw=nxt.text if nxt.literal else None)
+            vnode = Node(
+                value_word.text, value_word.start, value_word.end, raw=value_word.text if value_word.literal else None
+            )
             i += 2
         else:  # a bare flag: HfArgumentParser gives bool fields nargs="?" const=True
             vnode = Node(value=True, start=word.start, end=word.start, raw=None)
             if spec is not None and not spec.is_bool:
                 errors.append((word.start, word.end, f"argument --{key}: expected one argument"))
             i += 1
+        if not value_word.literal:
+            source.command["unknown"].append((vnode.start, vnode.end))
         if spec is not None and vnode.raw is not None:
             ok, converted, _ = schema.argparse_convert(spec, vnode.raw)
             if ok:
                 vnode.value = converted
-        entries.append(Entry(key=name, key_start=word.start, key_end=key_end, node=vnode, path=(name,)))
+        entry = Entry(key=name, key_start=word.start, key_end=key_end, node=vnode, path=(name,))
+        editable = shell.static_word(value_word)
+        at = (shell.locate(text, word, 2 + len(key)) or (-1, "")) if eq else (-1, "")
+        entry.argument = Argument(word.text, word.start, word.end, verbatim, bool(eq), False, editable, *at)
+        entries.append(entry)
         value[name] = vnode.value
     return entries, value

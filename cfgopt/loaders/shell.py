@@ -38,6 +38,7 @@ class Word(NamedTuple):
     end: int
     literal: bool = True  # no `$`, backtick or ANSI-C expansion: the value is known without running anything
     spread: bool = False  # an unquoted expansion or `"$@"`: it may become zero, one or several arguments
+    expanded: bool = False  # literal only through variables whose value is known (`shell.expand`)
 
 
 class Command(NamedTuple):
@@ -146,8 +147,8 @@ class _Lexer:
                 out.append(text[i + 1 : close])
                 self._note_string(i, close)
                 i = close + 1
-            elif ch == '"':
-                value, i, lit, spr = self._double_quoted(i, depth)
+            elif ch == '"' or (ch == "$" and text.startswith('$"', i)):  # `$"..."`: bash's locale string
+                value, i, lit, spr = self._double_quoted(i + (ch == "$"), depth)
                 out.append(value)
                 literal, spread = literal and lit, spread or spr
             elif ch == "$" and i + 1 < n and text[i + 1] in "'({":
@@ -472,3 +473,142 @@ def command_words(text: str, start: int) -> Command:
     lexer.sequence(start, 0)
     outer = [c for c in lexer.commands if c.depth == 0]
     return outer[0] if outer else Command([], start, start)
+
+
+# ---------------------------------------------------------------------------------------------- static expansion
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPLIT_OR_GLOB = frozenset(" \t\n*?[")
+
+
+def static_word(word: Word) -> bool:
+    """Is the word's value written in it, with no expansion (not even of a variable whose value is known)? Only
+    such a value may be rewritten by a fix: writing a literal over `$LR` would drop the variable."""
+    return word.literal and not word.expanded
+
+
+class _Unknown(Exception):
+    """An expansion whose value is known only when the script runs."""
+
+
+def expand(text: str, word: Word, variables: dict[str, str | None], assignment: bool = False) -> Word:
+    """The word as bash expands it where every expansion in it is `$NAME` or `${NAME}` of a variable whose value
+    is known (`variables`: name -> value, None for a value known only at run time); else the word unchanged.
+
+    `text` is the script: the word is read again from its own characters (quotes, escapes, continuation lines).
+    An unquoted value that bash would split or glob (blanks, `*`) is unknown too, except in an assignment
+    (`A=$B`), which bash neither splits nor globs. `$1`, `$@`, `$(...)`, `${X:-a}`, backticks: unknown."""
+    if word.literal:
+        return word
+    try:
+        value = _Expansion(text[word.start : word.end], variables, assignment).read()
+    except _Unknown:
+        return word
+    return Word(value, word.start, word.end, True, False, True)
+
+
+class _Expansion:
+    def __init__(self, src: str, variables: dict[str, str | None], assignment: bool) -> None:
+        self.src, self.variables, self.assignment = src, variables, assignment
+        self.out: list[str] = []
+
+    def read(self) -> str:
+        src, i, n = self.src, 0, len(self.src)
+        while i < n:
+            ch = src[i]
+            if ch == "\\":
+                cont = _continuation(src, i)
+                if not cont:
+                    self.out.append(src[i + 1] if i + 1 < n else "\\")
+                i += cont or 2
+            elif ch == "'":
+                close = src.find("'", i + 1)
+                if close == -1:
+                    raise _Unknown
+                self.out.append(src[i + 1 : close])
+                i = close + 1
+            elif ch == '"' or src.startswith('$"', i):
+                i = self._double_quoted(i + 1 + (ch == "$"))
+            elif ch == "$":
+                i = self._parameter(i, quoted=False)
+            elif ch == "`":
+                raise _Unknown
+            else:
+                self.out.append(ch)
+                i += 1
+        return "".join(self.out)
+
+    def _double_quoted(self, i: int) -> int:
+        src, n = self.src, len(self.src)
+        while i < n and src[i] != '"':
+            ch = src[i]
+            if ch == "\\" and i + 1 < n:
+                if src[i + 1] != "\n":
+                    self.out.append(src[i + 1] if src[i + 1] in '$`"\\' else src[i : i + 2])
+                i += 2
+            elif ch == "$":
+                i = self._parameter(i, quoted=True)
+            elif ch == "`":
+                raise _Unknown
+            else:
+                self.out.append(ch)
+                i += 1
+        if i >= n:
+            raise _Unknown
+        return i + 1
+
+    def _parameter(self, i: int, quoted: bool) -> int:
+        """`$NAME` or `${NAME}` at i: its value; a `$` that starts no expansion is itself."""
+        src = self.src
+        braced = src.startswith("${", i)
+        match = _NAME.match(src, i + 1 + braced)
+        if match is None or (braced and not src.startswith("}", match.end())):
+            if braced or _simple_expansion(src, i) or src.startswith(("$(", "$'"), i):
+                raise _Unknown  # `$1`, `$@`, `${X:-a}`, `$(...)`
+            self.out.append("$")
+            return i + 1
+        value = self.variables.get(match.group())
+        if value is None or (not quoted and not self.assignment and (not value or _SPLIT_OR_GLOB & set(value))):
+            raise _Unknown
+        self.out.append(value)
+        return match.end() + braced
+
+
+def locate(text: str, word: Word, index: int) -> tuple[int, str] | None:
+    """Where the `index`-th character of a literal word's value is written in `text`, and the quote it is written
+    inside ("", "'" or '"'); None when it cannot be told (`$'...'`, an expansion). An edit that replaces the text
+    on one side of that offset keeps the word whole by closing or reopening that quote (`cfgopt.edits`)."""
+    src = text[word.start : word.end]
+    i, n, seen, quote = 0, len(src), 0, ""
+    while i < n:
+        ch = src[i]
+        if quote == "'":
+            if ch == "'":
+                quote, i = "", i + 1
+                continue
+        elif quote == '"':
+            if ch == '"':
+                quote, i = "", i + 1
+                continue
+            if ch == "\\" and i + 1 < n and src[i + 1] in '$`"\\\n':
+                if src[i + 1] == "\n":
+                    i += 2
+                    continue
+                i += 1  # the escaped character is the value's
+        else:
+            cont = _continuation(src, i)
+            if cont:
+                i += cont
+                continue
+            if ch in "'\"" or src.startswith('$"', i):
+                quote, i = ('"', i + 2) if ch == "$" else (ch, i + 1)
+                continue
+            if ch == "$" or ch == "`":
+                return None
+            if ch == "\\":
+                if seen == index:
+                    return word.start + i, ""
+                i += 1
+        if seen == index:
+            return word.start + i, quote
+        seen, i = seen + 1, i + 1
+    return None

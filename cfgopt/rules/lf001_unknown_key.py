@@ -134,7 +134,7 @@ class UnknownKey(Rule):
         lf = ctx.settings.lf_schema
         stops = (
             "stops at once with `Some specified arguments are not used by the HfArgumentParser`"
-            if src.kind == Kind.LF_CLI
+            if src.kind == Kind.LF_CLI and not src.command.get("yaml")
             else "stops at start-up with `Some keys are not used by the HfArgumentParser`"
         )
         megatron = [e for e in top_entries(src) if e.key in MEGATRON_KEYS and e.key not in fields]

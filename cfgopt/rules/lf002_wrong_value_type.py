@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt import edits, schema
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
+from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.schema import version_key
 from cfgopt.source import Entry, Kind
 
@@ -80,7 +80,7 @@ class WrongValueType(Rule):
             if spec is None or spec.choices is not None or "any" in spec.types:
                 continue
             node = entry.node
-            if src.kind == Kind.LF_CLI:
+            if read_by_argparse(src, entry):
                 yield from self._command_line_value(ctx, entry, spec)
                 continue
             value = node.value

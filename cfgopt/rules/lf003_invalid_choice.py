@@ -7,7 +7,7 @@ from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
-from cfgopt.rules.support.llamafactory import fields_for, top_entries, yaml11_note
+from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.source import Entry, Kind
 from cfgopt.targets import Target
 
@@ -95,7 +95,7 @@ class InvalidChoice(Rule):
             if spec is None or spec.choices is None:
                 continue
             node = entry.node
-            if src.kind == Kind.LF_CLI:
+            if read_by_argparse(src, entry):
                 if node.raw is None:
                     continue
                 ok, _, error = schema.argparse_convert(spec, node.raw)
@@ -109,7 +109,8 @@ class InvalidChoice(Rule):
                 continue
             if isinstance(value, list) and all(v in spec.choices for v in value):
                 continue
-            shown = src.document.text[node.start : node.end] or repr(value)
+            written = entry.argument.text.partition("=")[2] if entry.argument else None  # `key=value` after a YAML
+            shown = written if written is not None else src.document.text[node.start : node.end] or repr(value)
             yield self._outside(ctx, entry, spec, shown)
 
     def _outside(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str) -> Diagnostic:

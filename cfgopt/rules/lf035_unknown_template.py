@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt import edits, schema, suggest
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import entry_of
+from cfgopt.rules.support.llamafactory import entry_of, read_by_argparse
 from cfgopt.source import Kind
 from cfgopt.versions import release_spans
 
@@ -58,7 +58,9 @@ class UnknownTemplate(Rule):
         known = known_templates(ctx)
         if known is None:
             return
-        name = entry.node.raw if ctx.source.kind == Kind.LF_CLI and entry.node.raw is not None else entry.node.value
+        name = (
+            entry.node.raw if read_by_argparse(ctx.source, entry) and entry.node.raw is not None else entry.node.value
+        )
         if isinstance(name, str) and name in known:
             return
         version = ctx.settings.lf_schema.version

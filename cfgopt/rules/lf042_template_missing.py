@@ -35,6 +35,8 @@ class TemplateMissing(Rule):
         version = ctx.settings.lf_schema.version
         if version_key(version)[:3] >= FIRST_WITH_DEFAULT or value_of(ctx, "template") is not None:
             return
+        if ctx.source.command.get("open"):
+            return  # an expansion or a YAML not read may name it
         if is_train_group(ctx) and value_of(ctx, "stage") == "pt":
             return
         yield report(

@@ -8,7 +8,7 @@ import math
 from cfgopt import schema
 from cfgopt.job import _MISSING, group_of
 from cfgopt.rules.base import Context
-from cfgopt.source import Kind, Node, Source
+from cfgopt.source import Entry, Kind, Node, Source
 
 
 def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
@@ -147,6 +147,12 @@ def report(rule, ctx: Context, keys: tuple[str, ...], message: str, **kwargs):
 TRAIN_KINDS = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
 
 
+def read_by_argparse(source: Source, entry: Entry) -> bool:
+    """Did the value go through argparse (`--key value` on a launch line without a YAML), rather than reach
+    `parse_dict` unconverted (a YAML, or `key=value` after a YAML on a launch line, read by OmegaConf)?"""
+    return source.kind == Kind.LF_CLI and not (entry.argument is not None and entry.argument.dotlist)
+
+
 def tokens_per_micro_batch(ctx: Context) -> float | None:
     """`per_device_train_batch_size x cutoff_len`: the most tokens one micro-batch holds (all of them when
     packing); None when either is no number or the product is not finite (NaN, an infinity, `1e300 x 1e300`:
@@ -171,6 +177,11 @@ def insert_top(source: Source, key: str, value):
 
     if source.kind != Kind.LF_CLI:
         return edits.insert_entry(source, None, key, value)
+    if source.command.get("yaml"):  # after a YAML: a `key=value` override, where the release reads them
+        if not source.command.get("dotlist"):
+            return None
+        end = source.command["end"]
+        return [Edit(end, end, " " + edits.shell_word(f"{key}={edits.dotlist_value(value)}"))]
     entries = top_entries(source)
     if not entries:
         return None

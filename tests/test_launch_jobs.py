@@ -1,0 +1,309 @@
+"""A launch line is one job (issue 33): the YAML it names under its overrides, as each release's `read_args` merges
+them; the script's variables followed where their value is static; the launcher's GPU count. The verdicts on
+what LLaMA-Factory does with the words after a YAML are checked against its real `read_args` (oracle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cfgopt.document import Document
+from cfgopt.engine import build_project
+from cfgopt.loaders.command_loader import find_commands
+from cfgopt.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+YAML = """\
+model_name_or_path: Qwen/Qwen2.5-0.5B
+stage: sft
+do_train: true
+finetuning_type: lora
+dataset: alpaca_en_demo
+template: qwen
+output_dir: out
+"""
+ARGS = "--model_name_or_path m --stage sft --do_train --finetuning_type lora --dataset d --output_dir out"
+
+
+def lint(folder: Path, *args: str) -> list[dict]:
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--format", "json", "run.sh", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert run.returncode in (0, 1), run.stderr
+    return json.loads(run.stdout)["diagnostics"]
+
+
+def project(folder: Path, script: str, **settings):
+    (folder / "run.sh").write_text(script)
+    return build_project([folder / "run.sh"], Settings(**settings))
+
+
+def lines_of(proj) -> list:
+    return [s for s in proj.sources if s.command.get("launcher")]
+
+
+# ---------------------------------------------------------------- the YAML's keys, then the line's overrides
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.9.5"])
+def test_a_line_naming_a_yaml_with_a_template_is_no_missing_template(tmp_path: Path, version: str) -> None:
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml\n")
+    found = lint(tmp_path, "--llamafactory-version", version)
+    assert not [d for d in found if d["code"] == "LF042"]
+
+
+def test_the_job_is_the_yaml_under_the_overrides(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(YAML + "learning_rate: 1.0e-5\n")
+    proj = project(tmp_path, "llamafactory-cli train x.yaml learning_rate=1e-4 cutoff_len=4096 'run_name=a b'\n")
+    (line,) = lines_of(proj)
+    assert line.data["template"] == "qwen" and line.data["learning_rate"] == 1e-4
+    assert line.data["cutoff_len"] == 4096 and line.data["run_name"] == "a b"
+    assert [e.key for e in line.root.entries] == ["learning_rate", "cutoff_len", "run_name"]
+
+
+def test_a_missing_yaml_is_an_error_on_its_line(tmp_path: Path) -> None:
+    (tmp_path / "run.sh").write_text("llamafactory-cli train configs/missing.yaml\n")
+    found = lint(tmp_path, "--llamafactory-version", "0.9.1")
+    assert [d["code"] for d in found] == ["LF044"]
+    assert "`configs/missing.yaml` not found" in found[0]["message"] and found[0]["column"] == 24
+
+
+def test_option_words_after_a_yaml_are_rejected_with_their_key_value_form(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml --template qwen flash_attn=Fa\n")
+    found = {d["code"]: d for d in lint(tmp_path)}
+    assert "`--template` and `qwen`" in found["LF044"]["message"]
+    assert found["LF044"]["fix"]["description"] == "Write `template=qwen`"
+    fixed = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "--select", "LF044,LF003", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    assert (tmp_path / "run.sh").read_text() == "llamafactory-cli train x.yaml template=qwen flash_attn=sdpa\n"
+    assert "`flash_attn: Fa` is not one of" in found["LF003"]["message"]  # a YAML value: parse_dict, no argparse
+
+
+def test_releases_before_093_read_a_yaml_only_alone(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml learning_rate=1e-4\n")
+    found = lint(tmp_path, "--llamafactory-version", "0.9.2")
+    assert [d["code"] for d in found if d["severity"] == "error"] == ["LF044"]
+    assert lint(tmp_path, "--llamafactory-version", "0.9.3", "--select", "LF044") == []
+
+
+def test_a_finding_of_the_yaml_is_reported_once_at_the_yaml(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(YAML.replace("template: qwen\n", "fp16: true\nbf16: true\n"))
+    (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml\nllamafactory-cli train x.yaml seed=1\n")
+    found = lint(tmp_path, "--llamafactory-version", "0.9.1", "--select", "LF004,LF042")
+    assert sorted((Path(d["file"]).name, d["code"]) for d in found) == [("x.yaml", "LF004"), ("x.yaml", "LF042")]
+
+
+# ---------------------------------------------------------------- variables
+
+
+def test_a_yaml_named_through_a_variable_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(YAML + "flash_attn: Fa\n")
+    (tmp_path / "run.sh").write_text('YAML=x.yaml\nllamafactory-cli train "${YAML}"\n')
+    found = lint(tmp_path, "--select", "LF003")
+    assert [(Path(d["file"]).name, d["code"]) for d in found] == [("x.yaml", "LF003")]
+
+
+def test_a_deepspeed_path_in_a_variable_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto"}')
+    script = f"DS_CONFIG_PATH=ds.json\nMISSING=nowhere.json\nllamafactory-cli train {ARGS} --template qwen "
+    (tmp_path / "run.sh").write_text(f"{script}--deepspeed $DS_CONFIG_PATH\n{script} --deepspeed $MISSING\n")
+    found = lint(tmp_path, "--select", "LF005")
+    assert [(d["line"], "`nowhere.json` not found" in d["message"]) for d in found] == [(6, True)]
+
+
+def test_a_value_from_the_scripts_arguments_is_unknown_never_an_error(tmp_path: Path) -> None:
+    script = f"template=$1\nllamafactory-cli train {ARGS} --template ${{template}} --deepspeed ${{2:-ds.json}}\n"
+    (tmp_path / "run.sh").write_text(script)
+    assert [d for d in lint(tmp_path) if d["severity"] == "error"] == []
+
+
+def test_train_bash_under_a_base_path_is_a_launch() -> None:
+    text = f"base_path=$(pwd)\npython ${{base_path}}/src/train_bash.py {ARGS} --template qwen --flash_attn Fa\n"
+    (src,) = find_commands(Document(path=Path("run.sh"), text=text))
+    assert src.data["flash_attn"] == "Fa" and src.command["launcher"] == "python ${base_path}/src/train_bash.py"
+
+
+@pytest.mark.parametrize(
+    ("script", "gpus"),
+    [
+        ("FORCE_TORCHRUN=1 NPROC_PER_NODE=8 llamafactory-cli train x.yaml\n", 8),
+        ("export NNODES=2 NPROC_PER_NODE=4\nFORCE_TORCHRUN=1 llamafactory-cli train x.yaml\n", 8),
+        ("NPROC=8\ntorchrun --nproc_per_node $NPROC src/train.py x.yaml\n", 8),
+        ("NPROC=8\nN=2\ntorchrun --nnodes=$N --nproc_per_node=${NPROC} src/train.py x.yaml\n", 16),
+        ("NPROC=$1\ntorchrun --nproc_per_node $NPROC src/train.py x.yaml\n", None),
+    ],
+)
+def test_the_launchers_gpu_count_reaches_the_yamls_job(tmp_path: Path, script: str, gpus: int | None) -> None:
+    (tmp_path / "x.yaml").write_text(YAML)
+    proj = project(tmp_path, script)
+    (line,) = lines_of(proj)
+    (yaml_src,) = [s for s in proj.sources if s.document.path.name == "x.yaml"]
+    for src in (line, yaml_src):
+        hardware = proj.context(src).job.hardware(1)
+        assert (hardware.gpus, hardware.gpus_stated) == ((gpus, True) if gpus else (1, False))
+
+
+def test_launches_of_one_yaml_that_disagree_leave_its_count_unstated(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text(YAML)
+    script = "torchrun --nproc_per_node 8 src/train.py x.yaml\ntorchrun --nproc_per_node 2 src/train.py x.yaml\n"
+    proj = project(tmp_path, script)
+    (yaml_src,) = [s for s in proj.sources if s.document.path.name == "x.yaml"]
+    assert proj.context(yaml_src).job.hardware(1).gpus_stated is False
+    assert [proj.context(s).job.hardware(1).gpus for s in lines_of(proj)] == [8, 2]
+
+
+# ---------------------------------------------------------------- the real read_args (oracle)
+
+
+def _read_args(argv: list[str], cwd: Path):
+    """LLaMA-Factory 0.9.5's `read_args` over `argv`, run in `cwd`: the dict, or the exception's type and text."""
+    os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
+    parser = pytest.importorskip("llamafactory.hparams.parser")
+    saved, here = sys.argv, Path.cwd()
+    sys.argv = ["llamafactory-cli", *argv]
+    os.chdir(cwd)
+    try:
+        return parser.read_args()
+    except Exception as exc:  # noqa: BLE001 - the failure is the verdict
+        return type(exc).__name__
+    finally:
+        sys.argv = saved
+        os.chdir(here)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(
+    "line",
+    [
+        "x.yaml learning_rate=1e-4 cutoff_len=4096",
+        "x.yaml --template qwen",
+        "x.yaml --flash_attn=sdpa",
+        "x.yaml flash_attn=Fa do_train=false",
+        "missing.yaml",
+        "x.json",
+    ],
+)
+def test_the_line_is_read_as_read_args_reads_it(tmp_path: Path, line: str) -> None:
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "x.json").write_text(json.dumps({"template": "qwen"}))
+    proj = project(tmp_path, f"llamafactory-cli train {line}\n")
+    (src,) = lines_of(proj)
+    real = _read_args(line.split(), tmp_path)
+    errors = src.command["launch_errors"]
+    if isinstance(real, str):  # the run stops in read_args: cfgopt says so on the line
+        assert errors and real in errors[0][2]
+        return
+    from llamafactory.hparams.parser import _TRAIN_ARGS
+    from transformers import HfArgumentParser
+
+    unused = set(real) - {f for cls in _TRAIN_ARGS for f in cls.__dataclass_fields__}
+    assert bool(unused) == bool(errors)  # keys parse_dict rejects: the words cfgopt reports
+    if not unused:
+        assert src.data == real
+        HfArgumentParser(_TRAIN_ARGS).parse_dict(real, allow_extra_keys=False)  # and the values do parse
+
+
+@pytest.mark.oracle
+def test_before_093_argparse_keeps_the_yaml_path_unused() -> None:
+    """0.9.0-0.9.2 hand a line with more than the YAML to `parse_args_into_dataclasses`: the path is left over."""
+    os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
+    pytest.importorskip("llamafactory")
+    from llamafactory.hparams.parser import _TRAIN_ARGS
+    from transformers import HfArgumentParser
+
+    *_, unknown = HfArgumentParser(_TRAIN_ARGS).parse_args_into_dataclasses(
+        args=["x.yaml", "--model_name_or_path", "m", "--template", "qwen"], return_remaining_strings=True
+    )
+    assert unknown == ["x.yaml"]
+
+
+# ---------------------------------------------------------------- issue 34: where launches hide, scripts not UTF-8
+
+LAUNCH = f"llamafactory-cli train {ARGS} --template qwen --flash_attn Fa"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"function f {{ {LAUNCH}; }}\nf\n",
+        f"function f {{ cd /x && {LAUNCH}; }}\n",
+        f"coproc {LAUNCH}\n",
+        f"coproc TRAIN {{ {LAUNCH}; }}\n",
+    ],
+)
+def test_a_launch_in_a_one_line_function_or_behind_coproc_is_read(script: str) -> None:
+    (src,) = find_commands(Document(path=Path("run.sh"), text=script))
+    assert src.data["flash_attn"] == "Fa"
+
+
+def test_a_locale_string_is_its_text() -> None:
+    (src,) = find_commands(Document(path=Path("run.sh"), text=LAUNCH.replace("Fa", '$"fa2"') + "\n"))
+    assert src.data["flash_attn"] == "fa2" and src.root.get("flash_attn").node.raw == "fa2"
+
+
+GBK_SCRIPT = b"#!/bin/bash\n# \xd1\xb5\xc1\xb7\xbd\xc5\xb1\xbe\n# caf\xe9\n" + LAUNCH.encode() + b"\n"
+
+
+@pytest.mark.parametrize("how", [["sub/train.sh"], ["."], ["--recognised-only", "--force-exclude", "sub/train.sh"]])
+def test_a_script_with_gbk_or_latin1_comments_is_linted(tmp_path: Path, how: list[str]) -> None:
+    """Named, found in a folder walk, or handed by pre-commit (`--recognised-only`): bash runs it, so it is read."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.sh").write_bytes(GBK_SCRIPT)
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--select", "LF003", "--format", "concise", *how],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert run.returncode == 1 and "not UTF-8" not in run.stdout + run.stderr, run.stdout + run.stderr
+    assert "train.sh:4:" in run.stdout and "LF003" in run.stdout
+
+
+def test_a_fix_keeps_the_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_bytes(GBK_SCRIPT)
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "--select", "LF003", "train.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert run.returncode == 0, run.stderr
+    assert script.read_bytes() == GBK_SCRIPT.replace(b"--flash_attn Fa", b"--flash_attn sdpa")
+
+
+# ---------------------------------------------------------------- item 5: jobs of a sweep share their estimates
+
+
+def test_jobs_share_an_estimate_only_where_every_key_it_read_agrees(tmp_path: Path) -> None:
+    """`Job.estimate` shares `memory.estimate`'s result between jobs that agree on the keys it read: a sweep's
+    lines differ in `output_dir`; a line with another `cutoff_len` gets its own."""
+    base = f"llamafactory-cli train {ARGS.replace('--model_name_or_path m', '--model_name_or_path Qwen/Qwen2.5-7B')}"
+    script = "".join(
+        f"{base} --template qwen --bf16 --learning_rate 1e-{i} --cutoff_len {c}\n"
+        for i, c in ((4, 1024), (5, 1024), (4, 4096))
+    )
+    proj = project(tmp_path, script, target_name="h200")
+    a, b, c = (proj.context(s).job.estimate(1) for s in lines_of(proj))
+    assert a is not None and a is b and c is not a and c.required_gib > a.required_gib
