@@ -141,3 +141,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         names = ", ".join(sorted(p.name for p in built.rglob("*.so"))) or "a build folder"
         session.config.get_terminal_writer().line(f"cfgopt: a test compiled an extension ({names}) in {built}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_folders_are_one_repository(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """cfgopt walks up from a config to the repository root (the folder holding `.git`) for dependency pins, the
+    job's environment and project configs: a `.git` folder at the root of the tests' temporary folders ends that
+    walk there, so a stray requirements.txt or cfgopt-environment.json in /tmp never judges a test's files."""
+    (tmp_path_factory.getbasetemp() / ".git").mkdir(exist_ok=True)
