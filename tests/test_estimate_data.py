@@ -28,7 +28,7 @@ def test_without_local_data_the_assumption_is_said(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "train.yaml"
     config.write_text((CASES / "short" / "train.yaml").read_text())
-    code, out, _ = run_cli(["estimate", str(config), "--target", "h200"])
+    _code, out, _ = run_cli(["estimate", str(config), "--target", "h200"])
     assert (
         "data: not profiled (no dataset_info.json found under `dataset_dir: data`): sequences assumed "
         "cutoff_len (2048) tokens long" in out
