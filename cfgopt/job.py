@@ -25,7 +25,7 @@ from cfgopt.packing import packing_on
 from cfgopt.source import Kind, Source
 
 if TYPE_CHECKING:
-    from cfgopt import memory, schema
+    from cfgopt import data_profile, memory, schema
     from cfgopt.environment import Environment
     from cfgopt.model_shapes import ModelShape
     from cfgopt.settings import Settings
@@ -304,6 +304,18 @@ class Job:
     def has_package(self, name: str) -> bool:
         """Whether the job's environment has an optional package (`liger_kernel`, `flash_attn`, `bitsandbytes`)."""
         return self.environment.has(name)
+
+    # -- the data -------------------------------------------------------------------------------------
+    @property
+    def data_profile(self) -> data_profile.DataProfile | data_profile.NotLocal | None:
+        """The training data measured where it is local (cfgopt.data_profile); NotLocal says why not; None: no
+        `dataset`. Read once per job."""
+        if "data_profile" not in self.memo:
+            from cfgopt.data_profile import profile_of
+
+            values = (self.value("dataset"), self.value("dataset_dir"), self.value("model_name_or_path"))
+            self.memo["data_profile"] = profile_of(*values, self.path)
+        return self.memo["data_profile"]
 
     # -- the model and its memory -------------------------------------------------------------------
     @property

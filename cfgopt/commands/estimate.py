@@ -33,8 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fill",
         type=float,
         default=None,
-        help="without packing: share of cutoff_len the longest batch reaches (default: 1.0, the worst batch)",
+        help="without packing: share of cutoff_len the longest batch reaches (default: the local dataset's "
+        "longest sample, else 1.0, the worst batch)",
     )
+    parser.add_argument("--data", action="store_true", help="print the local dataset's profile (cfgopt.data_profile)")
+    parser.add_argument("--plot", type=Path, default=None, help="write a length histogram (PNG; needs matplotlib)")
 
 
 def _text(est, best: int, config_path: Path, ds_path: str | None, target, where: str) -> str:
@@ -151,8 +154,14 @@ def run(args: argparse.Namespace) -> int:
         what = shown(f"{args.config}: {'; '.join(unusable)}")
         sys.stderr.write(f"cfgopt estimate: error: {what}: no estimate\n")
         return 2
-    est = memory.estimate(config, job.shape, target, gpus, ds, fill=args.fill)
-    best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=args.fill)
+    from cfgopt.commands import estimate_data
+
+    data = estimate_data.data_of(job)
+    fill = args.fill if args.fill is not None else estimate_data.fill_from(data, job)
+    est = memory.estimate(config, job.shape, target, gpus, ds, fill=fill)
+    best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=fill)
+    if args.plot is not None and not estimate_data.plot(data, job, args.plot):
+        return 2
     from cfgopt.report import tolerant
 
     tolerant(sys.stdout)  # a model folder's name in a latin-1 terminal: an escape, not a UnicodeEncodeError
@@ -162,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
         out["max_micro_batch"] = best
         out["headroom"] = memory.HEADROOM
         out["confidence_line"] = est.confidence_line()
+        out["data"] = estimate_data.as_dict(data, job, fill)
         print(json.dumps(out, indent=2))
     else:
         print(_text(est, best, args.config, ds_path, target, where))
+        print("\n".join(estimate_data.lines(data, job, fill, full=args.data)))
     return 0 if est.verdict == "fits" else 1

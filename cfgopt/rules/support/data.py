@@ -1,0 +1,39 @@
+"""What the data rules share: the job's local data profile (cfgopt.data_profile), only for a training job whose
+dataset is local; a config whose data is on a hub, or not found, gets no data finding (and no cost beyond a
+few `stat` calls: nothing is read unless `dataset_info.json` is found in the project)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.rules.support.llamafactory import training
+
+if TYPE_CHECKING:
+    from cfgopt.data_profile import DataProfile
+    from cfgopt.rules.base import Context
+
+TRIGGERS = frozenset({"dataset"})  # no `dataset`: no data to measure
+
+
+def profile_of(ctx: Context) -> DataProfile | None:
+    """The job's data profile when it is local and read (problems included), else None."""
+    if not training(ctx):
+        return None
+    from cfgopt.data_profile import DataProfile
+
+    found = ctx.job.data_profile
+    return found if isinstance(found, DataProfile) else None
+
+
+def measured(ctx: Context) -> tuple[DataProfile, int, Any] | None:
+    """(profile, cutoff_len, job) where the profile has samples and cutoff_len is a positive integer."""
+    profile = profile_of(ctx)
+    cutoff = ctx.job.value("cutoff_len")
+    if profile is None or not profile.samples or not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1:
+        return None
+    return profile, cutoff, ctx.job
+
+
+def counted(profile: DataProfile) -> str:
+    """How the tokens were counted, for the end of a message."""
+    return f"tokens {profile.counted_by}"
