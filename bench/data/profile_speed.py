@@ -12,15 +12,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from cfgopt.data_profile import profile  # noqa: E402
-from cfgopt.data_tokens import ratio_counter  # noqa: E402
+from cfgopt.data_profile import profile
+from cfgopt.data_tokens import ratio_counter
 
 ROWS = 100_000
 
 
 def main() -> None:
     rng = random.Random(1)
-    words = "the model reads a config and trains on data with a cutoff length".split()
+    words = ["the", "model", "reads", "a", "config", "and", "trains", "on", "data", "with", "a", "cutoff", "length"]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["CFGOPT_CACHE_DIR"] = os.path.join(tmp, "cache")
         folder = Path(tmp)
