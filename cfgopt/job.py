@@ -340,7 +340,7 @@ class Job:
             known, deepspeed = self.deepspeed
             if not known:
                 return None
-        key = f"mem:{gpus}:{fill}:{_memo_text(deepspeed)}:{sorted(changes.items())!r}"
+        key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{sorted(changes.items())!r}"
         if key in self.memo:
             return self.memo[key]
         est = None
@@ -409,7 +409,7 @@ _SHARED_MAX = 4096
 def _shared_estimate(values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any) -> Any:
     from cfgopt import memory  # only where an estimate can be made: most lint runs never load it
 
-    by_keys = _SHARED.setdefault((shape, id(target), gpus, _memo_text(deepspeed), fill), {})
+    by_keys = _SHARED.setdefault((shape, id(target), gpus, memo_text(deepspeed), fill), {})
     for keys, found in by_keys.items():
         est = found.get(_signature(values, keys))
         if est is not None:
@@ -427,7 +427,7 @@ def _signature(values: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, ...]
     return tuple(f"{type(v).__name__}:{v!r}" for v in (values.get(k, _MISSING) for k in keys))
 
 
-def _memo_text(value: Any) -> str:
+def memo_text(value: Any) -> str:
     """A DeepSpeed dict as a memo key: canonical JSON, else its repr where JSON cannot sort it (an inline
     `deepspeed: {1: a, b: c}` mixes int and str keys), else its identity (nested past the recursion limit)."""
     import json

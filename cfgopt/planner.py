@@ -299,13 +299,50 @@ def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
 
 
 def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None:
-    """The fastest candidate by tune's priors that fits by the memory model (memoized on the job); None when the
-    job is not a training run or nothing fits."""
+    """The fastest candidate by tune's priors that fits by the memory model (memoized on the job, and shared by
+    jobs whose planning inputs agree); None when the job is not a training run or nothing fits."""
     knobs = planned_knobs(job) if knobs is None else knobs
     key = f"plan:{knobs}"
     if key not in job.memo:
-        job.memo[key] = _plan(job, knobs) if job.training and knobs else None
+        job.memo[key] = _shared_plan(job, knobs) if job.training and knobs else None
     return job.memo[key]
+
+
+# Plans shared between jobs whose planning inputs agree: the launch lines of a sweep differ in their output folder
+# (and a few values the planner never reads), and each planned alone cost ~13 ms a line (issue 33: a 600-line
+# sweep). Bounded; the key holds every input the plan reads, so a hit is the plan the job would get.
+_PLANS: dict[str, SpeedPlan | None] = {}
+_PLANS_MAX = 256
+# Keys no plan reads (where the run writes and logs): left out of the key, so sweeps over them share one plan
+_NOT_PLANNED = frozenset({"output_dir", "run_name", "logging_dir", "logging_steps", "save_steps", "report_to"})
+
+
+def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
+    from cfgopt.job import memo_text
+
+    settings, env = job.settings, job.environment
+    known, ds = job.deepspeed
+    inputs = {
+        "values": {k: v for k, v in job.values().items() if k not in _NOT_PLANNED},
+        "set": sorted(str(k) for k in job.data),  # a value the user set is theirs (packing, optim)
+        "deepspeed": [known, ds],
+        "hardware": list(job.hardware(GPUS_IF_UNSTATED_SPEND)),
+        "target": repr(settings.target),
+        "environment": [env.source, sorted(env.packages.items()), env.assumed],
+        "selection": [settings.select, settings.extend_select, settings.ignore, settings.named("PF009")],
+        "releases": [settings.llamafactory_version, settings.deepspeed_version, settings.gpus, settings.gpus_source],
+        "knobs": list(knobs),
+        "folder": str(job.path.parent),  # a local model's config.json is read from beside the config
+        "group": job.group,
+    }
+    key = memo_text(inputs)
+    if key.startswith("id:"):  # inputs that cannot be written out: no sharing
+        return _plan(job, knobs)
+    if key not in _PLANS:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = _plan(job, knobs)
+    return _PLANS[key]
 
 
 def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:

@@ -345,3 +345,21 @@ def test_the_batch_shape_stays_where_the_deepspeed_file_was_not_read(tmp_path: P
     _, out, err = run_cli(["fix", "--unsafe-fixes", str(cfg), "--target", "h200", "--gpus", "1"])
     assert "per_device_train_batch_size" not in out, out + err
     assert cfg.read_text() == before
+
+
+def test_jobs_with_the_same_planning_inputs_share_one_plan(tmp_path: Path) -> None:
+    """Issue 33: the lines of a sweep differ in where they write; planned once, not once per line. A value the
+    plan reads (the cutoff) still makes a plan of its own."""
+    from cfgopt import planner
+
+    def job(name: str, old: str, new: str):
+        path = tmp_path / name
+        path.write_text(SEED_LIKE.format(extra="").replace(old, new))
+        return load_job(path, Settings(target_name="h200", gpus=1, extend_select=ADVICE))
+
+    one = plan_for(job("a.yaml", "output_dir: out", "output_dir: out/run1"))
+    other = plan_for(job("b.yaml", "output_dir: out", "output_dir: out/run2"))
+    assert one is not None and one is other
+    longer = plan_for(job("c.yaml", "cutoff_len: 2048", "cutoff_len: 4096"))
+    assert longer is not None and longer is not one
+    assert len(planner._PLANS) <= planner._PLANS_MAX

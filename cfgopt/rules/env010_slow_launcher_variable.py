@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -30,6 +31,13 @@ def assignments(text: str) -> list[tuple[str, str | None, int, int]]:
             if match is not None:
                 out.append((match.group(1), match.group(2) if word.literal else None, word.start, word.end))
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _names_one(text: str) -> bool:
+    """Does the script name a judged variable? Once per script: each of its launch lines is a source of its own
+    with the same text (a 600-line sweep asked 600 times, issue 33)."""
+    return any(name in text for name in JUDGED)
 
 
 class SlowLauncherVariable(Rule):
@@ -68,7 +76,7 @@ class SlowLauncherVariable(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         text = ctx.source.document.text
-        if not any(name in text for name in JUDGED):
+        if not _names_one(text):
             return
         target = ctx.settings.target if ctx.settings.target.stated else None
         found = assignments(text)
