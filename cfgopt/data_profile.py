@@ -132,17 +132,20 @@ def data_folder(dataset_dir: Any, config: Path) -> Path | None:
         or dataset_dir.startswith("REMOTE:")
     ):
         return None
-    given = Path(os.path.expanduser(dataset_dir))
-    roots = _project_roots(config)
-    if given.is_absolute():
-        candidates = [given]
-    else:
-        top = repository_of(config)
-        above = [config.parent, *[p for p in config.parent.resolve().parents if p.is_relative_to(top)]]
-        candidates = [Path.cwd() / given, *(folder / given for folder in above)]
-    for folder in candidates:
-        if (folder / DATA_CONFIG).is_file() and _inside(folder / DATA_CONFIG, roots):
-            return folder
+    try:
+        given = Path(os.path.expanduser(dataset_dir))
+        roots = _project_roots(config)
+        if given.is_absolute():
+            candidates = [given]
+        else:
+            top = repository_of(config)
+            above = [config.parent, *[p for p in config.parent.resolve().parents if p.is_relative_to(top)]]
+            candidates = [Path.cwd() / given, *(folder / given for folder in above)]
+        for folder in candidates:
+            if (folder / DATA_CONFIG).is_file() and _inside(folder / DATA_CONFIG, roots):
+                return folder
+    except (OSError, ValueError):  # a path the system cannot look up (too long, NUL byte): not local data
+        return None
     return None
 
 
