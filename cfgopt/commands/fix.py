@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
-        _fix_summary(result, remaining, args.write, settings)
+        _fix_summary(result, remaining, args.write, settings, args.paths)
     # with --write, a file asked to be fixed that cannot be written (read-only, refused before planning) is an error
     locked = args.write and READ_ONLY in result.not_fixed.values()
     if result.problems or result.reverted or unwritten or locked or any(d.code == "CFG001" for d in result.remaining):
@@ -169,15 +169,13 @@ def unified_diff(before: str, after: str, shown: str) -> list[str]:
     return out
 
 
-def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> None:
-    from cfgopt.job import judged_for
+def _fix_summary(result, remaining: list, written: bool, settings: Settings, paths: list[Path]) -> None:
+    from cfgopt.job import judged_for_run
 
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
-    sys.stderr.write(
-        f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged_for(settings)}); {len(remaining)} remaining"
-        + "\n"
-    )
+    judged = judged_for_run(result.file_settings, paths, settings)
+    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged}); {len(remaining)} remaining\n")
     waiting = _unsafe_waiting(result.remaining, settings)
     if waiting:
         sys.stderr.write(waiting + "\n")
@@ -224,7 +222,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
         render_not_read(result.not_read)
-        _fix_summary(result, remaining, True, settings)
+        _fix_summary(result, remaining, True, settings, args.paths)
     if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0

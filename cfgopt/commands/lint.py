@@ -78,18 +78,23 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
     if args.statistics:  # as ruff: the table instead of the findings
         report.render_statistics(result.diagnostics, sys.stdout, as_json=args.format == "json")
     else:
-        report.render(args.format, result, sys.stdout)
+        report.render(args.format, result, sys.stdout, Severity.parse(args.fail_on) if args.fail_on else None)
     if args.show_fixes:
         text_stream = sys.stderr if machine or args.format == "github" else sys.stdout
         report.render_available_fixes(result.diagnostics, text_stream)
     print_problems(result.problems)
     warn_if_nothing_checked(args, result)
     if not machine and not args.quiet and not args.statistics:
-        from cfgopt.job import judged_for
+        from cfgopt.job import judged_for_run
 
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
-        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(shown))
+        report.render_summary_line(
+            result.diagnostics,
+            result.files,
+            result.problems,
+            judged_for=judged_for_run(result.file_settings, args.paths, shown),
+        )
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return 0 if args.exit_zero and code == 1 else code
 
