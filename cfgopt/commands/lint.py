@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import (
+    FORMATS,
     add_common_arguments,
+    add_format_argument,
+    add_outcome_arguments,
+    exit_zero,
     print_problems,
     read_stdin,
     render_not_read,
@@ -26,31 +30,20 @@ if TYPE_CHECKING:
     from cfgopt.engine import LintResult
     from cfgopt.project_config import Resolver
 
-FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
-
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
     add_common_arguments(lint)
-    lint.add_argument(
-        "--format",
-        "--output-format",
-        dest="format",
-        choices=FORMATS,
-        default=os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
-        help="full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
+    add_format_argument(
+        lint,
+        FORMATS,
+        os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
+        "full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
         "(SARIF 2.1.0, GitHub code scanning), junit",
     )
-    lint.add_argument(
-        "--fail-on",
-        choices=("error", "warning", "info"),
-        default=None,
-        help="lowest severity that makes the exit code 1 (default: the project config's, else warning)",
-    )
-    lint.add_argument(
-        "--statistics", action="store_true", help="print only a count of findings per rule ([*]: has safe fixes)"
+    add_outcome_arguments(
+        lint, "lowest severity that makes the exit code 1 (default: the project config's, else warning)"
     )
     lint.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (Ctrl-C stops)")
-    lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +89,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
             judged_for=judged_for_run(result.file_settings, args.paths, shown),
         )
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
-    return 0 if args.exit_zero and code == 1 else code
+    return exit_zero(args, code)
 
 
 def _strip_unfixable(result: LintResult) -> None:
