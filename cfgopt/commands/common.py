@@ -123,7 +123,12 @@ def add_format_argument(p: argparse.ArgumentParser, formats: tuple[str, ...], de
 def add_outcome_arguments(p: argparse.ArgumentParser, fail_on_help: str) -> None:
     """`--fail-on`, `--exit-zero` and `--statistics`, which mean the same on every subcommand that reports findings."""
     p.add_argument("--fail-on", choices=FAIL_ON, default=None, help=fail_on_help)
-    p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (2 still means a usage error)")
+    p.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 even with findings (2 still means a usage error); fix --write then does not list the findings "
+        "left (the summary counts them; the pre-commit fix hook leaves them to the lint hook)",
+    )
     p.add_argument(
         "--statistics", action="store_true", help="print only a count of findings per rule ([*]: has safe fixes)"
     )

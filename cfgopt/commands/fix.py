@@ -114,7 +114,7 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
     remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
     if args.show_fixes:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
-    if remaining and args.write:
+    if remaining and args.write and not args.exit_zero:  # --exit-zero: they are not fix's to fail on (pre-commit)
         _render_remaining(args, result, remaining)
     if not args.quiet:
         report.render_found_elsewhere(result.found_elsewhere)
