@@ -18,7 +18,7 @@ from cfgopt.document import display_path, shown
 
 def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None) -> None:
     """`result`: engine.LintResult; `fail_on`: `--fail-on` (None: each file's own), which JUnit fails at."""
-    from cfgopt.report import files_judged
+    from cfgopt.job import files_judged
 
     judged = files_judged(result)
     if fmt == "json-lines":

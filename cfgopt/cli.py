@@ -59,6 +59,7 @@ SUBCOMMANDS = {
     "schema": "JSON Schema files for editors: `cfgopt schema export`",
     "rules": "list all rules",
     "rule": "explain one rule",
+    "server": "language server for editors (LSP over stdio; docs/editor.md)",
 }
 
 

@@ -180,6 +180,28 @@ def _grouped(by_label: dict[str, str]) -> str:
     return "; ".join(f"{', '.join(labels)}: {desc}" for desc, labels in groups.items())
 
 
+def judged_settings(settings: Settings) -> dict:
+    """What one file was judged for (settings.Settings), as the machine formats carry it per file: the target
+    (None: none), the GPU count (None: not stated), where they came from, the releases and the environment."""
+    env = settings.environment
+    return {
+        "target": settings.target_name if settings.target_stated else None,
+        "gpus": settings.gpus,
+        "hardware_source": hardware_source(settings),
+        "llamafactory_version": settings.llamafactory_version,
+        "deepspeed_version": settings.deepspeed_version,
+        "environment": env.source,
+        "environment_assumed": env.assumed,
+    }
+
+
+def files_judged(result) -> dict[str, dict]:
+    """Each file the run read (engine.LintResult / fixer.FixResult), by its shown path: `judged_settings`."""
+    from cfgopt.document import display_path
+
+    return {display_path(path): judged_settings(s) for path, s in sorted(result.file_settings.items())}
+
+
 def hardware_source(settings: Settings) -> str:
     """Where the target and GPU count came from: `detected`, `--target`, `pyproject.toml, --gpus` ("" for
     settings built by hand)."""

@@ -96,32 +96,6 @@ def summary(diags: list[Diagnostic], files: int) -> dict:
     }
 
 
-def judged_settings(settings) -> dict:
-    """What one file was judged for (settings.Settings), as the machine formats carry it per file: the target
-    (None: none), the GPU count (None: not stated), where they came from, the releases and the environment."""
-    env = settings.environment
-    return {
-        "target": settings.target_name if settings.target_stated else None,
-        "gpus": settings.gpus,
-        "hardware_source": _hardware_source(settings),
-        "llamafactory_version": settings.llamafactory_version,
-        "deepspeed_version": settings.deepspeed_version,
-        "environment": env.source,
-        "environment_assumed": env.assumed,
-    }
-
-
-def _hardware_source(settings) -> str:
-    from cfgopt.job import hardware_source
-
-    return hardware_source(settings)
-
-
-def files_judged(result) -> dict[str, dict]:
-    """Each file the run read (engine.LintResult / fixer.FixResult), by its shown path: `judged_settings`."""
-    return {display_path(path): judged_settings(s) for path, s in sorted(result.file_settings.items())}
-
-
 def render_json(
     diags: list[Diagnostic], files: int, problems: list, stream: TextIO, judged: dict | None = None
 ) -> None:
@@ -218,6 +192,8 @@ def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None) ->
     failures from it; None: each file's own)."""
     stream = tolerant(stream)
     if fmt == "json":
+        from cfgopt.job import files_judged
+
         render_json(result.diagnostics, result.files, result.problems, stream, files_judged(result))
     elif fmt == "concise":
         render_concise(result.diagnostics, stream)
