@@ -163,7 +163,8 @@ def tokens_per_micro_batch(ctx: Context) -> float | None:
     bsz, cutoff = number(value_of(ctx, "per_device_train_batch_size")), number(value_of(ctx, "cutoff_len"))
     if bsz is None or cutoff is None:
         return None
-    tokens = bsz * cutoff * (2 if value_of(ctx, "stage") in PAIRED_STAGES else 1)
+    stage = value_of(ctx, "stage")  # any YAML value: a list or a mapping is no stage (LF002 says so)
+    tokens = bsz * cutoff * (2 if isinstance(stage, str) and stage in PAIRED_STAGES else 1)
     return tokens if math.isfinite(tokens) else None
 
 
