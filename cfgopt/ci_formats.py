@@ -16,21 +16,30 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.document import display_path, shown
 
 
-def render(fmt: str, result, stream: TextIO) -> None:
+def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None) -> None:
+    """`result`: engine.LintResult; `fail_on`: `--fail-on` (None: each file's own), which JUnit fails at."""
+    from cfgopt.job import files_judged
+
+    judged = files_judged(result)
     if fmt == "json-lines":
-        render_json_lines(result.diagnostics, stream)
+        render_json_lines(result.diagnostics, stream, judged)
     elif fmt == "github":
         render_github(result.diagnostics, result.problems, stream)
     elif fmt == "sarif":
-        render_sarif(result.diagnostics, result.problems, stream)
+        render_sarif(result.diagnostics, result.problems, stream, judged)
     else:
-        render_junit(result.diagnostics, result.problems, result.checked, stream)
+        failing = {path: fail_on or s.fail_on for path, s in result.file_settings.items()}
+        render_junit(result.diagnostics, result.problems, result.checked, stream, judged, failing)
 
 
-def render_json_lines(diags: list[Diagnostic], stream: TextIO) -> None:
-    """One JSON object per line, the same objects as `--format json`'s `diagnostics`."""
+def render_json_lines(diags: list[Diagnostic], stream: TextIO, judged: dict | None = None) -> None:
+    """One JSON object per line, the same objects as `--format json`'s `diagnostics`, each with `judged`: what
+    its file was judged for (`report.judged_settings`), so that every line stands alone."""
     for d in diags:
-        stream.write(json.dumps(d.to_json()) + "\n")
+        line = d.to_json()
+        if judged is not None and line["file"] in judged:
+            line["judged"] = judged[line["file"]]
+        stream.write(json.dumps(line) + "\n")
 
 
 # --------------------------------------------------------------------------- GitHub Actions
@@ -130,7 +139,8 @@ def _fingerprint(d: Diagnostic, uri: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]  # a JSON key may be "\ud800"
 
 
-def sarif_log(diags: list[Diagnostic], problems: list) -> dict:
+def sarif_log(diags: list[Diagnostic], problems: list, judged: dict | None = None) -> dict:
+    """`judged`: each file's settings (`report.files_judged`), carried as the properties of its artifact."""
     from cfgopt import __version__
     from cfgopt.rules import by_code
 
@@ -151,8 +161,11 @@ def sarif_log(diags: list[Diagnostic], problems: list) -> dict:
         }
         if d.code in index:
             result["ruleIndex"] = index[d.code]
-        if d.key:
-            result["properties"] = {"key": d.key}
+        properties = {"key": d.key} if d.key else {}
+        if d.detail:
+            properties["detail"] = d.detail
+        if properties:
+            result["properties"] = properties
         if d.fix is not None:
             result["fixes"] = [
                 {
@@ -194,21 +207,38 @@ def sarif_log(diags: list[Diagnostic], problems: list) -> dict:
         "invocations": [{"executionSuccessful": not problems, "toolExecutionNotifications": notifications}],
         "results": results,
     }
+    if judged:
+        run["artifacts"] = [
+            {"location": _artifact_location(Path(name)), "properties": {"judged": settings}}
+            for name, settings in judged.items()
+        ]
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-def render_sarif(diags: list[Diagnostic], problems: list, stream: TextIO) -> None:
-    json.dump(sarif_log(diags, problems), stream, indent=2)
+def render_sarif(diags: list[Diagnostic], problems: list, stream: TextIO, judged: dict | None = None) -> None:
+    json.dump(sarif_log(diags, problems, judged), stream, indent=2)
     stream.write("\n")
 
 
 # --------------------------------------------------------------------------- JUnit
 
 
-def render_junit(diags: list[Diagnostic], problems: list, checked: list[Path], stream: TextIO) -> None:
-    """JUnit XML: one <testsuite> per file, one <testcase> in it, one <failure> per finding (an <error> for a
-    file that could not be read). Clean files are passing test cases, so CI test tabs count them."""
+def render_junit(
+    diags: list[Diagnostic],
+    problems: list,
+    checked: list[Path],
+    stream: TextIO,
+    judged: dict | None = None,
+    failing: dict[Path, Severity] | None = None,
+) -> None:
+    """JUnit XML: one <testsuite> per file (its settings as <properties>), one <testcase> in it, one <failure>
+    per finding at or above the file's `--fail-on` (`failing`, by resolved path; default warning), the findings
+    below it in <system-out> (a CI test tab then fails exactly when the exit code does), an <error> for a file
+    that could not be read. Clean files are passing test cases, so CI test tabs count them. The elements and
+    attributes are those of the JUnit schema Jenkins validates (tests/data/junit.xsd)."""
     import xml.etree.ElementTree as ET
+
+    from cfgopt.document import real_path
 
     by_file: dict[str, list[Diagnostic]] = {}
     for path in checked:
@@ -218,34 +248,42 @@ def render_junit(diags: list[Diagnostic], problems: list, checked: list[Path], s
     broken = {display_path(Path(p.path)): p.message for p in problems}
     for name in broken:
         by_file.setdefault(name, [])
+    failing = failing or {}
+
+    def fails(d: Diagnostic) -> bool:
+        return d.severity >= failing.get(real_path(d.path), Severity.WARNING)
+
     root = ET.Element(
         "testsuites",
         name="cfgopt",
         tests=str(len(by_file)),
-        failures=str(sum(1 for v in by_file.values() if v)),
+        failures=str(sum(1 for v in by_file.values() if any(fails(d) for d in v))),
         errors=str(len(broken)),
     )
     for name in sorted(by_file):
         found = by_file[name]
+        failed = [d for d in found if fails(d)]
         suite = ET.SubElement(
             root,
             "testsuite",
             name=name,
             tests="1",
-            failures="1" if found else "0",
+            failures="1" if failed else "0",
             errors="1" if name in broken else "0",
             skipped="0",
+            file=name,
         )
-        case = ET.SubElement(suite, "testcase", name=name, classname="cfgopt", file=name)
-        for d in found:
-            line, col = d.line_column
-            failure = ET.SubElement(
-                case,
-                "failure",
-                message=f"{d.code} {d.message}",
-                type=f"{d.severity}",
-            )
-            failure.text = f"{name}:{line}:{col}: {d.severity} {d.code} [{d.name}] {d.message}"
+        if judged and name in judged:
+            properties = ET.SubElement(suite, "properties")
+            for key, value in judged[name].items():
+                ET.SubElement(properties, "property", name=key, value="" if value is None else str(value))
+        case = ET.SubElement(suite, "testcase", name=name, classname="cfgopt")
+        for d in failed:
+            failure = ET.SubElement(case, "failure", message=f"{d.code} {d.message}", type=f"{d.severity}")
+            failure.text = _junit_line(name, d)
+        below = [d for d in found if not fails(d)]
+        if below:  # reported, not failed: the exit code does not count them either
+            ET.SubElement(case, "system-out").text = "\n".join(_junit_line(name, d) for d in below)
         if name in broken:
             error = ET.SubElement(case, "error", message=broken[name], type="cfgopt")
             error.text = broken[name]
@@ -257,11 +295,16 @@ def render_junit(diags: list[Diagnostic], problems: list, checked: list[Path], s
     stream.write("\n")
 
 
+def _junit_line(name: str, d: Diagnostic) -> str:
+    line, col = d.line_column
+    return f"{name}:{line}:{col}: {d.severity} {d.code} [{d.name}] {d.message}"
+
+
 def _xml_safe(root) -> None:
     """XML 1.0 has no escape for most control characters nor for lone surrogates (ElementTree writes them as they
     are, which no XML parser reads back): every text and attribute is `shown` (`\\xNN`, `\\uNNNN`), which also
     suits the people reading a CI test tab."""
     for element in root.iter():
         element.attrib.update({key: shown(value) for key, value in element.attrib.items()})
-        if element.text:
-            element.text = shown(element.text)
+        if element.text:  # line breaks kept: <system-out> holds one finding per line
+            element.text = "\n".join(shown(line) for line in element.text.split("\n"))

@@ -59,6 +59,7 @@ SUBCOMMANDS = {
     "schema": "JSON Schema files for editors: `cfgopt schema export`",
     "rules": "list all rules",
     "rule": "explain one rule",
+    "server": "language server for editors (LSP over stdio; docs/editor.md)",
 }
 
 
@@ -77,7 +78,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         parser.set_defaults(command=only)
         return parser
     parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
-    parser.add_argument("--version", action="version", version=f"cfgopt {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"cfgopt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, help_text in SUBCOMMANDS.items():
         _command(name).add_arguments(sub.add_parser(name, help=help_text))
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     from cfgopt.project_config import ConfigError
 
     words = sys.argv[1:] if argv is None else list(argv)
+    if not words or words == ["schema"]:  # as ruff: a bare call prints the help (on stderr, exit 2)
+        build_parser(words[0] if words else None).print_help(sys.stderr)
+        return 2
     only = _subcommand(words)
     parser = build_parser(only)
     args, unknown = parser.parse_known_args(words[1:] if only else words)

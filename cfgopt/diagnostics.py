@@ -7,7 +7,7 @@ from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.document import Document, real_path
+from cfgopt.document import Document, display_path, real_path
 
 
 class Severity(IntEnum):
@@ -56,7 +56,7 @@ class Fix(NamedTuple):
 class Diagnostic:
     """One finding: the rule, the span [start, end) in `document`, the message, and the fix if there is one."""
 
-    __slots__ = ("code", "document", "end", "fix", "key", "message", "name", "severity", "start")
+    __slots__ = ("code", "detail", "document", "end", "fix", "key", "message", "name", "severity", "start")
 
     def __init__(
         self,
@@ -69,10 +69,12 @@ class Diagnostic:
         message: str,
         key: str = "",
         fix: Fix | None = None,
+        detail: str = "",
     ) -> None:
         self.document, self.start, self.end = document, start, end
         self.code, self.name, self.severity, self.message = code, name, severity, message
         self.key, self.fix = key, fix
+        self.detail = detail  # the whole message where `message` had to be cut (a quoted value megabytes long)
 
     def _fields(self) -> tuple[Any, ...]:
         return (self.document, self.start, self.end, self.code, self.name, self.severity, self.message, self.key)
@@ -105,12 +107,12 @@ class Diagnostic:
     def to_json(self, relative_to: Path | None = None) -> dict[str, Any]:
         line, column = self.line_column
         end_line, end_column = self.end_line_column
-        path = self.path
+        path = display_path(self.path)  # as every format shows it: relative to the working directory under it
         if relative_to is not None:
             with contextlib.suppress(ValueError):  # outside relative_to: keep the path as given
-                path = real_path(path).relative_to(real_path(relative_to))
-        return {
-            "file": str(path),
+                path = str(real_path(self.path).relative_to(real_path(relative_to)))
+        out = {
+            "file": path,
             "line": line,
             "column": column,
             "end_line": end_line,
@@ -124,3 +126,6 @@ class Diagnostic:
             if self.fix is None
             else {"applicability": str(self.fix.applicability), "description": self.fix.description},
         }
+        if self.detail:
+            out["detail"] = self.detail
+        return out

@@ -181,7 +181,8 @@ def write_scope(paths: list[Path], project: Project, fix_references: bool) -> se
 
 
 _OUTSIDE = (
-    "not named on the command line nor under a folder named there (it is read because a config names it); "
+    "not named on the command line nor under a folder named there (it is read because a linted config or launch "
+    "script names it); "
     "name it, or pass --fix-references"
 )
 _SYMLINK = "a symlink to a file outside the folders named; cfgopt does not write through it (name the target)"

@@ -134,6 +134,74 @@ def _hardware_judged(settings: Settings) -> str:
     )
 
 
+def judged_for_run(file_settings: dict[Path, Settings], paths: list[Path], first: Settings) -> str:
+    """`judged_for` for a whole run: one description when every file was judged alike, else one per settings
+    group, each led by the command-line paths it covers (`fixtures/seed: no target stated ...; fixtures/clean:
+    judged for 1 x mi300x (cfgopt.toml)`), the hardware and the environment grouped apart. `first`: the
+    settings described when no file was read."""
+    if not file_settings:
+        return judged_for(first)
+    labels = _labels(list(file_settings), paths, file_settings)
+    hardware = _grouped({labels[k]: _hardware_judged(s) for k, s in file_settings.items()})
+    environment = _grouped({labels[k]: s.environment.describe() for k, s in file_settings.items()})
+    return f"{hardware}; {environment}"
+
+
+def _labels(files: list[Path], paths: list[Path], file_settings: dict[Path, Settings]) -> dict[Path, str]:
+    """Each file's label in a per-group summary: the command-line path it was found under when every file
+    there was judged alike, else its own folder."""
+    from cfgopt.document import display_path, real_path
+
+    roots = [(real_path(p), p) for p in paths]
+
+    def under(file: Path) -> Path | None:
+        return next((given for root, given in roots if file == root or root in file.parents), None)
+
+    described: dict[Path | None, set[str]] = {}
+    for file in files:
+        described.setdefault(under(file), set()).add(judged_for(file_settings[file]))
+    labels = {}
+    for file in files:
+        given = under(file)
+        alike = given is not None and len(described[given]) == 1
+        labels[file] = display_path(given if alike and given is not None else file.parent) or "."
+    return labels
+
+
+def _grouped(by_label: dict[str, str]) -> str:
+    """`desc` when every label has the same one, else `label, label: desc; label: desc` in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for label, desc in by_label.items():
+        groups.setdefault(desc, [])
+        if label not in groups[desc]:
+            groups[desc].append(label)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{', '.join(labels)}: {desc}" for desc, labels in groups.items())
+
+
+def judged_settings(settings: Settings) -> dict:
+    """What one file was judged for (settings.Settings), as the machine formats carry it per file: the target
+    (None: none), the GPU count (None: not stated), where they came from, the releases and the environment."""
+    env = settings.environment
+    return {
+        "target": settings.target_name if settings.target_stated else None,
+        "gpus": settings.gpus,
+        "hardware_source": hardware_source(settings),
+        "llamafactory_version": settings.llamafactory_version,
+        "deepspeed_version": settings.deepspeed_version,
+        "environment": env.source,
+        "environment_assumed": env.assumed,
+    }
+
+
+def files_judged(result) -> dict[str, dict]:
+    """Each file the run read (engine.LintResult / fixer.FixResult), by its shown path: `judged_settings`."""
+    from cfgopt.document import display_path
+
+    return {display_path(path): judged_settings(s) for path, s in sorted(result.file_settings.items())}
+
+
 def hardware_source(settings: Settings) -> str:
     """Where the target and GPU count came from: `detected`, `--target`, `pyproject.toml, --gpus` ("" for
     settings built by hand)."""

@@ -474,9 +474,16 @@ def _left_out(
                 out[(name, value)] = Rejection(PACKAGE, name, _package_missing(job, name, value))
             else:
                 kind = NUMERICS if name in ("precision", "optim") else MEMORY
-                unknown = "" if job.settings.target.memory_gib else " (no target stated)"
+                unknown = "" if job.settings.target.memory_gib else f" ({_no_memory(job.settings)})"
                 out[(name, value)] = Rejection(kind, name, _NO_ESTIMATE[kind] + unknown)
     return out
+
+
+def _no_memory(settings) -> str:
+    """Why there is no memory to plan with: no target, or a target without GPU memory (`--target cpu`)."""
+    if not settings.target_stated:
+        return "no target stated"
+    return f"{settings.target.name}: no GPU memory to estimate against"
 
 
 def _package_missing(job: Job, name: str, value: Any) -> str:

@@ -96,10 +96,14 @@ def summary(diags: list[Diagnostic], files: int) -> dict:
     }
 
 
-def render_json(diags: list[Diagnostic], files: int, problems: list, stream: TextIO) -> None:
+def render_json(
+    diags: list[Diagnostic], files: int, problems: list, stream: TextIO, judged: dict | None = None
+) -> None:
+    """`judged`: `files_judged`, each file's settings (the `files` list)."""
     out = {
         "diagnostics": [d.to_json() for d in diags],
-        "problems": [{"file": str(p.path), "message": p.message} for p in problems],
+        "problems": [{"file": display_path(p.path), "message": p.message} for p in problems],
+        "files": [{"file": name, **settings} for name, settings in (judged or {}).items()],
         "summary": summary(diags, files),
     }
     json.dump(out, stream, indent=2)
@@ -183,17 +187,20 @@ def tolerant(stream: TextIO) -> TextIO:
     return stream
 
 
-def render(fmt: str, result, stream: TextIO) -> None:
-    """Write `result` (engine.LintResult) in one of the `--format`s."""
+def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None) -> None:
+    """Write `result` (engine.LintResult) in one of the `--format`s; `fail_on`: `--fail-on` (JUnit counts
+    failures from it; None: each file's own)."""
     stream = tolerant(stream)
     if fmt == "json":
-        render_json(result.diagnostics, result.files, result.problems, stream)
+        from cfgopt.job import files_judged
+
+        render_json(result.diagnostics, result.files, result.problems, stream, files_judged(result))
     elif fmt == "concise":
         render_concise(result.diagnostics, stream)
     elif fmt in ("json-lines", "github", "sarif", "junit"):
         from cfgopt import ci_formats  # imported only for these formats: the lint path stays small
 
-        ci_formats.render(fmt, result, stream)
+        ci_formats.render(fmt, result, stream, fail_on)
     else:
         render_full(result.diagnostics, stream)
 

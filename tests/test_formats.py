@@ -27,7 +27,28 @@ def test_json_lines_are_the_json_objects() -> None:
     code, out, _ = lint("--format", "json-lines", "fixtures/seed")
     _, full, _ = lint("--format", "json", "fixtures/seed")
     assert code == 1
-    assert [json.loads(line) for line in out.splitlines()] == json.loads(full)["diagnostics"]
+    lines = [json.loads(line) for line in out.splitlines()]
+    judged = {f.pop("file"): f for f in json.loads(full)["files"]}
+    assert all(line.pop("judged") == judged[line["file"]] for line in lines)  # each line stands alone
+    assert lines == json.loads(full)["diagnostics"]
+
+
+def test_machine_formats_say_what_each_file_was_judged_for_with_relative_paths() -> None:
+    """A DeepSpeed JSON reached through a config is relative too; each file carries its own target, GPU
+    count, releases and environment (fixtures/clean has its own cfgopt.toml: mi300x)."""
+    _, out, _ = lint("--format", "json", "fixtures/seed/llama3_lora_sft.yaml", "fixtures/clean")
+    data = json.loads(out)
+    assert {d["file"] for d in data["diagnostics"]} >= {"fixtures/seed/ds_z3_config.json"}
+    assert not any(Path(d["file"]).is_absolute() for d in data["diagnostics"])
+    files = {f["file"]: f for f in data["files"]}
+    assert files["fixtures/clean/llama3_lora_sft.yaml"]["target"] == "mi300x"
+    assert files["fixtures/seed/llama3_lora_sft.yaml"]["target"] is None
+    assert files["fixtures/seed/ds_z3_config.json"]["llamafactory_version"]
+    assert files["fixtures/seed/ds_z3_config.json"]["environment"].startswith("assumed")
+    _, sarif, _ = lint("--format", "sarif", "fixtures/seed/llama3_lora_sft.yaml", "fixtures/clean")
+    artifacts = json.loads(sarif)["runs"][0]["artifacts"]
+    judged = {a["location"]["uri"]: a["properties"]["judged"] for a in artifacts}
+    assert judged["fixtures/clean/llama3_lora_sft.yaml"]["target"] == "mi300x"
 
 
 def test_github_annotations() -> None:
@@ -133,9 +154,32 @@ def test_junit_xml() -> None:
     failures = case.findall("failure")
     _, full, _ = lint("--format", "json", "fixtures/seed/llama3_lora_sft.yaml")
     yaml_diags = [d for d in json.loads(full)["diagnostics"] if d["file"].endswith("llama3_lora_sft.yaml")]
-    assert len(failures) == len(yaml_diags)
+    failing = [d for d in yaml_diags if d["severity"] in ("error", "warning")]  # --fail-on's default: warning
+    assert len(failures) == len(failing) < len(yaml_diags)
     assert any(f.get("type") == "error" and f.get("message", "").startswith("LF003 ") for f in failures)
+    assert all(f.get("type") != "info" for f in failures)
+    assert "info PF006" in case.find("system-out").text  # reported, not failed
     assert int(root.get("tests")) == len(suites)
+
+
+JUNIT_SCHEMA = Path(__file__).parent / "data" / "junit.xsd"
+
+
+@pytest.mark.parametrize("fail_on", ["error", "warning", "info"])
+def test_junit_is_valid_and_fails_as_the_exit_code_does(fail_on: str) -> None:
+    """Validated against the JUnit schema CI tools read (tests/data/junit.xsd); a finding is a <failure> exactly
+    when it is at or above --fail-on, so the test tab fails when, and only when, the exit code does."""
+    xmlschema = pytest.importorskip("xmlschema")
+    code, out, _ = lint("--format", "junit", "--fail-on", fail_on, "--select", "ALL", "fixtures/seed", "fixtures/clean")
+    xmlschema.XMLSchema(JUNIT_SCHEMA).validate(out)
+    root = ET.fromstring(out)
+    types = {f.get("type") for f in root.iter("failure")}
+    ranks = {"error": 0, "warning": 1, "info": 2}
+    assert types and all(ranks[t] <= ranks[fail_on] for t in types)
+    assert (int(root.get("failures")) > 0) == (code == 1)
+    clean = next(s for s in root.iter("testsuite") if s.get("name") == "fixtures/clean/llama3_lora_sft.yaml")
+    judged = {p.get("name"): p.get("value") for p in clean.iter("property")}
+    assert judged["target"] == "mi300x" and judged["hardware_source"] == "cfgopt.toml"
 
 
 def test_show_fixes_lists_available_fixes() -> None:

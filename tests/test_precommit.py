@@ -140,3 +140,19 @@ def test_safe_fix_hook_with_only_safe_problems(repo: Path) -> None:
     assert fixed.returncode == 1 and "files were modified by this hook" in fixed.stdout
     assert "cfgopt: ignore" not in cfg.read_text()
     assert run_hooks(repo, [fix, lint]).returncode == 0
+
+
+def test_each_finding_and_each_fix_is_printed_once_with_both_hooks(repo: Path) -> None:
+    """cfgopt-fix reports what it changed, cfgopt-lint what remains: with both hooks nothing is printed twice;
+    the fix hook fails only because it changed files, and once they are in, what remains is lint's to fail."""
+    hooks = shipped_hooks()
+    both = [local_hook(hooks["cfgopt-fix"]), local_hook(hooks["cfgopt-lint"])]
+    run = run_hooks(repo, both)
+    assert run.returncode == 1 and "files were modified by this hook" in run.stdout
+    for finding in ("configs/llama3_lora_sft.yaml:15:13", "configs/llama3_lora_sft.yaml:16:1"):  # LF003, LF001
+        assert run.stdout.count(finding) == 1, run.stdout
+    for applied in ("DS007 Add", "DS001 Remove", "LF001 Replace"):
+        assert run.stdout.count(applied) == 1, run.stdout
+    again = run_hooks(repo, both)  # nothing left to fix: the fix hook passes, lint fails on the unfixable errors
+    fix_part, lint_part = again.stdout.split("cfgopt lint (", 1)
+    assert "Passed" in fix_part and "Failed" in lint_part and "LF003" in lint_part and "LF003" not in fix_part

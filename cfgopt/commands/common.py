@@ -102,6 +102,43 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show-fixes", action="store_true", help="list the fixes (available with lint, applied with fix)")
 
 
+# `--format` names, one vocabulary for every subcommand (ruff's where ruff has one): `full` is the human report
+# (with code frames where there are findings), `concise` one line each; the machine formats as `cfgopt lint`.
+FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+FAIL_ON = ("error", "warning", "info")
+
+
+def _format_name(text: str) -> str:
+    """`text`, the name `estimate` and `rules` had for `full`, is still read."""
+    return "full" if text == "text" else text
+
+
+def add_format_argument(p: argparse.ArgumentParser, formats: tuple[str, ...], default: str, help: str) -> None:
+    """`--format` / `--output-format` (ruff's name), its choices from `FORMATS` (plus `markdown` for tables)."""
+    p.add_argument(
+        "--format", "--output-format", dest="format", type=_format_name, choices=formats, default=default, help=help
+    )
+
+
+def add_outcome_arguments(p: argparse.ArgumentParser, fail_on_help: str) -> None:
+    """`--fail-on`, `--exit-zero` and `--statistics`, which mean the same on every subcommand that reports findings."""
+    p.add_argument("--fail-on", choices=FAIL_ON, default=None, help=fail_on_help)
+    p.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 even with findings (2 still means a usage error); fix --write then does not list the findings "
+        "left (the summary counts them; the pre-commit fix hook leaves them to the lint hook)",
+    )
+    p.add_argument(
+        "--statistics", action="store_true", help="print only a count of findings per rule ([*]: has safe fixes)"
+    )
+
+
+def exit_zero(args: argparse.Namespace, code: int) -> int:
+    """`--exit-zero`: findings (1) become 0; usage errors and unreadable files (2) stay."""
+    return 0 if args.exit_zero and code == 1 else code
+
+
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
     """`--target` and `--gpus`, as `lint`, `fix` and `estimate` read them (`detect.resolve_target`)."""
     p.add_argument(
@@ -128,8 +165,8 @@ def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
         "--select",
         type=rule_codes,
         default=None,
-        help="rule codes or prefixes to run, ALL for every rule (default: the default selection, errors and "
-        "silent misconfigurations; advice such as PF and MEM002-005 is opt-in); replaces the config's",
+        help="rule codes or prefixes to run, ALL for every rule (default: every rule marked `on` in `cfgopt "
+        "rules`, advice such as PF and MEM included; the few opt-in ones need --extend-select); replaces the config's",
     )
     p.add_argument(
         "--extend-select", type=rule_codes, default=[], help="rule codes or prefixes to add to the selection"

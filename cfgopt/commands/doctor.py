@@ -7,19 +7,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+from cfgopt.commands.common import FORMATS, add_format_argument, add_outcome_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", type=Path, help="training configs, launch scripts or folders to check")
     parser.add_argument(
-        "--format",
-        "--output-format",
-        dest="format",
-        choices=FORMATS,
-        default="full",
-        help="as `cfgopt lint`: full (default), concise, json, json-lines, github, sarif, junit",
+        "paths",
+        nargs="*",
+        type=Path,
+        default=[Path(".")],
+        help="training configs, launch scripts or folders to check (default: .)",
     )
+    add_format_argument(
+        parser, FORMATS, "full", "as `cfgopt lint`: full (default), concise, json, json-lines, github, sarif, junit"
+    )
+    add_outcome_arguments(parser, "lowest severity that makes the exit code 1 (default: warning)")
     parser.add_argument(
         "--root",
         default=None,

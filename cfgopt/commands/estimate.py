@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cfgopt.commands.common import add_target_arguments
+from cfgopt.commands.common import add_format_argument, add_target_arguments
 from cfgopt.document import shown
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", type=Path, help="a LLaMA-Factory training YAML")
     add_target_arguments(parser)  # GPUs: data-parallel ranks; 1 when neither stated nor detected
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_format_argument(parser, ("full", "json"), "full", "full (default: the breakdown as a table) or json")
     parser.add_argument(
         "--fill",
         type=float,

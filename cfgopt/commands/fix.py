@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import (
+    FORMATS,
     add_common_arguments,
+    add_format_argument,
+    add_outcome_arguments,
+    exit_zero,
     print_problems,
     read_stdin,
     render_not_read,
     settings_from,
     show_settings,
+    usage_error,
     warn_if_nothing_checked,
 )
 from cfgopt.settings import Settings
@@ -34,12 +39,17 @@ def add_arguments(fix: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also fix files read only because a config names them (a `deepspeed:` JSON outside the given paths)",
     )
-    fix.add_argument(
-        "--fail-on",
-        choices=("error", "warning", "info"),
-        default=None,
-        help="lowest severity left unfixed that makes the exit code 1 (default: the project config's, else warning)",
+    add_format_argument(
+        fix,
+        FORMATS,
+        "concise",
+        "as `cfgopt lint`, for the findings left after --write (on stderr; the diff stays on stdout): concise "
+        "(default), full, json, json-lines, github, sarif, junit",
     )
+    add_outcome_arguments(
+        fix, "lowest severity left unfixed that makes the exit code 1 (default: the project config's, else warning)"
+    )
+    fix.add_argument("--watch", action="store_true", help="fix again whenever a file changes (Ctrl-C stops)")
 
 
 def _print_not_fixed(result: FixResult) -> None:
@@ -65,13 +75,24 @@ def run(args: argparse.Namespace) -> int:
     """Exit code as ruff's `check --fix`: 2 when a file could not be read, parsed, fixed safely or written; else
     1 when findings at or above `--fail-on` remain after the fixes (whether or not anything would change, and
     with or without --write); else 0."""
-    from cfgopt import report
-    from cfgopt.fixer import READ_ONLY, fix_paths
-
     overlay = read_stdin(args)
     resolver, settings = settings_from(args)  # `settings`: the first path's, which the summary describes
     if args.show_settings:
         return show_settings(args, resolver)
+    if args.watch:
+        if overlay is not None:
+            usage_error(args, "--watch cannot read stdin")
+        from cfgopt.watch import watch
+
+        return watch(args.paths, lambda: _fix_once(args, resolver, settings, None))
+    return exit_zero(args, _fix_once(args, resolver, settings, overlay))
+
+
+def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: dict[Path, str] | None) -> int:
+    """One fix run: the diff or the writes, the messages and the summary; the exit code before --exit-zero."""
+    from cfgopt import report
+    from cfgopt.fixer import READ_ONLY, fix_paths
+
     result = fix_paths(
         args.paths,
         resolver,
@@ -93,17 +114,30 @@ def run(args: argparse.Namespace) -> int:
     remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
     if args.show_fixes:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
-    if remaining and args.write:
-        report.render_concise(remaining, sys.stderr)
+    if remaining and args.write and not args.exit_zero:  # --exit-zero: they are not fix's to fail on (pre-commit)
+        _render_remaining(args, result, remaining)
     if not args.quiet:
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
-        _fix_summary(result, remaining, args.write, settings)
+        _fix_summary(result, remaining, args.write, settings, args.paths)
     # with --write, a file asked to be fixed that cannot be written (read-only, refused before planning) is an error
     locked = args.write and READ_ONLY in result.not_fixed.values()
     if result.problems or result.reverted or unwritten or locked or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0
+
+
+def _render_remaining(args: argparse.Namespace, result: FixResult, remaining: list) -> None:
+    """The findings left after --write, on stderr, in `--format` (or as `--statistics`)."""
+    from cfgopt import report
+    from cfgopt.diagnostics import Severity
+    from cfgopt.engine import LintResult
+
+    if args.statistics:
+        report.render_statistics(remaining, sys.stderr, as_json=args.format == "json")
+        return
+    left = LintResult(remaining, [], result.files, file_settings=result.file_settings)
+    report.render(args.format, left, sys.stderr, Severity.parse(args.fail_on) if args.fail_on else None)
 
 
 def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
@@ -169,15 +203,13 @@ def unified_diff(before: str, after: str, shown: str) -> list[str]:
     return out
 
 
-def _fix_summary(result, remaining: list, written: bool, settings: Settings) -> None:
-    from cfgopt.job import judged_for
+def _fix_summary(result, remaining: list, written: bool, settings: Settings, paths: list[Path]) -> None:
+    from cfgopt.job import judged_for_run
 
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
-    sys.stderr.write(
-        f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged_for(settings)}); {len(remaining)} remaining"
-        + "\n"
-    )
+    judged = judged_for_run(result.file_settings, paths, settings)
+    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged}); {len(remaining)} remaining\n")
     waiting = _unsafe_waiting(result.remaining, settings)
     if waiting:
         sys.stderr.write(waiting + "\n")
@@ -224,7 +256,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) 
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:
         render_not_read(result.not_read)
-        _fix_summary(result, remaining, True, settings)
+        _fix_summary(result, remaining, True, settings, args.paths)
     if result.problems or result.reverted or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0

@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import (
+    FORMATS,
     add_common_arguments,
+    add_format_argument,
+    add_outcome_arguments,
+    exit_zero,
     print_problems,
     read_stdin,
     render_not_read,
@@ -26,31 +30,20 @@ if TYPE_CHECKING:
     from cfgopt.engine import LintResult
     from cfgopt.project_config import Resolver
 
-FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
-
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
     add_common_arguments(lint)
-    lint.add_argument(
-        "--format",
-        "--output-format",
-        dest="format",
-        choices=FORMATS,
-        default=os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
-        help="full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
+    add_format_argument(
+        lint,
+        FORMATS,
+        os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
+        "full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
         "(SARIF 2.1.0, GitHub code scanning), junit",
     )
-    lint.add_argument(
-        "--fail-on",
-        choices=("error", "warning", "info"),
-        default=None,
-        help="lowest severity that makes the exit code 1 (default: the project config's, else warning)",
-    )
-    lint.add_argument(
-        "--statistics", action="store_true", help="print only a count of findings per rule ([*]: has safe fixes)"
+    add_outcome_arguments(
+        lint, "lowest severity that makes the exit code 1 (default: the project config's, else warning)"
     )
     lint.add_argument("--watch", action="store_true", help="lint again whenever a linted file changes (Ctrl-C stops)")
-    lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,20 +71,25 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
     if args.statistics:  # as ruff: the table instead of the findings
         report.render_statistics(result.diagnostics, sys.stdout, as_json=args.format == "json")
     else:
-        report.render(args.format, result, sys.stdout)
+        report.render(args.format, result, sys.stdout, Severity.parse(args.fail_on) if args.fail_on else None)
     if args.show_fixes:
         text_stream = sys.stderr if machine or args.format == "github" else sys.stdout
         report.render_available_fixes(result.diagnostics, text_stream)
     print_problems(result.problems)
     warn_if_nothing_checked(args, result)
     if not machine and not args.quiet and not args.statistics:
-        from cfgopt.job import judged_for
+        from cfgopt.job import judged_for_run
 
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
-        report.render_summary_line(result.diagnostics, result.files, result.problems, judged_for=judged_for(shown))
+        report.render_summary_line(
+            result.diagnostics,
+            result.files,
+            result.problems,
+            judged_for=judged_for_run(result.file_settings, args.paths, shown),
+        )
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
-    return 0 if args.exit_zero and code == 1 else code
+    return exit_zero(args, code)
 
 
 def _strip_unfixable(result: LintResult) -> None:

@@ -76,7 +76,11 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
 
 def add_arguments(rule: argparse.ArgumentParser) -> None:
     rule.add_argument("code", help="a rule code, e.g. LF003")
-    rule.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
+    from cfgopt.commands.common import add_format_argument
+
+    add_format_argument(
+        rule, ("full", "json", "markdown"), "full", "full (default: the page as text), json or markdown"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

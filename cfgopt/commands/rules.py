@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from cfgopt.commands.common import add_format_argument
+
 
 def add_arguments(rules: argparse.ArgumentParser) -> None:
-    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output format")
+    add_format_argument(rules, ("full", "json", "markdown"), "full", "full (default: a table), json or markdown")
 
 
 def run(args: argparse.Namespace) -> int:

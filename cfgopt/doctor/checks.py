@@ -25,7 +25,7 @@ ENVIRONMENT = Document(Path("<environment>"), "")
 NAMES = {
     "DOC001": "attention-unavailable",
     "DOC002": "liger-unavailable",
-    "DOC003": "cpu-adam-unavailable",
+    "DOC003": "deepspeed-or-cpu-adam-unavailable",
     "DOC004": "deepspeed-without-torchrun",
     "DOC005": "visible-devices-mismatch",
     "DOC006": "dataset-missing",

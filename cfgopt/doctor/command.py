@@ -53,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
     for job in jobs:
         diags.extend(checks.job_findings(job, stack))
     diags.sort(key=Diagnostic.sort_key)
-    _render(args.format, diags, problems, len(jobs), sys.stdout)
+    if args.statistics:
+        from cfgopt import report
+
+        report.render_statistics(diags, sys.stdout, as_json=args.format == "json")
+    else:
+        _render(args.format, diags, problems, len(jobs), sys.stdout)
     machine = args.format in ("json", "json-lines", "sarif", "junit")
     text = sys.stderr if machine or args.format == "github" else sys.stdout
     text.write(f"stack: {summary(stack)}\n")
@@ -68,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if problems:
         return 2
-    return 1 if counts[Severity.ERROR] or counts[Severity.WARNING] else 0
+    fail_on = Severity.parse(args.fail_on) if args.fail_on else Severity.WARNING
+    failed = any(d.severity >= fail_on for d in diags)
+    return 1 if failed and not args.exit_zero else 0
 
 
 # The packages a snapshot keeps: what decides a training job's findings and plans (cfgopt.environment), not the

@@ -90,6 +90,11 @@ def _bounded(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
 
+def _detail(message: str) -> str:
+    """The whole message where `_bounded` cut it: the machine formats carry it as `detail`."""
+    return message if len(message) > MAX_MESSAGE else ""
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
@@ -157,6 +162,7 @@ class Rule:
             name=self.name,
             severity=severity if severity is not None else self.severity,
             message=_bounded(message),
+            detail=_detail(message),
             key=entry.dotted,
             fix=fix,
         )
@@ -184,6 +190,7 @@ class Rule:
             name=self.name,
             severity=severity if severity is not None else self.severity,
             message=_bounded(message),
+            detail=_detail(message),
             key=key,
             fix=fix,
         )

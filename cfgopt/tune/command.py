@@ -46,7 +46,7 @@ def _tune(args: argparse.Namespace, job: Any, session: Session, work: Path, warm
         on_event=say,
         memory_note=memory_note,
     )
-    print(report.table(result))
+    print(report.table(result, on_cpu=not platform.cuda))
     plan = None
     if result.winner is not None and result.winner is not result.baseline:
         user_ds = job.deepspeed[1]

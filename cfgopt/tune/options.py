@@ -6,9 +6,8 @@ import argparse
 from pathlib import Path
 
 from cfgopt.argtypes import positive_int
-from cfgopt.targets import TARGETS
 from cfgopt.tune.space import KNOB_NAMES as KNOBS  # one list of knobs: the search space's
-from cfgopt.verify.options import add_run_options
+from cfgopt.verify.options import add_run_options, add_target_argument
 
 
 def _knobs(text: str) -> tuple[str, ...]:
@@ -49,12 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="results cache, for resuming (default: <config>.cfgopt-tune.json beside the config)",
     )
     p.add_argument("--json", type=Path, default=None, help="write the report as JSON here (- for stdout)")
-    p.add_argument(
-        "--target",
-        default=None,
-        choices=sorted(TARGETS),
-        help="whose memory the candidates must fit (default: detected from this machine's GPU)",
-    )
+    add_target_argument(p, "whose memory the candidates must fit")
     p.add_argument("--memory-margin", type=float, default=0.10, help="headroom kept below the GPU memory (0.10)")
     p.add_argument(
         "--patience",

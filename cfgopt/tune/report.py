@@ -38,7 +38,8 @@ def row_json(row: search.Row, base_tps: float | None) -> dict[str, Any]:
     }
 
 
-def table(result: search.SearchResult) -> str:
+def table(result: search.SearchResult, on_cpu: bool = False) -> str:
+    """The candidates measured and not; `on_cpu`: the runs went to a CPU (fp32, `Knobs.label`)."""
     base_tps = result.baseline.tokens_per_s
     head = (
         f"{'':2}{'#':>3}  {'candidate':60} {'status':22} {'tokens/s':>9} {'vs base':>8} "
@@ -49,7 +50,7 @@ def table(result: search.SearchResult) -> str:
         c, m = row.candidate, row.measurement
         tps = row.tokens_per_s
         mark = "*" if result.winner is not None and row is result.winner else ""
-        label = c.knobs.label() + (" (baseline)" if c.baseline else "")
+        label = c.knobs.label(on_cpu) + (" (baseline)" if c.baseline else "")
         status = row.status + (" (cached)" if row.cached else "")
         lines.append(
             f"{mark:2}{c.index:>3}  {label:60} {status:22} {_f(tps, '{:,.0f}'):>9} "
@@ -65,7 +66,7 @@ def verdict(result: search.SearchResult, memory_note: str, gpus: int) -> int:
     base_tps, winner = result.baseline.tokens_per_s, result.winner
     print(
         f"searched {sum(r.order is not None for r in result.rows)} of {len(result.rows)} candidates: "
-        f"{result.spent_s:.0f} s of runs now, {result.search_s * gpus:.0f} GPU s in all (cached included); "
+        f"{result.spent_s:.0f} s of runs now, {result.search_s * gpus:.0f} device-seconds in all (cached included); "
         f"{memory_note}"
     )
     code = 0

@@ -163,15 +163,17 @@ def load_tune_job(
     probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
     from cfgopt.job_loader import JobError, load_job
     from cfgopt.settings import Settings
-    from cfgopt.verify import runner
-    from cfgopt.verify.command import run_settings
+    from cfgopt.verify.command import run_settings, run_target
 
-    target = args.target or runner.detect_target()
     if session is None:
-        settings, platform = run_settings(target, gpus, say)
+        target, source = run_target(args.target)
+    else:  # a given session (tests): no detection
+        target, source = (None if args.target == "none" else args.target), "--target" if args.target else ""
+    if session is None:
+        settings, platform = run_settings(target, gpus, say, source)
     else:
         platform = session.platform()
-        settings = Settings(target_name=target, gpus=gpus, packages=space.packages_of(platform))
+        settings = Settings(target_name=target, gpus=gpus, packages=space.packages_of(platform), target_source=source)
     try:
         return load_job(args.config, settings), platform, ""
     except JobError as exc:

@@ -151,11 +151,14 @@ class Knobs(NamedTuple):
     precision: str = "bf16"  # see PRECISIONS
     optim: str = DEFAULT_OPTIM  # the config's `optim`, or DEFAULT_OPTIM
 
-    def label(self) -> str:
+    def label(self, on_cpu: bool = False) -> str:
+        """The knobs in one line; `on_cpu`: the runs go to a CPU, which trains in fp32 whatever the config
+        says (verify.runner.cpu_overrides), so the precision shown is the one run, with the planned one."""
+        precision = f"fp32 (run; {self.precision} planned)" if on_cpu and self.precision != "fp32" else self.precision
         return (
             f"{self.micro}x{self.ga} gc={'on' if self.gc else 'off'} attn={self.attn} "
             f"pack={'on' if self.packing else 'off'} liger={'on' if self.liger else 'off'} zero={self.zero} "
-            f"{self.precision} optim={self.optim}"
+            f"{precision} optim={self.optim}"
         )
 
     def as_dict(self) -> dict[str, Any]:

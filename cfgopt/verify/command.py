@@ -17,7 +17,18 @@ from cfgopt.settings import Settings
 from cfgopt.verify import comparison, numerics, processes, runner
 
 
-def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
+def run_target(given: str | None) -> tuple[str | None, str]:
+    """The target the runs are planned for and where it came from: `--target` (None for `none`), else this
+    machine's GPU (`runner.detect_target`)."""
+    from cfgopt.targets import NONE
+    from cfgopt.verify import runner
+
+    if given is not None:
+        return (None if given == NONE else given), "--target"
+    return runner.detect_target(), "detected"
+
+
+def run_settings(target: str | None, gpus: int, say, source: str = "") -> tuple[Settings, Any]:
     """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
     the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
     the probed platform."""
@@ -28,7 +39,15 @@ def run_settings(target: str, gpus: int, say) -> tuple[Settings, Any]:
     for name, present in packages.items():
         if not present:
             say(f"{name} is not importable here: fixes that need it are left out")
-    return Settings(target_name=target, gpus=gpus, packages=packages, extend_select=["PF", "MEM"]), platform
+    settings = Settings(
+        target_name=target,
+        gpus=gpus,
+        packages=packages,
+        extend_select=["PF", "MEM"],
+        target_source=source,
+        gpus_source="--gpus",
+    )
+    return settings, platform
 
 
 def say_plan(job: Job, say) -> None:
@@ -221,7 +240,8 @@ def _verify(args: argparse.Namespace, config_path: Path, work: Path, say) -> int
         if line.startswith("cfgopt-verify step") or "Error" in line:
             say(line)
 
-    settings, _ = run_settings(args.target or runner.detect_target(), args.gpus or 1, say)
+    target, source = run_target(args.target)
+    settings, _ = run_settings(target, args.gpus or 1, say, source)
     settings.unsafe_fixes = True
     job = _load(config_path, settings)
     say_plan(job, say)

@@ -119,7 +119,8 @@ def table(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any]
         from cfgopt.verify.numerics import describe
 
         lines.extend(describe(verdict["loss"]))
-    lines.append(FLOP_CONVENTION)
+    if any(s.get("mfu") is not None for s in (before, after)):  # the footnote explains a figure the table shows
+        lines.append(FLOP_CONVENTION)
     return "\n".join(lines)
 
 

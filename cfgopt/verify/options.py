@@ -7,8 +7,20 @@ import os
 from pathlib import Path
 
 from cfgopt.argtypes import positive_float, positive_int
-from cfgopt.targets import TARGETS
+from cfgopt.targets import NONE, TARGETS
 from cfgopt.verify.numerics import LOSS_TOLERANCE
+
+
+def add_target_argument(p: argparse.ArgumentParser, what: str) -> None:
+    """`--target` as `cfgopt lint` names it (the same choices, `none` included), for the runs of verify and tune."""
+    p.add_argument(
+        "--target",
+        default=None,
+        choices=[*TARGETS, NONE],
+        metavar="NAME",
+        help=f"{what}: {', '.join(TARGETS)}; none: no target and no detection (default: detected from this "
+        "machine's GPU; docs/targets.md)",
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,12 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--only-original", action="store_true", help="measure the original config alone")
     p.add_argument("--gpus", type=positive_int, default=None, help="GPUs to launch on (torchrun); default 1")
-    p.add_argument(
-        "--target",
-        default=None,
-        choices=sorted(TARGETS),
-        help="target the fixes are made for (default: detected from this machine's GPU)",
-    )
+    add_target_argument(p, "hardware the fixes are made for")
     p.add_argument(
         "--loss-tolerance",
         type=positive_float,

@@ -155,12 +155,16 @@ def read_by_argparse(source: Source, entry: Entry) -> bool:
 
 def tokens_per_micro_batch(ctx: Context) -> float | None:
     """`per_device_train_batch_size x cutoff_len`: the most tokens one micro-batch holds (all of them when
-    packing); None when either is no number or the product is not finite (NaN, an infinity, `1e300 x 1e300`:
-    LLaMA-Factory stops on such a value before any speed matters)."""
+    packing), twice that for the pairwise stages (chosen and rejected: the count the memory model and MEM004
+    use, `methods.PAIRED_STAGES`); None when either is no number or the product is not finite (NaN, an
+    infinity, `1e300 x 1e300`: LLaMA-Factory stops on such a value before any speed matters)."""
+    from cfgopt.methods import PAIRED_STAGES
+
     bsz, cutoff = number(value_of(ctx, "per_device_train_batch_size")), number(value_of(ctx, "cutoff_len"))
     if bsz is None or cutoff is None:
         return None
-    tokens = bsz * cutoff
+    stage = value_of(ctx, "stage")  # any YAML value: a list or a mapping is no stage (LF002 says so)
+    tokens = bsz * cutoff * (2 if isinstance(stage, str) and stage in PAIRED_STAGES else 1)
     return tokens if math.isfinite(tokens) else None
 
 
