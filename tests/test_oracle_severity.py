@@ -65,6 +65,9 @@ CITED: dict[str, str] = {
     "`check_version('transformers>=4.45.0,<4.48.0', mandatory=True)` at model load",
     "LF030/fsdp/train.yaml": "transformers 5.6.0 trainer.py L451-455: `--fsdp` with `--deepspeed` raises when the "
     "Trainer is built (needs a DeepSpeed launch: torchrun + DeepSpeed's shm_comm op, which this CPU host cannot build)",
+    "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
+    "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
+    "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",
 }
 
 

@@ -328,6 +328,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     ),
     "xf004_missing_trainer_synced_key": ("XF004", "missing-trainer-synced-key", "deepspeed", "*"),
     "xf005_deepspeed_optimizer_block": ("XF005", "deepspeed-optimizer-block", "deepspeed", "optimizer scheduler"),
+    "xf006_nvme_param_buffer_too_small": (
+        "XF006",
+        "nvme-param-buffer-too-small",
+        "llamafactory-cli llamafactory-train",
+        "deepspeed",
+    ),
     "pf001_fp16_on_bf16_hardware": ("PF001", "fp16-on-bf16-hardware", "llamafactory-cli llamafactory-train", "*"),
     "pf002_no_mixed_precision": ("PF002", "no-mixed-precision", "llamafactory-cli llamafactory-train", "*"),
     "pf003_flash_attn_fa2_fallback": (
