@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.model_shapes import local_config
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
 
@@ -45,12 +45,9 @@ def model_type_of(name: object, folder: Path) -> str:
     """transformers' `model_type` of a model: its local config.json's, else by name ("" when unknown)."""
     if not isinstance(name, str) or not name.strip():
         return ""
-    path = Path(name).expanduser()
-    for candidate in (path,) if path.is_absolute() else (folder / path, path):
-        try:
-            data = json.loads((candidate / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    found = local_config(name, folder)
+    if found is not None:
+        data = found[1]
         return str(data.get("model_type", "")) if isinstance(data, dict) else ""
     lowered = name.strip().rstrip("/").lower().rsplit("/", 1)[-1]
     if _OTHER_MODULES.search(lowered):
