@@ -162,7 +162,7 @@ def run_atheris(seconds: int) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--examples", type=int, default=20000)
     ap.add_argument("--atheris", action="store_true")
     ap.add_argument("--verdicts", action="store_true", help="issue 18: count hangs, damaged and rejected files")
