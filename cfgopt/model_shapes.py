@@ -13,12 +13,11 @@ and the final norm. It reproduces the published counts (Llama-3-8B: 8,030,261,24
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cfgopt.user_files import read_bounded
+from cfgopt.user_files import model_config
 
 
 @dataclass(frozen=True)
@@ -111,25 +110,8 @@ def shape_for(model_name_or_path: str, config_dir_hint: Path | None = None) -> M
     return None
 
 
-def local_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
-    """A local model folder's `config.json`, parsed: (folder, data) for the first of `ref` (an absolute path), else
-    `hint / ref` then `ref` that holds one; None when none does, or it cannot be read or parsed. The one reader
-    of a model's config.json (the memory model, LF037)."""
-    path = Path(ref).expanduser()
-    candidates = [path] if path.is_absolute() else [p for p in ((hint / path) if hint else None, path) if p]
-    for folder in candidates:
-        try:
-            config_file = folder / "config.json"
-            if not config_file.is_file():
-                continue
-            return folder, json.loads(read_bounded(config_file))  # a regular file of bounded size only
-        except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
-            return None
-    return None
-
-
 def _local_config(ref: str, hint: Path | None) -> ModelShape | None:
-    found = local_config(ref, hint)
+    found = model_config(ref, hint)
     return _from_config(found[1], found[0].name) if found is not None else None
 
 

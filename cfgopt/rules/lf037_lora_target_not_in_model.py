@@ -5,9 +5,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.model_shapes import local_config
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
+from cfgopt.user_files import model_config
 
 _DECODER = frozenset(
     {"model", "embed_tokens", "layers", "self_attn", "mlp", "act_fn", "input_layernorm", "post_attention_layernorm"}
@@ -45,7 +45,7 @@ def model_type_of(name: object, folder: Path) -> str:
     """transformers' `model_type` of a model: its local config.json's, else by name ("" when unknown)."""
     if not isinstance(name, str) or not name.strip():
         return ""
-    found = local_config(name, folder)
+    found = model_config(name, folder)
     if found is not None:
         data = found[1]
         return str(data.get("model_type", "")) if isinstance(data, dict) else ""

@@ -23,8 +23,7 @@ from typing import Any
 
 from cfgopt.engine import resolve_reference
 from cfgopt.model_shapes import ModelShape, shape_for
-from cfgopt.model_shapes import local_config as local_config_of
-from cfgopt.user_files import read_bounded
+from cfgopt.user_files import model_config, read_bounded
 from cfgopt.verify.processes import kill_tree
 
 HARMLESS = {
@@ -160,7 +159,7 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     else:
         if mode == "real":
             raise ValueError(f"model `{ref}` is not a local folder with weights; --mode real needs one")
-        found = local_config_of(ref, config_path.parent)  # config_path's folder first, then the current one
+        found = model_config(ref, config_path.parent)  # config_path's folder first, then the current one
         local_config = found[1] if found is not None and isinstance(found[1], dict) else None
         shape = shape_for(ref, config_path.parent)
         assets.parameters = shape.num_parameters if shape is not None else None
