@@ -5,15 +5,26 @@ from __future__ import annotations
 
 import argparse
 
+from cfgopt.user_text import integer
+
 
 def positive_int(text: str) -> int:
     """An integer >= 1 (`--gpus`, `--steps`)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = integer(text, signed=True, strip=True)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def gpu_count(text: str) -> int:
+    """A GPU count (`--gpus`): an integer from 1 to `targets.MAX_GPUS`, as every command judges it."""
+    from cfgopt.targets import MAX_GPUS
+
+    value = positive_int(text)
+    if value > MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_GPUS}, got {value}")
     return value
 
 

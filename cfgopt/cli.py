@@ -16,16 +16,16 @@ from types import ModuleType
 
 from cfgopt import __version__
 from cfgopt.commands import UsageError
+from cfgopt.user_text import integer
 from cfgopt.versions import VersionError
 
 
 def _terminal_columns() -> int:
     """`shutil.get_terminal_size().columns` without importing shutil (and the compression modules it loads),
     which argparse's help formatter would do on every `add_argument`: $COLUMNS, else the terminal, else 80."""
-    try:
-        return int(os.environ.get("COLUMNS", "")) or 80
-    except ValueError:
-        pass
+    columns = integer(os.environ.get("COLUMNS", ""), strip=True)
+    if columns:
+        return min(columns, 10_000)
     try:
         return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
     except (AttributeError, ValueError, OSError):
@@ -40,6 +40,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # `lint --fix LF` is no `--fixable LF`: an option is named in full
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # argparse's own exit code is 2 too; keep the message short

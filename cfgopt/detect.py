@@ -19,6 +19,8 @@ import os
 from typing import Any, NamedTuple
 
 from cfgopt.targets import NONE, TARGETS, Target, custom_target, target_for_device
+from cfgopt.user_files import read_head
+from cfgopt.user_text import integer, is_integer
 
 ROOT_VARIABLE = "CFGOPT_SYSFS_ROOT"
 AMD_VENDOR = 0x1002
@@ -118,8 +120,7 @@ def _detect(base: str) -> Detected | None:
 
 def _read(path: str) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(65536)
+        return read_head(path, 65536).decode("utf-8", errors="replace")
     except OSError:
         return ""
 
@@ -163,8 +164,9 @@ def _kfd_models(base: str) -> list[str]:
         props: dict[str, int] = {}
         for line in _read(os.path.join(folder, node, "properties")).splitlines():
             key, _, value = line.strip().partition(" ")
-            if value.strip().lstrip("-").isdigit():
-                props[key] = int(value)
+            number = integer(value, signed=True, strip=True)
+            if number is not None:
+                props[key] = number
         if props.get("simd_count", 0) <= 0 or props.get("vendor_id", AMD_VENDOR) != AMD_VENDOR:
             continue  # a CPU node
         version = props.get("gfx_target_version", 0)
@@ -177,7 +179,7 @@ def _drm_models(base: str) -> list[str]:
     folder = os.path.join(base, "sys/class/drm")
     models = []
     for card in _entries(folder):
-        if not (card.startswith("card") and card[4:].isdigit()):
+        if not (card.startswith("card") and is_integer(card[4:])):
             continue  # connectors (card0-DP-1), render nodes
         device = os.path.join(folder, card, "device")
         try:

@@ -43,12 +43,18 @@ _V1_KEYS = {
 _ACCELERATE_KEYS = {"compute_environment", "distributed_type"}
 
 
-def iter_files(paths: list[Path]) -> Iterator[tuple[Path, bool]]:
+def iter_files(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) -> Iterator[tuple[Path, bool]]:
     """(file, named_explicitly). Folders are walked recursively without following symlinks, so a
-    symlink loop cannot hang the walk; hidden folders (.git, .venv) are skipped."""
+    symlink loop cannot hang the walk; hidden folders (.git, .venv) are skipped. A folder that cannot be listed
+    (no permission) is added to `unreadable` with why (as ruff warns of it), never skipped silently."""
+
+    def note(exc: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append((Path(exc.filename or "."), exc.strerror or str(exc)))
+
     for path in paths:
         if path.is_dir():
-            for root, dirs, files in os.walk(path, onerror=None, followlinks=False):
+            for root, dirs, files in os.walk(path, onerror=note, followlinks=False):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
                 for name in sorted(files):
                     suffix = os.path.splitext(name)[1].lower()

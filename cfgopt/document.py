@@ -101,8 +101,10 @@ class Document:
 
     @classmethod
     def read(cls, path: Path) -> Document:
+        from cfgopt.user_files import read_bounded  # one bounded reader for every user file
+
         try:
-            raw = path.read_bytes()
+            raw = read_bounded(path)
         except OSError as exc:
             raise DocumentError(exc.strerror or str(exc)) from None
         return cls.from_bytes(path, raw)

@@ -72,6 +72,7 @@ class Project:
         # the references not read: (the naming config, the reference as written) -> why.
         self.scope: ProjectScope | None = None
         self.not_read: dict[tuple[Path, str], str] = {}
+        self.skipped_folders: list[FileProblem] = []  # folders found in a walk that cannot be listed: warned of
 
     def settings_of(self, path: Path) -> Settings:
         """The settings that judge `path`: resolved once per file, then carried by its rule context."""
@@ -460,6 +461,7 @@ class LintResult:
         file_settings: dict[Path, Settings] | None = None,
         found_elsewhere: dict[tuple[str, Path], list[Path]] | None = None,
         not_read: dict[tuple[Path, str], str] | None = None,
+        skipped_folders: list[FileProblem] | None = None,
     ) -> None:
         self.diagnostics = diagnostics
         self.problems = problems
@@ -468,6 +470,7 @@ class LintResult:
         self.file_settings: dict[Path, Settings] = file_settings or {}  # each file's, by resolved path
         self.found_elsewhere = found_elsewhere or {}  # Project.found_elsewhere
         self.not_read = not_read or {}  # Project.not_read
+        self.skipped_folders = skipped_folders or []  # Project.skipped_folders
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -493,7 +496,8 @@ def build_project(
     (`user_files.ProjectScope`), unless `any_reference` (estimate, verify, tune: they run the job for real)."""
     project = Project(settings, overlay, recognised_only, skip)
     project.scope = None if any_reference else ProjectScope(paths)
-    for path, explicit in discovery.iter_files(paths):
+    unreadable: list[tuple[Path, str]] = []
+    for path, explicit in discovery.iter_files(paths, unreadable):
         if explicit and not path.exists() and real_path(path) not in project.overlay:
             project.problems.append(FileProblem(path, "no such file or directory"))
             continue
@@ -501,6 +505,12 @@ def build_project(
         if (not explicit or file_settings.force_exclude) and file_settings.is_excluded(path):
             continue  # `exclude` in the project config; named files only with --force-exclude (as ruff)
         project.load(path, explicit)
+    named = {real_path(p) for p in paths}
+    for folder, why in unreadable:  # a folder named that cannot be listed is an error; one found inside, a warning
+        if real_path(folder) in named:
+            project.problems.append(FileProblem(folder, f"cannot list this folder ({why}); nothing in it is checked"))
+        else:
+            project.skipped_folders.append(FileProblem(folder, f"cannot list this folder ({why}); skipped"))
     project.link()
     return project
 
@@ -524,4 +534,5 @@ def lint_paths(
         project.file_settings,
         project.found_elsewhere,
         project.not_read,
+        project.skipped_folders,
     )

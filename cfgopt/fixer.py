@@ -62,6 +62,7 @@ class FixResult:
     before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
     # references not read (engine.Project.not_read)
     not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
+    skipped_folders: list = field(default_factory=list)  # engine.Project.skipped_folders
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -237,6 +238,7 @@ class _Fixer:
         self.before = project.diagnostics()
         self.result.before = list(self.before)
         self.result.not_read = project.not_read
+        self.result.skipped_folders = project.skipped_folders
         self.result.problems = project.problems
         self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
         self.skip = {real_path(p.path) for p in project.problems}

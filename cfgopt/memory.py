@@ -39,7 +39,7 @@ from cfgopt.memory_base import (
 from cfgopt.model_shapes import ModelShape
 from cfgopt.packing import packing_on
 from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer
-from cfgopt.targets import Target
+from cfgopt.targets import MAX_GPUS, Target
 
 __all__ = ["GIB", "HOST", "PHASES", "STATES", "Component", "MemoryEstimate", "estimate", "max_micro_batch"]
 
@@ -316,7 +316,6 @@ def _get(config: dict[str, Any], key: str) -> Any:
 # The largest count (batch size, sequence length, rank, layers...) the arithmetic accepts: beyond it a product of
 # counts could leave the float range (a YAML `1e300` or a 400-digit integer), and no real run comes near it.
 MAX_COUNT = 2**31 - 1
-MAX_GPUS = 2**20  # likewise for the GPU count a caller passes
 
 
 def _int(config: dict[str, Any], key: str) -> int | None:

@@ -18,12 +18,11 @@ guess about a checkpoint kept under a model's folder, which a rule that reports 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.user_files import read_bounded
+from cfgopt.user_files import model_config
 
 # Words that name a model family in a folder or hub name (lower case). Only used to pick which path component
 # names the model; each caller then matches its own patterns against that component.
@@ -82,16 +81,12 @@ def naming_component(ref: str) -> tuple[str, bool]:
 
 def local_config(ref: str, folder: Path | None) -> tuple[dict[str, Any], Path] | None:
     """The model folder's config.json (as a dict) and the folder, when `ref` is a local folder holding one that
-    reads as JSON; None otherwise (a hub id, a missing folder, a FIFO, a device, a file too large)."""
-    path = Path(ref.strip()).expanduser()
-    candidates = [path] if path.is_absolute() else [p for p in ((folder / path) if folder else None, path) if p]
-    for candidate in candidates:
-        try:
-            data = json.loads(read_bounded(candidate / CONFIG_JSON))
-        except (OSError, ValueError, RecursionError):  # absent, not a regular file, too big, not JSON
-            continue
-        return (data, candidate) if isinstance(data, dict) else None
-    return None
+    reads as JSON; None otherwise (a hub id, a missing folder, a FIFO, a device, a file too large). Read by
+    `user_files.model_config`, the one reader of a model's config.json."""
+    found = model_config(ref.strip(), folder)
+    if found is None or not isinstance(found[1], dict):
+        return None
+    return found[1], found[0]
 
 
 def model_name(ref: object, folder: Path | None = None) -> ModelName | None:

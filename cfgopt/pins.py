@@ -21,8 +21,11 @@ from cfgopt.versions import VersionRange
 
 # distribution names as pip normalises them (LLaMA-Factory was published as `llmtuner` before 0.6)
 NAMES = {"deepspeed": ("deepspeed",), "llamafactory": ("llamafactory", "llama_factory")}
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*((?:[<>=!~^][^;#@]*)?)\s*(?:;.*)?$")
-_QUOTED = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*[<>=!~][^"']*)["']""")
+# No two quantifiers in these patterns can match the same characters one after the other (`\s*(...)?\s*`
+# would): a 3 KB line then takes milliseconds, not minutes (the old requirement pattern backtracked cubically).
+# The specifier keeps its trailing blanks, stripped by the readers.
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\]\s*)?((?:[<>=!~^][^;#@]*)?)(?:;.*)?$")
+_QUOTED = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\]\s*)?[<>=!~][^"']*)["']""")
 _LF_VERSION = re.compile(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
 _LF_SOURCE = ("src", "llamafactory", "extras", "env.py")
 
@@ -76,9 +79,22 @@ _POETRY = re.compile(
 _LOCKED = re.compile(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
 
 
-def _uncommented(text: str) -> str:
-    """TOML text without its comment lines (a pin commented out is not a pin)."""
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+# A string or a comment of setup.py (Python) or a TOML file, in one linear pass: each alternative consumes what
+# it matches without overlap, and none can fail (a string runs to its line's or the text's end, a lone backslash
+# included), so no start is scanned twice. Basic strings take backslash escapes; TOML's '...' literal strings do not.
+_BASIC_STRINGS = r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\[\s\S]?)*(?:"|$)'
+_PYTHON_SINGLE = r"'''(?:[^'\\]|\\[\s\S]?|'(?!''))*(?:'''|\Z)|'(?:[^'\\\n]|\\[\s\S]?)*(?:'|$)"
+_TOML_LITERAL = r"'''[\s\S]*?(?:'''|\Z)|'[^'\n]*(?:'|$)"
+_TOKENS = {
+    "python": re.compile(f"{_BASIC_STRINGS}|{_PYTHON_SINGLE}|#[^\\n]*", re.MULTILINE),
+    "toml": re.compile(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|#[^\\n]*", re.MULTILINE),
+}
+
+
+def _blank_comments(text: str, syntax: str = "toml") -> str:
+    """The text with every comment blanked, offsets kept (a pin commented out, on its own line or after code,
+    is not a pin); a `#` inside a string is no comment. `syntax`: "python" (setup.py) or "toml"."""
+    return _TOKENS[syntax].sub(lambda m: " " * len(m.group()) if m.group().startswith("#") else m.group(), text)
 
 
 def _names_a_package(text: str) -> bool:
@@ -89,7 +105,7 @@ def _pyproject(path: Path) -> dict[str, str]:
     text = _read(path)
     if not _names_a_package(text):
         return {}
-    text = _uncommented(text)
+    text = _blank_comments(text)
     out = _from_requirement_lines(_QUOTED.findall(text))
     for match in _POETRY.finditer(text):
         package = _package_of(match.group(1))
@@ -113,7 +129,7 @@ def _lock(path: Path) -> dict[str, str]:
 
 
 def _setup_py(path: Path) -> dict[str, str]:
-    return _from_requirement_lines(_QUOTED.findall(_read(path)))
+    return _from_requirement_lines(_QUOTED.findall(_blank_comments(_read(path), "python")))
 
 
 def _llamafactory_source(folder: Path) -> dict[str, str]:
@@ -189,8 +205,8 @@ def find_pins(folder: Path, cache: dict[str, dict[str, VersionRange]] | None = N
 # The requirement rules (cfgopt/rules/env*) lint the same files `pins_in` reads, for every package they name and
 # with the position of each pin; `cfgopt.requirement_files` builds a Source from these.
 REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py")
-_DIRECT = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*@\s*(\S+)""")
-_QUOTED_DIRECT = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*[^"'\s]+)["']""")
+_DIRECT = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\]\s*)?@\s*(\S+)""")
+_QUOTED_DIRECT = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\]\s*)?@\s*[^"'\s]+)["']""")
 _INDEX_OPTION = re.compile(r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
 _URL = re.compile(r"""https?://[^\s"'\]},]+""")
 
@@ -209,14 +225,6 @@ class Pin(NamedTuple):
 def is_requirement_file(name: str) -> bool:
     """A file `pins_in` reads for pins (and the requirement rules lint)."""
     return name in REQUIREMENT_FILES or (name.startswith("requirements") and name.endswith(".txt"))
-
-
-def _blank_comments(text: str) -> str:
-    """The text with comment lines blanked, offsets kept (a pin commented out is not a pin)."""
-    return "".join(
-        " " * len(line.rstrip("\r\n")) + line[len(line.rstrip("\r\n")) :] if line.lstrip().startswith("#") else line
-        for line in text.splitlines(keepends=True)
-    )
 
 
 def _pin_from(text: str, offset: int) -> Pin | None:
@@ -260,9 +268,9 @@ def _requirement_txt_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, in
     return pins, indexes
 
 
-def _manifest_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+def _manifest_pins(text: str, syntax: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
     """pyproject.toml / setup.py: quoted requirement strings and poetry `name = "spec"` lines; index URLs."""
-    text = _blank_comments(text)
+    text = _blank_comments(text, syntax)
     pins = [
         pin
         for regex in (_QUOTED, _QUOTED_DIRECT)
@@ -313,5 +321,5 @@ def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[s
     if file_name in ("uv.lock", "poetry.lock"):
         return _lock_pins(text), []
     if file_name in ("pyproject.toml", "setup.py"):
-        return _manifest_pins(text)
+        return _manifest_pins(text, "python" if file_name == "setup.py" else "toml")
     return _requirement_txt_pins(text)

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.detect import Resolved, resolve_target
 from cfgopt.diagnostics import Severity
+from cfgopt.document import shown
 from cfgopt.settings import Settings
 from cfgopt.suggest import closest
-from cfgopt.targets import TARGETS, TargetError, check_name, custom_target
+from cfgopt.targets import MAX_GPUS, TARGETS, TargetError, check_name, custom_target
 from cfgopt.user_files import UnsafeFileError, read_bounded
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
 OPTIONS: dict[str, str] = {
     "target": f"one of {', '.join(TARGETS)}, none (no target, no detection), or a custom table "
     '{ name = "my-gpu", memory-gib = 48, bf16 = true, vendor = "nvidia" } (docs/targets.md)',
-    "gpus": "an integer >= 1",
+    "gpus": f"an integer from 1 to {MAX_GPUS}",
     "select": "a list of rule codes, prefixes or names",
     "ignore": "a list of rule codes, prefixes or names",
     "extend-select": "a list of rule codes, prefixes or names",
@@ -110,7 +111,7 @@ def find_config(
         visited.append(current)
         for name in CONFIG_NAMES:
             candidate = Path(current) / name
-            if candidate.is_file():
+            if _is_file(candidate):
                 table = read_table(candidate)
                 if table is not None:
                     found = (candidate, table)
@@ -124,6 +125,14 @@ def find_config(
     for folder_seen in visited:
         known[folder_seen] = found
     return found
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file, False for a folder that cannot be searched (no permission: the walk reports the folder)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------- checking
@@ -180,8 +189,8 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
             except TargetError as exc:
                 raise ConfigError(str(exc)) from None
         elif key == "gpus":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{where}: expected an integer >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+                raise ConfigError(f"{where}: expected an integer from 1 to {MAX_GPUS}, got {value!r}")
         elif key in _CODE_LISTS:
             value = check_codes(_str_list(value, where), where)
         elif key in ("exclude", "extra-templates"):
@@ -506,4 +515,4 @@ def show_settings(settings: Settings, path: Path) -> str:
         "[per-file-ignores]",
     ]
     lines += [f"{fmt(glob)} = {fmt(codes)}" for glob, codes in settings.per_file_ignores]
-    return "\n".join(lines) + "\n"
+    return "".join(shown(line) + "\n" for line in lines)  # a path, a name or a glob may carry a line break

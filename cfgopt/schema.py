@@ -14,9 +14,12 @@ import enum
 import json
 import math
 import operator
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from cfgopt.user_text import integer
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 LLAMAFACTORY_VERSION = "0.9.5"
@@ -35,12 +38,8 @@ def version_key(version: str) -> tuple[int, ...]:
     """`"0.16.4"` -> `(0, 16, 4)`: numeric order, so 0.9.10 sorts after 0.9.5 (non-digits end a part)."""
     out: list[int] = []
     for part in version.split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        out.append(int(digits) if digits else 0)
+        digits = re.match(r"[0-9]*", part, re.ASCII).group()  # type: ignore[union-attr]
+        out.append(integer(digits) or 0)
     return tuple(out)
 
 

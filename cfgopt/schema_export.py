@@ -233,6 +233,10 @@ FILES = {"llamafactory": "llamafactory-train.schema.json", "deepspeed": "deepspe
 
 
 def export(out: Path, llamafactory_version: str, deepspeed_version: str) -> list[Path]:
+    """Write both schema files into the folder `out` (made if missing), each atomically and never through a
+    symbolic link at its name (`writer.write_new`); OSError (a LinkAtOutput among them) when that fails."""
+    from cfgopt.writer import write_new
+
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, doc in (
@@ -240,6 +244,6 @@ def export(out: Path, llamafactory_version: str, deepspeed_version: str) -> list
         (FILES["deepspeed"], deepspeed_schema(deepspeed_version)),
     ):
         path = out / name
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_new(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
         written.append(path)
     return written

@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from cfgopt.document import shown
+
+# The most GPUs a run is judged for (`--gpus`, a project config's `gpus`, a launcher's count): the memory model
+# counts up to it, and every command refuses more alike (a launcher stating more is read as not stated).
+MAX_GPUS = 2**20
+
 
 class Target(NamedTuple):
     name: str
@@ -163,10 +169,11 @@ def custom_target(table: dict[str, Any], where: str) -> Target:
         raise TargetError(f"{where}: peak-bf16-tflops: expected a number >= 0, got {peak!r}")
     platform = VENDORS[vendor]
     gib = 0.0 if platform == "cpu" else float(memory)
+    name = shown(name.strip())  # a user's string, printed in every summary and message: escaped once, here
     return Target(
-        name.strip(),
+        name,
         platform,
-        f"{name.strip()} (custom)",
+        f"{name} (custom)",
         gib,
         flags["bf16"],
         float(peak),

@@ -4,12 +4,15 @@ error for that file, exit code 2, and the other files are still linted; a pre-co
 It uses SIGALRM (`signal.setitimer`), which interrupts Python code in the main thread. Elsewhere (a worker
 thread, where `signal.signal` raises ValueError; a platform without setitimer) the limit is not enforced;
 cfgopt's own loops are bounded anyway.
-`CFGOPT_FILE_TIMEOUT` (seconds, default 10; 0 turns the limit off) sets it.
+`CFGOPT_FILE_TIMEOUT` (seconds, default 10; 0, or a limit beyond `LONGEST_SECONDS` such as `inf`, turns the
+limit off) sets it. Every command that reads user files runs under it: the engine per file (lint, fix, and the
+job of estimate, verify and tune), doctor per step (`cfgopt/doctor/command.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 from collections.abc import Iterator
@@ -18,19 +21,28 @@ DEFAULT_SECONDS = 10.0
 _NOT_MAIN_THREAD = object()
 
 
-class TimeLimitExceeded(Exception):
-    """A file took longer than the limit."""
+class TimeLimitExceeded(BaseException):
+    """A file took longer than the limit. A BaseException, as KeyboardInterrupt: the `except Exception` of a
+    loader (PyYAML crashes on some inputs) or of a rule's "internal error" must not take it for theirs."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__(f"gave up after {seconds:g} s")
         self.seconds = seconds
 
 
+# setitimer's limit (a C timeval): a longer limit (`inf`, `1e300`) is no limit, as 0 is
+LONGEST_SECONDS = 10**8
+
+
 def seconds() -> float:
+    """`CFGOPT_FILE_TIMEOUT` in seconds (0: no limit); a value that is not a number is the default."""
     try:
-        return max(0.0, float(os.environ.get("CFGOPT_FILE_TIMEOUT", DEFAULT_SECONDS)))
+        value = float(os.environ.get("CFGOPT_FILE_TIMEOUT", DEFAULT_SECONDS))
     except ValueError:
         return DEFAULT_SECONDS
+    if math.isnan(value):
+        return DEFAULT_SECONDS
+    return 0.0 if value <= 0 or value > LONGEST_SECONDS else value
 
 
 def message(exc: TimeLimitExceeded, what: str) -> str:

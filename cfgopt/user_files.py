@@ -1,10 +1,13 @@
 """Reading files cfgopt did not choose: bounded, regular files only, and, for a file a config names, only
 inside the project.
 
-Every reader of a user's file (dependency pins, project configs, files a config names) goes through
-`read_bounded`: the file is opened without blocking (a FIFO would otherwise block the open forever), checked
-to be a regular file (not a device such as `/dev/zero`, which reads forever), and read up to a size cap (a
-file under /proc reports size 0 and may be endless).
+Every reader of a file a user, a config or the machine names (linted files, dependency pins, project configs,
+files a config names, a model's `config.json`, a `dataset_info.json`, installed packages' metadata, the node's
+/sys and /proc files) goes through `read_bounded`: the file is opened without blocking (a FIFO would otherwise
+block the open forever), checked to be a regular file (not a device such as `/dev/zero`, which reads forever),
+and read up to a size cap (a file under /proc reports size 0 and may be endless). `read_head` reads the first
+bytes of a large file (a compiled extension), `open_regular` opens one for a chunked scan.
+`tests/test_closed_classes.py` fails on any other open of such a file.
 
 `ProjectScope` is the policy for a file a config *names* (`deepspeed: PATH`, `llamafactory-cli train
 PATH`): a config under review (a pull request in CI) could name `~/.git-credentials` or `/etc/passwd`, and
@@ -22,9 +25,12 @@ Otherwise the reference is reported as not read (`Project.not_read`), without an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 MAX_REFERENCE_BYTES = 4 * 1024 * 1024  # a DeepSpeed JSON or a training YAML is kilobytes
 MAX_SMALL_FILE_BYTES = 4 * 1024 * 1024  # dependency pins and project configs, likewise
@@ -35,34 +41,79 @@ class UnsafeFileError(OSError):
     that already handles an unreadable file handles this one the same way."""
 
 
-def read_bounded(path: Path, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
-    """The bytes of `path` when it is a regular file of at most `limit` bytes; else UnsafeFileError (or the
-    OSError of opening it). Symlinks are followed: what counts is the file read."""
+@contextlib.contextmanager
+def open_regular(path: Path | str) -> Iterator[BinaryIO]:
+    """`path` opened for reading when it is a regular file; else UnsafeFileError (or the OSError of opening
+    it). Opened without blocking: a FIFO would otherwise block the open forever. Symlinks are followed: what
+    counts is the file read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafeFileError(f"{path}: not a regular file (FIFO, device, socket or folder); not read")
-        if st.st_size > limit:
-            raise UnsafeFileError(f"{path}: larger than {limit // (1024 * 1024)} MiB; not read")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:  # it grew, or it is a pseudo-file reporting size 0
-            raise UnsafeFileError(f"{path}: larger than {limit // (1024 * 1024)} MiB; not read")
-        return b"".join(chunks)
-    finally:
+        handle = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
         os.close(fd)
+        raise
+    with handle:
+        yield handle
 
 
-def read_text_bounded(path: Path, limit: int = MAX_SMALL_FILE_BYTES) -> str:
+def read_head(path: Path | str, limit: int) -> bytes:
+    """The first `limit` bytes of the regular file `path` (a compiled extension's ELF head, a sysfs value)."""
+    with open_regular(path) as handle:
+        return _read_up_to(handle, limit)
+
+
+def _read_up_to(handle: BinaryIO, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = handle.read(min(1 << 20, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
+    """The bytes of `path` when it is a regular file of at most `limit` bytes; else UnsafeFileError (or the
+    OSError of opening it)."""
+    with open_regular(path) as handle:
+        if os.fstat(handle.fileno()).st_size > limit:
+            raise UnsafeFileError(f"{path}: larger than {_mib(limit)}; not read")
+        data = _read_up_to(handle, limit + 1)
+    if len(data) > limit:  # it grew, or it is a pseudo-file reporting size 0
+        raise UnsafeFileError(f"{path}: larger than {_mib(limit)}; not read")
+    return data
+
+
+def _mib(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
+def read_text_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> str:
     """`read_bounded` as UTF-8 text, undecodable bytes replaced (for files only searched, never edited)."""
     return read_bounded(path, limit).decode("utf-8", errors="replace")
+
+
+def model_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
+    """A local model folder's `config.json`, parsed: (folder, data) for the first of `ref` (an absolute path),
+    else `hint / ref` then `ref` that holds one; None when none does, or it cannot be read or parsed. The one
+    reader of a model's config.json (the memory model's shapes, LF037, verify's synthetic model)."""
+    import json
+
+    path = Path(ref).expanduser()
+    candidates = [path] if path.is_absolute() else [p for p in ((hint / path) if hint else None, path) if p]
+    for folder in candidates:
+        try:
+            config_file = folder / "config.json"
+            if not config_file.is_file():
+                continue
+            return folder, json.loads(read_bounded(config_file))
+        except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
+            return None
+    return None
 
 
 def _never_a_project_folder(folder: Path) -> bool:

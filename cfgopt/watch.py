@@ -13,14 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cfgopt.discovery import iter_files
+from cfgopt.project_config import CONFIG_NAMES
 
 POLL_S = 1.0
 
 
 def snapshot(paths: list[Path]) -> dict[Path, tuple[int, int]]:
-    """(mtime, size) of every file lint would consider, and of the folders (a file added or removed)."""
+    """(mtime, size) of every file lint would consider, of the folders (a file added or removed), and of every
+    project config that can apply to them (in the folders walked and above them: an edited `exclude` or
+    `select` changes the next run)."""
     seen: dict[Path, tuple[int, int]] = {}
-    for path, _explicit in iter_files(paths):
+    for path in [p for p, _explicit in iter_files(paths)] + _project_configs(paths):
         try:
             st = path.stat()
         except OSError:
@@ -32,6 +35,21 @@ def snapshot(paths: list[Path]) -> dict[Path, tuple[int, int]]:
                 dirs[:] = [d for d in dirs if not d.startswith(".")]
                 seen[Path(root)] = (os.stat(root).st_mtime_ns, 0)
     return seen
+
+
+def _project_configs(paths: list[Path]) -> list[Path]:
+    """The names a project config can have, in each folder walked and in every folder above a path."""
+    folders: set[str] = set()
+    for path in paths:
+        folder = os.path.realpath(path if path.is_dir() else path.parent)
+        while folder not in folders:
+            folders.add(folder)
+            folder = os.path.dirname(folder)
+        if path.is_dir():
+            for root, dirs, _files in os.walk(path):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                folders.add(os.path.realpath(root))
+    return [Path(folder, name) for folder in sorted(folders) for name in CONFIG_NAMES]
 
 
 def watch(

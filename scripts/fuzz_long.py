@@ -21,8 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fuzz_targets import (
     JUDGED,
+    OUTPUT_ENCODINGS,
     check_fix,
     check_loaders,
+    check_outputs,
     json_documents,
     judge_fix,
     real_config_mutations,
@@ -43,6 +45,10 @@ def _fix_json(case: tuple[bytes, bool]) -> None:
     check_fix("ds.json", *case)
 
 
+def _outputs(case: tuple[tuple[str, bytes], str]) -> None:
+    check_outputs(*case[0], case[1])
+
+
 def run_hypothesis(examples: int) -> int:
     failures = 0
     runs = [
@@ -50,6 +56,16 @@ def run_hypothesis(examples: int) -> int:
         ("loaders on near-configs", st.one_of(yaml_documents(), json_documents()), check_loaders),
         ("YAML lint+fix", st.tuples(yaml_documents(), st.booleans()), _fix_yaml),
         ("JSON lint+fix", st.tuples(json_documents(), st.booleans()), _fix_json),
+        (
+            "outputs on a stdout not UTF-8",
+            st.tuples(
+                st.one_of(
+                    yaml_documents().map(lambda r: ("cfg.yaml", r)), json_documents().map(lambda r: ("ds.json", r))
+                ),
+                OUTPUT_ENCODINGS,
+            ),
+            _outputs,
+        ),
     ]
     for label, strategy, target in runs:
         start = time.perf_counter()
@@ -162,7 +178,7 @@ def run_atheris(seconds: int) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(allow_abbrev=False)
     ap.add_argument("--examples", type=int, default=20000)
     ap.add_argument("--atheris", action="store_true")
     ap.add_argument("--verdicts", action="store_true", help="issue 18: count hangs, damaged and rejected files")

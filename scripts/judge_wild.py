@@ -108,7 +108,7 @@ def render(verdicts: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 on a changed verdict")
     args = ap.parse_args(argv)
     text = render(judge_all())

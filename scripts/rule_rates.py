@@ -54,7 +54,7 @@ def measure(corpus: Path, settings: Settings | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("corpus", type=Path)
     ap.add_argument("--name", default="the shared corpus (LLaMA-Factory 0.9.5 examples, axolotl, DeepSpeedExamples)")
     ap.add_argument("--out", type=Path, default=OUT)

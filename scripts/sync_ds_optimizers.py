@@ -140,7 +140,7 @@ def torch_table() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--source", action="append", default=[], metavar="VERSION=PATH")
     args = parser.parse_args(argv)
     snapshot = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {"releases": {}}

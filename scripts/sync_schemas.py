@@ -1016,7 +1016,7 @@ def drift_summary(name: str, old: str, new: str, limit: int = 30) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: write the snapshots, or with ``--check`` only compare (exit 1 on drift)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--out-dir", type=pathlib.Path, default=DEFAULT_OUT_DIR)
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if shipped files differ")
     ap.add_argument(

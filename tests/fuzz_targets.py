@@ -59,6 +59,10 @@ SCALARS = st.one_of(
             '"\\ud800"',
             '"a\\e[31mb\\x85c"',
             '"x\\u2028y"',
+            # issue 34 (round 3): digits isdigit() takes and int() refuses (or reads as another number)
+            "²",
+            "'٣'",
+            '"１"',
         ]
     ),
     st.integers(-5, 10**6).map(str),
@@ -115,6 +119,8 @@ def _json_value(draw):
                     *(True, False, None, "auto", "3", 1e9, 0, -1, 0.5, "cpu", "CPU", [], {}),
                     # issue 26: not numbers, too large, and strings with surrogates, separators, escapes
                     *(float("nan"), float("inf"), -float("inf"), 10**40, "\ud800", "a\u2028b", "x\x85y", "\x1b[31m"),
+                    # issue 34: unicode digits as DeepSpeed strings (`"stage": "²"`)
+                    *("²", "٣", "1²"),
                 ]
             ),
             st.integers(0, 10**9),
@@ -145,6 +151,7 @@ CLI_VALUES = st.sampled_from(
         *("True", "true", "fa2", "1e-4", "out_$(date +%s)", "`date +%s`", "$LR", '"a b"', "'x y'", "${X:-1}", "2"),
         # issue 26: words with parentheses the shell balances, and expansions that may be any number of arguments
         *("$((RANDOM % 100))", "$( (echo 1) )", "$(case $X in a) echo 1;; esac)", '"$@"', "$ARGS", '"$1"'),
+        *("²", "٣"),  # issue 34: unicode digits
     ]
 )
 # issue 26 / 24: where a command may start (indented, after do/then, behind nohup/time/env), and launch shapes
@@ -157,6 +164,7 @@ WRAPPERS = st.sampled_from(
         ("nohup ", " &"),
         ("time -p ", ""),
         ("env A=1 CUDA_VISIBLE_DEVICES=0,1 ", ""),
+        ("CUDA_VISIBLE_DEVICES=0,² ", ""),  # issue 34: a unicode digit in a device list
         ("run() {\n  ", "\n}"),
     ]
 )
@@ -165,6 +173,7 @@ LAUNCHERS = st.sampled_from(
         "llamafactory-cli train",
         "deepspeed --num_gpus 2 src/train.py --stage sft",
         "torchrun --nproc_per_node 4 src/train.py --stage sft",
+        "torchrun --nproc_per_node ² src/train.py --stage sft",  # issue 34: isdigit() but no int()
         "python src/train_bash.py --stage sft",
         "accelerate launch --num_processes 2 src/train.py --stage sft",
     ]
@@ -421,3 +430,38 @@ def check_script(case: tuple[bytes, list[str]], unsafe: bool) -> None:
         if fixed is not None:
             path.write_bytes(fixed.encode())
             assert not fix_paths([path], Settings(unsafe_fixes=unsafe)).fixed, "fix is not idempotent"
+
+
+# issue 34: the outputs of `fix -`, `fix` and `lint` on a terminal that is not UTF-8 (an editor's latin-1 locale)
+OUTPUT_ENCODINGS = st.sampled_from(["ascii", "latin-1", "cp1252", "utf-8"])
+
+
+def check_outputs(name: str, raw: bytes, encoding: str) -> None:
+    """`fix -`, `fix` and `lint` with stdout and stderr in `encoding`: no traceback, an exit code of 0, 1 or 2,
+    and `fix -` gives the file's own bytes (UTF-8), the input's when it exits 2 or changes nothing."""
+    import contextlib
+    import io
+    import os
+    import sys
+
+    from cfgopt.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / name).write_bytes(raw)
+        here = os.getcwd()
+        saved = sys.stdin, sys.stdout, sys.stderr
+        try:
+            os.chdir(tmp)
+            for argv in (["fix", "-", "--stdin-filename", name], ["fix", name], ["lint", name]):
+                out = io.BytesIO()
+                sys.stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8")
+                sys.stdout = io.TextIOWrapper(out, encoding=encoding, write_through=True)
+                sys.stderr = io.TextIOWrapper(io.BytesIO(), encoding=encoding, write_through=True)
+                with contextlib.suppress(SystemExit):  # a usage error (stdin not UTF-8) exits 2 through argparse
+                    assert main(argv) in (0, 1, 2), argv
+                sys.stdout.flush()
+                if argv[1] == "-":
+                    out.getvalue().decode("utf-8")  # the file's own bytes, never re-encoded
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            os.chdir(here)

@@ -65,7 +65,7 @@ def test_unknown_option_is_a_usage_error_with_did_you_mean(tmp_path: Path) -> No
     ("text", "message"),
     [
         ("target = 'mi301x'\n", "did you mean 'mi300x'"),
-        ("gpus = 0\n", "integer >= 1"),
+        ("gpus = 0\n", "integer from 1 to 1048576"),
         ("select = ['LF9999']\n", "unknown rule 'LF9999'"),
         ("fail-on = 'fatal'\n", "error, warning, info"),
         ("fail_on = 'error'\n", "did you mean 'fail-on'"),

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import os
 
-from fuzz_targets import check_fix, check_loaders, check_script, json_documents, script_documents, yaml_documents
+from fuzz_targets import (
+    OUTPUT_ENCODINGS,
+    check_fix,
+    check_loaders,
+    check_outputs,
+    check_script,
+    json_documents,
+    script_documents,
+    yaml_documents,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sampling import examples
@@ -42,3 +51,12 @@ def test_json_fix_converges(raw: bytes, unsafe: bool) -> None:
 @given(script_documents(), st.booleans())
 def test_script_fix_keeps_heredocs_and_strings(case, unsafe: bool) -> None:
     check_script(case, unsafe)
+
+
+@SETTINGS
+@given(
+    st.one_of(yaml_documents().map(lambda raw: ("cfg.yaml", raw)), json_documents().map(lambda raw: ("ds.json", raw))),
+    OUTPUT_ENCODINGS,
+)
+def test_outputs_on_a_terminal_that_is_not_utf8(case: tuple[str, bytes], encoding: str) -> None:
+    check_outputs(*case, encoding)

@@ -195,8 +195,8 @@ def test_path_that_vanishes_mid_run(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     shutil.copy(SEED_YAML, doomed)
     real_iter = discovery.iter_files
 
-    def iter_then_delete(paths):
-        for path, explicit in real_iter(paths):
+    def iter_then_delete(paths, unreadable=None):
+        for path, explicit in real_iter(paths, unreadable):
             if path.name == "doomed.yaml":
                 path.unlink()  # the file is listed, then gone before it is read
             yield path, explicit

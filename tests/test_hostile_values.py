@@ -141,7 +141,7 @@ def test_memory_model_refuses_counts_it_cannot_count_with() -> None:
 def test_estimate_refuses_a_gpu_count_beyond_the_model(tmp_path: Path) -> None:
     write_job(tmp_path)
     run = Run(["estimate", "--target", "h200", "--gpus", "1" + "0" * 400, "train.yaml"]).assert_clean()
-    assert run.code == 2 and "--gpus must be from 1 to" in run.err
+    assert run.code == 2 and "--gpus: must be at most 1048576" in run.err
 
 
 # --------------------------------------------------------------------------- 13. NaN / infinite batch sizes, steps

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from cfgopt.argtypes import positive_int
+from cfgopt.argtypes import gpu_count
 from cfgopt.commands import UsageError
 from cfgopt.settings import Settings
 from cfgopt.targets import NONE, TARGETS
@@ -152,7 +152,7 @@ def add_target_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gpus",
-        type=positive_int,
+        type=gpu_count,
         default=None,
         help="GPUs the job will use (default: the project config's, else the count detected with the target, "
         "else not stated)",
@@ -209,9 +209,10 @@ def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
 
 def show_settings(args: argparse.Namespace, resolver: Resolver) -> int:
     from cfgopt.project_config import show_settings as render_settings
+    from cfgopt.report import tolerant
 
     path = args.paths[0] if args.paths else Path(".")
-    sys.stdout.write(render_settings(resolver.settings_for(path), path))
+    tolerant(sys.stdout).write(render_settings(resolver.settings_for(path), path))  # a latin-1 terminal too
     return 0
 
 
@@ -240,9 +241,28 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
     except UnicodeDecodeError as exc:
         usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
     shown = text.removeprefix("\ufeff").lstrip()
+    if args.stdin_filename is not None and args.stdin_filename.is_dir():
+        usage_error(args, "--stdin-filename names a folder; give the name of the file stdin stands for")
     name = args.stdin_filename or Path("stdin.json" if shown.startswith("{") else "stdin.yaml")
     args.paths = [name]
     return {real_path(name): text}
+
+
+def write_file_text(text: str) -> None:
+    """A file's text or a diff of it on stdout, as UTF-8 bytes whatever stdout's encoding (`fix -` in an editor
+    with a latin-1 locale, `fix > patch`): the bytes are the file's own, so no character is replaced or refused.
+    A stream without bytes underneath (a test's StringIO) takes the text."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    try:  # a script's bytes that are not UTF-8 (GBK, Latin-1: lone surrogates as read) go back as they were
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", errors="backslashreplace")
+    buffer.write(data)
+    buffer.flush()
 
 
 def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
@@ -250,11 +270,14 @@ def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
     raise UsageError(message)
 
 
-def print_problems(problems: list) -> None:
+def print_problems(problems: list, warnings: list = ()) -> None:
+    """Files and folders that could not be read (errors: exit 2), then folders a walk skipped (warnings)."""
     from cfgopt.document import shown
 
     for p in problems:  # the path and the message may quote a file's bytes: escaped as the reports do
         sys.stderr.write(f"{shown(str(p.path))}: error: {shown(p.message)}\n")
+    for p in warnings:
+        sys.stderr.write(f"{shown(str(p.path))}: warning: {shown(p.message)}\n")
 
 
 def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:

@@ -146,9 +146,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     config = job.values()
-    if not 1 <= gpus <= memory.MAX_GPUS:
-        sys.stderr.write(f"cfgopt estimate: error: --gpus must be from 1 to {memory.MAX_GPUS}\n")
-        return 2
     unusable = memory.unusable_sizes(config)
     if unusable:  # no number to print: LLaMA-Factory itself stops on such a value (LF002 says how)
         what = shown(f"{args.config}: {'; '.join(unusable)}")

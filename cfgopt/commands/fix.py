@@ -22,6 +22,7 @@ from cfgopt.commands.common import (
     show_settings,
     usage_error,
     warn_if_nothing_checked,
+    write_file_text,
 )
 from cfgopt.settings import Settings
 
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
 def add_arguments(fix: argparse.ArgumentParser) -> None:
     add_common_arguments(fix)
-    fix.add_argument("--write", action="store_true", help="write the fixes to the files")
-    fix.add_argument("--diff", action="store_true", help="print a unified diff (the default without --write)")
+    output = fix.add_mutually_exclusive_group()  # as ruff: --diff never writes (and as `cfgopt tune`)
+    output.add_argument("--write", action="store_true", help="write the fixes to the files")
+    output.add_argument("--diff", action="store_true", help="print a unified diff, write nothing (the default)")
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     fix.add_argument(
         "--fix-references",
@@ -91,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
 def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: dict[Path, str] | None) -> int:
     """One fix run: the diff or the writes, the messages and the summary; the exit code before --exit-zero."""
     from cfgopt import report
+    from cfgopt.document import shown
     from cfgopt.fixer import READ_ONLY, fix_paths
 
     result = fix_paths(
@@ -101,13 +104,14 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
         overlay=overlay,
     )
     if overlay is not None:
-        return _fix_stdin(args, settings, result, next(iter(overlay)))
-    print_problems(result.problems)
+        key = next(iter(overlay))
+        return _fix_stdin(args, settings, result, key, overlay[key])
+    print_problems(result.problems, result.skipped_folders)
     if not result.problems:
         warn_if_nothing_checked(args, result)
     _print_not_fixed(result)
     for path, why in result.reverted.items():
-        sys.stderr.write(f"{path}: error: fixes not applied: {why}\n")
+        sys.stderr.write(shown(f"{report.display_path(path)}: error: fixes not applied: {why}") + "\n")
     unwritten = _show_and_write(args, result)
     if unwritten:
         result.leave_unfixed(unwritten)  # the summary and the exit code count what the files now hold
@@ -151,36 +155,20 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
     unwritten: set[Path] = set()
     for path in sorted(result.fixed):
         before, after = result.originals[path], result.fixed[path]
-        shown = report.display_path(path)
-        if args.diff or not args.write:
-            for line in unified_diff(before, after, shown):
-                _write_line(line)
+        shown = escape(report.display_path(path))  # a file name may carry `\n+++ b/x` or an escape sequence
+        if not args.write:
+            write_file_text("".join(unified_diff(before, after, shown)))
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
             try:
                 atomic_write(path, encode(bom + after), expected=encode(bom + before))
             except (ChangedOnDisk, OSError) as exc:
-                sys.stderr.write(f"{shown}: error: not written: {exc}\n")
+                sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
                 unwritten.add(path)
                 continue
         for description in [] if args.quiet else result.applied.get(path, []):
             sys.stderr.write(escape(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}") + "\n")
     return unwritten
-
-
-def _write_line(line: str) -> None:
-    """A diff line: as text, or, holding a script's bytes that are not UTF-8 (GBK, Latin-1), as those bytes."""
-    try:
-        sys.stdout.write(line)
-    except UnicodeEncodeError:
-        from cfgopt.document import encode
-
-        sys.stdout.flush()
-        buffer = getattr(sys.stdout, "buffer", None)
-        if buffer is None:
-            sys.stdout.write(line.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-        else:
-            buffer.write(encode(line))
 
 
 NO_FINAL_NEWLINE = "\\ No newline at end of file\n"
@@ -237,14 +225,17 @@ def _unsafe(diag) -> bool:
     return diag.fix is not None and diag.fix.applicability == Applicability.UNSAFE
 
 
-def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path) -> int:
+def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path, overlay_text: str) -> int:
     """`cfgopt fix -`: the fixed text on stdout (the input unchanged when nothing applies), messages on
     stderr; exit 1 when findings at or above --fail-on remain, 2 when it could not be read."""
     from cfgopt import report
     from cfgopt.document import real_path
 
     bom = "\ufeff" if result.bom.get(key) else ""  # a BOM read on stdin is written back
-    sys.stdout.write(bom + result.fixed.get(key, result.originals.get(key, "")))
+    if key in result.originals:
+        write_file_text(bom + result.fixed.get(key, result.originals[key]))
+    else:  # not linted (--force-exclude on an excluded name): echoed as it came, as ruff does; never dropped
+        write_file_text(overlay_text)
     print_problems(result.problems)
     # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written.
     remaining = [

@@ -56,8 +56,22 @@ def run(args: argparse.Namespace) -> int:
             usage_error(args, "--watch cannot read stdin")
         from cfgopt.watch import watch
 
-        return watch(args.paths, lambda: _lint_once(args, resolver, shown, None))
+        return watch(args.paths, lambda: _lint_again(args))
     return _lint_once(args, resolver, shown, overlay)
+
+
+def _lint_again(args: argparse.Namespace) -> int:
+    """One `--watch` round: the project config is read again (it may be what changed); a bad one is reported
+    and the watch goes on."""
+    from cfgopt.project_config import ConfigError
+    from cfgopt.versions import VersionError
+
+    try:
+        resolver, shown = settings_from(args)
+    except (ConfigError, VersionError) as exc:
+        sys.stderr.write(f"cfgopt: error: {exc}\n")
+        return 2
+    return _lint_once(args, resolver, shown, None)
 
 
 def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None) -> int:
@@ -75,7 +89,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
     if args.show_fixes:
         text_stream = sys.stderr if machine or args.format == "github" else sys.stdout
         report.render_available_fixes(result.diagnostics, text_stream)
-    print_problems(result.problems)
+    print_problems(result.problems, result.skipped_folders)
     warn_if_nothing_checked(args, result)
     if not machine and not args.quiet and not args.statistics:
         from cfgopt.job import judged_for_run

@@ -17,15 +17,25 @@ def add_arguments(schema_cmd: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cfgopt.commands import UsageError
+    from cfgopt.document import shown
     from cfgopt.schema_export import FILES, export
     from cfgopt.versions import resolve_version
 
     lf = resolve_version("llamafactory", args.llamafactory_version)
     ds = resolve_version("deepspeed", args.deepspeed_version)
-    for path in export(args.out, lf, ds):
-        sys.stdout.write(f"wrote {path}\n")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {shown(str(args.out))}: not a folder (it names the folder both files go to)")
+    try:
+        written = export(args.out, lf, ds)
+    except OSError as exc:
+        sys.stderr.write(shown(f"cfgopt schema export: error: {exc}") + "\n")
+        return 2
+    for path in written:
+        sys.stdout.write(shown(f"wrote {path}") + "\n")
     sys.stdout.write(
         f"(LLaMA-Factory {lf}, DeepSpeed {ds}) In a YAML config: "
-        f"# yaml-language-server: $schema={args.out / FILES['llamafactory']}\n"
+        + shown(f"# yaml-language-server: $schema={args.out / FILES['llamafactory']}")
+        + "\n"
     )
     return 0

@@ -20,6 +20,8 @@ from cfgopt.doctor.stack import GFX_OF, Stack, flash_attn_archs
 from cfgopt.document import Document
 from cfgopt.rules.support.rocm_env import judge_variable
 from cfgopt.source import Source
+from cfgopt.user_files import read_bounded
+from cfgopt.user_text import integer
 
 ENVIRONMENT = Document(Path("<environment>"), "")
 NAMES = {
@@ -54,7 +56,7 @@ def finding(code: str, severity: Severity, message: str, source: Source | None =
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", (text or "").split("+")[0])[:3])
+    return tuple(integer(p) or 0 for p in re.findall(r"[0-9]+", (text or "").split("+")[0])[:3])
 
 
 # ------------------------------------------------------------------------------------------ the environment
@@ -119,7 +121,7 @@ def _visible_devices(stack: Stack) -> Iterator[Diagnostic]:
         if value is None:
             continue
         entries = [e.strip() for e in value.split(",") if e.strip()]
-        beyond = [e for e in entries if e.isdigit() and int(e) >= stack.gpu_count]
+        beyond = [e for e in entries if (index := integer(e)) is not None and index >= stack.gpu_count]
         if not entries:
             yield finding(
                 "DOC005", Severity.ERROR, f"{name} is empty: the job sees no GPU of this node's {stack.gpu_count}"
@@ -350,8 +352,8 @@ def _datasets(job: Any) -> Iterator[Diagnostic]:
             continue
         info_path = Path(folder) / "dataset_info.json"
         try:
-            info = json.loads(info_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            info = json.loads(read_bounded(info_path))
+        except (OSError, ValueError, RecursionError) as exc:
             why = "not found" if isinstance(exc, FileNotFoundError) else f"unreadable ({type(exc).__name__})"
             yield finding(
                 "DOC006",

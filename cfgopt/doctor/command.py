@@ -10,7 +10,10 @@ from pathlib import Path
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.doctor import checks
 from cfgopt.doctor.stack import Stack, read_stack, summary
+from cfgopt.document import shown
 from cfgopt.source import Kind
+from cfgopt.timelimit import TimeLimitExceeded, time_limit
+from cfgopt.timelimit import message as time_limit_message
 
 
 def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
@@ -42,16 +45,28 @@ def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     root = args.root or os.environ.get("CFGOPT_SYSFS_ROOT", "/")
-    stack = read_stack(root, args.site_packages or None)
+    try:  # the node's files (dist-info, /sys, a site-packages folder given) under the same watchdog as a config
+        with time_limit():
+            stack = read_stack(root, args.site_packages or None)
+            diags: list[Diagnostic] = list(checks.environment_findings(stack))
+    except TimeLimitExceeded as exc:
+        sys.stderr.write(
+            f"cfgopt doctor: error: reading this node's packages and GPUs took longer than {exc.seconds:g} s and "
+            "was stopped (please report this; CFGOPT_FILE_TIMEOUT=SECONDS changes the limit)\n"
+        )
+        return 2
     if args.write_environment:
         written = _write_environment(stack, Path(args.write_environment))
         if written:
             sys.stderr.write(f"cfgopt doctor: {written}\n")
             return 2
-    diags: list[Diagnostic] = list(checks.environment_findings(stack))
     jobs, problems = jobs_in(args.paths, stack) if args.paths else ([], [])
     for job in jobs:
-        diags.extend(checks.job_findings(job, stack))
+        try:  # each job's checks read files its config names (dataset_info.json): one limit per job
+            with time_limit():
+                diags.extend(checks.job_findings(job, stack))
+        except TimeLimitExceeded as exc:
+            problems.append(f"{job.source.document.path}: {time_limit_message(exc, 'checking it')}")
     diags.sort(key=Diagnostic.sort_key)
     if args.statistics:
         from cfgopt import report
@@ -65,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if stack.torch_runtime:
         text.write("read from files only: nothing was imported (torch's build from torch/version.py)\n")
     for problem in problems:
-        sys.stderr.write(f"cfgopt doctor: {problem}\n")
+        sys.stderr.write(shown(f"cfgopt doctor: {problem}") + "\n")  # a path may carry control characters
     counts = {s: sum(1 for d in diags if d.severity == s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
     text.write(
         f"Checked {len(jobs)} training config(s) against this environment: {counts[Severity.ERROR]} error(s), "

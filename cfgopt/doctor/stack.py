@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from cfgopt import detect
 from cfgopt.targets import TARGETS, Target
+from cfgopt.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table
 # sits near the start of the file (flash-attn's extension is hundreds of MB; reading it whole would take seconds).
@@ -103,8 +104,7 @@ def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping
 
 def _read(path: str, limit: int = 65536) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(limit)
+        return read_head(path, limit).decode("utf-8", errors="replace")
     except OSError:
         return ""
 
@@ -176,8 +176,7 @@ def _target_of(models: tuple[str, ...]) -> tuple[Target | None, str]:
 def _linked_runtime(path: str) -> str:
     """ "rocm" / "cuda" from the runtime libraries a compiled extension links (its ELF head), else "unknown"."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(_ELF_HEAD_BYTES)
+        head = read_head(path, _ELF_HEAD_BYTES)
     except OSError:
         return "unknown"
     if b"libamdhip64" in head or b"libc10_hip" in head:
@@ -209,7 +208,7 @@ def _archs_in(path: str) -> frozenset[str]:
     tail = b""
     read = 0
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             while read < _ARCH_SCAN_BYTES:
                 chunk = f.read(_ELF_HEAD_BYTES)
                 if not chunk:

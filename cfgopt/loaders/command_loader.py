@@ -21,6 +21,8 @@ from cfgopt.document import Document
 from cfgopt.loaders import overrides, shell
 from cfgopt.loaders.shell import Word
 from cfgopt.source import Argument, Entry, Kind, Node, Source
+from cfgopt.targets import MAX_GPUS
+from cfgopt.user_text import integer
 
 if TYPE_CHECKING:
     from cfgopt.schema import LlamaFactorySchema
@@ -344,9 +346,10 @@ def _is_config(word: Word) -> bool:
 
 # ---------------------------------------------------------------------------------------------- GPU count
 def _count(word: Word | None) -> int | None:
-    if word is None or not word.literal or not (word.text.isascii() and word.text.isdigit()):
+    if word is None or not word.literal:
         return None
-    return int(word.text)
+    count = integer(word.text)
+    return count if count is not None and 0 < count <= MAX_GPUS else None
 
 
 def launcher_precision(launch: Launch, env: dict[str, Word]) -> str | None:

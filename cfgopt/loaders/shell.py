@@ -21,6 +21,8 @@ import functools
 import re
 from typing import NamedTuple
 
+from cfgopt.user_text import is_integer
+
 BLANKS = " \t"
 # Characters that end an unquoted word. A lone CR is a blank here (bash would keep it in the word, but a
 # script with CRLF line endings is read as the user sees it, as the rest of cfgopt does).
@@ -417,7 +419,7 @@ class _Sequence:
             self.words.append(Word(text[i:end], i, end, False, True))
             return end
         word, end = lexer.word(i, self.depth)
-        if end < n and text[end] in "<>" and word.literal and (word.text.isdigit() or _is_fd_name(word.text)):
+        if end < n and text[end] in "<>" and word.literal and (is_integer(word.text) or _is_fd_name(word.text)):
             return end  # `2>&1`, `{fd}>file`: a file descriptor, not an argument
         if self._case_word(word):
             return max(end, i + 1)

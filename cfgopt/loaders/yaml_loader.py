@@ -10,11 +10,15 @@ tests/test_loader_parity.py):
   each alias and each `<<:` merge counted with what it expands to, and a 100x expansion past 1,000 nodes;
 - `<<:` merges as OmegaConf applies them (a key written in the mapping wins, then the first merged mapping
   that has it); merged keys are entries of the parsed view (`Entry.merged`), spanning the `<<` and the alias.
-Tags other than the standard ones are never constructed: the SafeLoader base rejects them.
+- the pathlib tags OmegaConf's loader adds (`!!python/object/apply:pathlib.Path [out, run1]`, `PosixPath`,
+  `WindowsPath` and Python 3.13's `pathlib._local` names) are constructed as it constructs them: a `Path` value
+  (a Path key is refused, as OmegaConf refuses it), which LLaMA-Factory 0.9.4+ receives.
+Other tags than the standard ones are never constructed: the SafeLoader base rejects them.
 """
 
 from __future__ import annotations
 
+import pathlib
 import re
 from typing import Any
 
@@ -53,6 +57,18 @@ OmegaConfParityLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in OmegaConfParityLoader.yaml_implicit_resolvers.items()
 }
+
+
+def _path_constructor(cls: type[pathlib.PurePath]) -> Any:
+    return lambda loader, node: cls(*loader.construct_sequence(node))
+
+
+# omegaconf 2.4 _yaml.py `get_yaml_loader` (lines 283-308): a path from the sequence of its parts
+for _module in ("pathlib", "pathlib._local"):
+    for _name in ("Path", "PosixPath", "WindowsPath"):
+        OmegaConfParityLoader.add_constructor(
+            f"tag:yaml.org,2002:python/object/apply:{_module}.{_name}", _path_constructor(getattr(pathlib, _name))
+        )
 
 _STYLE = {"'": "'", '"': '"', "|": "|", ">": ">"}
 
@@ -283,7 +299,7 @@ def _attach_values(node: Node, value: Any) -> None:
 
 
 _INTERPOLATION = re.compile(r"(?<!\\)\$\{")
-_VALUE_TYPES = (bool, int, float, str, bytes, type(None))
+_VALUE_TYPES = (bool, int, float, str, bytes, type(None), pathlib.PurePath)
 
 
 def _interpolation_error(text: str) -> str | None:
@@ -315,6 +331,8 @@ def _omegaconf_refuses(value: Any, depth: int = 0) -> str | None:
         for key, item in value.items():
             if key is None:
                 return "a null key (KeyValidationError)"
+            if isinstance(key, pathlib.PurePath):
+                return f"a key of type {type(key).__name__} (KeyValidationError)"
             if isinstance(key, int) and not isinstance(key, bool) and str(key) in texts:
                 return f"conflicting integer and string keys {key} and '{key}' (KeyValidationError)"
             problem = _omegaconf_refuses(item, depth + 1)

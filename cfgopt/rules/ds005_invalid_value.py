@@ -7,6 +7,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import locate, section_errors
 from cfgopt.source import Kind
+from cfgopt.user_text import integer
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).
 # Loose keys whose null DeepSpeed does not read as "absent": DeepSpeedConfig itself fails on them
@@ -122,10 +123,11 @@ class InvalidValue(Rule):
             if isinstance(value, float) and value.is_integer():
                 continue
             fix = None
-            if isinstance(value, str) and value.strip().isdigit():
+            number = integer(value, strip=True)
+            if number is not None:
                 fix = self.fix(
-                    f"Write the number {value.strip()}",
-                    edits.replace_value(src, entry, int(value)),
+                    f"Write the number {number}",
+                    edits.replace_value(src, entry, number),
                     safe=True,
                 )
             kind = "an integer" if key in INT_KEYS else "a number"

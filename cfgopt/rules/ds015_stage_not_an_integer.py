@@ -7,6 +7,7 @@ from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_block
 from cfgopt.source import Kind
+from cfgopt.user_text import integer
 
 
 class StageNotAnInteger(Rule):
@@ -42,8 +43,8 @@ class StageNotAnInteger(Rule):
         if entry is None or not isinstance(entry.node.value, str):
             return
         value = entry.node.value
-        if value.strip().isdigit() and int(value) in (0, 1, 2, 3):
-            stage = int(value)
+        stage = integer(value, strip=True)
+        if stage in (0, 1, 2, 3):
             yield self.at_entry(
                 ctx,
                 entry,

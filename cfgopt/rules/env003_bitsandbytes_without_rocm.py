@@ -7,6 +7,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.bitsandbytes import ROCM_EVIDENCE, ROCM_FIRST, uses_bitsandbytes
 from cfgopt.rules.support.requirements import exact_version, pins_of
 from cfgopt.source import Kind
+from cfgopt.user_text import integer
 from cfgopt.versions import parse_spec
 
 
@@ -15,13 +16,13 @@ def _below_rocm(spec: str) -> str:
     first = ".".join(map(str, ROCM_FIRST))
     exact = exact_version(spec)
     if exact is not None:
-        return exact if tuple(int(p) for p in exact.split(".")[:2]) < ROCM_FIRST else ""
+        return exact if tuple(integer(p) or 0 for p in exact.split(".")[:2]) < ROCM_FIRST else ""
     try:
         clauses = parse_spec(spec)
     except ValueError:
         return ""
     for op, bound in clauses:
-        parts = tuple(int(p) for p in bound.split(".")[:2] if p.isdigit())
+        parts = tuple(n for p in bound.split(".")[:2] if (n := integer(p)) is not None)
         if (op == "<" and parts <= ROCM_FIRST) or (op == "<=" and parts < ROCM_FIRST):
             return f"{op}{bound} (ROCm support starts at {first})"
     return ""

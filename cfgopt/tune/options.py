@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cfgopt.argtypes import positive_int
+from cfgopt.argtypes import gpu_count, positive_int
 from cfgopt.tune.space import KNOB_NAMES as KNOBS  # one list of knobs: the search space's
 from cfgopt.verify.options import add_run_options, add_target_argument
 
@@ -21,7 +21,7 @@ def _knobs(text: str) -> tuple[str, ...]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, nargs="?", help="a LLaMA-Factory training YAML")
     p.add_argument("--budget", type=float, default=30.0, help="minutes of runs to spend (default 30)")
-    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs to launch on (torchrun); default 1")
+    p.add_argument("--gpus", type=gpu_count, default=None, help="GPUs to launch on (torchrun); default 1")
     p.add_argument("--steps", type=positive_int, default=10, help="optimizer steps per candidate (default 10)")
     p.add_argument("--warmup", type=int, default=3, help="first steps not timed (default 3)")
     p.add_argument(

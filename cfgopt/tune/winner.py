@@ -107,7 +107,7 @@ def write_fix(config_path: Path, doc: Document, plan: FixPlan) -> list[str]:
     if plan.problems:
         return plan.problems
     if plan.ds_file is not None and plan.ds_text is not None:
-        if plan.ds_file.exists() and plan.ds_file.read_text() != plan.ds_text:
+        if plan.ds_file.exists() and _text_of(plan.ds_file) != plan.ds_text:
             return [f"{plan.ds_file} exists with other content; not overwritten (nothing written)"]
         plan.ds_file.write_text(plan.ds_text)
     try:
@@ -133,3 +133,14 @@ def apply(args: argparse.Namespace, doc: Document, plan: FixPlan) -> int:
     written = f" and {plan.ds_file}" if plan.ds_file else ""
     sys.stderr.write(f"cfgopt tune: wrote {config_path}{written}\n")
     return 0
+
+
+def _text_of(path: Path) -> str | None:
+    """The text of a file already at the winner's DeepSpeed name (bounded: a FIFO or /dev/zero there is no
+    text); None when it cannot be read."""
+    from cfgopt.user_files import read_bounded
+
+    try:
+        return read_bounded(path).decode("utf-8", errors="replace")
+    except OSError:
+        return None

@@ -2,8 +2,13 @@
 holds, how big it is, and clearing it (`--clear-cache`). A random-init model of a real shape takes gigabytes,
 so every run that uses the folder says where it is and how much it holds.
 
-Clearing removes only what cfgopt writes there (`model-<hash>`, `data`, `data-<kind>` and half-built `.…building-…`
-folders), never the folder's other contents: `--cache-dir` may name a folder the user shares with other tools.
+The runs' own caches go there too (`child_env`): the `datasets` library's processed copies of the training data
+(`HF_DATASETS_CACHE`, else 34-68 MB in ~/.cache/huggingface/datasets per run that `--clear-cache` could not
+remove), so clearing the folder removes everything verify and tune wrote.
+
+Clearing removes only what cfgopt writes there (`model-<hash>`, `data`, `data-<kind>`, `hf-datasets` and half-built
+`.…building-…` folders), never the folder's other contents: `--cache-dir` may name a folder the user shares with
+other tools.
 """
 
 from __future__ import annotations
@@ -14,7 +19,16 @@ import shutil
 from pathlib import Path
 
 # `data` holds the SFT data, `data-<kind>` each other stage's (synthetic_meta.KINDS)
-_OURS = ("model-*", "data", "data-*", ".model-*", ".data.building-*", ".data-*.building-*")
+_OURS = ("model-*", "data", "data-*", ".model-*", ".data.building-*", ".data-*.building-*", "hf-datasets")
+DATASETS_CACHE = "hf-datasets"  # HF_DATASETS_CACHE of the runs
+
+
+def child_env(env: dict[str, str], cache_dir: Path | None) -> dict[str, str]:
+    """The environment of a verify / tune child process: the caches it writes kept under `cache_dir` (the
+    `datasets` library's, whatever the user's own HF_DATASETS_CACHE: that folder is not ours to fill)."""
+    if cache_dir is not None:
+        env["HF_DATASETS_CACHE"] = str(cache_dir / DATASETS_CACHE)
+    return env
 
 
 def _entries(cache_dir: Path) -> list[Path]:

@@ -14,6 +14,7 @@ from cfgopt.job import Job
 from cfgopt.job_loader import JobError, load_job
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.settings import Settings
+from cfgopt.user_files import read_text_bounded
 from cfgopt.verify import comparison, numerics, processes, runner
 
 
@@ -81,7 +82,7 @@ def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list
     out = work / "fixed"
     out.mkdir(parents=True, exist_ok=True)
     key = real_path(config)
-    text = result.fixed.get(key, result.originals.get(key) or config.read_text())
+    text = result.fixed.get(key, result.originals.get(key) or read_text_bounded(config))
     data = load_yaml(Document.from_bytes(config, text.encode())).data or {}
     new_config = out / config.name
     ds_ref = data.get("deepspeed") if isinstance(data, dict) else None
@@ -89,7 +90,8 @@ def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list
         found, _ = resolve_reference(ds_ref, config)
         if found is not None:
             ds_key = real_path(found)
-            (out / found.name).write_text(result.fixed.get(ds_key, result.originals.get(ds_key) or found.read_text()))
+            ds_text = result.fixed.get(ds_key, result.originals.get(ds_key) or read_text_bounded(found))
+            (out / found.name).write_text(ds_text)
             text = text.replace(ds_ref, str(out / found.name), 1)
     new_config.write_text(text)
     applied = [d for k, v in result.applied.items() for d in v]

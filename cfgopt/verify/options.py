@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from cfgopt.argtypes import positive_float, positive_int
+from cfgopt.argtypes import gpu_count, positive_float, positive_int
 from cfgopt.targets import NONE, TARGETS
 from cfgopt.verify.numerics import LOSS_TOLERANCE
 
@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compare with what `cfgopt fix --unsafe-fixes` makes of it (default when --fixed is absent)",
     )
     p.add_argument("--only-original", action="store_true", help="measure the original config alone")
-    p.add_argument("--gpus", type=positive_int, default=None, help="GPUs to launch on (torchrun); default 1")
+    p.add_argument("--gpus", type=gpu_count, default=None, help="GPUs to launch on (torchrun); default 1")
     add_target_argument(p, "hardware the fixes are made for")
     p.add_argument(
         "--loss-tolerance",

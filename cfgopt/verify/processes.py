@@ -24,6 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cfgopt.user_files import read_text_bounded
+from cfgopt.user_text import integer
+
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -98,7 +101,7 @@ def _start_time(pid: int) -> str | None:
     """The process's start time (field 22 of /proc/PID/stat), which tells a process from a later one that
     reuses its id; None when it is gone (or a zombie: dead, waiting for its parent to read its status)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = read_text_bounded(f"/proc/{pid}/stat", 1 << 16).rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     return None if fields[0] == "Z" else fields[19]
@@ -107,13 +110,15 @@ def _start_time(pid: int) -> str | None:
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit():
+        pid = integer(entry.name)
+        if pid is None:
             continue
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+            parent = integer(read_text_bounded(entry / "stat", 1 << 16).rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
             continue
-        children.setdefault(parent, []).append(int(entry.name))
+        if parent is not None:
+            children.setdefault(parent, []).append(pid)
     return children
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from cfgopt.engine import resolve_reference
 from cfgopt.model_shapes import ModelShape, shape_for
+from cfgopt.user_files import model_config, read_bounded
 from cfgopt.verify.processes import kill_tree
 
 HARMLESS = {
@@ -104,6 +105,7 @@ class Assets:
     notes: list[str] = field(default_factory=list)
     overrides: dict[str, Any] = field(default_factory=dict)  # applied to every run (a CPU cannot train in bf16)
     override_notes: list[str] = field(default_factory=list)
+    cache_dir: Path | None = None  # cfgopt's cache folder: the children's own caches go there too (cache.child_env)
 
 
 # Half precision a CPU run cannot use: transformers refuses bf16 / fp16 without a GPU ("Your setup doesn't
@@ -137,7 +139,7 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES, data_kind, stage_of
 
     kind = data_kind(config)  # ValueError (one line) for a stage verify cannot run
-    assets = Assets(on_cpu=on_cpu)
+    assets = Assets(on_cpu=on_cpu, cache_dir=cache_dir)
     if stage_of(config) == "rm":  # worker.value_head_dropout_off
         assets.override_notes.append(
             "stage: rm: the value head's dropout (0.1, trl's ValueHead) is off in every run, so that runs with "
@@ -157,10 +159,8 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     else:
         if mode == "real":
             raise ValueError(f"model `{ref}` is not a local folder with weights; --mode real needs one")
-        local_config = None
-        for base in (Path.cwd(), config_path.parent):
-            if (base / ref / "config.json").exists():
-                local_config = json.loads((base / ref / "config.json").read_text())
+        found = model_config(ref, config_path.parent)  # config_path's folder first, then the current one
+        local_config = found[1] if found is not None and isinstance(found[1], dict) else None
         shape = shape_for(ref, config_path.parent)
         assets.parameters = shape.num_parameters if shape is not None else None
         if local_config is None:
@@ -178,11 +178,8 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
     dataset_dir = config.get("dataset_dir", "data")
     info = Path(dataset_dir) / "dataset_info.json"
     wanted = str(config.get("dataset", "")).split(",")
-    real_data = (
-        mode != "synthetic"
-        and info.exists()
-        and all(d.strip() in json.loads(info.read_text()) for d in wanted if d.strip())
-    )
+    known = _dataset_info(info) if mode != "synthetic" else {}
+    real_data = bool(known) and all(d.strip() in known for d in wanted if d.strip())
     if not real_data:
         if mode == "real":
             raise ValueError(f"dataset `{config.get('dataset')}` is not in {info}; --mode real needs it")
@@ -237,7 +234,7 @@ def run_config(
     torchrun = nproc if nproc > 1 or bool(args.get("deepspeed")) else None
     cmd = worker_command("train", spec_path, torchrun)
     start = time.perf_counter()
-    result.returncode, result.log_tail = _run(cmd, work / f"{label}.log", timeout, on_line)
+    result.returncode, result.log_tail = _run(cmd, work / f"{label}.log", timeout, on_line, assets.cache_dir)
     result.wall_s = time.perf_counter() - start
     if metrics_path.exists():
         result.metrics = json.loads(metrics_path.read_text())
@@ -273,7 +270,8 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
         remove_partial(folder)
     (work / "prepare-spec.json").write_text(json.dumps(spec))
     try:
-        code, tail = _run(worker_command("prepare", work / "prepare-spec.json"), work / "prepare.log", timeout, on_line)
+        prepare = worker_command("prepare", work / "prepare-spec.json")
+        code, tail = _run(prepare, work / "prepare.log", timeout, on_line, assets.cache_dir)
     except BaseException:  # interrupted or terminated: the killed child could not remove its half-built folders
         for folder in folders:
             remove_partial(folder)
@@ -288,10 +286,14 @@ def prepare_assets(assets: Assets, work: Path, timeout: float, on_line=None) -> 
     return json.loads((work / "prepare.json").read_text())
 
 
-def _run(cmd: list[str], log_path: Path, timeout: float, on_line=None) -> tuple[int, str]:
+def _run(
+    cmd: list[str], log_path: Path, timeout: float, on_line=None, cache_dir: Path | None = None
+) -> tuple[int, str]:
     """Run in a new process group; stream its lines; kill it and every process below it on timeout, Ctrl-C,
-    SIGTERM or SIGHUP."""
-    env = dict(os.environ)
+    SIGTERM or SIGHUP. The caches the child writes go under `cache_dir` (`cache.child_env`)."""
+    from cfgopt.verify.cache import child_env
+
+    env = child_env(dict(os.environ), cache_dir)
     env.setdefault("DISABLE_VERSION_CHECK", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["FORCE_TORCHRUN"] = env.get("FORCE_TORCHRUN", "1")
@@ -364,3 +366,13 @@ def detect_target() -> str:
 def new_workdir() -> Path:
     """A fresh work folder; the caller removes it unless the user asked to keep it (`--keep-temp`)."""
     return Path(tempfile.mkdtemp(prefix="cfgopt-verify-"))
+
+
+def _dataset_info(info: Path) -> dict[str, Any]:
+    """The datasets a `dataset_info.json` names ({} when it is missing, unreadable or not an object): read bounded,
+    as every file a config names."""
+    try:
+        data = json.loads(read_bounded(info))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cfgopt.user_files import read_text_bounded
+from cfgopt.user_text import integer
 from cfgopt.verify import synthetic_meta
 from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES  # noqa: F401 - one list, shared
 
@@ -59,11 +61,12 @@ def cpu_bytes_needed(parameters: int, finetuning_type: str) -> int:
 def available_memory_bytes() -> int | None:
     """MemAvailable from /proc/meminfo (Linux), else physical memory; None when neither is known."""
     try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+        for line in read_text_bounded("/proc/meminfo", 1 << 20).splitlines():
+            if line.startswith("MemAvailable:"):
+                kib = integer(line.split()[1])
+                if kib is not None:
+                    return kib * 1024
+    except (OSError, IndexError):
         pass
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

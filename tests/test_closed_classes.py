@@ -1,0 +1,185 @@
+"""The classes of defect issue 34 closed, kept closed: each has one owner, and these tests fail when code
+bypasses it.
+
+- **Reading a file a user, a config or the machine names**: only through `cfgopt/user_files.py` (a FIFO blocks
+  a plain open forever, `/dev/zero` reads forever). A scan of the source finds every `open(`, `.open(`,
+  `.read_text(` and `.read_bytes(`; each one outside the owner is in `ALLOWED_READS` with why it is not such
+  a file (cfgopt's own snapshots, files cfgopt wrote, writes).
+- **An integer in user text**: only through `cfgopt/user_text.py` (`²` passes `isdigit()`, not `int()`). The
+  scan finds every `int(` and every `isdigit()` / `isdecimal()` / `isnumeric()`; each one outside the owner is in
+  `ALLOWED_INTS` with why its input is no user text, or why Python's own `int()` is the consumer's reading.
+- **A user string printed**: through `document.shown`. Every command that prints is run on a project whose file
+  names, target name and keys carry escape sequences, line breaks and bidi controls: nothing raw comes out.
+- **A command reading user files**: under `cfgopt/timelimit.py`. Every such command is run with a loader
+  that never ends: it stops with the time limit's message, exit 2.
+
+An entry of an allow-list that matches nothing fails too: the lists stay exact.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from pathlib import Path
+
+import pytest
+from rule_cases import ROOT, run_cli
+
+PACKAGE = ROOT / "cfgopt"
+OWNERS = {"cfgopt/user_files.py", "cfgopt/user_text.py"}
+
+# (module, function) -> why its reads are not of a file a user, a config or the machine names
+ALLOWED_READS = {
+    ("cfgopt/schema.py", "_read"): "cfgopt's own snapshot files (cfgopt/schemas/)",
+    ("cfgopt/versions.py", "build_index"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
+    ("cfgopt/versions.py", "index"): "cfgopt's own version index (cfgopt/schemas/version-index.json)",
+    ("cfgopt/rules/ds025_optimizer_scheduler_signature.py", "_snapshot"): "cfgopt's own ds-optimizers.json",
+    ("cfgopt/tune/search.py", "ResultCache.__init__"): "tune's result cache, a JSON file tune wrote itself",
+    ("cfgopt/verify/runner.py", "run_config"): "the metrics JSON verify's child wrote into its work folder",
+    ("cfgopt/verify/runner.py", "prepare_assets"): "the JSON verify's child wrote into its work folder",
+    ("cfgopt/verify/runner.py", "_run"): "opens the run's log for writing",
+    ("cfgopt/verify/worker.py", "_write"): "opens a temp file for writing",
+    ("cfgopt/verify/worker.py", "main"): "the spec JSON the parent verify wrote into its work folder",
+    ("cfgopt/writer.py", "_overwrite"): "writes a file already read through read_bounded (atomic_write)",
+}
+
+# (module, function) -> why its int() / isdigit() has no user text to misread
+ALLOWED_INTS = {
+    ("cfgopt/detect.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
+    ("cfgopt/loaders/json_loader.py", "_SpanParser.value"): "a JSON number json.loads accepted (ASCII digits only)",
+    ("cfgopt/memory.py", "_int"): "an integral float of the parsed config",
+    ("cfgopt/memory.py", "estimate"): "a GPU count argtypes / the project config already checked",
+    ("cfgopt/rules/ds005_invalid_value.py", "InvalidValue._numbers"): "int() of a bool (True is 1)",
+    ("cfgopt/rules/ds007_batch_size_arithmetic.py", "BatchSizeArithmetic.check"): "int() of a bool",
+    ("cfgopt/rules/lf002_wrong_value_type.py", "WrongValueType.check"): "int() of a bool",
+    ("cfgopt/rules/lf002_wrong_value_type.py", "_as_number"): "HfArgumentParser converts a command-line value "
+    "with int(): its reading, `٣` and `1_000` included, is LLaMA-Factory's",
+    ("cfgopt/rules/support/deepspeed.py", "zero_stage"): "DeepSpeed's own int(stage) of a JSON value, mirrored; "
+    "errors caught",
+    ("cfgopt/schema_validators.py", "_integer_scale_param"): "DeepSpeed's fp16 validator's int(), mirrored",
+    ("cfgopt/schema_validators.py", "_dynamic_loss_scale"): "DeepSpeed's fp16 validator's int(), mirrored",
+    ("cfgopt/schema_validators.py", "_stage"): "DeepSpeed's zero validator's int(stage), mirrored; errors caught",
+    ("cfgopt/tune/space.py", "zero_of"): "DeepSpeed's int(stage) of a JSON value, mirrored; errors caught",
+    ("cfgopt/verify/numerics.py", "_by_step"): "steps of the metrics JSON verify's child wrote",
+    ("cfgopt/verify/synthetic.py", "_sentence"): "int() of random floats",
+    ("cfgopt/verify/synthetic.py", "_lengths"): "int() of random floats",
+    ("cfgopt/verify/synthetic.py", "_words_for"): "int() of a float",
+    ("cfgopt/verify/worker.py", "_patch_trainer.training_step"): "int() of tensor counts",
+    ("cfgopt/verify/worker.py", "_make_callback.MetricsCallback.on_train_end"): "RANK, set by torchrun",
+    ("cfgopt/verify/worker.py", "train"): "RANK, set by torchrun",
+}
+
+_READS = {"open", "read_text", "read_bytes"}
+_DIGIT_CHECKS = {"isdigit", "isdecimal", "isnumeric"}
+
+
+def _calls() -> list[tuple[str, str, str, int]]:
+    """(kind, module, function qualname, line) of every raw read, int() and digit check in the package."""
+    found: list[tuple[str, str, str, int]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(ROOT).as_posix()
+        _visit(ast.parse(path.read_text(encoding="utf-8")), module, [], found)
+    return found
+
+
+def _visit(node: ast.AST, module: str, scopes: list[str], found: list) -> None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        scopes = [*scopes, node.name]
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in _READS and (isinstance(func, ast.Attribute) or name == "open"):
+            found.append(("read", module, ".".join(scopes) or "<module>", node.lineno))
+        elif (isinstance(func, ast.Name) and name == "int") or name in _DIGIT_CHECKS:
+            found.append(("int", module, ".".join(scopes) or "<module>", node.lineno))
+    for child in ast.iter_child_nodes(node):
+        _visit(child, module, scopes, found)
+
+
+@pytest.mark.parametrize(("kind", "allowed"), [("read", ALLOWED_READS), ("int", ALLOWED_INTS)])
+def test_nothing_bypasses_the_owner(kind: str, allowed: dict) -> None:
+    calls = [(module, scope, line) for k, module, scope, line in _calls() if k == kind and module not in OWNERS]
+    bypassing = [f"{module}:{line} ({scope})" for module, scope, line in calls if (module, scope) not in allowed]
+    owner = "cfgopt/user_files.py (read_bounded)" if kind == "read" else "cfgopt/user_text.py (integer)"
+    assert not bypassing, f"use {owner}, or add an entry with its reason: {bypassing}"
+    stale = sorted(set(allowed) - {(module, scope) for module, scope, _ in calls})
+    assert not stale, f"allow-list entries that match nothing: {stale}"
+    assert all(reason.strip() for reason in allowed.values())
+
+
+# --------------------------------------------------------------------------- one escape for every string printed
+
+HOSTILE = "x\x1b[31m\u202e\n+++ forged"
+TRAIN = """\
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+dataset: alpaca_en_demo
+template: llama3
+output_dir: out
+bf16: true
+lr_scheduler_type: Cosine
+"x\\e[31mkey\\u202e": 1
+"""
+_RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_no_user_string_is_printed_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / f"dir{HOSTILE}"
+    folder.mkdir()
+    name = f"train{HOSTILE}.yaml"
+    (folder / name).write_text(TRAIN)
+    (folder / "pyproject.toml").write_text(
+        '[tool.cfgopt]\ntarget = { name = "gpu\\u001b[31m\\u202e\\nforged", memory-gib = 8, bf16 = true, '
+        'vendor = "nvidia" }\n'
+    )
+    monkeypatch.chdir(folder)
+    commands = [
+        ["lint", name],
+        ["lint", "--output-format", "concise", "--show-fixes", "--statistics", name],
+        ["lint", "--show-settings", name],
+        ["fix", name],
+        ["fix", "--show-fixes", "--unsafe-fixes", name],
+        ["estimate", name],
+        ["doctor", name],
+        ["rule", "LF003"],
+        ["schema", "export", "--out", f"out{HOSTILE}"],
+    ]
+    for argv in commands:
+        _code, out, err = run_cli(argv)
+        assert not _RAW.search(out + err), (argv, [line for line in (out + err).splitlines() if _RAW.search(line)])
+        assert not any(line.startswith("+++ forged") or line == "forged" for line in (out + err).splitlines()), argv
+
+
+# --------------------------------------------------------------------------- one watchdog for every command
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lint"],
+        ["fix"],
+        ["fix", "--write"],
+        ["estimate", "--target", "h200"],
+        ["doctor"],
+    ],
+)
+def test_every_command_reading_user_files_has_the_watchdog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    from cfgopt.loaders import yaml_loader
+
+    def endless(*_args, **_kwargs):
+        while True:
+            time.sleep(0.01)
+
+    (tmp_path / "train.yaml").write_text(TRAIN)
+    # `compose` is looked up in the module on each call (a module imported meanwhile binds nothing of it)
+    monkeypatch.setattr(yaml_loader, "compose", endless)
+    monkeypatch.setenv("CFGOPT_FILE_TIMEOUT", "0.3")
+    start = time.perf_counter()
+    code, _out, err = run_cli([*argv, str(tmp_path / "train.yaml")])
+    assert code == 2 and "took longer than 0.3 s" in err, err
+    assert time.perf_counter() - start < 10
