@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cfgopt.user_files import read_text_bounded
+from cfgopt.user_text import integer
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
 Texts = dict[str, str]  # real path -> text that stands in for the file on disk (a fix not yet written)
@@ -300,7 +301,7 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
 def _as_spec(value: Any) -> str:
     """A table's version (`"0.6.3"`, `">=0.6"`, `""`, `true`) as a specifier."""
     text = "" if value is True else str(value).strip()
-    return "==" + text if text[:1].isdigit() else text
+    return "==" + text if text[:1] in "0123456789" and text else text
 
 
 def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
@@ -313,8 +314,8 @@ def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
         clause = clause.strip()
         for op in ("==", ">=", "~=", ">"):
             if clause.startswith(op):
-                parts = re.findall(r"\d+", clause[len(op) :])[: len(floor)]
-                if parts and tuple(int(p) for p in parts) >= floor:
+                parts = [integer(p) for p in re.findall(r"[0-9]+", clause[len(op) :])[: len(floor)]]
+                if parts and None not in parts and tuple(parts) >= floor:  # type: ignore[operator]
                     return True
     return False
 

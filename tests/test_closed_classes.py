@@ -58,6 +58,11 @@ ALLOWED_INTS = {
     ("cfgopt/rules/support/deepspeed.py", "zero_stage"): "DeepSpeed's own int(stage) of a JSON value, mirrored; "
     "errors caught",
     ("cfgopt/schema_validators.py", "_integer_scale_param"): "DeepSpeed's fp16 validator's int(), mirrored",
+    ("cfgopt/rules/lf002_wrong_value_type.py", "_string_switch_crashes"): "LLaMA-Factory's own int() of the "
+    "switch (finetuning_args.py L598), mirrored: what it accepts decides whether the start-up stops",
+    ("cfgopt/data_lengths.py", "infer_seqlen"): "LLaMA-Factory's infer_seqlen, copied: int() of a float it computed",
+    ("cfgopt/rules/support/ds_blocks.py", "trainer_warmup"): "int() of a warm-up count already parsed as a finite "
+    "number (the Trainer's own int())",
     ("cfgopt/schema_validators.py", "_dynamic_loss_scale"): "DeepSpeed's fp16 validator's int(), mirrored",
     ("cfgopt/schema_validators.py", "_stage"): "DeepSpeed's zero validator's int(stage), mirrored; errors caught",
     ("cfgopt/tune/space.py", "zero_of"): "DeepSpeed's int(stage) of a JSON value, mirrored; errors caught",

@@ -19,6 +19,12 @@ def _largest_parameter(shape) -> int:
     return max(shape.vocab_size * h, shape.intermediate_size * h, shape.num_attention_heads * shape.head_size * h)
 
 
+def _gpus(hardware) -> str:
+    """The GPU count judged, in words, saying when it is assumed."""
+    count = f"{hardware.gpus} GPU{'s' if hardware.gpus != 1 else ''}"
+    return count if hardware.gpus_stated else f"{count} (GPU count assumed; --gpus)"
+
+
 class NvmeParamBufferTooSmall(Rule):
     code = "XF006"
     name = "nvme-param-buffer-too-small"
@@ -71,9 +77,9 @@ class NvmeParamBufferTooSmall(Rule):
         yield self.at_entry(
             ctx,
             entry,
-            f"ZeRO-3 NVMe parameter offload on {hardware.describe()}: {shape.name}'s largest parameter "
+            f"ZeRO-3 NVMe parameter offload on {_gpus(hardware)}: {shape.name}'s largest parameter "
             f"({largest:,} elements) is {per_gpu:,} per GPU, more than `offload_param.buffer_size` "
-            f"({int(buffer):,}); {ctx.ds_label}'s `zero.Init` stops at model load (`More elements ... than buffer "
+            f"({buffer:,.0f}); {ctx.ds_label}'s `zero.Init` stops at model load (`More elements ... than buffer "
             f"size`). Set `buffer_size` to at least {per_gpu:,}, or train on {needed} GPUs or more",
             severity=Severity.ERROR if hardware.gpus_stated else Severity.WARNING,
         )

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from cfgopt.diagnostics import Severity
 from cfgopt.targets import Target
+from cfgopt.user_text import integer
 
 
 class DebugSwitch(NamedTuple):
@@ -22,10 +23,8 @@ class DebugSwitch(NamedTuple):
 
 def _number_at_least(floor: int) -> Callable[[str], Severity | None]:
     def level(value: str) -> Severity | None:
-        try:
-            return Severity.WARNING if int(value, 0) >= floor else None
-        except ValueError:
-            return None
+        number = integer(value, strip=True)  # the runtimes read a decimal level (AMD_LOG_LEVEL=4)
+        return Severity.WARNING if number is not None and number >= floor else None
 
     return level
 
