@@ -25,12 +25,9 @@ def render_value(source: Source, value: Any, like: Node | None = None) -> str:
         import shlex  # command lines only
 
         return shlex.quote(str(value))  # a value with a blank or a `$` stays one literal word
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return repr(value)
+    scalar = _yaml_scalar(value)
+    if scalar is not None:
+        return scalar
     text = str(value)
     quote = like.style if like is not None and like.style in ("'", '"') else ""
     if not quote and (not _PLAIN_SAFE.match(text) or text.lower() in _YAML11_SPECIAL):
@@ -40,6 +37,17 @@ def render_value(source: Source, value: Any, like: Node | None = None) -> str:
     if quote == '"':
         return json.dumps(text)
     return text
+
+
+def _yaml_scalar(value: Any) -> str | None:
+    """A boolean, null or number as YAML writes it; None for any other value (a string: its quoting depends)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return None
 
 
 def render_key(source: Source, key: str) -> str:
@@ -83,12 +91,9 @@ def rename_key(source: Source, entry: Entry, new_key: str) -> list[Edit]:
 
 def dotlist_value(value: Any) -> str:
     """A value as `key=value` after a YAML writes it: YAML text OmegaConf's `from_cli` reads back as `value`."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return repr(value)
+    scalar = _yaml_scalar(value)
+    if scalar is not None:
+        return scalar
     import yaml  # the YAML loaders import it already
 
     from cfgopt.loaders.yaml_loader import OmegaConfParityLoader

@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cfgopt import pins
 from cfgopt.user_files import read_text_bounded
 from cfgopt.user_text import integer
 
@@ -42,8 +43,6 @@ DISTRIBUTIONS = {
     "bitsandbytes": "bitsandbytes",
     "torchao": "torchao",
     "deepspeed": "deepspeed",
-    "torchao.optim": "torchao",
-    "liger": "liger-kernel",
 }
 
 # What LLaMA-Factory's release installs (its core dependencies, pyproject.toml / setup.py of each tag) and the
@@ -128,9 +127,10 @@ def assumed(llamafactory_version: str, platform: str) -> Environment:
 # --------------------------------------------------------------------------- reading what the project states
 
 _REQUIREMENT_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*([^;#@]*)")
-_QUOTED = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]\n]*\])?[^"'\n]*)["']""")
+# a quoted string, found in one linear pass (one character class, nothing to backtrack into: a line of 30 KB with
+# an unclosed quote stays linear); its text is then read as a requirement by the anchored _REQUIREMENT_LINE
+_QUOTED_STRING = re.compile(r"""["']([^"'\n]*)["']""")
 _PROJECT_DEPENDENCIES = re.compile(r"^\[project\][^\[]*?^dependencies\s*=\s*\[(.*?)^\]", re.MULTILINE | re.DOTALL)
-_LOCKED = re.compile(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
 
 
 def _add_requirement(packages: dict[str, str], text: str) -> None:
@@ -159,7 +159,7 @@ def _quoted_requirements(text: str) -> dict[str, str]:
     packages: dict[str, str] = {}
     for line in text.splitlines():
         if not line.lstrip().startswith("#"):  # a requirement commented out is not one
-            for quoted in _QUOTED.findall(line.split(" #", 1)[0]):
+            for quoted in _QUOTED_STRING.findall(line.split(" #", 1)[0]):
                 _add_requirement(packages, quoted)
     return packages
 
@@ -171,7 +171,8 @@ def _pyproject(text: str) -> dict[str, str]:
 
 
 def _lock(text: str) -> dict[str, str]:
-    return {normalise(name): "==" + version for name, version in _LOCKED.findall(text)}
+    found, _ = pins.requirement_pins("uv.lock", text)  # the lock files' `name` / `version` pairs, as pins reads them
+    return {pin.name: pin.spec for pin in found}
 
 
 def _snapshot(text: str) -> dict[str, str] | None:

@@ -226,3 +226,11 @@ def test_doctor_writes_a_snapshot_that_lint_reads(tmp_path: Path) -> None:
     assert data["packages"] == {"liger_kernel": "0.6.4", "llamafactory": "0.9.5"}  # training packages only
     env = found_environment(repo, {})
     assert isinstance(env, Environment) and env.has("liger-kernel")
+
+
+def test_a_long_line_with_an_unclosed_quote_is_read_in_linear_time(tmp_path: Path) -> None:
+    """Issue 34's class: the quoted requirements of setup.py are found in one pass (a 300 KB line, no closing
+    quote, would take hours with a pattern that backtracks)."""
+    path = tmp_path / "setup.py"
+    path.write_text('install_requires = ["llamafactory==0.9.5", "a' + "b" * 300_000 + "\n")
+    assert read_packages(path) == {"llamafactory": "==0.9.5"}
