@@ -17,7 +17,6 @@ other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -32,12 +31,6 @@ if TYPE_CHECKING:
     from cfgopt.targets import Target
 
 _MISSING = object()
-
-# Model families LLaMA-Factory 0.9.5 patches with Liger kernels (model/model_utils/liger_kernel.py), as named.
-LIGER_MODELS = re.compile(
-    r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
-    re.IGNORECASE,
-)
 
 # GPU counts assumed when `--gpus` is not stated: advice that spends memory must fit on one GPU (then it fits
 # on any count); a warning of out-of-memory assumes a full node of 8 (ZeRO shards the most: fewer false alarms).
