@@ -140,6 +140,14 @@ def padding(profile: DataProfile, cutoff: int, micro_batch: int) -> Padding:
     return Padding(micro_batch, 1 - real / padded if padded else 0.0, longest_sum / PADDING_BATCHES)
 
 
+def peak_fill(profile: DataProfile, cutoff: int) -> float | None:
+    """The share of `cutoff_len` the run's longest sequence reaches without packing (the memory peak holds the
+    longest sample, cut at `cutoff_len`); None for a profile without samples."""
+    if not profile.samples or cutoff < 1:
+        return None
+    return max(1, lengths(profile, cutoff).longest_cut) / cutoff
+
+
 def summary(profile: DataProfile, cutoff: int, micro_batch: int) -> dict[str, object]:
     """The profile's figures under a config (`estimate --data --format json`, the golden profiles)."""
     measured = lengths(profile, cutoff)

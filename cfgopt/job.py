@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cfgopt import methods
 from cfgopt.packing import packing_on
 from cfgopt.source import Kind, Source
 
@@ -378,6 +379,34 @@ class Job:
             self.memo["data_profile"] = profile_of(*values, self.path)
         return self.memo["data_profile"]
 
+    def data_fill(self, values: dict[str, Any] | None = None) -> float | None:
+        """The share of `cutoff_len` the longest sequence of the run reaches, measured on the job's local data:
+        the memory peak without packing (packs fill `cutoff_len`). None: packing, or no profile (the estimate
+        then pads every sequence to `cutoff_len`, and says so). `values`: the job's with a plan's changes."""
+        values = self.values() if values is None else values
+        if packing_on(values) and methods.packing_applies(methods.stage_of(values)):
+            return None
+        from cfgopt.data_profile import DataProfile
+
+        profile, cutoff = self.data_profile, values.get("cutoff_len")
+        if not isinstance(profile, DataProfile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
+            return None
+        from cfgopt.data_lengths import peak_fill
+
+        return peak_fill(profile, cutoff)
+
+    def sequence_basis(self) -> str:
+        """Where the memory estimate's sequence length comes from, in words (the output says what it assumed)."""
+        from cfgopt.data_profile import DataProfile, NotLocal
+
+        profile = self.data_profile
+        if self.packing and methods.packing_applies(methods.stage_of(self.values())):
+            return "packs of cutoff_len tokens"
+        if isinstance(profile, DataProfile) and self.data_fill() is not None:
+            return f"the longest sample of {', '.join(profile.datasets)} as measured"
+        why = profile.reason if isinstance(profile, NotLocal) else "no local rows" if profile else "no `dataset`"
+        return f"every sequence assumed cutoff_len long: data not profiled, {why}"
+
     # -- the model and its memory -------------------------------------------------------------------
     @property
     def shape(self) -> ModelShape | None:
@@ -401,12 +430,14 @@ class Job:
             known, deepspeed = self.deepspeed
             if not known:
                 return None
+        values = self.values(**changes)
+        fill = self.data_fill(values) if fill is None else fill
         key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{sorted(changes.items())!r}"
         if key in self.memo:
             return self.memo[key]
         est = None
         if self.shape is not None:
-            est = _shared_estimate(self.values(**changes), self.shape, target, gpus, deepspeed, fill)
+            est = _shared_estimate(values, self.shape, target, gpus, deepspeed, fill)
             # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
             if est.unmodelled or est.approximate or (deepspeed is not None and est.zero_stage is None):
                 est = None

@@ -27,12 +27,7 @@ def _cutoff(job: Any) -> int:
 
 def fill_from(data: DataProfile | NotLocal | None, job: Any) -> float | None:
     """The share of cutoff_len the run's longest sequence reaches (None: no profile, the model's default)."""
-    if not isinstance(data, DataProfile) or not data.samples or job.packing:
-        return None
-    from cfgopt.data_lengths import lengths
-
-    cutoff = _cutoff(job)
-    return max(1, lengths(data, cutoff).longest_cut) / cutoff
+    return job.data_fill()
 
 
 def lines(data: DataProfile | NotLocal | None, job: Any, fill: float | None, full: bool) -> list[str]:

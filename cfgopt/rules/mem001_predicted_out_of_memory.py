@@ -152,6 +152,7 @@ class PredictedOutOfMemory(Rule):
             ("predicted out of memory" if est.verdict == "over" else "tight (above 90%, the estimate's margin)")
             + f": about {est.required_gib:.0f} GiB per GPU on "
             f"{a(format(target.memory_gib, 'g'))} GiB "
-            f"{target.name} with {est.gpus} GPU(s){assumed} ({est.model}, {est.tokens} tokens per micro-batch; "
+            f"{target.name} with {est.gpus} GPU(s){assumed} ({est.model}, {est.tokens} tokens per micro-batch, "
+            f"{ctx.job.sequence_basis()}; "
             f"largest parts in GiB: {top3(est)}); try {'; or '.join(remedies) or 'a smaller cutoff_len'}",
         )

@@ -1,0 +1,88 @@
+"""Memory sized by the job's data (issue 36): without packing, the estimate's peak micro-batch holds the dataset's
+longest sample cut at `cutoff_len`, not `cutoff_len` itself; packs fill `cutoff_len`; pairwise data counts chosen
+and rejected; without local data the output says it assumed `cutoff_len`."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cfgopt.job_loader import load_job
+from cfgopt.settings import Settings
+
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _in_case_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _job(tmp_path: Path, case: str, extra: str = ""):
+    folder = tmp_path / case
+    shutil.copytree(CASES / case, folder)
+    config = folder / "train.yaml"
+    config.write_text(config.read_text() + extra)
+    return load_job(config, Settings(target_name="h200", gpus=1)), folder
+
+
+def _longest(case: str) -> int:
+    return json.loads((CASES / case / "profile.json").read_text())["longest_after_cut"]
+
+
+def test_unpacked_estimate_holds_the_longest_sample_not_cutoff_len(tmp_path, monkeypatch):
+    job, folder = _job(tmp_path, "short")
+    monkeypatch.chdir(folder)
+    est = job.estimate(1)
+    assert est is not None
+    assert est.seq_len == math.ceil(2048 * _longest("short") / 2048)  # 56 tokens, not 2048
+    assert est.tokens == 4 * est.seq_len
+    assert "the longest sample of short as measured" in job.sequence_basis()
+
+
+def test_packing_fills_cutoff_len(tmp_path, monkeypatch):
+    job, folder = _job(tmp_path, "short", "packing: true\n")
+    monkeypatch.chdir(folder)
+    est = job.estimate(1)
+    assert est is not None and est.seq_len == 2048
+    assert job.sequence_basis() == "packs of cutoff_len tokens"
+    assert job.estimate(1, packing=False).seq_len == _longest("short")  # a plan's change re-reads the data
+
+
+def test_pairwise_counts_chosen_and_rejected_at_the_longer_answer(tmp_path, monkeypatch):
+    job, folder = _job(tmp_path, "pairwise")
+    monkeypatch.chdir(folder)
+    est = job.estimate(1)
+    assert est is not None
+    assert est.seq_len == _longest("pairwise")  # prompt + the longer answer, under cutoff 1024
+    assert est.tokens == 2 * 4 * est.seq_len
+
+
+def test_truncating_cutoff_keeps_cutoff_len(tmp_path, monkeypatch):
+    job, folder = _job(tmp_path, "long")
+    monkeypatch.chdir(folder)
+    assert job.estimate(1).seq_len == 512  # 95% of samples are longer: the peak batch reaches cutoff_len
+
+
+def test_without_local_data_the_assumption_is_said(tmp_path, monkeypatch):
+    job, folder = _job(tmp_path, "short")
+    shutil.rmtree(folder / "data")
+    monkeypatch.chdir(folder)
+    assert job.estimate(1).seq_len == 2048
+    assert job.sequence_basis().startswith("every sequence assumed cutoff_len long: data not profiled")
+
+
+def test_mem001_says_how_sequences_were_sized(tmp_path, monkeypatch, capsys):
+    from cfgopt.cli import main
+
+    _, folder = _job(tmp_path, "long")
+    config = folder / "train.yaml"
+    config.write_text(config.read_text().replace("per_device_train_batch_size: 4", "per_device_train_batch_size: 256"))
+    monkeypatch.chdir(folder)
+    main(["lint", "--target", "h200", "--gpus", "1", "--select", "MEM001", "--format", "json", str(config)])
+    found = [d for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["code"] == "MEM001"]
+    assert found and "the longest sample of long as measured" in found[0]["message"]
