@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from cfgopt.rules.base import Context
     from cfgopt.source import Source
+    from cfgopt.tune.data_speed import DataTerm
 
 _PRECISION_WORDS = {
     "bf16": "bf16 mixed precision",
@@ -79,6 +80,7 @@ class SpeedPlan:
         self.rejected: dict[space.Knobs, Rejection] = {}  # every candidate not planned, with its reason
         self.quoted: str | None = None  # the note the description quotes: a notably faster setting left out
         self.searched: set[str] = set()  # the knobs the plan chose among several values (not merely kept)
+        self.data_words = ""  # where the gain's padding figure comes from (the job's data, or the prior's)
 
     @property
     def changed(self) -> bool:
@@ -115,10 +117,11 @@ class SpeedPlan:
             else ""
         )
         quoted = f"; {self.quoted}" if self.quoted else ""
+        data = f"; {self.data_words}" if self.data_words else ""
         more = f"; {self.with_packages.words()}" if self.with_packages is not None else ""
         return (
             f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
-            f"{_PRIOR_SOURCE}{peak}){needs}{more}{quoted}"
+            f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}"
         )
 
 
@@ -285,10 +288,32 @@ def plan_keys(k: space.Knobs, base: space.Knobs) -> dict[str, Any]:
     return changes
 
 
-def plan_speed(k: space.Knobs, base: space.Knobs, n: int, stage: str) -> float:
-    """tune's prior for `k`, with the cost of neat packing's block mask where the plan packs without fa2."""
+def plan_speed(k: space.Knobs, base: space.Knobs, n: int, stage: str, data: DataTerm | None = None) -> float:
+    """tune's prior for `k`, with the cost of neat packing's block mask where the plan packs without fa2, and
+    what padding costs it on the job's own data (`data`: cfgopt.tune.data_speed)."""
     neat_mask = k.packing and not base.packing and k.attn != "fa2"
-    return prior_speed(k, n, stage) * (NEAT_WITHOUT_FA2 if neat_mask else 1.0)
+    on_data = data.factor(k) if data is not None else 1.0
+    return prior_speed(k, n, stage) * (NEAT_WITHOUT_FA2 if neat_mask else 1.0) * on_data
+
+
+def _data_term(job: Job) -> DataTerm | None:
+    """The job's data term where its local data is profiled (memoized on the job)."""
+    if "data_term" not in job.memo:
+        from cfgopt.tune.data_speed import data_term
+
+        values = job.values()
+        job.memo["data_term"] = data_term(job.data_profile, values.get("cutoff_len"), methods.stage_of(values))
+    return job.memo["data_term"]
+
+
+def _data_words(plan: SpeedPlan, data: DataTerm | None) -> str:
+    """Where the expected gain's packing and padding figures come from, when the plan packs or moves the batch."""
+    b, k = plan.base, plan.best
+    if (k.packing, k.micro) == (b.packing, b.micro):
+        return ""
+    if data is not None:
+        return data.words(b.micro)
+    return "packing's gain from Alpaca-like data (the job's data not profiled)" if k.packing != b.packing else ""
 
 
 def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
@@ -334,6 +359,7 @@ def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         "knobs": list(knobs),
         "folder": str(job.path.parent),  # a local model's config.json is read from beside the config
         "group": job.group,
+        "data": hash(job.data_profile),  # the data term reads the profile (its files' contents, in this process)
     }
     key = memo_text(inputs)
     if key.startswith("id:"):  # inputs that cannot be written out: no sharing
@@ -357,8 +383,9 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
     stage = methods.stage_of(job.values())
     n = richer.hardware.gpus
-    gain = plan_speed(richer.best, richer.base, n, stage) / plan_speed(
-        plan.best if plan else richer.base, richer.base, n, stage
+    data = _data_term(job)
+    gain = plan_speed(richer.best, richer.base, n, stage, data) / plan_speed(
+        plan.best if plan else richer.base, richer.base, n, stage, data
     )
     if used and gain >= _WORTH_A_PACKAGE:
         richer.environment = job.environment.source
@@ -407,6 +434,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     base = space.baseline_knobs(job.values(), ds)._replace(optim=space.optim_of(job.data))
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
+    data = _data_term(job)
     values = _values(job, base, knobs, has_estimate, platform)
     searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
@@ -418,13 +446,15 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
             rejected[k] = Rejection(MEMORY, None, why)
             continue
         peak = est.required_gib if est is not None else None
-        ranked.append((rank(plan_speed(k, base, n, stage), peak, len(k.changes(base)), i), k, est))
+        ranked.append((rank(plan_speed(k, base, n, stage, data), peak, len(k.changes(base)), i), k, est))
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
     from cfgopt.rules.support.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
 
-    plan = SpeedPlan(hardware, base, best, plan_speed(best, base, n, stage) / plan_speed(base, base, n, stage))
+    gain = plan_speed(best, base, n, stage, data) / plan_speed(base, base, n, stage, data)
+    plan = SpeedPlan(hardware, base, best, gain)
+    plan.data_words = _data_words(plan, data)
     plan.est_gib = est.required_gib if est is not None else None
     plan.searched = searched
     plan.changes = plan_keys(best, base)
@@ -443,7 +473,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         k = best._replace(**{name: value})
         refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
-    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage))
+    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data))
     return plan
 
 

@@ -1,6 +1,7 @@
-"""Memory sized by the job's data (issue 36): without packing, the estimate's peak micro-batch holds the dataset's
-longest sample cut at `cutoff_len`, not `cutoff_len` itself; packs fill `cutoff_len`; pairwise data counts chosen
-and rejected; without local data the output says it assumed `cutoff_len`."""
+"""Memory and the plan use the job's data (issue 36). Memory: without packing, the estimate's peak micro-batch
+holds the dataset's longest sample cut at `cutoff_len`, not `cutoff_len` itself; packs fill `cutoff_len`; pairwise
+data counts chosen and rejected; without local data the output says it assumed `cutoff_len`. The plan: its
+expected gain weighs unpacked candidates by the padding measured on the data (cfgopt.tune.data_speed)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,40 @@ def test_mem001_says_how_sequences_were_sized(tmp_path, monkeypatch, capsys):
     main(["lint", "--target", "h200", "--gpus", "1", "--select", "MEM001", "--format", "json", str(config)])
     found = [d for d in json.loads(capsys.readouterr().out)["diagnostics"] if d["code"] == "MEM001"]
     assert found and "the longest sample of long as measured" in found[0]["message"]
+
+
+def _plan(job):
+    from cfgopt.planner import plan_for
+
+    return plan_for(job)
+
+
+def test_the_plan_expects_more_of_packing_on_short_data_than_on_long(tmp_path, monkeypatch):
+    _, folder = _job(tmp_path, "short")
+    config = folder / "train.yaml"
+    config.write_text(config.read_text().replace("cutoff_len: 2048", "cutoff_len: 512"))  # as the long case
+    monkeypatch.chdir(folder)
+    short_plan = _plan(load_job(config, Settings(target_name="h200", gpus=1)))
+    long, folder = _job(tmp_path, "long")
+    monkeypatch.chdir(folder)
+    long_plan = _plan(long)
+    assert short_plan.best.packing and "padding measured on short" in short_plan.description()
+    assert short_plan.gain > 2 * long_plan.gain  # same cutoff and micro-batch: only the lengths differ
+
+
+def test_without_local_data_the_packing_prior_is_named(tmp_path, monkeypatch):
+    job, folder = _job(tmp_path, "short")
+    shutil.rmtree(folder / "data")
+    monkeypatch.chdir(folder)
+    plan = _plan(job)
+    assert plan.best.packing
+    assert "packing's gain from Alpaca-like data (the job's data not profiled)" in plan.description()
+
+
+def test_the_simulated_reference_pads_as_the_runs_measured():
+    from cfgopt.data_lengths import padding
+    from cfgopt.tune.data_speed import REFERENCE_CUTOFF, _reference
+
+    # bench/h200/measurements.md V4 (4 x 4) and V5 (16 x 1): real / padded tokens 2852 / 5112 and 2852 / 7444
+    for micro, measured in ((4, 1 - 2852 / 5112), (16, 1 - 2852 / 7444)):
+        assert abs(padding(_reference(), REFERENCE_CUTOFF, micro).share - measured) < 0.04
