@@ -124,3 +124,22 @@ def test_the_simulated_reference_pads_as_the_runs_measured():
     # bench/h200/measurements.md V4 (4 x 4) and V5 (16 x 1): real / padded tokens 2852 / 5112 and 2852 / 7444
     for micro, measured in ((4, 1 - 2852 / 5112), (16, 1 - 2852 / 7444)):
         assert abs(padding(_reference(), REFERENCE_CUTOFF, micro).share - measured) < 0.04
+
+
+def test_tune_prunes_by_the_data_it_trains_on(tmp_path, monkeypatch):
+    """tune's memory pruning sizes the DPO pairs by their measured lengths where the runs use the job's data
+    (issue 36: candidates pruned at 128-548 GiB that the data allowed)."""
+    from cfgopt.job import lf_values
+    from cfgopt.tune import search
+
+    job, folder = _job(tmp_path, "pairwise")
+    monkeypatch.chdir(folder)
+    config = dict(job.data)
+
+    def fits(**data):
+        return search.MemoryFits(job.shape, job.settings.target, 1, fill=lambda c: lf_values(c, job.lf), **data)
+
+    _, assumed = fits()(config)
+    _, measured = fits(data_fill=job.data_fill)(config)
+    assert measured < assumed
+    assert measured == pytest.approx(job.estimate(1).peak_gib)

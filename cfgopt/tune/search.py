@@ -463,10 +463,19 @@ class MemoryFits:
     candidate (or flags settings it does not model), nothing is pruned (and `note` says so)."""
 
     def __init__(
-        self, shape: Any, target: Any, gpus: int, margin: float = 0.10, fill: Callable[..., Any] | None = None
+        self,
+        shape: Any,
+        target: Any,
+        gpus: int,
+        margin: float = 0.10,
+        fill: Callable[..., Any] | None = None,
+        data_fill: Callable[[dict[str, Any]], float | None] | None = None,
     ) -> None:
         self.shape, self.target, self.gpus, self.margin = shape, target, gpus, margin
         self.fill = fill  # a candidate's config -> the values LLaMA-Factory sees (the job's defaults filled in)
+        # the values -> the share of cutoff_len its longest sequence reaches on the data the runs train on
+        # (`Job.data_fill`: measured on the job's local data; None: every sequence padded to cutoff_len)
+        self.data_fill = data_fill
         self.estimate: Callable[..., Any] | None = None
         self.failures = 0
         try:
@@ -507,7 +516,10 @@ class MemoryFits:
             return True, None
         ds = config.get("deepspeed") if isinstance(config.get("deepspeed"), dict) else None
         try:
-            estimate = self.estimate(self._filled(config), self.shape, self.target, self.gpus, ds)
+            values = self._filled(config)
+            fill = self.data_fill(values) if self.data_fill is not None else None
+            extra = {"fill": fill} if fill is not None else {}
+            estimate = self.estimate(values, self.shape, self.target, self.gpus, ds, **extra)
         except Exception:  # noqa: BLE001 - a candidate the model cannot estimate is run, not pruned
             self.failures += 1
             return True, None

@@ -72,6 +72,7 @@ class RealSession:
     margin: float = 0.10
     say: Callable[[str], None] = lambda _line: None
     fill: Callable[..., dict[str, Any]] | None = None  # a config -> the values LLaMA-Factory sees (the job's)
+    data_fill: Callable[[dict[str, Any]], float | None] | None = None  # `Job.data_fill`: memory sized by the data
     _assets: Any = None
     _platform: space.Platform | None = None
     notes: list[str] = field(default_factory=list)
@@ -133,7 +134,8 @@ class RealSession:
         assets = self._plan()
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))
-        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill)
+        own_data = assets.dataset_dir is None  # the job's own dataset, not a synthetic stand-in
+        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill, self.data_fill if own_data else None)
 
 
 def real_session(args: argparse.Namespace, job: Any, work: Path, warmup: int, gpus: int, say, probed) -> Session:
@@ -152,6 +154,7 @@ def real_session(args: argparse.Namespace, job: Any, work: Path, warmup: int, gp
         margin=args.memory_margin,
         say=say,
         fill=functools.partial(lf_values, lf=job.lf, group=job.group),
+        data_fill=job.data_fill,
         _platform=probed,
     )
 
