@@ -21,6 +21,7 @@ state what they probe there (`Settings.packages`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -110,6 +111,7 @@ class Environment(NamedTuple):
         return f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
 
 
+@functools.lru_cache(maxsize=32)  # read by every rule that asks for a package: built once per release and platform
 def assumed(llamafactory_version: str, platform: str) -> Environment:
     """The stated default: LLaMA-Factory's core install, with the extras a plan uses (bitsandbytes on NVIDIA only:
     ROCm needs its own build, ENV003)."""
