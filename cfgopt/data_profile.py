@@ -17,8 +17,12 @@ Formatting: alpaca (instruction + input + history -> output; `chosen`/`rejected`
 the entry's `columns` and `tags`, as `data/converter.py` reads them.
 
 A large dataset is sampled: `SAMPLE_SIZE` rows drawn with a fixed seed (the shares and percentiles come from
-them) plus the `TAIL_SIZE` rows largest in bytes (the maximum length comes from them). Profiles are cached by
-the files' content hash under `$XDG_CACHE_HOME/cfgopt/data-profiles` (`CFGOPT_CACHE_DIR` first, for tests).
+them) plus the `TAIL_SIZE` rows with the longest text (the maximum length comes from them): a JSON line's
+bytes, a list row's JSON text in characters, a CSV row's values. Only those rows are kept: JSON lines are
+located by their newlines and the rows drawn parsed; a JSON list is parsed row by row and checked whole, as
+json.loads checks it (a malformed list gets json's own message), each row dropped once its end is known.
+Profiles are cached by the files' content hash under `$XDG_CACHE_HOME/cfgopt/data-profiles`
+(`CFGOPT_CACHE_DIR` first, for tests).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import io
 import json
 import os
 import random
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,10 +42,10 @@ from cfgopt.data_tokens import TEMPLATE_TOKENS, Counter, counter_for
 from cfgopt.user_files import read_bounded, repository_of
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
-TAIL_SIZE = 16  # the rows largest in bytes: the longest sample is among them
+TAIL_SIZE = 16  # the rows with the longest text: the longest sample is among them
 SEED = 0
 MAX_DATASET_BYTES = 512 * 1024 * 1024
-PROFILE_VERSION = 1  # bump when a cached profile's meaning changes
+PROFILE_VERSION = 2  # bump when a cached profile's meaning changes (2: a JSON list's rows sized by their JSON text)
 DATA_CONFIG = "dataset_info.json"
 PROFILED_FORMATS = {"json": "json", "jsonl": "json", "csv": "csv"}
 KNOWN_FORMATS = {"arrow", "parquet", "txt"}  # LLaMA-Factory reads them (extras/constants.py FILEEXT2TYPE)
@@ -69,7 +75,7 @@ class Sample(NamedTuple):
 
 class DataProfile(NamedTuple):
     """The job's local data measured. `samples`: the seeded sample (shares, percentiles); `tail`: the rows
-    largest in bytes (the maximum)."""
+    with the longest text (the maximum)."""
 
     datasets: tuple[str, ...]
     files: tuple[str, ...]
@@ -167,19 +173,82 @@ def _draw(count: int, sizes: list[int]) -> tuple[list[int], list[int]]:
     return drawn, [i for i in largest if i not in chosen][:TAIL_SIZE]
 
 
+# Whitespace as each reader sees it: str.lstrip() (the test for a list), json's own (between a list's rows),
+# bytes.strip() (a blank JSON line)
+_STR_SPACE = re.compile(r"\s*")  # re's \s is str.isspace() for str patterns
+_ASCII_STR_SPACE = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")  # the same within ASCII, for bytes
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # json.decoder.WHITESPACE
+_NOT_BYTES_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+_DECODER = json.JSONDecoder()  # json.loads's own settings
+
+Span = tuple[int, int]  # where a row's text starts and ends
+
+
 def _json_rows(raw: bytes) -> _Rows:
-    text = raw.decode("utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        data = json.loads(text)
-        if not isinstance(data, list):
-            raise ValueError("not a list of rows")
-        sizes = [len(str(row)) for row in data] if len(data) > SAMPLE_SIZE else [0] * len(data)
-        drawn, tail = _draw(len(data), sizes)
-        return _Rows(len(data), [data[i] for i in drawn], [data[i] for i in tail])
-    lines = [line for line in raw.split(b"\n") if line.strip()]  # JSON lines: parse only the rows drawn
-    drawn, tail = _draw(len(lines), [len(line) for line in lines])
-    return _Rows(len(lines), [json.loads(lines[i]) for i in drawn], [json.loads(lines[i]) for i in tail])
+    """A JSON list's or JSON lines' rows drawn, and the rows with the longest text (the module says how)."""
+    text = None if raw.isascii() else raw.decode("utf-8")  # not UTF-8: fails here, on the whole file
+    if text is None:
+        start = _ASCII_STR_SPACE.match(raw).end()
+        is_list = raw[start : start + 1] == b"["
+    else:
+        start = _STR_SPACE.match(text).end()
+        is_list = text[start : start + 1] == "["
+    if not is_list:
+        return _drawn_rows(_line_spans(raw), lambda start, end: json.loads(raw[start:end]))
+    text = raw.decode("ascii") if text is None else text
+    try:
+        spans = _row_spans(text)
+    except (ValueError, RecursionError):
+        json.loads(text)  # a malformed list: json's own message for it, as a whole parse words it
+        raise
+    return _drawn_rows(spans, lambda start, _: _DECODER.raw_decode(text, start)[0])
+
+
+def _row_spans(text: str) -> list[Span]:
+    """Where each row of the JSON list `text` starts and ends (in characters). Every row is parsed by json's
+    own scanner and dropped, and the brackets, commas and whitespace between rows are json's, so the list is
+    accepted exactly when json.loads accepts it; ValueError at the first fault."""
+    space = _JSON_SPACE.match
+    opening = space(text).end()
+    if not text.startswith("[", opening):
+        raise ValueError("Expecting value")
+    spans: list[Span] = []
+    pos = space(text, opening + 1).end()
+    if text.startswith("]", pos):
+        pos += 1
+    else:
+        while True:
+            end = _DECODER.raw_decode(text, pos)[1]
+            spans.append((pos, end))
+            pos = space(text, end).end()
+            if text.startswith(",", pos):
+                pos = space(text, pos + 1).end()
+            elif text.startswith("]", pos):
+                pos += 1
+                break
+            else:
+                raise ValueError("Expecting ',' delimiter")
+    if space(text, pos).end() != len(text):
+        raise ValueError("Extra data")
+    return spans
+
+
+def _line_spans(raw: bytes) -> list[Span]:
+    """Where each JSON line that is not blank starts and ends (in bytes, without its newline)."""
+    spans: list[Span] = []
+    pos, size = 0, len(raw)
+    while pos < size:
+        end = raw.find(b"\n", pos)
+        end = size if end < 0 else end
+        if _NOT_BYTES_SPACE.search(raw, pos, end):
+            spans.append((pos, end))
+        pos = end + 1
+    return spans
+
+
+def _drawn_rows(spans: list[Span], parse: Callable[[int, int], Any]) -> _Rows:
+    drawn, tail = _draw(len(spans), [end - start for start, end in spans])
+    return _Rows(len(spans), [parse(*spans[i]) for i in drawn], [parse(*spans[i]) for i in tail])
 
 
 def _csv_rows(raw: bytes) -> _Rows:
