@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.data_tokens import TEMPLATE_TOKENS, Counter, counter_for
+from cfgopt.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
 from cfgopt.user_files import read_bounded, repository_of
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
@@ -91,6 +91,11 @@ class DataProfile(NamedTuple):
     @property
     def sampled(self) -> bool:
         return len(self.samples) < self.rows
+
+    @property
+    def counting(self) -> str:
+        """How the tokens were counted, the template allowance included (for the end of an output)."""
+        return f"tokens {self.counted_by}; {template_allowance()}"
 
     def describe(self) -> str:
         part = f"a seeded sample of {len(self.samples)} of {self.rows} rows" if self.sampled else f"{self.rows} rows"
