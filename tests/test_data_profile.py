@@ -132,8 +132,8 @@ def test_large_dataset_is_sampled_with_its_longest_rows(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("layout", ["lines", "list", "indented list"])
 def test_the_seeded_sample_is_the_same_rows_in_every_layout(tmp_path, monkeypatch, layout):
-    """Rows are located without parsing them all (JSON lines) or parsed one by one and dropped (a list): the
-    sample is still `SAMPLE_SIZE` rows drawn by index with the seed, and the tail the rows with the longest text."""
+    """JSON lines are parsed only where drawn and a list's rows sized without `str()`: the sample is still
+    `SAMPLE_SIZE` rows drawn by index with the seed, and the tail the rows with the longest text."""
     monkeypatch.chdir(tmp_path)
     rows = [{"instruction": f"row {i}", "output": "y" * (i % 97)} for i in range(3000)]
     rows[2999]["output"] = "z" * 4760  # the longest (1000 tokens), and not drawn
