@@ -204,9 +204,15 @@ def _list_rows(data: Any) -> _Rows:
     if not isinstance(data, list):
         raise ValueError("not a list of rows")
     count = len(data)
-    sizes = list(map(len, map(marshal.dumps, data, itertools.repeat(2)))) if count > SAMPLE_SIZE else [0] * count
-    drawn, tail = _draw(count, sizes)
+    drawn, tail = _draw(count, _sizes(data) if count > SAMPLE_SIZE else [0] * count)
     return _Rows(count, [data[i] for i in drawn], [data[i] for i in tail])
+
+
+def _sizes(rows: list[Any]) -> list[int]:
+    try:
+        return list(map(len, map(marshal.dumps, rows, itertools.repeat(2))))
+    except ValueError:  # a row nested deeper than marshal goes (2000 levels; json goes deeper from Python 3.13)
+        return [len(str(row)) for row in rows]
 
 
 def _csv_rows(raw: bytes) -> _Rows:

@@ -151,6 +151,25 @@ def test_the_seeded_sample_is_the_same_rows_in_every_layout(tmp_path, monkeypatc
     assert len(profile.tail) == data_profile.TAIL_SIZE
 
 
+def test_a_list_too_deep_for_marshal_is_sized_by_its_text():
+    """From Python 3.13 json parses rows nested deeper than marshal's 2000 levels: such a list is sized by str()."""
+    deep: list = []
+    for _ in range(2100):
+        deep = [deep]
+    rows = [{"instruction": "x" * (i % 50)} for i in range(2100)]
+    drawn = set(random.Random(data_profile.SEED).sample(range(2100), data_profile.SAMPLE_SIZE))
+    longest = min(set(range(2100)) - drawn)
+    rows[longest]["instruction"] = "x" * 500
+    rows[0]["history"] = deep
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 5000))  # str() of 2100 levels, as Python 3.13's own limits allow
+    try:
+        measured = data_profile._list_rows(rows)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert measured.rows == 2100 and measured.tail[0] is rows[longest]
+
+
 @pytest.mark.parametrize(
     "text",
     [
