@@ -19,6 +19,7 @@ import random
 from typing import NamedTuple
 
 from cfgopt.data_profile import DataProfile, Sample
+from cfgopt.data_tokens import TEMPLATE_TOKENS, template_allowance
 
 PADDING_BATCHES = 2000
 PAD_MULTIPLE = 8
@@ -160,6 +161,12 @@ def summary(profile: DataProfile, cutoff: int, micro_batch: int) -> dict[str, ob
         "rows": profile.rows,
         "sampled_rows": len(profile.samples),
         "tokens_counted": profile.counted_by,
+        "template_allowance": {
+            "before_response": TEMPLATE_TOKENS[0],
+            "after_response": TEMPLATE_TOKENS[1],
+            "job_template_rendered": False,
+            "said": template_allowance(),
+        },
         "tokens": {**measured.percentiles, "prompt_p50": measured.prompt_p50, "response_p50": measured.response_p50},
         "cutoff_len": cutoff,
         "truncated_share": round(measured.truncated, 4),

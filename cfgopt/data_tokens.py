@@ -29,8 +29,21 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 
 # Tokens a chat template adds to one turn around the text: Qwen's `<|im_start|>user\n ... <|im_end|>\n
 # <|im_start|>assistant\n` is 8 before the response and `<|im_end|>\n` 2 after it; Llama 3's header tokens
-# are 9 and 1 (llamafactory 0.9.5 data/template.py). An allowance, not a rendering: the profile says so.
+# are 9 and 1 (llamafactory 0.9.5 data/template.py L1946-1948, L1412-1421). An allowance, not a rendering:
+# LLaMA-Factory tokenizes each turn's template text and content as one string (template.py `_encode`,
+# L132-170), and its 123 templates differ in prefix, system markup, default system prompt (`qwen` has one)
+# and thought tags, so every output states the allowance (`template_allowance`).
 TEMPLATE_TOKENS = (8, 2)  # (prompt side, response side) per turn
+TEMPLATE_NOT_COUNTED = "not the job's template: its prefix, system markup and default system prompt are not counted"
+
+
+def template_allowance() -> str:
+    """What the counts add for the template, as every output says it after the tokenizer."""
+    before, after = TEMPLATE_TOKENS
+    return (
+        f"plus a fixed template allowance of {before + after} tokens per turn ({before} before the response, "
+        f"{after} after), {TEMPLATE_NOT_COUNTED}"
+    )
 
 
 class Counter(NamedTuple):

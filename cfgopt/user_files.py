@@ -64,11 +64,13 @@ def read_head(path: Path | str, limit: int) -> bytes:
         return _read_up_to(handle, limit)
 
 
-def _read_up_to(handle: BinaryIO, limit: int) -> bytes:
+def _read_up_to(handle: BinaryIO, limit: int, expected: int = 0) -> bytes:
+    """At most `limit` bytes; the first read asks for `expected` bytes (the file's size) at once, so that a
+    regular file comes back as one buffer, not 1 MiB chunks joined (a copy: 0.1 s on a 167 MiB dataset)."""
     chunks: list[bytes] = []
     size = 0
     while size < limit:
-        chunk = handle.read(min(1 << 20, limit - size))
+        chunk = handle.read(min(max(1 << 20, expected - size), limit - size))
         if not chunk:
             break
         chunks.append(chunk)
@@ -80,9 +82,10 @@ def read_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
     """The bytes of `path` when it is a regular file of at most `limit` bytes; else UnsafeFileError (or the
     OSError of opening it)."""
     with open_regular(path) as handle:
-        if os.fstat(handle.fileno()).st_size > limit:
+        reported = os.fstat(handle.fileno()).st_size
+        if reported > limit:
             raise UnsafeFileError(f"{path}: larger than {_mib(limit)}; not read")
-        data = _read_up_to(handle, limit + 1)
+        data = _read_up_to(handle, limit + 1, reported + 1)
     if len(data) > limit:  # it grew, or it is a pseudo-file reporting size 0
         raise UnsafeFileError(f"{path}: larger than {_mib(limit)}; not read")
     return data

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -127,6 +128,91 @@ def test_large_dataset_is_sampled_with_its_longest_rows(tmp_path, monkeypatch):
     _, profile = _profile_of(config)
     assert profile.rows == 5000 and len(profile.samples) == data_profile.SAMPLE_SIZE and profile.sampled
     assert data_lengths.lengths(profile, 64).longest == 0 + 8 + 10000 + 2  # "x" rounds to no token
+
+
+@pytest.mark.parametrize("layout", ["lines", "list", "indented list"])
+def test_the_seeded_sample_is_the_same_rows_in_every_layout(tmp_path, monkeypatch, layout):
+    """JSON lines are parsed only where drawn and a list's rows sized without `str()`: the sample is still
+    `SAMPLE_SIZE` rows drawn by index with the seed, and the tail the rows with the longest text."""
+    monkeypatch.chdir(tmp_path)
+    rows = [{"instruction": f"row {i}", "output": "y" * (i % 97)} for i in range(3000)]
+    rows[2999]["output"] = "z" * 4760  # the longest (1000 tokens), and not drawn
+    text = {
+        "lines": "".join(json.dumps(r) + ("\r\n" if i % 2 else "\n \n") for i, r in enumerate(rows)),
+        "list": json.dumps(rows),
+        "indented list": " \n" + json.dumps(rows, indent=2) + "\n",
+    }[layout]
+    config = _project(tmp_path, text, {}, name="d.jsonl" if layout == "lines" else "d.json")
+    _, profile = _profile_of(config)
+    drawn = sorted(random.Random(data_profile.SEED).sample(range(3000), data_profile.SAMPLE_SIZE))
+    assert 2999 not in drawn and profile.rows == 3000
+    assert [s.turns[0][0] for s in profile.samples] == [round(len(f"row {i}") / 4.76) + 8 for i in drawn]
+    assert profile.tail[0].turns == ((round(8 / 4.76) + 8, 1000 + 2),)
+    assert len(profile.tail) == data_profile.TAIL_SIZE
+
+
+def test_a_list_too_deep_for_marshal_is_sized_by_its_text():
+    """From Python 3.13 json parses rows nested deeper than marshal's 2000 levels: such a list is sized by str()."""
+    deep: list = []
+    for _ in range(2100):
+        deep = [deep]
+    rows = [{"instruction": "x" * (i % 50)} for i in range(2100)]
+    drawn = set(random.Random(data_profile.SEED).sample(range(2100), data_profile.SAMPLE_SIZE))
+    longest = min(set(range(2100)) - drawn)
+    rows[longest]["instruction"] = "x" * 500
+    rows[0]["history"] = deep
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 5000))  # str() of 2100 levels, as Python 3.13's own limits allow
+    try:
+        measured = data_profile._list_rows(rows)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert measured.rows == 2100 and measured.tail[0] is rows[longest]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"instruction": "a"},]',  # a trailing comma
+        '[{"instruction": "a"} {"instruction": "b"}]',
+        '[{"instruction": "a"}] x',  # extra data
+        '[{"instruction": "a"}, {"instruction": "b"',  # cut short
+        '[{"instruction": "a"}, {"instruction": "\u00e9\x01"}]',  # a raw control character
+        '\u3000[{"instruction": "a"}]',  # not json's whitespace before the list
+        "[" * 100_000 + "]" * 100_000,  # nested too deeply
+        '[{"instruction": 1' + "0" * 5000 + "}]",  # an integer too long to convert
+    ],
+)
+def test_a_malformed_list_says_what_json_says(tmp_path, monkeypatch, text):
+    monkeypatch.chdir(tmp_path)
+    config = _project(tmp_path, text, {}, name="d.json")
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        said = str(exc).split("\n")[0][:160]
+    _, profile = _profile_of(config)
+    assert profile.problems == (f"`d`: d.json cannot be read ({said})",)
+
+
+def test_a_file_that_is_not_utf8_is_refused_whole(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = "".join(json.dumps({"instruction": "x", "output": "y"}) + "\n" for _ in range(3000))
+    config = _project(tmp_path, "", {})
+    (tmp_path / "data" / "d.jsonl").write_bytes(rows.encode() + b'{"instruction": "\xff"}\n')  # not drawn
+    _, profile = _profile_of(config)
+    assert "cannot be read ('utf-8' codec can't decode byte 0xff" in profile.problems[0]
+
+
+def test_the_bounded_reader_reads_a_file_at_once_and_a_pseudo_file_in_chunks(tmp_path):
+    from cfgopt.user_files import UnsafeFileError, read_bounded
+
+    big = os.urandom(3 * 1024 * 1024 + 5)
+    (tmp_path / "big").write_bytes(big)
+    assert read_bounded(tmp_path / "big", len(big)) == big
+    with pytest.raises(UnsafeFileError):
+        read_bounded(tmp_path / "big", len(big) - 1)
+    if Path("/proc/self/status").exists():  # reports size 0
+        assert b"Name:" in read_bounded("/proc/self/status")
 
 
 def test_local_tokenizer_json_counts_exactly(tmp_path, monkeypatch):

@@ -24,6 +24,21 @@ def test_data_profile_printed_and_used_for_memory(monkeypatch, tmp_path):
     assert data["data"]["profiled"] and data["seq_len"] == 56
 
 
+def test_the_template_allowance_is_stated(monkeypatch, tmp_path):
+    """The counts include a fixed allowance for the chat template, not the job's template: both outputs say so."""
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.chdir(CASES / "short")
+    said = (
+        "plus a fixed template allowance of 10 tokens per turn (8 before the response, 2 after), not the job's "
+        "template: its prefix, system markup and default system prompt are not counted"
+    )
+    _, out, _ = run_cli(["estimate", "train.yaml", "--target", "h200", "--data"])
+    assert f"per-sample error median 11%, p90 28% (code: p90 44%); {said}\n" in out  # after the tokenizer
+    _, out, _ = run_cli(["estimate", "train.yaml", "--target", "h200", "--format", "json"])
+    allowance = json.loads(out)["data"]["template_allowance"]
+    assert allowance == {"before_response": 8, "after_response": 2, "job_template_rendered": False, "said": said}
+
+
 def test_without_local_data_the_assumption_is_said(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "train.yaml"

@@ -51,7 +51,7 @@ def lines(data: DataProfile | NotLocal | None, job: Any, fill: float | None, ful
             f", prompts {s['prompt_cut_share']:.1%})",
             f"  padding at micro-batch {s['micro_batch']} without packing: {s['padding_share']:.1%} of tokens "
             f"(longest per micro-batch {s['expected_longest_per_micro_batch']} on average)",
-            f"  {data.counted_by}",
+            f"  {data.counting}",
         ]
         out += [f"  problem: {p}" for p in data.problems]
     return out

@@ -20,7 +20,8 @@ class DataTruncatedByCutoff(Rule):
     summary = "`cutoff_len` cuts a large share of the local dataset's samples: the run trains on truncated answers"
     why = (
         "Confidence: measured on the job's own data (a seeded sample; tokens counted by the model's tokenizer.json "
-        "when local, else estimated, the error stated). LLaMA-Factory cuts every sample to `cutoff_len` tokens "
+        "when local, else estimated, the error stated; the chat template as a fixed allowance per turn, not "
+        "rendered, as the message says). LLaMA-Factory cuts every sample to `cutoff_len` tokens "
         "without a word: per turn, `infer_seqlen` keeps the shorter side whole when it fits in half the budget and "
         "cuts the other, else cuts both in proportion. With `train_on_prompt` off only the response carries "
         "labels, so a cut response teaches the model to stop mid-answer; a cut prompt loses context."

@@ -35,5 +35,5 @@ def measured(ctx: Context) -> tuple[DataProfile, int, Any] | None:
 
 
 def counted(profile: DataProfile) -> str:
-    """How the tokens were counted, for the end of a message."""
-    return f"tokens {profile.counted_by}"
+    """How the tokens were counted, the template allowance included, for the end of a message."""
+    return profile.counting
