@@ -637,7 +637,7 @@ def attach_plans(
         if plan.with_packages is not None and not plan.changed:
             _say_why_no_plan(found, plan)
             continue
-        moved = _move_to_json(ctx, plan, found, hidden)
+        moved = _move_to_json(context, ctx, plan, found, hidden)
         if moved is not None:
             finding, on_json = moved
             diags[next(i for i, d in enumerate(diags) if d is finding)] = on_json
@@ -661,20 +661,28 @@ def attach_plans(
 
 
 def _move_to_json(
-    ctx: Context, plan: SpeedPlan, found: list[Diagnostic], hidden: Collection[Path]
+    context: Callable[[Source], Context],
+    ctx: Context,
+    plan: SpeedPlan,
+    found: list[Diagnostic],
+    hidden: Collection[Path],
 ) -> tuple[Diagnostic, Diagnostic] | None:
     """A plan that lowers the ZeRO stage writes it in the job's DeepSpeed JSON: the finding about the stage (MEM003)
     moves to the JSON's `zero_optimization.stage`, carrying that edit, so each file's fix edits that file and both
-    are applied in one run. (finding, moved) or None: no stage planned, no such finding, or the JSON not shown."""
+    are applied in one run. (finding, moved) or None: no stage planned, no such finding, or the JSON does not show
+    it (a file not shown, a per-file ignore of the code there)."""
     from cfgopt.knob_edits import stage_edits
 
     json_src = ctx.job.deepspeed_source
     finding = next((d for d in found if "zero" in _KNOBS_OF.get(d.code, ())), None)
     if plan.deepspeed_stage is None or json_src is None or finding is None or not ctx.settings.is_fixable(finding.code):
         return None
+    path = json_src.document.path
+    if real_path(path) in hidden or context(json_src).settings.ignored_in_file(path, finding.code):
+        return None
     entry = json_src.find(("zero_optimization", "stage"))
     made = stage_edits(json_src, plan.deepspeed_stage)
-    if entry is None or not made or real_path(json_src.document.path) in hidden:
+    if entry is None or not made:
         return None
     moved = Diagnostic(
         json_src.document,

@@ -149,3 +149,11 @@ def test_removed_json_members_leave_valid_json() -> None:
     done = json.loads(apply_edits(middle, stage_edits(_json_source(middle), 2) or []))
     assert done == {"zero_optimization": {"stage": 2, "x": 1}}
     assert stage_edits(_json_source('{"zero_optimization": {"stage": "auto"}}'), 2) is None
+
+
+def test_a_per_file_ignore_of_the_json_keeps_the_finding_on_the_config(tmp_path: Path) -> None:
+    """MEM003 ignored in the JSON (`per-file-ignores`): the finding does not move there, and stays on the config."""
+    train = _job(tmp_path)
+    options = ["--target", "h200", "--gpus", "8", "--config", 'per-file-ignores = {"ds.json" = ["MEM003"]}']
+    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003"]
+    assert [Path(d["file"]).name for d in found] == ["train.yaml"]
