@@ -255,15 +255,19 @@ LOWER_STAGE = 2
 
 def lower_stage(job: Job, base: space.Knobs) -> str | None:
     """The ZeRO knob value of the job's DeepSpeed JSON at LOWER_STAGE, where the plan may write it there: a ZeRO-3
-    JSON file that was read, has a literal stage and no AutoTP, and that no other config of the run reads (a
-    shared file is left to the user: the edit would change the other jobs too); None otherwise."""
+    JSON file that was read, has a literal stage, no AutoTP and no optimizer offload to NVMe (below stage 3 it runs
+    as CPU offload, DS012), and that no other config of the run reads (a shared file is left to the user: the edit
+    would change the other jobs too); None otherwise."""
     from cfgopt.knob_edits import stage_edits
 
     _, ds = job.deepspeed
     src = job.deepspeed_source
     if not base.zero.startswith("z3") or ds is None or src is None or ds is not src.data or job.deepspeed_shared:
         return None
-    if "tensor_parallel" in ds or stage_edits(src, LOWER_STAGE) is None:
+    zero = ds.get("zero_optimization")
+    offload = zero.get("offload_optimizer") if isinstance(zero, dict) else None
+    nvme = isinstance(offload, dict) and str(offload.get("device", "")).lower() == "nvme"
+    if nvme or "tensor_parallel" in ds or stage_edits(src, LOWER_STAGE) is None:
         return None
     return space.zero_of(at_stage(ds, LOWER_STAGE))
 

@@ -15,8 +15,11 @@ from rule_cases import ROOT, run_cli
 
 from cfgopt.document import Document
 from cfgopt.fixer import apply_edits
+from cfgopt.job_loader import load_job
 from cfgopt.knob_edits import stage_edits
 from cfgopt.loaders.json_loader import load_json
+from cfgopt.planner import plan_for
+from cfgopt.settings import Settings
 from cfgopt.source import Kind
 
 # LLaMA-Factory v0.9.5's examples/deepspeed/ds_z3_config.json, verbatim (bench/planner/README.md)
@@ -157,3 +160,17 @@ def test_a_per_file_ignore_of_the_json_keeps_the_finding_on_the_config(tmp_path:
     options = ["--target", "h200", "--gpus", "8", "--config", 'per-file-ignores = {"ds.json" = ["MEM003"]}']
     found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003"]
     assert [Path(d["file"]).name for d in found] == ["train.yaml"]
+
+
+def test_no_lower_stage_with_the_optimizer_offloaded_to_nvme(tmp_path: Path) -> None:
+    """Optimizer offload to NVMe runs as CPU offload below stage 3 (DS012): the plan keeps ZeRO-3 there."""
+    train = _job(tmp_path)
+    ds = json.loads(STOCK_Z3.read_text())
+    ds["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": "/local_nvme"}
+    (tmp_path / "ds.json").write_text(json.dumps(ds, indent=2))
+    settings = Settings(target_name="h200", gpus=8, extend_select=["PF", "MEM"])
+    plan = plan_for(load_job(train, settings))
+    assert plan is not None and plan.best.zero.startswith("z3") and plan.deepspeed_stage is None
+    (tmp_path / "ds.json").write_text(STOCK_Z3.read_text())
+    lowered = plan_for(load_job(train, settings))
+    assert lowered is not None and lowered.deepspeed_stage == 2  # the same job with the stock JSON: lowered
