@@ -4,13 +4,13 @@
 
 For every LLaMA-Factory training config under the folders given (default: fixtures/ and bench/planner/examples),
 and each `--judged TARGET:GPUS` (default: h200 and mi300x on 1, 2 and 8 GPUs): the config is copied into a
-temporary folder with its DeepSpeed JSON (same relative layout), `cfgopt fix --write --unsafe-fixes --target T
+temporary folder with its DeepSpeed JSON (same relative layout, writable), `cfgopt fix --write --unsafe-fixes --target T
 --gpus N CONFIG JSON` is run on the copy, then `cfgopt lint --format json` with the same options. Listed:
 
-- left: every warning or error still reported whose code is MEM*, PF* or LF027 (the speed plan's rules and
-  LiGER's conflict), and every planned rule's (`cfgopt.speed_knobs.PLANNED_CODES`) finding;
-- caused: every warning or error whose (file, code) was not reported before the fix: the plan's output is
-  worse than its input there.
+- left: every warning or error still reported whose code is MEM*, PF* or LF027 (the speed and memory rules,
+  and Liger under ZeRO-3), and every planned rule's (`cfgopt.speed_knobs.PLANNED_CODES`) finding;
+- caused: every warning or error whose (file, code) was not reported before the fix: the fixed output is
+  worse than its input there (by the plan, or by another fix: bench/planner/leftovers.md says which).
 
 Usage: python scripts/plan_leftovers.py [FOLDER_OR_FILE ...] [--judged h200:8 ...] [--out leftovers.json]
 Exit 1 when anything is listed. Each identical (config, JSON) pair is checked once.
