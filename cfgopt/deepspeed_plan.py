@@ -8,6 +8,7 @@ Apart from `cfgopt.memory`, which is its main reader, so that a lint run asking 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 
@@ -20,6 +21,51 @@ class DeepSpeedPlan(NamedTuple):
     overlap_comm: bool = False
     known: bool = True  # False: the stage could not be read ("auto", not a number)
     auto_buckets: int = 0  # buckets left "auto": the HF integration sets hidden_size² elements each
+
+
+# Fields only ZeRO-3 reads (DeepSpeedZeroConfig aliases and names; ZeRO++ keys): DS012 reports them below stage 3,
+# and a stage the speed plan lowers leaves them out (`at_stage`).
+STAGE3_ONLY = frozenset(
+    {
+        "stage3_prefetch_bucket_size",
+        "prefetch_bucket_size",
+        "stage3_param_persistence_threshold",
+        "param_persistence_threshold",
+        "stage3_model_persistence_threshold",
+        "model_persistence_threshold",
+        "stage3_max_live_parameters",
+        "max_live_parameters",
+        "stage3_max_reuse_distance",
+        "max_reuse_distance",
+        "stage3_gather_16bit_weights_on_model_save",
+        "gather_16bit_weights_on_model_save",
+        "stage3_gather_fp16_weights_on_model_save",
+        "stage3_module_granularity_threshold",
+        "module_granularity_threshold",
+        "stage3_use_all_reduce_for_fetch_params",
+        "use_all_reduce_for_fetch_params",
+        "stage3_allgather_sequential",
+        "allgather_sequential",
+        "zero_hpz_partition_size",
+        "zero_quantized_weights",
+        "zero_quantized_nontrainable_weights",
+        "zero_quantized_gradients",
+    }
+)
+
+
+def dropped_below_stage3(keys: Iterable[str]) -> list[str]:
+    """The `zero_optimization` keys a stage below 3 never reads: STAGE3_ONLY and `offload_param` (DS012)."""
+    return [k for k in keys if k in STAGE3_ONLY or k == "offload_param"]
+
+
+def at_stage(deepspeed: dict[str, Any], stage: int) -> dict[str, Any]:
+    """The DeepSpeed config at ZeRO `stage` (below 3: without the keys only stage 3 reads), as MEM003 judges a
+    lower stage and the speed plan writes it (`cfgopt.knob_edits.stage_edits`)."""
+    zero = dict(deepspeed.get("zero_optimization") or {})
+    zero["stage"] = stage
+    dropped = dropped_below_stage3(zero) if stage < 3 else []
+    return {**deepspeed, "zero_optimization": {k: v for k, v in zero.items() if k not in dropped}}
 
 
 # Bucket sizes beyond this are no plan for memory (DeepSpeed's pydantic refuses NaN and the infinities, DS005):

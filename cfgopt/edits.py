@@ -171,6 +171,31 @@ def _kept_comment(text: str, line_start: int, key_start: int, value_end: int, en
     return text[line_start:key_start] + comment + newline
 
 
+def delete_json_members(source: Source, entries: list[Entry]) -> list[Edit] | None:
+    """Remove several members of one JSON object in one fix: each run of neighbours is removed as one member
+    would be (a member's own edits take the comma it shares with the next, so runs never touch). None when
+    they are not members of one object."""
+    if not entries:
+        return []
+    siblings = _siblings(source, entries[0])
+    gone = {id(e) for e in entries}
+    if source.kind != Kind.DEEPSPEED or not gone <= {id(e) for e in siblings}:
+        return None
+    merged: list[Entry] = []  # the object's members with each run of removed ones as one (a stand-in)
+    runs: list[int] = []  # indexes in `merged` of the stand-ins
+    for i, entry in enumerate(siblings):
+        if id(entry) in gone and i > 0 and id(siblings[i - 1]) in gone:
+            first = merged[-1]
+            merged[-1] = Entry(
+                first.key, first.key_start, first.key_end, Node(None, first.node.start, entry.node.end), ()
+            )
+            continue
+        merged.append(entry)
+        if id(entry) in gone:
+            runs.append(len(merged) - 1)
+    return [e for index in runs for e in _delete_json_member(source, merged, index)]
+
+
 def _delete_json_member(source: Source, siblings: list[Entry], index: int) -> list[Edit]:
     text = source.document.text
     doc = source.document

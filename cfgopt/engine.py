@@ -237,7 +237,7 @@ class Project:
         for ds in self._load_deepspeed(found, ctx):
             ds_ctx = self.context(ds)
             ds_ctx.consumers.append(src)
-            ctx.deepspeed = ds
+            ctx.deepspeed, ctx.deepspeed_consumers = ds, ds_ctx.consumers
 
     def _may_read(self, found: Path, config: Source, ref: str) -> bool:
         """May the file a config names be read (`user_files.ProjectScope`)? When not, remember why, for a
@@ -341,7 +341,7 @@ class Project:
         if any(d.code in PLANNED_CODES for d in out):
             from cfgopt.planner import attach_plans  # only when there is something to plan: it loads tune's priors
 
-            attach_plans(self.context, out, owners)  # speed fixes are planned together, never rule by rule
+            attach_plans(self.context, out, owners, self.quiet | self.skip)  # speed fixes planned together
         return out
 
     def _check(self, src: Source, rules: list) -> list[Diagnostic]:

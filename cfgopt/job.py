@@ -222,10 +222,18 @@ def _no_target(settings: Settings) -> str:
 
 
 class Job:
-    def __init__(self, source: Source, settings: Settings, deepspeed_source: Source | None = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        settings: Settings,
+        deepspeed_source: Source | None = None,
+        deepspeed_consumers: list[Source] | None = None,
+    ) -> None:
         self.source = source
         self.settings = settings
         self.deepspeed_source = deepspeed_source  # the linked DeepSpeed JSON, when `deepspeed` names a file found
+        # the configs of the run that read that JSON (a live list: the engine links them all before rules run)
+        self.deepspeed_consumers = [] if deepspeed_consumers is None else deepspeed_consumers
         self.memo: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -312,6 +320,11 @@ class Job:
         if ds is None or ds.error is not None or not isinstance(ds.data, dict):
             return False, None
         return True, ds.data
+
+    @property
+    def deepspeed_shared(self) -> bool:
+        """Does another config of the run read this job's DeepSpeed JSON (an edit of it would change that job)?"""
+        return any(c is not self.source for c in self.deepspeed_consumers)
 
     def deepspeed_filled(self, gpus: int | None = None) -> dict[str, Any] | None:
         """The DeepSpeed config with the "auto" values the HF Trainer fills from the training arguments

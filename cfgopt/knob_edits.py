@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from cfgopt import edits
+from cfgopt.deepspeed_plan import dropped_below_stage3
 from cfgopt.diagnostics import Edit
 from cfgopt.source import Source
 
@@ -82,3 +83,18 @@ def merge_inserts(found: list[Edit]) -> list[Edit]:
         else:
             out.append(e)
     return sorted(out + list(merged.values()), key=lambda e: (e.start, e.end))
+
+
+def stage_edits(source: Source, stage: int) -> list[Edit] | None:
+    """The edits writing ZeRO `stage` into a DeepSpeed JSON (the speed plan's lower stage): `stage`'s value
+    replaced, the keys a stage below 3 never reads removed (`cfgopt.deepspeed_plan.at_stage`, as judged); None
+    when the file has no literal `zero_optimization.stage` to replace."""
+    zero = source.find(("zero_optimization",))
+    entry = source.find(("zero_optimization", "stage"))
+    if zero is None or entry is None or not zero.node.is_mapping or type(entry.node.value) is not int:
+        return None
+    members = list(zero.node.entries or ())
+    dropped = dropped_below_stage3(e.key for e in members) if stage < 3 else []
+    made = edits.replace_value(source, entry, stage)
+    removed = edits.delete_json_members(source, [e for e in members if e.key in dropped])
+    return None if made is None or removed is None else sorted(made + removed, key=lambda e: (e.start, e.end))

@@ -89,3 +89,17 @@ def ppo_sequence(config: dict[str, Any], cutoff: int) -> int:
     new = config.get("max_new_tokens")
     new = new if isinstance(new, int) and not isinstance(new, bool) and 0 < new < 2**31 else 1024
     return cutoff + new
+
+
+def neat_fa2_fails(model: Any, micro: Any) -> bool:
+    """Does an SFT run with `neat_packing` and `flash_attn: fa2` stop at its first batch? With flash-attn
+    installed, LLaMA-Factory 0.9.5's collator feeds neat-packed rows through the varlen path and asserts one row
+    per micro-batch (`bsz should be 1 for neat packing`), and refuses gemma4 and gpt-oss models
+    (data/collator.py L527-528, L489-493; LF019)."""
+    return (isinstance(micro, int) and not isinstance(micro, bool) and micro > 1) or neat_fa2_refused_model(model)
+
+
+def neat_fa2_refused_model(model: Any) -> bool:
+    """gemma4 and gpt-oss: the collator refuses neat packing with fa2 on them (data/collator.py L489-493)."""
+    name = str(model or "").lower().replace("_", "-")
+    return "gemma-4" in name or "gemma4" in name or "gpt-oss" in name

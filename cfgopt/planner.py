@@ -24,7 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cfgopt import methods
+from cfgopt.deepspeed_plan import at_stage
 from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix
+from cfgopt.document import real_path
 from cfgopt.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.tune import space
@@ -32,7 +34,8 @@ from cfgopt.tune.priors import prior_speed, rank
 from cfgopt.tune.reasons import MEMORY, NUMERICS, PACKAGE, REFUSED, Rejection, does_not_fit, why_not
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
+    from pathlib import Path
 
     from cfgopt.rules.base import Context
     from cfgopt.source import Source
@@ -72,6 +75,8 @@ class SpeedPlan:
         self.est_gib: float | None = None  # the chosen candidate's estimated peak per GPU (None: no estimate)
         self.changes: dict[str, Any] = {}  # YAML keys to set
         self.drop_deepspeed = False
+        self.deepspeed_stage: int | None = None  # the ZeRO stage written into the job's DeepSpeed JSON (None: kept)
+        self.deepspeed_file = ""  # that JSON's name, as the description says it
         self.needs: list[str] = []  # packages of an assumed environment the plan uses (the output says so)
         self.environment = ""  # the environment planned for, in words ("environment: requirements.txt")
         # what the packages the environment lacks would bring (None: nothing notably faster)
@@ -84,6 +89,11 @@ class SpeedPlan:
 
     @property
     def changed(self) -> bool:
+        return self.config_changed or self.deepspeed_stage is not None
+
+    @property
+    def config_changed(self) -> bool:
+        """Does the plan edit the LLaMA-Factory config itself (not only the DeepSpeed JSON's stage)?"""
         return bool(self.changes) or self.drop_deepspeed
 
     def shape(self) -> str:
@@ -102,6 +112,8 @@ class SpeedPlan:
             parts.append(f"attention {k.attn}")
         if self.drop_deepspeed:
             parts.append("no DeepSpeed")
+        if self.deepspeed_stage is not None:
+            parts.append(f"ZeRO-{self.deepspeed_stage} (in {self.deepspeed_file})")
         rounded = k.optim == space.SR_OPTIM  # pure bf16 with stochastic rounding: one change, in one phrase
         if k.precision != b.precision and not (rounded and k.precision == "pure_bf16"):
             parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
@@ -214,10 +226,14 @@ def _values(
             cutoff = methods.ppo_sequence(config, cutoff)  # each sequence is prompt + generated response
         aim = AIM_TOKENS // cutoff if isinstance(cutoff, int) and cutoff > 0 else base.micro
         values["micro"] = [(m, a) for m, a in values["micro"] if m <= max(base.micro, aim)]
-    else:
-        # Several GPUs, full/freeze: ZeRO-2 (a JSON edit, MEM003's advice) before no DeepSpeed; the plan keeps it.
+    elif "zero" in knobs:
+        # ZeRO-2 in the job's own JSON (MEM003's advice); no DeepSpeed too, except for a full/freeze run on several
+        # GPUs, whose states plain data parallel would copy to every GPU
         full = job.value("finetuning_type") in ("full", "freeze") and hardware_gpus(job) > 1
-        values["zero"] = [base.zero] + (["none"] if "zero" in knobs and base.zero != "none" and not full else [])
+        lower = lower_stage(job, base)
+        values["zero"] = (
+            [base.zero] + ([lower] if lower else []) + (["none"] if base.zero != "none" and not full else [])
+        )
     stage = str(job.value("stage"))
     # packing: only where the user left it to us, for SFT (pt packs by default; methods.PACKING_STAGES)
     if job.is_set("packing") or job.on("neat_packing") or job.on("streaming") or stage != "sft":
@@ -228,13 +244,35 @@ def _values(
         values["liger"] = [base.liger] + ([False] if base.liger and base.zero.startswith("z3") else [])
     if base.attn not in ("sdpa", "disabled", "fa2"):
         values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
-    if job.on("neat_packing") and job.value("flash_attn") == "fa2":
-        values["micro"] = [(base.micro, base.ga)]  # batch size must stay 1 (LF019)
     if not job.deepspeed[0]:
         # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
         # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
         values["micro"] = [(base.micro, base.ga)]
     return values
+
+
+# The stage the plan lowers ZeRO-3 to (MEM003's advice): gradients and optimizer states stay sharded, with the
+# communication volume of plain data parallel.
+LOWER_STAGE = 2
+
+
+def lower_stage(job: Job, base: space.Knobs) -> str | None:
+    """The ZeRO knob value of the job's DeepSpeed JSON at LOWER_STAGE, where the plan may write it there: a ZeRO-3
+    JSON file that was read, has a literal stage, no AutoTP and no optimizer offload to NVMe (below stage 3 it runs
+    as CPU offload, DS012), and that no other config of the run reads (a shared file is left to the user: the edit
+    would change the other jobs too); None otherwise."""
+    from cfgopt.knob_edits import stage_edits
+
+    _, ds = job.deepspeed
+    src = job.deepspeed_source
+    if not base.zero.startswith("z3") or ds is None or src is None or ds is not src.data or job.deepspeed_shared:
+        return None
+    zero = ds.get("zero_optimization")
+    offload = zero.get("offload_optimizer") if isinstance(zero, dict) else None
+    nvme = isinstance(offload, dict) and str(offload.get("device", "")).lower() == "nvme"
+    if nvme or "tensor_parallel" in ds or stage_edits(src, LOWER_STAGE) is None:
+        return None
+    return space.zero_of(at_stage(ds, LOWER_STAGE))
 
 
 # The batch keys a DeepSpeed JSON may state itself instead of "auto"; the HF Trainer refuses a JSON whose value
@@ -247,18 +285,36 @@ def json_pins_batch(ds: dict | None) -> bool:
     return isinstance(ds, dict) and any(key in ds and ds[key] != "auto" for key in BATCH_KEYS)
 
 
+# Liger where the plan lowers ZeRO-3: planned on the next pass, once the JSON is at the lower stage
+_LIGER_AFTER_STAGE = "they fail in backward under ZeRO-3, which the JSON holds until its lower stage is written (LF027)"
+
+
 def _candidates(
-    base: space.Knobs, values: dict[str, list[Any]], batch_pinned: bool, rejected: dict[space.Knobs, Rejection]
+    base: space.Knobs,
+    values: dict[str, list[Any]],
+    batch_pinned: bool,
+    rejected: dict[space.Knobs, Rejection],
+    neat_fails: Callable[[space.Knobs], bool],
 ) -> list[space.Knobs]:
     """Every combination tune's space allows; Liger is not turned on under ZeRO-3 (a known backward failure,
-    LF027); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape moves only where
-    DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its JSON's stops the
-    run (XF002). Those left out go into `rejected` with their reason."""
+    LF027) nor where the plan lowers ZeRO-3 (`_LIGER_AFTER_STAGE`), nor neat packing with fa2 where it fails
+    (`neat_fails`, LF019); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape
+    moves only where DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its
+    JSON's stops the run (XF002). Those left out go into `rejected` with their reason."""
 
     def keep(k: space.Knobs) -> bool:
         # never kept either, where the user has both: the plan keeps no combination a rule calls a failure
         if k.liger and k.zero.startswith("z3"):
             rejected[k] = Rejection(REFUSED, "liger", "they fail in backward under ZeRO-3 (LF027)")
+            return False
+        if k.liger and k.zero != "none" and base.zero.startswith("z3"):
+            # a lowered stage: the config's part of the fix stands alone (the JSON's part may not be written: a
+            # file outside the fix's scope), and alone it would run Liger under ZeRO-3
+            rejected[k] = Rejection(REFUSED, "liger", _LIGER_AFTER_STAGE)
+            return False
+        if neat_fails(k):
+            knob = "packing" if k.packing != base.packing else "attn" if k.attn != base.attn else None
+            rejected[k] = Rejection(REFUSED, knob, "neat packing with fa2 takes one row per micro-batch (LF019)")
             return False
         if batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga):
             rejected[k] = Rejection(REFUSED, "micro", "the DeepSpeed JSON states the batch itself (XF002)")
@@ -269,6 +325,19 @@ def _candidates(
     out = space.combinations(base, values, keep, refused)
     rejected.update({k: Rejection(*why) for k, why in refused.items()})
     return out
+
+
+def _neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
+    """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
+    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)?"""
+    model, user_neat = job.value("model_name_or_path"), job.on("neat_packing")
+    sft = methods.stage_of(job.values()) == "sft"
+
+    def fails(k: space.Knobs) -> bool:
+        neat = user_neat or (k.packing and not base.packing)
+        return sft and neat and k.attn == "fa2" and methods.neat_fa2_fails(model, k.micro)
+
+    return fails
 
 
 # Packing the plan turns on keeps the samples apart (`neat_packing`): plain packing lets packed samples attend to each
@@ -333,6 +402,9 @@ def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
     changes = plan_keys(k, base)
     if k.zero == "none" and base.zero != "none":
         return job.estimate(n, deepspeed=None, **changes)
+    if k.zero != base.zero:  # the job's own JSON at the lower stage (`lower_stage`)
+        _, ds = job.deepspeed
+        return job.estimate(n, deepspeed=at_stage(ds or {}, LOWER_STAGE), **changes)
     return job.estimate(n, **changes)
 
 
@@ -364,6 +436,11 @@ def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         "values": {k: v for k, v in job.values().items() if k not in _NOT_PLANNED},
         "set": sorted(str(k) for k in job.data),  # a value the user set is theirs (packing, optim)
         "deepspeed": [known, ds],
+        # where the JSON is and whether another config reads it: a plan that lowers its stage names and edits it
+        "deepspeed_file": [
+            str(job.deepspeed_source.document.path) if job.deepspeed_source else None,
+            job.deepspeed_shared,
+        ],
         "hardware": list(job.hardware(GPUS_IF_UNSTATED_SPEND)),
         "target": repr(settings.target),
         "environment": [env.source, sorted(env.packages.items()), env.assumed],
@@ -452,7 +529,8 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
-    for i, k in enumerate(_candidates(base, values, json_pins_batch(ds), rejected)):
+    candidates = _candidates(base, values, json_pins_batch(ds), rejected, _neat_fa2_check(job, base))
+    for i, k in enumerate(candidates):
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
             why = does_not_fit(est.required_gib) if est is not None else "the memory model cannot estimate it"
@@ -472,6 +550,8 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     plan.searched = searched
     plan.changes = plan_keys(best, base)
     plan.drop_deepspeed = best.zero == "none" and base.zero != "none"
+    if best.zero not in (base.zero, "none") and job.deepspeed_source is not None:
+        plan.deepspeed_stage, plan.deepspeed_file = LOWER_STAGE, job.deepspeed_source.document.path.name
     turned_on = {
         "liger": best.liger and not base.liger,
         "fa2": best.attn == "fa2" != base.attn,
@@ -557,10 +637,11 @@ def planned_batch(job: Job) -> tuple[int, int] | None:
     return plan.best.micro, plan.best.ga
 
 
-def planned_changes(job: Job) -> dict[str, Any]:
-    """The YAML keys the job's plan sets ({} without a plan): what an estimate of the planned shape must include."""
+def planned_estimate(job: Job, n: int):
+    """The memory estimate on `n` GPUs of the job as its plan leaves it: the YAML keys it sets and the DeepSpeed it
+    runs with (dropped, or the JSON at a lower stage); None without a plan or an estimate."""
     plan = plan_for(job)
-    return dict(plan.changes) if plan is not None else {}
+    return _estimate(job, plan.best, plan.base, n) if plan is not None else None
 
 
 # --------------------------------------------------------------------------- the plan as one fix
@@ -577,9 +658,16 @@ def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
     return made.edits
 
 
-def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]) -> None:
-    """Replace the planned rules' own fixes by each job's plan, given to its first fixable speed finding.
-    `context`: a file's rule context (the engine's `Project.context`)."""
+def attach_plans(
+    context: Callable[[Source], Context],
+    diags: list[Diagnostic],
+    owners: dict[int, Source],
+    hidden: Collection[Path] = (),
+) -> None:
+    """Replace the planned rules' own fixes by each job's plan, given to its first fixable speed finding; a plan
+    that lowers the ZeRO stage moves the stage's finding to the JSON, with the JSON's edit (`_move_to_json`).
+    `context`: a file's rule context (the engine's `Project.context`); `hidden`: real paths of files whose
+    findings are not shown (excluded, not checked)."""
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
         src = owners.get(id(d))
@@ -596,12 +684,18 @@ def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], 
         if plan.with_packages is not None and not plan.changed:
             _say_why_no_plan(found, plan)
             continue
+        moved = _move_to_json(context, ctx, plan, found, hidden)
+        if moved is not None:
+            finding, on_json = moved
+            diags[next(i for i, d in enumerate(diags) if d is finding)] = on_json
+            owners[id(on_json)] = src
+            found = [d for d in found if d is not finding]
         # a setting the plan judged right is no warning (its fix would not change it)
         kept = {id(d) for d in found if _kept_by(plan, d.code)}
-        if plan.changed and len(kept) == len(found):
+        if plan.config_changed and found and len(kept) == len(found):
             kept.discard(id(found[0]))  # the plan's fix needs a finding to carry it
         drop |= kept
-        made = plan_edits(src, plan) if plan.changed else None
+        made = plan_edits(src, plan) if plan.config_changed else None
         live = [d for d in found if id(d) not in drop]
         carrier = next((d for d in live if ctx.settings.is_fixable(d.code)), None)
         if not made or carrier is None:
@@ -609,8 +703,55 @@ def attach_plans(context: Callable[[Source], Context], diags: list[Diagnostic], 
         for d in live:
             d.fix = None
         carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made, planned=True)
-    diags[:] = [d for d in diags if id(d) not in drop]
+    diags[:] = sorted((d for d in diags if id(d) not in drop), key=Diagnostic.sort_key)
     _drop_answered_json_fixes(context, diags, owners)
+
+
+def _move_to_json(
+    context: Callable[[Source], Context],
+    ctx: Context,
+    plan: SpeedPlan,
+    found: list[Diagnostic],
+    hidden: Collection[Path],
+) -> tuple[Diagnostic, Diagnostic] | None:
+    """A plan that lowers the ZeRO stage writes it in the job's DeepSpeed JSON: the finding about the stage (MEM003)
+    moves to the JSON's `zero_optimization.stage`, carrying that edit, so each file's fix edits that file and both
+    are applied in one run. (finding, moved) or None: no stage planned, no such finding, or the JSON does not show
+    it (a file not shown, a per-file ignore of the code there)."""
+    from cfgopt.knob_edits import stage_edits
+
+    json_src = ctx.job.deepspeed_source
+    finding = next((d for d in found if "zero" in _KNOBS_OF.get(d.code, ())), None)
+    if plan.deepspeed_stage is None or json_src is None or finding is None or not ctx.settings.is_fixable(finding.code):
+        return None
+    path = json_src.document.path
+    if real_path(path) in hidden or context(json_src).settings.ignored_in_file(path, finding.code):
+        return None
+    entry = json_src.find(("zero_optimization", "stage"))
+    made = stage_edits(json_src, plan.deepspeed_stage)
+    if entry is None or not made:
+        return None
+    moved = Diagnostic(
+        json_src.document,
+        entry.node.start,
+        entry.node.end,
+        finding.code,
+        finding.name,
+        finding.severity,
+        finding.message,
+        key="zero_optimization.stage",
+        fix=Fix(_json_fix_words(ctx.source, plan), Applicability.UNSAFE, made, planned=True),
+    )
+    return finding, moved
+
+
+def _json_fix_words(config: Source, plan: SpeedPlan) -> str:
+    """The JSON part's description: the whole plan where it is all of it, else what it is part of."""
+    stage = f"`zero_optimization.stage: {plan.deepspeed_stage}`, the keys only ZeRO-3 reads removed"
+    if not plan.config_changed:
+        return f"{plan.description()}; {stage}"
+    name = config.document.path.name
+    return f"ZeRO-{plan.deepspeed_stage} ({stage}): the DeepSpeed part of the speed plan written in {name}"
 
 
 def _say_why_no_plan(found: list[Diagnostic], plan: SpeedPlan) -> None:

@@ -556,7 +556,7 @@ def test_tune_says_why_the_plan_left_settings_out() -> None:
     job = load_job(config, Settings(target_name="h200", gpus=8, packages=packages, extend_select=["PF", "MEM"]))
     said: list[str] = []
     assert planned_start(job, KNOBS, said.append) is not None
-    assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in said
+    assert any(line.startswith("pure bf16 not planned: it trains worse") for line in said)
     assert "attention fa2 not planned: flash-attn is not in this machine, probed (verify/tune run on the node)" in said
 
 

@@ -26,8 +26,10 @@ class Context:
         self.settings = settings
         # For a DeepSpeed JSON: the LLaMA-Factory configs that point to it (its consumers, the HF path).
         self.consumers: list[Source] = []
-        # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found.
+        # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found, and that JSON's
+        # consumers (this config among them; the speed plan edits a JSON no other config of the run reads).
         self.deepspeed: Source | None = None
+        self.deepspeed_consumers: list[Source] = []
         self.deepspeed_searched: list[str] = []
         # Found but not read (outside the project, not a regular file: `user_files.ProjectScope`), and why.
         self.deepspeed_not_read: str | None = None
@@ -47,11 +49,12 @@ class Context:
         then its DeepSpeed file)."""
         from cfgopt.job import Job
 
+        consumers = self.deepspeed_consumers if config is self.source else []
         if config is not self.source and deepspeed is None and self.source.kind == Kind.DEEPSPEED:
-            deepspeed = self.source
+            deepspeed, consumers = self.source, self.consumers
         jobs = self.memo.setdefault("jobs", {})
         if id(config) not in jobs:
-            jobs[id(config)] = Job(config, self.settings, deepspeed)
+            jobs[id(config)] = Job(config, self.settings, deepspeed, consumers)
         return jobs[id(config)]
 
     @property

@@ -3,37 +3,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt import edits
+from cfgopt.deepspeed_plan import STAGE3_ONLY
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
 from cfgopt.source import Kind
 
-# Fields only ZeRO-3 reads (DeepSpeedZeroConfig aliases and names; ZeRO++ keys).
-STAGE3_ONLY = {
-    "stage3_prefetch_bucket_size",
-    "prefetch_bucket_size",
-    "stage3_param_persistence_threshold",
-    "param_persistence_threshold",
-    "stage3_model_persistence_threshold",
-    "model_persistence_threshold",
-    "stage3_max_live_parameters",
-    "max_live_parameters",
-    "stage3_max_reuse_distance",
-    "max_reuse_distance",
-    "stage3_gather_16bit_weights_on_model_save",
-    "gather_16bit_weights_on_model_save",
-    "stage3_gather_fp16_weights_on_model_save",
-    "stage3_module_granularity_threshold",
-    "module_granularity_threshold",
-    "stage3_use_all_reduce_for_fetch_params",
-    "use_all_reduce_for_fetch_params",
-    "stage3_allgather_sequential",
-    "allgather_sequential",
-    "zero_hpz_partition_size",
-    "zero_quantized_weights",
-    "zero_quantized_nontrainable_weights",
-    "zero_quantized_gradients",
-}
 # Also read at any stage when AutoTP shards the weights (accelerate 1.11.0 accelerator.py:3909-3912).
 GATHER_KEYS = {
     "stage3_gather_16bit_weights_on_model_save",

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.methods import neat_fa2_refused_model
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, is_train_group, on, report, value_of
 
@@ -49,8 +50,7 @@ class NeatPackingBatchSize(Rule):
                 f"`neat_packing` with `fa2` and `per_device_train_batch_size: {bsz}`: the first batch fails with "
                 "`AssertionError: bsz should be 1 for neat packing` (when flash-attn is installed)",
             )
-        model = str(value_of(ctx, "model_name_or_path") or "").lower().replace("_", "-")
-        if "gemma-4" in model or "gemma4" in model or "gpt-oss" in model:
+        if neat_fa2_refused_model(value_of(ctx, "model_name_or_path")):
             yield report(
                 self,
                 ctx,

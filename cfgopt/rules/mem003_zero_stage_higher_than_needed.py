@@ -2,19 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.deepspeed_plan import at_stage
 from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.planner import plan_for
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
-
-
-def _at_stage(ds: dict, stage: int) -> dict:
-    out = dict(ds)
-    zero = dict(out.get("zero_optimization") or {})
-    zero["stage"] = stage
-    out["zero_optimization"] = {k: v for k, v in zero.items() if not (stage < 3 and k.startswith("stage3_"))}
-    return out
 
 
 class ZeroStageHigherThanNeeded(Rule):
@@ -30,8 +23,9 @@ class ZeroStageHigherThanNeeded(Rule):
         "(1.5x the traffic, and the frozen base of a LoRA run as well). The fastest setting is the lowest stage "
         "that fits. Reported for ZeRO-3 when the estimated peak per GPU without DeepSpeed (LoRA, OFT) or with "
         "ZeRO-2 (full, freeze; then without DeepSpeed) stays within 90% of the target's memory for this model, "
-        "GPU count and batch (with offload too: MEM002 / PF051 then also report the offload, on the JSON). "
-        "ZeRO-1/2 are not reported: they move as "
+        "GPU count and batch (with offload too: MEM002 / PF051 then also report the offload, on the JSON), or "
+        "with ZeRO-2 and the job's speed plan's settings where the plan writes ZeRO-2 (a smaller micro-batch that "
+        "fits). ZeRO-1/2 are not reported: they move as "
         "much data as plain data parallel. With `--gpus` unstated one GPU is assumed (the most memory per GPU "
         "at every stage). ZeRO-3 for LoRA with `--gpus 1` is PF050's (measured, no estimate needed)."
     )
@@ -46,8 +40,10 @@ class ZeroStageHigherThanNeeded(Rule):
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
         "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
-        "Unsafe: when no DeepSpeed at all fits, the plan removes `deepspeed` (plain data parallel); a lower stage "
-        "in a shared DeepSpeed file is left to the user."
+        "Unsafe: the plan writes ZeRO-2 into the job's own DeepSpeed JSON (`zero_optimization.stage: 2`, the keys "
+        "only stage 3 reads removed; the finding then stands on that `stage`, the fix's edit), or removes "
+        "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config of the run reads "
+        "keeps its stage (the edit would change that job too): the finding stays on the config, without a fix."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -62,27 +58,38 @@ class ZeroStageHigherThanNeeded(Rule):
             return  # PF050
         # LoRA/OFT states are tiny: plain data parallel first. Full/freeze: ZeRO-2 keeps its memory small at the
         # same communication volume as plain data parallel, so it comes first.
-        candidates = [(0, None), (2, _at_stage(ds, 2))]
+        candidates = [(0, None), (2, at_stage(ds, 2))]
         if current.finetuning_type in ("full", "freeze") and n > 1:
             candidates.reverse()  # on one GPU ZeRO shards nothing: no DeepSpeed first (measured 4.4x faster)
+        target = ctx.settings.target
+        entry = entry_of(ctx, "deepspeed")
+        where = f"{n} GPU(s)" if ctx.settings.gpus else "any number of GPUs"
+        ft = value_of(ctx, "finetuning_type")
+        planned = plan_for(ctx.job)
         for stage, plan in candidates:
             est = ctx.job.estimate(n, deepspeed=plan)
             if est is None or not est.fits_with_headroom():
                 continue
-            target = ctx.settings.target
-            entry = entry_of(ctx, "deepspeed")
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
-            where = f"{n} GPU(s)" if ctx.settings.gpus else "any number of GPUs"
-            planned = plan_for(ctx.job)
             kept = ""
-            if stage == 0 and planned is not None and planned.changed and not planned.drop_deepspeed:
+            if stage == 0 and planned is not None and planned.config_changed and planned.best.zero == planned.base.zero:
                 kept = f"; the speed plan keeps it and spends the memory on {planned.shape()} instead"
             yield self.at_entry(
                 ctx,
                 entry,
-                f"ZeRO-{current.zero_stage} is more than {est.model} ({value_of(ctx, 'finetuning_type')}) needs on "
+                f"ZeRO-{current.zero_stage} is more than {est.model} ({ft}) needs on "
                 f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
                 f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
                 f"adds communication{kept}",
             )
             return
+        if planned is not None and planned.deepspeed_stage is not None and planned.est_gib is not None:
+            # no lower stage fits the batch as written, but one fits the plan's (a smaller micro-batch): the finding
+            # that carries the plan's edit of the JSON (cfgopt.planner.attach_plans)
+            yield self.at_entry(
+                ctx,
+                entry,
+                f"ZeRO-{current.zero_stage} is more than {current.model} ({ft}) needs on {where} with the speed "
+                f"plan's settings ({planned.shape()}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
+                f"of a {target.memory_gib:g} GiB {target.name}; the higher stage only adds communication",
+            )

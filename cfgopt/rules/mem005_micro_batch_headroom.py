@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.planner import planned_batch, planned_changes
+from cfgopt.planner import planned_batch, planned_estimate
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import SMALL_TOKENS, TRAIN_KINDS, report, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
@@ -51,8 +51,8 @@ class MicroBatchHeadroom(Rule):
         if planned is None or planned[0] <= now.micro_batch:
             return
         micro, accum = planned
-        # with the plan's other changes (a bigger micro-batch may fit only with Liger's fused loss, say)
-        est = estimate_ctx(ctx, n, **planned_changes(ctx.job))
+        # with the plan's other changes and DeepSpeed (a bigger micro-batch may fit only with Liger's fused loss)
+        est = planned_estimate(ctx.job, n)
         if est is None or not est.fits_with_headroom():
             return
         target = ctx.settings.target

@@ -1,0 +1,176 @@
+"""The speed plan and the job's DeepSpeed JSON (issue 32): a plan that lowers ZeRO-3 writes the stage into the
+job's own JSON, so that after `cfgopt fix --write --unsafe-fixes` lint has no MEM003 / MEM004 / LF027 warning left
+on the plan's output; a JSON another config reads, or one outside the fix's scope, keeps its stage, and the
+config's part of the plan stands on its own (no Liger under the ZeRO-3 left in the JSON). The plan keeps no
+combination another rule calls a failure (neat packing with fa2 and several rows, LF019)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rule_cases import ROOT, run_cli
+
+from cfgopt.document import Document
+from cfgopt.fixer import apply_edits
+from cfgopt.job_loader import load_job
+from cfgopt.knob_edits import stage_edits
+from cfgopt.loaders.json_loader import load_json
+from cfgopt.planner import plan_for
+from cfgopt.settings import Settings
+from cfgopt.source import Kind
+
+# LLaMA-Factory v0.9.5's examples/deepspeed/ds_z3_config.json, verbatim (bench/planner/README.md)
+STOCK_Z3 = ROOT / "bench" / "planner" / "examples" / "deepspeed" / "ds_z3_config.json"
+FULL_8B = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: alpaca_en_demo
+template: llama3
+output_dir: out
+bf16: true
+cutoff_len: {cutoff}
+per_device_train_batch_size: {micro}
+gradient_accumulation_steps: {ga}
+deepspeed: ds.json
+"""
+PLAN_RULES = {"MEM003", "MEM004", "LF027"}
+
+
+def _job(folder: Path, micro: int = 1, ga: int = 8, cutoff: int = 2048, name: str = "train.yaml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "ds.json").exists():
+        shutil.copy(STOCK_Z3, folder / "ds.json")
+    path = folder / name
+    path.write_text(FULL_8B.format(micro=micro, ga=ga, cutoff=cutoff))
+    return path
+
+
+def _lint(options: list[str], *files: Path) -> list[dict]:
+    _, out, _ = run_cli(["lint", "--format", "json", "--exit-zero", *options, *map(str, files)])
+    return json.loads(out)["diagnostics"]
+
+
+def _fix(options: list[str], *files: Path) -> str:
+    _, out, err = run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, *map(str, files)])
+    return out + err
+
+
+def _warned(diagnostics: list[dict]) -> set[str]:
+    return {d["code"] for d in diagnostics if d["severity"] in ("warning", "error")}
+
+
+@pytest.mark.parametrize("target", ["h200", "mi300x"])
+def test_multi_gpu_full_zero3_leaves_no_planned_warning(tmp_path: Path, target: str) -> None:
+    """8B full SFT with LLaMA-Factory's stock ZeRO-3 JSON on 8 GPUs: ZeRO-2 fits, so the plan writes it in the
+    JSON (the keys only stage 3 reads removed) with the config's part; lint then warns of none of its rules."""
+    train = _job(tmp_path)
+    options = ["--target", target, "--gpus", "8"]
+    before = _lint(options, train, tmp_path / "ds.json")
+    stage = next(d for d in before if d["code"] == "MEM003")
+    assert stage["file"].endswith("ds.json") and stage["key"] == "zero_optimization.stage"  # where the edit is
+    assert stage["fix"]["description"].startswith("ZeRO-2 (`zero_optimization.stage: 2`")
+    _fix(options, train, tmp_path / "ds.json")
+    assert not _warned(_lint(options, train, tmp_path / "ds.json")) & PLAN_RULES
+    ds = json.loads((tmp_path / "ds.json").read_text())
+    assert ds["zero_optimization"]["stage"] == 2
+    assert not [k for k in ds["zero_optimization"] if k.startswith("stage3_")]
+    assert ds["fp16"] == json.loads(STOCK_Z3.read_text())["fp16"]  # nothing else of the file changes
+    assert _fix(options, train, tmp_path / "ds.json").count("fixed:") == 0  # converged: a second fix does nothing
+
+
+def test_a_json_another_config_reads_keeps_its_stage(tmp_path: Path) -> None:
+    """Two configs read one JSON: the plan does not edit it (the other job would change too), and MEM003 keeps
+    its advice on the config, as where no plan is made."""
+    train, other = _job(tmp_path), _job(tmp_path, micro=2, ga=4, name="other.yaml")
+    options = ["--target", "h200", "--gpus", "8", "--select", "MEM003"]
+    found = [d for d in _lint(options, train, other, tmp_path / "ds.json") if d["code"] == "MEM003"]
+    assert {Path(d["file"]).name for d in found} == {"train.yaml", "other.yaml"}
+    assert all(d["fix"] is None and "with ZeRO-2 the estimated peak is about" in d["message"] for d in found)
+    _fix(options, train, other, tmp_path / "ds.json")
+    assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
+
+
+def test_a_json_outside_the_fix_keeps_the_config_part_sound(tmp_path: Path) -> None:
+    """Only the config named: the JSON is not written (the fix says why), and the config's part of the plan
+    runs under the ZeRO-3 left there: no Liger (LF027), and every warning left is MEM003's, on the JSON."""
+    shutil.copytree(ROOT / "bench" / "planner" / "examples", tmp_path / "examples")
+    train = tmp_path / "examples" / "train_full" / "qwen3_full_sft.yaml"
+    options = ["--target", "h200", "--gpus", "8"]
+    said = _fix(options, train)
+    assert "ds_z3_config.json: not fixed: not named on the command line" in said
+    assert (
+        "enable_liger_kernel" not in train.read_text() and "disable_gradient_checkpointing: true" in train.read_text()
+    )
+    left = [d for d in _lint(options, train) if d["severity"] in ("warning", "error") and d["code"] != "DS023"]
+    assert [(Path(d["file"]).name, d["code"]) for d in left] == [("ds_z3_config.json", "MEM003")]
+
+
+def test_mem003_names_the_plans_settings_where_only_they_fit_zero2(tmp_path: Path) -> None:
+    """8 x 8192 tokens per micro-batch: ZeRO-2 does not fit the batch as written, but the plan's 1 x 8 does;
+    MEM003 says so, on the JSON, with the stage's edit (the plan's JSON part has a finding to carry it)."""
+    train = _job(tmp_path, micro=8, ga=1, cutoff=8192)
+    options = ["--target", "h200", "--gpus", "8"]
+    stage = next(d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
+    assert "needs on 8 GPU(s) with the speed plan's settings (1 x 8 (micro-batch x accumulation" in stage["message"]
+    assert stage["file"].endswith("ds.json") and stage["fix"] is not None
+    _fix(options, train, tmp_path / "ds.json")
+    assert not _warned(_lint(options, train, tmp_path / "ds.json")) & PLAN_RULES
+
+
+def test_the_plan_never_packs_neatly_with_fa2_and_several_rows(tmp_path: Path) -> None:
+    """`flash_attn: fa2` and the default micro-batch of 8: the neat packing the plan turns on takes one row per
+    micro-batch with fa2 (LF019), so the plan writes 1 x 8 with it, or no packing."""
+    path = tmp_path / "train.yaml"
+    shutil.copy(ROOT / "fixtures" / "rules" / "LF006" / "fa3" / "good_fa2.yaml", path)
+    options = ["--target", "h200", "--gpus", "1"]
+    _fix(options, path)
+    text = path.read_text()
+    assert "neat_packing: true" in text and "per_device_train_batch_size: 1\n" in text
+    assert "LF019" not in _warned(_lint(options, path))
+
+
+def _json_source(text: str):
+    return load_json(Document.from_bytes(Path("ds.json"), text.encode()), Kind.DEEPSPEED)
+
+
+def test_removed_json_members_leave_valid_json() -> None:
+    """Runs of members removed in one fix, in the middle and at the end of an object, leave JSON that parses
+    as the object without them; the stage is written in place."""
+    text = STOCK_Z3.read_text()
+    src = _json_source(text)
+    made = stage_edits(src, 2)
+    assert made is not None
+    after = json.loads(apply_edits(text, made))
+    zero = json.loads(text)["zero_optimization"]
+    kept = {k: v for k, v in zero.items() if not k.startswith("stage3_")}
+    assert after["zero_optimization"] == {**kept, "stage": 2}
+    middle = '{"zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1e9, "offload_param": {}, "x": 1}}'
+    done = json.loads(apply_edits(middle, stage_edits(_json_source(middle), 2) or []))
+    assert done == {"zero_optimization": {"stage": 2, "x": 1}}
+    assert stage_edits(_json_source('{"zero_optimization": {"stage": "auto"}}'), 2) is None
+
+
+def test_a_per_file_ignore_of_the_json_keeps_the_finding_on_the_config(tmp_path: Path) -> None:
+    """MEM003 ignored in the JSON (`per-file-ignores`): the finding does not move there, and stays on the config."""
+    train = _job(tmp_path)
+    options = ["--target", "h200", "--gpus", "8", "--config", 'per-file-ignores = {"ds.json" = ["MEM003"]}']
+    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003"]
+    assert [Path(d["file"]).name for d in found] == ["train.yaml"]
+
+
+def test_no_lower_stage_with_the_optimizer_offloaded_to_nvme(tmp_path: Path) -> None:
+    """Optimizer offload to NVMe runs as CPU offload below stage 3 (DS012): the plan keeps ZeRO-3 there."""
+    train = _job(tmp_path)
+    ds = json.loads(STOCK_Z3.read_text())
+    ds["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": "/local_nvme"}
+    (tmp_path / "ds.json").write_text(json.dumps(ds, indent=2))
+    settings = Settings(target_name="h200", gpus=8, extend_select=["PF", "MEM"])
+    plan = plan_for(load_job(train, settings))
+    assert plan is not None and plan.best.zero.startswith("z3") and plan.deepspeed_stage is None
+    (tmp_path / "ds.json").write_text(STOCK_Z3.read_text())
+    lowered = plan_for(load_job(train, settings))
+    assert lowered is not None and lowered.deepspeed_stage == 2  # the same job with the stock JSON: lowered
