@@ -13,11 +13,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from cfgopt.diagnostics import Diagnostic
-from cfgopt.document import real_path
-from cfgopt.engine import build_project
-from cfgopt.fixer import fix_paths
-from cfgopt.settings import Settings
+from cfgopt.job.settings import Settings
+from cfgopt.lint.engine import build_project
+from cfgopt.lint.fixer import fix_paths
+from cfgopt.text.diagnostics import Diagnostic
+from cfgopt.text.document import real_path
 
 _SUFFIX = {
     "yaml": ".yaml",

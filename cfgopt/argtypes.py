@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from cfgopt.user_text import integer
+from cfgopt.text.user_text import integer
 
 
 def positive_int(text: str) -> int:
@@ -20,7 +20,7 @@ def positive_int(text: str) -> int:
 
 def gpu_count(text: str) -> int:
     """A GPU count (`--gpus`): an integer from 1 to `targets.MAX_GPUS`, as every command judges it."""
-    from cfgopt.targets import MAX_GPUS
+    from cfgopt.knowledge.targets import MAX_GPUS
 
     value = positive_int(text)
     if value > MAX_GPUS:

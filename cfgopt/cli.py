@@ -16,8 +16,8 @@ from types import ModuleType
 
 from cfgopt import __version__
 from cfgopt.commands import UsageError
-from cfgopt.user_text import integer
-from cfgopt.versions import VersionError
+from cfgopt.knowledge.versions import VersionError
+from cfgopt.text.user_text import integer
 
 
 def _terminal_columns() -> int:
@@ -101,7 +101,7 @@ def _usage_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cfgopt.project_config import ConfigError
+    from cfgopt.lint.project_config import ConfigError
 
     words = sys.argv[1:] if argv is None else list(argv)
     if not words or words == ["schema"]:  # as ruff: a bare call prints the help (on stderr, exit 2)

@@ -8,7 +8,7 @@ temporary folder with its DeepSpeed JSON (same relative layout, writable), `cfgo
 --gpus N CONFIG JSON` is run on the copy, then `cfgopt lint --format json` with the same options. Listed:
 
 - left: every warning or error still reported whose code is MEM*, PF* or LF027 (the speed and memory rules,
-  and Liger under ZeRO-3), and every planned rule's (`cfgopt.speed_knobs.PLANNED_CODES`) finding;
+  and Liger under ZeRO-3), and every planned rule's (`cfgopt.plan.speed_knobs.PLANNED_CODES`) finding;
 - caused: every warning or error whose (file, code) was not reported before the fix: the fixed output is
   worse than its input there (by the plan, or by another fix: bench/planner/leftovers.md says which).
 
@@ -34,8 +34,8 @@ from pathlib import Path
 import yaml
 
 from cfgopt.cli import main as cfgopt_main
-from cfgopt.engine import resolve_reference
-from cfgopt.speed_knobs import PLANNED_CODES
+from cfgopt.lint.engine import resolve_reference
+from cfgopt.plan.speed_knobs import PLANNED_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDERS = (ROOT / "fixtures", ROOT / "bench" / "planner" / "examples")

@@ -5,7 +5,7 @@ scripts/gen_rule_docs.py renders into docs/rules.md ("fires on" column).
 Usage: python scripts/rule_rates.py CORPUS_FOLDER [--name NAME] [--out docs/rule-rates.json] [--judged h200:1 ...]
 
 Default settings: no project config, no dependency pins, no target, no GPU count, the default rule
-selection, the newest shipped releases (`cfgopt.settings.Settings()`). The speed and memory rules of the
+selection, the newest shipped releases (`cfgopt.job.settings.Settings()`). The speed and memory rules of the
 default selection judge a stated target, so the same corpus is also measured for each `--judged TARGET:GPUS`
 (default: h200:1 and mi300x:8, a single-GPU and a full-node job), stored under "judged". A rule's rate is the
 share of the corpus files of the kinds it reads (LLaMA-Factory YAML, DeepSpeed JSON, ...) on which it reports at least
@@ -20,9 +20,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from cfgopt.engine import build_project
+from cfgopt.job.settings import Settings
+from cfgopt.lint.engine import build_project
 from cfgopt.rules import all_rules
-from cfgopt.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "rule-rates.json"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Snapshot the optimizer and LR-scheduler names and keyword arguments a DeepSpeed `optimizer` / `scheduler` block
-may use, for each supported DeepSpeed release: cfgopt/schemas/ds-optimizers.json, read by DS025 (not named
+may use, for each supported DeepSpeed release: cfgopt/knowledge/schemas/ds-optimizers.json, read by DS025 (not named
 `deepspeed-*.json`: that prefix lists the release snapshots).
 
 Why this exists: DeepSpeed builds the optimizer of an `optimizer` block as `Class(params, **block["params"])`
@@ -32,7 +32,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from audit_startup_checks import release_files
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUT = ROOT / "cfgopt" / "schemas" / "ds-optimizers.json"
+OUT = ROOT / "cfgopt" / "knowledge" / "schemas" / "ds-optimizers.json"
 
 # DeepSpeed optimizer name -> the classes `_configure_basic_optimizer` may build for it ("torch:X": torch.optim.X,
 # with `torch_adam: true` or without ZeRO offload), and the parameters it pops before the call.

@@ -3,7 +3,7 @@
 
 Why this exists: the linter must know every key LLaMA-Factory 0.9.5 and DeepSpeed 0.19.8 accept, with
 types, enum choices, defaults and aliases, but the lint path must not import torch/transformers/deepspeed.
-So we introspect the real packages once (here) and ship the result as JSON under ``cfgopt/schemas``.
+So we introspect the real packages once (here) and ship the result as JSON under ``cfgopt/knowledge/schemas``.
 Nothing in the snapshots is typed by hand: field lists come from ``dataclasses.fields`` /
 pydantic ``model_fields``, DeepSpeed's top-level keys and strict sections come from *running* its config
 readers on tracking dicts and probe values, and the HF ``"auto"`` keys come from the AST of the
@@ -12,12 +12,12 @@ transformers/accelerate functions that fill them.  That keeps the snapshot hones
 
 Usage::
 
-    DISABLE_VERSION_CHECK=1 python scripts/sync_schemas.py [--out-dir cfgopt/schemas] [--check]
+    DISABLE_VERSION_CHECK=1 python scripts/sync_schemas.py [--out-dir cfgopt/knowledge/schemas] [--check]
     # the other supported releases, each from its own venv (docs/versions.md):
     DISABLE_VERSION_CHECK=1 /tmp/venv-ds0164/bin/python scripts/sync_schemas.py --allow-versions [--only deepspeed]
 
 Writing also refreshes ``version-index.json`` (what differs between the shipped snapshots; derived from
-them alone, see ``cfgopt.versions.build_index``).
+them alone, see ``cfgopt.knowledge.versions.build_index``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any
 PINS: dict[str, str] = {"llamafactory": "0.9.5", "transformers": "5.6.0", "deepspeed": "0.19.8"}
 LF_FILE = f"llamafactory-{PINS['llamafactory']}.json"
 DS_FILE = f"deepspeed-{PINS['deepspeed']}.json"
-DEFAULT_OUT_DIR = pathlib.Path(__file__).resolve().parents[1] / "cfgopt" / "schemas"
+DEFAULT_OUT_DIR = pathlib.Path(__file__).resolve().parents[1] / "cfgopt" / "knowledge" / "schemas"
 
 # Canonical order of the "kinds" vocabulary so that type lists are stable and easy to read.
 KIND_ORDER = ["bool", "int", "float", "str", "dict", "list", "null", "model", "path", "any"]
@@ -799,7 +799,7 @@ def ds_model_entry(model: type, queue: list[type]) -> dict[str, Any]:
             "set_new_param": bool(extra.get("set_new_param", True)) if deprecated else None,
         }
     # Validators are code, not data: record their names so cfgopt's own implementations
-    # (cfgopt/schema_validators.py) can be checked for completeness against them.
+    # (cfgopt/knowledge/schema_validators.py) can be checked for completeness against them.
     return {"extra": model_extra(model), "fields": fields, "validators": model_validators(model)}
 
 
@@ -996,7 +996,7 @@ def render_installed(packages: Iterable[str] = ("llamafactory", "deepspeed")) ->
 def write_index(out_dir: pathlib.Path) -> pathlib.Path:
     """Rewrite ``version-index.json`` (what differs between the snapshots in ``out_dir``)."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from cfgopt.versions import INDEX_FILE, build_index
+    from cfgopt.knowledge.versions import INDEX_FILE, build_index
 
     path = out_dir / INDEX_FILE
     path.write_text(dump(build_index(out_dir)), encoding="utf-8")

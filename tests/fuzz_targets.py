@@ -10,14 +10,14 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from cfgopt import schema
-from cfgopt.document import Document, DocumentError
-from cfgopt.engine import build_project
-from cfgopt.fixer import fix_paths
+from cfgopt.job.settings import Settings
+from cfgopt.knowledge import schema
+from cfgopt.lint.engine import build_project
+from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.settings import Settings
+from cfgopt.text.document import Document, DocumentError
 
 LF_KEYS = sorted(schema.llamafactory().group("train"))[:400]
 DS_KEYS = sorted(schema.deepspeed().top_level_keys)
@@ -333,7 +333,7 @@ def _named(keys: list[str], descriptions: list[str]) -> set[str]:
         named.update(re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b(?:bf16|fp16|fp32|tf32)\b", text))
         if re.search(r"Use \d+ x \d+", text):
             named.update(_BATCH_PAIR)
-        if "Speed plan for" in text:  # the plan writes the knobs' keys (tune/space.py changed_keys)
+        if "Speed plan for" in text:  # the plan writes the knobs' keys (plan/space.py changed_keys)
             named.update(_PLAN_KEYS)
     return named
 

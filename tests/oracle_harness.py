@@ -20,7 +20,7 @@ process (`_lf()` is cached: importing llamafactory takes ~5 s).
   hidden_size 4096, 100 training steps), accelerate's `DeepSpeedPlugin` when `training_args` is given (the HF
   path: missing `zero_optimization` is an error there), then `deepspeed.runtime.config.DeepSpeedConfig`.
 - `cfgopt_errors(paths, *args)`: cfgopt's error-severity diagnostics (CLI, subprocess);
-  `cfgopt_errors_inprocess` does the same through `cfgopt.engine.lint_paths` (fast, for hypothesis).
+  `cfgopt_errors_inprocess` does the same through `cfgopt.lint.engine.lint_paths` (fast, for hypothesis).
 
 Known limits (also in docs/oracle-differences.md): mismatches of `scheduler.params.total_num_steps` /
 `warmup_num_steps` are not judged (the real step count is unknown before the dataset is loaded); without
@@ -56,7 +56,7 @@ CORPUS_SKIP = "needs the real-config corpus: shared/corpus beside the checkout, 
 VERDICTS = CORPUS / "oracle-verdicts.jsonl"
 
 # Target -> (platform, what transformers' bf16 check answers, what its TF32 check answers) on that device. The
-# same facts as cfgopt/targets.py, kept here so the oracle does not take its device model from the code under
+# same facts as cfgopt/knowledge/targets.py, kept here so the oracle does not take its device model from the code under
 # test (tests/test_oracle_seed.py checks the two agree). The bf16 check is `torch.cuda.is_bf16_supported()`,
 # which since torch 2.3 says yes on every CUDA or ROCm GPU (emulated on V100 / T4: LF008 warns there); the TF32
 # check needs CUDA and compute capability >= 8.0.
@@ -725,8 +725,8 @@ def cfgopt_errors_inprocess(
 ) -> list[dict[str, Any]]:
     """Same, through the engine API (no subprocess): for property tests that lint thousands of files.
     Files cfgopt could not read at all count as errors too (exit code 2 in the CLI)."""
-    from cfgopt.engine import lint_paths
-    from cfgopt.settings import Settings
+    from cfgopt.job.settings import Settings
+    from cfgopt.lint.engine import lint_paths
 
     result = lint_paths([Path(p) for p in paths], Settings(target_name=target, gpus=gpus))
     out = [d.to_json() for d in result.diagnostics if str(d.severity) == "error"]

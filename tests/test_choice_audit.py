@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt import schema
+from cfgopt.knowledge import schema
 from cfgopt.rules.support.choices import OUTSIDE
 
 TRAIN = {

@@ -180,7 +180,7 @@ def test_every_option_has_help_text() -> None:
 
 
 def test_watch_lints_again_when_a_file_changes(tmp_path: Path) -> None:
-    from cfgopt.watch import watch
+    from cfgopt.commands.watch import watch
 
     config = tmp_path / "cfg.yaml"
     config.write_text("model_name_or_path: x\n")

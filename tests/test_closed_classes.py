@@ -1,16 +1,16 @@
 """The classes of defect issue 34 closed, kept closed: each has one owner, and these tests fail when code
 bypasses it.
 
-- **Reading a file a user, a config or the machine names**: only through `cfgopt/user_files.py` (a FIFO blocks
+- **Reading a file a user, a config or the machine names**: only through `cfgopt/text/user_files.py` (a FIFO blocks
   a plain open forever, `/dev/zero` reads forever). A scan of the source finds every `open(`, `.open(`,
   `.read_text(` and `.read_bytes(`; each one outside the owner is in `ALLOWED_READS` with why it is not such
   a file (cfgopt's own snapshots, files cfgopt wrote, writes).
-- **An integer in user text**: only through `cfgopt/user_text.py` (`²` passes `isdigit()`, not `int()`). The
+- **An integer in user text**: only through `cfgopt/text/user_text.py` (`²` passes `isdigit()`, not `int()`). The
   scan finds every `int(` and every `isdigit()` / `isdecimal()` / `isnumeric()`; each one outside the owner is in
   `ALLOWED_INTS` with why its input is no user text, or why Python's own `int()` is the consumer's reading.
 - **A user string printed**: through `document.shown`. Every command that prints is run on a project whose file
   names, target name and keys carry escape sequences, line breaks and bidi controls: nothing raw comes out.
-- **A command reading user files**: under `cfgopt/timelimit.py`. Every such command is run with a loader
+- **A command reading user files**: under `cfgopt/text/timelimit.py`. Every such command is run with a loader
   that never ends: it stops with the time limit's message, exit 2.
 
 An entry of an allow-list that matches nothing fails too: the lists stay exact.
@@ -27,13 +27,16 @@ import pytest
 from rule_cases import ROOT, run_cli
 
 PACKAGE = ROOT / "cfgopt"
-OWNERS = {"cfgopt/user_files.py", "cfgopt/user_text.py"}
+OWNERS = {"cfgopt/text/user_files.py", "cfgopt/text/user_text.py"}
 
 # (module, function) -> why its reads are not of a file a user, a config or the machine names
 ALLOWED_READS = {
-    ("cfgopt/schema.py", "_read"): "cfgopt's own snapshot files (cfgopt/schemas/)",
-    ("cfgopt/versions.py", "build_index"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
-    ("cfgopt/versions.py", "index"): "cfgopt's own version index (cfgopt/schemas/version-index.json)",
+    ("cfgopt/knowledge/schema.py", "_read"): "cfgopt's own snapshot files (cfgopt/knowledge/schemas/)",
+    ("cfgopt/knowledge/versions.py", "build_index"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
+    (
+        "cfgopt/knowledge/versions.py",
+        "index",
+    ): "cfgopt's own version index (cfgopt/knowledge/schemas/version-index.json)",
     ("cfgopt/rules/ds025_optimizer_scheduler_signature.py", "_snapshot"): "cfgopt's own ds-optimizers.json",
     ("cfgopt/tune/search.py", "ResultCache.__init__"): "tune's result cache, a JSON file tune wrote itself",
     ("cfgopt/verify/runner.py", "run_config"): "the metrics JSON verify's child wrote into its work folder",
@@ -41,15 +44,15 @@ ALLOWED_READS = {
     ("cfgopt/verify/runner.py", "_run"): "opens the run's log for writing",
     ("cfgopt/verify/worker.py", "_write"): "opens a temp file for writing",
     ("cfgopt/verify/worker.py", "main"): "the spec JSON the parent verify wrote into its work folder",
-    ("cfgopt/writer.py", "_overwrite"): "writes a file already read through read_bounded (atomic_write)",
+    ("cfgopt/text/writer.py", "_overwrite"): "writes a file already read through read_bounded (atomic_write)",
 }
 
 # (module, function) -> why its int() / isdigit() has no user text to misread
 ALLOWED_INTS = {
-    ("cfgopt/detect.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
+    ("cfgopt/knowledge/detect.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
     ("cfgopt/loaders/json_loader.py", "_SpanParser.value"): "a JSON number json.loads accepted (ASCII digits only)",
-    ("cfgopt/memory.py", "_int"): "an integral float of the parsed config",
-    ("cfgopt/memory.py", "estimate"): "a GPU count argtypes / the project config already checked",
+    ("cfgopt/memory/estimate.py", "_int"): "an integral float of the parsed config",
+    ("cfgopt/memory/estimate.py", "estimate"): "a GPU count argtypes / the project config already checked",
     ("cfgopt/rules/ds005_invalid_value.py", "InvalidValue._numbers"): "int() of a bool (True is 1)",
     ("cfgopt/rules/ds007_batch_size_arithmetic.py", "BatchSizeArithmetic.check"): "int() of a bool",
     ("cfgopt/rules/lf002_wrong_value_type.py", "WrongValueType.check"): "int() of a bool",
@@ -57,15 +60,21 @@ ALLOWED_INTS = {
     "with int(): its reading, `٣` and `1_000` included, is LLaMA-Factory's",
     ("cfgopt/rules/support/deepspeed.py", "zero_stage"): "DeepSpeed's own int(stage) of a JSON value, mirrored; "
     "errors caught",
-    ("cfgopt/schema_validators.py", "_integer_scale_param"): "DeepSpeed's fp16 validator's int(), mirrored",
+    ("cfgopt/knowledge/schema_validators.py", "_integer_scale_param"): "DeepSpeed's fp16 validator's int(), mirrored",
     ("cfgopt/rules/lf002_wrong_value_type.py", "_string_switch_crashes"): "LLaMA-Factory's own int() of the "
     "switch (finetuning_args.py L598), mirrored: what it accepts decides whether the start-up stops",
-    ("cfgopt/data_lengths.py", "infer_seqlen"): "LLaMA-Factory's infer_seqlen, copied: int() of a float it computed",
+    (
+        "cfgopt/job/data_lengths.py",
+        "infer_seqlen",
+    ): "LLaMA-Factory's infer_seqlen, copied: int() of a float it computed",
     ("cfgopt/rules/support/ds_blocks.py", "trainer_warmup"): "int() of a warm-up count already parsed as a finite "
     "number (the Trainer's own int())",
-    ("cfgopt/schema_validators.py", "_dynamic_loss_scale"): "DeepSpeed's fp16 validator's int(), mirrored",
-    ("cfgopt/schema_validators.py", "_stage"): "DeepSpeed's zero validator's int(stage), mirrored; errors caught",
-    ("cfgopt/tune/space.py", "zero_of"): "DeepSpeed's int(stage) of a JSON value, mirrored; errors caught",
+    ("cfgopt/knowledge/schema_validators.py", "_dynamic_loss_scale"): "DeepSpeed's fp16 validator's int(), mirrored",
+    (
+        "cfgopt/knowledge/schema_validators.py",
+        "_stage",
+    ): "DeepSpeed's zero validator's int(stage), mirrored; errors caught",
+    ("cfgopt/plan/space.py", "zero_of"): "DeepSpeed's int(stage) of a JSON value, mirrored; errors caught",
     ("cfgopt/verify/numerics.py", "_by_step"): "steps of the metrics JSON verify's child wrote",
     ("cfgopt/verify/synthetic.py", "_sentence"): "int() of random floats",
     ("cfgopt/verify/synthetic.py", "_lengths"): "int() of random floats",
@@ -106,7 +115,7 @@ def _visit(node: ast.AST, module: str, scopes: list[str], found: list) -> None:
 def test_nothing_bypasses_the_owner(kind: str, allowed: dict) -> None:
     calls = [(module, scope, line) for k, module, scope, line in _calls() if k == kind and module not in OWNERS]
     bypassing = [f"{module}:{line} ({scope})" for module, scope, line in calls if (module, scope) not in allowed]
-    owner = "cfgopt/user_files.py (read_bounded)" if kind == "read" else "cfgopt/user_text.py (integer)"
+    owner = "cfgopt/text/user_files.py (read_bounded)" if kind == "read" else "cfgopt/text/user_text.py (integer)"
     assert not bypassing, f"use {owner}, or add an entry with its reason: {bypassing}"
     stale = sorted(set(allowed) - {(module, scope) for module, scope, _ in calls})
     assert not stale, f"allow-list entries that match nothing: {stale}"

@@ -209,7 +209,7 @@ def test_rule_names_are_accepted_in_selectors(tmp_path: Path) -> None:
 
 
 def test_glob_matching() -> None:
-    from cfgopt.settings import glob_match
+    from cfgopt.job.settings import glob_match
 
     assert glob_match("*.json", "a/b/ds.json")
     assert glob_match("examples", "examples/v1/x.yaml")
@@ -222,8 +222,8 @@ def test_glob_matching() -> None:
 def test_each_files_settings_are_resolved_once_and_carried_by_its_context(tmp_path: Path) -> None:
     """The engine asks the resolver once per file; the rules, the suppressions, the project-level rules and
     the exit code read what the file's context carries, whatever the number of rules."""
-    from cfgopt.engine import build_project
-    from cfgopt.project_config import CommandLine, Resolver
+    from cfgopt.lint.engine import build_project
+    from cfgopt.lint.project_config import CommandLine, Resolver
 
     work = seed_project(tmp_path)
     (work / "sub").mkdir()

@@ -1,4 +1,4 @@
-"""The data profile (cfgopt.data_profile, cfgopt.data_lengths): LLaMA-Factory's dataset resolution, the formats,
+"""The data profile (cfgopt.job.data_profile, cfgopt.job.data_lengths): LLaMA-Factory's dataset resolution, the formats,
 truncation as `infer_seqlen` cuts, padding, sampling and the cache. The fixtures' profiles are pinned in
 fixtures/data/<case>/profile.json; regenerate with `python tests/test_data_profile.py --write`."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt import data_lengths, data_profile
-from cfgopt.data_profile import DataProfile, NotLocal, Sample
-from cfgopt.job_loader import load_job
-from cfgopt.settings import Settings
+from cfgopt.job import data_lengths, data_profile
+from cfgopt.job.data_profile import DataProfile, NotLocal, Sample
+from cfgopt.job.loader import load_job
+from cfgopt.job.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "fixtures" / "data"
@@ -204,7 +204,7 @@ def test_a_file_that_is_not_utf8_is_refused_whole(tmp_path, monkeypatch):
 
 
 def test_the_bounded_reader_reads_a_file_at_once_and_a_pseudo_file_in_chunks(tmp_path):
-    from cfgopt.user_files import UnsafeFileError, read_bounded
+    from cfgopt.text.user_files import UnsafeFileError, read_bounded
 
     big = os.urandom(3 * 1024 * 1024 + 5)
     (tmp_path / "big").write_bytes(big)

@@ -1,7 +1,7 @@
 """Memory and the plan use the job's data (issue 36). Memory: without packing, the estimate's peak micro-batch
 holds the dataset's longest sample cut at `cutoff_len`, not `cutoff_len` itself; packs fill `cutoff_len`; pairwise
 data counts chosen and rejected; without local data the output says it assumed `cutoff_len`. The plan: its
-expected gain weighs unpacked candidates by the padding measured on the data (cfgopt.tune.data_speed)."""
+expected gain weighs unpacked candidates by the padding measured on the data (cfgopt.plan.data_speed)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt.job_loader import load_job
-from cfgopt.settings import Settings
+from cfgopt.job.loader import load_job
+from cfgopt.job.settings import Settings
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
@@ -90,7 +90,7 @@ def test_mem001_says_how_sequences_were_sized(tmp_path, monkeypatch, capsys):
 
 
 def _plan(job):
-    from cfgopt.planner import plan_for
+    from cfgopt.plan.planner import plan_for
 
     return plan_for(job)
 
@@ -118,8 +118,8 @@ def test_without_local_data_the_packing_prior_is_named(tmp_path, monkeypatch):
 
 
 def test_the_simulated_reference_pads_as_the_runs_measured():
-    from cfgopt.data_lengths import padding
-    from cfgopt.tune.data_speed import REFERENCE_CUTOFF, _reference
+    from cfgopt.job.data_lengths import padding
+    from cfgopt.plan.data_speed import REFERENCE_CUTOFF, _reference
 
     # bench/h200/measurements.md V4 (4 x 4) and V5 (16 x 1): real / padded tokens 2852 / 5112 and 2852 / 7444
     for micro, measured in ((4, 1 - 2852 / 5112), (16, 1 - 2852 / 7444)):
@@ -129,7 +129,7 @@ def test_the_simulated_reference_pads_as_the_runs_measured():
 def test_tune_prunes_by_the_data_it_trains_on(tmp_path, monkeypatch):
     """tune's memory pruning sizes the DPO pairs by their measured lengths where the runs use the job's data
     (issue 36: candidates pruned at 128-548 GiB that the data allowed)."""
-    from cfgopt.job import lf_values
+    from cfgopt.job.job import lf_values
     from cfgopt.tune import search
 
     job, folder = _job(tmp_path, "pairwise")

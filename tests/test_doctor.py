@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt import detect
-from cfgopt.diagnostics import Severity
 from cfgopt.doctor import checks
 from cfgopt.doctor.command import jobs_in
 from cfgopt.doctor.stack import read_stack, summary
+from cfgopt.knowledge import detect
+from cfgopt.text.diagnostics import Severity
 
 ROOT = Path(__file__).resolve().parent.parent
 H200_INFO = "Model: \t\t NVIDIA H200\nIRQ: 1\n"

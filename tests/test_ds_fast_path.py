@@ -13,7 +13,7 @@ import pytest
 from pydantic_core import ValidationError
 from rule_cases import ROOT
 
-from cfgopt import schema
+from cfgopt.knowledge import schema
 from cfgopt.rules.support.deepspeed import strip_auto
 
 SAMPLES: list[Any] = [

@@ -1,5 +1,5 @@
-"""DS025's snapshot (cfgopt/schemas/ds-optimizers.json, scripts/sync_ds_optimizers.py) against the real classes:
-the installed DeepSpeed release's entry is what the script reads from its source today, each optimizer's
+"""DS025's snapshot (cfgopt/knowledge/schemas/ds-optimizers.json, scripts/sync_ds_optimizers.py) against the real
+classes: the installed DeepSpeed release's entry is what the script reads from its source today, each optimizer's
 parameters are those of the classes DeepSpeed builds (by `inspect`), and a misspelled type or parameter really
 fails where DeepSpeed looks it up."""
 
@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SNAPSHOT = json.loads((ROOT / "cfgopt" / "schemas" / "ds-optimizers.json").read_text(encoding="utf-8"))
+SNAPSHOT = json.loads((ROOT / "cfgopt" / "knowledge" / "schemas" / "ds-optimizers.json").read_text(encoding="utf-8"))
 
 
 def test_every_supported_release_has_a_table():
     releases = {
-        path.name[len("deepspeed-") : -len(".json")] for path in (ROOT / "cfgopt" / "schemas").glob("deepspeed-*.json")
+        path.name[len("deepspeed-") : -len(".json")]
+        for path in (ROOT / "cfgopt" / "knowledge" / "schemas").glob("deepspeed-*.json")
     }
     assert releases <= set(SNAPSHOT["releases"])
 

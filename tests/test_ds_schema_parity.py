@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cfgopt import schema
+from cfgopt.knowledge import schema
 from cfgopt.rules.support.deepspeed import validate_section
 
 pytestmark = pytest.mark.oracle

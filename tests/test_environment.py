@@ -1,4 +1,4 @@
-"""The job's environment (cfgopt/environment.py, docs/environment.md): the packages of the node a job trains on, as
+"""The job's environment (cfgopt/job/environment.py, docs/environment.md): the packages of the node a job trains on, as
 the project states them, never those of the machine cfgopt runs on (issue 32)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
-from cfgopt.engine import lint_paths
-from cfgopt.environment import Environment, assumed, found_environment, read_packages
-from cfgopt.project_config import CommandLine, Resolver
+from cfgopt.job.environment import Environment, assumed, found_environment, read_packages
+from cfgopt.lint.engine import lint_paths
+from cfgopt.lint.project_config import CommandLine, Resolver
 
 FULL_FT = ROOT / "bench" / "planner" / "examples" / "train_full" / "llama3_full_sft_fp16.yaml"
 DS_Z3 = ROOT / "bench" / "planner" / "examples" / "deepspeed" / "ds_z3_config.json"

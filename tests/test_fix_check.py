@@ -1,4 +1,4 @@
-"""`cfgopt.fix_check.damage`: the fixer's rule-independent last word on an edit."""
+"""`cfgopt.lint.fix_check.damage`: the fixer's rule-independent last word on an edit."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt.diagnostics import Edit
-from cfgopt.fix_check import apply_edits, damage
+from cfgopt.lint.fix_check import apply_edits, damage
+from cfgopt.text.diagnostics import Edit
 
 YAML = Path("cfg.yaml")
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rule_cases import ROOT
 
-from cfgopt.fixer import fix_paths
-from cfgopt.settings import Settings
+from cfgopt.job.settings import Settings
+from cfgopt.lint.fixer import fix_paths
 
 EXAMPLES = int(os.environ.get("CFGOPT_PROPERTY_EXAMPLES", "150"))
 CLEAN_YAML = (
@@ -54,7 +54,7 @@ def _fix_twice(name: str, data: bytes, unsafe: bool) -> tuple[bytes, bytes, list
         path = Path(tmp) / name
         path.write_bytes(data)
         # The speed plan rewrites the clean config's batch lines on purpose (same global batch): without the
-        # rules that own the micro-batch knob (cfgopt.speed_knobs.OWNERS) it leaves them alone
+        # rules that own the micro-batch knob (cfgopt.plan.speed_knobs.OWNERS) it leaves them alone
         cfg = Settings(unsafe_fixes=unsafe, ignore=["MEM005", "PF007", "MEM001"])
         first = fix_paths([path], cfg)
         once = first.fixed.get(path.resolve())

@@ -64,7 +64,7 @@ def test_github_annotations() -> None:
 
 
 def test_github_escaping() -> None:
-    from cfgopt.ci_formats import _gh_data, _gh_property
+    from cfgopt.lint.ci_formats import _gh_data, _gh_property
 
     assert _gh_data("50% a\r\nb") == "50%25 a%0D%0Ab"
     assert _gh_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"

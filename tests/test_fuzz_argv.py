@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sampling import examples
 
-from cfgopt.document import Document, encode
-from cfgopt.fixer import fix_paths
+from cfgopt.job.settings import Settings
+from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.command_loader import find_commands
-from cfgopt.settings import Settings
+from cfgopt.text.document import Document, encode
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 

@@ -188,7 +188,7 @@ def test_folder_with_ten_thousand_files(tmp_path: Path) -> None:
 
 
 def test_path_that_vanishes_mid_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cfgopt import discovery
+    from cfgopt.loaders import discovery
 
     good = good_file(tmp_path)
     doomed = tmp_path / "doomed.yaml"

@@ -108,7 +108,7 @@ def test_flash_attn_list_is_no_crash_and_no_estimate(tmp_path: Path) -> None:
     lint = Run(["lint", "--select", "ALL", "--target", "h200", "--format", "json", "train.yaml"]).assert_clean()
     assert not any(d["code"].startswith("MEM") for d in findings(lint))  # no estimate: the memory rules stay quiet
 
-    from cfgopt.memory import attention_of
+    from cfgopt.memory.estimate import attention_of
 
     assert attention_of({"flash_attn": ["fa2"]}) == "sdpa"
 
@@ -130,7 +130,7 @@ def test_huge_sizes_are_no_overflow(tmp_path: Path, key: str, value: str) -> Non
 
 
 def test_memory_model_refuses_counts_it_cannot_count_with() -> None:
-    from cfgopt import memory
+    from cfgopt.memory import estimate as memory
 
     config = {"per_device_train_batch_size": 10**400, "cutoff_len": float("nan")}
     assert len(memory.unusable_sizes(config)) == 2
@@ -253,7 +253,7 @@ def test_yaml_still_breaks_lines_where_pyyaml_does(tmp_path: Path) -> None:
 
 
 def test_a_document_counts_lines_by_its_syntax() -> None:
-    from cfgopt.document import Document
+    from cfgopt.text.document import Document
 
     text = "a\u2028b\rc\r\nd\ne"
     yaml_doc, json_doc, script_doc = (Document(Path(f"x{s}"), text) for s in (".yaml", ".json", ".sh"))
@@ -265,8 +265,8 @@ def test_a_document_counts_lines_by_its_syntax() -> None:
 
 
 def test_syntax_by_suffix_is_the_discovery_loader() -> None:
-    from cfgopt import discovery
-    from cfgopt.document import Document
+    from cfgopt.loaders import discovery
+    from cfgopt.text.document import Document
 
     for suffix in (".json", ".JSON", ".sh", ".bash", ".yaml", ".yml", ".txt", ""):
         path = Path(f"cfg{suffix}")
@@ -294,7 +294,7 @@ def test_utf16_files_are_named_not_binary(tmp_path: Path, encoding: str, words: 
 
 
 def test_binary_is_still_binary() -> None:
-    from cfgopt.document import wide_encoding
+    from cfgopt.text.document import wide_encoding
 
     assert wide_encoding(b"\x7fELF\x02\x01\x01\x00\x00\x00" * 10) is None
     assert wide_encoding("model: m # caf\u00e9\n".encode()) is None

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt.document import Document
-from cfgopt.engine import build_project
+from cfgopt.job.settings import Settings
+from cfgopt.lint.engine import build_project
 from cfgopt.loaders.command_loader import find_commands
-from cfgopt.settings import Settings
+from cfgopt.text.document import Document
 
 ROOT = Path(__file__).resolve().parent.parent
 YAML = """\

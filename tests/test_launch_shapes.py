@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt.document import Document
 from cfgopt.loaders import shell
 from cfgopt.loaders.command_loader import find_commands
+from cfgopt.text.document import Document
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = "--stage sft --model_name_or_path m --do_train --dataset d --template llama3 --output_dir out"
@@ -86,8 +86,8 @@ def sweep(commands: int) -> str:
 
 def test_sweep_scan_and_damage_check_are_fast() -> None:
     """In-process: the tokenizer and the damage check over 1,000 commands and 2,000 edits (were quadratic)."""
-    from cfgopt.diagnostics import Edit
-    from cfgopt.fix_check import damage
+    from cfgopt.lint.fix_check import damage
+    from cfgopt.text.diagnostics import Edit
 
     text = sweep(1000)
     started = time.perf_counter()
@@ -298,8 +298,8 @@ def test_yaml_launches_are_linked(tmp_path: Path) -> None:
 
 
 def test_the_job_uses_the_launchers_gpu_count_unless_gpus_is_given() -> None:
-    from cfgopt.job import Job
-    from cfgopt.settings import Settings
+    from cfgopt.job.job import Job
+    from cfgopt.job.settings import Settings
 
     (src,) = sources("deepspeed --num_gpus 4 src/train.py --stage sft --model_name_or_path m\n")
     assert Job(src, Settings()).hardware(1)[1:3] == (4, True)

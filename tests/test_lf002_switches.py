@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt.engine import lint_paths
-from cfgopt.settings import Settings
+from cfgopt.job.settings import Settings
+from cfgopt.lint.engine import lint_paths
 
 CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
 stage: sft

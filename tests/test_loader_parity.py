@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from cfgopt.document import Document  # noqa: E402
 from cfgopt.loaders.yaml_loader import load_yaml  # noqa: E402
-from cfgopt.source import Node  # noqa: E402
+from cfgopt.text.document import Document  # noqa: E402
+from cfgopt.text.source import Node  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 

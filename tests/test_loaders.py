@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cfgopt.document import Document
 from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.text.document import Document
 
 
 def _yaml(text: str):
@@ -100,7 +100,7 @@ def test_crlf_and_bom_documents_round_trip() -> None:
 def test_binary_and_non_utf8_are_document_errors() -> None:
     import pytest
 
-    from cfgopt.document import DocumentError
+    from cfgopt.text.document import DocumentError
 
     with pytest.raises(DocumentError, match="binary"):
         Document.from_bytes(Path("x.yaml"), b"a\x00b")

@@ -1,6 +1,6 @@
 """The memory estimate's numbers, pinned: every figure of a few hundred estimates (the fixtures' and bench's
 training YAMLs with a known model, each on 1 and 8 GPUs and with the knobs the model reads turned) is stored in
-tests/data/memory_golden.json and must come out the same. A refactor of cfgopt/memory.py keeps them all; a
+tests/data/memory_golden.json and must come out the same. A refactor of cfgopt/memory/estimate.py keeps them all; a
 change to the model's arithmetic regenerates the file and says which cases moved and why (`git diff` shows it).
 
 Regenerate: `python tests/test_memory_golden.py --write [--corpus DIR ...]` (DIR: more folders of LLaMA-Factory
@@ -68,8 +68,8 @@ def _jsonable(value: Any) -> bool:
 
 
 def _cases_of(path: Path) -> list[dict[str, Any]]:
-    from cfgopt.job_loader import JobError, load_job
-    from cfgopt.project_config import CommandLine, Resolver
+    from cfgopt.job.loader import JobError, load_job
+    from cfgopt.lint.project_config import CommandLine, Resolver
 
     settings = Resolver(CommandLine(target="h200", gpus=1)).settings_for(path)
     try:
@@ -124,9 +124,9 @@ ALWAYS_KEPT = {"fp16", "bf16", "pure_bf16", "optim", "stage", "finetuning_type",
 def build(corpus: list[Path], limit: int) -> dict[str, Any]:
     """Cases from the YAMLs under SOURCES and `corpus`: one per distinct estimate, at most `limit`, each config
     cut to the keys the estimate reads."""
-    from cfgopt import memory
-    from cfgopt.model_shapes import ModelShape
-    from cfgopt.targets import TARGETS
+    from cfgopt.knowledge.model_shapes import ModelShape
+    from cfgopt.knowledge.targets import TARGETS
+    from cfgopt.memory import estimate as memory
 
     files = sorted({p for folder in [ROOT / s for s in SOURCES] + corpus for p in folder.rglob("*.yaml")})
     seen: set[str] = set()
@@ -174,9 +174,9 @@ def test_golden_covers_the_model() -> None:
 
 
 def test_every_figure_is_unchanged() -> None:
-    from cfgopt import memory
-    from cfgopt.model_shapes import ModelShape
-    from cfgopt.targets import TARGETS
+    from cfgopt.knowledge.model_shapes import ModelShape
+    from cfgopt.knowledge.targets import TARGETS
+    from cfgopt.memory import estimate as memory
 
     golden = _load()
     moved = []
@@ -197,9 +197,9 @@ def test_every_figure_is_unchanged() -> None:
 
 def test_components_add_up() -> None:
     """The components are the estimate: the states plus the largest phase are the allocated peak."""
-    from cfgopt import memory
-    from cfgopt.model_shapes import ModelShape
-    from cfgopt.targets import TARGETS
+    from cfgopt.knowledge.model_shapes import ModelShape
+    from cfgopt.knowledge.targets import TARGETS
+    from cfgopt.memory import estimate as memory
 
     golden = _load()
     for case in golden["cases"][::7]:

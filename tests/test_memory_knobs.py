@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from test_memory_stages import BASE, GIB, component, est, names
 
-from cfgopt import memory
-from cfgopt.model_shapes import shape_for
+from cfgopt.knowledge.model_shapes import shape_for
+from cfgopt.memory import estimate as memory
 
 MISTRAL = shape_for("mistralai/Mistral-7B-v0.1")
 FULL = {**BASE, "finetuning_type": "full", "cutoff_len": 2048, "packing": True, "per_device_train_batch_size": 2}

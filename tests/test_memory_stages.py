@@ -1,5 +1,5 @@
-"""The memory model per training stage and fine-tuning method (cfgopt/memory_stages.py, cfgopt/methods.py): one
-case wherever LLaMA-Factory 0.9.5 does something different (a reference model or not, how many sequences go
+"""The memory model per training stage and fine-tuning method (cfgopt/memory/stages.py, cfgopt/knowledge/methods.py):
+one case wherever LLaMA-Factory 0.9.5 does something different (a reference model or not, how many sequences go
 through the graph, which stage packs or fuses the loss, PPO's extra models, DoRA, bitsandbytes, freeze)."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt import memory, methods, schema
-from cfgopt.job import lf_values
-from cfgopt.job_loader import load_job
-from cfgopt.memory_base import BNB4_BYTES, BNB4_DOUBLE_QUANT_BYTES, linear_params, module_dims
-from cfgopt.memory_stages import DORA_OUTPUT_BYTES, NO_GRAD_LOGPS_BYTES_PER_VOCAB
-from cfgopt.model_shapes import ModelShape, shape_for
-from cfgopt.settings import Settings
-from cfgopt.targets import TARGETS
+from cfgopt.job.job import lf_values
+from cfgopt.job.loader import load_job
+from cfgopt.job.settings import Settings
+from cfgopt.knowledge import methods, schema
+from cfgopt.knowledge.model_shapes import ModelShape, shape_for
+from cfgopt.knowledge.targets import TARGETS
+from cfgopt.memory import estimate as memory
+from cfgopt.memory.base import BNB4_BYTES, BNB4_DOUBLE_QUANT_BYTES, linear_params, module_dims
+from cfgopt.memory.stages import DORA_OUTPUT_BYTES, NO_GRAD_LOGPS_BYTES_PER_VOCAB
 
 L8 = shape_for("meta-llama/Meta-Llama-3-8B")  # untied embeddings
 L1 = ModelShape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True)  # tied embeddings

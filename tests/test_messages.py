@@ -44,7 +44,7 @@ def unquoted(message: str) -> str:
     [
         (DOUBLED, "a doubled word"),
         (IT_THEN_SUBJECT, "a word missing after `it`"),
-        (A_BEFORE_VOWEL_SOUND, "`a` where `an` is read (use cfgopt.wording.a)"),
+        (A_BEFORE_VOWEL_SOUND, "`a` where `an` is read (use cfgopt.rules.support.wording.a)"),
         (re.compile(r"  |\s[,;.:](?=\s|$)|\s$|^\s"), "stray spacing"),
     ],
     ids=["doubled", "it-subject", "article", "spacing"],

@@ -1,4 +1,4 @@
-"""Which model a config trains (cfgopt/model_family.py): every path component, nearest first, and a local
+"""Which model a config trains (cfgopt/knowledge/model_family.py): every path component, nearest first, and a local
 config.json read through the bounded reader, so that a FIFO or a device named config.json never hangs a lint."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cfgopt import model_family
-from cfgopt.model_family import SOURCE_CONFIG, SOURCE_NAME, SOURCE_PARENT, liger_patches, model_name
+from cfgopt.knowledge import model_family
+from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_NAME, SOURCE_PARENT, liger_patches, model_name
 
 
 @pytest.mark.parametrize(

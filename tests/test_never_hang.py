@@ -17,10 +17,10 @@ import pytest
 import yaml
 from rule_cases import ROOT
 
-from cfgopt.document import Document
-from cfgopt.fixer import fix_paths
+from cfgopt.job.settings import Settings
+from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.settings import Settings
+from cfgopt.text.document import Document
 
 SEED_YAML = ROOT / "fixtures" / "seed" / "llama3_lora_sft.yaml"
 LIMIT_S = 5
@@ -261,7 +261,7 @@ def test_deep_nesting_gives_a_clean_message(tmp_path: Path) -> None:
 
 
 def test_time_limit_turns_a_runaway_rule_into_a_one_line_error(tmp_path: Path, monkeypatch) -> None:
-    from cfgopt import engine
+    from cfgopt.lint import engine
     from cfgopt.rules.lf001_unknown_key import UnknownKey
 
     slow = tmp_path / "slow.yaml"
@@ -293,7 +293,7 @@ def test_time_limit_turns_a_runaway_rule_into_a_one_line_error(tmp_path: Path, m
 def test_time_limit_is_a_no_op_outside_the_main_thread() -> None:
     import threading
 
-    from cfgopt.timelimit import time_limit
+    from cfgopt.text.timelimit import time_limit
 
     done: list[bool] = []
 

@@ -58,8 +58,8 @@ STATS: Counter[str] = Counter()  # "<operator>:<outcome>" (agree-ok / agree-erro
 # --------------------------------------------------------------------------------------------- seeds
 
 
-from cfgopt import discovery  # noqa: E402
-from cfgopt.source import Kind  # noqa: E402
+from cfgopt.loaders import discovery  # noqa: E402
+from cfgopt.text.source import Kind  # noqa: E402
 
 
 def _seed_records() -> list[dict[str, Any]]:
@@ -635,8 +635,8 @@ LATE_FAILURE_CODES = {"LF011", "LF025", "LF030", "DS016", "DS025", "LF037"}
 def _not_deepspeed_to_cfgopt(case: Case) -> bool:
     """KD4: a JSON with no DeepSpeed marker key left (e.g. only a `bf16` block): cfgopt does not recognise it
     as a DeepSpeed config at all (discovery skips unrelated JSON silently), so it gives no verdict."""
-    from cfgopt import discovery
-    from cfgopt.source import Kind
+    from cfgopt.loaders import discovery
+    from cfgopt.text.source import Kind
 
     jsons = [t for n, t in case.files.items() if n.endswith(".json")]
     if len(case.files) != 1 or not jsons:
@@ -758,9 +758,9 @@ FIX_STATS: Counter[str] = Counter()
 def fix_then_judge(case: Case, paths: list[Path], judge_fixed: Callable[[], tuple[bool, str]]) -> Case | None:
     """Issue 3, item 3: when `cfgopt fix --unsafe-fixes` leaves no error, the real tools must accept the fixed
     files. Returns a disagreement case when they do not (None otherwise)."""
-    from cfgopt.document import real_path
-    from cfgopt.fixer import fix_paths
-    from cfgopt.settings import Settings
+    from cfgopt.job.settings import Settings
+    from cfgopt.lint.fixer import fix_paths
+    from cfgopt.text.document import real_path
 
     if not case.diags:
         return None

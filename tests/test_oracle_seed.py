@@ -74,7 +74,7 @@ def seed(tmp_path: Path) -> Path:
 
 
 def test_harness_targets_match_cfgopt() -> None:
-    from cfgopt.targets import TARGETS
+    from cfgopt.knowledge.targets import TARGETS
 
     gpu = ("cuda", "rocm")
     facts = {name: (t.platform, t.bf16 or t.platform in gpu, t.is_cuda and t.tf32) for name, t in TARGETS.items()}

@@ -1,4 +1,4 @@
-"""The job model (cfgopt/job.py) and the speed planner (cfgopt/planner.py): one answer per question about a
+"""The job model (cfgopt/job/job.py) and the speed planner (cfgopt/plan/planner.py): one answer per question about a
 job, and the speed fixes chosen together, for the hardware the job is judged for (#13)."""
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt import memory, schema
-from cfgopt.job_loader import JobError, load_job
-from cfgopt.planner import plan_for
-from cfgopt.settings import Settings
-from cfgopt.speed_knobs import OWNERS, PLANNED_CODES
-from cfgopt.tune import reasons, search, space
+from cfgopt.job.loader import JobError, load_job
+from cfgopt.job.settings import Settings
+from cfgopt.knowledge import schema
+from cfgopt.memory import estimate as memory
+from cfgopt.plan import reasons, space
+from cfgopt.plan.planner import plan_for
+from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES
+from cfgopt.tune import search
 
 SEED_LIKE = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
 stage: sft
@@ -83,7 +85,7 @@ def test_no_default_is_kept_outside_the_job() -> None:
     import cfgopt.rules.support.llamafactory as lf
 
     assert not hasattr(memory, "DEFAULTS") and not hasattr(lf, "LF") and not hasattr(ds, "DS")
-    from cfgopt import job
+    from cfgopt.job import job
 
     assert not hasattr(memory, "packing_on") or memory.packing_on is job.packing_on  # one definition, both read it
 
@@ -108,7 +110,7 @@ def test_the_plan_is_tunes_top_prediction(tmp_path: Path) -> None:
     options = space.SpaceOptions(gpus=1, allow_packing=True)
     written = {**job.values(), "optim": job.data.get("optim")}  # tune's baseline: the optimizer as written
     base, knobs = space.build_space(written, None, platform, options)
-    from cfgopt.job import lf_values
+    from cfgopt.job.job import lf_values
 
     fits = search.MemoryFits(job.shape, job.settings.target, 1, fill=lambda c: lf_values(c, job.lf))
     ranked = []
@@ -232,7 +234,7 @@ def test_a_package_not_in_the_environment_is_the_reason(tmp_path: Path) -> None:
     """Llama-3-8B full fine-tuning on one H200: only 8-bit AdamW fits (pure bf16 and Adafactor train worse,
     bench/verify/results.md). In an environment without bitsandbytes no plan fits, and the output says what it
     would bring; MEM001 names the optimizer and that its package is missing; with it, the plan takes it."""
-    from cfgopt.environment import Environment
+    from cfgopt.job.environment import Environment
 
     path = tmp_path / "full.yaml"
     path.write_text(SEED_LIKE.format(extra="").replace("finetuning_type: lora", "finetuning_type: full"))
@@ -315,7 +317,7 @@ def test_mem001_offers_the_optimizers_offload_before_the_parameters(tmp_path: Pa
 
 
 def space_template(zero: str) -> dict:
-    from cfgopt.tune.space import deepspeed_template
+    from cfgopt.plan.space import deepspeed_template
 
     return deepspeed_template(zero) or {}
 
@@ -352,7 +354,7 @@ def test_the_batch_shape_stays_where_the_deepspeed_file_was_not_read(tmp_path: P
 def test_jobs_with_the_same_planning_inputs_share_one_plan(tmp_path: Path) -> None:
     """Issue 33: the lines of a sweep differ in where they write; planned once, not once per line. A value the
     plan reads (the cutoff) still makes a plan of its own."""
-    from cfgopt import planner
+    from cfgopt.plan import planner
 
     def job(name: str, old: str, new: str):
         path = tmp_path / name

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt.document import Document
-from cfgopt.fixer import apply_edits
-from cfgopt.job_loader import load_job
-from cfgopt.knob_edits import stage_edits
+from cfgopt.job.loader import load_job
+from cfgopt.job.settings import Settings
+from cfgopt.lint.fixer import apply_edits
 from cfgopt.loaders.json_loader import load_json
-from cfgopt.planner import plan_for
-from cfgopt.settings import Settings
-from cfgopt.source import Kind
+from cfgopt.plan.knob_edits import stage_edits
+from cfgopt.plan.planner import plan_for
+from cfgopt.text.document import Document
+from cfgopt.text.source import Kind
 
 # LLaMA-Factory v0.9.5's examples/deepspeed/ds_z3_config.json, verbatim (bench/planner/README.md)
 STOCK_Z3 = ROOT / "bench" / "planner" / "examples" / "deepspeed" / "ds_z3_config.json"

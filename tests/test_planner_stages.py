@@ -1,4 +1,4 @@
-"""The speed planner and tune's search space per fine-tuning method and training stage (cfgopt/methods.py):
+"""The speed planner and tune's search space per fine-tuning method and training stage (cfgopt/knowledge/methods.py):
 packing only where the stage's data processor packs, Liger only where it fuses the loss, pure bf16 and another
 optimizer only for full / freeze, no ZeRO-3 over an 8-bit base, and a PPO plan that spends no memory."""
 
@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
-from cfgopt import methods
-from cfgopt.job_loader import load_job
-from cfgopt.model_shapes import shape_for
-from cfgopt.planner import plan_for
-from cfgopt.settings import Settings
-from cfgopt.targets import TARGETS
-from cfgopt.tune import search, space
+from cfgopt.job.loader import load_job
+from cfgopt.job.settings import Settings
+from cfgopt.knowledge import methods
+from cfgopt.knowledge.model_shapes import shape_for
+from cfgopt.knowledge.targets import TARGETS
+from cfgopt.plan import space
+from cfgopt.plan.planner import plan_for
+from cfgopt.tune import search
 
 CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
 stage: {stage}
@@ -119,7 +120,7 @@ def test_the_dpo_plan_is_the_h200_searchs_winner() -> None:
     """LLaMA-Factory's Qwen3-4B LoRA DPO example on one H200: tune measured 8 x 1 with GC on at 2,581 tokens/s and
     the earlier plan (2 x 4, GC off) at 989 (bench/planner/h200/longer-search). DPO's measured micro-batch
     exponent makes the plan the winner; SFT's would not."""
-    from cfgopt.tune.priors import prior_speed
+    from cfgopt.plan.priors import prior_speed
 
     path = ROOT / "bench" / "planner" / "examples" / "train_lora" / "qwen3_lora_dpo.yaml"
     plan = plan_for(load_job(path, Settings(target_name="h200", gpus=1)))

@@ -1,13 +1,13 @@
-"""The launcher variables ENV010 and `cfgopt doctor` judge (cfgopt/rules/support/rocm_env.py): each logging or
+"""The launcher variables ENV010 and `cfgopt doctor` judge (cfgopt/knowledge/rocm_env.py): each logging or
 debugging switch says its source and confidence, and is judged only on the platform it acts on."""
 
 from __future__ import annotations
 
 import pytest
 
-from cfgopt.diagnostics import Severity
-from cfgopt.rules.support.rocm_env import DEBUG_SWITCHES, JUDGED, judge_variable
-from cfgopt.targets import TARGETS
+from cfgopt.knowledge.rocm_env import DEBUG_SWITCHES, JUDGED, judge_variable
+from cfgopt.knowledge.targets import TARGETS
+from cfgopt.text.diagnostics import Severity
 
 
 def test_every_switch_says_where_its_cost_is_documented() -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt.diagnostics import Edit
-from cfgopt.document import Document
-from cfgopt.fix_check import damage
+from cfgopt.lint.fix_check import damage
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.text.diagnostics import Edit
+from cfgopt.text.document import Document
 
 TRAIN = """\
 model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
@@ -130,7 +130,7 @@ def test_the_fixers_check_over_the_whole_job_withholds_a_plan_that_breaks_the_pa
 ) -> None:
     """The safety net under the planner: were it to change a batch its JSON states (it does not), the fixer's
     not-worse check, counting errors in every file of the job, withholds the plan."""
-    monkeypatch.setattr("cfgopt.planner.json_pins_batch", lambda _ds: False)
+    monkeypatch.setattr("cfgopt.plan.planner.json_pins_batch", lambda _ds: False)
     (tmp_path / "train.yaml").write_text(
         TRAIN.replace("lora", "full")
         + "per_device_train_batch_size: 1\ngradient_accumulation_steps: 16\ncutoff_len: 1024\ndeepspeed: ds.json\n"
@@ -282,7 +282,7 @@ def test_the_summary_counts_only_what_is_written(tmp_path: Path, monkeypatch: py
     def refuse(*_args: object, **_kwargs: object) -> bool:
         raise OSError("disk full")
 
-    monkeypatch.setattr("cfgopt.writer.atomic_write", refuse)
+    monkeypatch.setattr("cfgopt.text.writer.atomic_write", refuse)
     before = path.read_text()
     code, _, err = run_cli(["fix", "--write", "--unsafe-fixes", "--select", "LF,CFG", str(path)])
     assert "not written: disk full" in err and "fixed:" not in err

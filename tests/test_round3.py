@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt import pins
+from cfgopt.knowledge import pins
 
 TRAIN = """\
 model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
@@ -107,9 +107,9 @@ RENAME_CASES = [
 @pytest.mark.oracle
 def test_ds002_rename_is_accepted_by_the_real_deepspeed() -> None:
     pytest.importorskip("deepspeed")
-    from cfgopt import schema
+    from cfgopt.knowledge import schema
     from cfgopt.rules.ds002_unknown_top_level_key import accepted_as
-    from cfgopt.suggest import closest
+    from cfgopt.text.suggest import closest
 
     ds = schema.deepspeed("0.19.8")
     offered = []
@@ -342,7 +342,7 @@ def test_fix_stdin_force_exclude_echoes_the_input(tmp_path: Path) -> None:
 
 
 def test_watch_reads_the_project_config_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cfgopt import watch as watch_module
+    from cfgopt.commands import watch as watch_module
 
     (tmp_path / "train.yaml").write_text(TRAIN + "fp16: true\n")  # LF004, an error
     config = tmp_path / "pyproject.toml"
@@ -431,8 +431,8 @@ bf16: true
 
 
 def test_omegaconfs_pathlib_tags_are_read_as_it_reads_them(tmp_path: Path) -> None:
-    from cfgopt.document import Document
     from cfgopt.loaders.yaml_loader import load_yaml
+    from cfgopt.text.document import Document
 
     (tmp_path / "train.yaml").write_text(PATH_TAGS)
     code, out, _err = run_cli(["lint", "--format", "json", str(tmp_path / "train.yaml")])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt.writer import ChangedOnDisk, atomic_write
+from cfgopt.text.writer import ChangedOnDisk, atomic_write
 
 SEED = ROOT / "fixtures" / "seed"
 
@@ -78,7 +78,7 @@ def test_mode_is_kept(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from cfgopt.writer import atomic_write
+from cfgopt.text.writer import atomic_write
 path = Path(sys.argv[1])
 old = path.read_bytes()
 print("ready", flush=True)

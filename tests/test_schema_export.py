@@ -10,8 +10,8 @@ import pytest
 from oracle_harness import CORPUS, CORPUS_SKIP
 from rule_cases import ROOT, run_cli
 
-from cfgopt.document import Document
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.text.document import Document
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -67,7 +67,7 @@ def test_values_types_and_auto(exported) -> None:
 
 
 def test_descriptions_defaults_enums() -> None:
-    from cfgopt.schema_export import deepspeed_schema, llamafactory_schema
+    from cfgopt.knowledge.schema_export import deepspeed_schema, llamafactory_schema
 
     lf = llamafactory_schema("0.9.5")["properties"]
     assert lf["flash_attn"]["enum"] == ["auto", "disabled", "sdpa", "fa2", "fa3"]

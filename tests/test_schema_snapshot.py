@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cfgopt import schema, schema_validators
+from cfgopt.knowledge import schema, schema_validators
 
 
 def test_every_deepspeed_validator_is_implemented_or_explained() -> None:

@@ -1,6 +1,6 @@
 """Tests for the shipped schema snapshots and ``scripts/sync_schemas.py``.
 
-Why: the linter trusts ``cfgopt/schemas/*.json`` blindly, so (1) every CI run checks the files parse and have
+Why: the linter trusts ``cfgopt/knowledge/schemas/*.json`` blindly, so (1) every CI run checks the files parse and have
 the documented shape, and (2) oracle runs (real llamafactory/deepspeed installed) regenerate them and fail on
 drift, plus spot-check facts the lint rules depend on.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCHEMAS = ROOT / "cfgopt" / "schemas"
+SCHEMAS = ROOT / "cfgopt" / "knowledge" / "schemas"
 SCRIPT = ROOT / "scripts" / "sync_schemas.py"
 LF_PATH = SCHEMAS / "llamafactory-0.9.5.json"
 DS_PATH = SCHEMAS / "deepspeed-0.19.8.json"

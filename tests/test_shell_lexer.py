@@ -159,8 +159,8 @@ def test_finding_commands_stays_linear(text: str) -> None:
     """Many commands nested in one another's `$(`, or thousands of heredocs: no quadratic rescan."""
     from pathlib import Path
 
-    from cfgopt.document import Document
     from cfgopt.loaders.command_loader import find_commands
+    from cfgopt.text.document import Document
 
     started = time.perf_counter()
     find_commands(Document(path=Path("run.sh"), text=text))

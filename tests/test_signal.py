@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt import pins, versions
-from cfgopt.versions import VersionRange
+from cfgopt.knowledge import pins, versions
+from cfgopt.knowledge.versions import VersionRange
 
 DS_JSON = (
     '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'

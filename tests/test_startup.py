@@ -9,8 +9,9 @@ import sys
 from rule_cases import ROOT
 
 from cfgopt import rules
-from cfgopt.rules import _catalog, all_rules, codes_and_names, rule_modules, rules_for
-from cfgopt.source import Kind
+from cfgopt.knowledge import rule_catalog as _catalog
+from cfgopt.rules import all_rules, codes_and_names, rule_modules, rules_for
+from cfgopt.text.source import Kind
 
 IMPORTED = (
     "import sys; from cfgopt.cli import main; code = main(['lint', '--isolated', *sys.argv[1:]]); "
@@ -101,8 +102,8 @@ def test_the_lint_path_loads_no_dataclasses_nor_what_argparse_need_not() -> None
     model only where an estimate can be made (no target stated here)."""
     code = (
         "import sys; from cfgopt.cli import main; main(['lint', 'fixtures/seed/llama3_lora_sft.yaml']); "
-        "print(' '.join(m for m in ('dataclasses', 'inspect', 'shutil', 'tomllib', 'cfgopt.memory', "
-        "'cfgopt.fixer', 'cfgopt.suppressions') if m in sys.modules), file=sys.stderr)"
+        "print(' '.join(m for m in ('dataclasses', 'inspect', 'shutil', 'tomllib', 'cfgopt.memory.estimate', "
+        "'cfgopt.lint.fixer', 'cfgopt.rules.suppressions') if m in sys.modules), file=sys.stderr)"
     )
     err = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False).stderr
     assert err.splitlines()[-1] == "", err

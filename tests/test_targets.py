@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from rule_cases import CASES_DIR, case_args, input_files, run_cli
 
-from cfgopt import detect
-from cfgopt.detect import resolve_target as resolve
-from cfgopt.targets import HARDWARE_CHECKS, TARGETS, UNSTATED, TargetError, custom_target, target_for_device
+from cfgopt.knowledge import detect
+from cfgopt.knowledge.detect import resolve_target as resolve
+from cfgopt.knowledge.targets import HARDWARE_CHECKS, TARGETS, UNSTATED, TargetError, custom_target, target_for_device
 
 H200_INFO = "Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t GPU-66a42732\nBus Type: \t PCIe\n"  # as on an H200
 FULL_8B = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rule_cases import ROOT, run_cli
 
-from cfgopt import schema
+from cfgopt.knowledge import schema
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import sync_schemas

@@ -12,8 +12,8 @@ from oracle_harness import CORPUS
 from rule_cases import ROOT
 from sampling import params
 
-from cfgopt.engine import build_project
-from cfgopt.project_config import CommandLine, Resolver
+from cfgopt.lint.engine import build_project
+from cfgopt.lint.project_config import CommandLine, Resolver
 from cfgopt.rules import all_rules
 
 FIXTURES = ROOT / "fixtures"

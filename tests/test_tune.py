@@ -18,8 +18,9 @@ from rule_cases import ROOT
 from sampling import full_only
 from tiny_model import TINY
 
-from cfgopt.document import Document
-from cfgopt.tune import command, search, space
+from cfgopt.plan import space
+from cfgopt.text.document import Document
+from cfgopt.tune import command, search
 from cfgopt.tune.candidates import make_candidates
 from cfgopt.tune.options import KNOBS, add_arguments
 from cfgopt.tune.session import RealSession, measurement_from
@@ -371,11 +372,11 @@ def test_too_few_steps_for_the_warmup_is_said(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cfgopt.model_shapes import shape_for
-    from cfgopt.targets import TARGETS
+    from cfgopt.knowledge.model_shapes import shape_for
+    from cfgopt.knowledge.targets import TARGETS
 
     shape, target = shape_for("meta-llama/Meta-Llama-3-8B"), TARGETS["h200"]
-    monkeypatch.setitem(sys.modules, "cfgopt.memory", None)  # as if the module did not exist
+    monkeypatch.setitem(sys.modules, "cfgopt.memory.estimate", None)  # as if the module did not exist
     fits = search.MemoryFits(shape, target, 1)
     assert fits.note == "no memory model: nothing pruned" and fits({"x": 1}) == (True, None)
     seen = {}
@@ -384,7 +385,7 @@ def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch)
         seen.update(config=config, gpus=gpus, deepspeed=deepspeed)
         return types.SimpleNamespace(peak_gib=20.0 * config["per_device_train_batch_size"])
 
-    monkeypatch.setitem(sys.modules, "cfgopt.memory", types.SimpleNamespace(estimate=estimate))
+    monkeypatch.setitem(sys.modules, "cfgopt.memory.estimate", types.SimpleNamespace(estimate=estimate))
     fits = search.MemoryFits(shape, target, 2, margin=0.10)
     assert fits({"per_device_train_batch_size": 6}) == (True, 120.0)  # 120 <= 0.9 * 141
     assert fits({"per_device_train_batch_size": 7, "deepspeed": {"a": 1}}) == (False, 140.0)
@@ -396,9 +397,9 @@ def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
-    pytest.importorskip("cfgopt.memory")
-    from cfgopt.model_shapes import shape_for
-    from cfgopt.targets import TARGETS
+    pytest.importorskip("cfgopt.memory.estimate")
+    from cfgopt.knowledge.model_shapes import shape_for
+    from cfgopt.knowledge.targets import TARGETS
 
     fits = search.MemoryFits(shape_for("meta-llama/Meta-Llama-3-8B-Instruct"), TARGETS["h200"], 1)
     assert fits.note.startswith("memory model: pruned above 127 GiB")
@@ -521,12 +522,12 @@ def test_command_drops_deepspeed_on_one_gpu(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) -> None:
-    """One writer (cfgopt.knob_edits) for tune's winner and the speed plan's fix: a precision switch renamed where
+    """One writer (cfgopt.plan.knob_edits) for tune's winner and the speed plan's fix: a precision switch renamed where
     it stands (its comment kept), new keys at the end, the same text from both for the same knobs."""
-    from cfgopt.fixer import apply_edits
-    from cfgopt.job_loader import load_job
-    from cfgopt.planner import SpeedPlan, plan_edits
-    from cfgopt.settings import Settings
+    from cfgopt.job.loader import load_job
+    from cfgopt.job.settings import Settings
+    from cfgopt.lint.fixer import apply_edits
+    from cfgopt.plan.planner import SpeedPlan, plan_edits
     from cfgopt.tune.winner import plan_fix
 
     path = tmp_path / "cfg.yaml"
@@ -546,9 +547,9 @@ def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) ->
 
 
 def test_tune_says_why_the_plan_left_settings_out() -> None:
-    """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.tune.reasons)."""
-    from cfgopt.job_loader import load_job
-    from cfgopt.settings import Settings
+    """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.plan.reasons)."""
+    from cfgopt.job.loader import load_job
+    from cfgopt.job.settings import Settings
     from cfgopt.tune.candidates import planned_start
 
     config = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"

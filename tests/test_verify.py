@@ -359,7 +359,7 @@ time.sleep(120)
 """
 
 DRIVER = """import sys
-from cfgopt.tune import space
+from cfgopt.plan import space
 from cfgopt.verify import preflight, runner
 
 # the real command, with the trainer replaced by FAKE_WORKER and no GPU or package probing

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt import schema, versions
-from cfgopt.versions import VersionError, resolve_version
+from cfgopt.knowledge import schema, versions
+from cfgopt.knowledge.versions import VersionError, resolve_version
 
 LF_VERSIONS = schema.shipped_versions("llamafactory")
 DS_VERSIONS = schema.shipped_versions("deepspeed")
@@ -395,7 +395,7 @@ def test_lint_reads_only_the_selected_snapshots() -> None:
     """Snapshots load lazily: a run with nothing unknown reads the chosen pair and the small index only."""
     code = (
         "import json, sys\n"
-        "from cfgopt import schema, versions\n"
+        "from cfgopt.knowledge import schema, versions\n"
         "read = []\n"
         "orig = schema._read.__wrapped__\n"
         "schema._read = lambda name: read.append(name) or orig(name)\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from rule_cases import run_cli
 
-from cfgopt import versions
+from cfgopt.knowledge import versions
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ import pytest
 from rule_cases import all_cases, case_args, input_files, run_cli
 from sampling import params
 
-from cfgopt.schema import shipped_versions
+from cfgopt.knowledge.schema import shipped_versions
 
 VERSION = re.compile(r"\b(LLaMA-Factory|DeepSpeed) v?(\d+\.\d+\.\d+)")
-# Sentences comparing releases (cfgopt.versions) name the others on purpose: `valid in 0.9.4, not in 0.9.5`.
+# Sentences comparing releases (cfgopt.knowledge.versions) name the others on purpose: `valid in 0.9.4, not in 0.9.5`.
 HISTORY = re.compile(r"valid in|added after|removed by|still read|differs between releases|but .* in \d|passes")
 
 

@@ -8,7 +8,7 @@ import pytest
 from rule_cases import ROOT, run_cli
 
 from cfgopt.cli import build_parser
-from cfgopt.settings import Settings
+from cfgopt.job.settings import Settings
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +46,7 @@ def test_pf007_and_mem004_count_the_same_tokens_for_dpo(tmp_path) -> None:
 
 
 def test_a_target_without_memory_is_not_called_unstated() -> None:
-    from cfgopt.planner import _no_memory
+    from cfgopt.plan.planner import _no_memory
 
     assert _no_memory(Settings(target_name="cpu")) == "cpu: no GPU memory to estimate against"
     assert _no_memory(Settings()) == "no target stated"
@@ -60,7 +60,7 @@ def test_verify_target_none_and_cpu_are_stated() -> None:
 
 
 def test_tune_labels_cpu_runs_fp32() -> None:
-    from cfgopt.tune.space import Knobs
+    from cfgopt.plan.space import Knobs
 
     knobs = Knobs(1, 1, True, "sdpa", False, False, "none", precision="fp16")
     assert " fp16 " in knobs.label()
@@ -83,6 +83,6 @@ def test_verify_mfu_footnote_only_with_an_mfu() -> None:
 
 
 def test_not_fixed_reason_names_scripts_too() -> None:
-    from cfgopt.fixer import _OUTSIDE
+    from cfgopt.lint.fixer import _OUTSIDE
 
     assert "config or launch script names it" in _OUTSIDE

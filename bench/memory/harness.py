@@ -548,7 +548,7 @@ def _ds(zero: str) -> dict[str, Any]:
     DeepSpeedCPUAdam, a C++ op built at first use; where it cannot be built (CFGOPT_MEMORY_DS_TORCH_OPTIM=1,
     set by device_call_knobs.sh), the Trainer's own AdamW steps on the host instead; either way the optimizer
     states stay on the host."""
-    from cfgopt.tune.space import deepspeed_template
+    from cfgopt.plan.space import deepspeed_template
 
     ds = deepspeed_template(zero)
     if zero.endswith("_offload") and os.environ.get("CFGOPT_MEMORY_DS_TORCH_OPTIM"):

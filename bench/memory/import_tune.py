@@ -5,7 +5,7 @@ allocated of every candidate that ran: tune's runs are verify's runner, max allo
     python bench/memory/import_tune.py TUNE_JSON BASE_CONFIG NAME_PREFIX --family F --hub HUB_ID --source TEXT
 
 BASE_CONFIG is the file tune searched from (its baseline); each row's knobs are applied to it with the
-planner's own key mapping (`cfgopt.tune.space.changed_keys`), so the config compare.py estimates is the one
+planner's own key mapping (`cfgopt.plan.space.changed_keys`), so the config compare.py estimates is the one
 that ran. The model shape comes from cfgopt's shape table for HUB_ID (verify's offline mode builds exactly
 that shape; meta.json names the id, which compare.py looks up). Rows already imported are written again (the
 files are a function of the report). A setting measured twice (two searches) should be imported once.
@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cfgopt.model_shapes import shape_for  # noqa: E402
-from cfgopt.tune import space  # noqa: E402
+from cfgopt.knowledge.model_shapes import shape_for  # noqa: E402
+from cfgopt.plan import space  # noqa: E402
 
 DROP = ("deepspeed", "output_dir", "report_to", "logging_steps", "save_steps", "plot_loss", "overwrite_output_dir")
 

@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cfgopt.tune import search, space
+from cfgopt.plan import space
+from cfgopt.tune import search
 from cfgopt.tune.candidates import cache_key, make_candidates
 from cfgopt.tune.options import KNOBS
 from cfgopt.tune.session import RealSession
@@ -114,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grid(args: argparse.Namespace) -> int:
     config_path = args.config
-    from cfgopt.job_loader import load_job
-    from cfgopt.settings import Settings
+    from cfgopt.job.loader import load_job
+    from cfgopt.job.settings import Settings
 
     job = load_job(config_path, Settings(gpus=args.gpus))  # the one YAML + DeepSpeed JSON loader
     config, (_, user_ds) = job.data, job.deepspeed

@@ -2,7 +2,7 @@
 # Numerics of the planner's knobs: a config against copies of itself that change one setting each
 # (`cfgopt verify CFG --fixed VARIANT`: same seed and data order, steps compared one to one), in verify's offline
 # synthetic mode; prints each comparison's largest relative loss difference and verdict. bench/verify/results.md
-# records what it printed on the H200; cfgopt/tune/space.py refuses what trains worse (PURE_BF16_NUMERICS).
+# records what it printed on the H200; cfgopt/plan/space.py refuses what trains worse (PURE_BF16_NUMERICS).
 # Usage (repository root; wheels installed, PYTHONPATH set): OUT=/some/dir bash bench/verify/knob_numerics.sh
 # Knobs: STEPS (20), TARGET (h200), LIMIT (s per verify), CONFIG (root:relative.yaml),
 # VARIANTS ("name:key=value,key=value ..."; a value is YAML). CPU dry run: TARGET=cpu STEPS=3 CONFIG=... VARIANTS=...

@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, NoReturn
 
 from cfgopt.argtypes import gpu_count
 from cfgopt.commands import UsageError
-from cfgopt.settings import Settings
-from cfgopt.targets import NONE, TARGETS
+from cfgopt.job.settings import Settings
+from cfgopt.knowledge.targets import NONE, TARGETS
 
 if TYPE_CHECKING:
-    from cfgopt.project_config import Resolver
+    from cfgopt.lint.project_config import Resolver
 
 
 def rule_codes(text: str) -> list[str]:
     """Rule selectors from the command line; an unknown code or prefix is a usage error (as ruff's
     `Unknown rule selector`), with a did-you-mean."""
-    from cfgopt.project_config import ConfigError, check_codes
+    from cfgopt.lint.project_config import ConfigError, check_codes
 
     try:
         return check_codes([c.strip() for c in text.split(",") if c.strip()], "rule selector")
@@ -182,7 +182,7 @@ def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
     """The settings for the run: the resolver that gives each file its settings (the closest project config
     wins, then `--config` overrides, then the flags; the engine asks it once per file), and the settings of
     the first path, which summaries describe. Raises ConfigError / VersionError (exit 2)."""
-    from cfgopt.project_config import CommandLine, Resolver, parse_override
+    from cfgopt.lint.project_config import CommandLine, Resolver, parse_override
 
     overrides: dict = {}
     for text in args.config_overrides:
@@ -208,8 +208,8 @@ def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
 
 
 def show_settings(args: argparse.Namespace, resolver: Resolver) -> int:
-    from cfgopt.project_config import show_settings as render_settings
-    from cfgopt.report import tolerant
+    from cfgopt.lint.project_config import show_settings as render_settings
+    from cfgopt.lint.report import tolerant
 
     path = args.paths[0] if args.paths else Path(".")
     tolerant(sys.stdout).write(render_settings(resolver.settings_for(path), path))  # a latin-1 terminal too
@@ -222,7 +222,7 @@ STDIN = Path("-")
 def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
     """`-` as the path: stdin's text, linted as --stdin-filename (default stdin.yaml, or stdin.json when it
     starts with `{`). Returns the overlay {path: text} and rewrites `args.paths`; None without `-`."""
-    from cfgopt.document import real_path
+    from cfgopt.text.document import real_path
 
     if STDIN not in args.paths:
         if args.stdin_filename is not None:
@@ -230,7 +230,7 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
         return None
     if len(args.paths) > 1:
         usage_error(args, "- (stdin) cannot be combined with other paths")
-    from cfgopt.document import wide_encoding
+    from cfgopt.text.document import wide_encoding
 
     raw = sys.stdin.buffer.read()
     wide = wide_encoding(raw)
@@ -272,7 +272,7 @@ def usage_error(args: argparse.Namespace, message: str) -> NoReturn:
 
 def print_problems(problems: list, warnings: list = ()) -> None:
     """Files and folders that could not be read (errors: exit 2), then folders a walk skipped (warnings)."""
-    from cfgopt.document import shown
+    from cfgopt.text.document import shown
 
     for p in problems:  # the path and the message may quote a file's bytes: escaped as the reports do
         sys.stderr.write(f"{shown(str(p.path))}: error: {shown(p.message)}\n")
@@ -283,7 +283,7 @@ def print_problems(problems: list, warnings: list = ()) -> None:
 def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
     """As ruff's "No Python files found under the given path(s)": a hint, not an error (exit 0)."""
     if result.files == 0 and not result.problems and not args.quiet and not args.recognised_only:
-        from cfgopt.document import shown as escaped
+        from cfgopt.text.document import shown as escaped
 
         shown = escaped(" ".join(str(p) for p in args.paths))
         sys.stderr.write(
@@ -295,7 +295,7 @@ def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
 def render_not_read(not_read: dict[tuple[Path, str], str]) -> None:
     """A note per file a config names that cfgopt did not read (`user_files.ProjectScope`): the reference and
     why, never the file's content. Not an error: the file exists; the real run will read it."""
-    from cfgopt.document import display_path
+    from cfgopt.text.document import display_path
 
     for (config, ref), why in sorted(not_read.items(), key=lambda item: (str(item[0][0]), item[0][1])):
         sys.stderr.write(

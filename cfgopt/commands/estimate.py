@@ -1,8 +1,9 @@
 """`cfgopt estimate CONFIG --target mi300x --gpus 8 [--format json]`: peak memory per GPU of a LLaMA-Factory
-training config, broken down, and the largest micro-batch that fits (cfgopt.memory; docs/memory.md).
+training config, broken down, and the largest micro-batch that fits (cfgopt.memory.estimate; docs/memory.md).
 
 The target is resolved as `lint` resolves it (`--target` > the project config's > the GPUs of this machine,
-`cfgopt.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one (exit 2).
+`cfgopt.knowledge.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one
+(exit 2).
 
 Exit codes: 0 the run fits (within 90% of the GPU's memory: the margin MEM001 and tune use too), 1 it is tight
 (above 90%) or predicted not to fit, 2 a usage error, an unreadable file, an unknown model (no estimate is made
@@ -19,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import add_format_argument, add_target_arguments
-from cfgopt.document import shown
+from cfgopt.text.document import shown
 
 if TYPE_CHECKING:
-    from cfgopt.settings import Settings
+    from cfgopt.job.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,12 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="without packing: share of cutoff_len the longest batch reaches (default: the local dataset's "
         "longest sample, else 1.0, the worst batch)",
     )
-    parser.add_argument("--data", action="store_true", help="print the local dataset's profile (cfgopt.data_profile)")
+    parser.add_argument(
+        "--data", action="store_true", help="print the local dataset's profile (cfgopt.job.data_profile)"
+    )
     parser.add_argument("--plot", type=Path, default=None, help="write a length histogram (PNG; needs matplotlib)")
 
 
 def _text(est, best: int, config_path: Path, ds_path: str | None, target, where: str) -> str:
-    from cfgopt.memory import HEADROOM
+    from cfgopt.memory.estimate import HEADROOM
 
     zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({shown(str(ds_path))})"
     lines = [
@@ -77,7 +80,7 @@ def hardware_for(config: Path, target: str | None, gpus: int | None) -> tuple[Se
     config's folder) and where they came from; raises ConfigError / VersionError, or UsageError without a
     target with memory."""
     from cfgopt.commands import UsageError
-    from cfgopt.project_config import CommandLine, Resolver
+    from cfgopt.lint.project_config import CommandLine, Resolver
 
     settings = Resolver(CommandLine(target=target, gpus=gpus)).settings_for(config)
     if not settings.target_stated:
@@ -88,7 +91,7 @@ def hardware_for(config: Path, target: str | None, gpus: int | None) -> tuple[Se
         )
     if not settings.target.memory_gib:
         raise UsageError(f"target {settings.target.name} has no GPU memory to estimate against")
-    from cfgopt.job import hardware_source
+    from cfgopt.job.job import hardware_source
 
     where = hardware_source(settings) or "stated"
     if settings.gpus is None:
@@ -105,11 +108,11 @@ _VERDICT_WORDS = {
 
 
 def run(args: argparse.Namespace) -> int:
-    from cfgopt import memory
     from cfgopt.commands import UsageError
-    from cfgopt.job_loader import JobError, load_job
-    from cfgopt.project_config import ConfigError
-    from cfgopt.versions import VersionError
+    from cfgopt.job.loader import JobError, load_job
+    from cfgopt.knowledge.versions import VersionError
+    from cfgopt.lint.project_config import ConfigError
+    from cfgopt.memory import estimate as memory
 
     if args.fill is not None and not 0 < args.fill <= 1:
         sys.stderr.write("cfgopt estimate: error: --fill must be in (0, 1]\n")
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=fill)
     if args.plot is not None and not estimate_data.plot(data, job, args.plot):
         return 2
-    from cfgopt.report import tolerant
+    from cfgopt.lint.report import tolerant
 
     tolerant(sys.stdout)  # a model folder's name in a latin-1 terminal: an escape, not a UnicodeEncodeError
     if args.format == "json":

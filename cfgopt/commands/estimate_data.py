@@ -1,4 +1,4 @@
-"""`cfgopt estimate --data / --plot`: the job's local data profile (cfgopt.data_profile) as `estimate` prints
+"""`cfgopt estimate --data / --plot`: the job's local data profile (cfgopt.job.data_profile) as `estimate` prints
 it, and the sequence length the memory estimate takes from it.
 
 The memory peak is the longest micro-batch of the run, which holds the dataset's longest sample (cut at
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cfgopt.data_profile import DataProfile, NotLocal
+from cfgopt.job.data_profile import DataProfile, NotLocal
 
 
 def data_of(job: Any) -> DataProfile | NotLocal | None:
@@ -35,7 +35,7 @@ def lines(data: DataProfile | NotLocal | None, job: Any, fill: float | None, ful
     if not isinstance(data, DataProfile) or not data.samples:
         why = data.reason if isinstance(data, NotLocal) else "no local rows" if data else "no `dataset`"
         return [f"data: not profiled ({why}): sequences assumed cutoff_len ({cutoff}) tokens long"]
-    from cfgopt.data_lengths import summary
+    from cfgopt.job.data_lengths import summary
 
     s = summary(data, cutoff, job.value("per_device_train_batch_size"))
     used = (
@@ -62,7 +62,7 @@ def as_dict(data: DataProfile | NotLocal | None, job: Any, fill: float | None) -
         return {"profiled": False, "reason": data.reason, "assumed_sequence": _cutoff(job)}
     if not isinstance(data, DataProfile) or not data.samples:
         return {"profiled": False, "reason": "no local rows", "assumed_sequence": _cutoff(job)}
-    from cfgopt.data_lengths import summary
+    from cfgopt.job.data_lengths import summary
 
     return {"profiled": True, "fill": fill, **summary(data, _cutoff(job), job.value("per_device_train_batch_size"))}
 

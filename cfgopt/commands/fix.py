@@ -24,10 +24,10 @@ from cfgopt.commands.common import (
     warn_if_nothing_checked,
     write_file_text,
 )
-from cfgopt.settings import Settings
+from cfgopt.job.settings import Settings
 
 if TYPE_CHECKING:
-    from cfgopt.fixer import FixResult
+    from cfgopt.lint.fixer import FixResult
 
 
 def add_arguments(fix: argparse.ArgumentParser) -> None:
@@ -56,8 +56,8 @@ def add_arguments(fix: argparse.ArgumentParser) -> None:
 
 def _print_not_fixed(result: FixResult) -> None:
     """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
-    from cfgopt import report
-    from cfgopt.document import shown  # a key or path may carry control characters: escaped, never raw
+    from cfgopt.lint import report
+    from cfgopt.text.document import shown  # a key or path may carry control characters: escaped, never raw
 
     for ident, diag in result.withheld.items():
         line, col = diag.line_column
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.watch:
         if overlay is not None:
             usage_error(args, "--watch cannot read stdin")
-        from cfgopt.watch import watch
+        from cfgopt.commands.watch import watch
 
         return watch(args.paths, lambda: _fix_once(args, resolver, settings, None))
     return exit_zero(args, _fix_once(args, resolver, settings, overlay))
@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: dict[Path, str] | None) -> int:
     """One fix run: the diff or the writes, the messages and the summary; the exit code before --exit-zero."""
-    from cfgopt import report
-    from cfgopt.document import shown
-    from cfgopt.fixer import READ_ONLY, fix_paths
+    from cfgopt.lint import report
+    from cfgopt.lint.fixer import READ_ONLY, fix_paths
+    from cfgopt.text.document import shown
 
     result = fix_paths(
         args.paths,
@@ -133,9 +133,9 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
 
 def _render_remaining(args: argparse.Namespace, result: FixResult, remaining: list) -> None:
     """The findings left after --write, on stderr, in `--format` (or as `--statistics`)."""
-    from cfgopt import report
-    from cfgopt.diagnostics import Severity
-    from cfgopt.engine import LintResult
+    from cfgopt.lint import report
+    from cfgopt.lint.engine import LintResult
+    from cfgopt.text.diagnostics import Severity
 
     if args.statistics:
         report.render_statistics(remaining, sys.stderr, as_json=args.format == "json")
@@ -147,10 +147,10 @@ def _render_remaining(args: argparse.Namespace, result: FixResult, remaining: li
 def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
     """Print each fixed file's diff (without --write, or with --diff) and write it (with --write); the files
     that could not be written, each reported with why."""
-    from cfgopt import report
-    from cfgopt.document import encode
-    from cfgopt.document import shown as escape
-    from cfgopt.writer import ChangedOnDisk, atomic_write
+    from cfgopt.lint import report
+    from cfgopt.text.document import encode
+    from cfgopt.text.document import shown as escape
+    from cfgopt.text.writer import ChangedOnDisk, atomic_write
 
     unwritten: set[Path] = set()
     for path in sorted(result.fixed):
@@ -192,7 +192,7 @@ def unified_diff(before: str, after: str, shown: str) -> list[str]:
 
 
 def _fix_summary(result, remaining: list, written: bool, settings: Settings, paths: list[Path]) -> None:
-    from cfgopt.job import judged_for_run
+    from cfgopt.job.job import judged_for_run
 
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
@@ -220,7 +220,7 @@ def _unsafe_waiting(remaining: list, settings: Settings) -> str:
 
 
 def _unsafe(diag) -> bool:
-    from cfgopt.diagnostics import Applicability
+    from cfgopt.text.diagnostics import Applicability
 
     return diag.fix is not None and diag.fix.applicability == Applicability.UNSAFE
 
@@ -228,8 +228,8 @@ def _unsafe(diag) -> bool:
 def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path, overlay_text: str) -> int:
     """`cfgopt fix -`: the fixed text on stdout (the input unchanged when nothing applies), messages on
     stderr; exit 1 when findings at or above --fail-on remain, 2 when it could not be read."""
-    from cfgopt import report
-    from cfgopt.document import real_path
+    from cfgopt.lint import report
+    from cfgopt.text.document import real_path
 
     bom = "\ufeff" if result.bom.get(key) else ""  # a BOM read on stdin is written back
     if key in result.originals:

@@ -23,12 +23,12 @@ from cfgopt.commands.common import (
     usage_error,
     warn_if_nothing_checked,
 )
-from cfgopt.diagnostics import Severity
-from cfgopt.settings import Settings
+from cfgopt.job.settings import Settings
+from cfgopt.text.diagnostics import Severity
 
 if TYPE_CHECKING:
-    from cfgopt.engine import LintResult
-    from cfgopt.project_config import Resolver
+    from cfgopt.lint.engine import LintResult
+    from cfgopt.lint.project_config import Resolver
 
 
 def add_arguments(lint: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.watch:
         if overlay is not None:
             usage_error(args, "--watch cannot read stdin")
-        from cfgopt.watch import watch
+        from cfgopt.commands.watch import watch
 
         return watch(args.paths, lambda: _lint_again(args))
     return _lint_once(args, resolver, shown, overlay)
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
 def _lint_again(args: argparse.Namespace) -> int:
     """One `--watch` round: the project config is read again (it may be what changed); a bad one is reported
     and the watch goes on."""
-    from cfgopt.project_config import ConfigError
-    from cfgopt.versions import VersionError
+    from cfgopt.knowledge.versions import VersionError
+    from cfgopt.lint.project_config import ConfigError
 
     try:
         resolver, shown = settings_from(args)
@@ -76,8 +76,8 @@ def _lint_again(args: argparse.Namespace) -> int:
 
 def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None) -> int:
     """One lint run; `shown`: the settings the summary line describes (the first path's)."""
-    from cfgopt import report
-    from cfgopt.engine import lint_paths
+    from cfgopt.lint import report
+    from cfgopt.lint.engine import lint_paths
 
     result = lint_paths(args.paths, resolver, recognised_only=args.recognised_only, overlay=overlay)
     _strip_unfixable(result)
@@ -92,7 +92,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
     print_problems(result.problems, result.skipped_folders)
     warn_if_nothing_checked(args, result)
     if not machine and not args.quiet and not args.statistics:
-        from cfgopt.job import judged_for_run
+        from cfgopt.job.job import judged_for_run
 
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
@@ -109,6 +109,6 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
 def _strip_unfixable(result: LintResult) -> None:
     """Findings of rules a project config makes unfixable are shown without a fix (the fixer's policy)."""
     if any(s.restricts_fixes for s in result.file_settings.values()):
-        from cfgopt.fixer import strip_unfixable  # the fixer is loaded only when a project config needs it
+        from cfgopt.lint.fixer import strip_unfixable  # the fixer is loaded only when a project config needs it
 
         strip_unfixable(result.diagnostics, result.settings_of)

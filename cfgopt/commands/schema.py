@@ -1,4 +1,5 @@
-"""`cfgopt schema export`: JSON Schema files for editors, from the shipped snapshots (`cfgopt.schema_export`)."""
+"""`cfgopt schema export`: JSON Schema files for editors, from the shipped snapshots
+(`cfgopt.knowledge.schema_export`)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def add_arguments(schema_cmd: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cfgopt.commands import UsageError
-    from cfgopt.document import shown
-    from cfgopt.schema_export import FILES, export
-    from cfgopt.versions import resolve_version
+    from cfgopt.knowledge.schema_export import FILES, export
+    from cfgopt.knowledge.versions import resolve_version
+    from cfgopt.text.document import shown
 
     lf = resolve_version("llamafactory", args.llamafactory_version)
     ds = resolve_version("deepspeed", args.deepspeed_version)

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.doctor.stack import GFX_OF, Stack, flash_attn_archs
-from cfgopt.document import Document
-from cfgopt.rules.support.rocm_env import judge_variable
-from cfgopt.source import Source
-from cfgopt.user_files import read_bounded
-from cfgopt.user_text import integer
+from cfgopt.knowledge.rocm_env import judge_variable
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.document import Document
+from cfgopt.text.source import Source
+from cfgopt.text.user_files import read_bounded
+from cfgopt.text.user_text import integer
 
 ENVIRONMENT = Document(Path("<environment>"), "")
 NAMES = {
@@ -152,7 +152,7 @@ def visible_gpus(stack: Stack) -> int:
 
 # ------------------------------------------------------------------------------------------------- per job
 def job_findings(job: Any, stack: Stack) -> Iterator[Diagnostic]:
-    """The findings for one training job (`cfgopt.job.Job`)."""
+    """The findings for one training job (`cfgopt.job.job.Job`)."""
     yield from _llamafactory(job, stack)
     yield from _attention(job, stack)
     yield from _liger(job, stack)
@@ -264,8 +264,8 @@ def _liger(job: Any, stack: Stack) -> Iterator[Diagnostic]:
 
 def _bitsandbytes(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     """bitsandbytes for a config that quantizes with it or uses its optimizers: installed, and with ROCm support
-    (0.47+) on a ROCm torch (cfgopt.rules.support.bitsandbytes)."""
-    from cfgopt.rules.support.bitsandbytes import ROCM_FIRST, uses_bitsandbytes
+    (0.47+) on a ROCm torch (cfgopt.knowledge.bitsandbytes)."""
+    from cfgopt.knowledge.bitsandbytes import ROCM_FIRST, uses_bitsandbytes
 
     why = uses_bitsandbytes({k: job.value(k) for k in ("quantization_bit", "quantization_method", "optim")})
     if not why:

@@ -7,20 +7,20 @@ import os
 import sys
 from pathlib import Path
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.doctor import checks
 from cfgopt.doctor.stack import Stack, read_stack, summary
-from cfgopt.document import shown
-from cfgopt.source import Kind
-from cfgopt.timelimit import TimeLimitExceeded, time_limit
-from cfgopt.timelimit import message as time_limit_message
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.document import shown
+from cfgopt.text.source import Kind
+from cfgopt.text.timelimit import TimeLimitExceeded, time_limit
+from cfgopt.text.timelimit import message as time_limit_message
 
 
 def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
     """The training jobs under `paths` (YAML configs and `llamafactory-cli train` lines), judged for this node's
     GPUs, and one-line problems for files that could not be read."""
-    from cfgopt.engine import build_project
-    from cfgopt.project_config import CommandLine, Resolver
+    from cfgopt.lint.engine import build_project
+    from cfgopt.lint.project_config import CommandLine, Resolver
 
     target = stack.target.name if stack.target is not None else "none"
     gpus = checks.visible_gpus(stack) or None
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             problems.append(f"{job.source.document.path}: {time_limit_message(exc, 'checking it')}")
     diags.sort(key=Diagnostic.sort_key)
     if args.statistics:
-        from cfgopt import report
+        from cfgopt.lint import report
 
         report.render_statistics(diags, sys.stdout, as_json=args.format == "json")
     else:
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed and not args.exit_zero else 0
 
 
-# The packages a snapshot keeps: what decides a training job's findings and plans (cfgopt.environment), not the
+# The packages a snapshot keeps: what decides a training job's findings and plans (cfgopt.job.environment), not the
 # whole site-packages, so the file stays small and changes only when the training stack does.
 SNAPSHOT_PACKAGES = (
     "llamafactory",
@@ -118,7 +118,7 @@ SNAPSHOT_PACKAGES = (
 
 
 def snapshot(stack: Stack) -> dict:
-    """The node's training packages as `cfgopt-environment.json` holds them (cfgopt.environment reads it)."""
+    """The node's training packages as `cfgopt-environment.json` holds them (cfgopt.job.environment reads it)."""
     packages = {name: stack.packages[name] for name in SNAPSHOT_PACKAGES if name in stack.packages}
     return {
         "written_by": "cfgopt doctor --write-environment",
@@ -131,7 +131,7 @@ def _write_environment(stack: Stack, path: Path) -> str | None:
     """Write the snapshot atomically; the reason it could not be written, else None."""
     import json
 
-    from cfgopt.writer import atomic_write
+    from cfgopt.text.writer import atomic_write
 
     data = (json.dumps(snapshot(stack), indent=2) + "\n").encode()
     if path.is_symlink() or (path.exists() and not path.is_file()):
@@ -162,7 +162,7 @@ def _create(path: Path, data: bytes) -> None:
 
 
 def _render(fmt: str, diags: list[Diagnostic], problems: list[str], files: int, stream) -> None:
-    from cfgopt import report
-    from cfgopt.engine import LintResult
+    from cfgopt.lint import report
+    from cfgopt.lint.engine import LintResult
 
     report.render(fmt, LintResult(diags, [], files), stream)

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cfgopt import detect
-from cfgopt.targets import TARGETS, Target
-from cfgopt.user_files import open_regular, read_head
+from cfgopt.knowledge import detect
+from cfgopt.knowledge.targets import TARGETS, Target
+from cfgopt.text.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table
 # sits near the start of the file (flash-attn's extension is hundreds of MB; reading it whole would take seconds).
@@ -168,7 +168,7 @@ def _target_of(models: tuple[str, ...]) -> tuple[Target | None, str]:
     if model.startswith("target:"):
         target = TARGETS[model[len("target:") :]]
         return target, target.device
-    from cfgopt.targets import target_for_device
+    from cfgopt.knowledge.targets import target_for_device
 
     return (None if model.startswith("AMD ") else target_for_device(model)), model
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from cfgopt.document import Document
+from cfgopt.knowledge.targets import MAX_GPUS
 from cfgopt.loaders import overrides, shell
 from cfgopt.loaders.shell import Word
-from cfgopt.source import Argument, Entry, Kind, Node, Source
-from cfgopt.targets import MAX_GPUS
-from cfgopt.user_text import integer
+from cfgopt.text.document import Document
+from cfgopt.text.source import Argument, Entry, Kind, Node, Source
+from cfgopt.text.user_text import integer
 
 if TYPE_CHECKING:
-    from cfgopt.schema import LlamaFactorySchema
+    from cfgopt.knowledge.schema import LlamaFactorySchema
 
 _SUBCOMMAND_GROUP = {
     "train": "train",
@@ -150,7 +150,7 @@ class _Environment:
 def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[Source]:
     """One source per LLaMA-Factory launch (`llamafactory-cli train --key value ...`, `torchrun src/train.py
     ...`) in the script, in the order they appear."""
-    from cfgopt import schema
+    from cfgopt.knowledge import schema
 
     script = shell.scan(doc.text)
     environment = _Environment(doc.text)
@@ -474,7 +474,7 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
 
 def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], dict[str, object]]:
     """`--key value` arguments as HfArgumentParser's argparse reads them."""
-    from cfgopt import schema
+    from cfgopt.knowledge import schema
 
     entries: list[Entry] = []
     value: dict[str, object] = {}

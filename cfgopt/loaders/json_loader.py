@@ -13,8 +13,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from json.scanner import NUMBER_RE  # type: ignore[attr-defined]
 from typing import Any
 
-from cfgopt.document import Document
-from cfgopt.source import Entry, Kind, Node, ParseError, Source
+from cfgopt.text.document import Document
+from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
 
 _WS = " \t\n\r"
 _LONG_INTEGER = re.compile(r"-?\d{4301,}")  # beyond sys.get_int_max_str_digits()'s default of 4300

@@ -25,10 +25,10 @@ import yaml
 from cfgopt.loaders import shell
 from cfgopt.loaders.shell import Word
 from cfgopt.loaders.yaml_loader import OmegaConfParityLoader
-from cfgopt.source import Argument, Entry, Node, Source
+from cfgopt.text.source import Argument, Entry, Node, Source
 
 if TYPE_CHECKING:
-    from cfgopt.schema import LlamaFactorySchema
+    from cfgopt.knowledge.schema import LlamaFactorySchema
 
 FIRST_WITH_OVERRIDES = (0, 9, 3)  # read_args with OmegaConf.from_cli (v0.9.3 hparams/parser.py L63)
 JSON_UNREADABLE = ((0, 9, 5),)  # read_args: `json.load(Path(sys.argv[1]).absolute())` (v0.9.5 L96)
@@ -36,7 +36,7 @@ JSON_UNREADABLE = ((0, 9, 5),)  # read_args: `json.load(Path(sys.argv[1]).absolu
 
 def read(source: Source, words: list[Word], lf: LlamaFactorySchema, fields) -> tuple[list[Entry], dict[str, Any]]:
     """The entries and values the words after the YAML add to the job, and the line's failures."""
-    from cfgopt.schema import version_key
+    from cfgopt.knowledge.schema import version_key
 
     release = version_key(lf.version)[:3]
     config, start, end, _ = source.command["yaml"]

@@ -21,7 +21,7 @@ import functools
 import re
 from typing import NamedTuple
 
-from cfgopt.user_text import is_integer
+from cfgopt.text.user_text import is_integer
 
 BLANKS = " \t"
 # Characters that end an unquoted word. A lone CR is a blank here (bash would keep it in the word, but a
@@ -578,7 +578,7 @@ class _Expansion:
 def locate(text: str, word: Word, index: int) -> tuple[int, str] | None:
     """Where the `index`-th character of a literal word's value is written in `text`, and the quote it is written
     inside ("", "'" or '"'); None when it cannot be told (`$'...'`, an expansion). An edit that replaces the text
-    on one side of that offset keeps the word whole by closing or reopening that quote (`cfgopt.edits`)."""
+    on one side of that offset keeps the word whole by closing or reopening that quote (`cfgopt.loaders.edits`)."""
     src = text[word.start : word.end]
     i, n, seen, quote = 0, len(src), 0, ""
     while i < n:

@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from cfgopt.document import Document
-from cfgopt.source import Entry, Kind, Node, ParseError, Source
+from cfgopt.text.document import Document
+from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
 
 try:  # libyaml: same marks (character offsets), much faster
     from yaml import CSafeLoader as _BaseLoader

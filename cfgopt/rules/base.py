@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from cfgopt.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from cfgopt.source import Entry, Kind, Node, Source
+from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from cfgopt.text.source import Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
-    from cfgopt.job import Job
-    from cfgopt.settings import Settings
-    from cfgopt.suppressions import Matched
+    from cfgopt.job.job import Job
+    from cfgopt.job.settings import Settings
+    from cfgopt.rules.suppressions import Matched
 
 
 class Context:
@@ -41,13 +41,13 @@ class Context:
 
     @property
     def job(self) -> Job:
-        """The training job of a LLaMA-Factory config (cfgopt.job): its values, DeepSpeed, hardware, versions."""
+        """The training job of a LLaMA-Factory config (cfgopt.job.job): its values, DeepSpeed, hardware, versions."""
         return self.job_of(self.source, self.deepspeed)
 
     def job_of(self, config: Source, deepspeed: Source | None = None) -> Job:
         """The job of `config` judged with these settings; for a DeepSpeed JSON, pass a consumer (the JSON is
         then its DeepSpeed file)."""
-        from cfgopt.job import Job
+        from cfgopt.job.job import Job
 
         consumers = self.deepspeed_consumers if config is self.source else []
         if config is not self.source and deepspeed is None and self.source.kind == Kind.DEEPSPEED:
@@ -60,14 +60,14 @@ class Context:
     @property
     def lf_label(self) -> str:
         """The LLaMA-Factory release judged, as messages name it (the selected snapshot)."""
-        from cfgopt.job import lf_label
+        from cfgopt.job.job import lf_label
 
         return lf_label(self.settings)
 
     @property
     def ds_label(self) -> str:
         """The DeepSpeed release judged, as messages name it (the selected snapshot)."""
-        from cfgopt.job import ds_label
+        from cfgopt.job.job import ds_label
 
         return ds_label(self.settings)
 

@@ -3,20 +3,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.document import real_path
 from cfgopt.rules.base import ProjectView, Rule
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.document import real_path
+from cfgopt.text.source import Kind
 
 if TYPE_CHECKING:  # imported when there is a suppression to judge, not on every lint run
-    from cfgopt.document import Document
-    from cfgopt.settings import Settings
-    from cfgopt.suppressions import RuleCodes, Suppression
+    from cfgopt.job.settings import Settings
+    from cfgopt.rules.suppressions import RuleCodes, Suppression
+    from cfgopt.text.document import Document
 
 
 class UnusedSuppression(Rule):
     """A project-level rule: whether a suppression is used is only known once every other rule has run
-    and the suppressions were matched against their findings (`cfgopt.suppressions.apply_suppressions`,
+    and the suppressions were matched against their findings (`cfgopt.rules.suppressions.apply_suppressions`,
     called by the engine). So it has no per-file `check`; the engine calls `check_project` after that
     matching. `--select`/`--ignore` and `per-file-ignores` apply to it as to any rule.
     """
@@ -69,7 +69,7 @@ class UnusedSuppression(Rule):
 
     def _unused(self, doc: Document, sup: Suppression, settings: Settings, codes: RuleCodes) -> Diagnostic | None:
         """The finding for one suppression that suppressed nothing (or some of whose codes did not)."""
-        from cfgopt.suppressions import removal_fix, shrink_fix
+        from cfgopt.rules.suppressions import removal_fix, shrink_fix
 
         first, last = sup.covers
         where = (
@@ -99,7 +99,7 @@ class UnusedSuppression(Rule):
         self, doc: Document, sup: Suppression, settings: Settings, codes: RuleCodes, where: str
     ) -> tuple[list[str], set[int]]:
         """Why each unused or unknown code of a suppression's list is reported, and their indexes."""
-        from cfgopt.suggest import closest
+        from cfgopt.text.suggest import closest
 
         reasons: list[str] = []
         dropped: set[int] = set()

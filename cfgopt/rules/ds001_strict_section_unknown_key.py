@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema, suggest, versions
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import schema, versions
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import locate, section_errors
-from cfgopt.source import Kind
+from cfgopt.text import suggest
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 # Keys that do nothing DeepSpeed could do differently: removing them keeps the run's meaning.
 NO_OP_KEYS = {

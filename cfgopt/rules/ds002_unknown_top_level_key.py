@@ -4,11 +4,13 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from cfgopt import edits, schema, suggest, versions
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import schema, versions
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import validate_section
-from cfgopt.source import Kind
+from cfgopt.text import suggest
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class UnknownTopLevelKey(Rule):

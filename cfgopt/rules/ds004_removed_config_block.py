@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, versions
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import versions
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class RemovedConfigBlock(Rule):

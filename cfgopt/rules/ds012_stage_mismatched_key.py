@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.deepspeed_plan import STAGE3_ONLY
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.deepspeed_plan import STAGE3_ONLY
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 # Also read at any stage when AutoTP shards the weights (accelerate 1.11.0 accelerator.py:3909-3912).
 GATHER_KEYS = {

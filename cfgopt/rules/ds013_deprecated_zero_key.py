@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Edit, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_block
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
+from cfgopt.text.source import Kind
 
 # deprecated key -> (keys of the replacing field, both spellings), what DeepSpeed does with it
 REPLACED = {

@@ -3,10 +3,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.source import Entry, Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind
 
 # pydantic 2 lax-mode bool strings (what DeepSpeed's strict sections accept), case-insensitive.
 TRUE_WORDS = {"true", "yes", "on", "1", "t", "y"}

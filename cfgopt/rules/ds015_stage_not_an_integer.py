@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_block
-from cfgopt.source import Kind
-from cfgopt.user_text import integer
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
+from cfgopt.text.user_text import integer
 
 
 class StageNotAnInteger(Rule):

@@ -3,12 +3,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import as_number, zero_block, zero_stage
-from cfgopt.source import Kind
-from cfgopt.wording import a
+from cfgopt.rules.support.wording import a
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 DEFAULT_BUCKET = 5e8  # DeepSpeedZeroConfig reduce_bucket_size / allgather_bucket_size
 

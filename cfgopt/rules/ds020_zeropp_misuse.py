@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_block, zero_stage
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
-GPUS_PER_NODE = 8  # every target in cfgopt/targets.py ships as 8-GPU nodes (MI300X/MI325X/H100/H200/A100)
+GPUS_PER_NODE = 8  # every target in cfgopt/knowledge/targets.py ships as 8-GPU nodes (MI300X/MI325X/H100/H200/A100)
 QUANTIZED = ("zero_quantized_weights", "zero_quantized_gradients")
 
 

@@ -5,13 +5,13 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from cfgopt import suggest
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.schema import SCHEMA_DIR, version_key
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_stage
 from cfgopt.rules.support.ds_blocks import POSITIVE_WARMUP_FROM, REQUIRED_SCHEDULER_PARAMS, WARMUP_SCHEDULERS
-from cfgopt.schema import SCHEMA_DIR, version_key
-from cfgopt.source import Entry, Kind
+from cfgopt.text import suggest
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind
 
 ONE_BIT = ("onebitadam", "zerooneadam", "onebitlamb")
 
@@ -46,7 +46,7 @@ class OptimizerSchedulerSignature(Rule):
         "`cycle_max_lr`), and a `warmup_num_steps` that is not a positive integer (null in every release; 0, a "
         "negative number or a float from 0.19.3). A type only another supported "
         "release has (the 1-bit optimizers, removed in 0.19) is a warning naming those releases. The names and "
-        "signatures are snapshots of each DeepSpeed release (cfgopt/schemas/ds-optimizers.json, "
+        "signatures are snapshots of each DeepSpeed release (cfgopt/knowledge/schemas/ds-optimizers.json, "
         "scripts/sync_ds_optimizers.py; torch's from the torch it was made with)."
     )
     fails_when = "At `deepspeed.initialize` (after the model is loaded): AttributeError, TypeError or ValueError."

@@ -4,10 +4,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from cfgopt import edits, schema, versions
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import schema, versions
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.source import Entry, Kind, Node
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind, Node
 
 # What a value means, where the number alone does not say it (wording only; the defaults are the snapshots').
 MEANING = {
@@ -49,7 +50,8 @@ class ChangedDefault(Rule):
         "caps DeepSpeed at 0.16.9, 0.9.5 at 0.18.4, clusters ship 0.19): `gradient_clipping` 0.0 (no clipping) -> "
         "1.0 in 0.19.3, offload `pin_memory` false -> true in 0.19.5, `bf16.check_grad_overflow` false -> true. A "
         "config that leaves such a key out trains differently depending on the installed DeepSpeed, without a "
-        "word in the log. The keys and defaults come from the shipped snapshots (`cfgopt/schemas/`, compared in "
+        "word in the log. The keys and defaults come from the shipped snapshots (`cfgopt/knowledge/schemas/`, compared "
+        "in "
         "`version-index.json`), not from a list in this rule; a key is reported only where it takes effect (its "
         "block is present and not switched off). By default it compares only the releases the project allows "
         "(a `deepspeed-version` range in the project config, or the repository's own dependency pins: "

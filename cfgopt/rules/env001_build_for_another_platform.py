@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import (
     FLASH_ATTN_ROCM_SOURCES,
@@ -11,7 +10,8 @@ from cfgopt.rules.support.requirements import (
     pins_of,
     platform_of_build,
 )
-from cfgopt.source import Kind, Node
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind, Node
 
 _NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
 

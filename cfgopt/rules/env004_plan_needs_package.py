@@ -3,11 +3,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Edit, Severity
-from cfgopt.environment import spec_for
+from cfgopt.job.environment import spec_for
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import pins_of
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
+from cfgopt.text.source import Kind
 
 
 class PlanNeedsPackage(Rule):
@@ -69,8 +69,8 @@ class PlanNeedsPackage(Rule):
 
 def _plan_of(ctx: Context, config):
     """The config's plan, where its environment is this requirement file."""
-    from cfgopt.planner import plan_for
-    from cfgopt.speed_knobs import OWNERS
+    from cfgopt.plan.planner import plan_for
+    from cfgopt.plan.speed_knobs import OWNERS
 
     job = ctx.job_of_consumer(config)
     env_file = job.environment.requirement_file

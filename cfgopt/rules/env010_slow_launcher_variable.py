@@ -4,11 +4,11 @@ import functools
 import re
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.rocm_env import EVIDENCE, JUDGED, judge_variable
 from cfgopt.loaders import shell
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.rocm_env import EVIDENCE, JUDGED, judge_variable
-from cfgopt.source import Kind, Node
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind, Node
 
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 
@@ -56,7 +56,7 @@ class SlowLauncherVariable(Rule):
         "`PYTORCH_NO_CUDA_MEMORY_CACHING=1` and `HSA_DISABLE_FRAGMENT_ALLOCATOR=1` turn allocators off, which "
         "debugging needs and a performance run does not; `PYTORCH_TUNABLEOP_ENABLED=1` with tuning left on "
         "(the default) tunes every new GEMM shape during the run (info). The logging and debugging switches "
-        "(a table in cfgopt/rules/support/rocm_env.py, each with its source and confidence): `ROCBLAS_LAYER` "
+        "(a table in cfgopt/knowledge/rocm_env.py, each with its source and confidence): `ROCBLAS_LAYER` "
         "(a line per rocBLAS call), `AMD_LOG_LEVEL` >= 3, `HIP_LAUNCH_BLOCKING`, `AMD_SERIALIZE_KERNEL` / "
         "`AMD_SERIALIZE_COPY`, `CUDA_LAUNCH_BLOCKING`, `TORCH_NCCL_BLOCKING_WAIT` (and `NCCL_BLOCKING_WAIT`), "
         "`TORCH_DISTRIBUTED_DEBUG=DETAIL`; `NCCL_DEBUG=INFO`/`TRACE` is info (logs mostly at start-up). Not "

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, suggest, versions
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import versions
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, group_of, top_entries
-from cfgopt.source import Entry, Kind
+from cfgopt.text import suggest
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind
 
 # The WebUI's own widget ids (webui/runner.py L126-290) that blogs copy into YAML, with the keys the
 # WebUI writes for each value. None = the value maps to no key (delete).

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import schema
+from cfgopt.knowledge.schema import version_key
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
-from cfgopt.schema import version_key
-from cfgopt.source import Entry, Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
 _FALSE_WORDS = ("false", "no", "off", "0")

@@ -3,13 +3,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from cfgopt import edits, schema, suggest
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import schema
+from cfgopt.knowledge.targets import Target
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
-from cfgopt.source import Entry, Kind
-from cfgopt.targets import Target
+from cfgopt.text import suggest
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind
 
 # Values whose meaning is certain: the mapping is safe.
 SAFE_ALIASES: dict[str, dict[Any, str]] = {

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import (
     TRAIN_KINDS,
@@ -14,6 +13,7 @@ from cfgopt.rules.support.llamafactory import (
     report,
     value_of,
 )
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 PARSE = "at start-up (get_train_args)"
 LOAD = "at model load (after tokenisation)"

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 SFT_ONLY = {
     "predict_with_generate": "`predict_with_generate` cannot be set as True except SFT.",

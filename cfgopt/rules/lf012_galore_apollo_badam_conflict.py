@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import (
     TRAIN_KINDS,
@@ -13,7 +12,8 @@ from cfgopt.rules.support.llamafactory import (
     report,
     value_of,
 )
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class GaloreApolloBadamConflict(Rule):

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, as_list, is_train_group, number, on, report, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class TrainingDataMissing(Rule):

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.methods import neat_fa2_refused_model
+from cfgopt.knowledge.methods import neat_fa2_refused_model
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, is_train_group, on, report, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class NeatPackingBatchSize(Rule):

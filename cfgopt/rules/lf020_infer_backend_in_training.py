@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class InferBackendInTraining(Rule):
@@ -30,7 +30,7 @@ class InferBackendInTraining(Rule):
         entry = entry_of(ctx, "infer_backend")
         if entry is None or entry.node.value in ("huggingface", None) or not isinstance(entry.node.value, str):
             return
-        from cfgopt import edits
+        from cfgopt.loaders import edits
 
         yield self.at_entry(
             ctx,

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, is_train_group, training, value_of
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 # The transformers each LLaMA-Factory release requires (its requirements.txt): both above S^2-Attn's < 4.48.
 TRANSFORMERS_REQUIRED = {"0.9.4": ">=4.49", "0.9.5": ">=4.55"}

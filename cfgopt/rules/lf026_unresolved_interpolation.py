@@ -3,10 +3,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 INTERPOLATION = re.compile(r"\$\{[^}]*\}")
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, training, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class ResizeVocabUntrainable(Rule):

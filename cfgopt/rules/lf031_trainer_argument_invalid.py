@@ -4,10 +4,10 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import number, top_entries
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 def _num(value: Any) -> float | None:

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits, schema, suggest
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge import schema
+from cfgopt.knowledge.versions import release_spans
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, read_by_argparse
-from cfgopt.source import Kind
-from cfgopt.versions import release_spans
+from cfgopt.text import suggest
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 def releases_with(name: str) -> list[str]:
@@ -43,7 +45,7 @@ class UnknownTemplate(Rule):
     evidence = (
         "llamafactory 0.9.5 data/template.py L638-639 (`get_template_and_fix_tokenizer`)",
         "the registry per release: `register_template(name=...)` calls in data/template.py, read by "
-        "scripts/sync_schemas.py into each LLaMA-Factory snapshot under cfgopt/schemas/ (`templates`)",
+        "scripts/sync_schemas.py into each LLaMA-Factory snapshot under cfgopt/knowledge/schemas/ (`templates`)",
     )
     example = "template: llama_3      ->  template: llama3"
     fix_safety = (

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, is_train_group, number, report, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class DpoLabelSmoothing(Rule):

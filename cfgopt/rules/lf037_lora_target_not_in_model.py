@@ -4,10 +4,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.model_family import SOURCE_CONFIG, SOURCE_PARENT, model_name
+from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_PARENT, model_name
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 _DECODER = frozenset(
     {"model", "embed_tokens", "layers", "self_attn", "mlp", "act_fn", "input_layernorm", "post_attention_layernorm"}
@@ -68,7 +68,8 @@ class LoraTargetNotInModel(Rule):
         "(`Target modules {...} not found in the base model`). `q_proj,v_proj` on ChatGLM (whose attention is one "
         "`query_key_value` module) is the common case. A name that matches nothing next to one that matches is "
         "silently not adapted (a warning). The architecture comes from a local `config.json` (`model_type`, read "
-        "bounded: `cfgopt/model_family.py`) or the model's name (the families of the built-in shapes table, and "
+        "bounded: `cfgopt/knowledge/model_family.py`) or the model's name (the families of the built-in shapes table, "
+        "and "
         "ChatGLM), taken from the nearest path component that names a model family (`/data/chatglm3-6b/model` is "
         "ChatGLM): a name read from a folder above the last component is not certain, and its finding is a "
         "warning; other models are not judged. "

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.schema import version_key
 from cfgopt.rules.base import Context, Rule
-from cfgopt.schema import version_key
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 # The first release whose `_parse_args` also reads a `.yml` file (0.9.0 reads `.yaml` only).
 FIRST_READING_YML = (0, 9, 1)

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.schema import version_key
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, number
-from cfgopt.schema import version_key
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class WarmupStepsAndRatio(Rule):

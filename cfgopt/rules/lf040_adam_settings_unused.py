@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 ADAM_KEYS = ("adam_beta1", "adam_beta2", "adam_epsilon")
 # HF `optim` values whose optimizer takes none of the Adam settings (trainer.py `get_optimizer_cls_and_kwargs`);

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.schema import version_key
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, on
-from cfgopt.schema import version_key
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 # The first release that accepts `split_special_tokens` with a fast tokenizer.
 FIRST_ACCEPTING = (0, 9, 5)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Edit, Severity
 from cfgopt.rules.base import Context, Rule
-from cfgopt.source import Kind, Node
+from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
+from cfgopt.text.source import Kind, Node
 
 
 class LaunchLineRejected(Rule):

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import TRIGGERS, counted, measured
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 # Below this share a few long outliers are cut, which is what cutoff_len is for.
 TRUNCATED_SHARE = 0.05
@@ -39,7 +39,7 @@ class DataTruncatedByCutoff(Rule):
         if found is None or ctx.job.value("stage") == "pt":  # pre-training cuts text into blocks on purpose
             return
         profile, cutoff, job = found
-        from cfgopt.data_lengths import lengths, percentile
+        from cfgopt.job.data_lengths import lengths, percentile
 
         shares = lengths(profile, cutoff)
         if shares.truncated < TRUNCATED_SHARE:

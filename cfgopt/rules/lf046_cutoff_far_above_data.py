@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import counted, measured
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, first_entry
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 # cutoff_len at least this many times the longest sample: the stated length says nothing of the run's sequences
 FAR_ABOVE = 4
@@ -36,7 +36,7 @@ class CutoffFarAboveData(Rule):
         if found is None or entry is None:
             return
         profile, cutoff, job = found
-        from cfgopt.data_lengths import lengths
+        from cfgopt.job.data_lengths import lengths
 
         longest = lengths(profile, cutoff).longest
         if longest < 1 or cutoff < FAR_ABOVE * longest:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import profile_of
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, first_entry
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class MaxSamplesAboveDataset(Rule):

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import TRIGGERS, profile_of
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class DatasetUnreadable(Rule):

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
-from cfgopt.wording import a
+from cfgopt.rules.support.wording import a
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
@@ -18,7 +18,7 @@ def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
 def what_would_fit(ctx: Context, n: int, est) -> list[str]:
     """When no setting of the job's own fits (issue 23): fewer tokens per micro-batch, offload, more GPUs, each
     with its estimate; the first that fits of each kind, at most three."""
-    from cfgopt.tune.space import deepspeed_template
+    from cfgopt.plan.space import deepspeed_template
 
     out: list[str] = []
     cutoff = est.tokens // max(est.micro_batch, 1)
@@ -50,7 +50,7 @@ def _eight_bit_adamw(ctx: Context, n: int) -> str | None:
     """8-bit AdamW with bf16 autocast and no DeepSpeed, for a full or freeze fine-tune with an AdamW (a quarter of
     its state memory; within 0.3% of AdamW's loss in bench/verify/results.md), where that fits; its package named
     where it is not known to be installed."""
-    from cfgopt.tune.space import DEFAULT_OPTIM
+    from cfgopt.plan.space import DEFAULT_OPTIM
 
     job = ctx.job
     adamw = str(job.value("optim") or DEFAULT_OPTIM) in (DEFAULT_OPTIM, "adamw_torch", "adamw_torch_fused")
@@ -103,7 +103,7 @@ class PredictedOutOfMemory(Rule):
     )
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: the plan keeps only candidates that fit (re-enabling gradient checkpointing, trading micro-batch "
         "for accumulation with the global batch kept); the message names the plan's shape."
     )
@@ -115,7 +115,7 @@ class PredictedOutOfMemory(Rule):
             return
         target = ctx.settings.target
         remedies: list[str] = []
-        from cfgopt.planner import plan_for, planned_batch  # only here: the planner loads tune's priors
+        from cfgopt.plan.planner import plan_for, planned_batch  # only here: the planner loads tune's priors
 
         plan = plan_for(ctx.job)
         if plan is not None and plan.changed and plan.est_gib is not None:

@@ -3,13 +3,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
-from cfgopt.source import Kind
-from cfgopt.wording import a
+from cfgopt.rules.support.wording import a
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class OffloadNotNeeded(Rule):

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.deepspeed_plan import at_stage
-from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.planner import plan_for
+from cfgopt.knowledge.deepspeed_plan import at_stage
+from cfgopt.plan.planner import plan_for
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class ZeroStageHigherThanNeeded(Rule):
@@ -39,7 +39,7 @@ class ZeroStageHigherThanNeeded(Rule):
     example = "Llama-3-8B full fine-tune, ZeRO-3, 8 x mi300x  ->  ZeRO-2 (the states take ~30 GB per GPU)"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: the plan writes ZeRO-2 into the job's own DeepSpeed JSON (`zero_optimization.stage: 2`, the keys "
         "only stage 3 reads removed; the finding then stands on that `stage`, the fix's edit), or removes "
         "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config of the run reads "
@@ -85,7 +85,7 @@ class ZeroStageHigherThanNeeded(Rule):
             return
         if planned is not None and planned.deepspeed_stage is not None and planned.est_gib is not None:
             # no lower stage fits the batch as written, but one fits the plan's (a smaller micro-batch): the finding
-            # that carries the plan's edit of the JSON (cfgopt.planner.attach_plans)
+            # that carries the plan's edit of the JSON (cfgopt.plan.planner.attach_plans)
             yield self.at_entry(
                 ctx,
                 entry,

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
-from cfgopt.planner import planned_batch, planned_estimate
+from cfgopt.plan.planner import planned_batch, planned_estimate
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import SMALL_TOKENS, TRAIN_KINDS, report, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
-from cfgopt.wording import a
+from cfgopt.rules.support.wording import a
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class MicroBatchHeadroom(Rule):
@@ -35,7 +35,7 @@ class MicroBatchHeadroom(Rule):
     )
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: a larger micro-batch needs more memory (the estimate keeps 10% headroom); same global batch. "
         "Reported only when the plan grows the micro-batch, with the plan's shape."
     )

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, number, training, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class EagerAttention(Rule):
@@ -28,7 +28,7 @@ class EagerAttention(Rule):
     example = "flash_attn: disabled   ->  flash_attn: sdpa"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: changes the attention kernel (numerically close, not identical)."
     )
 

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, is_set, on, report, training, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 # Below this expected gain on the job's own data, packing is not worth its change of meaning (the plan's bar for a
-# package, cfgopt.planner._WORTH_A_PACKAGE, is the same 5%).
+# package, cfgopt.plan.planner._WORTH_A_PACKAGE, is the same 5%).
 WORTH_PACKING = 1.05
 
 
@@ -24,7 +24,7 @@ class PackingOff(Rule):
         "longer than `cutoff_len` (not truncated) and lets packed samples attend to each other; `neat_packing` "
         "avoids the latter (needs fa2 to be fast, see PF005). What settles it: the dataset's mean sample length "
         "against `cutoff_len` (a gain only when samples are much shorter): where the job's dataset is local, the "
-        "message gives the gain expected on it (padding measured, cfgopt/tune/data_speed.py), and the rule is "
+        "message gives the gain expected on it (padding measured, cfgopt/plan/data_speed.py), and the rule is "
         "silent below 1.05x."
     )
     fails_when = "Never fails: slower; the gain depends on the dataset's length distribution."
@@ -42,7 +42,7 @@ class PackingOff(Rule):
     example = "stage: sft   (packing unset)  ->  packing: true"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: packing changes what each sample attends to, drops over-long samples and the step count."
     )
 
@@ -51,7 +51,7 @@ class PackingOff(Rule):
             return
         if is_set(ctx, "packing") or on(ctx, "neat_packing") or on(ctx, "streaming"):
             return
-        from cfgopt.planner import data_term_of, packing_gain_on_data  # only here: the planner loads tune's priors
+        from cfgopt.plan.planner import data_term_of, packing_gain_on_data  # only here: the planner loads tune's priors
 
         gain = packing_gain_on_data(ctx.job)
         if gain is None:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import (
     SMALL_TOKENS,
@@ -13,6 +12,7 @@ from cfgopt.rules.support.llamafactory import (
     training,
     value_of,
 )
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 AIM_TOKENS = 8192
 
@@ -45,7 +45,7 @@ class SmallMicroBatch(Rule):
     example = "per_device_train_batch_size: 1\ngradient_accumulation_steps: 8   ->  4 and 2"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: a larger micro-batch needs more memory (the optimizer step sees the same samples)."
     )
 
@@ -69,5 +69,5 @@ class SmallMicroBatch(Rule):
         )
 
 
-# The measurement quoted, by stage (evidence above; tune's priors use the same two, cfgopt/tune/priors.py)
+# The measurement quoted, by stage (evidence above; tune's priors use the same two, cfgopt/plan/priors.py)
 _MEASURED = {"sft": "H200: 16x1 vs 4x4 was 1.33x", "dpo": "H200, DPO: 8x1 vs 4x2 was 1.61x"}

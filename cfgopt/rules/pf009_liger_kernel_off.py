@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import (
     TRAIN_KINDS,
@@ -14,6 +13,7 @@ from cfgopt.rules.support.llamafactory import (
     training,
     value_of,
 )
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class LigerKernelOff(Rule):
@@ -42,7 +42,7 @@ class LigerKernelOff(Rule):
     example = "packing: true   ->  add enable_liger_kernel: true   (pip install liger-kernel)"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: needs the liger-kernel package (start-up fails without it; the plan says so, and verify / tune "
         "leave Liger out where it is not importable) and changes the kernels."
     )

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, model_params_billion, training, value_of
-from cfgopt.wording import a
+from cfgopt.rules.support.wording import a
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class QuantizationWhenFits(Rule):

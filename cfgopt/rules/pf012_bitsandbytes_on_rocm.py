@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.bitsandbytes import ROCM_EVIDENCE, is_bnb_optimizer
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.bitsandbytes import ROCM_EVIDENCE, is_bnb_optimizer
 from cfgopt.rules.support.llamafactory import entry_of, value_of
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class BitsandbytesOnRocm(Rule):

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, training, value_of
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
 class NonFusedAdamw(Rule):
@@ -24,7 +24,7 @@ class NonFusedAdamw(Rule):
     )
     fails_when = "Never fails."
     evidence = (
-        "cfgopt/schemas/llamafactory-0.9.5.json (`optim` default adamw_torch_fused under transformers 5.6.0)",
+        "cfgopt/knowledge/schemas/llamafactory-0.9.5.json (`optim` default adamw_torch_fused under transformers 5.6.0)",
         "docs/evidence/rocm_perf.md §2.3 and R14 (pytorch#120308)",
     )
     example = "optim: adamw_torch   ->  optim: adamw_torch_fused"

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
+from cfgopt.plan import space
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, report, training, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
-from cfgopt.tune import space
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 # Below this learning rate most AdamW steps are smaller than half a bf16 ulp of a typical weight (|w| ~ 0.02:
 # a step of about lr against 2^-9 x 0.02 = 4e-5), so they round away.

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import TRIGGERS, counted, measured
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 # Padding above this share of a micro-batch's tokens is compute spent on nothing worth a change of config.
 PADDING_SHARE = 0.30
@@ -38,7 +38,7 @@ class PaddingWaste(Rule):
         micro = job.value("per_device_train_batch_size")
         if job.packing or not isinstance(micro, int) or isinstance(micro, bool) or micro < 2:
             return
-        from cfgopt.data_lengths import padding
+        from cfgopt.job.data_lengths import padding
 
         pad = padding(profile, cutoff, micro)
         if pad.share < PADDING_SHARE:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.rules.support.deepspeed import zero_stage
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class Zero3ForLoraThatFits(Rule):
@@ -34,7 +34,7 @@ class Zero3ForLoraThatFits(Rule):
     example = "finetuning_type: lora, deepspeed: ds_z3_config.json, --gpus 1   ->  no deepspeed"
     fix_safety = (
         "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
         "Unsafe: removing `deepspeed` changes how the run is launched and saved."
     )
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_block, zero_stage
-from cfgopt.source import Kind
-from cfgopt.wording import a
+from cfgopt.rules.support.wording import a
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class Zero3OnPartialMi300xNode(Rule):
@@ -22,7 +22,8 @@ class Zero3OnPartialMi300xNode(Rule):
         "fully connected xGMI mesh; a collective among 2 or 4 of them uses only the links between those GPUs, "
         "so communication-heavy runs (ZeRO-3's per-layer all-gathers) get a fraction of the node's bandwidth. "
         "AMD's guidance is to use 1 or 8 GPUs. Judged with `--gpus` on a target shipped as such a mesh (MI300X, "
-        "MI325X, MI355X: `xgmi_mesh` in cfgopt/targets.py); quiet on CDNA2 (an MI250X node's 8 GCDs sit on 4 cards "
+        "MI325X, MI355X: `xgmi_mesh` in cfgopt/knowledge/targets.py); quiet on CDNA2 (an MI250X node's 8 GCDs sit on 4 "
+        "cards "
         "with uneven links, an MI210 node is PCIe with optional 2- or 4-card bridges) and on the 4-APU MI300A "
         "node. Settled by timing the same run on 4 and 8 GPUs at equal tokens per GPU."
     )

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import lf_value
 from cfgopt.rules.support.ds_blocks import trainer_warmup
-from cfgopt.source import Entry, Kind, Source
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind, Source
 
 # DeepSpeed key -> the TrainingArguments field the HF Trainer fills it from (must match when explicit).
 MATCHED = {

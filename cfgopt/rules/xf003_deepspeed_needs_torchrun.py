@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
-from cfgopt.source import Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 # A launch through these starts the distributed processes itself (`deepspeed src/train.py ...`).
 DISTRIBUTED_LAUNCHERS = ("deepspeed", "torchrun", "accelerate")

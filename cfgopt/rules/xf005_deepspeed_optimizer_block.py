@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from cfgopt import edits
-from cfgopt.diagnostics import Diagnostic, Severity
+from cfgopt.knowledge.schema import version_key
+from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry, lf_value
 from cfgopt.rules.support.ds_blocks import (
@@ -18,8 +18,8 @@ from cfgopt.rules.support.ds_blocks import (
     schedule_curve,
     trainer_warmup,
 )
-from cfgopt.schema import version_key
-from cfgopt.source import Entry, Kind, Source
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Entry, Kind, Source
 
 # A scheduler that never decays: a warning even for a DeepSpeed JSON judged alone, as is one that ignores the
 # training config's learning rate (`ignores_learning_rate`); the others replace the Trainer's schedule with a

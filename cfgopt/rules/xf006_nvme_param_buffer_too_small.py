@@ -3,10 +3,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from cfgopt.diagnostics import Diagnostic, Severity
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, training
+from cfgopt.text.diagnostics import Diagnostic, Severity
 
 # DeepSpeed's default `offload_param.buffer_size` (runtime/zero/offload_config.py: `pp_int(1e8)` elements)
 DEFAULT_BUFFER = 100_000_000

@@ -16,12 +16,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from cfgopt.diagnostics import Applicability, Diagnostic
-from cfgopt.document import real_path
+from cfgopt.text.diagnostics import Applicability, Diagnostic
+from cfgopt.text.document import real_path
 
 if TYPE_CHECKING:
-    from cfgopt.document import Document
-    from cfgopt.settings import Settings
+    from cfgopt.job.settings import Settings
+    from cfgopt.text.document import Document
 
 Position = tuple[int, int]  # (line, UTF-16 character), both 0-based
 
@@ -100,7 +100,7 @@ class Session:
         self.problems.pop(key, None)
 
     def lint_folder(self, folder: Path) -> list[Path]:
-        from cfgopt.engine import lint_paths
+        from cfgopt.lint.engine import lint_paths
 
         paths = sorted(p for p in self.texts if p.parent == folder)
         result = lint_paths(paths, _resolver(), recognised_only=True, overlay=dict(self.texts))
@@ -126,8 +126,8 @@ class Session:
     def fix_all(self, path: Path, unsafe: bool) -> dict[Path, str]:
         """What `cfgopt fix` (with `--unsafe-fixes`: the speed plan too) makes of the open documents of the
         folder, checked as the command checks it: the new text of each file it changes."""
-        from cfgopt.fixer import fix_paths
-        from cfgopt.project_config import CommandLine, Resolver
+        from cfgopt.lint.fixer import fix_paths
+        from cfgopt.lint.project_config import CommandLine, Resolver
 
         key = real_path(path)
         paths = sorted(p for p in self.texts if p.parent == key.parent)
@@ -157,7 +157,7 @@ class Session:
 
 
 def _resolver():
-    from cfgopt.project_config import CommandLine, Resolver
+    from cfgopt.lint.project_config import CommandLine, Resolver
 
     return Resolver(CommandLine())
 

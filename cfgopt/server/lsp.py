@@ -10,8 +10,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from cfgopt import __version__
-from cfgopt.diagnostics import Applicability, Diagnostic, Severity
 from cfgopt.server.analysis import Session, Span, TextEdit, span_of
+from cfgopt.text.diagnostics import Applicability, Diagnostic, Severity
 
 _SEVERITY = {
     Severity.ERROR: lsp.DiagnosticSeverity.Error,

@@ -1,4 +1,4 @@
-"""The candidates `cfgopt tune` searches: the space (cfgopt.tune.space) for the options given, the speed plan
+"""The candidates `cfgopt tune` searches: the space (cfgopt.plan.space) for the options given, the speed plan
 `cfgopt fix --unsafe-fixes` writes among them, each with its config, the config the memory model sees and its
 cache key; DeepSpeed variants written into the work folder."""
 
@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cfgopt.tune import search, space
+from cfgopt.plan import space
+from cfgopt.tune import search
 from cfgopt.tune.session import Session
 
 
@@ -20,9 +21,9 @@ class CannotSearch(Exception):
 
 
 def planned_start(job: Any, knobs: tuple[str, ...], say) -> space.Knobs | None:
-    """The speed plan `cfgopt fix --unsafe-fixes` writes (cfgopt.planner, the same priors and memory model):
+    """The speed plan `cfgopt fix --unsafe-fixes` writes (cfgopt.plan.planner, the same priors and memory model):
     the search runs it first after the baseline."""
-    from cfgopt.planner import plan_for
+    from cfgopt.plan.planner import plan_for
 
     say(f"planning for {job.hardware(job.settings.gpus or 1).describe()} (the GPUs these runs use; --gpus)")
     plan = plan_for(job, knobs)

@@ -3,10 +3,10 @@
 The flow only; each concern is its own module, as in `cfgopt/verify/`:
 - `session`: the machine (the job judged for it, assets prepared once, one run through
   `cfgopt.verify.runner.run_config`, the memory check);
-- `candidates`: the search space (cfgopt.tune.space) with the speed plan `cfgopt fix` writes among it;
+- `candidates`: the search space (cfgopt.plan.space) with the speed plan `cfgopt fix` writes among it;
 - `search`: pruning, ranking, budget, cache;
 - `report`: the table, the verdict and the JSON report;
-- `winner`: the winner as span edits of the YAML (cfgopt.knob_edits, the planner's writer) and a DeepSpeed JSON
+- `winner`: the winner as span edits of the YAML (cfgopt.plan.knob_edits, the planner's writer) and a DeepSpeed JSON
   beside it, shown as a diff or written with --write.
 """
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from cfgopt.argtypes import gpu_count, positive_int
-from cfgopt.tune.space import KNOB_NAMES as KNOBS  # one list of knobs: the search space's
+from cfgopt.plan.space import KNOB_NAMES as KNOBS  # one list of knobs: the search space's
 from cfgopt.verify.options import add_run_options, add_target_argument
 
 

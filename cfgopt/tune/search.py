@@ -8,7 +8,7 @@ one wraps `cfgopt.verify.runner.run_config`; the tests pass a fake that stands i
 The speed prior (docs/tune.md) multiplies one factor per knob, each taken from the H200 measurements in
 bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048):
   - micro batch m: m ** 0.2 unpacked (16x1 vs 4x4 was 1.33x = 4 ** 0.2), m ** 0.05 packed (8x2 vs 4x4 1.035x),
-    m ** 0.69 in DPO (Qwen3-4B LoRA DPO, cfgopt/tune/priors.py)
+    m ** 0.69 in DPO (Qwen3-4B LoRA DPO, cfgopt/plan/priors.py)
   - gradient checkpointing off: 1.37x (V10 vs V7)
   - packing: 2.9x (V6 vs V5, both 16x1)
   - Liger kernels: 1.196x (V7 vs V6)
@@ -16,7 +16,7 @@ bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048
     Alpaca lengths; ranked after sdpa because it is slower on long sequences)
   - ZeRO on one GPU: none 1.0, ZeRO-3 0.225 (V2 vs V4), ZeRO-3 + offload 0.206 (V3 vs V4); on several GPUs
     guesses until issue 10 measures them: DDP 1.0, ZeRO-1 and ZeRO-2 0.95, ZeRO-3 0.8, ZeRO-2 offload 0.5,
-    ZeRO-3 optimizer offload 0.42, ZeRO-3 offload 0.3 (cfgopt/tune/priors.py)
+    ZeRO-3 optimizer offload 0.42, ZeRO-3 offload 0.3 (cfgopt/plan/priors.py)
 Ties go to the smaller estimated peak, then to fewer changes from the user's config. After every measured run
 the prior is corrected by what was measured (`Corrections`: one fitted factor per knob value) and the queue is
 re-ranked, so a prior that is wrong on this machine or data set stops steering the search after a run or two.
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cfgopt import methods
-from cfgopt.tune import reasons
-from cfgopt.tune.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
-from cfgopt.tune.space import KNOB_NAMES, Knobs
+from cfgopt.knowledge import methods
+from cfgopt.plan import reasons
+from cfgopt.plan.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
+from cfgopt.plan.space import KNOB_NAMES, Knobs
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
 
@@ -455,7 +455,7 @@ def _peak_of(estimate: Any) -> float | None:
 
 
 class MemoryFits:
-    """The default `fits`: cfgopt.memory.estimate(config, shape, target, gpus, deepspeed), imported lazily.
+    """The default `fits`: cfgopt.memory.estimate.estimate(config, shape, target, gpus, deepspeed), imported lazily.
 
     A candidate fits when its estimated peak (`MemoryEstimate.peak_gib`: the allocated peak plus the
     allocator's margin and the runtime) is at most (1 - margin) of the target's memory per GPU. Where
@@ -479,13 +479,13 @@ class MemoryFits:
         self.estimate: Callable[..., Any] | None = None
         self.failures = 0
         try:
-            memory = importlib.import_module("cfgopt.memory")
+            memory = importlib.import_module("cfgopt.memory.estimate")
         except ImportError:
             self.note = "no memory model: nothing pruned"
             return
         estimate = getattr(memory, "estimate", None)
         if not callable(estimate):
-            self.note = "cfgopt.memory has no estimate(): nothing pruned"
+            self.note = "cfgopt.memory.estimate has no estimate(): nothing pruned"
         elif shape is None:
             self.note = "model shape unknown: nothing pruned by memory"
         elif not getattr(target, "memory_gib", 0):
@@ -498,12 +498,12 @@ class MemoryFits:
             )
 
     def _filled(self, config: dict[str, Any]) -> dict[str, Any]:
-        """The candidate as LLaMA-Factory sees it: the memory model knows no default (`cfgopt.job.lf_values`,
+        """The candidate as LLaMA-Factory sees it: the memory model knows no default (`cfgopt.job.job.lf_values`,
         with the job's LLaMA-Factory version; the newest snapshot's when no job was given)."""
         if self.fill is not None:
             return self.fill(config)
-        from cfgopt import schema
-        from cfgopt.job import lf_values
+        from cfgopt.job.job import lf_values
+        from cfgopt.knowledge import schema
 
         return lf_values(config, schema.llamafactory())
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cfgopt.job import lf_values
-from cfgopt.tune import search, space
+from cfgopt.job.job import lf_values
+from cfgopt.plan import space
+from cfgopt.tune import search
 from cfgopt.verify.options import default_cache_dir
 
 
@@ -123,8 +124,8 @@ class RealSession:
         return measurement_from(result, self.warmup)
 
     def fits(self) -> search.Fits:
-        from cfgopt.model_shapes import shape_for
-        from cfgopt.targets import TARGETS
+        from cfgopt.knowledge.model_shapes import shape_for
+        from cfgopt.knowledge.targets import TARGETS
         from cfgopt.verify import runner
 
         name = self.target_name or runner.detect_target()
@@ -164,8 +165,8 @@ def load_tune_job(
 ) -> tuple[Any, space.Platform | None, str]:
     """The job tuned, judged for the target and GPUs the runs use and the packages the machine has, with the
     probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
-    from cfgopt.job_loader import JobError, load_job
-    from cfgopt.settings import Settings
+    from cfgopt.job.loader import JobError, load_job
+    from cfgopt.job.settings import Settings
     from cfgopt.verify.command import run_settings, run_target
 
     if session is None:

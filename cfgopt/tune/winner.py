@@ -1,4 +1,4 @@
-"""The winner of `cfgopt tune` as changes to the user's files: the YAML edited in place by `cfgopt.knob_edits`
+"""The winner of `cfgopt tune` as changes to the user's files: the YAML edited in place by `cfgopt.plan.knob_edits`
 (the speed plan's writer: comments, order and quoting stay as they are), a DeepSpeed JSON the winner needs
 written beside the config (or beside the user's JSON); shown as a unified diff, or written with --write."""
 
@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfgopt.document import Document
-from cfgopt.knob_edits import knob_edits
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.tune import search, space
+from cfgopt.plan import space
+from cfgopt.plan.knob_edits import knob_edits
+from cfgopt.text.document import Document
+from cfgopt.tune import search
 
 
 @dataclass
@@ -49,7 +50,7 @@ def plan_fix(
     user_ds_path: Path | None,
 ) -> FixPlan:
     """The YAML edits (and new DeepSpeed JSON) that turn the user's config into the winner; no re-serialising."""
-    from cfgopt.fixer import apply_edits
+    from cfgopt.lint.fixer import apply_edits
 
     changes = space.changed_keys(winner.knobs, base)
     action, ds = space.deepspeed_for(winner.knobs, base, user_ds)
@@ -102,7 +103,7 @@ def render_diff(config_path: Path, plan: FixPlan) -> str:
 
 def write_fix(config_path: Path, doc: Document, plan: FixPlan) -> list[str]:
     """Write the plan; returns the problems (empty: written)."""
-    from cfgopt.writer import ChangedOnDisk, atomic_write
+    from cfgopt.text.writer import ChangedOnDisk, atomic_write
 
     if plan.problems:
         return plan.problems
@@ -138,7 +139,7 @@ def apply(args: argparse.Namespace, doc: Document, plan: FixPlan) -> int:
 def _text_of(path: Path) -> str | None:
     """The text of a file already at the winner's DeepSpeed name (bounded: a FIFO or /dev/zero there is no
     text); None when it cannot be read."""
-    from cfgopt.user_files import read_bounded
+    from cfgopt.text.user_files import read_bounded
 
     try:
         return read_bounded(path).decode("utf-8", errors="replace")

@@ -7,21 +7,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cfgopt.document import Document, real_path
-from cfgopt.engine import resolve_reference
-from cfgopt.fixer import fix_paths
-from cfgopt.job import Job
-from cfgopt.job_loader import JobError, load_job
+from cfgopt.job.job import Job
+from cfgopt.job.loader import JobError, load_job
+from cfgopt.job.settings import Settings
+from cfgopt.lint.engine import resolve_reference
+from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
-from cfgopt.settings import Settings
-from cfgopt.user_files import read_text_bounded
+from cfgopt.text.document import Document, real_path
+from cfgopt.text.user_files import read_text_bounded
 from cfgopt.verify import comparison, numerics, processes, runner
 
 
 def run_target(given: str | None) -> tuple[str | None, str]:
     """The target the runs are planned for and where it came from: `--target` (None for `none`), else this
     machine's GPU (`runner.detect_target`)."""
-    from cfgopt.targets import NONE
+    from cfgopt.knowledge.targets import NONE
     from cfgopt.verify import runner
 
     if given is not None:
@@ -33,7 +33,7 @@ def run_settings(target: str | None, gpus: int, say, source: str = "") -> tuple[
     """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
     the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
     the probed platform."""
-    from cfgopt.tune.space import packages_of, probe_platform
+    from cfgopt.plan.space import packages_of, probe_platform
 
     platform = probe_platform()
     packages = packages_of(platform)
@@ -53,7 +53,7 @@ def run_settings(target: str | None, gpus: int, say, source: str = "") -> tuple[
 
 def say_plan(job: Job, say) -> None:
     """Name the hardware the fixes are planned for, and the speed plan with what it left out."""
-    from cfgopt.planner import plan_for
+    from cfgopt.plan.planner import plan_for
 
     say(f"fixes planned for {job.hardware(job.settings.gpus or 1).describe()} (the GPUs these runs use; --gpus)")
     plan = plan_for(job)
@@ -65,7 +65,7 @@ def say_plan(job: Job, say) -> None:
 
 def parameters_from_shape(metrics: dict[str, Any], job: Job) -> None:
     """Where the run could not count the parameters (ZeRO-3 partitions them), count them from the model's shape
-    (cfgopt.model_shapes, the memory model's trainable count), so MFU is still reported."""
+    (cfgopt.knowledge.model_shapes, the memory model's trainable count), so MFU is still reported."""
     if metrics.get("parameters") or not metrics.get("steps"):
         return
     est = job.estimate(job.settings.gpus or 1)

@@ -106,7 +106,7 @@ def with_data_order(config: dict[str, Any], order: dict[str, Any]) -> dict[str, 
 def batch_content(values: dict[str, Any], gpus: int) -> dict[str, Any]:
     """What each optimizer step trains on, as the config states it (`values`: LLaMA-Factory's, defaults
     filled)."""
-    from cfgopt.packing import packing_on
+    from cfgopt.knowledge.packing import packing_on
 
     micro = values.get("per_device_train_batch_size") or 1
     accumulation = values.get("gradient_accumulation_steps") or 1

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from cfgopt.argtypes import gpu_count, positive_float, positive_int
-from cfgopt.targets import NONE, TARGETS
+from cfgopt.knowledge.targets import NONE, TARGETS
 from cfgopt.verify.numerics import LOSS_TOLERANCE
 
 

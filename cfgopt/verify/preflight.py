@@ -46,8 +46,8 @@ def check(args: argparse.Namespace, command: str) -> int | None:
             f"needs {', '.join(PACKAGES)} installed (missing: {', '.join(missing)}); "
             "see the README's verify / tune prerequisites",
         )
-    from cfgopt.job_loader import JobError, load_job
-    from cfgopt.settings import Settings
+    from cfgopt.job.loader import JobError, load_job
+    from cfgopt.job.settings import Settings
 
     try:
         config = load_job(args.config, Settings()).values()
@@ -109,7 +109,7 @@ def cpu_blocker(config: dict[str, Any], config_path: Path, cache_dir: Path) -> s
 
 def _cpu_memory_problem(config: dict[str, Any], config_path: Path) -> str | None:
     """`--mode synthetic` without a GPU: only for a model whose CPU run fits this machine's memory."""
-    from cfgopt.model_shapes import shape_for
+    from cfgopt.knowledge.model_shapes import shape_for
     from cfgopt.verify.synthetic import available_memory_bytes, cpu_bytes_needed
 
     ref = config.get("model_name_or_path")

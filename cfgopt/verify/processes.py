@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cfgopt.user_files import read_text_bounded
-from cfgopt.user_text import integer
+from cfgopt.text.user_files import read_text_bounded
+from cfgopt.text.user_text import integer
 
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 

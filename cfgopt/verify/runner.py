@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfgopt.engine import resolve_reference
-from cfgopt.model_shapes import ModelShape, shape_for
-from cfgopt.user_files import model_config, read_bounded
+from cfgopt.knowledge.model_shapes import ModelShape, shape_for
+from cfgopt.lint.engine import resolve_reference
+from cfgopt.text.user_files import model_config, read_bounded
 from cfgopt.verify.processes import kill_tree
 
 HARMLESS = {
@@ -331,8 +331,8 @@ def _run(
 
 def detect_target() -> str:
     """The cfgopt target matching this machine's accelerator (verify fixes for the hardware it runs on): the
-    GPUs `lint` and `estimate` detect (`cfgopt.detect`, /proc and /sys), else what the vendor's tool names."""
-    from cfgopt.detect import detect_gpus
+    GPUs `lint` and `estimate` detect (`cfgopt.knowledge.detect`, /proc and /sys), else what the vendor's tool names."""
+    from cfgopt.knowledge.detect import detect_gpus
 
     found = detect_gpus()
     if found is not None and found.target is not None:

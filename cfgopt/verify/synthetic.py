@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cfgopt.user_files import read_text_bounded
-from cfgopt.user_text import integer
+from cfgopt.text.user_files import read_text_bounded
+from cfgopt.text.user_text import integer
 from cfgopt.verify import synthetic_meta
 from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES  # noqa: F401 - one list, shared
 

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from cfgopt.targets import target_for_device  # a table only: the worker stays import-light
+from cfgopt.knowledge.targets import target_for_device  # a table only: the worker stays import-light
 from cfgopt.verify import synthetic_meta  # likewise
 
 

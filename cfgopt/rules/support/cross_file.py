@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cfgopt import job, schema
-from cfgopt.source import Source
+from cfgopt.job import job
+from cfgopt.knowledge import schema
+from cfgopt.text.source import Source
 
 
 def lf_value(consumer: Source, key: str, lf: schema.LlamaFactorySchema) -> Any:

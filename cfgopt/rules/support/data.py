@@ -1,4 +1,4 @@
-"""What the data rules share: the job's local data profile (cfgopt.data_profile), only for a training job whose
+"""What the data rules share: the job's local data profile (cfgopt.job.data_profile), only for a training job whose
 dataset is local; a config whose data is on a hub, or not found, gets no data finding (and no cost beyond a
 few `stat` calls: nothing is read unless `dataset_info.json` is found in the project)."""
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from cfgopt.rules.support.llamafactory import training
 
 if TYPE_CHECKING:
-    from cfgopt.data_profile import DataProfile
+    from cfgopt.job.data_profile import DataProfile
     from cfgopt.rules.base import Context
 
 TRIGGERS = frozenset({"dataset"})  # no `dataset`: no data to measure
@@ -19,7 +19,7 @@ def profile_of(ctx: Context) -> DataProfile | None:
     """The job's data profile when it is local and read (problems included), else None."""
     if not training(ctx):
         return None
-    from cfgopt.data_profile import DataProfile
+    from cfgopt.job.data_profile import DataProfile
 
     found = ctx.job.data_profile
     return found if isinstance(found, DataProfile) else None

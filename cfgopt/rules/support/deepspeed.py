@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from cfgopt import schema, schema_validators
+from cfgopt.knowledge import schema, schema_validators
 from cfgopt.rules.base import Context
-from cfgopt.source import Entry, Node, Source
+from cfgopt.text.source import Entry, Node, Source
 
 
 class SectionError(NamedTuple):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from cfgopt.schema import version_key
-from cfgopt.source import Source
+from cfgopt.knowledge.schema import version_key
+from cfgopt.text.source import Source
 
 # The HF Trainer's `fill_match` keys of an optimizer block -> the TrainingArguments fields it fills them from
 # (transformers 5.6.0 integrations/deepspeed.py:160-167; 4.41.2 :161-168).

@@ -1,14 +1,14 @@
 """Shared facts about LLaMA-Factory configs for the LF rules: which field table applies to a source, and
-short names for the job model's answers (cfgopt.job) in rule bodies. The version judged is `ctx.lf_label`."""
+short names for the job model's answers (cfgopt.job.job) in rule bodies. The version judged is `ctx.lf_label`."""
 
 from __future__ import annotations
 
 import math
 
-from cfgopt import schema
-from cfgopt.job import _MISSING, group_of
+from cfgopt.job.job import _MISSING, group_of
+from cfgopt.knowledge import schema
 from cfgopt.rules.base import Context
-from cfgopt.source import Entry, Kind, Node, Source
+from cfgopt.text.source import Entry, Kind, Node, Source
 
 
 def fields_for(ctx: Context) -> dict[str, schema.FieldSpec]:
@@ -20,7 +20,7 @@ def top_entries(source: Source):
 
 
 # --------------------------------------------------------------------------- effective values
-# Helpers for the cross-field rules (LF006+, PF001+), answered by the job model (cfgopt.job): a key absent
+# Helpers for the cross-field rules (LF006+, PF001+), answered by the job model (cfgopt.job.job): a key absent
 # from the config has its dataclass default in the selected version; a present key has the value the consumer
 # sees (YAML: unconverted, so a quoted "false" is a truthy string exactly as in LLaMA-Factory; command line:
 # argparse-converted).
@@ -158,7 +158,7 @@ def tokens_per_micro_batch(ctx: Context) -> float | None:
     packing), twice that for the pairwise stages (chosen and rejected: the count the memory model and MEM004
     use, `methods.PAIRED_STAGES`); None when either is no number or the product is not finite (NaN, an
     infinity, `1e300 x 1e300`: LLaMA-Factory stops on such a value before any speed matters)."""
-    from cfgopt.methods import PAIRED_STAGES
+    from cfgopt.knowledge.methods import PAIRED_STAGES
 
     bsz, cutoff = number(value_of(ctx, "per_device_train_batch_size")), number(value_of(ctx, "cutoff_len"))
     if bsz is None or cutoff is None:
@@ -176,8 +176,8 @@ def packing_on(ctx: Context) -> bool:
 def insert_top(source: Source, key: str, value):
     """Edits adding `key: value` at the top level: YAML via `edits.insert_entry`; on a command line, a new
     `--key value` argument after the last one (on its own continuation line when the command uses them)."""
-    from cfgopt import edits
-    from cfgopt.diagnostics import Edit
+    from cfgopt.loaders import edits
+    from cfgopt.text.diagnostics import Edit
 
     if source.kind != Kind.LF_CLI:
         return edits.insert_entry(source, None, key, value)

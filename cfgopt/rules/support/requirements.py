@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+from cfgopt.knowledge.versions import VersionRange
 from cfgopt.rules.base import Context
-from cfgopt.source import Entry
-from cfgopt.versions import VersionRange
+from cfgopt.text.source import Entry
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 _LOCAL = re.compile(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)

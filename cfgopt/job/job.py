@@ -1,0 +1,550 @@
+"""The job model: one object per training job that answers every question about it.
+
+A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) with what decides how it runs:
+
+- the values LLaMA-Factory sees (`value`): the config's, else the selected version's dataclass default;
+- the DeepSpeed config it names (`deepspeed`), and that config as the HF Trainer and accelerate fill its
+  "auto" values (`deepspeed_filled`);
+- the hardware judged for (`hardware`): target and GPU count, from flags, the project config or the GPUs of
+  this machine (`detect.resolve_target`), saying when either is assumed;
+- the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
+- the environment it trains in (`environment`, `has_package`: the packages of the node, as the project states
+  them or as assumed, never the machine cfgopt runs on; cfgopt.job.environment).
+
+Rules, `estimate`, the memory model's inputs, `fix` (through the planner), `verify` and `tune` read jobs; no
+other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default. Nothing heavy is imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cfgopt.knowledge import methods
+from cfgopt.knowledge.packing import packing_on
+from cfgopt.text.source import Kind, Source
+
+if TYPE_CHECKING:
+    from cfgopt.job import data_profile
+    from cfgopt.job.environment import Environment
+    from cfgopt.job.settings import Settings
+    from cfgopt.knowledge import schema
+    from cfgopt.knowledge.model_shapes import ModelShape
+    from cfgopt.knowledge.targets import Target
+    from cfgopt.memory import estimate as memory
+
+_MISSING = object()
+
+# GPU counts assumed when `--gpus` is not stated: advice that spends memory must fit on one GPU (then it fits
+# on any count); a warning of out-of-memory assumes a full node of 8 (ZeRO shards the most: fewer false alarms).
+GPUS_IF_UNSTATED_SPEND = 1
+GPUS_IF_UNSTATED_OOM = 8
+
+
+# --------------------------------------------------------------------------- the values LLaMA-Factory sees
+
+
+def lf_value(data: Any, key: str, lf: schema.LlamaFactorySchema, group: str = "train", default=_MISSING) -> Any:
+    """A value as LLaMA-Factory works with it: the config's (unconverted, as its YAML path passes it on), else
+    `default` when given, else the field's dataclass default in the selected version (None for unknown keys)."""
+    if isinstance(data, dict) and key in data:
+        return data[key]
+    if default is not _MISSING:
+        return default
+    spec = lf.group(group).get(key) or lf.fields.get(key)
+    return spec.default if spec is not None else None
+
+
+def lf_values(data: dict[str, Any], lf: schema.LlamaFactorySchema, group: str = "train") -> dict[str, Any]:
+    """Every field of the selected version with the config's value or its default, plus the config's own keys:
+    the input of `cfgopt.memory.estimate`, which knows no default."""
+    out = dict(_defaults(lf, group))
+    out.update(data)
+    return out
+
+
+_DEFAULTS: dict[tuple[int, str], dict[str, Any]] = {}
+
+
+def _defaults(lf: schema.LlamaFactorySchema, group: str) -> dict[str, Any]:
+    """Every field's default of a subcommand, built once per snapshot (a sweep script asks for it per job and
+    per memory estimate). Callers copy it."""
+    key = (id(lf), group)
+    if key not in _DEFAULTS:
+        _DEFAULTS[key] = {name: spec.default for name, spec in lf.group(group).items()}
+    return _DEFAULTS[key]
+
+
+def group_of(source: Source) -> str:
+    """The `llamafactory-cli` subcommand whose arguments a config holds: train, infer or eval."""
+    if source.kind == Kind.LF_CLI:
+        return source.command.get("group", "train")
+    return "infer" if source.kind == Kind.LF_INFER else "train"
+
+
+def lf_label(settings: Settings) -> str:
+    """The LLaMA-Factory release judged, as messages name it (the selected snapshot, never a constant)."""
+    return f"LLaMA-Factory {settings.llamafactory_version}"
+
+
+def ds_label(settings: Settings) -> str:
+    """The DeepSpeed release judged, as messages name it."""
+    return f"DeepSpeed {settings.deepspeed_version}"
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+class Hardware(NamedTuple):
+    """The target and GPU count a job is judged for, and whether each was stated or assumed."""
+
+    target: Target
+    gpus: int
+    gpus_stated: bool
+    target_stated: bool = True
+
+    def describe(self) -> str:
+        what = f"{self.gpus} x {self.target.name}"
+        assumed = [w for w, ok in (("target", self.target_stated), ("GPU count", self.gpus_stated)) if not ok]
+        return what + (f" ({' and '.join(assumed)} assumed)" if assumed else "")
+
+
+def judged_for(settings: Settings) -> str:
+    """The end of `lint` / `fix` summaries: what the files were judged for and where that came from
+    (`--target`, the project config file, `detected`), what was assumed, or, with no target, how many hardware
+    checks were skipped and how to state one; then the environment the job trains in and where it came from."""
+    return f"{_hardware_judged(settings)}; {settings.environment.describe()}"
+
+
+def _hardware_judged(settings: Settings) -> str:
+    if not settings.target_stated:
+        return _no_target(settings)
+    name = settings.target.name
+    source = settings.target_source
+    if settings.gpus:
+        where = hardware_source(settings)
+        return f"judged for {settings.gpus} x {name}" + (f" ({where})" if where else "")
+    return (
+        f"judged for {name}" + (f" ({source})" if source else "") + f"; GPU count not stated: advice assumes "
+        f"{GPUS_IF_UNSTATED_SPEND}, out-of-memory warnings up to {GPUS_IF_UNSTATED_OOM} (--gpus)"
+    )
+
+
+def judged_for_run(file_settings: dict[Path, Settings], paths: list[Path], first: Settings) -> str:
+    """`judged_for` for a whole run: one description when every file was judged alike, else one per settings
+    group, each led by the command-line paths it covers (`fixtures/seed: no target stated ...; fixtures/clean:
+    judged for 1 x mi300x (cfgopt.toml)`), the hardware and the environment grouped apart. `first`: the
+    settings described when no file was read."""
+    if not file_settings:
+        return judged_for(first)
+    labels = _labels(list(file_settings), paths, file_settings)
+    hardware = _grouped({labels[k]: _hardware_judged(s) for k, s in file_settings.items()})
+    environment = _grouped({labels[k]: s.environment.describe() for k, s in file_settings.items()})
+    return f"{hardware}; {environment}"
+
+
+def _labels(files: list[Path], paths: list[Path], file_settings: dict[Path, Settings]) -> dict[Path, str]:
+    """Each file's label in a per-group summary: the command-line path it was found under when every file
+    there was judged alike, else its own folder."""
+    from cfgopt.text.document import display_path, real_path
+
+    roots = [(real_path(p), p) for p in paths]
+
+    def under(file: Path) -> Path | None:
+        return next((given for root, given in roots if file == root or root in file.parents), None)
+
+    described: dict[Path | None, set[str]] = {}
+    for file in files:
+        described.setdefault(under(file), set()).add(judged_for(file_settings[file]))
+    labels = {}
+    for file in files:
+        given = under(file)
+        alike = given is not None and len(described[given]) == 1
+        labels[file] = display_path(given if alike and given is not None else file.parent) or "."
+    return labels
+
+
+def _grouped(by_label: dict[str, str]) -> str:
+    """`desc` when every label has the same one, else `label, label: desc; label: desc` in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for label, desc in by_label.items():
+        groups.setdefault(desc, [])
+        if label not in groups[desc]:
+            groups[desc].append(label)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{', '.join(labels)}: {desc}" for desc, labels in groups.items())
+
+
+def judged_settings(settings: Settings) -> dict:
+    """What one file was judged for (settings.Settings), as the machine formats carry it per file: the target
+    (None: none), the GPU count (None: not stated), where they came from, the releases and the environment."""
+    env = settings.environment
+    return {
+        "target": settings.target_name if settings.target_stated else None,
+        "gpus": settings.gpus,
+        "hardware_source": hardware_source(settings),
+        "llamafactory_version": settings.llamafactory_version,
+        "deepspeed_version": settings.deepspeed_version,
+        "environment": env.source,
+        "environment_assumed": env.assumed,
+    }
+
+
+def files_judged(result) -> dict[str, dict]:
+    """Each file the run read (engine.LintResult / fixer.FixResult), by its shown path: `judged_settings`."""
+    from cfgopt.text.document import display_path
+
+    return {display_path(path): judged_settings(s) for path, s in sorted(result.file_settings.items())}
+
+
+def hardware_source(settings: Settings) -> str:
+    """Where the target and GPU count came from: `detected`, `--target`, `pyproject.toml, --gpus` ("" for
+    settings built by hand)."""
+    sources = [settings.target_source, settings.gpus_source if settings.gpus is not None else ""]
+    return ", ".join(dict.fromkeys(s for s in sources if s))
+
+
+def _no_target(settings: Settings) -> str:
+    from cfgopt.knowledge.targets import HARDWARE_CHECKS
+
+    skipped = sum(1 for code in HARDWARE_CHECKS if settings.is_selected(code))
+    checks = f"{skipped} hardware check{'s' if skipped != 1 else ''} skipped"
+    source = settings.target_source
+    if source:  # `--target none`, `--config target=none`, `target = "none"` in a project config
+        said = {"--target": "--target none", "--config target": "--config target=none"}
+        return f"no target ({said.get(source, f'target = none in {source}')}): {checks}"
+    how = "--target NAME or target = in pyproject.toml"
+    if settings.detected:
+        return f"no target: this machine's {settings.detected} is not a known target: {checks} ({how}; docs/targets.md)"
+    return f"no target stated: {checks} ({how})"
+
+
+# --------------------------------------------------------------------------- the job
+
+
+class Job:
+    def __init__(
+        self,
+        source: Source,
+        settings: Settings,
+        deepspeed_source: Source | None = None,
+        deepspeed_consumers: list[Source] | None = None,
+    ) -> None:
+        self.source = source
+        self.settings = settings
+        self.deepspeed_source = deepspeed_source  # the linked DeepSpeed JSON, when `deepspeed` names a file found
+        # the configs of the run that read that JSON (a live list: the engine links them all before rules run)
+        self.deepspeed_consumers = [] if deepspeed_consumers is None else deepspeed_consumers
+        self.memo: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Job({self.path})"
+
+    # -- identity and versions --------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.source.document.path
+
+    @property
+    def lf(self) -> schema.LlamaFactorySchema:
+        return self.settings.lf_schema
+
+    @property
+    def lf_label(self) -> str:
+        return lf_label(self.settings)
+
+    @property
+    def ds_label(self) -> str:
+        return ds_label(self.settings)
+
+    @property
+    def group(self) -> str:
+        return group_of(self.source)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.source.data if isinstance(self.source.data, dict) else {}
+
+    # -- values -----------------------------------------------------------------------------------
+    def value(self, key: str, default=_MISSING) -> Any:
+        return lf_value(self.data, key, self.lf, self.group, default)
+
+    def is_set(self, key: str) -> bool:
+        return key in self.data
+
+    def on(self, key: str) -> bool:
+        """Python truthiness of the value, as LLaMA-Factory's `if args.key:` sees it."""
+        return bool(self.value(key))
+
+    def values(self, **changes: Any) -> dict[str, Any]:
+        """The values LLaMA-Factory sees, with `changes` applied (None: back to the default). A new dict each
+        call (callers may change it), copied from one built once per job."""
+        if "values" not in self.memo:
+            self.memo["values"] = lf_values(self.data, self.lf, self.group)
+        out = dict(self.memo["values"])
+        for key, value in changes.items():
+            if value is None:
+                out.pop(key, None)
+                default = self.lf.group(self.group).get(key)
+                if default is not None:
+                    out[key] = default.default
+            else:
+                out[key] = value
+        return out
+
+    @property
+    def training(self) -> bool:
+        return self.group == "train" and self.source.kind in (Kind.LF_TRAIN, Kind.LF_CLI) and self.on("do_train")
+
+    @property
+    def packing(self) -> bool:
+        return packing_on(self.values())
+
+    @property
+    def liger_patches_model(self) -> bool:
+        """Does `enable_liger_kernel` patch this model (its family: `model_family.liger_patches`)?"""
+        from cfgopt.knowledge.model_family import liger_patches
+
+        return liger_patches(self.value("model_name_or_path"), self.path.parent)
+
+    # -- DeepSpeed ----------------------------------------------------------------------------------
+    @property
+    def deepspeed(self) -> tuple[bool, dict[str, Any] | None]:
+        """(known, the DeepSpeed config as a dict or None for no DeepSpeed). Not known: `deepspeed` names a file
+        that was not found or does not parse."""
+        ref = self.data.get("deepspeed")
+        if not ref:
+            return True, None
+        if isinstance(ref, dict):
+            return True, ref
+        ds = self.deepspeed_source
+        if ds is None or ds.error is not None or not isinstance(ds.data, dict):
+            return False, None
+        return True, ds.data
+
+    @property
+    def deepspeed_shared(self) -> bool:
+        """Does another config of the run read this job's DeepSpeed JSON (an edit of it would change that job)?"""
+        return any(c is not self.source for c in self.deepspeed_consumers)
+
+    def deepspeed_filled(self, gpus: int | None = None) -> dict[str, Any] | None:
+        """The DeepSpeed config with the "auto" values the HF Trainer fills from the training arguments
+        (transformers 5.6.0 `HfTrainerDeepSpeedConfig.trainer_config_process`): batch sizes, gradient clipping,
+        precision. The ZeRO stage's "auto" (accelerate's plugin default) is left as it is."""
+        _, ds = self.deepspeed
+        if ds is None:
+            return None
+        micro = self.value("per_device_train_batch_size")
+        accum = self.value("gradient_accumulation_steps")
+        n = gpus or self.hardware(GPUS_IF_UNSTATED_SPEND).gpus
+        fills = {
+            "train_micro_batch_size_per_gpu": micro,
+            "gradient_accumulation_steps": accum,
+            "train_batch_size": micro * accum * n if isinstance(micro, int) and isinstance(accum, int) else None,
+            "gradient_clipping": self.value("max_grad_norm"),
+        }
+        out = {k: (fills[k] if v == "auto" and fills.get(k) is not None else v) for k, v in ds.items()}
+        for block, flag in (("bf16", "bf16"), ("fp16", "fp16")):
+            section = out.get(block)
+            if isinstance(section, dict) and section.get("enabled") == "auto":
+                out[block] = {**section, "enabled": bool(self.value(flag))}
+        return out
+
+    @property
+    def zero_stage(self) -> int | None:
+        """The ZeRO stage (None: no DeepSpeed or not a literal stage)."""
+        from cfgopt.knowledge.deepspeed_plan import deepspeed_plan
+
+        _, ds = self.deepspeed
+        return deepspeed_plan(ds, self.values()).stage if ds is not None else None
+
+    # -- hardware and environment ------------------------------------------------------------------
+    def hardware(self, unstated: int) -> Hardware:
+        """The target and GPU count: `--gpus` (or the project config) first, else the count a script's launch
+        states (before the count detected on this machine: `deepspeed --num_gpus 4`, `CUDA_VISIBLE_DEVICES=0,1`,
+        docs/command-lines.md), else `unstated` (then the count is assumed)."""
+        s = self.settings
+        # this machine's GPU count says less about the job than the launch line that starts it
+        stated = s.gpus is not None and s.gpus_source != "detected"
+        launched = None if stated else self.source.command.get("launcher_gpus")
+        if launched and launched[0] > 0:
+            return Hardware(s.target, launched[0], True, s.target_stated)
+        return Hardware(s.target, s.gpus or unstated, s.gpus is not None, s.target_stated)
+
+    @property
+    def environment(self) -> Environment:
+        """The packages of the node the job trains on: as the project states them, else assumed (the output says
+        which); never the machine cfgopt runs on (cfgopt.job.environment)."""
+        return self.settings.environment
+
+    def has_package(self, name: str) -> bool:
+        """Whether the job's environment has an optional package (`liger_kernel`, `flash_attn`, `bitsandbytes`)."""
+        return self.environment.has(name)
+
+    # -- the data -------------------------------------------------------------------------------------
+    @property
+    def data_profile(self) -> data_profile.DataProfile | data_profile.NotLocal | None:
+        """The training data measured where it is local (cfgopt.job.data_profile); NotLocal says why not; None: no
+        `dataset`. Read once per job."""
+        if "data_profile" not in self.memo:
+            from cfgopt.job.data_profile import profile_of
+
+            values = (self.value("dataset"), self.value("dataset_dir"), self.value("model_name_or_path"))
+            self.memo["data_profile"] = profile_of(*values, self.path)
+        return self.memo["data_profile"]
+
+    def data_fill(self, values: dict[str, Any] | None = None) -> float | None:
+        """The share of `cutoff_len` the longest sequence of the run reaches, measured on the job's local data:
+        the memory peak without packing (packs fill `cutoff_len`). None: packing, or no profile (the estimate
+        then pads every sequence to `cutoff_len`, and says so). `values`: the job's with a plan's changes."""
+        values = self.values() if values is None else values
+        if packing_on(values) and methods.packing_applies(methods.stage_of(values)):
+            return None
+        from cfgopt.job.data_profile import DataProfile
+
+        profile, cutoff = self.data_profile, values.get("cutoff_len")
+        if not isinstance(profile, DataProfile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
+            return None
+        from cfgopt.job.data_lengths import peak_fill
+
+        return peak_fill(profile, cutoff)
+
+    def sequence_basis(self) -> str:
+        """Where the memory estimate's sequence length comes from, in words (the output says what it assumed)."""
+        from cfgopt.job.data_profile import DataProfile, NotLocal
+
+        profile = self.data_profile
+        if self.packing and methods.packing_applies(methods.stage_of(self.values())):
+            return "packs of cutoff_len tokens"
+        if isinstance(profile, DataProfile) and self.data_fill() is not None:
+            return f"the longest sample of {', '.join(profile.datasets)} as measured"
+        why = profile.reason if isinstance(profile, NotLocal) else "no local rows" if profile else "no `dataset`"
+        return f"every sequence assumed cutoff_len long: data not profiled, {why}"
+
+    # -- the model and its memory -------------------------------------------------------------------
+    @property
+    def shape(self) -> ModelShape | None:
+        if "shape" not in self.memo:
+            from cfgopt.knowledge.model_shapes import shape_for
+
+            name = self.value("model_name_or_path")
+            self.memo["shape"] = shape_for(name, self.path.parent) if isinstance(name, str) else None
+        return self.memo["shape"]
+
+    def estimate(
+        self, gpus: int, deepspeed: Any = _MISSING, fill: float | None = None, **changes: Any
+    ) -> memory.MemoryEstimate | None:
+        """The memory estimate of this job on `gpus` GPUs (with `changes` to its keys; `deepspeed`: another
+        DeepSpeed dict or None), or None where it is unsound: not a training run, unknown model, a target
+        without memory, a DeepSpeed file not read, or settings the model does not cover."""
+        target = self.settings.target
+        if not target.memory_gib or not self.training:
+            return None
+        if deepspeed is _MISSING:
+            known, deepspeed = self.deepspeed
+            if not known:
+                return None
+        values = self.values(**changes)
+        fill = self.data_fill(values) if fill is None else fill
+        key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{sorted(changes.items())!r}"
+        if key in self.memo:
+            return self.memo[key]
+        est = None
+        if self.shape is not None:
+            est = _shared_estimate(values, self.shape, target, gpus, deepspeed, fill)
+            # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
+            if est.unmodelled or est.approximate or (deepspeed is not None and est.zero_stage is None):
+                est = None
+        self.memo[key] = est
+        return est
+
+
+class _ReadKeys(dict):
+    """A config dict that notes the keys read from it; iterating over it reads them all."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.read: set[str] | None = set()
+
+    def __getitem__(self, key: str) -> Any:
+        if self.read is not None:
+            self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self.read is not None:
+            self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if self.read is not None:
+            self.read.add(key)  # type: ignore[arg-type]
+        return super().__contains__(key)
+
+    def _everything(self):
+        self.read = None
+
+    def __iter__(self):
+        self._everything()
+        return super().__iter__()
+
+    def keys(self):  # type: ignore[override]
+        self._everything()
+        return super().keys()
+
+    def items(self):  # type: ignore[override]
+        self._everything()
+        return super().items()
+
+    def values(self):  # type: ignore[override]
+        self._everything()
+        return super().values()
+
+    def copy(self) -> dict[str, Any]:
+        self._everything()
+        return dict(super().items())
+
+
+# Estimates shared by the jobs of a run: `memory.estimate` is pure arithmetic over the config dict, so jobs that
+# agree on every key it read (a sweep script's lines differ in `output_dir` and `learning_rate`) share the
+# result. Keyed by model, target, GPUs, DeepSpeed and fill, then by the keys read, then by their values.
+_SHARED: dict[tuple, dict[tuple[str, ...], dict[tuple[str, ...], Any]]] = {}
+_SHARED_MAX = 4096
+
+
+def _shared_estimate(values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any) -> Any:
+    from cfgopt.memory import estimate as memory  # only where an estimate can be made: most lint runs never load it
+
+    by_keys = _SHARED.setdefault((shape, id(target), gpus, memo_text(deepspeed), fill), {})
+    for keys, found in by_keys.items():
+        est = found.get(_signature(values, keys))
+        if est is not None:
+            return est
+    recording = _ReadKeys(values)
+    est = memory.estimate(recording, shape, target, gpus, deepspeed, fill=fill)
+    if recording.read is not None and sum(len(f) for f in by_keys.values()) < _SHARED_MAX:
+        keys = tuple(sorted(map(str, recording.read)))
+        by_keys.setdefault(keys, {})[_signature(values, keys)] = est
+    return est
+
+
+def _signature(values: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The values of `keys` as exact text (type and repr: `1` and `1.0` and `True` differ)."""
+    return tuple(f"{type(v).__name__}:{v!r}" for v in (values.get(k, _MISSING) for k in keys))
+
+
+def memo_text(value: Any) -> str:
+    """A DeepSpeed dict as a memo key: canonical JSON, else its repr where JSON cannot sort it (an inline
+    `deepspeed: {1: a, b: c}` mixes int and str keys), else its identity (nested past the recursion limit)."""
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        try:
+            return repr(value)
+        except (RecursionError, ValueError):
+            return f"id:{id(value)}"
+    except RecursionError:
+        return f"id:{id(value)}"

@@ -1,0 +1,84 @@
+"""A launch line that names a YAML (`llamafactory-cli train cfg.yaml key=value`) is one job: the YAML's keys, then
+the line's overrides, merged as `read_args` merges them (`OmegaConf.merge`: an override replaces a key, a mapping
+is merged key by key), with the GPU count the line launches (docs/command-lines.md).
+
+The YAML is also linted as its own file. What the line's job shares with the YAML's is reported once, at the
+YAML: a finding of the line is dropped when the YAML has the same one (`drop_repeated`). The YAML's own job
+is judged for the GPU count its launches state, when they all state the same (`launched_gpus`). Used by the
+engine (`Project.link`, `Project.diagnostics`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.text.source import Kind, Source
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cfgopt.text.diagnostics import Diagnostic
+
+
+def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`OmegaConf.merge(yaml, overrides)`, then `to_container`: overrides win; two mappings merge key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def missing_message(config: str, searched: list[str]) -> str:
+    where = (
+        searched[0] if len(searched) == 1 else "the current directory, the script's folder and every folder above it"
+    )
+    return (
+        f"`{config}` not found (looked in {where}): LLaMA-Factory stops at once (`FileNotFoundError` when "
+        "`read_args` opens it)"
+    )
+
+
+def attach(line: Source, yaml_sources: list[Source]) -> None:
+    """The line's job becomes the YAML's keys under its overrides; unknown (open) when the YAML did not parse."""
+    base = next((s for s in yaml_sources if s.kind.is_llamafactory), None)
+    if base is None or base.error is not None or not isinstance(base.data, dict):
+        line.command["open"] = True
+        return
+    line.command["base"] = base
+    line.root.value = merged(base.data, line.command.get("overrides", {}))
+    base.command.setdefault("launched_by", []).append(line)
+
+
+def launched_gpus(sources: list[Source]) -> None:
+    """A YAML launched by lines that all state one GPU count is judged for it (`Job.hardware`)."""
+    for src in sources:
+        lines = src.command.get("launched_by") if src.kind != Kind.LF_CLI else None
+        if not lines:
+            continue
+        counts = {line.command.get("launcher_gpus") for line in lines}
+        counts = {c[0] if c else None for c in counts}
+        if len(counts) == 1 and None not in counts:
+            src.command["launcher_gpus"] = lines[0].command["launcher_gpus"]
+
+
+def drop_repeated(diags: list[Diagnostic], owners: dict[int, Source], real_path) -> list[Diagnostic]:
+    """The findings of a launch line's job that its YAML reports too (same code and message) are the YAML's."""
+    at_yaml: dict[Path, set[tuple[str, str]]] = {}
+    for d in diags:
+        at_yaml.setdefault(real_path(d.path), set()).add((d.code, d.message))
+    out = []
+    for d in diags:
+        base = getattr(owners.get(id(d)), "command", {}).get("base")
+        if base is not None and (d.code, d.message) in at_yaml.get(real_path(base.document.path), set()):
+            continue
+        out.append(d)
+    return out
+
+
+def about_unknown(diag: Diagnostic, source: Source) -> bool:
+    """Is the finding about a value known only when the script runs (`--template ${template}`)? Such a value is
+    unknown, never an error."""
+    return any(start <= diag.start and diag.end <= end for start, end in source.command.get("unknown", ()))

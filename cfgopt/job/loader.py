@@ -1,0 +1,58 @@
+"""`load_job`: the job of one training YAML and the DeepSpeed JSON it names, read through the lint engine's
+loaders (for `estimate`, `verify`, `tune`); apart from `cfgopt.job.job`, which the engine's rules read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.text.source import Kind
+
+if TYPE_CHECKING:
+    from cfgopt.job.job import Job
+    from cfgopt.job.settings import Settings
+
+
+class JobError(Exception):
+    """A config that cannot be made a job: the message is one line for the user."""
+
+
+def _not_a_training_config(path: Path, project: Any) -> str:
+    """Why `path` is no job, in words a user acts on (a DeepSpeed JSON, a script, another YAML)."""
+    from cfgopt.loaders import discovery
+
+    kinds = {s.kind for s in project.sources}
+    if path.suffix.lower() in discovery.SCRIPT_SUFFIXES:
+        return f"{path}: a shell script; give the training YAML it passes to llamafactory-cli"
+    if Kind.DEEPSPEED in kinds:
+        return f"{path}: a DeepSpeed config; give the LLaMA-Factory training YAML that names it (`deepspeed:`)"
+    return f"{path}: not a LLaMA-Factory training config (no `model_name_or_path`)"
+
+
+def load_job(path: Path, settings: Settings) -> Job:
+    """The job of one LLaMA-Factory training YAML and the DeepSpeed JSON it names, read as the real tools read
+    them (the lint engine's loaders and reference resolution). Raises JobError with a one-line reason."""
+    from cfgopt.lint.engine import build_project
+
+    if not path.is_file():
+        raise JobError(f"{path}: no such file")
+    project = build_project([path], settings, any_reference=True)
+    for problem in project.problems:
+        raise JobError(f"{problem.path}: {problem.message}")
+    src = next((s for s in project.sources if s.kind in (Kind.LF_TRAIN, Kind.LF_INFER)), None)
+    if src is None:
+        raise JobError(_not_a_training_config(path, project))
+    if src.error is not None or not isinstance(src.data, dict):
+        why = src.error.message if src.error is not None else "not a mapping"
+        raise JobError(f"{path}: not a LLaMA-Factory YAML config ({why})")
+    ctx = project.context(src)
+    ref = src.data.get("deepspeed")
+    if isinstance(ref, str) and ref:
+        ds = ctx.deepspeed
+        if ds is None:
+            searched = ", ".join(ctx.deepspeed_searched[:3])
+            raise JobError(f"deepspeed: {ref} not found (searched {searched} ...)")
+        if ds.error is not None or not isinstance(ds.data, dict):
+            why = ds.error.message if ds.error is not None else "not a JSON object"
+            raise JobError(f"{ds.document.path}: not a readable DeepSpeed JSON ({why}); run `cfgopt lint` first")
+    return ctx.job

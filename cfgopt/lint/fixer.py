@@ -1,0 +1,446 @@
+"""Apply fixes: non-overlapping span edits, re-lint, repeat to a fixed point (at most MAX_PASSES), then
+verify. Every change is checked by `cfgopt.lint.fix_check` (the file still loads as its consumer loads it,
+repeats no key, and changes no value that no fix names) and by the rules (no more errors than before);
+a fix that fails either is withheld, with the reason. Every loop here is bounded.
+
+Only files in the write scope are fixed (`write_scope`): the files named on the command line and the files
+found under the folders named there, by their real path (a symlink inside a folder pointing outside it is
+not followed for writing). A file read only because a config names it (a `deepspeed:` JSON, the YAML of a
+`llamafactory-cli train cfg.yaml` line) elsewhere is linted and reported, and fixed only with
+`fix_references` (`--fix-references`).
+
+The fix policy is here too (`may_apply`, `strip_unfixable`): a fix applies when its rule is fixable by the
+file's settings (`fixable` / `unfixable`, as in ruff) and it is safe, or unsafe with `--unsafe-fixes`. The
+engine reports every fix a rule offers; `cfgopt lint` and `cfgopt fix` strip the unfixable ones before they
+show findings (`strip_unfixable`), so that such findings are not counted as fixable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cfgopt.job.settings import PerFileSettings, Settings, judged_with
+from cfgopt.lint.engine import Project, build_project
+from cfgopt.lint.fix_check import apply_edits as _apply_tracked
+from cfgopt.lint.fix_check import damage
+from cfgopt.loaders import discovery
+from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Severity
+from cfgopt.text.document import real_path
+from cfgopt.text.source import Kind, Source
+from cfgopt.text.writer import read_only
+
+MAX_PASSES = 10
+MAX_ROUNDS = 3
+
+FixId = tuple[Path, str, str, str]
+
+
+@dataclass
+class FixResult:
+    originals: dict[Path, str] = field(default_factory=dict)  # resolved path -> text before
+    fixed: dict[Path, str] = field(default_factory=dict)  # resolved path -> text after (changed files only)
+    applied: dict[Path, list[str]] = field(default_factory=dict)  # descriptions of the fixes applied
+    applied_keys: dict[Path, list[str]] = field(default_factory=dict)  # the key of each fix applied (dotted)
+    reverted: dict[Path, str] = field(default_factory=dict)  # file -> why its fixes were dropped
+    remaining: list[Diagnostic] = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    bom: dict[Path, bool] = field(default_factory=dict)
+    # Fixes not applied because, applied, they would make the file worse or damage it; the reason by id.
+    withheld: dict[FixId, Diagnostic] = field(default_factory=dict)
+    withheld_why: dict[FixId, str] = field(default_factory=dict)
+    # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
+    not_fixed: dict[Path, str] = field(default_factory=dict)
+    files: int = 0  # config files checked (0: a warning, as for lint)
+    file_settings: dict[Path, Settings] = field(default_factory=dict)  # each file's, by resolved path
+    # references found other than from the current folder (engine.Project.found_elsewhere)
+    found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
+
+    before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
+    # references not read (engine.Project.not_read)
+    not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
+    skipped_folders: list = field(default_factory=list)  # engine.Project.skipped_folders
+
+    def settings_of(self, path: Path) -> Settings:
+        """The settings `path` was judged with (the defaults for a file this run did not read)."""
+        return judged_with(self.file_settings, path)
+
+    def leave_unfixed(self, paths: set[Path]) -> None:
+        """`paths` were not written after all: take their fixes back out of what is reported as fixed, and count
+        their findings as they are on disk."""
+        for key in paths:
+            self.fixed.pop(key, None)
+            self.applied.pop(key, None)
+            self.applied_keys.pop(key, None)
+        self.remaining = [d for d in self.remaining if real_path(d.path) not in paths] + [
+            d for d in self.before if real_path(d.path) in paths
+        ]
+
+
+# --------------------------------------------------------------------------- the fix policy
+
+
+def may_apply(diag: Diagnostic, settings: Settings) -> bool:
+    """Does `cfgopt fix` apply this finding's fix, with the settings of the finding's file?"""
+    if diag.fix is None:
+        return False
+    if diag.fix.applicability == Applicability.DISPLAY:
+        return False  # shown, never applied
+    return settings.is_fixable(diag.code) and (diag.fix.applicability == Applicability.SAFE or settings.unsafe_fixes)
+
+
+def strip_unfixable(diags: list[Diagnostic], settings_of: Callable[[Path], Settings]) -> None:
+    """Take the fix off each finding of a rule its file's project config lists as `unfixable` (or leaves out
+    of `fixable`): such findings are reported, never fixed, and not counted as fixable."""
+    for d in diags:
+        if d.fix is not None and not settings_of(d.path).is_fixable(d.code):
+            d.fix = None
+
+
+# --------------------------------------------------------------------------- applying fixes
+
+
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    return _apply_tracked(text, edits)[0]
+
+
+def _errors(diags: list[Diagnostic], paths: set[Path]) -> list[tuple[str, str, str]]:
+    return sorted(
+        (str(real_path(d.path)), d.code, d.key)
+        for d in diags
+        if d.severity == Severity.ERROR and real_path(d.path) in paths
+    )
+
+
+def _fix_id(diag: Diagnostic) -> FixId:
+    assert diag.fix is not None
+    return (real_path(diag.path), diag.code, diag.key, diag.fix.description)
+
+
+def _worse(after: list[Diagnostic], before: list[Diagnostic], job: set[Path]) -> bool:
+    """Did a change make its job worse: a file of it unparseable, or more errors in its files together than
+    before? `job`: every file the edited file's job reads and every consumer of an edited JSON (`_jobs`), so
+    that a YAML edit that breaks the pair with a JSON not written (XF002) counts."""
+    if _unparsed(after, job) - _unparsed(before, job):  # a JSON that did not parse before does not block a fix
+        return True
+    return len(_errors(after, job)) > len(_errors(before, job))
+
+
+def _unparsed(diags: list[Diagnostic], job: set[Path]) -> set[Path]:
+    return {real_path(d.path) for d in diags if d.code == "CFG001" and real_path(d.path) in job}
+
+
+def _new_errors(after: list[Diagnostic], before: list[Diagnostic], job: set[Path]) -> str:
+    """The errors a change adds in its job's files, as `file: CODE` (for the reason a fix is withheld)."""
+    from cfgopt.text.document import display_path
+
+    old = Counter(_errors(before, job))
+    new = Counter(_errors(after, job)) - old
+    return ", ".join(sorted({f"{display_path(Path(path))}: {code}" for path, code, _ in new})) or "an error"
+
+
+def _jobs(project: Project) -> dict[Path, set[Path]]:
+    """For each file read, the files of the jobs it is part of (a YAML, its DeepSpeed JSON, the JSON's other
+    consumers, the script that runs the YAML): the files linked to it, directly or not, by real path."""
+    parent: dict[Path, Path] = {}
+
+    def root(key: Path) -> Path:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    def join(a: Source, b: Source) -> None:
+        parent[root(real_path(a.document.path))] = root(real_path(b.document.path))
+
+    for src in project.sources:
+        ctx = project.context(src)
+        root(real_path(src.document.path))
+        if ctx.deepspeed is not None:
+            join(src, ctx.deepspeed)
+        for consumer in ctx.consumers:
+            join(src, consumer)
+        base = src.command.get("base") if src.kind == Kind.LF_CLI else None
+        if base is not None:  # the YAML a launch line names (`launch_jobs.attach`): one job
+            join(src, base)
+    groups: dict[Path, set[Path]] = {}
+    for key in list(parent):
+        groups.setdefault(root(key), set()).add(key)
+    return {key: groups[root(key)] for key in parent}
+
+
+def write_scope(paths: list[Path], project: Project, fix_references: bool) -> set[Path]:
+    """Real paths cfgopt may write: files named, files under folders named (by real path), and with
+    `fix_references` every file read."""
+    if fix_references:
+        return set(project.documents)
+    named = {real_path(p) for p in paths if not p.is_dir()}
+    folders = [real_path(p) for p in paths if p.is_dir()]
+    return {k for k in project.documents if k in named or any(k.is_relative_to(f) for f in folders)}
+
+
+_OUTSIDE = (
+    "not named on the command line nor under a folder named there (it is read because a linted config or launch "
+    "script names it); "
+    "name it, or pass --fix-references"
+)
+_SYMLINK = "a symlink to a file outside the folders named; cfgopt does not write through it (name the target)"
+
+
+_UNPARSED = (
+    "it does not parse as its consumer reads it (CFG001); cfgopt applies no fix to a file it cannot read: "
+    "a removed or changed line could make it parse as something never written"
+)
+READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
+
+
+def _refusals(project: Project, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
+    """Files whose fixes are not applied, and why."""
+    out: dict[Path, str] = {}
+    folders = [Path(os.path.abspath(p)) for p in paths if p.is_dir()]
+    for problem in project.problems:
+        out[real_path(problem.path)] = "cfgopt could not check it (see the error above)"
+    for diag in before:
+        if diag.code == "CFG001":
+            out.setdefault(real_path(diag.path), _UNPARSED)
+    for key, doc in project.documents.items():
+        if key not in scope:
+            linked = any(Path(os.path.abspath(doc.path)).is_relative_to(f) for f in folders)
+            out.setdefault(key, _SYMLINK if linked else _OUTSIDE)
+        elif key not in project.overlay and os.path.exists(key) and read_only(key):
+            out.setdefault(key, READ_ONLY)  # refused before planning, so that its job's other files stay in step
+        unusual = doc.unusual_line_break()
+        if unusual:
+            out.setdefault(
+                key, f"it has a line break other than \\n and \\r\\n ({unusual}); cfgopt does not edit such files"
+            )
+    return out
+
+
+class _Fixer:
+    def __init__(
+        self,
+        paths: list[Path],
+        settings: Settings | PerFileSettings,
+        recognised_only: bool,
+        fix_references: bool,
+        given: dict[Path, str],
+    ) -> None:
+        self.paths, self.settings, self.recognised_only = paths, settings, recognised_only
+        self.given = given  # texts that stand in for files on disk (stdin)
+        self.result = FixResult()
+        project = build_project(paths, settings, dict(given), recognised_only=recognised_only)
+        self.settings_of = project.settings_of  # each file's, resolved once (re-lints read the same files)
+        self.result.file_settings = project.file_settings
+        self.result.found_elsewhere = project.found_elsewhere
+        self.before = project.diagnostics()
+        self.result.before = list(self.before)
+        self.result.not_read = project.not_read
+        self.result.skipped_folders = project.skipped_folders
+        self.result.problems = project.problems
+        self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
+        self.skip = {real_path(p.path) for p in project.problems}
+        self.loaders: dict[Path, str] = {}
+        for src in project.sources:
+            key = real_path(src.document.path)
+            self.loaders[key] = "json" if src.kind == Kind.DEEPSPEED else discovery.loader_for(src.document.path)
+        for key, doc in project.documents.items():
+            self.result.originals[key] = doc.text
+            self.result.bom[key] = doc.has_bom
+        self.refused = _refusals(project, write_scope(paths, project, fix_references), paths, self.before)
+        self.overlay: dict[Path, str] = {}
+        self.jobs = _jobs(project)
+
+    def job(self, key: Path) -> set[Path]:
+        """The files whose errors a change to `key` may change (`_jobs`)."""
+        return self.jobs.get(key, {key})
+
+    def candidates(self, current: list[Diagnostic]) -> list[Diagnostic]:
+        out = []
+        for d in current:
+            if not may_apply(d, self.settings_of(d.path)) or _fix_id(d) in self.result.withheld:
+                continue
+            key = real_path(d.path)
+            if key in self.refused:
+                self.result.not_fixed.setdefault(key, self.refused[key])
+                continue
+            out.append(d)
+        # a speed plan waits while its file has other fixes to apply: it is made again from the fixed text
+        busy = {real_path(d.path) for d in out if not d.fix.planned}  # type: ignore[union-attr]
+        return [d for d in out if not (d.fix.planned and real_path(d.path) in busy)]  # type: ignore[union-attr]
+
+    def relint(self, texts: dict[Path, str]) -> list[Diagnostic]:
+        settings = self.settings
+        with_texts = getattr(settings, "with_texts", None)  # a Resolver: an edited requirement file is read as edited
+        if with_texts is not None:
+            settings = with_texts(texts)
+        project = build_project(self.paths, settings, {**self.given, **texts}, self.recognised_only, skip=self.skip)
+        return project.diagnostics()
+
+    def text(self, key: Path) -> str:
+        return self.overlay.get(key, self.result.originals[key])
+
+    def try_edits(self, key: Path, diags: list[Diagnostic]) -> tuple[str, str | None]:
+        edits = [e for d in diags for e in d.fix.edits]  # type: ignore[union-attr]
+        lf = self.settings_of(key).lf_schema if self.loaders.get(key) == "script" else None
+        return damage(key, self.text(key), edits, self.loaders.get(key, "yaml"), lf)
+
+    def withhold(self, diag: Diagnostic, why: str) -> None:
+        self.result.withheld[_fix_id(diag)] = diag
+        self.result.withheld_why[_fix_id(diag)] = why
+
+    def accept(self, key: Path, text: str, diags: list[Diagnostic]) -> None:
+        self.overlay[key] = text
+        self.result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in diags)  # type:
+        # ignore[union-attr]
+        self.result.applied_keys.setdefault(key, []).extend(d.key for d in diags)
+
+    def one_pass(self, diags: list[Diagnostic]) -> list[Diagnostic] | None:
+        """Apply every non-overlapping fix once; None when there was nothing to apply."""
+        chosen = _non_overlapping(self.candidates(diags))
+        if not chosen:
+            return None
+        trial = dict(self.overlay)
+        for key in list(chosen):
+            kept, text = self.damage_free(key, chosen.pop(key))
+            if kept:
+                chosen[key], trial[key] = kept, text
+        if not chosen:  # every fix withheld: progress all the same
+            return self.relint(self.overlay)
+        trial_diags = self.relint(trial)
+        bad = {key for key in chosen if _worse(trial_diags, diags, self.job(key))}
+        for key, picked in chosen.items():
+            if key not in bad:
+                self.accept(key, trial[key], picked)
+        diags = self.relint(self.overlay) if bad else trial_diags
+        for key in bad:
+            diags = self.isolate(key, diags)
+        return diags
+
+    def damage_free(self, key: Path, picked: list[Diagnostic]) -> tuple[list[Diagnostic], str]:
+        """The fixes of `picked` that pass the damage check together (greedily, in order) and their text;
+        one that fails on its own is withheld, one that fails only beside another waits for the next pass.
+        No re-lint here: the damage check is a parse, a re-lint is the whole project."""
+        text, why = self.try_edits(key, picked)
+        if not why:
+            return picked, text
+        kept: list[Diagnostic] = []
+        for diag in picked:
+            candidate, why = self.try_edits(key, [*kept, diag])
+            if not why:
+                kept.append(diag)
+                text = candidate
+                continue
+            alone_why = why if not kept else self.try_edits(key, [diag])[1]
+            if alone_why:
+                self.withhold(diag, alone_why)
+        return kept, (text if kept else self.text(key))
+
+    def isolate(self, key: Path, diags: list[Diagnostic]) -> list[Diagnostic]:
+        """The fixes for this file failed together: apply them one at a time instead (fresh offsets after
+        each), keeping each one that passes and withholding the others. A fix can be right on its own terms
+        and still wrong here, e.g. renaming a misspelt DeepSpeed key that DeepSpeed ignored makes it read the
+        key's invalid value. Bounded: each step withholds a fix or applies one, at most 4x the fixes seen."""
+        budget = 4 * len(self.candidates(diags)) + 4
+        for _ in range(budget):
+            mine = [d for d in self.candidates(diags) if real_path(d.path) == key]
+            if not mine:
+                return diags
+            diag = mine[0]
+            text, why = self.try_edits(key, [diag])
+            if why:
+                self.withhold(diag, why)
+                continue
+            attempt = dict(self.overlay)
+            attempt[key] = text
+            attempt_diags = self.relint(attempt)
+            if _worse(attempt_diags, diags, self.job(key)):
+                added = _new_errors(attempt_diags, diags, self.job(key))
+                self.withhold(diag, f"it would make its job worse (more errors: {added})")
+                continue
+            self.accept(key, text, [diag])
+            diags = attempt_diags
+        for diag in self.candidates(diags):
+            if real_path(diag.path) == key:
+                self.withhold(diag, "fixes did not converge (please report this)")
+        return diags
+
+    def run(self) -> FixResult:
+        result = self.result
+        diags = self.before
+        # A fix withheld in an intermediate state may be fine once the others are in: retry withheld fixes
+        # against the final text (a few rounds), so that a second `cfgopt fix` finds nothing to do.
+        for round_no in range(MAX_ROUNDS):
+            applied_before = sum(len(v) for v in result.applied.values())
+            for _ in range(MAX_PASSES):
+                after = self.one_pass(diags)
+                if after is None:
+                    break
+                diags = after
+            else:
+                for key in self.overlay:
+                    result.reverted[key] = f"fixes did not converge in {MAX_PASSES} passes (please report this)"
+            applied_now = sum(len(v) for v in result.applied.values())
+            if not result.withheld or (round_no > 0 and applied_now == applied_before):
+                break
+            if not any(_fix_id(d) in result.withheld for d in diags if d.fix is not None):
+                break
+            if round_no + 1 < MAX_ROUNDS:
+                result.withheld.clear()
+                result.withheld_why.clear()
+        self.verify(diags)
+        return result
+
+    def verify(self, diags: list[Diagnostic]) -> None:
+        """Every changed file still parses and has no more errors than before; else it is left as it was."""
+        result = self.result
+        for key in list(self.overlay):
+            if key not in result.reverted and _worse(diags, self.before, self.job(key)):
+                new = _new_errors(diags, self.before, self.job(key))
+                result.reverted[key] = f"the fixed files are worse than the originals ({new}; please report this)"
+        for key in result.reverted:
+            self.overlay.pop(key, None)
+            result.applied.pop(key, None)
+            result.applied_keys.pop(key, None)
+        if result.reverted:
+            diags = self.relint(self.overlay)
+        result.fixed = {k: v for k, v in self.overlay.items() if v != result.originals[k]}
+        for key in list(result.applied):  # report only what changes a file, each fix once
+            if key not in result.fixed:
+                result.applied.pop(key)
+                result.applied_keys.pop(key, None)
+            else:  # a repeated key fixed twice (its first copy then removed) is one fix
+                pairs = list(dict.fromkeys(zip(result.applied[key], result.applied_keys.get(key, []), strict=False)))
+                result.applied[key] = [description for description, _ in pairs]
+                result.applied_keys[key] = [dotted for _, dotted in pairs]
+        if any(s.restricts_fixes for s in result.file_settings.values()):
+            strip_unfixable(diags, result.settings_of)
+        result.remaining = diags
+
+
+def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic]]:
+    chosen: dict[Path, list[Diagnostic]] = {}
+    for diag in candidates:
+        assert diag.fix is not None
+        taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
+        if any(
+            (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
+            for e in diag.fix.edits
+            for t in taken
+        ):
+            continue  # overlapping: picked up on the next pass
+        chosen.setdefault(real_path(diag.path), []).append(diag)
+    return chosen
+
+
+def fix_paths(
+    paths: list[Path],
+    settings: Settings | PerFileSettings,
+    recognised_only: bool = False,
+    fix_references: bool = False,
+    overlay: dict[Path, str] | None = None,
+) -> FixResult:
+    """Fix the files under `paths`; `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
+    return _Fixer(paths, settings, recognised_only, fix_references, dict(overlay or {})).run()

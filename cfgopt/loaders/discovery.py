@@ -1,0 +1,105 @@
+"""Which files to read and what they are. The kind is recognised by content, not by name, because
+pre-commit hands over every YAML and JSON file of a repository: anything that is not a LLaMA-Factory
+config, a DeepSpeed config or a script calling `llamafactory-cli` is skipped silently."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cfgopt.knowledge.pins import is_requirement_file
+from cfgopt.text.source import Kind
+
+CONFIG_SUFFIXES = {".yaml", ".yml", ".json"}
+SCRIPT_SUFFIXES = {".sh", ".bash"}
+SKIP_DIRS = {"node_modules", "__pycache__", "site-packages"}
+
+# DeepSpeed keys that no other common JSON file uses at the top level.
+DS_MARKERS = {
+    "zero_optimization",
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "gradient_accumulation_steps",
+}
+_DS_TEXT_MARKER = re.compile(r'"(zero_optimi[sz]ation|train_batch_size|train_micro_batch_size_per_gpu)"')
+_LF_TEXT_MARKER = re.compile(r"(?m)^\s*(model_name_or_path|finetuning_type|stage)\s*:")
+_V1_KEYS = {
+    "peft_config",
+    "dist_config",
+    "kernel_config",
+    "model_class",
+    "train_dataset",
+    "micro_batch_size",
+    "quant_config",
+    "batching_strategy",
+}
+_ACCELERATE_KEYS = {"compute_environment", "distributed_type"}
+
+
+def iter_files(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) -> Iterator[tuple[Path, bool]]:
+    """(file, named_explicitly). Folders are walked recursively without following symlinks, so a
+    symlink loop cannot hang the walk; hidden folders (.git, .venv) are skipped. A folder that cannot be listed
+    (no permission) is added to `unreadable` with why (as ruff warns of it), never skipped silently."""
+
+    def note(exc: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append((Path(exc.filename or "."), exc.strerror or str(exc)))
+
+    for path in paths:
+        if path.is_dir():
+            for root, dirs, files in os.walk(path, onerror=note, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+                for name in sorted(files):
+                    suffix = os.path.splitext(name)[1].lower()
+                    if suffix in CONFIG_SUFFIXES or suffix in SCRIPT_SUFFIXES or is_requirement_file(name):
+                        yield Path(root) / name, False
+        else:
+            yield path, True
+
+
+def loader_for(path: Path) -> str:
+    if is_requirement_file(path.name):
+        return "requirements"  # requirements*.txt, pyproject.toml, the lock files, setup.py (cfgopt.knowledge.pins)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return "json"
+    if suffix in SCRIPT_SUFFIXES:
+        return "script"
+    return "yaml"
+
+
+def classify_yaml(data: Any, lf_fields: set[str]) -> Kind:
+    if not isinstance(data, dict) or not data:
+        return Kind.UNKNOWN
+    keys = {str(k) for k in data}
+    if "model" in keys and "model_name_or_path" not in keys and keys & _V1_KEYS:
+        return Kind.LF_V1
+    if keys & _ACCELERATE_KEYS and ({"num_processes", "mixed_precision", "machine_rank"} & keys):
+        return Kind.ACCELERATE
+    known = len(keys & lf_fields)
+    if "model_name_or_path" in keys or (known >= 3 and known * 2 >= len(keys)):
+        return Kind.LF_TRAIN
+    return Kind.UNKNOWN
+
+
+def classify_json(data: Any) -> Kind:
+    if not isinstance(data, dict):
+        return Kind.UNKNOWN
+    keys = set(data)
+    if keys & DS_MARKERS or any(k.startswith("zero_optimi") for k in keys):
+        return Kind.DEEPSPEED
+    return Kind.UNKNOWN
+
+
+def looks_like_ours(text: str, loader: str) -> bool:
+    """For a file that does not parse: does it look like one of our kinds, so its error is ours to report?"""
+    if loader == "json":
+        return bool(_DS_TEXT_MARKER.search(text))
+    return bool(_LF_TEXT_MARKER.search(text))

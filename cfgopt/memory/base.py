@@ -1,0 +1,88 @@
+"""The records the memory estimate is made of, and the shape arithmetic its modules share (`cfgopt.memory.estimate`, the
+run's states and activations; `cfgopt.memory.stages`, what each training stage and method adds). Below both, so
+neither imports the other's internals. Pure arithmetic: the lint path imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from cfgopt.knowledge.model_shapes import ModelShape
+
+GIB = 2**30
+
+# The phases of a training step (docs/memory.md, "Phases"). A component lives through all of them (STATES),
+# in some of them (its transients), or on the host (HOST: offloaded, not on the GPU). "rollout" is PPO's
+# experience phase (generation with its KV cache, the reward and reference scoring), before its training steps.
+STATES = "states"
+PHASES = ("loss", "backward", "step", "overflow check", "grad norm", "rollout")
+HOST = "host"
+ALWAYS_SHOWN = PHASES[:3]  # the moments every run has; the others appear in `phases()` only where they happen
+
+# Bytes per parameter of a bitsandbytes-quantized linear (the quantizer LLaMA-Factory's `quantization_bit` uses by
+# default, `quantization_method: bnb`): 4-bit packs two weights a byte plus one fp32 absmax per 64-weight block
+# (0.5 + 4/64); double quantization stores that absmax in 8 bits with one fp32 constant per 256 blocks
+# (0.5 + 1/64 + 4/(64*256)); LLM.int8 keeps one byte a weight and one fp32 scale per output row (counted 1.0).
+# bitsandbytes 0.4x functional.py (quantize_4bit blocksize 64, compress_statistics) and nn/modules.py (Int8Params).
+BNB4_BYTES = 0.5 + 4 / 64
+BNB4_DOUBLE_QUANT_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
+BNB8_BYTES = 1.0
+OTHER_QUANT_OVERHEAD = 0.03  # per parameter beyond bits/8: GPTQ/AWQ group scales and zeros (group 128, 16-bit)
+
+
+class Component(NamedTuple):
+    """One part of the peak per GPU: a new knob that costs memory is one more of these."""
+
+    name: str
+    gib: float
+    counted: str  # how it was counted, for the table
+    phases: tuple[str, ...]  # (STATES,): held throughout; else the PHASES it is alive in; (HOST,): offloaded
+    source: str = ""  # where its formula comes from (code read, measurement), for docs and the JSON
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "gib": self.gib,
+            "counted": self.counted,
+            "phases": list(self.phases),
+            "source": self.source,
+        }
+
+
+def module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
+    """(in, out) features of each decoder linear."""
+    h, d = shape.hidden_size, shape.head_size
+    q, kv, i = shape.num_attention_heads * d, shape.num_key_value_heads * d, shape.intermediate_size
+    return {
+        "q_proj": (h, q),
+        "k_proj": (h, kv),
+        "v_proj": (h, kv),
+        "o_proj": (q, h),
+        "gate_proj": (h, i),
+        "up_proj": (h, i),
+        "down_proj": (i, h),
+    }
+
+
+def linear_params(shape: ModelShape) -> int:
+    """Parameters of the decoder linears, the ones a quantized base stores in fewer bits."""
+    return shape.num_hidden_layers * sum(a * b for a, b in module_dims(shape).values())
+
+
+def quantized_bytes_per_param(bits: int, method: str = "bnb", double_quantization: bool = True) -> float:
+    """Bytes per parameter of a quantized linear: bitsandbytes' 4- and 8-bit layouts, else bits/8 plus scales."""
+    if method == "bnb" and bits == 4:
+        return BNB4_DOUBLE_QUANT_BYTES if double_quantization else BNB4_BYTES
+    if method == "bnb" and bits == 8:
+        return BNB8_BYTES
+    return bits / 8 + OTHER_QUANT_OVERHEAD
+
+
+def model_bytes(shape: ModelShape, bits: int | None, method: str = "bnb", double_quantization: bool = True) -> float:
+    """A frozen copy of the model: bf16, or quantized linears with 16-bit embeddings, norms and head
+    (bitsandbytes leaves those in 16 bits)."""
+    if not bits:
+        return 2.0 * shape.num_parameters
+    linears = min(linear_params(shape), shape.num_parameters)
+    per = quantized_bytes_per_param(bits, method, double_quantization)
+    return linears * per + (shape.num_parameters - linears) * 2.0

@@ -1,0 +1,23 @@
+"""The speed knobs the planner sets together, and the rules whose findings each answers.
+
+Apart from `cfgopt.plan.planner` so that the engine can tell whether a run has anything to plan without importing
+the planner (which brings tune's search space and priors): a lint of a config without speed findings never
+loads it.
+"""
+
+from __future__ import annotations
+
+# The rules whose findings a knob answers: the knob is planned when one of them is selected.
+OWNERS: dict[str, tuple[str, ...]] = {
+    "micro": ("PF007", "MEM005", "MEM001"),
+    "gc": ("MEM004", "MEM001"),
+    "attn": ("PF004",),
+    "packing": ("PF006",),
+    "liger": ("PF009",),
+    "zero": ("MEM003", "PF050"),
+    # precision and optimizer: fp16 or fp32 where bf16 runs (PF001, PF002), and the memory of a full fine-tune's
+    # states when it does not fit (MEM001): pure_bf16 halves them, an 8-bit AdamW or Adafactor shrinks AdamW's
+    "precision": ("PF001", "PF002", "MEM001"),
+    "optim": ("MEM001",),
+}
+PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
