@@ -266,3 +266,27 @@ def insert_entry(source: Source, parent: Entry | None, key: str, value: Any) -> 
         return [Edit(end, end, f"{indent}{key}: {render_value(source, value)}{nl}")]
     # after a last line without a line break: start a new line, and still end without one, as the file did
     return [Edit(end, end, f"{nl}{indent}{key}: {render_value(source, value)}")]
+
+
+def insert_top(source: Source, key: str, value: Any) -> list[Edit] | None:
+    """Edits adding `key: value` at the top level: YAML via `insert_entry`; on a command line, a new
+    `--key value` argument after the last one (on its own continuation line when the command uses them)."""
+    if source.kind != Kind.LF_CLI:
+        return insert_entry(source, None, key, value)
+    if source.command.get("yaml"):  # after a YAML: a `key=value` override, where the release reads them
+        if not source.command.get("dotlist"):
+            return None
+        end = source.command["end"]
+        return [Edit(end, end, " " + shell_word(f"{key}={dotlist_value(value)}"))]
+    entries = list(source.root.entries or []) if source.root is not None else []
+    if not entries:
+        return None
+    doc, text = source.document, source.document.text
+    last = entries[-1]
+    end = max(last.key_end, last.node.end)
+    indent = text[doc.line_start(last.key_start) : last.key_start]
+    before = text[: doc.line_start(last.key_start)].rstrip("\r\n")
+    arg = f"--{key} {render_value(source, value)}"
+    if not indent.strip() and before.endswith("\\"):
+        return [Edit(end, end, f" \\{doc.newline}{indent}{arg}")]
+    return [Edit(end, end, f" {arg}")]

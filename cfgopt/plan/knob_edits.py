@@ -29,8 +29,6 @@ class KnobEdits(NamedTuple):
 def knob_edits(source: Source, changes: dict[str, Any], remove: Iterable[str] = ()) -> KnobEdits | None:
     """The edits setting every key of `changes` and deleting every entry of the keys in `remove`; None when the
     file's top level is no mapping. A key that cannot be edited in place is listed in `failed`, the rest edited."""
-    from cfgopt.rules.support.llamafactory import insert_top
-
     root = source.root
     if root is None or not root.is_mapping:
         return None
@@ -43,7 +41,7 @@ def knob_edits(source: Source, changes: dict[str, Any], remove: Iterable[str] = 
         del changes[old], changes[new]
     for key, value in changes.items():
         entry = root.get(key)
-        made = edits.replace_value(source, entry, value) if entry is not None else insert_top(source, key, value)
+        made = edits.replace_value(source, entry, value) if entry is not None else edits.insert_top(source, key, value)
         if not made:
             failed.append(key)
             continue

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, insert_top, is_train_group, on
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on
 from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
@@ -38,7 +38,7 @@ class Fp8AllGatherWithoutFp8(Rule):
         if fp8 is not None:
             fix_edits = edits.replace_value(ctx.source, fp8, True)
         else:
-            fix_edits = insert_top(ctx.source, "fp8", True)
+            fix_edits = edits.insert_top(ctx.source, "fp8", True)
         yield self.at_entry(
             ctx,
             entry,

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, insert_top, on, report, training
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, report, training
 from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
@@ -38,7 +38,7 @@ class NoMixedPrecision(Rule):
         src = ctx.source
         half = "bf16" if ctx.settings.target.bf16 else "fp16"  # V100 / T4: no bf16 hardware (LF008)
         entry = entry_of(ctx, half)
-        fix_edits = edits.replace_value(src, entry, True) if entry is not None else insert_top(src, half, True)
+        fix_edits = edits.replace_value(src, entry, True) if entry is not None else edits.insert_top(src, half, True)
         yield report(
             self,
             ctx,

@@ -173,33 +173,6 @@ def packing_on(ctx: Context) -> bool:
     return ctx.job.packing
 
 
-def insert_top(source: Source, key: str, value):
-    """Edits adding `key: value` at the top level: YAML via `edits.insert_entry`; on a command line, a new
-    `--key value` argument after the last one (on its own continuation line when the command uses them)."""
-    from cfgopt.loaders import edits
-    from cfgopt.text.diagnostics import Edit
-
-    if source.kind != Kind.LF_CLI:
-        return edits.insert_entry(source, None, key, value)
-    if source.command.get("yaml"):  # after a YAML: a `key=value` override, where the release reads them
-        if not source.command.get("dotlist"):
-            return None
-        end = source.command["end"]
-        return [Edit(end, end, " " + edits.shell_word(f"{key}={edits.dotlist_value(value)}"))]
-    entries = top_entries(source)
-    if not entries:
-        return None
-    doc, text = source.document, source.document.text
-    last = entries[-1]
-    end = max(last.key_end, last.node.end)
-    indent = text[doc.line_start(last.key_start) : last.key_start]
-    before = text[: doc.line_start(last.key_start)].rstrip("\r\n")
-    arg = f"--{key} {edits.render_value(source, value)}"
-    if not indent.strip() and before.endswith("\\"):
-        return [Edit(end, end, f" \\{doc.newline}{indent}{arg}")]
-    return [Edit(end, end, f" {arg}")]
-
-
 # Unquoted YAML 1.1 words that OmegaConf reads as booleans (`save_strategy: no` is False, not "no").
 YAML11_BOOLEANS = {"yes", "no", "on", "off", "y", "n"}
 
