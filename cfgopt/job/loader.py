@@ -1,11 +1,12 @@
-"""`load_job`: the job of one training YAML and the DeepSpeed JSON it names, read through the lint engine's
-loaders (for `estimate`, `verify`, `tune`); apart from `cfgopt.job.job`, which the engine's rules read."""
+"""`load_job`: the job of one training YAML and the DeepSpeed JSON it names, read and linked as the lint engine
+reads them (`job.project`), for `estimate`, `verify` and `tune`; apart from `cfgopt.job.job`, which the rules read."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cfgopt.job.project import Project, build_project
 from cfgopt.text.source import Kind
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ class JobError(Exception):
     """A config that cannot be made a job: the message is one line for the user."""
 
 
-def _not_a_training_config(path: Path, project: Any) -> str:
+def _not_a_training_config(path: Path, project: Project) -> str:
     """Why `path` is no job, in words a user acts on (a DeepSpeed JSON, a script, another YAML)."""
     from cfgopt.loaders import discovery
 
@@ -32,8 +33,6 @@ def _not_a_training_config(path: Path, project: Any) -> str:
 def load_job(path: Path, settings: Settings) -> Job:
     """The job of one LLaMA-Factory training YAML and the DeepSpeed JSON it names, read as the real tools read
     them (the lint engine's loaders and reference resolution). Raises JobError with a one-line reason."""
-    from cfgopt.lint.engine import build_project
-
     if not path.is_file():
         raise JobError(f"{path}: no such file")
     project = build_project([path], settings, any_reference=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt.job.settings import PerFileSettings, Settings, judged_with
-from cfgopt.lint.engine import Project, build_project
+from cfgopt.lint.engine import LintProject, build_project
 from cfgopt.lint.fix_check import apply_edits as _apply_tracked
 from cfgopt.lint.fix_check import damage
 from cfgopt.loaders import discovery
@@ -56,13 +56,13 @@ class FixResult:
     not_fixed: dict[Path, str] = field(default_factory=dict)
     files: int = 0  # config files checked (0: a warning, as for lint)
     file_settings: dict[Path, Settings] = field(default_factory=dict)  # each file's, by resolved path
-    # references found other than from the current folder (engine.Project.found_elsewhere)
+    # references found other than from the current folder (job.project.Project.found_elsewhere)
     found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
 
     before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
-    # references not read (engine.Project.not_read)
+    # references not read (job.project.Project.not_read)
     not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
-    skipped_folders: list = field(default_factory=list)  # engine.Project.skipped_folders
+    skipped_folders: list = field(default_factory=list)  # job.project.Project.skipped_folders
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -142,7 +142,7 @@ def _new_errors(after: list[Diagnostic], before: list[Diagnostic], job: set[Path
     return ", ".join(sorted({f"{display_path(Path(path))}: {code}" for path, code, _ in new})) or "an error"
 
 
-def _jobs(project: Project) -> dict[Path, set[Path]]:
+def _jobs(project: LintProject) -> dict[Path, set[Path]]:
     """For each file read, the files of the jobs it is part of (a YAML, its DeepSpeed JSON, the JSON's other
     consumers, the script that runs the YAML): the files linked to it, directly or not, by real path."""
     parent: dict[Path, Path] = {}
@@ -171,7 +171,7 @@ def _jobs(project: Project) -> dict[Path, set[Path]]:
     return {key: groups[root(key)] for key in parent}
 
 
-def write_scope(paths: list[Path], project: Project, fix_references: bool) -> set[Path]:
+def write_scope(paths: list[Path], project: LintProject, fix_references: bool) -> set[Path]:
     """Real paths cfgopt may write: files named, files under folders named (by real path), and with
     `fix_references` every file read."""
     if fix_references:
@@ -196,7 +196,7 @@ _UNPARSED = (
 READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
 
 
-def _refusals(project: Project, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
+def _refusals(project: LintProject, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
     """Files whose fixes are not applied, and why."""
     out: dict[Path, str] = {}
     folders = [Path(os.path.abspath(p)) for p in paths if p.is_dir()]

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from pathlib import Path
 
+    from cfgopt.job.project import Context
     from cfgopt.plan.data_speed import DataTerm
-    from cfgopt.rules.base import Context
     from cfgopt.text.source import Source
 
 _PRECISION_WORDS = {

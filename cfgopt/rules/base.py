@@ -8,68 +8,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from cfgopt.job.project import Context
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from cfgopt.text.source import Entry, Kind, Node, Source
 
 if TYPE_CHECKING:
-    from cfgopt.job.job import Job
     from cfgopt.job.settings import Settings
     from cfgopt.rules.suppressions import Matched
-
-
-class Context:
-    """What a rule may look at: its file, the settings it is judged with (target, GPU count, versions), and
-    the files around it."""
-
-    def __init__(self, source: Source, settings: Settings) -> None:
-        self.source = source
-        self.settings = settings
-        # For a DeepSpeed JSON: the LLaMA-Factory configs that point to it (its consumers, the HF path).
-        self.consumers: list[Source] = []
-        # For a LLaMA-Factory config: the DeepSpeed JSON its `deepspeed` key resolves to, if found, and that JSON's
-        # consumers (this config among them; the speed plan edits a JSON no other config of the run reads).
-        self.deepspeed: Source | None = None
-        self.deepspeed_consumers: list[Source] = []
-        self.deepspeed_searched: list[str] = []
-        # Found but not read (outside the project, not a regular file: `user_files.ProjectScope`), and why.
-        self.deepspeed_not_read: str | None = None
-        # Found and read, but the HF Trainer cannot load it as a DeepSpeed config (not JSON), and why.
-        self.deepspeed_invalid: str | None = None
-        self.memo: dict[str, Any] = {}  # per-file results rules share (e.g. DS validation)
-        # For a requirement file: a consumer's job as its own file is judged (its DeepSpeed file, its settings).
-        self.job_of_consumer: Callable[[Source], Job] = self.job_of
-
-    @property
-    def job(self) -> Job:
-        """The training job of a LLaMA-Factory config (cfgopt.job.job): its values, DeepSpeed, hardware, versions."""
-        return self.job_of(self.source, self.deepspeed)
-
-    def job_of(self, config: Source, deepspeed: Source | None = None) -> Job:
-        """The job of `config` judged with these settings; for a DeepSpeed JSON, pass a consumer (the JSON is
-        then its DeepSpeed file)."""
-        from cfgopt.job.job import Job
-
-        consumers = self.deepspeed_consumers if config is self.source else []
-        if config is not self.source and deepspeed is None and self.source.kind == Kind.DEEPSPEED:
-            deepspeed, consumers = self.source, self.consumers
-        jobs = self.memo.setdefault("jobs", {})
-        if id(config) not in jobs:
-            jobs[id(config)] = Job(config, self.settings, deepspeed, consumers)
-        return jobs[id(config)]
-
-    @property
-    def lf_label(self) -> str:
-        """The LLaMA-Factory release judged, as messages name it (the selected snapshot)."""
-        from cfgopt.job.job import lf_label
-
-        return lf_label(self.settings)
-
-    @property
-    def ds_label(self) -> str:
-        """The DeepSpeed release judged, as messages name it (the selected snapshot)."""
-        from cfgopt.job.job import ds_label
-
-        return ds_label(self.settings)
 
 
 class ProjectView(NamedTuple):

@@ -1,6 +1,6 @@
 """Suppressions: `# cfgopt: ignore[CODE, ...]` comments, `# cfgopt: ignore-file[...]`, and the project
 config's `per-file-ignores`, applied in one place after the rules ran (`apply_suppressions`, called by
-`engine.Project.diagnostics`). Each comment records what it suppressed; CFG004
+`engine.LintProject.diagnostics`). Each comment records what it suppressed; CFG004
 (`cfgopt/rules/cfg004_unused_suppression.py`, a project-level rule) reports the unused ones with the
 removal fixes written here. This module knows no rule and no engine: the caller passes the rule codes.
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from cfgopt.job.job import Job
 from cfgopt.job.loader import JobError, load_job
+from cfgopt.job.project import resolve_reference
 from cfgopt.job.settings import Settings
-from cfgopt.lint.engine import resolve_reference
 from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document, real_path

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cfgopt.job.project import resolve_reference
 from cfgopt.knowledge.model_shapes import ModelShape, shape_for
-from cfgopt.lint.engine import resolve_reference
 from cfgopt.text.user_files import model_config, read_bounded
 from cfgopt.verify.processes import kill_tree
 
