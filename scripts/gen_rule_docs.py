@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from cfgopt.commands.rule import PAGES_DIR, render_page
 from cfgopt.rules import all_rules, rule_classes
+from cfgopt.rules.pages import PAGES_DIR, render_page
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / PAGES_DIR

@@ -1,77 +1,10 @@
-"""`cfgopt rule CODE`: one rule's page, rendered from its module's docs; the same renderer writes
-docs/rules/<CODE>.md (scripts/gen_rule_docs.py), so the two never differ."""
+"""`cfgopt rule CODE`: one rule's page, rendered from its module's docs by `rules.pages` (the renderer that also
+writes docs/rules/<CODE>.md, scripts/gen_rule_docs.py, and the language server's hover), so they never differ."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
-PAGES_DIR = "docs/rules"  # where the generated pages live, relative to the repository root
-
-
-def default_selection(doc: dict[str, Any]) -> str:
-    """Whether a plain `cfgopt lint` runs the rule, and why not when it does not."""
-    if doc["default"]:
-        return "on (in the default selection)"
-    return f"off (opt-in with `--extend-select {doc['code']}`: {doc['opt_in_because']})"
-
-
-def render_page(doc: dict[str, Any], fmt: str) -> str:
-    """A rule's page from `Rule.docs()`: `markdown` (docs/rules/<CODE>.md) or plain text (`cfgopt rule CODE`)."""
-    if fmt == "markdown":
-        lines = (
-            [
-                f"# {doc['code']} `{doc['name']}`",
-                "",
-                f"**{doc['summary']}**",
-                "",
-                f"- Severity: {doc['severity']}",
-                f"- Default: {default_selection(doc)}",
-                f"- Files: {', '.join(doc['kinds'])}",
-                "",
-                "## Why",
-                "",
-                doc["why"],
-                "",
-                "## When the real tool fails",
-                "",
-                doc["fails_when"],
-                "",
-                "## Evidence",
-                "",
-            ]
-            + [f"- {e}" for e in doc["evidence"]]
-            + ["", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
-            + ["## Where", "", f"- Code: [`{doc['module']}`](../../{doc['module']})"]
-            + [
-                f"- Cases: [`fixtures/rules/{doc['code']}/`](../../fixtures/rules/{doc['code']}/), run by "
-                "`tests/test_rule_fixtures.py`",
-                "",
-            ]
-        )
-        return "\n".join(lines)
-    lines = (
-        [
-            f"{doc['code']} ({doc['name']}): {doc['summary']}",
-            f"severity: {doc['severity']}",
-            f"default: {default_selection(doc)}",
-            f"files: {', '.join(doc['kinds'])}",
-            "",
-            "Why:",
-            f"  {doc['why']}",
-            "",
-            "When the real tool fails:",
-            f"  {doc['fails_when']}",
-            "",
-            "Evidence:",
-        ]
-        + [f"  - {e}" for e in doc["evidence"]]
-        + ["", "Example:"]
-        + [f"  {line}" for line in doc["example"].splitlines()]
-        + ["", "Fix:", f"  {doc['fix_safety']}", ""]
-    )
-    return "\n".join(lines)
 
 
 def add_arguments(rule: argparse.ArgumentParser) -> None:
@@ -87,6 +20,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from cfgopt.rules import by_code
+    from cfgopt.rules.pages import render_page
 
     rule = by_code(args.code)
     if rule is None:

@@ -167,8 +167,8 @@ def _meets(a: Span, b: Span) -> bool:
 
 
 def _rule_page(code: str) -> str:
-    from cfgopt.commands.rule import render_page
     from cfgopt.rules import by_code
+    from cfgopt.rules.pages import render_page
 
     rule = by_code(code)
     if rule is None:  # doctor codes and the like: no page of their own
