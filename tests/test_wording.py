@@ -53,7 +53,7 @@ def test_a_target_without_memory_is_not_called_unstated() -> None:
 
 
 def test_verify_target_none_and_cpu_are_stated() -> None:
-    from cfgopt.verify.command import run_target
+    from cfgopt.verify.machine import run_target
 
     assert run_target("none") == (None, "--target")
     assert run_target("cpu") == ("cpu", "--target")

@@ -96,7 +96,7 @@ class RealSession:
         return self._assets
 
     def prepare(self) -> None:
-        from cfgopt.verify.command import prepare_assets_saying
+        from cfgopt.verify.machine import prepare_assets_saying
 
         prepare_assets_saying(self._plan(), self.cache_dir, self.work, self.timeout, self.say, self._relay)
 
@@ -167,7 +167,7 @@ def load_tune_job(
     probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
     from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
-    from cfgopt.verify.command import run_settings, run_target
+    from cfgopt.verify.machine import run_settings, run_target
 
     if session is None:
         target, source = run_target(args.target)

@@ -16,39 +16,7 @@ from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document, real_path
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.verify import comparison, numerics, processes, runner
-
-
-def run_target(given: str | None) -> tuple[str | None, str]:
-    """The target the runs are planned for and where it came from: `--target` (None for `none`), else this
-    machine's GPU (`runner.detect_target`)."""
-    from cfgopt.knowledge.targets import NONE
-    from cfgopt.verify import runner
-
-    if given is not None:
-        return (None if given == NONE else given), "--target"
-    return runner.detect_target(), "detected"
-
-
-def run_settings(target: str | None, gpus: int, say, source: str = "") -> tuple[Settings, Any]:
-    """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
-    the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
-    the probed platform."""
-    from cfgopt.plan.space import packages_of, probe_platform
-
-    platform = probe_platform()
-    packages = packages_of(platform)
-    for name, present in packages.items():
-        if not present:
-            say(f"{name} is not importable here: fixes that need it are left out")
-    settings = Settings(
-        target_name=target,
-        gpus=gpus,
-        packages=packages,
-        extend_select=["PF", "MEM"],
-        target_source=source,
-        gpus_source="--gpus",
-    )
-    return settings, platform
+from cfgopt.verify.machine import prepare_assets_saying, run_settings, run_target
 
 
 def say_plan(job: Job, say) -> None:
@@ -128,27 +96,6 @@ def _fixed_config(args: argparse.Namespace, config_path: Path, work: Path, setti
     if args.fixed:
         return args.fixed, []
     return fixed_copy(config_path, work, settings)
-
-
-def prepare_assets_saying(assets: runner.Assets, cache_dir: Path, work: Path, timeout: float, say, relay) -> dict:
-    """Build what the runs need (verify and tune alike), saying what is overridden, what is built where, and
-    what the cache then holds."""
-    from cfgopt.verify import cache
-
-    for note in assets.override_notes:
-        say(note)
-    for note in assets.notes:
-        say(f"offline mode: {note}")
-    uses_cache = assets.model_config is not None or assets.dataset is not None
-    if needed := runner.bytes_to_build(assets):
-        say(f"building synthetic stand-ins (about {cache.human(needed)}) in {cache_dir} ...")
-    built = runner.prepare_assets(assets, work, timeout, relay)
-    if built.get("model_build_s"):
-        size = built["parameters"] / 1e9
-        say(f"built a {size:.2f}B-parameter random-init model in {built['model_build_s']:.0f} s")
-    if uses_cache:
-        say(cache.summary(cache_dir))
-    return built
 
 
 def _prepare_assets(args: argparse.Namespace, original: dict, config_path: Path, work: Path, say, relay):
