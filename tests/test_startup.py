@@ -34,7 +34,7 @@ def test_yaml_alone_imports_no_deepspeed_rule() -> None:
 
 def test_selection_limits_the_imports() -> None:
     modules = imported_after_lint("fixtures/seed/llama3_lora_sft.yaml", "--select", "LF003")
-    helpers = ("cfgopt.rules._", "cfgopt.rules.base", "cfgopt.rules.support")
+    helpers = ("cfgopt.rules.base", "cfgopt.rules.support", "cfgopt.rules.suppressions", "cfgopt.rules.pages")
     assert {m for m in modules if m.startswith("cfgopt.rules.") and not m.startswith(helpers)} == {
         "cfgopt.rules.lf003_invalid_choice"
     }
