@@ -6,8 +6,8 @@ from typing import Any, NamedTuple
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, module_dims
-from cfgopt.memory.config_values import _get
-from cfgopt.memory.method import _Method
+from cfgopt.memory.config_values import get
+from cfgopt.memory.method import Method
 
 LOGITS_BYTES_PER_VOCAB = 12  # per token: bf16 logits, fp32 upcast, log-softmax and gradients (measured, 5 families)
 SOFTCAP_BYTES_PER_VOCAB = 2  # per token: Gemma 2's tanh soft-capping keeps its bf16 output (measured 2.2)
@@ -71,10 +71,10 @@ def layer_activation_bytes(
     return total
 
 
-def _activations(
+def activation_bytes(
     config: dict[str, Any],
     shape: ModelShape,
-    method: _Method,
+    method: Method,
     ftype: str,
     zero: int | None,
     tokens: int,
@@ -89,7 +89,7 @@ def _activations(
     act_scale = 2.0 if (not half and full) else 1.0
     # Full/freeze share one input tensor per q/k/v and gate/up group, unless the (trained, fp32) norm weight
     # makes the norm's output fp32 under autocast: then each linear keeps its own bf16 cast of it.
-    fp32_weights = zero is None and not bool(_get(config, "pure_bf16"))
+    fp32_weights = zero is None and not bool(get(config, "pure_bf16"))
     per_layer = method.extra_per_layer + layer_activation_bytes(
         shape,
         method.trained,
@@ -124,7 +124,7 @@ def _activations(
     return per_layer, tokens * saved_layers * act_scale, 0.0
 
 
-def _logits_bytes(
+def logits_bytes(
     shape: ModelShape, tokens: int, liger: bool, lm_head_trained: bool, zero: int | None, stage: str = "sft"
 ) -> float:
     """The loss: without Liger the bf16 logits, their fp32 upcast, log-softmax and gradients (12 bytes per
@@ -143,7 +143,7 @@ def _logits_bytes(
     return tokens * per_token * V + head_grad
 
 
-def _attention_bytes(
+def attention_scores_bytes(
     shape: ModelShape, attention: str, seqs: int, seq: int, layers_kept: int, notes: list[str]
 ) -> float:
     """The materialised attention scores: eager attention's only (SDPA and FA2 keep none)."""
@@ -160,7 +160,7 @@ def _eager_scores(shape: ModelShape, seqs: int, seq: int, layers_kept: int) -> f
     return scores * (EAGER_SAVED_BYTES * layers_kept + EAGER_BACKWARD_BYTES)
 
 
-class _Activity(NamedTuple):
+class Activity(NamedTuple):
     """What the micro-batch itself costs, in bytes (one layer's per token, then the totals)."""
 
     per_layer: float

@@ -91,9 +91,9 @@ def model_bytes(shape: ModelShape, bits: int | None, method: str = "bnb", double
 MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def _layer_params(shape: ModelShape) -> int:
-    return (shape.num_parameters - _embedding_params(shape) - shape.hidden_size) // shape.num_hidden_layers
+def layer_params(shape: ModelShape) -> int:
+    return (shape.num_parameters - embedding_params(shape) - shape.hidden_size) // shape.num_hidden_layers
 
 
-def _embedding_params(shape: ModelShape) -> int:
+def embedding_params(shape: ModelShape) -> int:
     return shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)

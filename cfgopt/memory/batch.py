@@ -7,13 +7,13 @@ from typing import Any
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
 from cfgopt.memory import stages as memory_stages
-from cfgopt.memory.config_values import MAX_COUNT, _get, _int, _short
+from cfgopt.memory.config_values import MAX_COUNT, get, integer, short_repr
 
 DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
 
 
 @dataclass(frozen=True)
-class _Batch:
+class Batch:
     """What one micro-batch holds: the run's stage and finetuning type, sizes and sequence length."""
 
     stage: str
@@ -35,22 +35,22 @@ def unusable_sizes(config: dict[str, Any]) -> list[str]:
     that is not a positive integer up to MAX_COUNT (NaN, an infinity, `1e300`, a list...)."""
     out = []
     for key in ("per_device_train_batch_size", "cutoff_len"):
-        number = _int(config, key)
+        number = integer(config, key)
         if number is None or number < 1:
-            out.append(f"`{key}` is {_short(_get(config, key))}, not a positive integer up to {MAX_COUNT}")
+            out.append(f"`{key}` is {short_repr(get(config, key))}, not a positive integer up to {MAX_COUNT}")
     return out
 
 
-def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], notes: list[str]) -> _Batch:
-    stage = str(_get(config, "stage"))
-    ftype = str(_get(config, "finetuning_type"))
+def batch_of(config: dict[str, Any], fill: float | None, unmodelled: list[str], notes: list[str]) -> Batch:
+    stage = str(get(config, "stage"))
+    ftype = str(get(config, "finetuning_type"))
     if ftype not in ("lora", "oft", "freeze", "full"):
         unmodelled.append(f"finetuning_type {ftype!r}")
         ftype = "lora"
     bsz, accum, cutoff = (
-        _int(config, "per_device_train_batch_size"),
-        _int(config, "gradient_accumulation_steps"),
-        _int(config, "cutoff_len"),
+        integer(config, "per_device_train_batch_size"),
+        integer(config, "gradient_accumulation_steps"),
+        integer(config, "cutoff_len"),
     )
     unmodelled.extend(unusable_sizes(config))
     bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)
@@ -71,4 +71,4 @@ def _batch(config: dict[str, Any], fill: float | None, unmodelled: list[str], no
         notes.append(f"PPO: prompt (cutoff_len) + response (max_new_tokens) = {cutoff} tokens per sequence")
     seq = max(1, math.ceil(cutoff * fill_used))
     seqs = memory_stages.graph_sequences(stage, bsz)
-    return _Batch(stage, ftype, bsz, accum, packing, fill_used, seq, seqs)
+    return Batch(stage, ftype, bsz, accum, packing, fill_used, seq, seqs)

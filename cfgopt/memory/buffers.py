@@ -5,9 +5,9 @@ from typing import Any
 
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan
 from cfgopt.knowledge.model_shapes import ModelShape
-from cfgopt.memory.base import GIB, STATES, Component, _embedding_params, _layer_params
-from cfgopt.memory.batch import _Batch
-from cfgopt.memory.config_values import _get
+from cfgopt.memory.base import GIB, STATES, Component, embedding_params, layer_params
+from cfgopt.memory.batch import Batch
+from cfgopt.memory.config_values import get
 
 NEAT_MASK_BYTES = 8  # per (b, s, s) element: the 4D mask of neat_packing without fa2 (fit to V13 vs V7)
 ISINF_BYTES = 3  # per 16-bit element: torch.isinf is `abs() == inf`, a 16-bit copy and a bool mask (H200: 3.0)
@@ -15,42 +15,42 @@ GRAD_NORM_BYTES = 8  # per element of the largest gradient partition: the clippi
 AUTOCAST_COPIES = "autocast weight copies"
 
 
-def _bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
+def bucket_elements(plan: DeepSpeedPlan, shape: ModelShape) -> float:
     """ZeRO's reduce + all-gather bucket elements; "auto" is hidden_size² (transformers' deepspeed.py)."""
     return (plan.bucket_elements or 0.0) + plan.auto_buckets * shape.hidden_size**2
 
 
-def _buffers(
+def held_buffers(
     shape: ModelShape,
     config: dict[str, Any],
     plan: DeepSpeedPlan,
     gpus: int,
     gradient_bytes: float,
-    batch: _Batch,
+    batch: Batch,
     attention: str,
     notes: list[str],
 ) -> list[Component]:
     """Masks and ZeRO communication buffers: held throughout the step (a reference model: `memory.stages`)."""
     zero, out = plan.stage, []
-    if batch.packing and bool(_get(config, "neat_packing")) and attention != "fa2":
+    if batch.packing and bool(get(config, "neat_packing")) and attention != "fa2":
         mask = NEAT_MASK_BYTES * batch.seqs * batch.seq * batch.seq
         out.append(Component("neat_packing mask", mask / GIB, "4D mask, b x s x s", (STATES,), "fit to V13 vs V7"))
     if zero == 3 and gpus > 1:
-        embed = _embedding_params(shape)
-        gathered = 2.0 * max(2 * _layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
+        embed = embedding_params(shape)
+        gathered = 2.0 * max(2 * layer_params(shape), embed // (1 if shape.tie_word_embeddings else 2))
         out.append(
             Component("ZeRO-3 gathered parameters", gathered / GIB, "2 layers or the embedding, 16-bit", (STATES,))
         )
     if zero in (1, 2) and gpus > 1:
         # bounded by the gradient partition's size in bytes, as calibrated (an element count against bytes)
-        buckets = 2.0 * min(_bucket_elements(plan, shape), gradient_bytes) * (2 if plan.overlap_comm else 1)
+        buckets = 2.0 * min(bucket_elements(plan, shape), gradient_bytes) * (2 if plan.overlap_comm else 1)
         counted = "reduce + all-gather buckets" + (", x2 overlap_comm" if plan.overlap_comm else "")
         out.append(Component("ZeRO buckets", buckets / GIB, counted, (STATES,)))
     return out
 
 
-def _autocast_copies(
-    config: dict[str, Any], ftype: str, zero: int | None, gc: bool, half: bool, batch: _Batch, trainable: int
+def autocast_copies(
+    config: dict[str, Any], ftype: str, zero: int | None, gc: bool, half: bool, batch: Batch, trainable: int
 ) -> list[Component]:
     """Autocast's 16-bit copies of the trained fp32 weights (full/freeze without DeepSpeed under bf16 or fp16):
     - checkpointing off: the backward keeps every copy; counted throughout, as measured (18 bytes per parameter
@@ -59,7 +59,7 @@ def _autocast_copies(
       backward. Fitted, the mechanism not traced: Qwen2.5-7B full SFT (8-bit AdamW, packed 12000 tokens) at 1x8,
       2x4 and 4x2 measured 15.7, 14.9 and 13.3 GiB over an estimate without them (its copy is 14.2 GiB);
     - checkpointing on with accumulation 1: none at the peak (every such run fits without)."""
-    upcast = zero is None and half and not bool(_get(config, "pure_bf16")) and ftype in ("full", "freeze")
+    upcast = zero is None and half and not bool(get(config, "pure_bf16")) and ftype in ("full", "freeze")
     copies, detail = 2.0 * trainable / GIB, "16-bit copy of the trained weights"
     if not upcast or (gc and batch.accumulation == 1):
         return []
@@ -72,14 +72,14 @@ def _autocast_copies(
 _STAGE3 = "deepspeed 0.19.8 runtime/zero/stage3.py"
 
 
-def _engine_fp16(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> bool:
+def engine_fp16(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> bool:
     """DeepSpeed runs the model in fp16 (its `fp16` block enabled, or "auto" with the trainer's `fp16` on)."""
     block = deepspeed.get("fp16") if isinstance(deepspeed, dict) else None
     enabled = block.get("enabled") if isinstance(block, dict) else None
-    return enabled is True or (enabled == "auto" and bool(_get(config, "fp16")))
+    return enabled is True or (enabled == "auto" and bool(get(config, "fp16")))
 
 
-def _zero3_buffers(
+def zero3_buffers(
     config: dict[str, Any],
     deepspeed: dict[str, Any] | None,
     plan: DeepSpeedPlan,
@@ -97,7 +97,7 @@ def _zero3_buffers(
     norm = GRAD_NORM_BYTES * math.ceil(largest_trainable / gpus)
     source = f"{_STAGE3}:2457 (get_grad_norm_direct: g.to(float64).norm() per parameter)"
     out = [Component("gradient norm (fp64)", norm / GIB, "largest trainable parameter", ("grad norm",), source)]
-    if _engine_fp16(deepspeed, config):
+    if engine_fp16(deepspeed, config):
         check = ISINF_BYTES * trainable / gpus
         source = f"{_STAGE3}:2815-2816, 3013 (fp16: torch.isinf(grad_partitions_flat_buffer) = abs() == inf)"
         counted = "isinf over the 16-bit gradient partition: copy + mask"

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def _get(config: dict[str, Any], key: str) -> Any:
+def get(config: dict[str, Any], key: str) -> Any:
     """`config` holds the values LLaMA-Factory sees, defaults included (`cfgopt.job.job.lf_values`): no default here."""
     return config.get(key)
 
@@ -13,10 +13,10 @@ def _get(config: dict[str, Any], key: str) -> Any:
 MAX_COUNT = 2**31 - 1
 
 
-def _int(config: dict[str, Any], key: str) -> int | None:
+def integer(config: dict[str, Any], key: str) -> int | None:
     """An integer value (an integral float counts), None for anything else: a bool, a list, NaN, an infinity, or
     a number beyond +-MAX_COUNT, which the model does not count with."""
-    value = _get(config, key)
+    value = get(config, key)
     if isinstance(value, bool):
         return None
     if isinstance(value, float):
@@ -26,7 +26,7 @@ def _int(config: dict[str, Any], key: str) -> int | None:
     return None
 
 
-def _names(value: Any) -> list[str]:
+def split_names(value: Any) -> list[str]:
     if value is None:
         return []
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
@@ -36,17 +36,17 @@ def _names(value: Any) -> list[str]:
 def attention_of(config: dict[str, Any]) -> str:
     """The attention implementation counted; a value that is not a string (`[fa2]`, a number) is refused by
     LLaMA-Factory's choices (LF002/LF003 say so) and counted as its default, SDPA."""
-    value = _get(config, "flash_attn")
+    value = get(config, "flash_attn")
     if not isinstance(value, str):
         return "sdpa"
     return {"disabled": "eager", "auto": "sdpa", "fa3": "fa2"}.get(value, value if value in ("sdpa", "fa2") else "sdpa")
 
 
 def gradient_checkpointing_on(config: dict[str, Any]) -> bool:
-    return _get(config, "disable_gradient_checkpointing") is not True
+    return get(config, "disable_gradient_checkpointing") is not True
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
     """A config value for a message: its repr, cut short (a hostile value may be a 400-digit integer)."""
     try:
         text = repr(value)

@@ -29,18 +29,18 @@ from cfgopt.memory.activations import (
     EAGER_BACKWARD_BYTES,
     GC_BOUNDARY_BYTES,
     LOGITS_BYTES_PER_VOCAB,
-    _activations,
-    _Activity,
-    _attention_bytes,
-    _logits_bytes,
+    Activity,
+    activation_bytes,
+    attention_scores_bytes,
+    logits_bytes,
 )
 from cfgopt.memory.base import GIB, HOST, PHASES, STATES, Component
-from cfgopt.memory.batch import DEFAULT_FILL, _Batch, _batch, unusable_sizes
-from cfgopt.memory.buffers import AUTOCAST_COPIES, _autocast_copies, _buffers, _engine_fp16, _zero3_buffers
-from cfgopt.memory.config_values import _get, _short, attention_of, gradient_checkpointing_on
-from cfgopt.memory.method import _largest_trainable, _Method, _method
+from cfgopt.memory.batch import DEFAULT_FILL, Batch, batch_of, unusable_sizes
+from cfgopt.memory.buffers import AUTOCAST_COPIES, autocast_copies, engine_fp16, held_buffers, zero3_buffers
+from cfgopt.memory.config_values import attention_of, get, gradient_checkpointing_on, short_repr
+from cfgopt.memory.method import Method, largest_trainable, method_of
 from cfgopt.memory.result import HEADROOM, MemoryEstimate
-from cfgopt.memory.states import _late_embedding_gradient, _model_states, _States, quantization_bits
+from cfgopt.memory.states import States, late_embedding_gradient, model_states, quantization_bits
 
 __all__ = [
     "AUTOCAST_COPIES",
@@ -82,7 +82,7 @@ CALIBRATED_FAMILIES = {
 
 def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> str:
     attention = attention_of(config)
-    if shape.model_type == "gemma2" and _get(config, "flash_attn") == "auto":
+    if shape.model_type == "gemma2" and get(config, "flash_attn") == "auto":
         # LLaMA-Factory switches Gemma 2 to fa2 when flash-attn is installed, else to eager
         # (model/model_utils/attention.py); which one cannot be read from the config.
         notes.append("Gemma 2 with flash_attn auto: eager unless flash-attn is installed (counted as eager)")
@@ -92,10 +92,10 @@ def _attention_implementation(config: dict[str, Any], shape: ModelShape, notes: 
 
 def _unmodelled_features(config: dict[str, Any]) -> list[str]:
     """Features set in the config that the estimate does not model (listed in its confidence)."""
-    unmodelled = [label for key, label in _UNMODELLED.items() if _get(config, key) not in (None, False, "", [], {})]
-    attention = _get(config, "flash_attn")
+    unmodelled = [label for key, label in _UNMODELLED.items() if get(config, key) not in (None, False, "", [], {})]
+    attention = get(config, "flash_attn")
     if attention is not None and not isinstance(attention, str):
-        unmodelled.append(f"flash_attn {_short(attention)} (not one of its choices)")
+        unmodelled.append(f"flash_attn {short_repr(attention)} (not one of its choices)")
     return unmodelled
 
 
@@ -117,39 +117,39 @@ def estimate(
     if gpus > MAX_GPUS:
         unmodelled.append(f"{gpus} GPUs (the model counts up to {MAX_GPUS})")
         gpus = MAX_GPUS
-    batch = _batch(config, fill, unmodelled, notes)
+    batch = batch_of(config, fill, unmodelled, notes)
     stage, ftype, bsz, accum = batch.stage, batch.ftype, batch.micro_batch, batch.accumulation
     packing, fill_used, seq, seqs, tokens = batch.packing, batch.fill, batch.seq, batch.seqs, batch.tokens
     gc = gradient_checkpointing_on(config)
     attention = _attention_implementation(config, shape, notes)
-    liger = bool(_get(config, "enable_liger_kernel"))
+    liger = bool(get(config, "enable_liger_kernel"))
     fused_loss = liger and methods.liger_fuses_loss(stage)  # rm/dpo/kto/ppo: Liger without its fused loss
-    half = bool(_get(config, "pure_bf16")) or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
+    half = bool(get(config, "pure_bf16")) or bool(get(config, "bf16")) or bool(get(config, "fp16"))
     bits = quantization_bits(config) if ftype in ("lora", "oft") else None
     plan = deepspeed_plan(deepspeed, config)
     if not plan.known:
         unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
     zero = plan.stage
 
-    method = _method(config, shape, ftype, notes)
-    states = _model_states(shape, method, ftype, plan, config, gpus, bits, unmodelled, notes)
+    method = method_of(config, shape, ftype, notes)
+    states = model_states(shape, method, ftype, plan, config, gpus, bits, unmodelled, notes)
     L = shape.num_hidden_layers
-    per_layer, activations, recompute = _activations(
+    per_layer, activations, recompute = activation_bytes(
         config, shape, method, ftype, zero, tokens, gc, liger, half, fused_loss
     )
-    logits = _logits_bytes(shape, tokens, fused_loss, method.lm_head_trained, zero, stage)
-    attention_bytes = _attention_bytes(shape, attention, seqs, seq, 0 if gc else (L - method.first_active), notes)
+    logits = logits_bytes(shape, tokens, fused_loss, method.lm_head_trained, zero, stage)
+    attention_bytes = attention_scores_bytes(shape, attention, seqs, seq, 0 if gc else (L - method.first_active), notes)
     trainable = min(method.trainable, shape.num_parameters)
-    buffers = _buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
-    buffers += _zero3_buffers(config, deepspeed, plan, gpus, trainable, _largest_trainable(shape, method, ftype))
+    buffers = held_buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
+    buffers += zero3_buffers(config, deepspeed, plan, gpus, trainable, largest_trainable(shape, method, ftype))
     approximate: list[str] = []
     buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
-    casts = _autocast_copies(config, ftype, zero, gc, half, batch, trainable)
+    casts = autocast_copies(config, ftype, zero, gc, half, batch, trainable)
     buffers += casts
-    late = _late_embedding_gradient(shape, ftype, method, states, batch)
+    late = late_embedding_gradient(shape, ftype, method, states, batch)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
     uncalibrated += _narrowly_measured(config, deepspeed, zero, casts)
-    activity = _Activity(per_layer, activations, recompute, logits, attention_bytes)
+    activity = Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,
         finetuning_type=ftype,
@@ -184,8 +184,8 @@ def estimate(
 def _stage_components(
     config: dict[str, Any],
     shape: ModelShape,
-    batch: _Batch,
-    method: _Method,
+    batch: Batch,
+    method: Method,
     gpus: int,
     gc: bool,
     plan: DeepSpeedPlan,
@@ -198,7 +198,7 @@ def _stage_components(
         notes.append(f"stage {batch.stage}: two sequences per sample (chosen + rejected) in each micro-batch")
     if batch.stage == "kto":
         notes.append("stage kto: one sequence per sample through the graph, its KL sequence without gradients")
-    if _get(config, "enable_liger_kernel") and not methods.liger_fuses_loss(batch.stage):
+    if get(config, "enable_liger_kernel") and not methods.liger_fuses_loss(batch.stage):
         notes.append(f"stage {batch.stage}: Liger without its fused cross-entropy (LLaMA-Factory keeps the logits)")
     adapter, zero = (method.trainable if batch.ftype == "lora" else 0), plan.stage
     offload = plan.offload_param and zero == 3
@@ -214,9 +214,9 @@ def _stage_components(
 
 def _components(
     shape: ModelShape,
-    batch: _Batch,
-    states: _States,
-    activity: _Activity,
+    batch: Batch,
+    states: States,
+    activity: Activity,
     buffers: list[Component],
     *,
     gc: bool,
@@ -278,7 +278,7 @@ def _narrowly_measured(
     out = []
     if any("backward" in c.phases for c in casts):
         out.append("accumulation with checkpointing over fp32 weights (fitted on one model, Qwen2.5-7B)")
-    if zero == 3 and _engine_fp16(deepspeed, config):
+    if zero == 3 and engine_fp16(deepspeed, config):
         out.append("fp16 with ZeRO-3 (its overflow check read from DeepSpeed's code; no fp16 run measured)")
     return out
 
@@ -307,7 +307,7 @@ def _uncalibrated(
         out.append(ftype)
     if stage not in ("sft", "pt", "dpo"):  # DPO: LoRA and full runs of two families (bench/memory/results.md)
         out.append(f"stage {stage}")
-    if ftype == "lora" and _get(config, "use_dora") is True:
+    if ftype == "lora" and get(config, "use_dora") is True:
         out.append("DoRA (read from PEFT's code)")
     if bits:
         out.append(f"{bits}-bit base weights")
@@ -315,7 +315,7 @@ def _uncalibrated(
         out.append("flash-attention 2 (counted like SDPA)")
     if not half:
         out.append("fp32 training")
-    dropout = _get(config, "lora_dropout")
+    dropout = get(config, "lora_dropout")
     if ftype == "lora" and isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
         out.append("lora_dropout > 0 (measured with HF + PEFT only)")
     return out

@@ -5,15 +5,15 @@ from typing import Any
 
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
-from cfgopt.memory.base import MODULES, _layer_params, module_dims
-from cfgopt.memory.config_values import _get, _int, _names
+from cfgopt.memory.base import MODULES, layer_params, module_dims
+from cfgopt.memory.config_values import get, integer, split_names
 
 LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
 OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)
 
 
 def _targets(value: Any, notes: list[str], what: str) -> set[str]:
-    names = _names(value)
+    names = split_names(value)
     if not names or any(n.lower() == "all" for n in names):
         return set(MODULES)
     known = {n for n in names if n in MODULES}
@@ -24,7 +24,7 @@ def _targets(value: Any, notes: list[str], what: str) -> set[str]:
 
 
 @dataclass
-class _Method:
+class Method:
     """What the fine-tuning method trains."""
 
     trained: set[str]
@@ -37,60 +37,60 @@ class _Method:
     dora_norm: float = 0.0  # DoRA: the weight norm's transient bytes (largest adapted linear)
 
 
-def _method(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> _Method:
+def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> Method:
     dims = module_dims(shape)
     L, V, h = shape.num_hidden_layers, shape.vocab_size, shape.hidden_size
     if ftype == "lora":
-        trained = _targets(_get(config, "lora_target"), notes, "lora_target")
-        rank = _int(config, "lora_rank") or 8
-        method = _Method(trained, L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained))
-        dropout = _get(config, "lora_dropout")
+        trained = _targets(get(config, "lora_target"), notes, "lora_target")
+        rank = integer(config, "lora_rank") or 8
+        method = Method(trained, L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained))
+        dropout = get(config, "lora_dropout")
         if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
             method.extra_per_layer += LORA_DROPOUT_BYTES * sum(dims[m][0] for m in trained)
-        extra_modules = [m for m in _names(_get(config, "additional_target")) if m in ("embed_tokens", "lm_head")]
+        extra_modules = [m for m in split_names(get(config, "additional_target")) if m in ("embed_tokens", "lm_head")]
         method.trainable += V * h * len(extra_modules)
         method.lm_head_trained = bool(extra_modules)
-        if _get(config, "use_dora") is True:
+        if get(config, "use_dora") is True:
             dora = memory_stages.dora_extras(shape, trained)
             method.trainable += dora.trainable
             method.extra_per_layer += dora.bytes_per_layer
             method.dora_norm = dora.norm_bytes
         return method
     if ftype == "oft":
-        trained = _targets(_get(config, "oft_target"), notes, "oft_target")
-        block, rank = _int(config, "oft_block_size") or 0, _int(config, "oft_rank") or 0
+        trained = _targets(get(config, "oft_target"), notes, "oft_target")
+        block, rank = integer(config, "oft_block_size") or 0, integer(config, "oft_rank") or 0
         trainable = 0
         for m in trained:
             fan_in = dims[m][0]
             b = block if block > 0 else max(1, fan_in // max(1, rank))
             trainable += L * fan_in * (b - 1) // 2
         notes.append("OFT: activation cost of the rotation not measured (counted as one input copy)")
-        return _Method(trained, trainable, extra_per_layer=OFT_INPUT_BYTES * sum(dims[m][0] for m in trained))
+        return Method(trained, trainable, extra_per_layer=OFT_INPUT_BYTES * sum(dims[m][0] for m in trained))
     if ftype == "freeze":
         return _freeze_method(config, shape, notes)
-    return _Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
+    return Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
 
 
 _FREEZE_GROUPS = {"self_attn": MODULES[:4], "mlp": MODULES[4:]}
 
 
-def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> _Method:
+def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) -> Method:
     """Freeze tuning (llamafactory 0.9.5 model/adapter.py _setup_freeze_tuning): `freeze_trainable_layers` n > 0
     trains the last n layers, n < 0 the first |n|; within them `freeze_trainable_modules` (`all`, or sub-modules:
     `self_attn`, `mlp`, the norms); `freeze_extra_modules` adds modules outside the layers (`embed_tokens`,
     `lm_head`, `norm`)."""
     dims, L = module_dims(shape), shape.num_hidden_layers
-    freeze_n = _int(config, "freeze_trainable_layers")
+    freeze_n = integer(config, "freeze_trainable_layers")
     freeze_n = 2 if freeze_n is None else freeze_n
     count = min(abs(freeze_n), L)
-    modules = _names(_get(config, "freeze_trainable_modules")) or ["all"]
+    modules = split_names(get(config, "freeze_trainable_modules")) or ["all"]
     if any(m.lower() == "all" for m in modules):
-        trained, per_layer = set(MODULES), _layer_params(shape)
+        trained, per_layer = set(MODULES), layer_params(shape)
     else:
         trained = {m for group, names in _FREEZE_GROUPS.items() if group in modules for m in names}
         norms = sum(1 for m in modules if m.endswith("norm") or m.endswith("layernorm"))
         per_layer = sum(a * b for m, (a, b) in dims.items() if m in trained) + norms * shape.hidden_size
-    extra = set(_names(_get(config, "freeze_extra_modules")))
+    extra = set(split_names(get(config, "freeze_extra_modules")))
     embedding, tied = shape.vocab_size * shape.hidden_size, shape.tie_word_embeddings
     extra_params = embedding * ("embed_tokens" in extra) + embedding * ("lm_head" in extra and not tied)
     extra_params += shape.hidden_size * ("norm" in extra)
@@ -98,7 +98,7 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
     if unknown:
         notes.append(f"freeze_extra_modules: {', '.join(sorted(unknown))} not counted")
     embed_trains = "embed_tokens" in extra
-    return _Method(
+    return Method(
         trained,
         count * per_layer + extra_params,
         # the backward reaches the embedding when it trains, so no frozen prefix can drop its activations
@@ -109,7 +109,7 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
     )
 
 
-def _largest_trainable(shape: ModelShape, method: _Method, ftype: str) -> int:
+def largest_trainable(shape: ModelShape, method: Method, ftype: str) -> int:
     """Elements of the largest trained parameter: the embedding or lm_head when they train, else one layer's
     largest linear (freeze), else 0 (adapters are small next to the step's other buffers)."""
     if method.lm_head_trained or method.embedding_trained:

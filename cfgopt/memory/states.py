@@ -7,10 +7,10 @@ from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory.base import linear_params, quantized_bytes_per_param
-from cfgopt.memory.batch import _Batch
-from cfgopt.memory.buffers import _bucket_elements
-from cfgopt.memory.config_values import _get, _int
-from cfgopt.memory.method import _Method
+from cfgopt.memory.batch import Batch
+from cfgopt.memory.buffers import bucket_elements
+from cfgopt.memory.config_values import get, integer
+from cfgopt.memory.method import Method
 
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
 ZERO3_STEP_BYTES = 6  # per parameter of one sub-group: ZeRO-3's fp32 gradients and step temporaries
@@ -26,15 +26,15 @@ def _quantized_bytes(config: dict[str, Any], bits: int) -> float:
     """Bytes per quantized linear parameter: bitsandbytes' layouts for `quantization_bit` (its default method,
     nf4 with double quantization unless `double_quantization: false`), bits/8 plus scales for a checkpoint
     quantized by name (AWQ, GPTQ, AQLM) or another `quantization_method`."""
-    if _int(config, "quantization_bit") != bits:
+    if integer(config, "quantization_bit") != bits:
         return quantized_bytes_per_param(bits, "pre-quantized")
-    method = str(_get(config, "quantization_method") or "bnb")
-    return quantized_bytes_per_param(bits, method, _get(config, "double_quantization") is not False)
+    method = str(get(config, "quantization_method") or "bnb")
+    return quantized_bytes_per_param(bits, method, get(config, "double_quantization") is not False)
 
 
 def quantization_bits(config: dict[str, Any]) -> int | None:
     """Bits of the frozen base: `quantization_bit`, else a pre-quantized checkpoint named so (AWQ, GPTQ, AQLM)."""
-    bit = _int(config, "quantization_bit")
+    bit = integer(config, "quantization_bit")
     if bit in (2, 3, 4, 5, 6, 8):
         return bit
     name = str(config.get("model_name_or_path") or "").lower()
@@ -63,7 +63,7 @@ def _optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[flo
     return (per / 2 if pure_bf16 else per), True
 
 
-class _States(NamedTuple):
+class States(NamedTuple):
     """Model states per GPU, in bytes."""
 
     weights: float
@@ -76,9 +76,9 @@ class _States(NamedTuple):
     trainable: int
 
 
-def _model_states(
+def model_states(
     shape: ModelShape,
-    method: _Method,
+    method: Method,
     ftype: str,
     plan: DeepSpeedPlan,
     config: dict[str, Any],
@@ -86,22 +86,22 @@ def _model_states(
     bits: int | None,
     unmodelled: list[str],
     notes: list[str],
-) -> _States:
+) -> States:
     """Weights, gradients and optimizer states per GPU (docs/memory.md, "Model states")."""
     zero, total = plan.stage, shape.num_parameters
     trainable = min(method.trainable, total)
     frozen = total - trainable
-    pure_bf16 = bool(_get(config, "pure_bf16"))
-    half = pure_bf16 or bool(_get(config, "bf16")) or bool(_get(config, "fp16"))
+    pure_bf16 = bool(get(config, "pure_bf16"))
+    half = pure_bf16 or bool(get(config, "bf16")) or bool(get(config, "fp16"))
     # DeepSpeed keeps its optimizer states in fp32 whatever the trainer's precision.
-    opt_bytes, opt_known = _optimizer_bytes(_get(config, "optim"), pure_bf16 and zero is None, notes)
+    opt_bytes, opt_known = _optimizer_bytes(get(config, "optim"), pure_bf16 and zero is None, notes)
     if not opt_known:
-        unmodelled.append(f"optimizer {_get(config, 'optim')}")
+        unmodelled.append(f"optimizer {get(config, 'optim')}")
     step = 0.0
     if zero is None:
         n_params = n_opt = 1
         upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
-        p_bytes = 4.0 if upcast else 2.0  # autocast's 16-bit copies of fp32 weights: `_autocast_copies`
+        p_bytes = 4.0 if upcast else 2.0  # autocast's 16-bit copies of fp32 weights: `autocast_copies`
         weights_trainable = trainable * p_bytes
         grads = trainable * p_bytes
         master = 0.0
@@ -142,13 +142,13 @@ def _model_states(
     # Qwen3-1.7B, 5-7% under without it). Measured, the mechanism in stage3.py not traced.
     bucket_transient = zero == 3 and plan.offload_optimizer and not plan.offload_param
     transient = ftype in ("full", "freeze") and ((zero != 3 and not plan.offload_optimizer) or bucket_transient)
-    return _States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
+    return States(weights, grads, optimizer, offloaded, step, transient, zero, trainable)
 
 
 def _optimizer_on_gpu(
     config: dict[str, Any],
     shape: ModelShape,
-    method: _Method,
+    method: Method,
     ftype: str,
     zero: int | None,
     optimizer: float,
@@ -157,7 +157,7 @@ def _optimizer_on_gpu(
 ) -> tuple[float, float]:
     """The optimizer states on the GPU and those paged out (bitsandbytes' paged optimizers), in bytes
     (`state_bytes`: per trainable parameter, as `_optimizer_bytes` counts them)."""
-    name = str(_get(config, "optim") or "")
+    name = str(get(config, "optim") or "")
     if zero is None and is_bnb_optimizer(name) and "8bit" in name and (ftype == "full" or method.embedding_trained):
         # The Trainer registers every nn.Embedding for 32-bit states under a bitsandbytes 8-bit optimizer
         # (transformers trainer.py, `register_module_override(module, "weight", {"optim_bits": 32})`): 8 bytes per
@@ -186,7 +186,7 @@ def _offload(
             # ZeRO-3 + optimizer offload, 1.5B full, 10.3 GiB on the H200); ZeRO-2 copies each gradient to its
             # host partition as the backward makes it (measured: Llama-3.2-1B 9.0 and Qwen3-1.7B 11.3 GiB, within
             # 2% of the estimate with no gradient held; bench/memory/results.md)
-            bucket = 2.0 * _bucket_elements(plan, shape) if zero == 3 else 0.0
+            bucket = 2.0 * bucket_elements(plan, shape) if zero == 3 else 0.0
             offloaded += max(0.0, grads - bucket)
             grads = min(grads, bucket)
         if zero in (1, 2):
@@ -197,7 +197,7 @@ def _offload(
     return weights, grads, optimizer, step, offloaded
 
 
-def _late_embedding_gradient(shape: ModelShape, ftype: str, method: _Method, states: _States, batch: _Batch) -> float:
+def late_embedding_gradient(shape: ModelShape, ftype: str, method: Method, states: States, batch: Batch) -> float:
     """Bytes of the input embedding's gradient where the backward makes it last, so that it is not there at the
     backward's peak: untied and trained, with no gradient held from an earlier micro-batch. Measured: Llama-3-8B
     full SFT, 2x1, GC on, 78.1 GiB allocated against 80.1 estimated with it (its 1.96 GiB)."""
