@@ -15,6 +15,7 @@ from cfgopt.knowledge.model_shapes import ModelShape, shape_for
 from cfgopt.knowledge.targets import TARGETS
 from cfgopt.memory import activations
 from cfgopt.memory import estimate as memory
+from cfgopt.memory.buffers import AUTOCAST_COPIES
 
 L8 = shape_for("meta-llama/Meta-Llama-3-8B")
 L1 = ModelShape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True)  # the 1.24B probe of rocm_perf §5.3
@@ -60,7 +61,7 @@ def test_full_finetune_1b_points() -> None:
     # 18 bytes/parameter without checkpointing (autocast's weight copies held), 16 with it (measured, both)
     for extra, per_param in (({"disable_gradient_checkpointing": True}, 18), ({}, 16)):
         states = est({**full, **extra}, L1)
-        held = ("weights", "gradients", "optimizer states", memory.AUTOCAST_COPIES)
+        held = ("weights", "gradients", "optimizer states", AUTOCAST_COPIES)
         total = sum(states.gib(name) for name in held) * 2**30
         assert total == pytest.approx(per_param * L1.num_parameters)
 

@@ -26,9 +26,7 @@ from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.knowledge.targets import MAX_GPUS, Target
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.activations import (
-    EAGER_BACKWARD_BYTES,
     GC_BOUNDARY_BYTES,
-    LOGITS_BYTES_PER_VOCAB,
     Activity,
     activation_bytes,
     attention_scores_bytes,
@@ -36,25 +34,21 @@ from cfgopt.memory.activations import (
 )
 from cfgopt.memory.base import GIB, HOST, PHASES, STATES, Component
 from cfgopt.memory.batch import DEFAULT_FILL, Batch, batch_of, unusable_sizes
-from cfgopt.memory.buffers import AUTOCAST_COPIES, autocast_copies, engine_fp16, held_buffers, zero3_buffers
+from cfgopt.memory.buffers import autocast_copies, engine_fp16, held_buffers, zero3_buffers
 from cfgopt.memory.config_values import attention_of, get, gradient_checkpointing_on, short_repr
 from cfgopt.memory.method import Method, largest_trainable, method_of
 from cfgopt.memory.result import HEADROOM, MemoryEstimate
 from cfgopt.memory.states import States, late_embedding_gradient, model_states, quantization_bits
 
 __all__ = [
-    "AUTOCAST_COPIES",
     "DEFAULT_FILL",
-    "EAGER_BACKWARD_BYTES",
     "GIB",
     "HEADROOM",
     "HOST",
-    "LOGITS_BYTES_PER_VOCAB",
     "PHASES",
     "STATES",
     "Component",
     "MemoryEstimate",
-    "attention_of",
     "estimate",
     "max_micro_batch",
     "unusable_sizes",
