@@ -1,4 +1,4 @@
-"""The memory model (cfgopt/memory/estimate.py), `cfgopt estimate`, and the calibration table (bench/memory)."""
+"""The memory model (cfgopt/memory/), `cfgopt estimate`, and the calibration table (bench/memory)."""
 
 from __future__ import annotations
 

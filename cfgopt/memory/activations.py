@@ -1,3 +1,10 @@
+"""What the micro-batch itself costs (`Activity`): the activations one decoder layer keeps per token for the backward
+(`layer_activation_bytes`), all layers' or, under gradient checkpointing, the checkpoint inputs and one recomputed
+layer; the logits of the loss (Liger's fused loss, Gemma 2's soft-capping, a trained lm_head's gradient); and
+eager attention's scores. Bytes unless named otherwise; docs/memory.md, "Activations" and "Logits, attention,
+masks", derives each constant.
+"""
+
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
-"""The records the memory estimate is made of, and the shape arithmetic its modules share (`cfgopt.memory.estimate`, the
-run's states and activations; `cfgopt.memory.stages`, what each training stage and method adds). Below both, so
-neither imports the other's internals. Pure arithmetic: the lint path imports it.
+"""The records the memory estimate is made of, and the shape arithmetic its modules share: the `Component` record
+and the phases, the decoder's linears (`MODULES`, `module_dims`) and parameter counts, bitsandbytes' bytes per
+quantized parameter. Below every other module of `cfgopt.memory`, so none imports another's internals to share
+them. Pure arithmetic.
 """
 
 from __future__ import annotations

@@ -1,3 +1,9 @@
+"""What one micro-batch holds (`Batch`): the stage and fine-tuning type, the micro-batch and accumulation, and the
+tokens per sequence: cutoff_len where the stage packs, else the share of it the longest batch reaches (`fill`,
+`DEFAULT_FILL`), PPO's prompt plus its response; the pairwise stages put two sequences per sample through the
+graph. docs/memory.md, "Tokens per micro-batch".
+"""
+
 from __future__ import annotations
 
 import math

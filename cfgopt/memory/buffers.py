@@ -1,3 +1,10 @@
+"""What a run allocates beside its states and activations, each a `Component` with the phases it lives in:
+neat_packing's 4D mask, ZeRO's communication buffers (ZeRO-3's gathered parameters, ZeRO-1/2's reduce and
+all-gather buckets), ZeRO-3's step moments (the clipping norm's fp64 copy, fp16's overflow check) and autocast's
+16-bit copies of fp32 weights. Bytes unless named otherwise; docs/memory.md, "Model states" (ZeRO buffers),
+"Logits, attention, masks", "ZeRO-3's step" and "Calibration", says where each constant comes from.
+"""
+
 from __future__ import annotations
 
 import math

@@ -1,3 +1,8 @@
+"""The config's values as the memory model reads them. The dict holds what LLaMA-Factory sees, every default filled
+in by the job model (`cfgopt.job.job.Job.values`), so nothing here knows a default; a count of the wrong type or
+beyond `MAX_COUNT` reads as None, and the model does not count with it.
+"""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,15 +1,17 @@
 """Peak GPU memory of a LLaMA-Factory 0.9.5 training run, per GPU, with a breakdown.
 
-`estimate(config, shape, target, gpus, deepspeed)` returns a `MemoryEstimate`: a list of `Component` records
-(name, GiB, how it was counted, the phases it lives in, source) - model states (weights, gradients, optimizer
-states, partitioned by ZeRO stage and GPU count, minus what is offloaded), activations (per layer, with and
-without gradient checkpointing), the logits of the loss, the attention scores of `eager` attention, masks and
-buffers, ZeRO-3's step moments (fp16's overflow check, the clipping norm) - whose states plus largest phase
-are the allocated peak, then an allocator margin and the runtime's own memory. What a training stage or method adds
-(reference model, PPO's models and rollout, DoRA) is counted in `cfgopt.memory.stages`, by the rules of
-`cfgopt.knowledge.methods`; the record and the phases are `cfgopt.memory.base`'s. `max_micro_batch(...)` is the largest
+`estimate(config, shape, target, gpus, deepspeed)` returns a `MemoryEstimate` (`cfgopt.memory.result`): a list of
+`Component` records (name, GiB, how it was counted, the phases it lives in, source) whose states plus largest phase
+are the allocated peak, then an allocator margin and the runtime's own memory. It reads the micro-batch
+(`cfgopt.memory.batch`) and what the method trains (`cfgopt.memory.method`), asks each concern for its part - the
+model states (`cfgopt.memory.states`: weights, gradients, optimizer states, partitioned by ZeRO stage and GPU count,
+minus what is offloaded), the activations, logits and eager scores (`cfgopt.memory.activations`), masks, buffers and
+ZeRO-3's step moments (`cfgopt.memory.buffers`), what a training stage or method adds (`cfgopt.memory.stages`:
+reference model, PPO's models and rollout, DoRA, by the rules of `cfgopt.knowledge.methods`) - puts them in the
+table's order with their phases, and says what it does not model or no measured run covers (the confidence). The
+record and the phases are `cfgopt.memory.base`'s. `max_micro_batch(...)` is the largest
 `per_device_train_batch_size` that fits with headroom. The formulas, their sources and the calibration are in
-docs/memory.md; the constants below are named there.
+docs/memory.md, which names each module's constants.
 
 Pure arithmetic over the config dict (the values LLaMA-Factory sees, every default filled in by the job model:
 `cfgopt.job.job.Job.values` / `lf_values`), a `ModelShape` and a `Target`: nothing heavy is imported, so the lint

@@ -1,3 +1,9 @@
+"""What the fine-tuning method trains (`Method`): the trained linears and the trainable parameters of LoRA (with
+DoRA's magnitudes, `cfgopt.memory.stages`), OFT, freeze and full fine-tuning, the activation bytes per layer an
+adapter adds (`LORA_DROPOUT_BYTES`, `OFT_INPUT_BYTES`), and which layers, embedding and head train.
+docs/memory.md, "Model states" (the trainable counts) and "Stages and methods".
+"""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

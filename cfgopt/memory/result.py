@@ -1,3 +1,10 @@
+"""What the memory estimate returns: `MemoryEstimate`, the components of one run's peak per GPU and the run they
+describe, and what is read off them: the phases and the allocated peak, the allocator margin and the runtime
+(`ALLOCATOR_MARGIN`, `RUNTIME_GIB`, `COMM_GIB`), the verdict against the target's memory (`HEADROOM`), the
+confidence (`CALIBRATION`), the table's rows and the JSON. docs/memory.md, "Margin and what must fit", says where
+each figure comes from.
+"""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields

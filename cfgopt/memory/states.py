@@ -1,3 +1,10 @@
+"""The model states per GPU (`States`): weights (16-bit, the fp32 trainable share, a quantized base), gradients and
+optimizer states, partitioned by the ZeRO stage and the GPU count, less what DeepSpeed offloads or a paged
+optimizer keeps in unified memory; ZeRO's step buffers (`ZERO12_STEP_BYTES`, `ZERO3_STEP_BYTES`); and the input
+embedding's gradient where the backward makes it last. Bytes unless named otherwise; docs/memory.md, "Model
+states" and "Calibration", says where each constant comes from.
+"""
+
 from __future__ import annotations
 
 import re
@@ -101,7 +108,7 @@ def model_states(
     if zero is None:
         n_params = n_opt = 1
         upcast = not pure_bf16  # LLaMA-Factory casts trainable parameters to fp32 (model/adapter.py)
-        p_bytes = 4.0 if upcast else 2.0  # autocast's 16-bit copies of fp32 weights: `autocast_copies`
+        p_bytes = 4.0 if upcast else 2.0  # autocast's 16-bit copies of fp32 weights: `buffers.autocast_copies`
         weights_trainable = trainable * p_bytes
         grads = trainable * p_bytes
         master = 0.0
