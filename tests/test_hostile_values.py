@@ -108,7 +108,7 @@ def test_flash_attn_list_is_no_crash_and_no_estimate(tmp_path: Path) -> None:
     lint = Run(["lint", "--select", "ALL", "--target", "h200", "--format", "json", "train.yaml"]).assert_clean()
     assert not any(d["code"].startswith("MEM") for d in findings(lint))  # no estimate: the memory rules stay quiet
 
-    from cfgopt.memory.estimate import attention_of
+    from cfgopt.memory.config_values import attention_of
 
     assert attention_of({"flash_attn": ["fa2"]}) == "sdpa"
 

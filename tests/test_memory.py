@@ -1,4 +1,4 @@
-"""The memory model (cfgopt/memory/estimate.py), `cfgopt estimate`, and the calibration table (bench/memory)."""
+"""The memory model (cfgopt/memory/), `cfgopt estimate`, and the calibration table (bench/memory)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from cfgopt.job.job import lf_values
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.model_shapes import ModelShape, shape_for
 from cfgopt.knowledge.targets import TARGETS
+from cfgopt.memory import activations
 from cfgopt.memory import estimate as memory
+from cfgopt.memory.buffers import AUTOCAST_COPIES
 
 L8 = shape_for("meta-llama/Meta-Llama-3-8B")
 L1 = ModelShape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True)  # the 1.24B probe of rocm_perf §5.3
@@ -59,7 +61,7 @@ def test_full_finetune_1b_points() -> None:
     # 18 bytes/parameter without checkpointing (autocast's weight copies held), 16 with it (measured, both)
     for extra, per_param in (({"disable_gradient_checkpointing": True}, 18), ({}, 16)):
         states = est({**full, **extra}, L1)
-        held = ("weights", "gradients", "optimizer states", memory.AUTOCAST_COPIES)
+        held = ("weights", "gradients", "optimizer states", AUTOCAST_COPIES)
         total = sum(states.gib(name) for name in held) * 2**30
         assert total == pytest.approx(per_param * L1.num_parameters)
 
@@ -106,8 +108,8 @@ def test_calibration_table_meets_the_target_leaving_each_family_out() -> None:
     assert len(rows) >= compare.MIN_RUNS and len({r["family"] for r in rows}) >= compare.MIN_FAMILIES
     compare.leave_one_family_out(rows)
     assert compare.meets_target(rows), compare.table(rows)
-    # the refit leaves cfgopt.memory.estimate as shipped
-    assert memory.LOGITS_BYTES_PER_VOCAB == 12
+    # the refit leaves the memory model as shipped
+    assert activations.LOGITS_BYTES_PER_VOCAB == 12
 
 
 def test_issue_16_qwen3_points_within_ten_percent() -> None:

@@ -1,6 +1,6 @@
 """The memory estimate's numbers, pinned: every figure of a few hundred estimates (the fixtures' and bench's
 training YAMLs with a known model, each on 1 and 8 GPUs and with the knobs the model reads turned) is stored in
-tests/data/memory_golden.json and must come out the same. A refactor of cfgopt/memory/estimate.py keeps them all; a
+tests/data/memory_golden.json and must come out the same. A refactor of cfgopt/memory/ keeps them all; a
 change to the model's arithmetic regenerates the file and says which cases moved and why (`git diff` shows it).
 
 Regenerate: `python tests/test_memory_golden.py --write [--corpus DIR ...]` (DIR: more folders of LLaMA-Factory

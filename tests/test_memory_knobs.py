@@ -6,7 +6,9 @@ from __future__ import annotations
 from test_memory_stages import BASE, GIB, component, est, names
 
 from cfgopt.knowledge.model_shapes import shape_for
-from cfgopt.memory import estimate as memory
+from cfgopt.memory.activations import EAGER_BACKWARD_BYTES
+from cfgopt.memory.base import STATES
+from cfgopt.memory.buffers import AUTOCAST_COPIES
 
 MISTRAL = shape_for("mistralai/Mistral-7B-v0.1")
 FULL = {**BASE, "finetuning_type": "full", "cutoff_len": 2048, "packing": True, "per_device_train_batch_size": 2}
@@ -53,20 +55,20 @@ def test_autocast_weight_copies_where_the_backward_keeps_them() -> None:
     §5.3); with it, through the backward when accumulation holds gradients (Qwen2.5-7B full SFT at 1x8, 2x4, 4x2
     measured 13-16 GiB over an estimate without them), and not at all with accumulation 1."""
     accum = {**FULL, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8}
-    copies = component(est(accum, QWEN25_7B), memory.AUTOCAST_COPIES)
+    copies = component(est(accum, QWEN25_7B), AUTOCAST_COPIES)
     assert copies.phases == ("backward",)
     assert abs(copies.gib * GIB - 2 * QWEN25_7B.num_parameters) < 0.01 * GIB
     assert "accumulation with checkpointing" in est(accum, QWEN25_7B).confidence_line()
     no_gc = est({**accum, "disable_gradient_checkpointing": True}, QWEN25_7B)
-    assert component(no_gc, memory.AUTOCAST_COPIES).phases == (memory.STATES,)
+    assert component(no_gc, AUTOCAST_COPIES).phases == (STATES,)
     assert "accumulation with checkpointing" not in no_gc.confidence_line()
     for other in (
         {**accum, "gradient_accumulation_steps": 1},  # no gradient held from an earlier micro-batch
         {**accum, "bf16": False, "pure_bf16": True},  # no fp32 weights to cast
         {**accum, "finetuning_type": "lora"},
     ):
-        assert memory.AUTOCAST_COPIES not in names(est(other, QWEN25_7B))
-    assert memory.AUTOCAST_COPIES not in names(est(accum, QWEN25_7B, ds={"zero_optimization": {"stage": 2}}))
+        assert AUTOCAST_COPIES not in names(est(other, QWEN25_7B))
+    assert AUTOCAST_COPIES not in names(est(accum, QWEN25_7B, ds={"zero_optimization": {"stage": 2}}))
 
 
 def test_the_input_embeddings_gradient_is_made_last() -> None:
@@ -83,4 +85,4 @@ def test_the_input_embeddings_gradient_is_made_last() -> None:
 def test_eager_under_checkpointing_counts_one_layers_scores_once() -> None:
     e = est({**FULL, "flash_attn": "disabled"}, LLAMA3_8B)
     scores = LLAMA3_8B.num_attention_heads * 2 * 2048 * 2048  # 2 packed rows of 2048 tokens
-    assert abs(component(e, "attention scores").gib * GIB - scores * memory.EAGER_BACKWARD_BYTES) < 0.01 * GIB
+    assert abs(component(e, "attention scores").gib * GIB - scores * EAGER_BACKWARD_BYTES) < 0.01 * GIB

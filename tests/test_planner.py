@@ -86,8 +86,9 @@ def test_no_default_is_kept_outside_the_job() -> None:
 
     assert not hasattr(memory, "DEFAULTS") and not hasattr(lf, "LF") and not hasattr(ds, "DS")
     from cfgopt.job import job
+    from cfgopt.memory import batch
 
-    assert not hasattr(memory, "packing_on") or memory.packing_on is job.packing_on  # one definition, both read it
+    assert batch.packing_on is job.packing_on  # one definition, both read it (the memory model in its micro-batch)
 
 
 # ---------------------------------------------------------------- the plan

@@ -9,10 +9,10 @@ or "tokens_per_micro_batch". Without either, an unpacked run's tokens come from 
 token counts, else the estimator's default fill. Prints a Markdown table (estimate vs measured allocated
 peak, error per row, median absolute error, worst) and, with --write, writes bench/memory/results.md.
 
-Leave one family out: the constants of cfgopt/memory/estimate.py that are fitted to measurements (`FITTED`; every other
-term is derived from the code, docs/memory.md) are refitted on the runs of all other families, and the runs
-of the family left out are estimated with those values, so the figure says how the model does on a family it
-never saw. Exit 0 when both the shipped model and the leave-one-family-out errors meet the target (median
+Leave one family out: the constants of cfgopt/memory/ that are fitted to measurements (`FITTED`; every other term
+is derived from the code, docs/memory.md) are refitted on the runs of all other families, and the runs of the
+family left out are estimated with those values, so the figure says how the model does on a family it never
+saw. Exit 0 when both the shipped model and the leave-one-family-out errors meet the target (median
 <= 5%, worst <= 15%) over at least 40 runs and 4 families.
 """
 
@@ -25,6 +25,7 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,7 @@ from cfgopt.knowledge.model_shapes import _from_config, shape_for  # noqa: E402
 from cfgopt.knowledge.packing import packing_on  # noqa: E402
 from cfgopt.knowledge.schema import llamafactory  # noqa: E402
 from cfgopt.knowledge.targets import TARGETS  # noqa: E402
+from cfgopt.memory import activations, states  # noqa: E402
 from cfgopt.memory import estimate as memory  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -89,17 +91,22 @@ def _fill(config: dict[str, Any], meta: dict[str, Any], report: dict[str, Any]) 
     return None, f"default fill {memory.DEFAULT_FILL:.0%}"
 
 
+def _home(name: str) -> ModuleType:
+    """The module whose formulas read the fitted constant `name`: a refit replaces it there."""
+    return next(module for module in (activations, states) if hasattr(module, name))
+
+
 @contextlib.contextmanager
 def constants(values: dict[str, float]):
-    """cfgopt.memory.estimate with some fitted constants replaced (the leave-one-family-out refit)."""
-    saved = {k: getattr(memory, k) for k in values}
+    """The memory model with some fitted constants replaced (the leave-one-family-out refit)."""
+    saved = {k: getattr(_home(k), k) for k in values}
     try:
         for key, value in values.items():
-            setattr(memory, key, value)
+            setattr(_home(key), key, value)
         yield
     finally:
         for key, value in saved.items():
-            setattr(memory, key, value)
+            setattr(_home(key), key, value)
 
 
 def compare_one(path: Path) -> dict[str, Any]:
@@ -188,7 +195,7 @@ def _errors(rows: list[dict[str, Any]]) -> list[float]:
 
 def fit(rows: list[dict[str, Any]], sweeps: int = 2) -> dict[str, float]:
     """Coordinate descent over FITTED's grids, minimising the squared relative errors on `rows`."""
-    values = {k: float(getattr(memory, k)) for k in FITTED}
+    values = {k: float(getattr(_home(k), k)) for k in FITTED}
 
     def cost(candidate: dict[str, float]) -> float:
         with constants(candidate):
@@ -257,7 +264,7 @@ def family_table(rows: list[dict[str, Any]], fitted: dict[str, dict[str, float]]
     ]
     for family, values in fitted.items():
         errors = [abs(r["lofo_error"]) for r in rows if r["family"] == family]
-        changed = {k: v for k, v in values.items() if v != getattr(memory, k)}
+        changed = {k: v for k, v in values.items() if v != getattr(_home(k), k)}
         text = ", ".join(f"{k} {v:g}" for k, v in changed.items()) or "the shipped values"
         lines.append(f"| {family} | {len(errors)} | {statistics.median(errors):.1%} | {max(errors):.1%} | {text} |")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
-"""The records the memory estimate is made of, and the shape arithmetic its modules share (`cfgopt.memory.estimate`, the
-run's states and activations; `cfgopt.memory.stages`, what each training stage and method adds). Below both, so
-neither imports the other's internals. Pure arithmetic: the lint path imports it.
+"""The records the memory estimate is made of, and the shape arithmetic its modules share: the `Component` record
+and the phases, the decoder's linears (`MODULES`, `module_dims`) and parameter counts, bitsandbytes' bytes per
+quantized parameter. Below every other module of `cfgopt.memory`, so none imports another's internals to share
+them. Pure arithmetic.
 """
 
 from __future__ import annotations
@@ -86,3 +87,14 @@ def model_bytes(shape: ModelShape, bits: int | None, method: str = "bnb", double
     linears = min(linear_params(shape), shape.num_parameters)
     per = quantized_bytes_per_param(bits, method, double_quantization)
     return linears * per + (shape.num_parameters - linears) * 2.0
+
+
+MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def layer_params(shape: ModelShape) -> int:
+    return (shape.num_parameters - embedding_params(shape) - shape.hidden_size) // shape.num_hidden_layers
+
+
+def embedding_params(shape: ModelShape) -> int:
+    return shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
