@@ -143,3 +143,21 @@ def test_tune_prunes_by_the_data_it_trains_on(tmp_path, monkeypatch):
     _, measured = fits(data_fill=job.data_fill)(config)
     assert measured < assumed
     assert measured == pytest.approx(job.estimate(1).peak_gib)
+
+
+def test_tune_ranks_by_the_data_only_where_its_runs_train_on_it(tmp_path, monkeypatch):
+    from cfgopt.plan import space
+    from cfgopt.tune.command import _data_factor
+
+    job, folder = _job(tmp_path, "short")
+    monkeypatch.chdir(folder)
+
+    class OwnData:
+        def trains_on_job_data(self) -> bool:
+            return True
+
+    assert _data_factor(job, object()) is None  # synthetic stand-ins: the priors' own lengths
+    factor = _data_factor(job, OwnData())
+    base = space.baseline_knobs(job.values(), None)
+    assert factor(base) < 0.5  # 38-token samples: an unpacked 4-sample micro-batch is mostly idle GPU
+    assert factor(base._replace(packing=True)) == 1.0  # packs of 2048, as the reference's

@@ -198,6 +198,21 @@ def test_baseline_first_then_by_prior() -> None:
     assert top.packing and top.liger and not top.gc and top.micro == 16 and top.attn == "sdpa"
 
 
+def test_a_prior_factor_reorders_the_candidates() -> None:
+    """The planner's data term (where the runs train on the job's own data) ranks tune's candidates too: on data
+    whose samples fill their micro-batches, unpacked candidates move up."""
+    _, cands = make(cfg(), allow_packing=True)
+    runner = FakeRunner(capacity=1e9)
+
+    def unpacked_first(k) -> float:
+        return 1.0 if k.packing else 100.0
+
+    search.search(cands, runner, budget_s=1e9, patience=0, learn=0, prior_factor=unpacked_first)
+    assert not runner.calls[1].packing
+    priors = [search.prior_speed(k) * unpacked_first(k) for k in runner.calls[1:-1]]
+    assert priors == sorted(priors, reverse=True)
+
+
 def test_measurements_correct_the_prior_ranking() -> None:
     def slow_liger(
         c: search.Candidate,

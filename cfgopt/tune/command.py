@@ -45,6 +45,7 @@ def _tune(args: argparse.Namespace, job: Any, session: Session, work: Path, warm
         min_gain=args.min_gain,
         on_event=say,
         memory_note=memory_note,
+        prior_factor=_data_factor(job, session),
     )
     print(report.table(result, on_cpu=not platform.cuda))
     plan = None
@@ -59,6 +60,18 @@ def _tune(args: argparse.Namespace, job: Any, session: Session, work: Path, warm
     if args.json is not None:
         report.write_json(args, result, platform, plan.changes if plan else {}, gpus, warmup, memory_note)
     return code
+
+
+def _data_factor(job: Any, session: Session) -> Any:
+    """The planner's data term (cfgopt.plan.data_speed) where the runs train on the job's own local data, so
+    that tune ranks its candidates as the plan did; None for synthetic stand-ins (their lengths are the
+    priors' own)."""
+    if not getattr(session, "trains_on_job_data", lambda: False)():
+        return None
+    from cfgopt.plan.planner import data_term_of
+
+    data = data_term_of(job)
+    return data.factor if data is not None else None
 
 
 def run(args: argparse.Namespace, session: Session | None = None) -> int:

@@ -224,11 +224,13 @@ def search(
     learn: float = 1.0,
     on_event: Callable[[str], None] | None = None,
     memory_note: str = "",
+    prior_factor: Callable[[Knobs], float] | None = None,
 ) -> SearchResult:
     """Run the baseline (candidates[0] or the one marked `baseline`), then the rest best first.
 
     - memory: every non-baseline candidate that `fits` says will not fit is pruned before any run;
-    - ranking: by `prior_speed` corrected by what the runs so far measured (`Corrections`), then the smaller
+    - ranking: by `prior_speed` (times `prior_factor`: the planner's data term where the runs train on the job's
+      own data) corrected by what the runs so far measured (`Corrections`), then the smaller
       estimated peak, then fewer changes from the baseline; re-ranked after every measured run;
     - budget: a run starts only while the run seconds used so far plus the median run stay within `budget_s`;
       cached results count with the seconds they took, so an interrupted search, run again, replays its
@@ -241,6 +243,7 @@ def search(
     wins only if it is `min_gain` faster than the baseline.
     """
     run = _Search(measure, fits, cache or ResultCache(None), on_event or (lambda _line: None), gpus, learn)
+    run.prior_factor = prior_factor
     run.budget_s, run.patience, run.improve = budget_s, patience, improve
     rows, base_row = run.run(candidates)
     winner = _winner(rows, base_row, min_gain, tie)
@@ -294,6 +297,7 @@ class _Search:
     budget_s = 1800.0
     patience = 6
     improve = 0.01
+    prior_factor: Callable[[Knobs], float] | None = None
 
     def __init__(
         self,
@@ -340,6 +344,8 @@ class _Search:
         base.baseline = True
         for c in candidates:
             c.prior = prior_speed(c.knobs, self.gpus, methods.stage_of(c.resolved))
+            if self.prior_factor is not None:
+                c.prior *= self.prior_factor(c.knobs)
             ok, est = self.fits(c.resolved)
             c.est_peak_gib = est
             if c is base:

@@ -135,8 +135,12 @@ class RealSession:
         assets = self._plan()
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))
-        own_data = assets.dataset_dir is None  # the job's own dataset, not a synthetic stand-in
+        own_data = self.trains_on_job_data()
         return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill, self.data_fill if own_data else None)
+
+    def trains_on_job_data(self) -> bool:
+        """Do the runs train on the job's own local dataset (not a synthetic stand-in)?"""
+        return self._plan().dataset_dir is None
 
 
 def real_session(args: argparse.Namespace, job: Any, work: Path, warmup: int, gpus: int, say, probed) -> Session:
