@@ -269,7 +269,7 @@ def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:
     (tmp_path / "z3.json").write_text(json.dumps({"zero_optimization": {"stage": 3}}))
     plan = plan_for(_job(tmp_path, "deepspeed: z3.json\n", target=None))
     assert plan is not None and plan.est_gib is None
-    why = "no DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
+    why = "dropping DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
     assert why in plan.notes and plan.description().endswith(why)
 
 

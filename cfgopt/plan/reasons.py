@@ -55,7 +55,16 @@ def rejection_words(name: str, k: Knobs, rejection: Rejection, best: Knobs) -> s
     (LLaMA-Factory)"; for a candidate rejected as a whole (memory), with what else it changes from `best`."""
     others = [value_words(n, k) for n in k.changes(best) if n != name and rejection.knob is None]
     also = f" (with {', '.join(others)})" if others else ""
-    return f"{value_words(name, k)} not planned: {rejection.why}{also}"
+    words = value_words(name, k)
+    return f"{_AS_A_CHANGE.get(words, words)} not planned: {rejection.why}{also}"
+
+
+# A value that is an absence reads as the change it makes ("no DeepSpeed not planned" said the opposite)
+_AS_A_CHANGE = {
+    "no DeepSpeed": "dropping DeepSpeed",
+    "no packing": "packing off",
+    "no Liger kernels": "Liger kernels off",
+}
 
 
 def why_not(
