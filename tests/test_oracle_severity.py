@@ -55,6 +55,10 @@ CITED: dict[str, str] = {
     "template to use.` (the CPU oracle runs 0.9.5, which picks a default template; confirmed with 0.9.1)",
     "LF042/launch-yaml-with-template/notemplate.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: "
     "`Please specify which template to use.` (as LF042/release-091: the oracle runs 0.9.5)",
+    "LF002/pyyaml-float-093/train.yaml": "llamafactory 0.9.3 hparams/parser.py L65 reads the YAML with "
+    "`yaml.safe_load`, for which `1e-4` is the string '1e-4'; `parse_dict` passes it on and the optimizer's "
+    "`0.0 <= lr` raises TypeError at Trainer creation (LLaMA-Factory #4149; the CPU oracle runs 0.9.5, which reads "
+    "the file with OmegaConf: a float)",
     "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
     "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check; confirmed with 0.9.4)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "

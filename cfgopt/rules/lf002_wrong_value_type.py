@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from cfgopt.knowledge import schema
@@ -30,6 +31,32 @@ def _string_switch_crashes(key: str, value: str, version: str) -> bool:
     return key == "use_badam"
 
 
+# Up to 0.9.3 LLaMA-Factory read a YAML config with PyYAML's `yaml.safe_load` (0.9.0-0.9.2 through
+# `HfArgumentParser.parse_yaml_file`, 0.9.3 directly); from 0.9.4 with `OmegaConf.load`, whose float resolver also
+# takes `1e-4`. PyYAML's YAML 1.1 float needs a dot and a signed exponent, so `1e-4` was the string '1e-4'.
+FIRST_OMEGACONF_LOAD = (0, 9, 4)
+_EXPONENT = re.compile(r"([-+]?)([0-9][0-9_]*)(?:\.([0-9_]*))?([eE])([-+]?)([0-9]+)")
+
+
+def _pyyaml_string(text: str) -> bool:
+    """Does PyYAML's safe loader read this plain scalar as a string (where OmegaConf reads a float)?"""
+    import yaml  # the loader's own dependency, already imported on the lint path
+
+    try:
+        return isinstance(yaml.safe_load(text), str)
+    except yaml.YAMLError:
+        return False
+
+
+def _yaml11_float(text: str) -> str | None:
+    """`1e-4` as both readers take it for a float: `1.0e-4` (None where the text is not of that form)."""
+    m = _EXPONENT.fullmatch(text)
+    if m is None:
+        return None
+    sign, whole, fraction, e, exp_sign, exponent = m.groups()
+    return f"{sign}{whole}.{fraction or '0'}{e}{exp_sign or '+'}{exponent}"
+
+
 def _as_number(text: str) -> int | float | None:
     try:
         return int(text)
@@ -57,7 +84,8 @@ class WrongValueType(Rule):
         "Quoted numbers: when the value is first used, often after tokenisation and model load "
         "(LLaMA-Factory #4149: `TypeError: '<=' not supported`). Strings for booleans: never; the run is wrong. "
         "Command line: at once, argparse exit 2. From 0.9.2, a string in `use_badam` (or one that is no integer "
-        "in `use_galore` / `use_apollo`) stops the start-up checks: they add the three switches up."
+        "in `use_galore` / `use_apollo`) stops the start-up checks: they add the three switches up. Up to 0.9.3, "
+        "an unquoted `1e-4` too: those releases read YAML with PyYAML, for which it is a string."
     )
     evidence = (
         "transformers 5.6.0 hf_argparser.py `parse_dict`: `obj = dtype(**inputs)`, no conversion",
@@ -65,10 +93,14 @@ class WrongValueType(Rule):
         "docs/evidence/llamafactory.md §1.4, reproduced with the real 0.9.5 parser",
         "llamafactory 0.9.5 hparams/finetuning_args.py L598 (0.9.2 L483): "
         "`int(self.use_galore) + int(self.use_apollo) + (self.use_badam) > 1`",
+        "llamafactory 0.9.3 hparams/parser.py L65 `yaml.safe_load(...)` (0.9.0-0.9.2: transformers "
+        "`HfArgumentParser.parse_yaml_file`, also `yaml.safe_load`); 0.9.4 L75 `OmegaConf.load`: PyYAML reads "
+        "`1e-4` as a string, OmegaConf as a float",
     )
     example = 'learning_rate: "1e-4"  ->  learning_rate: 1.0e-4\nbf16: "false"          ->  bf16: false'
     fix_safety = (
-        "Safe: unquoting a quoted number, or a quoted GaLore / APOLLO / BAdam switch that stops the start-up (it can "
+        "Safe: unquoting a quoted number, `1e-4` written `1.0e-4` for a release that reads YAML with PyYAML (the "
+        "same float to every reader), or a quoted GaLore / APOLLO / BAdam switch that stops the start-up (it can "
         "only crash as it is). Unsafe: another quoted boolean, because the run currently behaves as `true` and the "
         "fix changes that to what the text says."
     )
@@ -88,7 +120,9 @@ class WrongValueType(Rule):
             if isinstance(value, (list, dict)) and not {"list", "dict", "any"} & set(spec.types):
                 yield self._container_value(ctx, entry, spec)
                 continue
-            if spec.is_bool and isinstance(value, str):
+            if isinstance(value, float) and not node.style and self._read_as_string(ctx, node):
+                yield self._pyyaml_float(ctx, entry)
+            elif spec.is_bool and isinstance(value, str):
                 yield self._string_boolean(ctx, entry, value)
             elif spec.numeric_only and isinstance(value, str):
                 yield self._string_number(ctx, entry, spec, value)
@@ -138,6 +172,31 @@ class WrongValueType(Rule):
                         safe=True,
                     ),
                 )
+
+    @staticmethod
+    def _read_as_string(ctx: Context, node) -> bool:
+        """A plain float that LLaMA-Factory's YAML reader of the judged release takes for a string."""
+        if version_key(ctx.settings.lf_schema.version)[:3] >= FIRST_OMEGACONF_LOAD:
+            return False
+        return _pyyaml_string(ctx.source.document.text[node.start : node.end])
+
+    def _pyyaml_float(self, ctx: Context, entry: Entry) -> Diagnostic:
+        """`learning_rate: 1e-4` under a release that read YAML with PyYAML: the string '1e-4'."""
+        node = entry.node
+        text = ctx.source.document.text[node.start : node.end]
+        written = _yaml11_float(text)
+        edit = [edits.Edit(node.start, node.end, written)] if written else None
+        fix = self.fix(f"Write `{written}`", edit, safe=True) if written else None
+        return self.at_entry(
+            ctx,
+            entry,
+            f"`{entry.key}: {text}` is the string {text!r} to {ctx.lf_label}, which reads YAML with PyYAML (YAML "
+            f"1.1: a float needs a dot and a signed exponent{f', `{written}`' if written else ''}; OmegaConf reads "
+            "it as a float from 0.9.4): it passes the string on unconverted and the run crashes where it is first "
+            "used",
+            on="value",
+            fix=fix,
+        )
 
     def _string_number(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, value: str) -> Diagnostic:
         """A number written as a string (`"1e-4"`): unquoted when it reads as the field's type."""
