@@ -120,7 +120,7 @@ class WrongValueType(Rule):
             if isinstance(value, (list, dict)) and not {"list", "dict", "any"} & set(spec.types):
                 yield self._container_value(ctx, entry, spec)
                 continue
-            if isinstance(value, float) and not node.style and self._read_as_string(ctx, node):
+            if spec.numeric_only and isinstance(value, float) and not node.style and self._read_as_string(ctx, node):
                 yield self._pyyaml_float(ctx, entry)
             elif spec.is_bool and isinstance(value, str):
                 yield self._string_boolean(ctx, entry, value)
