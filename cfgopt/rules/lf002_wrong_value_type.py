@@ -158,7 +158,11 @@ class WrongValueType(Rule):
                     on="key",
                     severity=Severity.WARNING,
                 )
-            elif spec.types in (("str",), ("null", "str"), ("str", "null")) and isinstance(value, (bool, int, float)):
+            elif (
+                spec.types in (("str",), ("null", "str"), ("str", "null"))
+                and isinstance(value, (bool, int, float))
+                and not (isinstance(value, float) and not node.style and self._read_as_string(ctx, node))
+            ):
                 yield self.at_entry(
                     ctx,
                     entry,
