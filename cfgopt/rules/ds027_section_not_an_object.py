@@ -1,28 +1,35 @@
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
+from typing import Any
 
+from cfgopt.knowledge.schema import SCHEMA_DIR
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
-from cfgopt.text.source import Kind
+from cfgopt.text.source import Entry, Kind
 
-# The sections both readers take as objects: the HF Trainer walks the dotted paths of its "auto" keys with `.get`
-# (optimizer.params.*, scheduler.params.*, fp16.enabled, bf16.enabled, zero_optimization.stage), DeepSpeed calls
-# `.keys()` on optimizer / scheduler and `**` on fp16 / bf16 / bfloat16 / zero_optimization and scheduler.params.
-# A boolean `zero_optimization` is DS013's (DeepSpeed's deprecated stage form); JSON null is "absent" to both.
-SECTIONS = (
-    ("optimizer",),
-    ("optimizer", "params"),
-    ("scheduler",),
-    ("scheduler", "params"),
-    ("fp16",),
-    ("bf16",),
-    ("bfloat16",),
-    ("zero_optimization",),
-)
+# The HF Trainer (every LLaMA-Factory run) fills its "auto" keys by walking these dotted paths with `.get`
+# (optimizer.params.*, scheduler.params.*, fp16.enabled, bf16.enabled, zero_optimization.stage): any value there
+# that is neither an object nor null stops it, whatever the DeepSpeed release. `zero_optimization` is DS005's
+# (a value that is not a block) and DS013's (a boolean: DeepSpeed's deprecated stage form).
+HF_WALKED = (("optimizer",), ("optimizer", "params"), ("scheduler",), ("scheduler", "params"), ("fp16",), ("bf16",))
 PRECISION = {"fp16", "bf16", "bfloat16"}
-_PY_TYPE = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}
+OTHER_RULES = frozenset({"zero_optimization"})
+
+
+@functools.lru_cache(maxsize=1)
+def _probed() -> dict[str, Any]:
+    """What each DeepSpeed release's config reader raises for a block that is not an object, by value kind
+    (scripts/probe_ds_sections.py ran it: cfgopt/knowledge/schemas/ds-section-values.json)."""
+    return json.loads((SCHEMA_DIR / "ds-section-values.json").read_text(encoding="utf-8"))
+
+
+def kind_of(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return {int: "int", float: "float", str: "str", list: "list"}.get(type(value), type(value).__name__)
 
 
 class SectionNotAnObject(Rule):
@@ -30,59 +37,81 @@ class SectionNotAnObject(Rule):
     name = "section-not-an-object"
     severity = Severity.ERROR
     kinds = frozenset({Kind.DEEPSPEED})
-    triggers = frozenset(path[0] for path in SECTIONS)
-    summary = 'A DeepSpeed section that must be an object is a boolean, number, string or list (`"bf16": true`)'
+    summary = "A DeepSpeed block that must be an object is null, a boolean, a number, a string or a list"
     why = (
-        'Confidence: certain (both readers run on each value). `"bf16": true` reads like a switch, but both readers '
-        "of the file take `bf16`, `fp16`, `optimizer`, `scheduler` (and their `params`) and `zero_optimization` as "
-        'objects: the HF Trainer (LLaMA-Factory\'s path) fills its "auto" keys by walking dotted paths with '
-        "`.get` and DeepSpeed builds its config models from them with `**`. Write the switch inside: "
-        '`"bf16": {"enabled": true}`. A boolean `zero_optimization` is DS013 (DeepSpeed reads it as a stage).'
+        'Confidence: certain (the real readers ran on each value). `"bf16": true` reads like a switch and '
+        '`"tensorboard": null` like "off", but the readers of the file take these blocks as objects: the HF Trainer '
+        '(LLaMA-Factory\'s path) fills its "auto" keys by walking `optimizer.params`, `scheduler.params`, '
+        "`fp16`, `bf16` with `.get`, and DeepSpeed's config reader builds each block with `**`, `.get`, `.keys()` "
+        "or a pydantic model. Which values each release rejects is not read by hand: scripts/probe_ds_sections.py "
+        "runs DeepSpeedConfig on every value kind of every block (cfgopt/knowledge/schemas/ds-section-values.json). "
+        'Write the switch inside (`"bf16": {"enabled": true}`), or remove the block. Releases not probed are judged '
+        "on the HF Trainer's paths only."
     )
     fails_when = (
-        "Under LLaMA-Factory / the HF Trainer: at TrainingArguments creation (seconds), "
-        "`AttributeError: 'bool' object has no attribute 'get'` (the value's type named). Under the bare DeepSpeed "
-        "launcher: at DeepSpeedConfig construction, `TypeError: DeepSpeedBF16Config() argument after ** must be a "
-        "mapping, not bool` (fp16 / bf16 / bfloat16 / zero_optimization) or `AttributeError: 'bool' object has no "
-        "attribute 'keys'` (optimizer / scheduler); `scheduler.params` at `deepspeed.initialize` (`**` again)."
+        "The HF Trainer's paths: at TrainingArguments creation (seconds), `AttributeError: 'bool' object has no "
+        "attribute 'get'` (the value's type named). Any other block: at `deepspeed.initialize`, after the model is "
+        "loaded and the data tokenised, with the error the probe recorded (`TypeError: ... argument after ** must "
+        "be a mapping`, `AttributeError: 'NoneType' object has no attribute 'get'`, a pydantic ValidationError)."
     )
     evidence = (
         "transformers 5.6.0 integrations/deepspeed.py `HfTrainerDeepSpeedConfig.fill_match` -> accelerate 1.11.0 "
-        "utils/deepspeed.py `find_config_node` (config.get on each node), reproduced for every section here with "
+        "utils/deepspeed.py `find_config_node` (config.get on each node), reproduced for every path with "
         "`HfTrainerDeepSpeedConfig(cfg).trainer_config_process(TrainingArguments(...))`",
-        "deepspeed 0.19.8 runtime/config.py `get_bfloat16_config` / `get_fp16_config` (`**`), `get_optimizer_name` and "
-        "`get_scheduler_name` (`.keys()`), reproduced with `DeepSpeedConfig({... 'bf16': True})`",
+        "deepspeed 0.19.8 runtime/config.py `DeepSpeedConfig._initialize_params` and the `get_*_config` readers: "
+        "run on each block and value kind by scripts/probe_ds_sections.py",
         "deepspeed 0.14.5-0.16.4 runtime/config.py `get_fp16_enabled` / `get_bfloat16_enabled` -> `get_scalar_param` "
         "(`.get` on the value)",
     )
     example = '"bf16": true   ->  "bf16": {"enabled": true}'
     fix_safety = (
         'Safe for `fp16` / `bf16` / `bfloat16` given a boolean or "auto": it becomes `{"enabled": VALUE}`, the one '
-        "meaning the switch can have (the file cannot run as written). No fix otherwise (what the section should "
-        "hold is the user's to say)."
+        "meaning the switch can have (the file cannot run as written). No fix otherwise (what the block should "
+        "hold, or whether it should go, is the user's to say)."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        for path in SECTIONS:
-            found = src.find(path)
-            if found is None:
-                continue
-            value = found.node.value
-            if value is None or found.node.is_mapping or (path == ("zero_optimization",) and isinstance(value, bool)):
-                continue
-            kind = _PY_TYPE.get(type(value), type(value).__name__)
-            dotted = ".".join(path)
-            fix = None
-            if path[0] in PRECISION and (isinstance(value, bool) or value == "auto"):
-                text = f'{{"enabled": {json.dumps(value)}}}'
-                fix = self.fix(f"Write {text}", [Edit(found.node.start, found.node.end, text)], safe=True)
-            yield self.at_entry(
-                ctx,
-                found,
-                f"`{dotted}` is {json.dumps(value)[:40]}, not an object: the HF Trainer (LLaMA-Factory's path) stops "
-                f"at start-up with `AttributeError: '{kind}' object has no attribute 'get'`, and {ctx.ds_label} "
-                "rejects it too" + ('; the switch goes inside: `{"enabled": ...}`' if path[0] in PRECISION else ""),
-                on="value",
-                fix=fix,
+        probed = _probed().get(ctx.settings.ds_schema.version, {}).get("sections", {})
+        for entry in src.root.entries or () if src.root is not None and src.root.is_mapping else ():
+            yield from self._judge(ctx, entry, (entry.key,), probed.get(entry.key, {}))
+        for path in HF_WALKED:
+            if len(path) > 1 and (found := src.find(path)) is not None:
+                yield from self._judge(ctx, found, path, {})
+
+    def _judge(self, ctx: Context, entry: Entry, path: tuple[str, ...], probed: dict[str, str]) -> Iterator[Diagnostic]:
+        node = entry.node
+        if node.is_mapping:
+            return
+        value, kind, dotted = node.value, kind_of(node.value), ".".join(path)
+        if dotted in OTHER_RULES:
+            return
+        walked = path in HF_WALKED and value is not None
+        if not walked and kind not in probed:
+            return
+        shown = json.dumps(value)[:40] if isinstance(value, (type(None), bool, int, float, str, list)) else repr(value)
+        if walked:
+            name = "bool" if isinstance(value, bool) else kind
+            said = (
+                f"the HF Trainer (LLaMA-Factory's path) stops at start-up with `AttributeError: '{name}' object has "
+                "no attribute 'get'`" + (f", and {ctx.ds_label} rejects it too" if kind in probed else "")
             )
+        else:
+            when = "at `deepspeed.initialize` (after model load and tokenisation)"
+            said = f"{ctx.ds_label} stops {when} with `{probed[kind]}`"
+        fix = None
+        if path[0] in PRECISION and len(path) == 1 and (isinstance(value, bool) or value == "auto"):
+            text = f'{{"enabled": {json.dumps(value)}}}'
+            fix = self.fix(f"Write {text}", [Edit(node.start, node.end, text)], safe=True)
+        yield self.at_entry(
+            ctx,
+            entry,
+            f"`{dotted}` is {shown}, not an object: {said}"
+            + (
+                '; the switch goes inside: `{"enabled": ...}`'
+                if path[0] in PRECISION
+                else "; give an object or remove it"
+            ),
+            on="value",
+            fix=fix,
+        )
