@@ -31,6 +31,12 @@ def _read(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
 
 
+def ds_section_values(version: str) -> dict[str, dict[str, str]]:
+    """What DeepSpeed `version`'s config reader raises for a top-level block that is not an object, by block and
+    value kind (scripts/probe_ds_sections.py ran it; empty for a release not probed)."""
+    return _read("ds-section-values.json").get(version, {}).get("sections", {})
+
+
 # --------------------------------------------------------------------------- shipped versions
 
 

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
-from cfgopt.knowledge.schema import SCHEMA_DIR
+from cfgopt.knowledge.schema import ds_section_values
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
 from cfgopt.text.source import Entry, Kind
@@ -17,13 +16,6 @@ from cfgopt.text.source import Entry, Kind
 HF_WALKED = (("optimizer",), ("optimizer", "params"), ("scheduler",), ("scheduler", "params"), ("fp16",), ("bf16",))
 PRECISION = {"fp16", "bf16", "bfloat16"}
 OTHER_RULES = frozenset({"zero_optimization"})
-
-
-@functools.lru_cache(maxsize=1)
-def _probed() -> dict[str, Any]:
-    """What each DeepSpeed release's config reader raises for a block that is not an object, by value kind
-    (scripts/probe_ds_sections.py ran it: cfgopt/knowledge/schemas/ds-section-values.json)."""
-    return json.loads((SCHEMA_DIR / "ds-section-values.json").read_text(encoding="utf-8"))
 
 
 def kind_of(value: Any) -> str:
@@ -72,7 +64,7 @@ class SectionNotAnObject(Rule):
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
-        probed = _probed().get(ctx.settings.ds_schema.version, {}).get("sections", {})
+        probed = ds_section_values(ctx.settings.ds_schema.version)
         for entry in src.root.entries or () if src.root is not None and src.root.is_mapping else ():
             yield from self._judge(ctx, entry, (entry.key,), probed.get(entry.key, {}))
         for path in HF_WALKED:
