@@ -16,6 +16,9 @@ Nothing is judged by hand.
 Usage::
 
     python scripts/probe_ds_sections.py          # the installed deepspeed: its entry in the file is replaced
+    # an older release (its config reader is pure Python: the installed torch serves), entries merged:
+    DS_BUILD_OPS=0 pip install --no-deps --no-build-isolation --target /tmp/ds deepspeed==0.16.4
+    PYTHONPATH=/tmp/ds python scripts/probe_ds_sections.py
 """
 
 from __future__ import annotations
