@@ -31,6 +31,17 @@ def _read(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
 
 
+# Up to 0.9.3 LLaMA-Factory read a YAML config with PyYAML's `yaml.safe_load` (0.9.0-0.9.2 through
+# `HfArgumentParser.parse_yaml_file`, 0.9.3 directly, hparams/parser.py L65); from 0.9.4 with `OmegaConf.load`
+# (L75): its float resolver also takes `1e-4`, and it rejects a repeated key that PyYAML lets the last one win.
+FIRST_OMEGACONF_LOAD = (0, 9, 4)
+
+
+def reads_yaml_with_pyyaml(llamafactory_version: str) -> bool:
+    """Did this LLaMA-Factory release read its YAML configs with PyYAML (not OmegaConf)?"""
+    return version_key(llamafactory_version)[:3] < FIRST_OMEGACONF_LOAD
+
+
 def ds_section_values(version: str) -> dict[str, dict[str, str]]:
     """What DeepSpeed `version`'s config reader raises for a top-level block that is not an object, by block and
     value kind (scripts/probe_ds_sections.py ran it; empty for a release not probed)."""

@@ -31,10 +31,8 @@ def _string_switch_crashes(key: str, value: str, version: str) -> bool:
     return key == "use_badam"
 
 
-# Up to 0.9.3 LLaMA-Factory read a YAML config with PyYAML's `yaml.safe_load` (0.9.0-0.9.2 through
-# `HfArgumentParser.parse_yaml_file`, 0.9.3 directly); from 0.9.4 with `OmegaConf.load`, whose float resolver also
-# takes `1e-4`. PyYAML's YAML 1.1 float needs a dot and a signed exponent, so `1e-4` was the string '1e-4'.
-FIRST_OMEGACONF_LOAD = (0, 9, 4)
+# PyYAML's YAML 1.1 float needs a dot and a signed exponent, so to a release that read YAML with it
+# (`schema.reads_yaml_with_pyyaml`) `1e-4` was the string '1e-4'; OmegaConf's float resolver takes it.
 _EXPONENT = re.compile(r"([-+]?)([0-9][0-9_]*)(?:\.([0-9_]*))?([eE])([-+]?)([0-9]+)")
 
 
@@ -180,7 +178,7 @@ class WrongValueType(Rule):
     @staticmethod
     def _read_as_string(ctx: Context, node) -> bool:
         """A plain float that LLaMA-Factory's YAML reader of the judged release takes for a string."""
-        if version_key(ctx.settings.lf_schema.version)[:3] >= FIRST_OMEGACONF_LOAD:
+        if not schema.reads_yaml_with_pyyaml(ctx.settings.lf_schema.version):
             return False
         return _pyyaml_string(ctx.source.document.text[node.start : node.end])
 
