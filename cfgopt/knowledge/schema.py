@@ -15,7 +15,7 @@ import json
 import math
 import operator
 import re
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -201,7 +201,7 @@ class DeepSpeedSchema:
         self._models: dict[str, Any] = {}
         self._keys: dict[str, dict[str, str]] = {}
 
-    @property
+    @cached_property
     def blocks(self) -> set[str]:
         """The top-level keys the release reads as objects: its pydantic sections and the plain blocks whose nested
         keys it reads (`activation_checkpointing.partition_activations`, ...)."""
