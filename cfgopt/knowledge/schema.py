@@ -203,10 +203,10 @@ class DeepSpeedSchema:
 
     @cached_property
     def blocks(self) -> set[str]:
-        """The top-level keys the release reads as objects: its pydantic sections and the plain blocks whose nested
-        keys it reads (`activation_checkpointing.partition_activations`, ...)."""
-        nested = {key.split(".", 1)[0] for key in (*self.plain_reads, *self.plain_defaults) if "." in key}
-        return (set(self.sections) | nested) & self.top_level_keys
+        """The top-level keys the release reads as objects: its pydantic sections (`timers.throughput` included)
+        and the plain blocks whose nested keys it reads (`activation_checkpointing.partition_activations`, ...)."""
+        plain = {key.split(".", 1)[0] for key in (*self.plain_reads, *self.plain_defaults) if "." in key}
+        return ({key.split(".", 1)[0] for key in self.sections} | plain) & self.top_level_keys
 
     def field_names(self, model: str) -> set[str]:
         """Every key a strict section accepts: field names and their aliases."""
