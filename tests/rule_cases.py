@@ -28,6 +28,17 @@ from cfgopt.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = ROOT / "fixtures" / "rules"
+# A minimal LLaMA-Factory training config with no finding of its own, for tests that add the one line they test
+TRAIN = """\
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+dataset: alpaca_en_demo
+template: llama3
+output_dir: out
+bf16: true
+"""
 META_FILES = {"case.json", "expected.txt"}
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT, run_cli
+from rule_cases import TRAIN as MINIMAL_TRAIN
 
 PACKAGE = ROOT / "cfgopt"
 OWNERS = {"cfgopt/text/user_files.py", "cfgopt/text/user_text.py"}
@@ -125,18 +126,13 @@ def test_nothing_bypasses_the_owner(kind: str, allowed: dict) -> None:
 # --------------------------------------------------------------------------- one escape for every string printed
 
 HOSTILE = "x\x1b[31m\u202e\n+++ forged"
-TRAIN = """\
-model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-dataset: alpaca_en_demo
-template: llama3
-output_dir: out
-bf16: true
+TRAIN = (
+    MINIMAL_TRAIN
+    + """\
 lr_scheduler_type: Cosine
 "x\\e[31mkey\\u202e": 1
 """
+)
 _RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 

@@ -12,23 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from rule_cases import ROOT, run_cli
+from rule_cases import ROOT, TRAIN, run_cli
 
 from cfgopt.lint.fix_check import damage
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.diagnostics import Edit
 from cfgopt.text.document import Document
 
-TRAIN = """\
-model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-dataset: alpaca_en_demo
-template: llama3
-output_dir: out
-bf16: true
-"""
 SECRET = "https://someone:ghp_SECRET_TOKEN@github.com"
 
 

@@ -12,20 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from rule_cases import ROOT, run_cli
+from rule_cases import ROOT, TRAIN, run_cli
 
 from cfgopt.knowledge import pins
 
-TRAIN = """\
-model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-dataset: alpaca_en_demo
-template: llama3
-output_dir: out
-bf16: true
-"""
 SAFE_FIX = "lr_scheduler_type: Cosine\n"  # LF003: a safe fix, to `cosine`
 LIMIT_S = 10  # a hang is minutes or forever; a start-up on a loaded 2-core machine is seconds
 

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     from cfgopt.commands import estimate_data
 
     data = estimate_data.data_of(job)
-    fill = args.fill if args.fill is not None else estimate_data.fill_from(data, job)
+    fill = args.fill if args.fill is not None else job.data_fill()
     est = memory.estimate(config, job.shape, target, gpus, ds, fill=fill)
     best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=fill)
     if args.plot is not None and not estimate_data.plot(data, job, args.plot):

@@ -25,11 +25,6 @@ def _cutoff(job: Any) -> int:
     return cutoff if isinstance(cutoff, int) and not isinstance(cutoff, bool) and cutoff > 0 else 1
 
 
-def fill_from(data: DataProfile | NotLocal | None, job: Any) -> float | None:
-    """The share of cutoff_len the run's longest sequence reaches (None: no profile, the model's default)."""
-    return job.data_fill()
-
-
 def lines(data: DataProfile | NotLocal | None, job: Any, fill: float | None, full: bool) -> list[str]:
     cutoff = _cutoff(job)
     if not isinstance(data, DataProfile) or not data.samples:

@@ -406,9 +406,12 @@ class Job:
         profile, cutoff = self.data_profile, values.get("cutoff_len")
         if not isinstance(profile, DataProfile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
             return None
-        from cfgopt.job.data_lengths import peak_fill
+        key = f"data_fill:{cutoff}"  # the planner asks for every candidate: the profile is cut once per cutoff_len
+        if key not in self.memo:
+            from cfgopt.job.data_lengths import peak_fill
 
-        return peak_fill(profile, cutoff)
+            self.memo[key] = peak_fill(profile, cutoff)
+        return self.memo[key]
 
     def sequence_basis(self) -> str:
         """Where the memory estimate's sequence length comes from, in words (the output says what it assumed)."""

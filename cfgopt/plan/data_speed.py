@@ -30,6 +30,7 @@ import random
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cfgopt.job.data_lengths import Padding
     from cfgopt.job.data_profile import DataProfile
     from cfgopt.plan.space import Knobs
 
@@ -58,15 +59,14 @@ def _reference() -> DataProfile:
 
 @functools.lru_cache(maxsize=64)
 def _reference_speed(micro: int) -> float:
-    return _speed(_reference(), REFERENCE_CUTOFF, micro)
-
-
-def _speed(profile: DataProfile, cutoff: int, micro: int) -> float:
-    """Real tokens per second of an unpacked micro-batch, relative: useful share x how well it fills the GPU."""
     from cfgopt.job.data_lengths import padding
 
-    pad = padding(profile, cutoff, micro)
-    return (1 - pad.share) * _fill(micro * pad.expected_longest)
+    return _speed(padding(_reference(), REFERENCE_CUTOFF, micro))
+
+
+def _speed(pad: Padding) -> float:
+    """Real tokens per second of an unpacked micro-batch, relative: useful share x how well it fills the GPU."""
+    return (1 - pad.share) * _fill(pad.micro_batch * pad.expected_longest)
 
 
 class DataTerm:
@@ -74,19 +74,23 @@ class DataTerm:
 
     def __init__(self, profile: DataProfile, cutoff: int) -> None:
         self.profile, self.cutoff = profile, cutoff
-        self._factors: dict[int, float] = {}
+        self._padding: dict[int, Padding] = {}
+
+    def padding(self, micro: int) -> Padding:
+        """The padding measured at `micro` samples per micro-batch (drawn once per micro-batch size)."""
+        if micro not in self._padding:
+            from cfgopt.job.data_lengths import padding
+
+            self._padding[micro] = padding(self.profile, self.cutoff, micro)
+        return self._padding[micro]
 
     def factor(self, k: Knobs) -> float:
         if k.packing:  # packs of cutoff_len tokens, against the reference's packs of 2048
             return _fill(k.micro * self.cutoff) / _fill(k.micro * REFERENCE_CUTOFF)
-        if k.micro not in self._factors:
-            self._factors[k.micro] = _speed(self.profile, self.cutoff, k.micro) / _reference_speed(k.micro)
-        return self._factors[k.micro]
+        return _speed(self.padding(k.micro)) / _reference_speed(k.micro)
 
     def words(self, micro: int) -> str:
-        from cfgopt.job.data_lengths import padding
-
-        share = padding(self.profile, self.cutoff, micro).share
+        share = self.padding(micro).share
         return f"padding measured on {', '.join(self.profile.datasets)}: {share:.0%} at micro-batch {micro}"
 
 

@@ -375,9 +375,10 @@ def data_term_of(job: Job) -> DataTerm | None:
     return job.memo["data_term"]
 
 
-def packing_gain_on_data(job: Job) -> float | None:
-    """What neat packing alone is expected to bring at the job's micro-batch on its own data (None: the data is not
-    profiled): PF006 states it instead of the prior's 3.86x, and is silent where packing would not pay."""
+def packing_gain_on_data(job: Job) -> tuple[float, str] | None:
+    """What neat packing alone is expected to bring at the job's micro-batch on its own data, and the padding it
+    rests on in words (None: the data is not profiled): PF006 states it instead of the prior's 3.86x, and is silent
+    where packing would not pay."""
     data = data_term_of(job)
     if data is None:
         return None
@@ -385,7 +386,8 @@ def packing_gain_on_data(job: Job) -> float | None:
     base = space.baseline_knobs(job.values(), ds)
     n, stage = hardware_gpus(job), methods.stage_of(job.values())
     packed = base._replace(packing=True)
-    return plan_speed(packed, base, n, stage, data) / plan_speed(base, base, n, stage, data)
+    gain = plan_speed(packed, base, n, stage, data) / plan_speed(base, base, n, stage, data)
+    return gain, data.words(base.micro)
 
 
 def _data_words(plan: SpeedPlan, data: DataTerm | None) -> str:

@@ -19,9 +19,8 @@ OTHER_RULES = frozenset({"zero_optimization"})
 
 
 def kind_of(value: Any) -> str:
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    return {int: "int", float: "float", str: "str", list: "list"}.get(type(value), type(value).__name__)
+    """A value's kind as the probe table keys it: null / true / false, else its Python type's name."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else type(value).__name__
 
 
 class SectionNotAnObject(Rule):
@@ -86,12 +85,12 @@ class SectionNotAnObject(Rule):
         walked = path in HF_WALKED and value is not None
         if not walked and kind not in probed:
             return
-        shown = json.dumps(value)[:40] if isinstance(value, (type(None), bool, int, float, str, list)) else repr(value)
+        shown = json.dumps(value)[:40]  # a JSON file's value
         if walked:
-            name = "bool" if isinstance(value, bool) else kind
             said = (
-                f"the HF Trainer (LLaMA-Factory's path) stops at start-up with `AttributeError: '{name}' object has "
-                "no attribute 'get'`" + (f", and {ctx.ds_label} rejects it too" if kind in probed else "")
+                "the HF Trainer (LLaMA-Factory's path) stops at start-up with "
+                f"`AttributeError: '{type(value).__name__}' object has no attribute 'get'`"
+                + (f", and {ctx.ds_label} rejects it too" if kind in probed else "")
             )
         else:
             when = "at `deepspeed.initialize` (after model load and tokenisation)"

@@ -3,6 +3,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import yaml
+
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import version_key
 from cfgopt.loaders import edits
@@ -38,8 +40,6 @@ _EXPONENT = re.compile(r"([-+]?)([0-9][0-9_]*)(?:\.([0-9_]*))?([eE])([-+]?)([0-9
 
 def _pyyaml_string(text: str) -> bool:
     """Does PyYAML's safe loader read this plain scalar as a string (where OmegaConf reads a float)?"""
-    import yaml  # the loader's own dependency, already imported on the lint path
-
     try:
         return isinstance(yaml.safe_load(text), str)
     except yaml.YAMLError:

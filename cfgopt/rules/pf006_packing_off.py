@@ -51,18 +51,18 @@ class PackingOff(Rule):
             return
         if is_set(ctx, "packing") or on(ctx, "neat_packing") or on(ctx, "streaming"):
             return
-        from cfgopt.plan.planner import data_term_of, packing_gain_on_data  # only here: the planner loads tune's priors
+        from cfgopt.plan.planner import packing_gain_on_data  # only here: the planner loads tune's priors
 
-        gain = packing_gain_on_data(ctx.job)
-        if gain is None:
+        on_data = packing_gain_on_data(ctx.job)
+        if on_data is None:
             said = "with short samples `packing: true` was 3.86x faster (H200, Alpaca-like data)"
-        elif gain < WORTH_PACKING:
+        elif on_data[0] < WORTH_PACKING:
             return  # the job's own samples fill their micro-batches: packing would not pay
         else:
-            micro = ctx.job.value("per_device_train_batch_size")
+            gain, padding = on_data
             said = (
-                f"on the job's own data ({data_term_of(ctx.job).words(micro)}) `neat_packing: true` is expected "
-                f"{gain:.1f}x at the same micro-batch"
+                f"on the job's own data ({padding}) `neat_packing: true` is expected {gain:.1f}x at the same "
+                "micro-batch"
             )
         yield report(
             self,
