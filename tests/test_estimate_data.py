@@ -57,3 +57,12 @@ def test_plot_without_matplotlib_says_so(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     code, _, err = run_cli(["estimate", "train.yaml", "--target", "h200", "--plot", str(tmp_path / "h.png")])
     assert code == 2 and "--plot needs matplotlib" in err
+
+
+def test_a_given_fill_is_named_as_given_beside_the_profile(monkeypatch, tmp_path):
+    """`--fill` sizes the memory (a run's own lengths); the line says so and keeps the profile's figure apart."""
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.chdir(CASES / "short")
+    code, out, _ = run_cli(["estimate", "train.yaml", "--target", "h200", "--fill", "0.5"])
+    assert code == 0
+    assert "memory sized by --fill 0.50 (" in out and "the profile's longest sample 56 tokens)" in out

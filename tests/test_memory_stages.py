@@ -16,7 +16,7 @@ from cfgopt.knowledge.model_shapes import ModelShape, shape_for
 from cfgopt.knowledge.targets import TARGETS
 from cfgopt.memory import estimate as memory
 from cfgopt.memory.base import BNB4_BYTES, BNB4_DOUBLE_QUANT_BYTES, linear_params, module_dims
-from cfgopt.memory.stages import DORA_OUTPUT_BYTES, NO_GRAD_LOGPS_BYTES_PER_VOCAB
+from cfgopt.memory.stages import DORA_OUTPUT_BYTES, KTO_SPLIT_LOGITS_BYTES_PER_VOCAB, NO_GRAD_LOGPS_BYTES_PER_VOCAB
 
 L8 = shape_for("meta-llama/Meta-Llama-3-8B")  # untied embeddings
 L1 = ModelShape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True)  # tied embeddings
@@ -50,6 +50,16 @@ def test_lora_dpo_uses_the_adapter_disabled_base_not_a_copy() -> None:
     logits = component(dpo, "reference logits")
     assert logits.phases == ("loss",)
     assert logits.gib * GIB == pytest.approx(NO_GRAD_LOGPS_BYTES_PER_VOCAB * 2 * 2 * 1024 * L8.vocab_size)
+
+
+def test_kto_counts_the_copies_its_tag_split_makes_of_the_policy_logits() -> None:
+    """train/kto/trainer.py concatenated_forward splits the fp32 logits by boolean indexing (copies), kept through
+    the no-grad forwards: without them an H200 KTO run peaked 9% above the estimate (bench/memory/README.md)."""
+    kto = est({"stage": "kto"})
+    split = component(kto, "kto chosen/rejected logits")
+    assert split.phases == ("loss",)
+    assert split.gib * GIB == pytest.approx(KTO_SPLIT_LOGITS_BYTES_PER_VOCAB * 2 * 1024 * L8.vocab_size)
+    assert "kto chosen/rejected logits" not in names(est({"stage": "dpo"}))  # DPO's split is a view
 
 
 def test_an_explicit_ref_model_is_loaded_and_counted_at_low_confidence() -> None:

@@ -175,5 +175,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(_text(est, best, args.config, ds_path, target, where))
-        print("\n".join(estimate_data.lines(data, job, fill, full=args.data)))
+        print("\n".join(estimate_data.lines(data, job, fill, full=args.data, given=args.fill is not None)))
     return 0 if est.verdict == "fits" else 1

@@ -25,7 +25,10 @@ def _cutoff(job: Any) -> int:
     return cutoff if isinstance(cutoff, int) and not isinstance(cutoff, bool) and cutoff > 0 else 1
 
 
-def lines(data: DataProfile | NotLocal | None, job: Any, fill: float | None, full: bool) -> list[str]:
+def lines(
+    data: DataProfile | NotLocal | None, job: Any, fill: float | None, full: bool, given: bool = False
+) -> list[str]:
+    """The `data:` lines of `estimate`; `given`: the fill came from `--fill`, not from the profile."""
     cutoff = _cutoff(job)
     if not isinstance(data, DataProfile) or not data.samples:
         why = data.reason if isinstance(data, NotLocal) else "no local rows" if data else "no `dataset`"
@@ -33,10 +36,14 @@ def lines(data: DataProfile | NotLocal | None, job: Any, fill: float | None, ful
     from cfgopt.job.data_lengths import summary
 
     s = summary(data, cutoff, job.value("per_device_train_batch_size"))
-    used = (
-        "packed to cutoff_len" if job.packing else f"longest sample {s['longest_after_cut']} tokens (fill {fill:.2f})"
-    )
-    out = [f"data: {data.describe()}; memory sized by the {used}"]
+    longest = f"longest sample {s['longest_after_cut']} tokens"
+    if job.packing:
+        used = "the packed to cutoff_len"
+    elif given and fill is not None:
+        used = f"--fill {fill:.2f} ({round(fill * cutoff)} tokens; the profile's {longest})"
+    else:
+        used = f"the {longest} (fill {fill:.2f})"
+    out = [f"data: {data.describe()}; memory sized by {used}"]
     if full:
         t = s["tokens"]
         out += [

@@ -32,6 +32,12 @@ DORA_EYE_BYTES = 4
 DORA_NORM_BYTES = 12
 # PPO's value head: one linear h -> 1 (trl AutoModelForCausalLMWithValueHead), trained in fp32 with AdamW.
 VALUE_HEAD_STATE_BYTES = 4 + 4 + 8
+# KTO splits the policy's fp32 logits by tag with boolean indexing (`target_logits[batch["kto_tags"]]` and
+# `[~kto_tags]`, train/kto/trainer.py concatenated_forward): copies, together one more fp32 logits tensor, kept
+# for the metrics until the loss is computed, through the KL and reference forwards. Read from the code; on one
+# H200 (Qwen2.5-7B LoRA r128, 4 x 1024 tokens) the run peaked 3.05 GiB above the estimate without it, 2.32 with
+# it counted (bench/memory/results.md, "DPO and KTO at the run's lengths").
+KTO_SPLIT_LOGITS_BYTES_PER_VOCAB = 4
 
 
 class StageRun(NamedTuple):
@@ -100,7 +106,19 @@ def reference_components(
         notes.append(f"{run.stage}: a frozen reference model ({counted})")
     if kind is not None or run.stage == "kto":
         out.append(_no_grad_logits(shape, run))
+    if run.stage == "kto":
+        out.append(_kto_split_logits(shape, run))
     return out
+
+
+def _kto_split_logits(shape: ModelShape, run: StageRun) -> Component:
+    """KTO's chosen and rejected logits: copies of the policy's fp32 logits, made by boolean indexing, alive
+    through the no-grad forwards that follow (`KTO_SPLIT_LOGITS_BYTES_PER_VOCAB`)."""
+    tokens = run.micro_batch * run.seq
+    size = KTO_SPLIT_LOGITS_BYTES_PER_VOCAB * tokens * shape.vocab_size
+    counted = f"{run.micro_batch} x {run.seq} tokens, fp32 copies of the policy's logits (split by kto tag)"
+    source = "llamafactory 0.9.5 train/kto/trainer.py concatenated_forward (boolean indexing copies)"
+    return Component("kto chosen/rejected logits", size / GIB, counted, ("loss",), source)
 
 
 def _no_grad_logits(shape: ModelShape, run: StageRun) -> Component:
