@@ -4,7 +4,7 @@
 # run is the fix output, measured by verify's runner), then bench/planner/collect.py writes results.json.
 # Usage (from the repository root; wheels installed, PYTHONPATH set): OUT=/some/dir bash bench/planner/run_h200.sh
 # SKIP_ORIGINAL="seed": the seed as written crashes at model load (LF003 `flash_attn: true`, bench/verify), so
-# its original run can be left out when device time is short. Knobs for a CPU dry run: TARGET=cpu STEPS=3 BUDGET=0.3 CONFIGS="name=root:relative/config.yaml ...".
+# its original run can be left out when device time is short (SKIP_ORIGINAL=all: every one). Knobs for a CPU dry run: TARGET=cpu STEPS=3 BUDGET=0.3 CONFIGS="name=root:relative/config.yaml ...".
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 STEPS=${STEPS:-5}; WARMUP=${WARMUP:-2}; BUDGET=${BUDGET:-1.5}; TARGET=${TARGET:-h200}; PATIENCE=${PATIENCE:-3}
@@ -24,7 +24,7 @@ for item in $CONFIGS; do
       > "$dir/fix.log" 2>&1
   ( cd "$dir/original" && python3 -m cfgopt lint --target "$TARGET" --gpus 1 "$rel" ) > "$dir/lint.log" 2>&1
   echo "== $name: fix $(grep -c 'fixed:' "$dir/fix.log") fixes; $(tail -1 "$dir/fix.log")"
-  if [[ " ${SKIP_ORIGINAL:-} " == *" $name "* ]]; then
+  if [[ " ${SKIP_ORIGINAL:-} " == *" $name "* || ${SKIP_ORIGINAL:-} == all ]]; then
     echo "   original: not run (SKIP_ORIGINAL)"
   else
     ( cd "$dir/original" && timeout "$LIMIT" python3 -m cfgopt verify "$rel" --only-original $COMMON \
