@@ -189,7 +189,5 @@ def test_every_command_reading_user_files_has_the_watchdog(
     # `compose` is looked up in the module on each call (a module imported meanwhile binds nothing of it)
     monkeypatch.setattr(yaml_loader, "compose", endless)
     monkeypatch.setenv("CFGOPT_FILE_TIMEOUT", "0.3")
-    start = time.perf_counter()
-    code, _out, err = run_cli([*argv, str(tmp_path / "train.yaml")])
+    code, _out, err = run_cli([*argv, str(tmp_path / "train.yaml")])  # ends only if the watchdog fires
     assert code == 2 and "took longer than 0.3 s" in err, err
-    assert time.perf_counter() - start < 10

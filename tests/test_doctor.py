@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -329,20 +328,27 @@ def test_rocm_variables_in_the_environment(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------- the command
+HEAVY = ("torch", "transformers", "deepspeed", "llamafactory", "flash_attn")
+# doctor in a fresh process, then which heavy packages it imported (its speed: bench/results.md, "doctor")
+DOCTOR_THEN_IMPORTS = (
+    "import sys\nfrom cfgopt.cli import main\ncode = main(['doctor', 'fixtures/seed'])\n"
+    f"print('imported:', sorted(m for m in {HEAVY!r} if m in sys.modules))\nsys.exit(code)"
+)
+
+
 def test_doctor_on_this_machine_answers_fast_without_a_traceback() -> None:
+    """Fast because it reads files and imports none of the heavy packages (the figure is bench's, not a test's)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"}
-    start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "cfgopt", "doctor", "fixtures/seed"],
+        [sys.executable, "-c", DOCTOR_THEN_IMPORTS],
         capture_output=True,
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=60,
+        timeout=300,
     )
-    elapsed = time.perf_counter() - start
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr and "stack: Python" in proc.stdout
-    assert elapsed < 2.0, elapsed
+    assert "imported: []" in proc.stdout, proc.stdout[-500:]
 
 
 def test_doctor_formats_as_lint(tmp_path: Path, monkeypatch) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT, TRAIN, run_cli
+from work_counter import assert_linear, backtracking_hazards
 
 from cfgopt.knowledge import pins
 
@@ -140,23 +141,22 @@ LONG = "torch" + " " * 3000 + "x"
 def test_a_long_line_in_a_requirement_file_is_read_in_linear_time(tmp_path: Path, name: str, text: str) -> None:
     (tmp_path / name).write_text(text)
     (tmp_path / "train.yaml").write_text(TRAIN)
-    start = time.perf_counter()
-    found, _ = pins.requirement_pins(name, text * 3)
+    # linear: the step count of the Python around the patterns (the patterns' own shape: the test below)
+    assert_linear(lambda n: pins.requirement_pins(name, text * n), 2)
     pins.pins_in(tmp_path)
-    assert time.perf_counter() - start < 1.0, found
     cli("lint", ".", cwd=tmp_path)
 
 
 @pytest.mark.parametrize("text", [LONG, '"' + LONG, "torch @" + " " * 5000 + "x", "a" * 5000 + "[" + " " * 5000])
 def test_the_requirement_patterns_are_linear(text: str) -> None:
+    """No shape that backtracks (a nested quantifier, or `\\s*(?:x)?\\s*`: 42 s on a 3 KB line before), and
+    the hostile lines are still matched."""
+    for pattern in (pins._REQUIREMENT, pins._DIRECT, pins._QUOTED, pins._QUOTED_DIRECT):
+        assert backtracking_hazards(pattern) == [], pattern.pattern
     for pattern in (pins._REQUIREMENT, pins._DIRECT):
-        start = time.perf_counter()
         pattern.match(text * 4)
-        assert time.perf_counter() - start < 0.2, pattern.pattern
     for pattern in (pins._QUOTED, pins._QUOTED_DIRECT):
-        start = time.perf_counter()
         pattern.findall(text * 4)
-        assert time.perf_counter() - start < 0.2, pattern.pattern
 
 
 def _hostile(path: Path, kind: str) -> None:
@@ -197,9 +197,8 @@ def test_doctor_has_a_watchdog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     (tmp_path / "train.yaml").write_text(TRAIN)
     monkeypatch.setattr(checks, "job_findings", endless)
     monkeypatch.setenv("CFGOPT_FILE_TIMEOUT", "0.5")
-    start = time.perf_counter()
-    code, _out, err = run_cli(["doctor", str(tmp_path / "train.yaml")])
-    assert code == 2 and "took longer than 0.5 s" in err and time.perf_counter() - start < 5
+    code, _out, err = run_cli(["doctor", str(tmp_path / "train.yaml")])  # ends only if the watchdog fires
+    assert code == 2 and "took longer than 0.5 s" in err
 
 
 # =========================================================================== tracebacks

@@ -4,6 +4,7 @@ DeepSpeed op is compiled (the oracle harness skips the shared-memory op DeepSpee
 
 from __future__ import annotations
 
+import ast
 import os
 import pwd
 import subprocess
@@ -77,3 +78,53 @@ def test_no_tests_collected_stays_a_failure(tmp_path: Path) -> None:
         timeout=300,
     )
     assert proc.returncode == 5, proc.stdout[-2000:]
+
+
+# ------------------------------------------------------------------------------------- no wall-clock asserts
+CLOCKS = {"perf_counter", "monotonic", "time", "perf_counter_ns", "monotonic_ns", "time_ns"}
+
+
+def _reads_a_clock(node: ast.AST, clock_names: set[str]) -> bool:
+    """`time.perf_counter()` (any clock of CLOCKS), or a name that was assigned from one in the same file."""
+    for sub in ast.walk(node):
+        call = sub.func if isinstance(sub, ast.Call) else None
+        if isinstance(call, ast.Attribute) and call.attr in CLOCKS and ast.unparse(call.value) == "time":
+            return True
+        if isinstance(sub, ast.Name) and sub.id in clock_names:
+            return True
+    return False
+
+
+def wall_clock_asserts(tree: ast.AST) -> list[int]:
+    """Lines of the asserts that compare a time difference: a clock read minus something, or a name holding
+    one. A wait loop's `while time.monotonic() < deadline` is no assert, and is allowed."""
+    clock_names: set[str] = set()
+    for node in ast.walk(tree):  # `elapsed = time.perf_counter() - start`: elapsed carries the clock
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and _reads_a_clock(node.value, set()):
+            clock_names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            diffs = [s for s in ast.walk(node.test) if isinstance(s, ast.BinOp) and isinstance(s.op, ast.Sub)]
+            if any(_reads_a_clock(d, set()) for d in diffs) or _reads_a_clock(node.test, clock_names):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_test_asserts_wall_clock_time() -> None:
+    """A loaded CI machine is 5-10x slower: tests assert work done (tests/work_counter.py) and behaviour;
+    speed targets live in bench/ with the command that measured them."""
+    found = {
+        path.name: lines
+        for path in sorted((ROOT / "tests").glob("*.py"))
+        if (lines := wall_clock_asserts(ast.parse(path.read_text(), str(path))))
+    }
+    assert found == {}, f"wall-clock asserts (file: lines): {found}"
+
+
+def test_the_wall_clock_guard_sees_each_shape() -> None:
+    timed = "start = time.perf_counter()\nwork()\nassert time.perf_counter() - start < 2\n"
+    held = "t0 = time.monotonic()\nwork()\nelapsed = time.monotonic() - t0\nassert elapsed < 5, elapsed\n"
+    waits = "deadline = time.monotonic() + 9\nwhile time.monotonic() < deadline:\n    pass\nassert done()\n"
+    assert wall_clock_asserts(ast.parse(timed)) == [3] and wall_clock_asserts(ast.parse(held)) == [4]
+    assert wall_clock_asserts(ast.parse(waits)) == []
