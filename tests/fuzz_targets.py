@@ -302,7 +302,7 @@ def _real_load(name: str, data: bytes):
 
             return json.loads(data.decode("utf-8-sig"), object_pairs_hook=no_duplicates)
         if name.endswith(".sh"):
-            if subprocess.run(["bash", "-n", str(path)], capture_output=True, timeout=10).returncode:
+            if subprocess.run(["bash", "-n", str(path)], capture_output=True, timeout=120).returncode:
                 raise ValueError("bash -n refuses it")
             return None
         from omegaconf import OmegaConf

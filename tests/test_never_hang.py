@@ -1,5 +1,6 @@
 """Issue 18, "never hang, never damage": each reproducer of the issue, run through the real command line in a
-subprocess that must end within 5 s (a pre-commit hook that hangs blocks a whole repository), and the
+subprocess that must end (a pre-commit hook that hangs blocks a whole repository: HANG_BOUND_S is a bound on a hang,
+not a speed contract, wide enough for a loaded CI machine; what a run costs is in bench/), and the
 properties behind them: positions as the parser counts lines, the fixer's damage check, the write scope and
 the per-file time limit."""
 
@@ -23,14 +24,14 @@ from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document
 
 SEED_YAML = ROOT / "fixtures" / "seed" / "llama3_lora_sft.yaml"
-LIMIT_S = 5
+HANG_BOUND_S = 120  # a hang never ends; a loaded machine may be 10x slower than a quiet one
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`cfgopt ARGS` in a subprocess; fails the test if it runs longer than LIMIT_S."""
+    """`cfgopt ARGS` in a subprocess; fails the test if it never ends (HANG_BOUND_S)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"}
     run = subprocess.run(
-        [sys.executable, "-m", "cfgopt", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=LIMIT_S
+        [sys.executable, "-m", "cfgopt", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_BOUND_S
     )
     assert "Traceback" not in run.stderr, run.stderr
     return run
@@ -155,7 +156,7 @@ def test_command_substitution_survives_unsafe_fixes(tmp_path: Path) -> None:
     assert "--output_dir out_$(date +%s) " in after or after.rstrip().endswith("--output_dir out_$(date +%s)")
     assert after.startswith(text.rstrip("\n").split(" --output_dir")[0])
     if shutil.which("bash"):
-        assert subprocess.run(["bash", "-n", str(script)], timeout=LIMIT_S).returncode == 0
+        assert subprocess.run(["bash", "-n", str(script)], timeout=HANG_BOUND_S).returncode == 0
 
 
 # ---------------------------------------------------------------- 7. suppression removal
@@ -302,5 +303,5 @@ def test_time_limit_is_a_no_op_outside_the_main_thread() -> None:
 
     thread = threading.Thread(target=work)
     thread.start()
-    thread.join(LIMIT_S)
+    thread.join(HANG_BOUND_S)
     assert done == [True]
