@@ -1,0 +1,80 @@
+"""The speed plan of every bench config and shipped LLaMA-Factory example, as text: `bench/planner/plans.golden`.
+
+A plan change shows in review as a diff of this file (issue 41): each row is one config on one hardware (h200 /
+mi300x, 1 / 8 GPUs), with the fix's description the planner writes (`cfgopt fix --unsafe-fixes`) and its notes (the
+settings left out, and why). The planner is asked directly (`cfgopt.plan.planner.plan_for`) with the CLI's
+settings (`--target T --gpus N`, the default selection, the environment the job's files state, else assumed): the
+same text the fix carries, without a process per row. No torch: a few seconds of CPU.
+
+Usage: python bench/planner/golden.py            # print the plans
+       python bench/planner/golden.py --write    # rewrite bench/planner/plans.golden
+       python bench/planner/golden.py --check    # exit 1 with a diff where the file differs
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "bench" / "planner" / "plans.golden"
+HARDWARE = (("h200", 1), ("h200", 8), ("mi300x", 1), ("mi300x", 8))
+# the bench configs and the LLaMA-Factory examples the repository ships (copies of LLaMA-Factory's examples/)
+CONFIG_GLOBS = (
+    "bench/planner/examples/**/*.yaml",
+    "bench/planner/neat/*.yaml",
+    "bench/planner/sr/examples/**/*.yaml",
+    "bench/tune/*.yaml",
+    "bench/verify/*.yaml",
+    "fixtures/seed/*.yaml",
+)
+
+
+def configs() -> list[Path]:
+    found = {p for pattern in CONFIG_GLOBS for p in ROOT.glob(pattern)}
+    return sorted(found, key=lambda p: p.relative_to(ROOT).as_posix())
+
+
+def plan_text(path: Path, target: str, gpus: int) -> list[str]:
+    """One row: the plan's description and notes, or why there is none."""
+    from cfgopt.job.loader import JobError, load_job
+    from cfgopt.job.settings import Settings
+    from cfgopt.plan.planner import plan_for
+
+    head = f"## {path.relative_to(ROOT).as_posix()} on {gpus} x {target}"
+    try:
+        job = load_job(path, Settings(target_name=target, gpus=gpus))
+    except JobError as exc:
+        return [head, f"not a job: {exc}"]
+    plan = plan_for(job)
+    if plan is None:
+        return [head, "no plan (not a training run, no speed rule selected, or nothing fits)"]
+    lines = [head, "plan: " + (plan.description() if plan.changed else "unchanged")]
+    if plan.with_packages is not None and not plan.changed:
+        lines.append(f"no plan fits the job's environment: {plan.with_packages.words()}")
+    lines += [f"note: {note}" for note in plan.notes if note not in plan.remarks]  # remarks: in the description
+    return lines
+
+
+def render() -> str:
+    rows = [line for path in configs() for target, gpus in HARDWARE for line in [*plan_text(path, target, gpus), ""]]
+    return "\n".join(rows)
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--write" in argv:
+        GOLDEN.write_text(text)
+        return 0
+    if "--check" in argv:
+        old = GOLDEN.read_text() if GOLDEN.exists() else ""
+        diff = list(difflib.unified_diff(old.splitlines(), text.splitlines(), "plans.golden", "now", lineterm=""))
+        print("\n".join(diff))
+        return 1 if diff else 0
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
