@@ -53,6 +53,8 @@ def plan_text(path: Path, target: str, gpus: int) -> list[str]:
     lines = [head, "plan: " + (plan.description() if plan.changed else "unchanged")]
     if plan.with_packages is not None and not plan.changed:
         lines.append(f"no plan fits the job's environment: {plan.with_packages.words()}")
+    if not plan.changed:  # no fix carries a description: what it would end with, said here
+        lines += [f"remark: {remark}" for remark in plan.remarks]
     lines += [f"note: {note}" for note in plan.notes if note not in plan.remarks]  # remarks: in the description
     return lines
 
@@ -77,4 +79,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # this checkout's cfgopt, not an installed one
     sys.exit(main(sys.argv[1:]))
