@@ -27,6 +27,7 @@ CONFIG_GLOBS = (
     "bench/planner/sr/examples/**/*.yaml",
     "bench/tune/*.yaml",
     "bench/verify/*.yaml",
+    "fixtures/clean/*.yaml",
     "fixtures/seed/*.yaml",
 )
 
