@@ -1,10 +1,11 @@
 """The speed plan of every bench config and shipped LLaMA-Factory example, as text: `bench/planner/plans.golden`.
 
 A plan change shows in review as a diff of this file (issue 41): each row is one config on one hardware (h200 /
-mi300x, 1 / 8 GPUs), with the fix's description the planner writes (`cfgopt fix --unsafe-fixes`) and its notes (the
-settings left out, and why). The planner is asked directly (`cfgopt.plan.planner.plan_for`) with the CLI's
-settings (`--target T --gpus N`, the default selection, the environment the job's files state, else assumed): the
-same text the fix carries, without a process per row. No torch: a few seconds of CPU.
+mi300x, 1 / 8 GPUs; and 1 x h200 on a node with flash-attn and torchao), with the fix's description the planner
+writes (`cfgopt fix --unsafe-fixes`) and its notes (the settings left out, and why). The planner is asked directly
+(`cfgopt.plan.planner.plan_for`) with the CLI's settings (`--target T --gpus N`, the default selection, the
+environment the job's files state, else assumed; the node's as `--environment` states it): the same text the fix
+carries, without a process per row. No torch: a few seconds of CPU.
 
 Usage: python bench/planner/golden.py            # print the plans
        python bench/planner/golden.py --write    # rewrite bench/planner/plans.golden
@@ -20,6 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "bench" / "planner" / "plans.golden"
 HARDWARE = (("h200", 1), ("h200", 8), ("mi300x", 1), ("mi300x", 8))
+# and one node that has what the assumed environment lacks (flash-attn, torchao with transformers 5): the plans
+# that LF019 and stochastic rounding change, stated as `--environment` would state them
+NODE = {
+    "llamafactory": "==0.9.5",
+    "transformers": "==5.6.0",
+    "liger_kernel": "==0.6.3",
+    "bitsandbytes": "==0.50.2",
+    "flash_attn": "==2.8.3",
+    "torchao": "==0.17.0",
+    "deepspeed": "==0.19.8",
+}
+NODE_ROWS = (("h200", 1),)
 # the bench configs and the LLaMA-Factory examples the repository ships (copies of LLaMA-Factory's examples/)
 CONFIG_GLOBS = (
     "bench/planner/examples/**/*.yaml",
@@ -37,15 +50,19 @@ def configs() -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(ROOT).as_posix())
 
 
-def plan_text(path: Path, target: str, gpus: int) -> list[str]:
-    """One row: the plan's description and notes, or why there is none."""
+def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[str]:
+    """One row: the plan's description and notes, or why there is none; `node`: in the NODE environment."""
+    from cfgopt.job.environment import Environment
     from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
     from cfgopt.plan.planner import plan_for
 
-    head = f"## {path.relative_to(ROOT).as_posix()} on {gpus} x {target}"
+    environment = Environment(dict(NODE), "node: " + ", ".join(NODE)) if node else None
+    head = f"## {path.relative_to(ROOT).as_posix()} on {gpus} x {target}" + (
+        " (node with flash-attn, torchao)" if node else ""
+    )
     try:
-        job = load_job(path, Settings(target_name=target, gpus=gpus))
+        job = load_job(path, Settings(target_name=target, gpus=gpus, environment=environment))
     except JobError as exc:
         return [head, f"not a job: {exc}"]
     plan = plan_for(job)
@@ -61,7 +78,12 @@ def plan_text(path: Path, target: str, gpus: int) -> list[str]:
 
 
 def render() -> str:
-    rows = [line for path in configs() for target, gpus in HARDWARE for line in [*plan_text(path, target, gpus), ""]]
+    rows = []
+    for path in configs():
+        for target, gpus in HARDWARE:
+            rows += [*plan_text(path, target, gpus), ""]
+        for target, gpus in NODE_ROWS:
+            rows += [*plan_text(path, target, gpus, node=True), ""]
     return "\n".join(rows)
 
 
