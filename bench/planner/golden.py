@@ -78,6 +78,9 @@ def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[st
 
 
 def render() -> str:
+    from cfgopt.plan import planner
+
+    planner._PLANS.clear()  # plans made here, not ones an earlier caller in this process shared
     rows = []
     for path in configs():
         for target, gpus in HARDWARE:

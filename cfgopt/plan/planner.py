@@ -8,7 +8,8 @@ would rank them before running anything:
 
 - candidates: `cfgopt.plan.space` (micro-batch x accumulation with the global batch kept, checkpointing,
   attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only for SFT
-  that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there);
+  that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there), and
+  judged in the job's environment (`Runtime`: `fa2` without flash-attn is SDPA, and LF019 does not bind there);
 - fit: the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
   estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
 - rank: `cfgopt.tune.search.prior_speed` (the H200 measurements tune uses), then the smaller estimated peak,
@@ -333,7 +334,8 @@ def _candidates(
 
 def _neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
     """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
-    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)?"""
+    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)? Only
+    in an environment with flash-attn (`fa2_runs`): the one the plan is made for judges every check."""
     model, user_neat = job.value("model_name_or_path"), job.on("neat_packing")
     # the collator asserts only where `fa2` runs: without flash-attn it falls back to SDPA (`fa2_runs`)
     sft = methods.stage_of(job.values()) == "sft" and fa2_runs(job)
