@@ -108,3 +108,17 @@ def test_stochastic_rounding_by_model_size() -> None:
     assert tight.best.optim == space.SR_OPTIM and "planned for memory: nothing faster fits" in tight.description()
     large = _plan(EXAMPLES / "llama3_full_sft_fp16.yaml", WITH_TORCHAO)
     assert large.best.optim == space.SR_OPTIM and not any("stochastic rounding" in r for r in large.remarks)
+
+
+def test_the_estimate_holds_the_neat_mask_where_fa2_runs_sdpa(tmp_path: Path) -> None:
+    """Neat packing with `fa2` and no flash-attn runs SDPA with its 4D block mask (b x s x s): the memory estimate,
+    which the plan fits by, counts it there and not where flash-attn runs the varlen path."""
+    path = tmp_path / "train.yaml"
+    path.write_text(FA2_LORA.read_text() + "neat_packing: true\ncutoff_len: 8192\nper_device_train_batch_size: 4\n")
+
+    def mask(environment: Environment | None) -> list[str]:
+        est = load_job(path, Settings(target_name="h200", gpus=1, environment=environment)).estimate(1)
+        assert est is not None
+        return [c.name for c in est.components if "mask" in c.name]
+
+    assert mask(None) == ["neat_packing mask"] and mask(WITH_FLASH_ATTN) == []
