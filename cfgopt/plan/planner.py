@@ -388,6 +388,7 @@ class Runtime(NamedTuple):
 
 
 def runtime_of(job: Job) -> Runtime:
+    """What the job's environment runs: fa2 or SDPA, neat packing's cost for its method, the model's size."""
     shape = job.shape
     small = shape is None or shape.num_parameters < SR_FASTER_FROM
     return Runtime(fa2_runs(job), neat_mask_cost(job), small)
@@ -756,7 +757,7 @@ _SR_SMALL_MEASURED = "Qwen3-4B full SFT on an H200: 0.72x bf16 + AdamW with 25.7
 
 def _stochastic_rounding(plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> str:
     """Below SR_FASTER_FROM stochastic rounding is the memory choice: planned only where nothing faster fits,
-    which the plan says; where something faster fits, a note says what it would save."""
+    which the plan says; where something faster fits, a note says it is slower at this size (and what it saves)."""
     if space.SR_OPTIM not in values.get("optim", ()) or not run.sr_small:
         return ""
     if plan.best.optim == space.SR_OPTIM:
