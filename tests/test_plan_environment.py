@@ -122,3 +122,15 @@ def test_the_estimate_holds_the_neat_mask_where_fa2_runs_sdpa(tmp_path: Path) ->
         return [c.name for c in est.components if "mask" in c.name]
 
     assert mask(None) == ["neat_packing mask"] and mask(WITH_FLASH_ATTN) == []
+
+
+def test_a_users_neat_packing_pays_the_mask_under_sdpa(tmp_path: Path) -> None:
+    """The user's own neat packing with fa2 at cutoff 8192 and flash-attn in the environment: SDPA at two rows pays
+    neat packing's block mask (0.84x), so the plan keeps fa2 at one row (LF019) rather than leaving fa2 for SDPA."""
+    path = tmp_path / "train.yaml"
+    path.write_text(
+        FA2_LORA.read_text() + "neat_packing: true\ncutoff_len: 8192\nper_device_train_batch_size: 1\n"
+        "gradient_accumulation_steps: 2\n"
+    )
+    best = _plan(path, WITH_FLASH_ATTN).best
+    assert best.attn == "fa2" and best.micro == 1

@@ -385,13 +385,14 @@ class Runtime(NamedTuple):
     fa2: bool = False  # flash-attn installed: `fa2` runs FlashAttention-2 (else SDPA)
     neat_cost: float = NEAT_WITHOUT_FA2["lora"]  # neat packing under SDPA, relative to plain packing
     sr_small: bool = False  # a model below SR_FASTER_FROM (or of unknown size): stochastic rounding is slower
+    user_neat: bool = False  # the user's `neat_packing`: every packed candidate is neat, not only the plan's own
 
 
 def runtime_of(job: Job) -> Runtime:
     """What the job's environment runs: fa2 or SDPA, neat packing's cost for its method, the model's size."""
     shape = job.shape
     small = shape is None or shape.num_parameters < SR_FASTER_FROM
-    return Runtime(fa2_runs(job), neat_mask_cost(job), small)
+    return Runtime(fa2_runs(job), neat_mask_cost(job), small, job.on("neat_packing"))
 
 
 def plan_keys(k: space.Knobs, base: space.Knobs) -> dict[str, Any]:
@@ -417,7 +418,7 @@ def plan_speed(
     the model's size, and what padding costs it on the job's own data (`data`: cfgopt.plan.data_speed)."""
     runtime = runtime or Runtime()
     ran = k if k.attn != "fa2" or runtime.fa2 else k._replace(attn="sdpa")
-    neat_mask = k.packing and not base.packing and ran.attn != "fa2"
+    neat_mask = k.packing and (runtime.user_neat or not base.packing) and ran.attn != "fa2"
     on_data = data.factor(k) if data is not None else 1.0
     speed = prior_speed(ran, n, stage) * (runtime.neat_cost if neat_mask else 1.0) * on_data
     if k.optim == space.SR_OPTIM and runtime.sr_small:
