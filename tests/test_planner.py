@@ -209,7 +209,7 @@ def test_a_refused_setting_is_named_and_quoted() -> None:
     assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in plan.notes
     assert "Liger kernels not planned: they fail in backward under ZeRO-3 (LF027)" in plan.notes
     assert any(n.startswith("Adafactor not planned: another optimizer only without DeepSpeed") for n in plan.notes)
-    assert plan.description().endswith("; pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)")
+    assert "; pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in plan.description()
     refused = plan.best._replace(precision="pure_bf16")
     why = "refused with ZeRO-3 (LLaMA-Factory)"
     assert plan.rejected[refused] == reasons.Rejection(reasons.REFUSED, "precision", why)
@@ -270,7 +270,7 @@ def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:
     plan = plan_for(_job(tmp_path, "deepspeed: z3.json\n", target=None))
     assert plan is not None and plan.est_gib is None
     why = "dropping DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
-    assert why in plan.notes and plan.description().endswith(why)
+    assert why in plan.notes and why in plan.description()
 
 
 def test_a_configs_own_pure_bf16_is_kept_without_an_estimate(tmp_path: Path) -> None:

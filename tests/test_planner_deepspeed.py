@@ -121,16 +121,24 @@ def test_mem003_names_the_plans_settings_where_only_they_fit_zero2(tmp_path: Pat
     assert not _warned(_lint(options, train, tmp_path / "ds.json")) & PLAN_RULES
 
 
-def test_the_plan_never_packs_neatly_with_fa2_and_several_rows(tmp_path: Path) -> None:
-    """`flash_attn: fa2` and the default micro-batch of 8: the neat packing the plan turns on takes one row per
-    micro-batch with fa2 (LF019), so the plan writes 1 x 8 with it, or no packing."""
+def test_the_plan_packs_neatly_with_fa2_at_one_row_only_where_flash_attn_runs(tmp_path: Path) -> None:
+    """`flash_attn: fa2` and the default micro-batch of 8. With flash-attn in the job's environment the neat packing
+    the plan turns on takes one row per micro-batch (LF019), so the plan writes 1 x 8 with it, or no packing;
+    without it (the assumed environment) `fa2` runs SDPA, nothing asserts, and the micro-batch stays (issue 41)."""
     path = tmp_path / "train.yaml"
-    shutil.copy(ROOT / "fixtures" / "rules" / "LF006" / "fa3" / "good_fa2.yaml", path)
+    node = tmp_path / "node.txt"
+    node.write_text("llamafactory==0.9.5\nliger-kernel>=0.6.3\nflash-attn==2.8.3\n")
     options = ["--target", "h200", "--gpus", "1"]
-    _fix(options, path)
+    shutil.copy(ROOT / "fixtures" / "rules" / "LF006" / "fa3" / "good_fa2.yaml", path)
+    _fix([*options, "--environment", str(node)], path)
     text = path.read_text()
     assert "neat_packing: true" in text and "per_device_train_batch_size: 1\n" in text
-    assert "LF019" not in _warned(_lint(options, path))
+    assert "LF019" not in _warned(_lint([*options, "--environment", str(node)], path))
+    shutil.copy(ROOT / "fixtures" / "rules" / "LF006" / "fa3" / "good_fa2.yaml", path)
+    out = _fix(options, path)
+    text = path.read_text()
+    assert "neat_packing: true" in text and "per_device_train_batch_size" not in text
+    assert "fa2 falls back to SDPA here (flash-attn not in the environment)" in out
 
 
 def _json_source(text: str):

@@ -449,6 +449,9 @@ class Job:
             if not known:
                 return None
         values = self.values(**changes)
+        if values.get("flash_attn") == "fa2" and not self.has_package("flash_attn"):
+            # without flash-attn `fa2` runs SDPA (LLaMA-Factory falls back): neat packing's 4D mask is then held
+            values = {**values, "flash_attn": "sdpa"}
         fill = self.data_fill(values) if fill is None else fill
         key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{sorted(changes.items())!r}"
         if key in self.memo:

@@ -8,7 +8,8 @@ would rank them before running anything:
 
 - candidates: `cfgopt.plan.space` (micro-batch x accumulation with the global batch kept, checkpointing,
   attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only for SFT
-  that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there);
+  that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there), and
+  judged in the job's environment (`Runtime`: `fa2` without flash-attn is SDPA, and LF019 does not bind there);
 - fit: the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
   estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
 - rank: `cfgopt.tune.search.prior_speed` (the H200 measurements tune uses), then the smaller estimated peak,
@@ -21,13 +22,13 @@ fix's description says what it expects and which package it needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.job.job import GPUS_IF_UNSTATED_SPEND, Hardware, Job
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan import space
-from cfgopt.plan.priors import prior_speed, rank
+from cfgopt.plan.priors import PRIORS, prior_speed, rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, REFUSED, Rejection, does_not_fit, why_not
 from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix
@@ -61,8 +62,9 @@ _OPTIM_NUMERICS = {
     "adamw_bnb_8bit": "8-bit states: within 0.3% of AdamW's loss in 20 steps on an H200, bench/verify/results.md; "
     "check yours with `cfgopt verify`",
     "adamw_torch_8bit_sr": "pure bf16 weights with torchao's 8-bit AdamW and bf16 stochastic rounding "
-    "(`optim: adamw_torch_8bit`, `optim_args: bf16_stochastic_round=True`): AdamW's loss at pure bf16's speed on the "
-    "H200, bench/planner/README.md; check yours with `cfgopt verify`",
+    "(`optim: adamw_torch_8bit`, `optim_args: bf16_stochastic_round=True`): in 20 steps on an H200 a loss at or "
+    "below AdamW's on 7-8B and Qwen3-4B full SFT, 3.2% above 8-bit AdamW's on qwen3_full_sft, bench/planner/README.md; "
+    "check yours with `cfgopt verify`",
 }
 
 
@@ -86,6 +88,8 @@ class SpeedPlan:
         self.quoted: str | None = None  # the note the description quotes: a notably faster setting left out
         self.searched: set[str] = set()  # the knobs the plan chose among several values (not merely kept)
         self.data_words = ""  # where the gain's padding figure comes from (the job's data, or the prior's)
+        # what the environment runs and what the plan leaves to the user, said at the description's end (`_remarks`)
+        self.remarks: list[str] = []
 
     @property
     def changed(self) -> bool:
@@ -131,9 +135,10 @@ class SpeedPlan:
         quoted = f"; {self.quoted}" if self.quoted else ""
         data = f"; {self.data_words}" if self.data_words else ""
         more = f"; {self.with_packages.words()}" if self.with_packages is not None else ""
+        remarks = "".join(f"; {r}" for r in self.remarks)
         return (
             f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
-            f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}"
+            f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}{remarks}"
         )
 
 
@@ -329,9 +334,11 @@ def _candidates(
 
 def _neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
     """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
-    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)?"""
+    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)? Only
+    in an environment with flash-attn (`fa2_runs`): the one the plan is made for judges every check."""
     model, user_neat = job.value("model_name_or_path"), job.on("neat_packing")
-    sft = methods.stage_of(job.values()) == "sft"
+    # the collator asserts only where `fa2` runs: without flash-attn it falls back to SDPA (`fa2_runs`)
+    sft = methods.stage_of(job.values()) == "sft" and fa2_runs(job)
 
     def fails(k: space.Knobs) -> bool:
         neat = user_neat or (k.packing and not base.packing)
@@ -342,9 +349,50 @@ def _neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool
 
 # Packing the plan turns on keeps the samples apart (`neat_packing`): plain packing lets packed samples attend to each
 # other, a change of what the model learns that only the user chooses (issue 32). Without flash-attn's varlen path
-# LLaMA-Factory builds a 4-D block mask per batch: measured 11.3% slower than plain packing with SDPA on the H200
-# (8,296 vs 9,284 tokens/s, 8B LoRA; bench/h200/measurements.md V13 vs V7), still 2.6x the unpacked run.
-NEAT_WITHOUT_FA2 = 8296 / 9284
+# LLaMA-Factory builds a 4-D block mask per batch. Measured on one H200 under SDPA, neat vs plain packing at the same
+# shape and tokens per step (median step of 6; bench/planner/README.md, issue 41): Llama-3-8B LoRA cutoff 2048, 8 x 2:
+# 2.290 vs 1.930 s; Qwen2.5-7B LoRA r32 cutoff 4096, 1 x 16: 6.991 vs 5.838 s (both 0.84x); Llama-3-8B full, 2 x 1:
+# 0.765 vs 0.705 s (0.92x: the optimizer step, which the mask does not touch, is a larger share of a full step).
+NEAT_WITHOUT_FA2 = {"lora": (1.930 / 2.290 + 5.838 / 6.991) / 2, "full": 0.705 / 0.765}
+
+
+def neat_mask_cost(job: Job) -> float:
+    """Neat packing's speed under SDPA relative to plain packing, for the job's fine-tuning method (freeze, like
+    full, steps an optimizer over whole layers)."""
+    return NEAT_WITHOUT_FA2["full" if methods.full_weight_method(job.values()) else "lora"]
+
+
+def fa2_runs(job: Job) -> bool:
+    """Does `flash_attn: fa2` run FlashAttention-2 in the job's environment? Without the flash-attn package
+    LLaMA-Factory warns and falls back to SDPA (model/model_utils/attention.py), so a check that needs fa2 to bite
+    (LF019's one row per micro-batch) does not constrain the plan there."""
+    return job.has_package("flash_attn")
+
+
+# Stochastic rounding (pure bf16 + torchao's 8-bit AdamW, `space.SR_OPTIM`) against bf16 autocast, by model size, on
+# one H200 (bench/planner/README.md, issue 41): Llama-3-8B / Qwen2.5-7B full SFT 1.21x / 1.18x the bf16 + bnb 8-bit plan
+# (what the priors give: 0.72 x 1.39 / 0.83); Qwen3-4B full packed 0.72x bf16 + AdamW (25.7 vs 61.9 GiB), and
+# qwen3_full_sft 0.69x the bnb plan. Its update costs what the optimizer step costs, a larger share of a small
+# model's step. Below SR_FASTER_FROM (between the 4B and 7B measured; sizes in between not measured) it ranks at
+# SR_SMALL_SPEED of bf16 + AdamW, below 8-bit AdamW as measured: the memory choice, planned where nothing faster fits.
+SR_FASTER_FROM = 6_000_000_000
+SR_SMALL_SPEED = 0.72
+
+
+class Runtime(NamedTuple):
+    """What the job's environment runs of a candidate's knobs, for its speed (`runtime_of`)."""
+
+    fa2: bool = False  # flash-attn installed: `fa2` runs FlashAttention-2 (else SDPA)
+    neat_cost: float = NEAT_WITHOUT_FA2["lora"]  # neat packing under SDPA, relative to plain packing
+    sr_small: bool = False  # a model below SR_FASTER_FROM (or of unknown size): stochastic rounding is slower
+    user_neat: bool = False  # the user's `neat_packing`: every packed candidate is neat, not only the plan's own
+
+
+def runtime_of(job: Job) -> Runtime:
+    """What the job's environment runs: fa2 or SDPA, neat packing's cost for its method, the model's size."""
+    shape = job.shape
+    small = shape is None or shape.num_parameters < SR_FASTER_FROM
+    return Runtime(fa2_runs(job), neat_mask_cost(job), small, job.on("neat_packing"))
 
 
 def plan_keys(k: space.Knobs, base: space.Knobs) -> dict[str, Any]:
@@ -357,12 +405,25 @@ def plan_keys(k: space.Knobs, base: space.Knobs) -> dict[str, Any]:
     return changes
 
 
-def plan_speed(k: space.Knobs, base: space.Knobs, n: int, stage: str, data: DataTerm | None = None) -> float:
-    """tune's prior for `k`, with the cost of neat packing's block mask where the plan packs without fa2, and
-    what padding costs it on the job's own data (`data`: cfgopt.plan.data_speed)."""
-    neat_mask = k.packing and not base.packing and k.attn != "fa2"
+def plan_speed(
+    k: space.Knobs,
+    base: space.Knobs,
+    n: int,
+    stage: str,
+    data: DataTerm | None = None,
+    runtime: Runtime | None = None,
+) -> float:
+    """tune's prior for `k` as the job's environment runs it (`runtime`: `fa2` without flash-attn is SDPA), with
+    the cost of neat packing's block mask where the plan packs without fa2 running, stochastic rounding's speed at
+    the model's size, and what padding costs it on the job's own data (`data`: cfgopt.plan.data_speed)."""
+    runtime = runtime or Runtime()
+    ran = k if k.attn != "fa2" or runtime.fa2 else k._replace(attn="sdpa")
+    neat_mask = k.packing and (runtime.user_neat or not base.packing) and ran.attn != "fa2"
     on_data = data.factor(k) if data is not None else 1.0
-    return prior_speed(k, n, stage) * (NEAT_WITHOUT_FA2 if neat_mask else 1.0) * on_data
+    speed = prior_speed(ran, n, stage) * (runtime.neat_cost if neat_mask else 1.0) * on_data
+    if k.optim == space.SR_OPTIM and runtime.sr_small:
+        speed *= SR_SMALL_SPEED / (PRIORS["optim"][space.SR_OPTIM] * PRIORS["precision"]["pure_bf16"])
+    return speed
 
 
 def data_term_of(job: Job) -> DataTerm | None:
@@ -386,7 +447,8 @@ def packing_gain_on_data(job: Job) -> tuple[float, str] | None:
     base = space.baseline_knobs(job.values(), ds)
     n, stage = hardware_gpus(job), methods.stage_of(job.values())
     packed = base._replace(packing=True)
-    gain = plan_speed(packed, base, n, stage, data) / plan_speed(base, base, n, stage, data)
+    run = runtime_of(job)
+    gain = plan_speed(packed, base, n, stage, data, run) / plan_speed(base, base, n, stage, data, run)
     return gain, data.words(base.micro)
 
 
@@ -476,8 +538,9 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     stage = methods.stage_of(job.values())
     n = richer.hardware.gpus
     data = data_term_of(job)
-    gain = plan_speed(richer.best, richer.base, n, stage, data) / plan_speed(
-        plan.best if plan else richer.base, richer.base, n, stage, data
+    run = runtime_of(job)
+    gain = plan_speed(richer.best, richer.base, n, stage, data, run) / plan_speed(
+        plan.best if plan else richer.base, richer.base, n, stage, data, run
     )
     if used and gain >= _WORTH_A_PACKAGE:
         richer.environment = job.environment.source
@@ -526,7 +589,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     base = space.baseline_knobs(job.values(), ds)._replace(optim=space.optim_of(job.data))
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
-    data = data_term_of(job)
+    data, run = data_term_of(job), runtime_of(job)
     values = _values(job, base, knobs, has_estimate, platform)
     searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
@@ -539,13 +602,13 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
             rejected[k] = Rejection(MEMORY, None, why)
             continue
         peak = est.required_gib if est is not None else None
-        ranked.append((rank(plan_speed(k, base, n, stage, data), peak, len(k.changes(base)), i), k, est))
+        ranked.append((rank(plan_speed(k, base, n, stage, data, run), peak, len(k.changes(base)), i), k, est))
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
     from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
 
-    gain = plan_speed(best, base, n, stage, data) / plan_speed(base, base, n, stage, data)
+    gain = plan_speed(best, base, n, stage, data, run) / plan_speed(base, base, n, stage, data, run)
     plan = SpeedPlan(hardware, base, best, gain)
     plan.data_words = _data_words(plan, data)
     plan.est_gib = est.required_gib if est is not None else None
@@ -568,7 +631,9 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         k = best._replace(**{name: value})
         refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
-    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data))
+    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
+    plan.remarks = _remarks(job, plan, run, values)
+    plan.notes += plan.remarks
     return plan
 
 
@@ -628,6 +693,78 @@ def _explain(
     floor = speed(plan.best) * _QUOTED_GAIN
     faster = [(speed(k), words) for k, words in found if speed(k) >= floor]
     plan.quoted = max(faster, key=lambda f: f[0])[1] if faster else None
+
+
+# --------------------------------------------------------------------------- remarks: what runs, what is the user's
+
+FA2_FALLS_BACK = "fa2 falls back to SDPA here (flash-attn not in the environment)"
+
+
+def _remarks(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> list[str]:
+    """What the description ends with: `fa2` that runs as SDPA, and the choices that change what the job trains on
+    or its speed at this model size, said and never applied (ruff's display-only fixes)."""
+    found = [
+        _fa2_fallback(job, plan, run),
+        _plain_packing_alternative(job, plan, run),
+        _longer_row(job, plan, run),
+        _stochastic_rounding(plan, run, values),
+    ]
+    return [words for words in found if words]
+
+
+def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
+    """Does the planned run pack neatly (the user's `neat_packing`, or the packing the plan turns on)?"""
+    return plan.best.packing and (job.on("neat_packing") or not plan.base.packing)
+
+
+def _fa2_fallback(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    if plan.best.attn != "fa2" or run.fa2:
+        return ""
+    neat = _neat_planned(job, plan) and methods.stage_of(job.values()) == "sft"
+    return FA2_FALLS_BACK + (": LF019's one row per micro-batch does not bind" if neat else "")
+
+
+def _plain_packing_alternative(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """Neat packing under SDPA: what plain packing measured, as text (it lets packed samples attend to each other,
+    so only the user sets it)."""
+    if not _neat_planned(job, plan) or (plan.best.attn == "fa2" and run.fa2) or job.is_set("packing"):
+        return ""
+    return (
+        f"display only: `packing: true` ran {1 / run.neat_cost:.2f}x neat packing's speed at the same shape under "
+        "SDPA (H200, bench/planner/README.md) but lets packed samples attend to each other (what the job trains on "
+        "changes: yours to choose)"
+    )
+
+
+def _longer_row(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """Neat packing with fa2 running: one row per micro-batch (LF019). A row `micro` times longer keeps the tokens
+    per micro-batch but changes what the job trains on (samples no longer cut where they were), so it is said."""
+    b, k = plan.base, plan.best
+    cutoff = job.value("cutoff_len")
+    if not (_neat_planned(job, plan) and k.attn == "fa2" and run.fa2 and k.micro == 1 < b.micro):
+        return ""
+    if not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff <= 0:
+        return ""
+    return (
+        f"neat packing with fa2 runs one row per micro-batch (LF019); `cutoff_len: {cutoff * b.micro}` would keep "
+        f"{b.micro} x {cutoff} tokens per micro-batch, but samples up to {cutoff * b.micro} tokens would no longer "
+        f"be cut at {cutoff}: a change of what the job trains on, not applied"
+    )
+
+
+_SR_WORDS = "stochastic rounding (pure bf16 with torchao's 8-bit AdamW)"
+_SR_SMALL_MEASURED = "Qwen3-4B full SFT on an H200: 0.72x bf16 + AdamW with 25.7 vs 61.9 GiB, bench/planner/README.md"
+
+
+def _stochastic_rounding(plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> str:
+    """Below SR_FASTER_FROM stochastic rounding is the memory choice: planned only where nothing faster fits,
+    which the plan says; where something faster fits, a note says it is slower at this size (and what it saves)."""
+    if space.SR_OPTIM not in values.get("optim", ()) or not run.sr_small:
+        return ""
+    if plan.best.optim == space.SR_OPTIM:
+        return f"{_SR_WORDS} planned for memory: nothing faster fits ({_SR_SMALL_MEASURED})"
+    slower = "slower at this model size, planned only where nothing else fits"
+    return f"{_SR_WORDS} not planned: {slower} ({_SR_SMALL_MEASURED})"
 
 
 def planned_batch(job: Job) -> tuple[int, int] | None:

@@ -34,7 +34,8 @@ DEFAULT_OPTIM = "default"  # no `optim` in the config: transformers' default (fu
 # 5.0, PR #42972; before it the argument was dropped silently). The update is computed in fp32 and rounded to bf16
 # at random in proportion, so small updates survive on average: pure bf16's speed and memory with AdamW's numerics
 # (H200, Llama-3-8B / Qwen2.5-7B full SFT: 1.21x / 1.18x the bf16 autocast + bnb 8-bit plan, 38-40 GiB less,
-# final loss +0.03% / -19.7% after 20 steps; bench/planner/README.md).
+# final loss +0.03% / -19.7% after 20 steps; on Qwen3-4B 0.72x bf16 + AdamW and 0.69x the bnb plan: the planner
+# ranks it by model size, `planner.SR_FASTER_FROM`; bench/planner/README.md).
 SR_OPTIM = "adamw_torch_8bit_sr"
 SR_KEYS = {"optim": "adamw_torch_8bit", "optim_args": "bf16_stochastic_round=True"}
 

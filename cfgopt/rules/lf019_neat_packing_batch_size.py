@@ -21,7 +21,9 @@ class NeatPackingBatchSize(Rule):
         "LLaMA-Factory's collator "
         "feeds neat-packed rows through the varlen path and asserts one row per micro-batch; it also refuses "
         "gemma4 and gpt-oss models. (Without an importable flash-attn, `fa2` silently falls back to SDPA and "
-        "neither check runs, see PF003.) Pack more tokens per row instead: `cutoff_len` sets the row length."
+        "neither check runs, see PF003; the message says so where the job's environment has no flash-attn, and "
+        "the speed plan keeps the micro-batch there.) Pack more tokens per row instead: `cutoff_len` sets the row "
+        "length."
     )
     fails_when = (
         "At the first batch, after tokenisation and model load: `AssertionError: bsz should be 1 for neat packing`."
@@ -48,7 +50,7 @@ class NeatPackingBatchSize(Rule):
                 ctx,
                 ("per_device_train_batch_size",),
                 f"`neat_packing` with `fa2` and `per_device_train_batch_size: {bsz}`: the first batch fails with "
-                "`AssertionError: bsz should be 1 for neat packing` (when flash-attn is installed)",
+                f"`AssertionError: bsz should be 1 for neat packing` (when flash-attn is installed){_judged(ctx)}",
             )
         if neat_fa2_refused_model(value_of(ctx, "model_name_or_path")):
             yield report(
@@ -58,3 +60,12 @@ class NeatPackingBatchSize(Rule):
                 "`neat_packing` with `fa2` on a gemma4/gpt-oss model: the collator stops with `Neat packing is not "
                 "supported for gemma4, gpt_oss models for now.`",
             )
+
+
+def _judged(ctx: Context) -> str:
+    """The environment the finding is judged for: where the job's lacks flash-attn, `fa2` runs SDPA there and the
+    speed plan does not hold the micro-batch at one row (one environment for every judgement, issue 41)."""
+    env = ctx.job.environment
+    if env.has("flash_attn"):
+        return ""
+    return f"; {env.where} has no flash-attn, where `fa2` falls back to SDPA and the run does not stop"
