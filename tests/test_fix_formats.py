@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from tests.rule_cases import ROOT, run_cli
+from rule_cases import ROOT, run_cli
 
 SEED = ROOT / "fixtures" / "seed"
 

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from sampling import params
 
 from cfgopt.cli import main
 from cfgopt.knowledge.targets import TARGETS
-from tests.sampling import params
 
 # LLaMA-Factory 0.9.5 examples/train_lora/qwen3_lora_sft_ds3.yaml (comments dropped), `deepspeed:` as written there
 LORA_YAML = """\

@@ -200,11 +200,13 @@ def unified_diff(before: str, after: str, shown: str) -> list[str]:
 
 def _fix_summary(result, remaining: list, written: bool, settings: Settings, paths: list[Path]) -> None:
     from cfgopt.job.job import judged_for_run
+    from cfgopt.lint.report import summary_lines
 
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
     judged = judged_for_run(result.file_settings, paths, settings)
-    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged}); {len(remaining)} remaining\n")
+    head = f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
+    sys.stderr.write(summary_lines(head, judged))
     waiting = _unsafe_waiting(result.remaining, settings)
     if waiting:
         sys.stderr.write(waiting + "\n")

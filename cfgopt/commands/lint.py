@@ -101,7 +101,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
             result.diagnostics,
             result.files,
             result.problems,
-            judged_for=judged_for_run(result.file_settings, args.paths, shown),
+            judged=judged_for_run(result.file_settings, args.paths, shown),
         )
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return exit_zero(args, code)

@@ -139,10 +139,11 @@ def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = F
 
 
 def render_summary_line(
-    diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None, judged_for: str = ""
+    diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None, judged: list[str] | None = None
 ) -> None:
-    """The last line of a run, on stderr (the stream looked up when called, so redirections apply);
-    `judged_for` (cfgopt.job.job.judged_for) names the target, GPU count and where they came from, last."""
+    """The summary of a run, on stderr (the stream looked up when called, so redirections apply): the counts,
+    then `judged` (cfgopt.job.job.judged_for_run: the target, GPU count, environment and where they came from),
+    a line each (`summary_lines`)."""
     stream = stream or sys.stderr
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
@@ -153,9 +154,18 @@ def render_summary_line(
             line += f" (+{s['unsafe_fixable']} with --unsafe-fixes)"
     if problems:
         line += f"; {len(problems)} file(s) could not be read"
-    if judged_for:
-        line += f"; {judged_for}"
-    stream.write(line + "\n")
+    stream.write(summary_lines(line, judged or []))
+
+
+SUMMARY_INDENT = "  "
+
+
+def summary_lines(head: str, judged: list[str]) -> str:
+    """A run's summary: `head` (the counts) on the first line, then each part of what the files were judged for
+    (`cfgopt.job.job.judged_for_run`: the hardware, the GPU count, the environment, or each settings group's) on
+    a line of its own, indented, rather than one line of several hundred characters. Joined with "; " the lines
+    read as the one line they replace."""
+    return "".join(f"{text}\n" for text in [head, *(SUMMARY_INDENT + part for part in judged)])
 
 
 def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: TextIO | None = None) -> None:
