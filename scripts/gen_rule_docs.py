@@ -78,6 +78,11 @@ def _rate(rules: dict, code: str) -> str:
     return f"{r['rate']:.0%} ({r['fired']}/{r['files']})"
 
 
+def _first_opt_in() -> str:
+    """The example of an opt-in rule: the first one (a rule turned on by default must never be the example)."""
+    return next(rule.code for rule in rule_classes() if not rule.default_on)
+
+
 def render() -> dict[Path, str]:
     out: dict[Path, str] = {}
     rates = _rates()
@@ -91,7 +96,7 @@ def render() -> dict[Path, str]:
         "",
         "**default**: in the default selection (everything that holds for the job as judged, speed and memory",
         "included); `opt-in` rules are speculative (each rule's page says why) and run only when selected, e.g.",
-        '`extend-select = ["PF009"]`.',
+        f'`extend-select = ["{_first_opt_in()}"]`.',
         "**fires on**: the share of real configs of the kinds the rule reads on which it reports at default",
         f"settings, measured on {rates.get('corpus', 'a corpus')} ({rates.get('files', 0)} files) by",
         "`python scripts/rule_rates.py CORPUS_FOLDER` (docs/rule-rates.json): with no target stated, then judged",

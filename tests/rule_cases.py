@@ -60,6 +60,24 @@ def input_files(case: Path) -> list[Path]:
     return sorted(p for p in case.iterdir() if p.is_file() and p.name not in META_FILES)
 
 
+SUMMARY_HEADS = ("Checked ", "Would fix ", "Fixed ")  # the first line of a lint / fix run's summary
+
+
+def summary_of(stderr: str) -> str:
+    """A run's summary as one line: its first line and the indented parts below it (the hardware, the GPU count,
+    the environment: cfgopt.lint.report.summary_lines), joined with "; "; "" when there is none."""
+    lines = stderr.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(SUMMARY_HEADS)), None)
+    if start is None:
+        return ""
+    parts = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        parts.append(line[2:])
+    return "; ".join(parts)
+
+
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

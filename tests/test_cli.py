@@ -204,4 +204,5 @@ def test_summary_line_ends_with_a_newline(capsys) -> None:
     main(["lint", "fixtures/clean"])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if not line.startswith("note:")]  # references found elsewhere
-    assert lines[0].startswith("Checked 2 file(s)") and err.endswith("\n") and len(lines) == 1
+    assert lines[0].startswith("Checked 2 file(s)") and err.endswith("\n")
+    assert all(line.startswith("  ") for line in lines[1:])  # then what was judged, a part a line

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rule_cases import run_cli
+from rule_cases import TRAIN, run_cli
 
 from cfgopt.doctor import checks
 from cfgopt.doctor.command import jobs_in
@@ -369,3 +369,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     code, _out, err = run_cli(["doctor", "--root", str(laptop_root(tmp_path)), "nope.yaml", "bad.yaml"])
     assert code == 2 and "Traceback" not in err
     assert "nope.yaml: no such file" in err and "bad.yaml: not checked: it does not parse" in err
+
+
+def test_no_path_says_it_walks_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: `cfgopt doctor` with no config walks the current folder and every folder below it, and says so
+    before it starts (a walk of a home folder is long); a config named checks only that, without the note."""
+    root = laptop_root(tmp_path)
+    project = tmp_path / "project" / "configs"
+    project.mkdir(parents=True)
+    (project / "cfg.yaml").write_text(TRAIN)
+    monkeypatch.chdir(project.parent)
+    _code, out, err = run_cli(["doctor", "--root", str(root)])
+    assert err.startswith("cfgopt doctor: no config named: checking the training configs in the current folder and")
+    assert "Checked 1 training config(s)" in out + err
+    _code, out, err = run_cli(["doctor", "--root", str(root), "configs/cfg.yaml"])
+    assert "no config named" not in out + err and "Checked 1 training config(s)" in out + err

@@ -72,7 +72,7 @@ def _message_lines(stderr: str) -> list[str]:
     """stderr without argparse's usage block (`usage: ...` and its indented continuation lines) and without
     the summary line every lint / fix run ends with."""
     lines = []
-    in_usage = False
+    in_usage = in_summary = False
     for line in stderr.splitlines():
         if line.startswith("usage:"):
             in_usage = True
@@ -80,7 +80,8 @@ def _message_lines(stderr: str) -> list[str]:
         if in_usage and line.startswith(" "):
             continue
         in_usage = False
-        if line.strip() and not line.startswith(SUMMARY_LINES):
+        in_summary = line.startswith(SUMMARY_LINES) or (in_summary and line.startswith("  "))  # its parts below
+        if line.strip() and not in_summary:
             lines.append(line)
     return lines
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from rule_cases import ROOT, run_cli
+from rule_cases import ROOT, run_cli, summary_of
 
 from cfgopt.job.loader import JobError, load_job
 from cfgopt.job.settings import Settings
@@ -167,7 +167,7 @@ def test_fix_writes_the_plan_and_converges(tmp_path: Path) -> None:
     text = path.read_text()
     assert "per_device_train_batch_size: 8\n" in text and "disable_gradient_checkpointing: true" in text
     assert "neat_packing: true" in text and "enable_liger_kernel: true" in text
-    assert "(judged for 1 x h200 (--target, --gpus); environment: assumed: LLaMA-Factory 0.9.5" in err
+    assert "; judged for 1 x h200 (--target, --gpus); environment: assumed: LLaMA-Factory 0.9.5" in summary_of(err)
     run_cli(
         ["fix", "--unsafe-fixes", "--write", str(path), "--target", "h200", "--gpus", "1", "--extend-select", "PF,MEM"]
     )
@@ -185,7 +185,9 @@ def test_summary_line_names_the_hardware_and_what_is_assumed(tmp_path: Path) -> 
 
     def lint(*args: str) -> str:
         cmd = [sys.executable, "-m", "cfgopt", "lint", str(path), *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stderr
+        return summary_of(
+            subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stderr
+        )
 
     assert "; no target stated: 12 hardware checks skipped (--target NAME or target = in pyproject.toml)" in lint(
         "--isolated"

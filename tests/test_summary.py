@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rule_cases import ROOT, run_cli
+from rule_cases import ROOT, run_cli, summary_of
 
 from cfgopt.rules.base import MAX_MESSAGE
 
@@ -19,7 +19,7 @@ def _in_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _summary(*argv: str) -> str:
     _, _, err = run_cli(list(argv))
-    return err.strip().splitlines()[-1 if argv[0] == "lint" else -2]
+    return summary_of(err)
 
 
 @pytest.mark.parametrize("order", [("fixtures/seed", "fixtures/clean"), ("fixtures/clean", "fixtures/seed")])
@@ -46,3 +46,28 @@ def test_long_message_is_whole_in_detail(tmp_path: Path) -> None:
     _, out, _ = run_cli(["lint", "--format", "json", str(config)])
     (long,) = [d for d in json.loads(out)["diagnostics"] if len(d["message"]) >= MAX_MESSAGE]
     assert long["message"].endswith("…") and "x" * 3000 in long["detail"]
+
+
+def test_summary_wraps_a_part_a_line() -> None:
+    """Issue 45: the counts on the first line, then each part of what was judged on its own indented line (the
+    hardware, the GPU count, the environment), never one line of several hundred characters."""
+    _, _, err = run_cli(["lint", "fixtures/clean/llama3_lora_sft.yaml", "--target", "h100"])
+    lines = err[err.index("Checked ") :].splitlines()
+    assert lines[0].startswith("Checked 2 file(s): ") and "judged" not in lines[0]  # the YAML and its JSON
+    assert [line.split(" (")[0].split(":")[0] for line in lines[1:]] == [
+        "  judged for h100",
+        "  GPU count not stated",
+        "  environment",
+    ]
+    assert max(len(line) for line in lines) < 200
+
+
+def test_summary_of_several_groups_is_a_group_a_line() -> None:
+    _, _, err = run_cli(["lint", "fixtures/seed", "fixtures/clean"])
+    parts = err[err.index("Checked ") :].splitlines()[1:]
+    assert [part.split(":")[0] for part in parts] == [
+        "  fixtures/seed",
+        "  fixtures/clean",
+        "  fixtures/seed",
+        "  fixtures/clean",
+    ]

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from rule_cases import CASES_DIR, case_args, input_files, run_cli
+from rule_cases import CASES_DIR, case_args, input_files, run_cli, summary_of
 
 from cfgopt.knowledge import detect
 from cfgopt.knowledge.detect import resolve_target as resolve
@@ -212,7 +212,7 @@ def lint(*args: str, cwd: Path | None = None) -> tuple[int, list[dict], str]:
         _, _, summary = run_cli(["lint", "--format", "concise", *args])
     finally:
         os.chdir(old)
-    return code, diags, summary.strip().splitlines()[-1]
+    return code, diags, summary_of(summary)
 
 
 def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkeypatch) -> None:

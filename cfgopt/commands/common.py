@@ -105,6 +105,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 # `--format` names, one vocabulary for every subcommand (ruff's where ruff has one): `full` is the human report
 # (with code frames where there are findings), `concise` one line each; the machine formats as `cfgopt lint`.
 FORMATS = ("full", "concise", "json", "json-lines", "github", "sarif", "junit")
+# Formats a program reads: `lint` and `fix` write them to stdout and nothing else there (no summary, no diff).
+MACHINE_FORMATS = ("json", "json-lines", "sarif", "junit")
 FAIL_ON = ("error", "warning", "info")
 
 

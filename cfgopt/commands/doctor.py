@@ -15,8 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paths",
         nargs="*",
         type=Path,
-        default=[Path(".")],
-        help="training configs, launch scripts or folders to check (default: .)",
+        default=[],  # none named: the current folder is walked, and the run says so
+        help="training configs, launch scripts or folders to check (default: the current folder and every folder "
+        "below it, which the run names)",
     )
     add_format_argument(
         parser, FORMATS, "full", "as `cfgopt lint`: full (default), concise, json, json-lines, github, sarif, junit"

@@ -7,10 +7,11 @@ import argparse
 import difflib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from cfgopt.commands.common import (
     FORMATS,
+    MACHINE_FORMATS,
     add_common_arguments,
     add_format_argument,
     add_outcome_arguments,
@@ -45,8 +46,9 @@ def add_arguments(fix: argparse.ArgumentParser) -> None:
         fix,
         FORMATS,
         "concise",
-        "as `cfgopt lint`, for the findings left after --write (on stderr; the diff stays on stdout): concise "
-        "(default), full, json, json-lines, github, sarif, junit",
+        "as `cfgopt lint`, for the findings the fixes leave: json, json-lines, sarif and junit on stdout, alone "
+        "(no diff; with or without --write); concise (default), full and github after --write, on stderr (the "
+        "diff stays on stdout)",
     )
     add_outcome_arguments(
         fix, "lowest severity left unfixed that makes the exit code 1 (default: the project config's, else warning)"
@@ -112,15 +114,18 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
     _print_not_fixed(result)
     for path, why in result.reverted.items():
         sys.stderr.write(shown(f"{report.display_path(path)}: error: fixes not applied: {why}") + "\n")
-    unwritten = _show_and_write(args, result)
+    machine = args.format in MACHINE_FORMATS  # the report alone on stdout, as `lint` writes it
+    unwritten = _show_and_write(args, result, machine)
     if unwritten:
         result.leave_unfixed(unwritten)  # the summary and the exit code count what the files now hold
     remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
     if args.show_fixes:
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
-    if remaining and args.write and not args.exit_zero:  # --exit-zero: they are not fix's to fail on (pre-commit)
-        _render_remaining(args, result, remaining)
-    if not args.quiet:
+    if machine:  # every finding left, whatever --fail-on and --exit-zero decide about the exit code
+        _render_remaining(args, result, result.remaining, sys.stdout)
+    elif remaining and args.write and not args.exit_zero:  # --exit-zero: not fix's to fail on (pre-commit)
+        _render_remaining(args, result, remaining, sys.stderr)
+    if not args.quiet and not machine:
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
         _fix_summary(result, remaining, args.write, settings, args.paths)
@@ -131,22 +136,24 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
     return 1 if remaining else 0
 
 
-def _render_remaining(args: argparse.Namespace, result: FixResult, remaining: list) -> None:
-    """The findings left after --write, on stderr, in `--format` (or as `--statistics`)."""
+def _render_remaining(args: argparse.Namespace, result: FixResult, remaining: list, stream: TextIO) -> None:
+    """The findings the fixes leave, in `--format` (or as `--statistics`), with the files that could not be read."""
     from cfgopt.lint import report
     from cfgopt.lint.engine import LintResult
     from cfgopt.text.diagnostics import Severity
 
     if args.statistics:
-        report.render_statistics(remaining, sys.stderr, as_json=args.format == "json")
+        report.render_statistics(remaining, stream, as_json=args.format == "json")
         return
-    left = LintResult(remaining, [], result.files, file_settings=result.file_settings)
-    report.render(args.format, left, sys.stderr, Severity.parse(args.fail_on) if args.fail_on else None)
+    left = LintResult(remaining, result.problems, result.files, file_settings=result.file_settings)
+    fixes = report.fixes_json(result.applied, args.write)
+    report.render(args.format, left, stream, Severity.parse(args.fail_on) if args.fail_on else None, fixes)
 
 
-def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
+def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) -> set[Path]:
     """Print each fixed file's diff (without --write, or with --diff) and write it (with --write); the files
-    that could not be written, each reported with why."""
+    that could not be written, each reported with why. `machine`: stdout holds the report alone (no diff, and no
+    line per fix on stderr: the report is what a program reads)."""
     from cfgopt.lint import report
     from cfgopt.text.document import encode
     from cfgopt.text.document import shown as escape
@@ -156,7 +163,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
     for path in sorted(result.fixed):
         before, after = result.originals[path], result.fixed[path]
         shown = escape(report.display_path(path))  # a file name may carry `\n+++ b/x` or an escape sequence
-        if not args.write:
+        if not args.write and not machine:
             write_file_text("".join(unified_diff(before, after, shown)))
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
@@ -166,7 +173,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
                 sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
                 unwritten.add(path)
                 continue
-        for description in [] if args.quiet else result.applied.get(path, []):
+        for description in [] if args.quiet or machine else result.applied.get(path, []):
             sys.stderr.write(escape(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}") + "\n")
     return unwritten
 
@@ -193,11 +200,13 @@ def unified_diff(before: str, after: str, shown: str) -> list[str]:
 
 def _fix_summary(result, remaining: list, written: bool, settings: Settings, paths: list[Path]) -> None:
     from cfgopt.job.job import judged_for_run
+    from cfgopt.lint.report import summary_lines
 
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
     judged = judged_for_run(result.file_settings, paths, settings)
-    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged}); {len(remaining)} remaining\n")
+    head = f"{verb} {n} problem(s) in {len(result.fixed)} file(s); {len(remaining)} remaining"
+    sys.stderr.write(summary_lines(head, judged))
     waiting = _unsafe_waiting(result.remaining, settings)
     if waiting:
         sys.stderr.write(waiting + "\n")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import (
     FORMATS,
+    MACHINE_FORMATS,
     add_common_arguments,
     add_format_argument,
     add_outcome_arguments,
@@ -81,7 +82,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
 
     result = lint_paths(args.paths, resolver, recognised_only=args.recognised_only, overlay=overlay)
     _strip_unfixable(result)
-    machine = args.format in ("json", "json-lines", "sarif", "junit")
+    machine = args.format in MACHINE_FORMATS
     if args.statistics:  # as ruff: the table instead of the findings
         report.render_statistics(result.diagnostics, sys.stdout, as_json=args.format == "json")
     else:
@@ -100,7 +101,7 @@ def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, ov
             result.diagnostics,
             result.files,
             result.problems,
-            judged_for=judged_for_run(result.file_settings, args.paths, shown),
+            judged=judged_for_run(result.file_settings, args.paths, shown),
         )
     code = result.exit_code(Severity.parse(args.fail_on) if args.fail_on else None)
     return exit_zero(args, code)

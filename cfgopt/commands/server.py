@@ -1,9 +1,11 @@
 """`cfgopt server`: the language server, over stdio (cfgopt/server/; set-up in docs/editor.md). Needs the `server`
-extra (`pip install 'cfgopt[server]'`: pygls); nothing else imports it."""
+extra of the `cfgopt-lint` distribution (`pip install '.[server]'` in the checkout: pygls); nothing else imports it."""
 
 from __future__ import annotations
 
 import argparse
+
+DISTRIBUTION = "cfgopt-lint"  # pyproject.toml's `name`; `cfgopt` on the package index is an unrelated project
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,5 +17,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         from cfgopt.server.lsp import serve
     except ImportError as exc:
-        raise SystemExit(f"cfgopt server: {exc.name} is not installed: pip install 'cfgopt[server]'") from None
+        raise SystemExit(missing_message(exc.name)) from None
     return serve()
+
+
+def missing_message(module: str | None) -> str:
+    """What to install: the `server` extra of this distribution (`cfgopt` on the package index is another project)."""
+    return (
+        f"cfgopt server: {module or 'pygls'} is not installed; the server needs the `server` extra of cfgopt's "
+        f"distribution, {DISTRIBUTION}: `pip install '.[server]'` in cfgopt's checkout (docs/editor.md)"
+    )

@@ -43,6 +43,12 @@ def jobs_in(paths: list[Path], stack: Stack) -> tuple[list, list[str]]:
     return jobs, problems
 
 
+WALKED = (
+    "cfgopt doctor: no config named: checking the training configs in the current folder and every folder below "
+    "it (`cfgopt doctor CONFIG...` checks only those)"
+)
+
+
 def run(args: argparse.Namespace) -> int:
     root = args.root or os.environ.get("CFGOPT_SYSFS_ROOT", "/")
     try:  # the node's files (dist-info, /sys, a site-packages folder given) under the same watchdog as a config
@@ -60,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
         if written:
             sys.stderr.write(f"cfgopt doctor: {written}\n")
             return 2
-    jobs, problems = jobs_in(args.paths, stack) if args.paths else ([], [])
+    walked = not args.paths  # no path named: the current folder, recursively, said before the walk (it may be long)
+    if walked:
+        sys.stderr.write(WALKED + "\n")
+    jobs, problems = jobs_in([Path(".")] if walked else args.paths, stack)
     for job in jobs:
         try:  # each job's checks read files its config names (dataset_info.json): one limit per job
             with time_limit():

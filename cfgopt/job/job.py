@@ -130,17 +130,33 @@ def _hardware_judged(settings: Settings) -> str:
     )
 
 
-def judged_for_run(file_settings: dict[Path, Settings], paths: list[Path], first: Settings) -> str:
-    """`judged_for` for a whole run: one description when every file was judged alike, else one per settings
-    group, each led by the command-line paths it covers (`fixtures/seed: no target stated ...; fixtures/clean:
-    judged for 1 x mi300x (cfgopt.toml)`), the hardware and the environment grouped apart. `first`: the
-    settings described when no file was read."""
+def judged_for_run(file_settings: dict[Path, Settings], paths: list[Path], first: Settings) -> list[str]:
+    """`judged_for` for a whole run, in the parts the summary prints a line each: one description when every file
+    was judged alike (`judged for h100 (--target)`, `GPU count not stated: ...`, `environment: ...`), else one per
+    settings group, each led by the command-line paths it covers (`fixtures/seed: no target stated ...`,
+    `fixtures/clean: judged for 1 x mi300x (cfgopt.toml)`), the hardware and the environment grouped apart.
+    `first`: the settings described when no file was read. Joined with "; " the parts read as one line."""
     if not file_settings:
-        return judged_for(first)
+        return [*_parts(_hardware_judged(first)), *_parts(first.environment.describe())]
     labels = _labels(list(file_settings), paths, file_settings)
     hardware = _grouped({labels[k]: _hardware_judged(s) for k, s in file_settings.items()})
     environment = _grouped({labels[k]: s.environment.describe() for k, s in file_settings.items()})
-    return f"{hardware}; {environment}"
+    return [*hardware, *environment]
+
+
+def _parts(text: str) -> list[str]:
+    """`text` split at each "; " outside parentheses and backquotes (`(--target NAME; docs/targets.md)` stays
+    whole)."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(text):
+        if char == "`":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+        elif char == ";" and depth <= 0 and not quoted and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return [part for part in (*parts, text[start:]) if part]
 
 
 def _labels(files: list[Path], paths: list[Path], file_settings: dict[Path, Settings]) -> dict[Path, str]:
@@ -164,16 +180,17 @@ def _labels(files: list[Path], paths: list[Path], file_settings: dict[Path, Sett
     return labels
 
 
-def _grouped(by_label: dict[str, str]) -> str:
-    """`desc` when every label has the same one, else `label, label: desc; label: desc` in first-seen order."""
+def _grouped(by_label: dict[str, str]) -> list[str]:
+    """`desc`'s parts when every label has the same one, else `label, label: desc` per group in first-seen order
+    (a group's description whole, so that each line says whose it is)."""
     groups: dict[str, list[str]] = {}
     for label, desc in by_label.items():
         groups.setdefault(desc, [])
         if label not in groups[desc]:
             groups[desc].append(label)
     if len(groups) == 1:
-        return next(iter(groups))
-    return "; ".join(f"{', '.join(labels)}: {desc}" for desc, labels in groups.items())
+        return _parts(next(iter(groups)))
+    return [f"{', '.join(labels)}: {desc}" for desc, labels in groups.items()]
 
 
 def judged_settings(settings: Settings) -> dict:

@@ -97,13 +97,20 @@ def summary(diags: list[Diagnostic], files: int) -> dict:
 
 
 def render_json(
-    diags: list[Diagnostic], files: int, problems: list, stream: TextIO, judged: dict | None = None
+    diags: list[Diagnostic],
+    files: int,
+    problems: list,
+    stream: TextIO,
+    judged: dict | None = None,
+    fixes: list[dict] | None = None,
 ) -> None:
-    """`judged`: `files_judged`, each file's settings (the `files` list)."""
+    """`judged`: `files_judged`, each file's settings (the `files` list); `fixes`: `cfgopt fix`'s, the fixes
+    applied to each file (`fixes_json`), before the summary."""
     out = {
         "diagnostics": [d.to_json() for d in diags],
         "problems": [{"file": display_path(p.path), "message": p.message} for p in problems],
         "files": [{"file": name, **settings} for name, settings in (judged or {}).items()],
+        **({} if fixes is None else {"fixes": fixes}),
         "summary": summary(diags, files),
     }
     json.dump(out, stream, indent=2)
@@ -132,10 +139,11 @@ def render_statistics(diags: list[Diagnostic], stream: TextIO, as_json: bool = F
 
 
 def render_summary_line(
-    diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None, judged_for: str = ""
+    diags: list[Diagnostic], files: int, problems: list, stream: TextIO | None = None, judged: list[str] | None = None
 ) -> None:
-    """The last line of a run, on stderr (the stream looked up when called, so redirections apply);
-    `judged_for` (cfgopt.job.job.judged_for) names the target, GPU count and where they came from, last."""
+    """The summary of a run, on stderr (the stream looked up when called, so redirections apply): the counts,
+    then `judged` (cfgopt.job.job.judged_for_run: the target, GPU count, environment and where they came from),
+    a line each (`summary_lines`)."""
     stream = stream or sys.stderr
     s = summary(diags, files)
     parts = [f"{s['errors']} error(s)", f"{s['warnings']} warning(s)", f"{s['infos']} info"]
@@ -146,9 +154,18 @@ def render_summary_line(
             line += f" (+{s['unsafe_fixable']} with --unsafe-fixes)"
     if problems:
         line += f"; {len(problems)} file(s) could not be read"
-    if judged_for:
-        line += f"; {judged_for}"
-    stream.write(line + "\n")
+    stream.write(summary_lines(line, judged or []))
+
+
+SUMMARY_INDENT = "  "
+
+
+def summary_lines(head: str, judged: list[str]) -> str:
+    """A run's summary: `head` (the counts) on the first line, then each part of what the files were judged for
+    (`cfgopt.job.job.judged_for_run`: the hardware, the GPU count, the environment, or each settings group's) on
+    a line of its own, indented, rather than one line of several hundred characters. Joined with "; " the lines
+    read as the one line they replace."""
+    return "".join(f"{text}\n" for text in [head, *(SUMMARY_INDENT + part for part in judged)])
 
 
 def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: TextIO | None = None) -> None:
@@ -187,14 +204,14 @@ def tolerant(stream: TextIO) -> TextIO:
     return stream
 
 
-def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None) -> None:
+def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None, fixes: list[dict] | None = None) -> None:
     """Write `result` (engine.LintResult) in one of the `--format`s; `fail_on`: `--fail-on` (JUnit counts
-    failures from it; None: each file's own)."""
+    failures from it; None: each file's own); `fixes`: `cfgopt fix`'s fixes by file, in the JSON."""
     stream = tolerant(stream)
     if fmt == "json":
         from cfgopt.job.job import files_judged
 
-        render_json(result.diagnostics, result.files, result.problems, stream, files_judged(result))
+        render_json(result.diagnostics, result.files, result.problems, stream, files_judged(result), fixes)
     elif fmt == "concise":
         render_concise(result.diagnostics, stream)
     elif fmt in ("json-lines", "github", "sarif", "junit"):
@@ -227,6 +244,16 @@ def render_available_fixes(diags: list[Diagnostic], stream: TextIO) -> None:
             f"  {shown(display_path(d.path))}:{line}:{col}: {d.code} [{d.fix.applicability}] "
             f"{shown(d.fix.description)}\n"
         )
+
+
+def fixes_json(applied: dict[Path, list[str]], written: bool) -> list[dict]:
+    """`cfgopt fix --format json`'s `fixes`: each changed file, the fixes applied to it, and whether it was written
+    (without --write: the fixes that would be)."""
+    return [
+        {"file": display_path(path), "written": written, "fixes": list(descriptions)}
+        for path, descriptions in sorted(applied.items())
+        if descriptions
+    ]
 
 
 def render_applied_fixes(applied: dict[Path, list[str]], written: bool, stream: TextIO) -> None:

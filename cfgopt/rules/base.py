@@ -34,6 +34,21 @@ def _edits_inside(fix: Fix, entry: Entry) -> bool:
     return any(edit.start <= high and low <= edit.end for edit in fix.edits)
 
 
+def key_anchor(src: Source) -> tuple[int, int]:
+    """Where a finding about a key of the job that the file does not write points: on a launch line that names a
+    YAML (`llamafactory-cli train cfg.yaml`), the YAML's word, as the line's job takes the key from that file (the
+    YAML reports it on its own entry too); else the top of the config (a default value is the cause)."""
+    named = src.command.get("yaml")
+    if named is not None:
+        return named[1], named[2]
+    root = src.root
+    if root is None:
+        return 0, 0
+    if root.entries:
+        return root.entries[0].key_start, root.entries[0].key_end
+    return root.start, root.end
+
+
 def _bounded(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
@@ -85,15 +100,22 @@ class Rule:
     def at_entry(
         self,
         ctx: Context,
-        entry: Entry,
+        entry: Entry | None,
         message: str,
         *,
         on: str = "key",
         severity: Severity | None = None,
         fix: Fix | None = None,
         source: Source | None = None,
+        key: str = "",
     ) -> Diagnostic:
+        """A finding at an entry of the file (its key, or its value with `on="value"`). None: the job holds the
+        key (`key`) but this file does not write it; the finding points where the file takes it from
+        (`key_anchor`)."""
         src = source or ctx.source
+        if entry is None:
+            start, end = key_anchor(src)
+            return self._diagnostic(src, start, end, message, key, severity, fix)
         if on == "value":
             start, end = entry.node.start, entry.node.end
             if end <= start:
@@ -102,6 +124,11 @@ class Rule:
             start, end = entry.key_start, entry.key_end
         if fix is not None and entry.merged and _edits_inside(fix, entry):
             fix = None  # a key a `<<:` merge brought in: its text is the merged mapping's (fix_check refuses it too)
+        return self._diagnostic(src, start, end, message, entry.dotted, severity, fix)
+
+    def _diagnostic(
+        self, src: Source, start: int, end: int, message: str, key: str, severity: Severity | None, fix: Fix | None
+    ) -> Diagnostic:
         return Diagnostic(
             document=src.document,
             start=start,
@@ -111,7 +138,7 @@ class Rule:
             severity=severity if severity is not None else self.severity,
             message=_bounded(message),
             detail=_detail(message),
-            key=entry.dotted,
+            key=key,
             fix=fix,
         )
 
@@ -130,18 +157,7 @@ class Rule:
         start, end = (node.start, node.end) if node is not None else (0, 0)
         if node is not None and node.entries:  # a whole mapping: point at its first key, not 40 lines
             start, end = node.entries[0].key_start, node.entries[0].key_end
-        return Diagnostic(
-            document=src.document,
-            start=start,
-            end=end,
-            code=self.code,
-            name=self.name,
-            severity=severity if severity is not None else self.severity,
-            message=_bounded(message),
-            detail=_detail(message),
-            key=key,
-            fix=fix,
-        )
+        return self._diagnostic(src, start, end, message, key, severity, fix)
 
     @staticmethod
     def fix(description: str, edits: list[Edit] | None, *, safe: bool, display_only: bool = False) -> Fix | None:

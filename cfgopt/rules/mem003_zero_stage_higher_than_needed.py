@@ -62,7 +62,7 @@ class ZeroStageHigherThanNeeded(Rule):
         if current.finetuning_type in ("full", "freeze") and n > 1:
             candidates.reverse()  # on one GPU ZeRO shards nothing: no DeepSpeed first (measured 4.4x faster)
         target = ctx.settings.target
-        entry = entry_of(ctx, "deepspeed")
+        entry = entry_of(ctx, "deepspeed")  # None on a launch line whose YAML names the JSON: at the YAML's word
         where = f"{n} GPU(s)" if ctx.settings.gpus else "any number of GPUs"
         ft = value_of(ctx, "finetuning_type")
         planned = plan_for(ctx.job)
@@ -81,6 +81,7 @@ class ZeroStageHigherThanNeeded(Rule):
                 f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
                 f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
                 f"adds communication{kept}",
+                key="deepspeed",
             )
             return
         if planned is not None and planned.deepspeed_stage is not None and planned.est_gib is not None:
@@ -92,4 +93,5 @@ class ZeroStageHigherThanNeeded(Rule):
                 f"ZeRO-{current.zero_stage} is more than {current.model} ({ft}) needs on {where} with the speed "
                 f"plan's settings ({planned.shape()}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
                 f"of a {target.memory_gib:g} GiB {target.name}; the higher stage only adds communication",
+                key="deepspeed",
             )
