@@ -202,7 +202,8 @@ def plot(path: Path, runs: dict[str, dict[str, Any]]) -> bool:
     for label, metrics in runs.items():
         steps = metrics.get("steps") or []
         xs = [s["step"] for s in steps]
-        ax1.plot(xs, [s["real_tokens"] / s["seconds"] if s["seconds"] else 0 for s in steps], marker="o", label=label)
+        if impossible(steps, metrics.get("capacity_tokens_per_step")) is None:  # never draw a refused figure
+            ax1.plot(xs, [s["real_tokens"] / s["seconds"] for s in steps], marker="o", label=label)
         if steps and "allocated_gib" in steps[0]:
             ax2.plot(xs, [s["max_allocated_gib"] for s in steps], marker="o", label=label)
         losses = metrics.get("losses") or []
