@@ -244,3 +244,11 @@ def test_a_neat_packed_cpu_run_counts_no_more_than_it_ran(tmp_path: Path) -> Non
         # 2 packed rows of 256: the old count summed the 4D mask (about 2 x 256 x 256 / 2)
         assert 0 < step["real_tokens"] <= step["padded_tokens"] <= 2 * 256
     assert original["real_tokens_per_s"] > 0
+
+
+def test_one_slow_steady_step_moves_the_figure_little() -> None:
+    """Another process on the machine slows one step: tokens/s stays tokens per step over the median step."""
+    summary = comparison.summarize({"steps": _steps([3.0, 1.0, 1.0, 1.02, 4.0, 0.98, 1.0, 1.01])})
+    assert summary["warmup_steps_excluded"] == 1
+    assert summary["real_tokens_per_s"] == pytest.approx(4000 / summary["median_step_s"])
+    assert summary["real_tokens_per_s"] == pytest.approx(4000, rel=0.05)

@@ -67,7 +67,9 @@ def _speed(out: dict[str, Any], metrics: dict[str, Any], warm: list[dict[str, An
     if why is not None:
         out["cannot_measure"] = why
         return
-    seconds = sum(s["seconds"] for s in warm)
+    # tokens per step over the median step: a step slowed by something else on the machine (another process,
+    # a stall of the data loader) moves the median less than the mean, so two runs of one config agree
+    seconds = len(warm) * out["median_step_s"]
     out["real_tokens_per_s"] = sum(s["real_tokens"] for s in warm) / seconds
     out["padded_tokens_per_s"] = sum(s["padded_tokens"] for s in warm) / seconds
     out["supervised_tokens_per_s"] = sum(s["supervised_tokens"] for s in warm) / seconds
