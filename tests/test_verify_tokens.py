@@ -186,7 +186,10 @@ def test_more_tokens_than_the_step_holds_is_refused() -> None:
     over_ids = comparison.summarize({"steps": _steps([1.0] * 8, real=5000, padded=4096)})
     assert "more than the 4,096 it ran" in over_ids["cannot_measure"]
     no_time = comparison.summarize({"steps": _steps([1.0] * 4 + [0.0] * 4)})
-    assert "the clock went wrong" in no_time["cannot_measure"]
+    assert "the clock went wrong" in no_time["cannot_measure"] and no_time.get("median_step_s") is None
+    in_warmup = _steps([5.0] + [1.0] * 7)
+    in_warmup[0]["real_tokens"] = 10**6  # excluded from the figure, still a counting bug
+    assert "step 1 counted 1,000,000" in comparison.summarize({"steps": in_warmup})["cannot_measure"]
     assert json.loads(comparison.to_json(summary, over_ids, comparison.compare(summary, over_ids), {}))
 
 

@@ -62,8 +62,9 @@ def impossible(steps: list[dict[str, Any]], capacity: int | None) -> str | None:
 
 def _speed(out: dict[str, Any], metrics: dict[str, Any], warm: list[dict[str, Any]]) -> None:
     """tokens/s and MFU of the steady steps into `out`, or `cannot_measure` with why."""
-    out["median_step_s"] = statistics.median(s["seconds"] for s in warm)
-    why = impossible(warm, metrics.get("capacity_tokens_per_step"))
+    if all(s["seconds"] > 0 for s in metrics["steps"]):  # the time is measured even where a count is refused
+        out["median_step_s"] = statistics.median(s["seconds"] for s in warm)
+    why = impossible(metrics["steps"], metrics.get("capacity_tokens_per_step"))  # warm-up's counts too
     if why is not None:
         out["cannot_measure"] = why
         return
