@@ -167,6 +167,8 @@ def _report(
     for label, s in summaries.items():
         if s.get("error"):
             sys.stderr.write(f"cfgopt verify: the {label} run crashed: {s['error']}\n")
+        if s.get("cannot_measure"):  # a counting bug refused, not a verdict on the fix: exit as `not measured`
+            sys.stderr.write(f"cfgopt verify: the {label} run: cannot measure: {s['cannot_measure']}\n")
     if summaries.get("fixed", before).get("error"):
         return 1  # the fix (or, measured alone, the original) crashes; the original crashing is what fixes fix
     code = 0

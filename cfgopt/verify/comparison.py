@@ -24,13 +24,76 @@ FLOP_CONVENTION = (
     "recomputation not counted"
 )
 NOISE = 0.05  # step-time differences below 5% are treated as noise
+WARMUP_FACTOR = 1.25  # a leading step slower than this x the steady median is warm-up (compilation, allocator)
+MIN_STEADY_STEPS = 4  # fewer steady steps than this and two runs of one config may differ by more than 5%
+
+
+def warmup_steps(seconds: list[float]) -> int:
+    """How many leading steps are warm-up: those slower than WARMUP_FACTOR x the median of the later half, at
+    least 1 and at most half of the steps. On the H200 two runs of one DPO shape took 6.6 s / 4.5 s vs
+    2.9 s / 2.5 s for steps 1-2 and agreed within 4% from step 3; dropping a fixed first quarter of a short run
+    kept the slow step 2 in one of them, and they reported 2,236 vs 2,686 tokens/s (issue 41)."""
+    count = len(seconds)
+    if count < 2:
+        return 0
+    steady = statistics.median(seconds[count // 2 :])
+    leading = 0
+    while leading < count and seconds[leading] > WARMUP_FACTOR * steady:
+        leading += 1
+    return min(max(leading, 1), count // 2)
+
+
+def impossible(steps: list[dict[str, Any]], capacity: int | None) -> str | None:
+    """Why the steps' counts cannot be true (a counting bug to refuse, never a figure to print), None if they
+    can: a step of no time, or more real tokens than the step ran (its input_ids) or could hold."""
+    for s in steps:
+        where = f"step {s.get('step', '?')}"
+        if s["seconds"] <= 0:
+            return f"{where} took {s['seconds']:.3g} s (the clock went wrong)"
+        if s["real_tokens"] > s["padded_tokens"]:
+            return f"{where} counted {s['real_tokens']:,} real tokens, more than the {s['padded_tokens']:,} it ran"
+        if capacity and s["real_tokens"] > capacity:
+            return (
+                f"{where} counted {s['real_tokens']:,} real tokens, more than micro-batch x accumulation x rows x "
+                f"cutoff = {capacity:,}"
+            )
+    return None
+
+
+def _speed(out: dict[str, Any], metrics: dict[str, Any], warm: list[dict[str, Any]]) -> None:
+    """tokens/s and MFU of the steady steps into `out`, or `cannot_measure` with why."""
+    if all(s["seconds"] > 0 for s in metrics["steps"]):  # the time is measured even where a count is refused
+        out["median_step_s"] = statistics.median(s["seconds"] for s in warm)
+    why = impossible(metrics["steps"], metrics.get("capacity_tokens_per_step"))  # warm-up's counts too
+    if why is not None:
+        out["cannot_measure"] = why
+        return
+    # tokens per step over the median step: a step slowed by something else on the machine (another process,
+    # a stall of the data loader) moves the median less than the mean, so two runs of one config agree
+    seconds = len(warm) * out["median_step_s"]
+    out["real_tokens_per_s"] = sum(s["real_tokens"] for s in warm) / seconds
+    out["padded_tokens_per_s"] = sum(s["padded_tokens"] for s in warm) / seconds
+    out["supervised_tokens_per_s"] = sum(s["supervised_tokens"] for s in warm) / seconds
+    n, trainable = metrics.get("parameters"), metrics.get("trainable_parameters")
+    peak = metrics.get("peak_tflops")
+    if n and out["real_tokens_per_s"] and peak:
+        per_token = 4 * n + 2 * (trainable or 0) + (2 * n if metrics.get("reference_forward") else 0)
+        mfu = per_token * out["real_tokens_per_s"] / (peak * 1e12)
+        if mfu > 1:
+            out["cannot_measure"] = f"MFU {mfu:.0%} is over 100% (the token or parameter count is wrong)"
+            for key in ("real_tokens_per_s", "padded_tokens_per_s", "supervised_tokens_per_s"):
+                out[key] = None
+            return
+        out["mfu"] = mfu
 
 
 def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
     steps = metrics.get("steps") or []
-    warm = steps[max(1, len(steps) // 4) :] if len(steps) > 2 else steps
+    skipped = warmup_steps([s["seconds"] for s in steps])
+    warm = steps[skipped:]
     out: dict[str, Any] = {
         "steps_measured": len(warm),
+        "warmup_steps_excluded": skipped,
         "device": metrics.get("device"),
         "platform": metrics.get("platform"),
         "attn_implementation": metrics.get("attn_implementation"),
@@ -41,20 +104,14 @@ def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
     }
     for key in ("stage", "notes"):  # the worker's: the stage run, and what it changed (rm: value head dropout)
         if metrics.get(key):
-            out[key] = metrics[key]
+            out[key] = list(metrics[key]) if key == "notes" else metrics[key]
     if warm:
-        seconds = sum(s["seconds"] for s in warm)
-        real = sum(s["real_tokens"] for s in warm)
-        out["median_step_s"] = statistics.median(s["seconds"] for s in warm)
-        out["real_tokens_per_s"] = real / seconds if seconds else None
-        out["padded_tokens_per_s"] = sum(s["padded_tokens"] for s in warm) / seconds if seconds else None
-        out["supervised_tokens_per_s"] = sum(s["supervised_tokens"] for s in warm) / seconds if seconds else None
-        n, trainable = metrics.get("parameters"), metrics.get("trainable_parameters")
-        peak = metrics.get("peak_tflops")
-        if n and out["real_tokens_per_s"] and peak:
-            per_token = 4 * n + 2 * (trainable or 0) + (2 * n if metrics.get("reference_forward") else 0)
-            flops = per_token * out["real_tokens_per_s"]
-            out["mfu"] = flops / (peak * 1e12)
+        _speed(out, metrics, warm)
+        if len(warm) < MIN_STEADY_STEPS and not out.get("cannot_measure"):
+            out.setdefault("notes", []).append(
+                f"only {len(warm)} steady steps (after {skipped} of warm-up): the speed may be off by more than 5%"
+                " (--steps)"
+            )
     losses = metrics.get("losses") or []
     if losses:
         out["loss_first"], out["loss_last"] = losses[0]["loss"], losses[-1]["loss"]
@@ -67,12 +124,18 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     if before.get("error") or after.get("error"):
         verdict["status"] = "crash"
         return verdict
+    if before.get("peak_allocated_gib") and after.get("peak_allocated_gib"):
+        verdict["memory_ratio"] = after["peak_allocated_gib"] / before["peak_allocated_gib"]
+    runs = (("original", before), ("fixed", after))
+    cannot = [f"the {name} run: {s['cannot_measure']}" for name, s in runs if s.get("cannot_measure")]
+    if cannot:  # an impossible figure is never compared (nor printed)
+        verdict["status"] = "cannot compare speed"
+        verdict["speed"] = "cannot compare speed: " + "; ".join(cannot)
+        return verdict
     b, a = before.get("real_tokens_per_s"), after.get("real_tokens_per_s")
     if b and a:
         verdict["speedup"] = a / b
         verdict["status"] = "slower" if a < b * (1 - NOISE) else "faster" if a > b * (1 + NOISE) else "same"
-    if before.get("peak_allocated_gib") and after.get("peak_allocated_gib"):
-        verdict["memory_ratio"] = after["peak_allocated_gib"] / before["peak_allocated_gib"]
     return verdict
 
 
@@ -85,6 +148,7 @@ def _fmt(value: Any, pattern: str = "{:.3f}") -> str:
 
 
 ROWS = [
+    ("warm-up steps excluded", "warmup_steps_excluded", ""),
     ("median step (s)", "median_step_s", "{:.3f}"),
     ("real tokens/s", "real_tokens_per_s", "{:,.0f}"),
     ("supervised tokens/s", "supervised_tokens_per_s", "{:,.0f}"),
@@ -108,11 +172,15 @@ def table(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any]
     for name, s in (("original", before), ("fixed", after)):
         if s.get("error"):
             lines.append(f"{name} run crashed: {s['error']}")
+        if s.get("cannot_measure"):
+            lines.append(f"{name} run: cannot measure: {s['cannot_measure']}")
     device = before.get("device") or after.get("device")
     if device:
         lines.append(f"device: {device} ({before.get('platform') or after.get('platform')})")
     else:
         lines.append("device: not reached (no run got to its first training step)")
+    if "speed" in verdict:
+        lines.append(verdict["speed"])
     if "speedup" in verdict:
         lines.append(f"fixed vs original: {verdict['speedup']:.2f}x real tokens/s ({verdict['status']})")
     if "loss" in verdict:
@@ -137,7 +205,8 @@ def plot(path: Path, runs: dict[str, dict[str, Any]]) -> bool:
     for label, metrics in runs.items():
         steps = metrics.get("steps") or []
         xs = [s["step"] for s in steps]
-        ax1.plot(xs, [s["real_tokens"] / s["seconds"] if s["seconds"] else 0 for s in steps], marker="o", label=label)
+        if impossible(steps, metrics.get("capacity_tokens_per_step")) is None:  # never draw a refused figure
+            ax1.plot(xs, [s["real_tokens"] / s["seconds"] for s in steps], marker="o", label=label)
         if steps and "allocated_gib" in steps[0]:
             ax2.plot(xs, [s["max_allocated_gib"] for s in steps], marker="o", label=label)
         losses = metrics.get("losses") or []

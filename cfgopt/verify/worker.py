@@ -18,6 +18,7 @@ from typing import Any
 
 from cfgopt.knowledge.targets import target_for_device  # a table only: the worker stays import-light
 from cfgopt.verify import synthetic_meta  # likewise
+from cfgopt.verify.tokens import count_batch, step_capacity  # tensor methods only
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
@@ -74,16 +75,12 @@ def _patch_trainer() -> None:
     original = transformers.Trainer.training_step
 
     def training_step(self, model, inputs, *args, **kwargs):
-        mask = inputs.get("attention_mask")
-        ids = inputs.get("input_ids")
-        labels = inputs.get("labels")
-        if ids is not None:
-            _Counter.padded += int(ids.numel())
-            _Counter.sequences += int(ids.shape[0]) if ids.dim() > 1 else 1
-            # neat packing puts segment ids in the mask: count non-zero positions as real tokens
-            _Counter.real += int((mask != 0).sum()) if mask is not None else int(ids.numel())
-        if labels is not None:
-            _Counter.supervised += int((labels != -100).sum())
+        # from the batch's structure (cfgopt.verify.tokens): a neat-packed batch's mask is 4D under SDPA
+        counted = count_batch(inputs)
+        _Counter.padded += counted.padded
+        _Counter.sequences += counted.sequences
+        _Counter.real += counted.real
+        _Counter.supervised += counted.supervised
         return original(self, model, inputs, *args, **kwargs)
 
     transformers.Trainer.training_step = training_step
@@ -120,6 +117,18 @@ def value_head_dropout_off(model: Any) -> bool:
     return found
 
 
+def capacity_per_step(config: dict[str, Any], training_args: Any) -> int:
+    """The most tokens one step of this process can hold (micro-batch x accumulation x rows x cutoff): a count
+    above it is a counting bug, which the summary refuses (comparison.impossible)."""
+    rows = 2 if synthetic_meta.stage_of(config) in ("dpo", "rm") else 1  # chosen and rejected rows
+    return step_capacity(
+        int(training_args.per_device_train_batch_size),
+        int(training_args.gradient_accumulation_steps),
+        rows,
+        int(config.get("cutoff_len") or 2048),  # LLaMA-Factory's default (hparams/data_args.py)
+    )
+
+
 def _make_callback(spec: dict[str, Any]):
     import torch
     from transformers import TrainerCallback
@@ -154,6 +163,7 @@ def _make_callback(spec: dict[str, Any]):
                 metrics["trainable_parameters"] = sum(
                     getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad
                 )
+            metrics["capacity_tokens_per_step"] = capacity_per_step(spec["args"], args)
             metrics["train_begin_s"] = time.perf_counter() - START
             self.last = time.perf_counter()
             _Counter.real = _Counter.padded = _Counter.supervised = _Counter.sequences = 0
