@@ -50,6 +50,14 @@ class Target(NamedTuple):
         return self.platform == "cuda"
 
     @property
+    def runs_fa2(self) -> bool:
+        """Can FlashAttention-2's kernels run here? NVIDIA: compute capability 8.0 or newer, the line native bf16
+        draws too (flash-attn's `mha_fwd`: `TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere
+        GPUs or newer.")`), so not V100 / T4; AMD Instinct: with AMD's build (ENV001 judges the one installed);
+        no target (it may be either) or a CPU: no."""
+        return self.is_rocm or (self.is_cuda and self.bf16)
+
+    @property
     def vendor(self) -> str:
         return {"rocm": "amd", "cuda": "nvidia"}.get(self.platform, self.platform)
 

@@ -178,7 +178,7 @@ def _platform(job: Job) -> space.Platform:
     """What the candidates may use: the packages of the job's environment (cfgopt.job.environment)."""
     return space.Platform(
         cuda=True,
-        flash_attn=job.has_package("flash_attn"),
+        flash_attn=fa2_usable(job),
         liger=job.has_package("liger_kernel"),
         deepspeed=True,
         bitsandbytes=job.has_package("bitsandbytes"),
@@ -199,9 +199,20 @@ def _with_extras(job: Job) -> space.Platform:
     """The job's platform with the packages LLaMA-Factory documents as extras for what a plan uses (liger-kernel,
     bitsandbytes): what the job would be offered with them (`WithPackages`). flash-attn is no extra, and its gain
     was never measured on the H200 (not installable there), so it is not proposed."""
-    return space.Platform(
-        cuda=True, flash_attn=job.has_package("flash_attn"), liger=True, deepspeed=True, bitsandbytes=True
-    )
+    return space.Platform(cuda=True, flash_attn=fa2_usable(job), liger=True, deepspeed=True, bitsandbytes=True)
+
+
+def fa2_usable(job: Job) -> bool:
+    """flash-attn in the job's environment, and a target its kernels run on with that build (`fa2_refusal`: not
+    before Ampere, not a CUDA build on ROCm, not without a target): the plan writes no kernel the target cannot
+    run."""
+    return job.has_package("flash_attn") and _fa2_refusal(job) is None
+
+
+def _fa2_refusal(job: Job) -> str | None:
+    from cfgopt.job.environment import fa2_refusal
+
+    return fa2_refusal(job.environment, job.settings.target)
 
 
 def _values(
@@ -587,7 +598,9 @@ def _left_out(
     """Knob values (the batch shape aside) this job would be offered with every package installed and a memory
     estimate, and is not: the package is not known to be there (PACKAGE), or there is no estimate to spend memory
     (MEMORY) or change numerics (NUMERICS) on."""
-    everything = space.Platform(cuda=True, flash_attn=True, liger=True, deepspeed=True, bitsandbytes=True)
+    # fa2 only where the target runs it: on a V100 a note that fa2 would be faster is no advice
+    runs_fa2 = job.settings.target.runs_fa2
+    everything = space.Platform(cuda=True, flash_attn=runs_fa2, liger=True, deepspeed=True, bitsandbytes=True)
     offered = _values(job, base, knobs, True, everything)
     estimated = values if has_estimate else _values(job, base, knobs, True, _platform(job))
     out: dict[tuple[str, Any], Rejection] = {}
@@ -613,8 +626,9 @@ def _no_memory(settings) -> str:
 
 def _package_missing(job: Job, name: str, value: Any) -> str:
     key = {"liger": "liger", "attn": "fa2"}.get(name, "bnb")
+    refused = _fa2_refusal(job) if key == "fa2" and job.has_package("flash_attn") else None
     _module, package = PACKAGES[key]
-    return f"{package} is not in {job.environment.where}"
+    return refused or f"{package} is not in {job.environment.where}"
 
 
 def _explain(

@@ -1,0 +1,89 @@
+"""The plan judges the hardware and packages the rules judge (issue 45): no kernel the target cannot run, no plan on an
+environment that cannot start the job, a pin proposed only with the plan that uses it, and without a target only
+what holds on every GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rule_cases import run_cli
+
+from cfgopt.job.environment import Environment, fa2_refusal, found_environment
+from cfgopt.job.loader import load_job
+from cfgopt.job.settings import Settings
+from cfgopt.knowledge.targets import TARGETS, UNSTATED
+from cfgopt.plan.planner import plan_for
+
+# A Llama-3-8B LoRA SFT with room to plan (the seed's model, batch and ZeRO-3 left out: one file, no JSON)
+CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: q_proj,v_proj
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 1024
+output_dir: out
+per_device_train_batch_size: 4
+gradient_accumulation_steps: 4
+learning_rate: 5.0e-5
+warmup_ratio: 0.1
+{extra}"""
+ADVICE = ["PF", "MEM"]
+
+
+def _project(tmp_path: Path, requirements: str, extra: str = "bf16: true\n") -> Path:
+    (tmp_path / "requirements.txt").write_text(requirements)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(CONFIG.format(extra=extra))
+    return path
+
+
+def _plan(path: Path, target: str, **settings):
+    """The plan as `cfgopt lint` makes it: the environment read from the requirement file beside the config."""
+    settings.setdefault("extend_select", ADVICE)
+    settings.setdefault("environment", found_environment(path.parent))
+    return plan_for(load_job(path, Settings(target_name=target, **settings)))
+
+
+# ---------------------------------------------------------------- no kernel the target cannot run
+
+
+@pytest.mark.parametrize("target", ["v100", "v100-16gb", "t4"])
+def test_no_fa2_before_ampere_though_flash_attn_is_installed(tmp_path: Path, target: str) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n", extra="fp16: true\n")
+    plan = _plan(path, target, gpus=1)  # None: nothing fits a 16 GiB V100 by the memory model
+    assert plan is None or plan.best.attn != "fa2"
+    assert plan is None or not any("fa2" in note for note in plan.notes)  # no regret on a GPU that cannot run it
+    on_ampere = _plan(path, "a100", gpus=1)
+    assert on_ampere is not None and on_ampere.best.attn == "fa2"  # the same files where fa2 runs
+
+
+def test_fix_for_v100_writes_no_fa2(tmp_path: Path) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n")
+    args = ["fix", "--write", "--unsafe-fixes", "--target", "v100", str(tmp_path)]
+    run_cli(args)
+    text = path.read_text()
+    assert "fa2" not in text and "neat_packing: true" in text  # planned, but not the kernel V100 lacks
+
+
+def test_mi300x_plans_no_fa2_on_a_cuda_flash_attn_and_says_why(tmp_path: Path) -> None:
+    """ENV001 calls a flash-attn from the default index a build that will not work on ROCm: the plan agrees."""
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n")
+    plan = _plan(path, "mi300x", gpus=8)
+    assert plan is not None and plan.best.attn != "fa2"
+    assert any("requirements.txt is not AMD's build" in note for note in plan.notes)
+    rocm_wheel = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4+rocm6.2\n")
+    plan = _plan(rocm_wheel, "mi300x", gpus=8)
+    assert plan is not None and plan.best.attn == "fa2"
+
+
+def test_fa2_refusal_names_each_reason() -> None:
+    reqs = Environment({"flash_attn": "==2.7.4"}, "requirements.txt")
+    snapshot = reqs._replace(source="env.json (--environment)", installed=True)
+    assert "older than Ampere" in (fa2_refusal(reqs, TARGETS["t4"]) or "")
+    assert "not AMD's build" in (fa2_refusal(reqs, TARGETS["mi300x"]) or "")
+    assert fa2_refusal(snapshot, TARGETS["mi300x"]) is None  # what the node has installed is its own build
+    assert fa2_refusal(reqs, TARGETS["h100"]) is None and fa2_refusal(reqs, TARGETS["a10"]) is None
+    assert "no target stated" in (fa2_refusal(reqs, UNSTATED) or "")
