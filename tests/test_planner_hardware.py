@@ -87,3 +87,28 @@ def test_fa2_refusal_names_each_reason() -> None:
     assert fa2_refusal(snapshot, TARGETS["mi300x"]) is None  # what the node has installed is its own build
     assert fa2_refusal(reqs, TARGETS["h100"]) is None and fa2_refusal(reqs, TARGETS["a10"]) is None
     assert "no target stated" in (fa2_refusal(reqs, UNSTATED) or "")
+
+
+def _codes(path: Path, *args: str) -> dict[str, str]:
+    import json
+
+    _, out, _ = run_cli(["lint", str(path), "--format", "json", *args])
+    return {d["code"]: d["severity"] for d in json.loads(out)["diagnostics"]}
+
+
+@pytest.mark.parametrize("target", ["v100", "t4"])
+def test_lint_flags_fa2_before_ampere_an_error_only_where_flash_attn_is_installed(tmp_path: Path, target: str) -> None:
+    """With flash-attn the first step stops in flash-attn's kernel; without it LLaMA-Factory keeps SDPA."""
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n", extra="fp16: true\nflash_attn: fa2\n")
+    assert _codes(path, "--target", target).get("LF049") == "error"
+    (tmp_path / "requirements.txt").write_text("llamafactory==0.9.5\n")
+    assert _codes(path, "--target", target).get("LF049") == "warning"
+    assert "LF049" not in _codes(path, "--target", "a100") and "LF049" not in _codes(path, "--isolated")
+
+
+def test_no_advice_to_use_fa2_where_it_cannot_run(tmp_path: Path) -> None:
+    """PF005 asks for fa2 with neat packing where flash-attn is installed: not on a V100."""
+    extra = "fp16: true\nneat_packing: true\nflash_attn: sdpa\n"
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n", extra=extra)
+    assert "PF005" in _codes(path, "--target", "a100", "--extend-select", "PF005")
+    assert "PF005" not in _codes(path, "--target", "v100", "--extend-select", "PF005")

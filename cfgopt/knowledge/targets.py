@@ -115,6 +115,7 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
     {
         "LF007",
         "LF008",
+        "LF049",
         "DS023",
         "MEM001",
         "MEM002",
