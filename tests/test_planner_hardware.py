@@ -112,3 +112,19 @@ def test_no_advice_to_use_fa2_where_it_cannot_run(tmp_path: Path) -> None:
     path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n", extra=extra)
     assert "PF005" in _codes(path, "--target", "a100", "--extend-select", "PF005")
     assert "PF005" not in _codes(path, "--target", "v100", "--extend-select", "PF005")
+
+
+# ---------------------------------------------------------------- no plan for a job that does not start
+
+
+def test_no_plan_where_the_environment_stops_the_job_and_one_line_says_why(tmp_path: Path) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\ntransformers==4.46.1\n")
+    plan = _plan(path, "h100", gpus=1)
+    assert plan is not None and not plan.changed and plan.gain == 1.0
+    _, out, _ = run_cli(["lint", str(tmp_path), "--target", "h100", "--gpus", "1", "--extend-select", "PF,MEM"])
+    assert "Speed plan" not in out  # no fix offers a gain
+    (line,) = [x for x in out.splitlines() if "no speed plan" in x]
+    assert "transformers 4.46.1 in " in line and "stops at start-up unless DISABLE_VERSION_CHECK=1 (ENV002)" in line
+    (tmp_path / "requirements.txt").write_text("llamafactory==0.9.5\ntransformers==4.57.1\n")
+    started = _plan(path, "h100", gpus=1)
+    assert started is not None and started.changed  # in the range: planned as before

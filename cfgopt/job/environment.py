@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.knowledge import pins
-from cfgopt.knowledge.requirement_pins import flash_attn_not_for_rocm
+from cfgopt.knowledge.requirement_pins import CHECKED, admitted, exact_version, flash_attn_not_for_rocm
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.user_text import integer
 
@@ -357,4 +357,18 @@ def fa2_refusal(env: Environment, target: Target) -> str | None:
     spec = env.packages.get(normalise("flash-attn"), "")
     if target.is_rocm and env.has("flash_attn") and not env.installed and flash_attn_not_for_rocm(spec):
         return f"the flash-attn in {env.where} is not AMD's build, so it fails on {target.name} (ENV001)"
+    return None
+
+
+def stops_at_start(env: Environment, llamafactory_version: str, release: str) -> str | None:
+    """Why a job in `env` stops at start-up, in one line (None: nothing known): an exact pin of a package that
+    LLaMA-Factory's `check_dependencies` checks, outside the selected release's range (ENV002's error case; the
+    ranges: cfgopt.knowledge.requirement_pins). `release`: the release as outputs name it."""
+    for package, checked in CHECKED.get(llamafactory_version, {}).items():
+        version = exact_version(env.packages.get(package, ""))
+        if version is not None and not admitted(package, checked, version):
+            return (
+                f"{package} {version} in {env.where} is outside {release}'s check ({package}{checked}): the job stops "
+                "at start-up unless DISABLE_VERSION_CHECK=1 (ENV002)"
+            )
     return None

@@ -427,7 +427,7 @@ def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None
     knobs = planned_knobs(job) if knobs is None else knobs
     key = f"plan:{knobs}"
     if key not in job.memo:
-        job.memo[key] = _shared_plan(job, knobs) if job.training and knobs else None
+        job.memo[key] = _unless_stopped(job, _shared_plan(job, knobs)) if job.training and knobs else None
     return job.memo[key]
 
 
@@ -697,6 +697,9 @@ def attach_plans(
         plan = plan_for(ctx.job)
         if plan is None:
             continue  # no plan (no training run, nothing fits): the rules' own messages and fixes stay
+        if isinstance(plan, StoppedJob):
+            _say_why_stopped(found, plan)
+            continue
         if plan.with_packages is not None and not plan.changed:
             _say_why_no_plan(found, plan)
             continue
@@ -768,6 +771,32 @@ def _json_fix_words(config: Source, plan: SpeedPlan) -> str:
         return f"{plan.description()}; {stage}"
     name = config.document.path.name
     return f"ZeRO-{plan.deepspeed_stage} ({stage}): the DeepSpeed part of the speed plan written in {name}"
+
+
+class StoppedJob(SpeedPlan):
+    """No plan: the job's environment stops it at start-up, so no speed-up is real; `why` says how, in one line."""
+
+    def __init__(self, plan: SpeedPlan, why: str) -> None:
+        super().__init__(plan.hardware, plan.base, plan.base, 1.0)
+        self.why = why
+
+
+def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
+    """The plan, or where the job's environment stops it at start-up (ENV002: a checked package outside the
+    release's range), a plan that changes nothing and says why: a gain is no gain for a job that does not start."""
+    from cfgopt.job.environment import stops_at_start
+
+    why = stops_at_start(job.environment, job.settings.llamafactory_version, job.lf_label)
+    return StoppedJob(plan, why) if plan is not None and why else plan
+
+
+def _say_why_stopped(found: list[Diagnostic], plan: StoppedJob) -> None:
+    first = max(found, key=lambda d: d.severity)
+    if _NO_PLAN_STOPPED not in first.message:
+        first.message += f"; {_NO_PLAN_STOPPED}: {plan.why}"
+
+
+_NO_PLAN_STOPPED = "no speed plan"
 
 
 def _say_why_no_plan(found: list[Diagnostic], plan: SpeedPlan) -> None:
