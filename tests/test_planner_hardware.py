@@ -128,3 +128,76 @@ def test_no_plan_where_the_environment_stops_the_job_and_one_line_says_why(tmp_p
     (tmp_path / "requirements.txt").write_text("llamafactory==0.9.5\ntransformers==4.57.1\n")
     started = _plan(path, "h100", gpus=1)
     assert started is not None and started.changed  # in the range: planned as before
+
+
+# ---------------------------------------------------------------- a pin only with the plan that uses it
+
+
+def _pin_fix(tmp_path: Path, *args: str) -> str | None:
+    """ENV004's fix on the requirement file, linting the folder (the config and its requirement file)."""
+    import json
+
+    _, out, _ = run_cli(["lint", str(tmp_path), "--format", "json", *args])
+    found = [d for d in json.loads(out)["diagnostics"] if d["code"] == "ENV004"]
+    return (found[0].get("fix") or {}).get("description", "") if found else None
+
+
+def test_liger_pin_is_proposed_only_where_a_later_run_turns_liger_on(tmp_path: Path) -> None:
+    _project(tmp_path, "llamafactory==0.9.5\n")
+    assert _pin_fix(tmp_path, "--target", "h100", "--gpus", "1", "--extend-select", "PF,MEM") == "Add liger-kernel"
+    # ROCm: Liger is planned only where PF009 is selected by name, so only then is its pin
+    assert _pin_fix(tmp_path, "--target", "mi300x", "--gpus", "8", "--extend-select", "PF,MEM") is None
+    named = _pin_fix(tmp_path, "--target", "mi300x", "--gpus", "8", "--extend-select", "PF,MEM,PF009")
+    assert named == "Add liger-kernel"
+    # Triton's kernels need compute capability 8.0: no Liger plan on a T4, so no pin
+    assert _pin_fix(tmp_path, "--target", "t4", "--gpus", "1", "--extend-select", "PF,MEM") is None
+
+
+def test_no_pin_without_the_plan_in_the_same_fix(tmp_path: Path) -> None:
+    """The config's speed findings not in the run (not selected, or not fixable): the finding stays, unfixed."""
+    _project(tmp_path, "llamafactory==0.9.5\n")
+    assert _pin_fix(tmp_path, "--target", "h100", "--gpus", "1", "--select", "ENV004") == ""
+    unfixable = ["--target", "h100", "--gpus", "1", "--extend-select", "PF,MEM", "--unfixable", "PF,MEM"]
+    assert _pin_fix(tmp_path, *unfixable) == ""
+
+
+def test_the_pin_and_the_plan_that_uses_it_are_written_by_one_fix(tmp_path: Path) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\n")
+    run_cli(
+        [
+            "fix",
+            "--write",
+            "--unsafe-fixes",
+            "--target",
+            "h100",
+            "--gpus",
+            "1",
+            "--extend-select",
+            "PF,MEM",
+            str(tmp_path),
+        ]
+    )
+    assert "liger-kernel>=0.6.3" in (tmp_path / "requirements.txt").read_text()
+    assert "enable_liger_kernel: true" in path.read_text()
+
+
+# ---------------------------------------------------------------- without a target: what holds on every GPU
+
+
+def test_without_a_target_the_plan_moves_only_what_holds_on_every_gpu(tmp_path: Path) -> None:
+    """fp16 stays (bf16 is emulated on V100 / T4), the micro-batch stays (no memory to judge it by), no fa2 or
+    Liger (not before Ampere, unmeasured on ROCm); packing is planned, and the plan says what it was made for."""
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\nliger-kernel==0.6.3\n", extra="fp16: true\n")
+    plan = plan_for(load_job(path, Settings(extend_select=ADVICE, environment=found_environment(tmp_path))))
+    assert plan is not None and plan.best.packing
+    assert (plan.best.micro, plan.best.precision) == (plan.base.micro, plan.base.precision) == (4, "fp16")
+    assert plan.best.attn != "fa2" and not plan.best.liger
+    assert plan.description().startswith("Speed plan for any GPU (no target stated: only what holds on every GPU")
+    assert "unstated" not in plan.description()
+
+
+def test_without_a_target_no_precision_is_written(tmp_path: Path) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\n", extra="")
+    run_cli(["fix", "--write", "--unsafe-fixes", "--isolated", "--extend-select", "PF,MEM", str(path)])
+    text = path.read_text()
+    assert "bf16" not in text and "fp16" not in text and "per_device_train_batch_size: 4\n" in text

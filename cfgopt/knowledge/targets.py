@@ -58,6 +58,12 @@ class Target(NamedTuple):
         return self.is_rocm or (self.is_cuda and self.bf16)
 
     @property
+    def runs_triton(self) -> bool:
+        """Does Triton (Liger's kernels) support this GPU? Its README: "NVIDIA GPUs (Compute Capability 8.0+)",
+        "AMD GPUs (ROCm 6.2+)" (triton-lang/triton README.md, Compatibility); not V100 / T4, nor an unstated GPU."""
+        return self.is_rocm or (self.is_cuda and self.bf16)
+
+    @property
     def vendor(self) -> str:
         return {"rocm": "amd", "cuda": "nvidia"}.get(self.platform, self.platform)
 
@@ -124,6 +130,7 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
         "MEM005",
         "PF001",
         "PF007",
+        "PF009",
         "PF011",
         "PF012",
         "PF013",

@@ -29,7 +29,7 @@ from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan import space
 from cfgopt.plan.priors import prior_speed, rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, REFUSED, Rejection, does_not_fit, why_not
-from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES
+from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES, liger_plannable
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.text.document import real_path
 
@@ -161,9 +161,7 @@ def planned_knobs(job: Job) -> tuple[str, ...]:
     """The knobs whose rules are selected; Liger also where the job's environment has it (its rule, PF009, is
     opt-in because it speaks of the package, which the plan asks of the environment instead)."""
     selected = {k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes)}
-    # Liger's speed on ROCm is unmeasured (PF009): planned there only where PF009 is selected by name
-    speculative = job.settings.target.is_rocm and not job.settings.named("PF009")
-    if job.has_package("liger_kernel") and not speculative:
+    if job.has_package("liger_kernel") and liger_plannable(job):
         selected.add("liger")
     else:
         selected.discard("liger")
@@ -259,7 +257,18 @@ def _values(
         # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
         # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
         values["micro"] = [(base.micro, base.ga)]
+    if not job.settings.target_stated:
+        _on_every_gpu(values, base)
     return values
+
+
+def _on_every_gpu(values: dict[str, list[Any]], base: space.Knobs) -> None:
+    """Without a target, only what holds on every GPU: the precision stays (bf16 is emulated on V100 / T4, and fp16
+    is what PF001 flags where bf16 runs) and so does the micro-batch (no memory to judge it by: a 16 GiB T4 or a 192
+    GiB MI300X). fa2 and Liger are left out by their own tests (`fa2_usable`, `liger_plannable`); packing, SDPA
+    for eager attention, and no DeepSpeed on one stated GPU hold everywhere."""
+    values["precision"] = [base.precision]
+    values["micro"] = [(base.micro, base.ga)]
 
 
 # The stage the plan lowers ZeRO-3 to (MEM003's advice): gradients and optimizer states stay sharded, with the
@@ -480,7 +489,8 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     missing = _missing_packages(job)
     if not missing:
         return plan
-    richer = _search(job, tuple(dict.fromkeys((*knobs, "liger"))), _with_extras(job))
+    liger = ("liger",) if liger_plannable(job) else ()  # what the next run plans once the package is there
+    richer = _search(job, tuple(k for k in dict.fromkeys((*knobs, *liger)) if k != "liger" or liger), _with_extras(job))
     if richer is None or not richer.changed:
         return plan
     used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
