@@ -201,3 +201,31 @@ def test_without_a_target_no_precision_is_written(tmp_path: Path) -> None:
     run_cli(["fix", "--write", "--unsafe-fixes", "--isolated", "--extend-select", "PF,MEM", str(path)])
     text = path.read_text()
     assert "bf16" not in text and "fp16" not in text and "per_device_train_batch_size: 4\n" in text
+
+
+# ---------------------------------------------------------------- words that promise only what the fix keeps
+
+
+def test_a_plan_that_packs_says_what_changes_per_step(tmp_path: Path) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\n")
+    plan = _plan(path, "h100", gpus=1)
+    assert plan is not None and plan.best.packing and not plan.base.packing
+    words = plan.description()
+    assert "same global batch" not in words and "same rows per step" in words
+    assert "more samples per step and fewer steps per epoch, by the packing factor" in words
+    packed = _project(tmp_path, "llamafactory==0.9.5\n", extra="bf16: true\npacking: true\n")
+    kept = _plan(packed, "h100", gpus=1)
+    assert kept is not None and "packing factor" not in kept.description()  # the user's own packing: no change
+
+
+def test_a_json_the_plan_stops_reading_gets_no_new_key(tmp_path: Path) -> None:
+    """8 x MI300X, bf16, a ZeRO-3 JSON without `communication_data_type`: DS023 would add it, but the plan drops
+    `deepspeed:` from the only config reading the JSON, so the JSON is left as it is (the README's promise)."""
+    (tmp_path / "ds.json").write_text('{\n  "zero_optimization": {"stage": 3},\n  "bf16": {"enabled": "auto"}\n}\n')
+    _project(tmp_path, "llamafactory==0.9.5\n", extra="bf16: true\ndeepspeed: ds.json\n")
+    args = ["--target", "mi300x", "--gpus", "8", "--extend-select", "PF,MEM", str(tmp_path)]
+    _, out, _ = run_cli(["lint", *args])
+    assert "DS023" in out and "Left as it is: every config that reads this JSON drops DeepSpeed" in out
+    run_cli(["fix", "--write", "--unsafe-fixes", *args])
+    assert "deepspeed:" not in (tmp_path / "cfg.yaml").read_text()
+    assert "communication_data_type" not in (tmp_path / "ds.json").read_text()  # not on a later pass either

@@ -29,7 +29,7 @@ from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan import space
 from cfgopt.plan.priors import prior_speed, rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, REFUSED, Rejection, does_not_fit, why_not
-from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES, liger_plannable
+from cfgopt.plan.speed_knobs import LEFT_ALONE, OWNERS, PLANNED_CODES, liger_plannable
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.text.document import real_path
 
@@ -101,7 +101,7 @@ class SpeedPlan:
         b, k = self.base, self.best
         parts = []
         if (k.micro, k.ga) != (b.micro, b.ga):
-            parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, same global batch)")
+            parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, {_same_batch_words(b, k)})")
         if k.gc != b.gc:
             parts.append(f"gradient checkpointing {'on' if k.gc else 'off'}")
         if k.packing != b.packing:
@@ -119,6 +119,8 @@ class SpeedPlan:
             parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
         if k.optim != b.optim:
             parts.append(f"optimizer {k.optim} ({_OPTIM_NUMERICS.get(k.optim, _OWN_NUMERICS)})")
+        if k.packing and not b.packing:
+            parts.append(PACKED_STEPS)
         return ", ".join(parts)
 
     def description(self) -> str:
@@ -135,6 +137,19 @@ class SpeedPlan:
             f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
             f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}"
         )
+
+
+# What packing the plan turns on changes, said where the plan is (issue 45: "same global batch" promised more): a
+# row holds several samples, so the rows per step stay and the samples per step do not.
+PACKED_STEPS = (
+    "with packing more samples per step and fewer steps per epoch, by the packing factor (learning rate and warm-up "
+    "settings as written)"
+)
+
+
+def _same_batch_words(base: space.Knobs, best: space.Knobs) -> str:
+    """What a new micro-batch x accumulation keeps: the global batch, in rows once the plan packs them."""
+    return "same rows per step" if best.packing and not base.packing else "same global batch"
 
 
 class WithPackages:
@@ -837,8 +852,9 @@ def _kept_by(plan: SpeedPlan, code: str) -> bool:
     return all(k in plan.searched and getattr(plan.best, k) == getattr(plan.base, k) for k in knobs)
 
 
-# DeepSpeed JSON fixes that only make DeepSpeed cheaper: moot where every config using the JSON drops DeepSpeed.
-_JSON_SPEED_FIXES = frozenset({"PF051", "MEM002"})
+# DeepSpeed JSON fixes that change only how DeepSpeed runs (its offload; DS023: the dtype it reduces gradients in):
+# moot where every config using the JSON drops DeepSpeed, and the README promises that JSON is left as it is.
+_JSON_SPEED_FIXES = frozenset({"PF051", "MEM002", "DS023"})
 
 
 def _drop_answered_json_fixes(
@@ -846,7 +862,7 @@ def _drop_answered_json_fixes(
 ) -> None:
     """A plan that removes `deepspeed:` from every config using a JSON leaves that JSON alone: editing it in the
     same run (an offload removed from a file no job reads any more) is a change nobody asked for, and the file
-    may be shared. Its speed findings keep their message and lose their fix."""
+    may be shared. Its findings keep their message; their fix says so (`LEFT_ALONE`, display-only)."""
     for d in diags:
         src = owners.get(id(d))
         if d.code not in _JSON_SPEED_FIXES or d.fix is None or src is None or src.kind.is_llamafactory:
@@ -854,4 +870,4 @@ def _drop_answered_json_fixes(
         consumers = context(src).consumers
         plans = [plan_for(context(c).job) for c in consumers]
         if consumers and all(p is not None and p.drop_deepspeed for p in plans):
-            d.fix = None
+            d.fix = Fix(LEFT_ALONE, Applicability.DISPLAY, [])
