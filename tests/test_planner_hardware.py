@@ -229,3 +229,17 @@ def test_a_json_the_plan_stops_reading_gets_no_new_key(tmp_path: Path) -> None:
     run_cli(["fix", "--write", "--unsafe-fixes", *args])
     assert "deepspeed:" not in (tmp_path / "cfg.yaml").read_text()
     assert "communication_data_type" not in (tmp_path / "ds.json").read_text()  # not on a later pass either
+
+
+def test_lf003_names_the_kernel_sdpa_runs_on_the_target(tmp_path: Path) -> None:
+    """torch's flash SDPA kernel needs sm80 as FlashAttention-2 does: on a V100 SDPA is memory-efficient."""
+    import json
+
+    path = _project(tmp_path, "llamafactory==0.9.5\n", extra="fp16: true\nflash_attn: true\n")
+
+    def described(target: str) -> str:
+        _, out, _ = run_cli(["lint", str(path), "--format", "json", "--select", "LF003", "--target", target])
+        return json.loads(out)["diagnostics"][0]["fix"]["description"]
+
+    assert described("v100") == "Use `sdpa` (memory-efficient SDPA on v100; `fa2` needs Ampere or newer (LF049))"
+    assert described("a100") == "Use `sdpa` (flash-backed SDPA on a100; `fa2` needs the flash-attn package)"
