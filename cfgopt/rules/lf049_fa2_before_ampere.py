@@ -60,13 +60,13 @@ class Fa2BeforeAmpere(Rule):
         before = f"`flash_attn: fa2` on {target.name} ({target.device}, older than Ampere)"
         if installed:
             message = (
-                f"{before} with flash-attn in {env.where}: the model loads with FlashAttention-2 and the first "
-                f"training step stops with {stops}; use `sdpa`"
+                f"{before} with flash-attn in {env.where}: the model loads with FlashAttention-2 and its first "
+                f"forward pass stops with {stops}; use `sdpa`"
             )
         else:
             message = (
                 f"{before}: without flash-attn ({env.where} does not name it) LLaMA-Factory keeps SDPA with a "
-                f"warning; once flash-attn is installed the first step stops with {stops}; use `sdpa`"
+                f"warning; once flash-attn is installed the first forward pass stops with {stops}; use `sdpa`"
             )
         yield self.at_entry(
             ctx,
