@@ -504,8 +504,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     missing = _missing_packages(job)
     if not missing:
         return plan
-    liger = ("liger",) if liger_plannable(job) else ()  # what the next run plans once the package is there
-    richer = _search(job, tuple(k for k in dict.fromkeys((*knobs, *liger)) if k != "liger" or liger), _with_extras(job))
+    richer = _search(job, _knobs_with_packages(job, knobs), _with_extras(job))
     if richer is None or not richer.changed:
         return plan
     used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
@@ -522,6 +521,13 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
             return _unchanged(richer, with_packages)
         plan.with_packages = with_packages
     return plan
+
+
+def _knobs_with_packages(job: Job, knobs: tuple[str, ...]) -> tuple[str, ...]:
+    """The knobs the next run plans once the missing packages are installed: Liger with them where a plan would
+    turn it on (`liger_plannable`), and never where it would not (so no pin is proposed for a plan nobody makes)."""
+    with_liger = (*knobs, "liger") if liger_plannable(job) else tuple(k for k in knobs if k != "liger")
+    return tuple(dict.fromkeys(with_liger))
 
 
 # A package the environment lacks is named where the plan with it is expected this much faster (Liger alone was
@@ -816,6 +822,7 @@ def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
 
 
 def _say_why_stopped(found: list[Diagnostic], plan: StoppedJob) -> None:
+    """The job's most severe speed finding says, in one line, why there is no plan (and no fix offers a gain)."""
     first = max(found, key=lambda d: d.severity)
     if _NO_PLAN_STOPPED not in first.message:
         first.message += f"; {_NO_PLAN_STOPPED}: {plan.why}"
