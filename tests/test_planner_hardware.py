@@ -243,3 +243,11 @@ def test_lf003_names_the_kernel_sdpa_runs_on_the_target(tmp_path: Path) -> None:
 
     assert described("v100") == "Use `sdpa` (memory-efficient SDPA on v100; `fa2` needs Ampere or newer (LF049))"
     assert described("a100") == "Use `sdpa` (flash-backed SDPA on a100; `fa2` needs the flash-attn package)"
+
+
+def test_no_plan_where_torch_is_built_for_the_other_platform(tmp_path: Path) -> None:
+    path = _project(tmp_path, "llamafactory==0.9.5\ntorch==2.5.1+cu121\n")
+    plan = _plan(path, "mi300x", gpus=8)
+    assert plan is not None and not plan.changed and "is a CUDA build: on mi300x it finds no GPU" in plan.why
+    on_nvidia = _plan(path, "h100", gpus=1)
+    assert on_nvidia is not None and on_nvidia.changed

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.knowledge import pins
-from cfgopt.knowledge.requirement_pins import CHECKED, admitted, exact_version, flash_attn_not_for_rocm
+from cfgopt.knowledge.requirement_pins import (
+    CHECKED,
+    admitted,
+    exact_version,
+    flash_attn_not_for_rocm,
+    platform_of_build,
+)
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.user_text import integer
 
@@ -372,3 +378,13 @@ def stops_at_start(env: Environment, llamafactory_version: str, release: str) ->
                 "at start-up unless DISABLE_VERSION_CHECK=1 (ENV002)"
             )
     return None
+
+
+def torch_finds_no_gpu(env: Environment, target: Target) -> str | None:
+    """Why the job's torch sees no GPU of `target`, in one line (None: nothing known): a torch pinned as a build
+    for the other platform (`+cu121` on ROCm, `+rocm6.2` on NVIDIA; ENV001's torch case)."""
+    build = platform_of_build(env.packages.get("torch", ""))
+    if not build or not (target.is_rocm or target.is_cuda) or build == target.platform:
+        return None
+    names = {"cuda": "CUDA", "rocm": "ROCm"}
+    return f"torch in {env.where} is a {names[build]} build: on {target.name} it finds no GPU (ENV001)"
