@@ -22,7 +22,7 @@ class Fa2BeforeAmpere(Rule):
         "on a V100 (7.0) or T4 (7.5). Nothing before that call looks at the GPU: LLaMA-Factory asks "
         "`is_flash_attn_2_available()`, which checks that the package is installed (>= 2.3.3) and that torch sees "
         "a CUDA device, and transformers checks the compute capability for FlashAttention-3 and -4 only. So where "
-        "the job's environment has flash-attn the model loads and the first training step stops (an error); where "
+        "the job's environment has flash-attn the model loads and the first forward pass stops (an error); where "
         "it does not, LLaMA-Factory logs 'FlashAttention-2 is not installed.' and keeps SDPA, and the setting "
         "only waits to fail on the day flash-attn is installed (a warning). Judged for the target (quiet with "
         "none, and on Ampere or newer, where PF003 speaks of the package)."
