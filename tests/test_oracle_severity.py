@@ -69,6 +69,9 @@ CITED: dict[str, str] = {
     "`check_version('transformers>=4.45.0,<4.48.0', mandatory=True)` at model load",
     "LF030/fsdp/train.yaml": "transformers 5.6.0 trainer.py L451-455: `--fsdp` with `--deepspeed` raises when the "
     "Trainer is built (needs a DeepSpeed launch: torchrun + DeepSpeed's shm_comm op, which this CPU host cannot build)",
+    "LF049/t4-flash-attn/train.yaml": "Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp `mha_fwd`: "
+    '`TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere GPUs or newer.")` at the first forward '
+    "(needs a T4 with flash-attn installed; transformers 5.6.0 checks no capability for FA2, so the load passes)",
     "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
     "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
     "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",

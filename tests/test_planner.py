@@ -189,7 +189,7 @@ def test_summary_line_names_the_hardware_and_what_is_assumed(tmp_path: Path) -> 
             subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120).stderr
         )
 
-    assert "; no target stated: 12 hardware checks skipped (--target NAME or target = in pyproject.toml)" in lint(
+    assert "; no target stated: 14 hardware checks skipped (--target NAME or target = in pyproject.toml)" in lint(
         "--isolated"
     )
     assert "; judged for mi300x (--target); GPU count not stated: advice assumes 1," in lint("--target", "mi300x")

@@ -26,11 +26,21 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.knowledge import pins
+from cfgopt.knowledge.requirement_pins import (
+    CHECKED,
+    admitted,
+    exact_version,
+    flash_attn_not_for_rocm,
+    platform_of_build,
+)
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.user_text import integer
+
+if TYPE_CHECKING:
+    from cfgopt.knowledge.targets import Target
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
 Texts = dict[str, str]  # real path -> text that stands in for the file on disk (a fix not yet written)
@@ -95,6 +105,9 @@ class Environment(NamedTuple):
     # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
     requirement_file: Path | None = None
     explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
+    # what a node has installed (a `cfgopt doctor` snapshot, or probed by verify/tune there), not what a requirement
+    # file asks pip for: its builds are the node's own, so a pin's build is not judged (ENV001's question)
+    installed: bool = False
 
     def has(self, name: str) -> bool:
         """Is the package (import or distribution name) in the environment?"""
@@ -236,7 +249,7 @@ def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment
     if SNAPSHOT_NAME in names:
         found = read_packages(folder / SNAPSHOT_NAME)
         if found is not None:
-            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)")
+            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)", installed=True)
     return None
 
 
@@ -298,7 +311,8 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
             f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot"
         )
     txt = path if path.suffix == ".txt" else None
-    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt, explicit=True)
+    snapshot = path.suffix == ".json"
+    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt, explicit=True, installed=snapshot)
 
 
 def _as_spec(value: Any) -> str:
@@ -326,7 +340,51 @@ def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
 def probed(packages: dict[str, bool]) -> Environment:
     """What `verify` / `tune` found importable on the machine they run on (the node itself)."""
     have = {normalise(DISTRIBUTIONS.get(name, name)): "" for name, ok in packages.items() if ok}
-    return Environment(have, f"{PROBED} (verify/tune run on the node)")
+    return Environment(have, f"{PROBED} (verify/tune run on the node)", installed=True)
 
 
 PROBED = "this machine, probed"
+
+
+def fa2_refusal(env: Environment, target: Target) -> str | None:
+    """Why FlashAttention-2 cannot run for a job on `target` with `env`, in words (None: nothing known against it;
+    whether flash-attn is there at all is `Environment.has`'s question). The planner plans no fa2 where this says
+    why, and the rules name the same reasons (LF049 on the GPU, ENV001 on the build)."""
+    if not target.stated:
+        return "no target stated: FlashAttention-2 runs only on NVIDIA Ampere or newer, or with AMD's ROCm build"
+    if not target.runs_fa2:
+        older = target.is_cuda and not target.bf16
+        return (
+            f"{target.name} is older than Ampere: flash-attn stops at the first step with `FlashAttention only "
+            "supports Ampere GPUs or newer.` (LF049)"
+            if older
+            else f"{target.name} has no GPU that FlashAttention-2 runs on"
+        )
+    spec = env.packages.get(normalise("flash-attn"), "")
+    if target.is_rocm and env.has("flash_attn") and not env.installed and flash_attn_not_for_rocm(spec):
+        return f"the flash-attn in {env.where} is not AMD's build, so it fails on {target.name} (ENV001)"
+    return None
+
+
+def stops_at_start(env: Environment, llamafactory_version: str, release: str) -> str | None:
+    """Why a job in `env` stops at start-up, in one line (None: nothing known): an exact pin of a package that
+    LLaMA-Factory's `check_dependencies` checks, outside the selected release's range (ENV002's error case; the
+    ranges: cfgopt.knowledge.requirement_pins). `release`: the release as outputs name it."""
+    for package, checked in CHECKED.get(llamafactory_version, {}).items():
+        version = exact_version(env.packages.get(package, ""))
+        if version is not None and not admitted(package, checked, version):
+            return (
+                f"{package} {version} in {env.where} is outside {release}'s check ({package}{checked}): the job stops "
+                "at start-up unless DISABLE_VERSION_CHECK=1 (ENV002)"
+            )
+    return None
+
+
+def torch_finds_no_gpu(env: Environment, target: Target) -> str | None:
+    """Why the job's torch sees no GPU of `target`, in one line (None: nothing known): a torch pinned as a build
+    for the other platform (`+cu121` on ROCm, `+rocm6.2` on NVIDIA; ENV001's torch case)."""
+    build = platform_of_build(env.packages.get("torch", ""))
+    if not build or not (target.is_rocm or target.is_cuda) or build == target.platform:
+        return None
+    names = {"cuda": "CUDA", "rocm": "ROCm"}
+    return f"torch in {env.where} is a {names[build]} build: on {target.name} it finds no GPU (ENV001)"

@@ -104,9 +104,10 @@ class Hardware(NamedTuple):
     target_stated: bool = True
 
     def describe(self) -> str:
-        what = f"{self.gpus} x {self.target.name}"
-        assumed = [w for w, ok in (("target", self.target_stated), ("GPU count", self.gpus_stated)) if not ok]
-        return what + (f" ({' and '.join(assumed)} assumed)" if assumed else "")
+        if not self.target_stated:  # no target: say so, never a made-up one ("1 x unstated")
+            count = f"{self.gpus} x " if self.gpus_stated else ""
+            return f"{count}any GPU (no target stated: only what holds on every GPU; --target NAME)"
+        return f"{self.gpus} x {self.target.name}" + ("" if self.gpus_stated else " (GPU count assumed)")
 
 
 def judged_for(settings: Settings) -> str:

@@ -262,6 +262,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "max_samples",
     ),
     "lf048_dataset_unreadable": ("LF048", "dataset-unreadable", "llamafactory-cli llamafactory-train", "dataset"),
+    "lf049_fa2_before_ampere": (
+        "LF049",
+        "fa2-before-ampere",
+        "llamafactory-cli llamafactory-infer llamafactory-train",
+        "flash_attn",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),

@@ -50,6 +50,20 @@ class Target(NamedTuple):
         return self.platform == "cuda"
 
     @property
+    def runs_fa2(self) -> bool:
+        """Can FlashAttention-2's kernels run here? NVIDIA: compute capability 8.0 or newer, the line native bf16
+        draws too (flash-attn's `mha_fwd`: `TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere
+        GPUs or newer.")`), so not V100 / T4; AMD Instinct: with AMD's build (ENV001 judges the one installed);
+        no target (it may be either) or a CPU: no."""
+        return self.is_rocm or (self.is_cuda and self.bf16)
+
+    @property
+    def runs_triton(self) -> bool:
+        """Does Triton (Liger's kernels) support this GPU? Its README: "NVIDIA GPUs (Compute Capability 8.0+)",
+        "AMD GPUs (ROCm 6.2+)" (triton-lang/triton README.md, Compatibility); not V100 / T4, nor an unstated GPU."""
+        return self.is_rocm or (self.is_cuda and self.bf16)
+
+    @property
     def vendor(self) -> str:
         return {"rocm": "amd", "cuda": "nvidia"}.get(self.platform, self.platform)
 
@@ -107,6 +121,7 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
     {
         "LF007",
         "LF008",
+        "LF049",
         "DS023",
         "MEM001",
         "MEM002",
@@ -115,6 +130,7 @@ HARDWARE_CHECKS: frozenset[str] = frozenset(
         "MEM005",
         "PF001",
         "PF007",
+        "PF009",
         "PF011",
         "PF012",
         "PF013",

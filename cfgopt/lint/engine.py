@@ -72,6 +72,10 @@ class LintProject(Project):
             from cfgopt.plan.planner import attach_plans  # only when there is something to plan: it loads tune's priors
 
             attach_plans(self.context, out, owners, self.quiet | self.skip)  # speed fixes planned together
+        if any(d.code == "ENV004" and d.fix is not None for d in out):
+            from cfgopt.plan.pin_fixes import keep_pins_with_their_plans
+
+            keep_pins_with_their_plans(self.context, out, owners)  # a pin only with the plan that uses it
         return out
 
     def _check(self, src: Source, rules: list) -> list[Diagnostic]:

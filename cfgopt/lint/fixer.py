@@ -28,6 +28,7 @@ from cfgopt.lint.engine import LintProject, build_project
 from cfgopt.lint.fix_check import apply_edits as _apply_tracked
 from cfgopt.lint.fix_check import damage
 from cfgopt.loaders import discovery
+from cfgopt.plan.speed_knobs import LEFT_ALONE
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.text.document import real_path
 from cfgopt.text.source import Kind, Source
@@ -250,6 +251,10 @@ class _Fixer:
             self.result.originals[key] = doc.text
             self.result.bom[key] = doc.has_bom
         self.refused = _refusals(project, write_scope(paths, project, fix_references), paths, self.before)
+        # findings on a JSON the speed plan leaves alone (its readers drop `deepspeed:`): no later pass fixes them
+        self.left_alone = {
+            _left_alone_id(d) for d in self.before if d.fix is not None and d.fix.description == LEFT_ALONE
+        }
         self.overlay: dict[Path, str] = {}
         self.jobs = _jobs(project)
 
@@ -261,6 +266,8 @@ class _Fixer:
         out = []
         for d in current:
             if not may_apply(d, self.settings_of(d.path)) or _fix_id(d) in self.result.withheld:
+                continue
+            if self.left_alone and _left_alone_id(d) in self.left_alone:
                 continue
             key = real_path(d.path)
             if key in self.refused:
@@ -418,6 +425,10 @@ class _Fixer:
         if any(s.restricts_fixes for s in result.file_settings.values()):
             strip_unfixable(diags, result.settings_of)
         result.remaining = diags
+
+
+def _left_alone_id(diag: Diagnostic) -> tuple[Path, str, str]:
+    return real_path(diag.path), diag.code, diag.key
 
 
 def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic]]:

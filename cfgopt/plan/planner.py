@@ -30,7 +30,7 @@ from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan import space
 from cfgopt.plan.priors import PRIORS, prior_speed, rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, REFUSED, Rejection, does_not_fit, why_not
-from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES
+from cfgopt.plan.speed_knobs import LEFT_ALONE, OWNERS, PLANNED_CODES, liger_plannable
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.text.document import real_path
 
@@ -105,7 +105,7 @@ class SpeedPlan:
         b, k = self.base, self.best
         parts = []
         if (k.micro, k.ga) != (b.micro, b.ga):
-            parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, same global batch)")
+            parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, {_same_batch_words(b, k)})")
         if k.gc != b.gc:
             parts.append(f"gradient checkpointing {'on' if k.gc else 'off'}")
         if k.packing != b.packing:
@@ -123,6 +123,8 @@ class SpeedPlan:
             parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
         if k.optim != b.optim:
             parts.append(f"optimizer {k.optim} ({_OPTIM_NUMERICS.get(k.optim, _OWN_NUMERICS)})")
+        if k.packing and not b.packing:
+            parts.append(PACKED_STEPS)
         return ", ".join(parts)
 
     def description(self) -> str:
@@ -140,6 +142,19 @@ class SpeedPlan:
             f"Speed plan for {self.hardware.describe()}: {self.shape()} (expected {self.gain:.1f}x, "
             f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}{remarks}"
         )
+
+
+# What packing the plan turns on changes, said where the plan is (issue 45: "same global batch" promised more): a
+# row holds several samples, so the rows per step stay and the samples per step do not.
+PACKED_STEPS = (
+    "with packing more samples per step and fewer steps per epoch, by the packing factor (learning rate and warm-up "
+    "settings as written)"
+)
+
+
+def _same_batch_words(base: space.Knobs, best: space.Knobs) -> str:
+    """What a new micro-batch x accumulation keeps: the global batch, in rows once the plan packs them."""
+    return "same rows per step" if best.packing and not base.packing else "same global batch"
 
 
 class WithPackages:
@@ -166,9 +181,7 @@ def planned_knobs(job: Job) -> tuple[str, ...]:
     """The knobs whose rules are selected; Liger also where the job's environment has it (its rule, PF009, is
     opt-in because it speaks of the package, which the plan asks of the environment instead)."""
     selected = {k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes)}
-    # Liger's speed on ROCm is unmeasured (PF009): planned there only where PF009 is selected by name
-    speculative = job.settings.target.is_rocm and not job.settings.named("PF009")
-    if job.has_package("liger_kernel") and not speculative:
+    if job.has_package("liger_kernel") and liger_plannable(job):
         selected.add("liger")
     else:
         selected.discard("liger")
@@ -183,7 +196,7 @@ def _platform(job: Job) -> space.Platform:
     """What the candidates may use: the packages of the job's environment (cfgopt.job.environment)."""
     return space.Platform(
         cuda=True,
-        flash_attn=job.has_package("flash_attn"),
+        flash_attn=fa2_usable(job),
         liger=job.has_package("liger_kernel"),
         deepspeed=True,
         bitsandbytes=job.has_package("bitsandbytes"),
@@ -204,9 +217,20 @@ def _with_extras(job: Job) -> space.Platform:
     """The job's platform with the packages LLaMA-Factory documents as extras for what a plan uses (liger-kernel,
     bitsandbytes): what the job would be offered with them (`WithPackages`). flash-attn is no extra, and its gain
     was never measured on the H200 (not installable there), so it is not proposed."""
-    return space.Platform(
-        cuda=True, flash_attn=job.has_package("flash_attn"), liger=True, deepspeed=True, bitsandbytes=True
-    )
+    return space.Platform(cuda=True, flash_attn=fa2_usable(job), liger=True, deepspeed=True, bitsandbytes=True)
+
+
+def fa2_usable(job: Job) -> bool:
+    """flash-attn in the job's environment, and a target its kernels run on with that build (`fa2_refusal`: not
+    before Ampere, not a CUDA build on ROCm, not without a target): the plan writes no kernel the target cannot
+    run."""
+    return job.has_package("flash_attn") and _fa2_refusal(job) is None
+
+
+def _fa2_refusal(job: Job) -> str | None:
+    from cfgopt.job.environment import fa2_refusal
+
+    return fa2_refusal(job.environment, job.settings.target)
 
 
 def _values(
@@ -253,7 +277,18 @@ def _values(
         # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
         # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
         values["micro"] = [(base.micro, base.ga)]
+    if not job.settings.target_stated:
+        _on_every_gpu(values, base)
     return values
+
+
+def _on_every_gpu(values: dict[str, list[Any]], base: space.Knobs) -> None:
+    """Without a target, only what holds on every GPU: the precision stays (bf16 is emulated on V100 / T4, and fp16
+    is what PF001 flags where bf16 runs) and so does the micro-batch (no memory to judge it by: a 16 GiB T4 or a 192
+    GiB MI300X). fa2 and Liger are left out by their own tests (`fa2_usable`, `liger_plannable`); packing, SDPA
+    for eager attention, and no DeepSpeed on one stated GPU hold everywhere."""
+    values["precision"] = [base.precision]
+    values["micro"] = [(base.micro, base.ga)]
 
 
 # The stage the plan lowers ZeRO-3 to (MEM003's advice): gradients and optimizer states stay sharded, with the
@@ -478,7 +513,7 @@ def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None
     knobs = planned_knobs(job) if knobs is None else knobs
     key = f"plan:{knobs}"
     if key not in job.memo:
-        job.memo[key] = _shared_plan(job, knobs) if job.training and knobs else None
+        job.memo[key] = _unless_stopped(job, _shared_plan(job, knobs)) if job.training and knobs else None
     return job.memo[key]
 
 
@@ -531,7 +566,7 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     missing = _missing_packages(job)
     if not missing:
         return plan
-    richer = _search(job, tuple(dict.fromkeys((*knobs, "liger"))), _with_extras(job))
+    richer = _search(job, _knobs_with_packages(job, knobs), _with_extras(job))
     if richer is None or not richer.changed:
         return plan
     used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
@@ -549,6 +584,13 @@ def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
             return _unchanged(richer, with_packages)
         plan.with_packages = with_packages
     return plan
+
+
+def _knobs_with_packages(job: Job, knobs: tuple[str, ...]) -> tuple[str, ...]:
+    """The knobs the next run plans once the missing packages are installed: Liger with them where a plan would
+    turn it on (`liger_plannable`), and never where it would not (so no pin is proposed for a plan nobody makes)."""
+    with_liger = (*knobs, "liger") if liger_plannable(job) else tuple(k for k in knobs if k != "liger")
+    return tuple(dict.fromkeys(with_liger))
 
 
 # A package the environment lacks is named where the plan with it is expected this much faster (Liger alone was
@@ -652,7 +694,9 @@ def _left_out(
     """Knob values (the batch shape aside) this job would be offered with every package installed and a memory
     estimate, and is not: the package is not known to be there (PACKAGE), or there is no estimate to spend memory
     (MEMORY) or change numerics (NUMERICS) on."""
-    everything = space.Platform(cuda=True, flash_attn=True, liger=True, deepspeed=True, bitsandbytes=True)
+    # fa2 only where the target runs it: on a V100 a note that fa2 would be faster is no advice
+    runs_fa2 = job.settings.target.runs_fa2
+    everything = space.Platform(cuda=True, flash_attn=runs_fa2, liger=True, deepspeed=True, bitsandbytes=True)
     offered = _values(job, base, knobs, True, everything)
     estimated = values if has_estimate else _values(job, base, knobs, True, _platform(job))
     out: dict[tuple[str, Any], Rejection] = {}
@@ -678,8 +722,9 @@ def _no_memory(settings) -> str:
 
 def _package_missing(job: Job, name: str, value: Any) -> str:
     key = {"liger": "liger", "attn": "fa2"}.get(name, "bnb")
+    refused = _fa2_refusal(job) if key == "fa2" and job.has_package("flash_attn") else None
     _module, package = PACKAGES[key]
-    return f"{package} is not in {job.environment.where}"
+    return refused or f"{package} is not in {job.environment.where}"
 
 
 def _explain(
@@ -820,6 +865,9 @@ def attach_plans(
         plan = plan_for(ctx.job)
         if plan is None:
             continue  # no plan (no training run, nothing fits): the rules' own messages and fixes stay
+        if isinstance(plan, StoppedJob):
+            _say_why_stopped(found, plan)
+            continue
         if plan.with_packages is not None and not plan.changed:
             _say_why_no_plan(found, plan)
             continue
@@ -893,6 +941,37 @@ def _json_fix_words(config: Source, plan: SpeedPlan) -> str:
     return f"ZeRO-{plan.deepspeed_stage} ({stage}): the DeepSpeed part of the speed plan written in {name}"
 
 
+class StoppedJob(SpeedPlan):
+    """No plan: the job's environment stops it at start-up, so no speed-up is real; `why` says how, in one line."""
+
+    def __init__(self, plan: SpeedPlan, why: str) -> None:
+        super().__init__(plan.hardware, plan.base, plan.base, 1.0)
+        self.why = why
+
+
+def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
+    """The plan, or where the job's environment stops it at start-up (ENV002: a checked package outside the
+    release's range) or gives it no GPU (ENV001: torch built for the other platform), a plan that changes nothing
+    and says why: a gain is no gain for a job that does not start."""
+    from cfgopt.job.environment import stops_at_start, torch_finds_no_gpu
+
+    env = job.environment
+    why = stops_at_start(env, job.settings.llamafactory_version, job.lf_label) or torch_finds_no_gpu(
+        env, job.settings.target
+    )
+    return StoppedJob(plan, why) if plan is not None and why else plan
+
+
+def _say_why_stopped(found: list[Diagnostic], plan: StoppedJob) -> None:
+    """The job's most severe speed finding says, in one line, why there is no plan (and no fix offers a gain)."""
+    first = max(found, key=lambda d: d.severity)
+    if _NO_PLAN_STOPPED not in first.message:
+        first.message += f"; {_NO_PLAN_STOPPED}: {plan.why}"
+
+
+_NO_PLAN_STOPPED = "no speed plan"
+
+
 def _say_why_no_plan(found: list[Diagnostic], plan: SpeedPlan) -> None:
     """No plan fits the job's environment, though one would with the packages it lacks: the first finding says so
     (never a silent fall-back to a plan many times slower)."""
@@ -921,8 +1000,9 @@ def _kept_by(plan: SpeedPlan, code: str) -> bool:
     return all(k in plan.searched and getattr(plan.best, k) == getattr(plan.base, k) for k in knobs)
 
 
-# DeepSpeed JSON fixes that only make DeepSpeed cheaper: moot where every config using the JSON drops DeepSpeed.
-_JSON_SPEED_FIXES = frozenset({"PF051", "MEM002"})
+# DeepSpeed JSON fixes that change only how DeepSpeed runs (its offload; DS023: the dtype it reduces gradients in):
+# moot where every config using the JSON drops DeepSpeed, and the README promises that JSON is left as it is.
+_JSON_SPEED_FIXES = frozenset({"PF051", "MEM002", "DS023"})
 
 
 def _drop_answered_json_fixes(
@@ -930,7 +1010,7 @@ def _drop_answered_json_fixes(
 ) -> None:
     """A plan that removes `deepspeed:` from every config using a JSON leaves that JSON alone: editing it in the
     same run (an offload removed from a file no job reads any more) is a change nobody asked for, and the file
-    may be shared. Its speed findings keep their message and lose their fix."""
+    may be shared. Its findings keep their message; their fix says so (`LEFT_ALONE`, display-only)."""
     for d in diags:
         src = owners.get(id(d))
         if d.code not in _JSON_SPEED_FIXES or d.fix is None or src is None or src.kind.is_llamafactory:
@@ -938,4 +1018,4 @@ def _drop_answered_json_fixes(
         consumers = context(src).consumers
         plans = [plan_for(context(c).job) for c in consumers]
         if consumers and all(p is not None and p.drop_deepspeed for p in plans):
-            d.fix = None
+            d.fix = Fix(LEFT_ALONE, Applicability.DISPLAY, [])

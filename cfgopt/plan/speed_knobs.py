@@ -7,6 +7,11 @@ loads it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cfgopt.job.job import Job
+
 # The rules whose findings a knob answers: the knob is planned when one of them is selected.
 OWNERS: dict[str, tuple[str, ...]] = {
     "micro": ("PF007", "MEM005", "MEM001"),
@@ -21,3 +26,16 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "optim": ("MEM001",),
 }
 PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
+# A DeepSpeed JSON fix the plan answers by dropping `deepspeed:` from every config that reads the JSON: shown as this
+# display-only fix, and never applied by the same `cfgopt fix` on a later pass (the fixer keeps the file's finding
+# unfixed there, though the JSON then has no reader left to tell it apart from a JSON linted on its own).
+LEFT_ALONE = "Left as it is: every config that reads this JSON drops DeepSpeed in its speed plan"
+
+
+def liger_plannable(job: Job) -> bool:
+    """Would a plan turn Liger on for this job once liger-kernel is installed (PF009 and ENV004 ask the same)? Its
+    Triton kernels need NVIDIA compute capability 8.0+ or ROCm (`Target.runs_triton`: not V100 / T4, nor an unstated
+    GPU, which may be either); its speed on ROCm is unmeasured (PF009), so there only where PF009 is selected by
+    name."""
+    target = job.settings.target
+    return target.runs_triton and (not target.is_rocm or job.settings.named("PF009"))

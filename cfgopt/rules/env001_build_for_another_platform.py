@@ -7,6 +7,7 @@ from cfgopt.rules.support.requirements import (
     FLASH_ATTN_ROCM_SOURCES,
     ROCM_SOURCES,
     TORCH_FAMILY,
+    flash_attn_not_for_rocm,
     pins_of,
     platform_of_build,
 )
@@ -74,9 +75,9 @@ class BuildForAnotherPlatform(Rule):
     def _flash_attn(self, ctx: Context) -> Iterator[Diagnostic]:
         for entry in pins_of(ctx, ("flash_attn",)):
             spec = str(entry.node.value)
-            build = platform_of_build(spec)
-            if build == "rocm" or (spec.startswith("@") and build == ""):
+            if not flash_attn_not_for_rocm(spec):
                 continue  # a ROCm wheel, or a wheel / checkout whose build cfgopt cannot tell
+            build = platform_of_build(spec)
             what = "a CUDA wheel" if build == "cuda" else "from the default index (a source build that follows"
             what += "" if build == "cuda" else " the torch at build time, CUDA wheels downloaded for CUDA torch)"
             yield self.at_entry(

@@ -150,8 +150,13 @@ class InvalidChoice(Rule):
                 target = ctx.settings.target
                 value = flash_attn_for(target)
                 where = target.name if target.stated else "NVIDIA and AMD GPUs"
+                # torch's own flash kernel needs sm80 too (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
+                # `check_flash_attention_hardware_support`: "[sm80, sm121]" since torch 2.1, which LLaMA-Factory
+                # 0.9.5's torch >= 2.4 is past): SDPA runs its memory-efficient kernel on V100 / T4
+                older = target.is_cuda and not target.runs_fa2
+                kernel, fa2 = ("memory-efficient", "Ampere or newer (LF049)") if older else ("flash-backed", "")
                 return self.fix(
-                    f"Use `{value}` (flash-backed SDPA on {where}; `fa2` needs the flash-attn package)",
+                    f"Use `{value}` ({kernel} SDPA on {where}; `fa2` needs {fa2 or 'the flash-attn package'})",
                     edits.replace_value(src, entry, value),
                     safe=False,
                 )

@@ -26,7 +26,10 @@ class NoMixedPrecision(Rule):
         "llamafactory 0.9.5 model/adapter.py L313-324 (trainable parameters upcast to fp32 unless pure_bf16)",
     )
     example = "(no bf16/fp16)   ->  bf16: true"
-    fix_safety = "Unsafe: adds `bf16: true` (`fp16: true` on V100 / T4), which changes the training precision."
+    fix_safety = (
+        "Unsafe: adds `bf16: true` (`fp16: true` on V100 / T4), which changes the training precision; no fix "
+        "without a target, where neither holds on every GPU."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         if not training(ctx) or ctx.settings.target.platform == "cpu":
@@ -39,11 +42,14 @@ class NoMixedPrecision(Rule):
         half = "bf16" if ctx.settings.target.bf16 else "fp16"  # V100 / T4: no bf16 hardware (LF008)
         entry = entry_of(ctx, half)
         fix_edits = edits.replace_value(src, entry, True) if entry is not None else edits.insert_top(src, half, True)
+        # no target: neither half holds on every GPU (bf16 is emulated on V100 / T4), so the advice names both
+        stated = ctx.settings.target.stated
+        advice = f"set `{half}: true`" if stated else "set `bf16: true` (`fp16: true` on V100 / T4: no bf16 there)"
         yield report(
             self,
             ctx,
             ("bf16", "fp16", "do_train"),
             "training without mixed precision (neither `bf16` nor `fp16`): trainable weights and their matmuls run "
-            f"in fp32; set `{half}: true`",
-            fix=self.fix(f"Set `{half}: true`", fix_edits, safe=False),
+            f"in fp32; {advice}",
+            fix=self.fix(f"Set `{half}: true`", fix_edits, safe=False) if stated else None,
         )

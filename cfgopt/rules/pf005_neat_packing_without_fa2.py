@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.job.environment import fa2_refusal
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -22,7 +23,8 @@ class NeatPackingWithoutFa2(Rule):
         "neat_packing with SDPA was 11.3% slower than plain packing (8,296 vs 9,284 tokens/s). With `fa2` "
         "(flash-attn installed) neat packing uses the varlen path instead; plain `packing: true` is faster but "
         "lets packed samples attend to each other. Reported only where the job's environment has flash-attn "
-        "(`--environment`, its requirement files): without it the mask is the price of keeping samples apart."
+        "(`--environment`, its requirement files) and the target can run it (not before Ampere, LF049; not a "
+        "CUDA build on ROCm, ENV001): otherwise the mask is the price of keeping samples apart."
     )
     fails_when = "Never fails: slower steps (and O(L^2) mask memory at long cutoff_len)."
     evidence = (
@@ -44,6 +46,8 @@ class NeatPackingWithoutFa2(Rule):
             return
         if not ctx.job.has_package("flash_attn"):
             return  # without flash-attn in the job's environment the mask is the price of keeping samples apart
+        if ctx.settings.target.stated and fa2_refusal(ctx.job.environment, ctx.settings.target):
+            return  # fa2 cannot run there (before Ampere: LF049; a CUDA build on ROCm: ENV001): no advice to use it
         yield self.at_entry(
             ctx,
             entry,

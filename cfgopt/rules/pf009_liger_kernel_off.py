@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.plan.speed_knobs import liger_plannable
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import (
     TRAIN_KINDS,
@@ -30,8 +31,9 @@ class LigerKernelOff(Rule):
         "MI300X speed figure exists (a short A/B run settles it). Reported only for packed or >= 8192-token "
         "micro-batches of pt/sft runs, where logits dominate, and not under ZeRO-3 (LF027); only where the job's "
         "environment has liger-kernel (docs/environment.md: its requirement files, a doctor snapshot, or the default "
-        "that assumes LLaMA-Factory's liger-kernel extra), and on ROCm only when PF009 is selected by name (no "
-        "MI300X figure)."
+        "that assumes LLaMA-Factory's liger-kernel extra); judged for the target: Triton supports NVIDIA compute "
+        "capability 8.0+ and ROCm (its README), so not on V100 / T4 nor with no target, and on ROCm only when "
+        "PF009 is selected by name (no MI300X figure)."
     )
     fails_when = "Never fails: more memory and somewhat slower than needed."
     evidence = (
@@ -54,8 +56,8 @@ class LigerKernelOff(Rule):
             return
         if not ctx.job.liger_patches_model or not ctx.job.has_package("liger_kernel"):
             return
-        if ctx.settings.target.is_rocm and not ctx.settings.named(self.code):
-            return  # Liger's speed on ROCm is unmeasured: speculative there
+        if not liger_plannable(ctx.job):
+            return  # the plan's own test: not before Ampere (Triton), nor without a target; on ROCm only if named
         tokens = tokens_per_micro_batch(ctx) or 0
         if not packing_on(ctx) and tokens < 8192:
             return

@@ -1,0 +1,111 @@
+"""What a requirement pin says about the node a job runs on: the GPU runtime a build is for, its exact version, and
+the dependency ranges each LLaMA-Factory release checks at start-up or declares. Read by the requirement rules
+(ENV001-ENV003) and by the speed planner, which plans nothing the rules call a failure (a flash-attn build for the
+other platform, a job that stops at start-up)."""
+
+from __future__ import annotations
+
+import re
+
+from cfgopt.knowledge.versions import VersionRange
+
+_LOCAL = re.compile(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_EXACT = re.compile(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
+# PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
+_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+
+
+def platform_of_build(text: str) -> str:
+    """ "cuda" / "rocm" for a local version (`+cu121`, `+rocm6.2`) or a PyTorch index URL, else ""."""
+    found = _LOCAL.search(text) or _INDEX.search(text)
+    if found is None:
+        return ""
+    return "rocm" if found.group(1).lower().startswith("rocm") else "cuda"
+
+
+def exact_version(spec: str) -> str | None:
+    """`==2.5.1+cu121` / `2.5.1` (poetry) / a lock's `==4.46.0` -> the public version; None for a range."""
+    match = _EXACT.match(spec.strip())
+    return match.group(1) if match else None
+
+
+def flash_attn_not_for_rocm(spec: str) -> bool:
+    """Is a flash-attn requirement (its specifier, or `@ URL`) one that does not give a ROCm node AMD's build: a
+    CUDA wheel, or the default index's source distribution (its build follows the torch present at build time and
+    downloads a CUDA wheel for CUDA torch)? A ROCm wheel, or a wheel / checkout whose build cannot be told, is not."""
+    build = platform_of_build(spec)
+    return not (build == "rocm" or (spec.startswith("@") and build == ""))
+
+
+# What each LLaMA-Factory release requires of its dependencies, read from its source at the release tag:
+# `check_dependencies` in src/llamafactory/extras/misc.py (checked at start-up; `DISABLE_VERSION_CHECK=1` skips
+# it), and what pip resolves but nothing checks at run time: the `deepspeed` / `torch` ranges of setup.py's extras
+# (0.9.0-0.9.3), pyproject.toml (0.9.4) or requirements/deepspeed.txt (0.9.5), and pyproject.toml's dependencies
+# where they are narrower than the check (0.9.4, 0.9.5: accelerate <=1.11.0, peft <=0.18.1, no transformers 4.57.0).
+CHECKED: dict[str, dict[str, str]] = {
+    "0.9.0": {
+        "transformers": ">=4.41.2,<=4.45.0",
+        "datasets": ">=2.16.0,<=2.21.0",
+        "accelerate": ">=0.30.1,<=0.33.0",
+        "peft": ">=0.11.1,<=0.12.0",
+        "trl": ">=0.8.6,<=0.9.6",
+    },
+    "0.9.1": {
+        "transformers": ">=4.41.2,<=4.46.1",
+        "datasets": ">=2.16.0,<=3.1.0",
+        "accelerate": ">=0.34.0,<=1.0.1",
+        "peft": ">=0.11.1,<=0.12.0",
+        "trl": ">=0.8.6,<=0.9.6",
+    },
+    "0.9.2": {
+        "transformers": ">=4.41.2,<=4.49.0,!=4.46.0,!=4.46.1,!=4.46.2,!=4.46.3,!=4.47.0,!=4.47.1,!=4.48.0",
+        "datasets": ">=2.16.0,<=3.2.0",
+        "accelerate": ">=0.34.0,<=1.2.1",
+        "peft": ">=0.11.1,<=0.12.0",
+        "trl": ">=0.8.6,<=0.9.6",
+    },
+    "0.9.3": {
+        "transformers": ">=4.45.0,<=4.52.4,!=4.46.0,!=4.46.1,!=4.46.2,!=4.46.3,!=4.47.0,!=4.47.1,!=4.48.0,!=4.52.0",
+        "datasets": ">=2.16.0,<=3.6.0",
+        "accelerate": ">=0.34.0,<=1.7.0",
+        "peft": ">=0.14.0,<=0.15.2",
+        "trl": ">=0.8.6,<=0.9.6",
+    },
+    "0.9.4": {
+        "transformers": ">=4.51.0,<=4.57.1",
+        "datasets": ">=2.16.0,<=4.0.0",
+        "accelerate": ">=1.3.0,<=1.11.0",
+        "peft": ">=0.14.0,<=0.17.1",
+        "trl": ">=0.18.0,<=0.24.0",
+    },
+    "0.9.5": {
+        "transformers": ">=4.55.0,<=5.6.0",
+        "datasets": ">=2.16.0,<=4.0.0",
+        "accelerate": ">=1.3.0,<=1.15.0",
+        "peft": ">=0.18.0,<=0.20.0",
+        "trl": ">=0.18.0,<=0.24.0",
+    },
+}
+DECLARED: dict[str, dict[str, str]] = {
+    "0.9.0": {"deepspeed": ">=0.10.0,<=0.14.4", "torch": ">=1.13.1"},
+    "0.9.1": {"deepspeed": ">=0.10.0,<=0.14.4", "torch": ">=1.13.1"},
+    "0.9.2": {"deepspeed": ">=0.10.0,<=0.16.4", "torch": ">=1.13.1"},
+    "0.9.3": {"deepspeed": ">=0.10.0,<=0.16.9", "torch": ">=2.0.0"},
+    # 0.9.4 / 0.9.5: pyproject.toml's dependencies are narrower than `check_dependencies` for some packages
+    "0.9.4": {
+        "deepspeed": ">=0.10.0,<=0.16.9",
+        "torch": ">=2.4.0",
+        "transformers": ">=4.51.0,<=4.57.1,!=4.52.0,!=4.57.0",
+    },
+    "0.9.5": {
+        "deepspeed": ">=0.10.0,<=0.18.4",
+        "torch": ">=2.4.0",
+        "transformers": ">=4.55.0,<=5.6.0,!=4.52.0,!=4.57.0",
+        "accelerate": ">=1.3.0,<=1.11.0",
+        "peft": ">=0.18.0,<=0.18.1",
+    },
+}
+
+
+def admitted(package: str, spec: str, version: str) -> bool:
+    return VersionRange(package, spec, "").admits(version)
