@@ -200,6 +200,31 @@ class UnknownKey(Rule):
             self.fix(f"Replace with `val_size: {new_value:g}`", change, safe=False),
         )
 
+    def _sampling_hint(self, ctx: Context, entry: Entry, fields, present) -> tuple[str, object] | None:
+        """transformers 5 folded `group_by_length` into `train_sampling_strategy` (trainer.py `_get_train_sampler`:
+        "group_by_length" picks the same LengthGroupedSampler): `true` becomes that value, `false` the default."""
+        if (
+            entry.key != "group_by_length"
+            or "train_sampling_strategy" not in fields
+            or "train_sampling_strategy" in present
+        ):
+            return None
+        src, value = ctx.source, entry.node.value
+        if value is False:
+            return "transformers 5 samples at random by default", self.fix(
+                "Remove `group_by_length: false`", edits.delete_entry(src, entry), safe=True
+            )
+        if value is not True:
+            return None
+        renamed = edits.rename_key(src, entry, "train_sampling_strategy")
+        valued = edits.replace_value(src, entry, "group_by_length")
+        message = (
+            "transformers 5 reads it as `train_sampling_strategy: group_by_length` (the same length-grouped sampler)"
+        )
+        if not renamed or not valued:
+            return message, None
+        return message, self.fix("Write `train_sampling_strategy: group_by_length`", renamed + valued, safe=True)
+
     def _hint(self, ctx: Context, entry: Entry, fields, present, lf) -> tuple[str, object]:
         src, key, value = ctx.source, entry.key, entry.node.value
         if key in WEBUI_KEYS:
@@ -218,6 +243,9 @@ class UnknownKey(Rule):
                 f"renamed to `{new}`",
                 self.fix(f"Rename to `{new}`", edits.rename_key(src, entry, new), safe=True),
             )
+        grouped = self._sampling_hint(ctx, entry, fields, present)
+        if grouped is not None:
+            return grouped
         split = self._split_hint(ctx, entry, fields, present)
         if split is not None:
             return split
