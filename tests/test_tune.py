@@ -427,7 +427,10 @@ def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
 
 
 def test_measurement_from_a_verify_run() -> None:
-    steps = [{"seconds": 10.0 if i < 3 else 1.0, "real_tokens": 1000, "max_allocated_gib": 5.0 + i} for i in range(8)]
+    steps = [
+        {"seconds": 10.0 if i < 3 else 1.0, "real_tokens": 1000, "padded_tokens": 1024, "max_allocated_gib": 5.0 + i}
+        for i in range(8)
+    ]
     run = types.SimpleNamespace(metrics={"steps": steps}, error=None, log_tail="", wall_s=42.0)
     m = measurement_from(run, warmup=3)
     assert m.tokens_per_s == pytest.approx(1000.0) and m.peak_gib == 12.0 and m.steps_measured == 5
@@ -436,6 +439,15 @@ def test_measurement_from_a_verify_run() -> None:
     )
     m = measurement_from(crash, warmup=3)
     assert m.oom and m.tokens_per_s is None and search.status_of(m) == search.OOM
+
+
+def test_tune_refuses_a_count_verify_refuses() -> None:
+    """tune ranks by verify's own figure: a step that counts more real tokens than it ran (the neat-packing mask
+    summed, issue 41) is no candidate's speed but a failed measurement, whatever the search would make of it."""
+    steps = [{"seconds": 1.0, "real_tokens": 8_066_171, "padded_tokens": 4096, "max_allocated_gib": 5.0}] * 6
+    run = types.SimpleNamespace(metrics={"steps": steps}, error=None, log_tail="", wall_s=9.0)
+    m = measurement_from(run, warmup=1)
+    assert m.tokens_per_s is None and m.error.startswith("cannot measure: step")
 
 
 # ---------------------------------------------------------------- the command, with a fake machine

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from cfgopt.job.job import lf_values
 from cfgopt.plan import space
 from cfgopt.tune import search
+from cfgopt.verify.comparison import summarize
 from cfgopt.verify.options import default_cache_dir
 
 
@@ -33,12 +34,14 @@ class Session(Protocol):
 
 
 def measurement_from(result: Any, warmup: int) -> search.Measurement:
-    """A verify RunResult as the search sees it: real tokens/s over the steps after `warmup`, peak memory."""
+    """A verify RunResult as the search sees it: verify's own figure (`comparison.summarize`: real tokens/s of the
+    steady steps, at least `warmup` steps left out, an impossible count refused as an error), peak memory."""
     metrics = result.metrics or {}
     steps = metrics.get("steps") or []
-    warm = steps[min(warmup, max(0, len(steps) - 1)) :]
-    seconds = sum(s["seconds"] for s in warm)
+    summary = summarize(metrics, min_warmup=warmup) if steps else {}
     error = result.error
+    if not error and summary.get("cannot_measure"):
+        error = f"cannot measure: {summary['cannot_measure']}"
     if error and not search.is_oom(error) and search.is_oom(result.log_tail):
         error += " (the log says: out of memory)"
     peak = metrics.get("peak_allocated_gib")
@@ -46,13 +49,13 @@ def measurement_from(result: Any, warmup: int) -> search.Measurement:
         peaks = [s["max_allocated_gib"] for s in steps if "max_allocated_gib" in s]
         peak = max(peaks) if peaks else None
     return search.Measurement(
-        tokens_per_s=(sum(s["real_tokens"] for s in warm) / seconds) if seconds and not error else None,
+        tokens_per_s=summary.get("real_tokens_per_s") if not error else None,
         peak_gib=peak,
         reserved_gib=metrics.get("peak_reserved_gib"),
         wall_s=result.wall_s,
         error=error,
         device=metrics.get("device"),
-        steps_measured=len(warm),
+        steps_measured=summary.get("steps_measured", 0),
     )
 
 

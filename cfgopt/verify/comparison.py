@@ -50,8 +50,9 @@ def impossible(steps: list[dict[str, Any]], capacity: int | None) -> str | None:
         where = f"step {s.get('step', '?')}"
         if s["seconds"] <= 0:
             return f"{where} took {s['seconds']:.3g} s (the clock went wrong)"
-        if s["real_tokens"] > s["padded_tokens"]:
-            return f"{where} counted {s['real_tokens']:,} real tokens, more than the {s['padded_tokens']:,} it ran"
+        ran = s.get("padded_tokens")  # absent from runs recorded before the worker counted it
+        if ran is not None and s["real_tokens"] > ran:
+            return f"{where} counted {s['real_tokens']:,} real tokens, more than the {ran:,} it ran"
         if capacity and s["real_tokens"] > capacity:
             return (
                 f"{where} counted {s['real_tokens']:,} real tokens, more than micro-batch x accumulation x rows x "
@@ -72,8 +73,8 @@ def _speed(out: dict[str, Any], metrics: dict[str, Any], warm: list[dict[str, An
     # a stall of the data loader) moves the median less than the mean, so two runs of one config agree
     seconds = len(warm) * out["median_step_s"]
     out["real_tokens_per_s"] = sum(s["real_tokens"] for s in warm) / seconds
-    out["padded_tokens_per_s"] = sum(s["padded_tokens"] for s in warm) / seconds
-    out["supervised_tokens_per_s"] = sum(s["supervised_tokens"] for s in warm) / seconds
+    out["padded_tokens_per_s"] = sum(s.get("padded_tokens", s["real_tokens"]) for s in warm) / seconds
+    out["supervised_tokens_per_s"] = sum(s.get("supervised_tokens", 0) for s in warm) / seconds
     n, trainable = metrics.get("parameters"), metrics.get("trainable_parameters")
     peak = metrics.get("peak_tflops")
     if n and out["real_tokens_per_s"] and peak:
@@ -87,9 +88,11 @@ def _speed(out: dict[str, Any], metrics: dict[str, Any], warm: list[dict[str, An
         out["mfu"] = mfu
 
 
-def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
+def summarize(metrics: dict[str, Any], min_warmup: int = 0) -> dict[str, Any]:
+    """A run's figures: its steady steps' speed (warm-up detected, at least `min_warmup` steps left out while one
+    step stays) or why it cannot be measured, its memory and loss. verify and tune both read runs through it."""
     steps = metrics.get("steps") or []
-    skipped = warmup_steps([s["seconds"] for s in steps])
+    skipped = max(warmup_steps([s["seconds"] for s in steps]), min(min_warmup, max(0, len(steps) - 1)))
     warm = steps[skipped:]
     out: dict[str, Any] = {
         "steps_measured": len(warm),
