@@ -181,7 +181,8 @@ class Session:
 
     def _defer(self, path: Path) -> list[Path]:
         size = len(self.documents[path].text)
-        self.notes[path] = f"cfgopt: {size / 1e6:.1f} MB: linted when saved, not at each change (over {LARGE >> 20} MiB)"
+        limit = LARGE >> 20
+        self.notes[path] = f"cfgopt: {size / 1e6:.1f} MB: linted when saved, not at each change (over {limit} MiB)"
         self.findings[path], self.problems[path] = [], []
         self._groups.setdefault(path, _Group({path})).fixes.clear()
         return [path]
