@@ -7,13 +7,14 @@ import re
 
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.rules.base import Context
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
-_LOCAL = re.compile(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
-_EXACT = re.compile(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
+_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
 # PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
-_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
 ROCM_SOURCES = (
     "ROCm builds come from PyTorch's ROCm index (https://download.pytorch.org/whl/rocm6.2, `torch==2.5.1+rocm6.2`) "
     "or AMD's ROCm PyTorch images (rocm/pytorch)"
