@@ -34,11 +34,11 @@ def _rule_patterns() -> list[LazyPattern]:
 
 
 def test_a_lazy_pattern_answers_as_re_compile() -> None:
-    patterns = _rule_patterns() + [lazy(r"(?P<k>\w+)=(\d*)", re.ASCII), lazy(r"\s+"), lazy(r"(a)|b", re.I)]
+    patterns = [*_rule_patterns(), lazy(r"(?P<k>\w+)=(\d*)", re.ASCII), lazy(r"\s+"), lazy(r"(a)|b", re.I)]
     assert len(patterns) >= 15
     for pattern in patterns:
         plain = re.compile(pattern.pattern, pattern.flags)
-        for text in SUBJECTS + [pattern.pattern]:
+        for text in [*SUBJECTS, pattern.pattern]:
             for method in ("match", "fullmatch", "search"):
                 got, want = getattr(pattern, method)(text), getattr(plain, method)(text)
                 assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))
