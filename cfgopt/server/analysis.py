@@ -223,7 +223,7 @@ class Session:
         return members
 
     def _overlay(self) -> dict[Path, str]:
-        return {real_path(p): d.text for p, d in self.documents.items() if p not in self.notes}
+        return {real_path(p): d.text for p, d in self.documents.items()}
 
     def _distribute(self, result: LintResult, members: list[Path]) -> None:
         by_file: dict[Path, list[Diagnostic]] = {}
