@@ -38,17 +38,47 @@ def _codes(session: Session, path: Path) -> set[str]:
 
 
 def test_a_change_relints_its_own_group_only(seed: Path) -> None:
-    """A large YAML open in the same folder is not linted again when the small one changes (issue 45)."""
-    big = seed / "big.yaml"
-    big.write_text((seed / "llama3_lora_sft.yaml").read_text() + "".join(f"# line {i}\n" for i in range(20000)))
+    """Another training YAML open in the folder, naming no file of the seed's job, is not linted again when the
+    seed's YAML changes (issue 45: each change linted the folder's open documents)."""
+    other = seed / "other.yaml"
+    other.write_text((seed / "llama3_lora_sft.yaml").read_text().replace("deepspeed: ds_z3_config.json", ""))
     yaml, json = seed / "llama3_lora_sft.yaml", seed / "ds_z3_config.json"
     session = Session()
-    _open(session, big, json, yaml)
-    before = session.findings[big]
+    _open(session, other, json, yaml)
+    before = session.findings[other]
     session.linted.clear()
     renewed = session.update(yaml, yaml.read_text().replace("cutoff_len: 1024", "cutoff_len: 2048"), 2)
     assert session.linted == [(json, yaml)] and set(renewed) == {json, yaml}
-    assert session.findings[big] is before
+    assert session.findings[other] is before
+
+
+def test_yamls_sharing_a_json_are_judged_together(seed: Path) -> None:
+    """The JSON is judged with every open YAML that names it, as `cfgopt lint` of the folder judges it."""
+    twin, yaml, json = seed / "twin.yaml", seed / "llama3_lora_sft.yaml", seed / "ds_z3_config.json"
+    shutil.copy(yaml, twin)
+    session = Session()
+    _open(session, twin, json, yaml)
+    session.linted.clear()
+    session.update(yaml, yaml.read_text().replace("cutoff_len: 1024", "cutoff_len: 2048"), 2)
+    assert session.linted == [(json, yaml, twin)]
+
+
+def test_a_large_document_is_never_linted_with_another_change(seed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large YAML naming the seed's JSON: linted alone when opened; a keystroke in the seed's YAML or its JSON
+    leaves it be; saving the JSON it reads lints it again."""
+    yaml, json, big = seed / "llama3_lora_sft.yaml", seed / "ds_z3_config.json", seed / "big.yaml"
+    big.write_text(yaml.read_text() + "# notes\n" * 100)
+    monkeypatch.setattr(analysis, "LARGE", len(yaml.read_text()) + 10)
+    session = Session()
+    _open(session, big, json, yaml)
+    assert session.linted[0] == (big,) and "LF003" in _codes(session, big)
+    before = session.findings[big]
+    session.linted.clear()
+    session.update(yaml, yaml.read_text().replace("cutoff_len: 1024", "cutoff_len: 2048"), 2)
+    session.update(json, json.read_text() + " ", 2)
+    assert session.linted == [(json, yaml), (json, yaml)] and session.findings[big] is before
+    session.linted.clear()
+    assert session.save(json) == [big] and session.linted == [(big,)]
 
 
 def test_the_same_text_is_not_linted_again(seed: Path) -> None:

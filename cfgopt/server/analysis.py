@@ -151,22 +151,21 @@ class Session:
         self.documents[path] = OpenDocument(text, version)
         if before is not None and before.text == text and path in self.findings:
             return [path]  # nothing changed: the findings stand, published again for this version
-        if before is not None and len(text) > LARGE:
+        if before is not None and self._large(path):
             return self._defer(path)
         return self._lint(self._group_for(path))
 
     def save(self, path: Path) -> list[Path]:
-        """Saved: a large document is linted now; a project config or requirement file saved re-lints every
-        group (they are read from disk)."""
+        """Saved: a large document, or one that reads the saved file, is linted now; a project config or
+        requirement file saved re-lints every group (they are read from disk)."""
         from cfgopt.knowledge.pins import is_requirement_file
         from cfgopt.lint.project_config import CONFIG_NAMES
 
         if path.name in CONFIG_NAMES or is_requirement_file(path.name):
             return [p for group in self._all_groups() for p in self._lint(group)]
-        if path in self.notes:
-            del self.notes[path]
-            return self._lint(self._group_for(path))
-        return []
+        real = real_path(path)
+        waiting = [g for g in self._all_groups() if self._alone(g) and (path in g.members or real in g.reads)]
+        return [p for group in waiting for p in self._lint(group)]
 
     def close(self, path: Path) -> list[Path]:
         """`path` closed: its group is linted again without it (its file on disk now stands for it)."""
@@ -179,32 +178,56 @@ class Session:
         group.members.discard(path)
         return self._lint(group) if group.members else []
 
+    def _large(self, path: Path) -> bool:
+        return len(self.documents[path].text) > LARGE
+
+    def _alone(self, group: _Group) -> bool:
+        """A large document's group: itself only, linted when opened and saved, never joined by another."""
+        return any(self._large(p) for p in group.members if p in self.documents)
+
     def _defer(self, path: Path) -> list[Path]:
+        """A large document changed: its findings wait for its save (said at its top); it leaves any group."""
         size = len(self.documents[path].text)
         limit = LARGE >> 20
         self.notes[path] = f"cfgopt: {size / 1e6:.1f} MB: linted when saved, not at each change (over {limit} MiB)"
         self.findings[path], self.problems[path] = [], []
-        self._groups.setdefault(path, _Group({path})).fixes.clear()
+        group = self._groups.get(path)
+        if group is not None and group.members != {path}:
+            group.members.discard(path)
+            group.fixes.clear()
+        self._groups[path] = _Group({path})
         return [path]
 
     def _all_groups(self) -> list[_Group]:
         return list({id(g): g for g in self._groups.values()}.values())
 
-    def _group_for(self, path: Path) -> _Group:
-        """The group of `path` with every group whose last lint read it (a JSON opened after the YAML naming it)."""
-        group = self._groups.get(path) or _Group({path})
-        real = real_path(path)
-        for other in self._all_groups():
-            if other is not group and real in other.reads:
-                group.members |= other.members
+    def _merge(self, group: _Group, other: _Group) -> _Group:
+        group.members |= other.members
+        group.reads |= other.reads
+        group.fixes.clear()
         for member in group.members:
             self._groups[member] = group
         return group
 
+    def _group_for(self, path: Path) -> _Group:
+        """The group of `path`, joined by every group whose last lint read it (a JSON opened after the YAML
+        naming it); a large document stays alone."""
+        group = self._groups.get(path) or _Group({path})
+        self._groups[path] = group
+        if self._large(path):
+            return group
+        real = real_path(path)
+        for other in self._all_groups():
+            if other is not group and real in other.reads and not self._alone(other):
+                group = self._merge(group, other)
+        return group
+
     def _lint(self, group: _Group) -> list[Path]:
-        """Lint the group's documents together; an open document its job reads joins the group and the group is
-        linted again (a reference typed in)."""
+        """Lint the group's documents together; the group of an open document its job reads joins it, and the
+        whole is linted again (a reference typed in). A large document's group is linted alone: of its run,
+        only its own findings are kept (the documents it reads keep those of their own group)."""
         group.fixes.clear()
+        alone = self._alone(group)
         for _ in range(len(self.documents) + 1):
             members = sorted(group.members)
             self.linted.append(tuple(members))
@@ -213,12 +236,15 @@ class Session:
             except _config_errors() as exc:  # the project config cannot be used: one line, never a traceback
                 return self._config_problem(members, exc)
             group.reads = set(result.checked) | set(result.file_settings)
-            joining = {p for p in self.documents if p not in group.members and real_path(p) in group.reads}
-            if not joining:
+            joining = [
+                p
+                for p in self.documents
+                if p not in group.members and real_path(p) in group.reads and not self._large(p)
+            ]
+            if alone or not joining:
                 break
-            group.members |= joining
-            for member in group.members:
-                self._groups[member] = group
+            for p in joining:
+                group = self._merge(group, self._groups.get(p) or _Group({p}))
         self._distribute(result, members)
         return members
 
