@@ -234,7 +234,7 @@ class Session:
             try:
                 result = _lint_paths(members, self._overlay())
             except _config_errors() as exc:  # the project config cannot be used: one line, never a traceback
-                return self._config_problem(members, exc)
+                return self._problem(members, f"cfgopt: project config not used: {_one_line(exc)}")
             group.reads = set(result.checked) | set(result.file_settings)
             joining = [
                 p
@@ -261,10 +261,9 @@ class Session:
             self.problems[path] = [Problem(p.message) for p in result.problems if real_path(Path(p.path)) == real]
             self.notes.pop(path, None)
 
-    def _config_problem(self, members: list[Path], exc: ValueError) -> list[Path]:
-        line = " ".join(str(exc).split()) or type(exc).__name__
+    def _problem(self, members: list[Path], message: str) -> list[Path]:
         for path in members:
-            self.findings[path], self.problems[path] = [], [Problem(f"cfgopt: project config not used: {line}")]
+            self.findings[path], self.problems[path] = [], [Problem(message)]
         return members
 
     def settings_for(self, path: Path) -> Settings | None:
@@ -356,6 +355,10 @@ def _lint_paths(members: list[Path], overlay: dict[Path, str]) -> LintResult:
     from cfgopt.lint.engine import lint_paths
 
     return lint_paths(members, _resolver(), recognised_only=True, overlay=overlay)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
 
 
 def _config_errors() -> tuple[type[Exception], ...]:
