@@ -72,6 +72,7 @@ def test_a_large_document_is_never_linted_with_another_change(seed: Path, monkey
     session = Session()
     _open(session, big, json, yaml)
     assert session.linted[0] == (big,) and "LF003" in _codes(session, big)
+    assert not session.fixable(big, unsafe=True) and session.fixable(yaml, unsafe=True)  # no fixer run on it
     before = session.findings[big]
     session.linted.clear()
     session.update(yaml, yaml.read_text().replace("cutoff_len: 1024", "cutoff_len: 2048"), 2)

@@ -285,11 +285,18 @@ class Session:
         return [TextEdit(Span(_to_lsp(d.document, e.start), _to_lsp(d.document, e.end)), e.text) for e in d.fix.edits]
 
     def fixable(self, path: Path, unsafe: bool) -> bool:
-        """Could `fix_all` change something: a finding of the group with a fix it applies (no fixer run)."""
+        """Could `fix_all` change something: a finding of the group with a fix it applies (no fixer run). Never
+        for a large document: the fixer would re-lint it after each fix (its quick fixes stay)."""
         group = self._groups.get(path)
         wanted = (Applicability.SAFE, Applicability.UNSAFE) if unsafe else (Applicability.SAFE,)
-        return group is not None and any(
-            d.fix is not None and d.fix.applicability in wanted for p in group.members for d in self.findings.get(p, [])
+        return (
+            group is not None
+            and not self._alone(group)
+            and any(
+                d.fix is not None and d.fix.applicability in wanted
+                for p in group.members
+                for d in self.findings.get(p, [])
+            )
         )
 
     def fix_all(self, path: Path, unsafe: bool) -> dict[Path, str]:
