@@ -139,3 +139,62 @@ def test_lint_never_imports_pygls() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+async def _linked_session(link: Path) -> None:
+    """Through a symlinked folder: diagnostics and fix-all edits go to the URIs the editor opened; fix-all's
+    edit comes on `codeAction/resolve`; a bad cfgopt.toml is one diagnostic, and hover answers without error."""
+    editor = Editor()
+    await editor.client.start_io(sys.executable, "-m", "cfgopt", "server")
+    resolve = lsp.ClientCodeActionResolveOptions(properties=["edit"])
+    capabilities = lsp.ClientCapabilities(
+        text_document=lsp.TextDocumentClientCapabilities(
+            code_action=lsp.CodeActionClientCapabilities(resolve_support=resolve)
+        )
+    )
+    await editor.client.initialize_async(lsp.InitializeParams(capabilities=capabilities, root_uri=link.as_uri()))
+    editor.client.initialized(lsp.InitializedParams())
+    yaml_uri = (link / "llama3_lora_sft.yaml").as_uri()
+    for name, language in (("ds_z3_config.json", "json"), ("llama3_lora_sft.yaml", "yaml")):
+        item = lsp.TextDocumentItem(
+            uri=(link / name).as_uri(), language_id=language, version=1, text=(link / name).read_text()
+        )
+        editor.client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=item))
+    found = await editor.diagnostics(yaml_uri, 1)
+    assert "LF003" in {d.code for d in found}
+    whole = lsp.Range(start=lsp.Position(0, 0), end=lsp.Position(40, 0))
+    actions = await editor.client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=yaml_uri),
+            range=whole,
+            context=lsp.CodeActionContext(diagnostics=[]),
+        )
+    )
+    fix_all = next(a for a in actions if a.kind == lsp.CodeActionKind.SourceFixAll)
+    assert fix_all.edit is None
+    resolved = await editor.client.code_action_resolve_async(fix_all)
+    assert resolved.edit is not None and set(resolved.edit.changes) <= {yaml_uri, (link / "ds_z3_config.json").as_uri()}
+    assert yaml_uri in resolved.edit.changes
+
+    (link / "cfgopt.toml").write_text("target = [\n")
+    editor.client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=yaml_uri, version=2),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text="stage: sft\n")],
+        )
+    )
+    (problem,) = await editor.diagnostics(yaml_uri, 2)
+    assert "invalid TOML" in problem.message and "\n" not in problem.message
+    hover = await editor.client.text_document_hover_async(
+        lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=yaml_uri), position=lsp.Position(0, 1))
+    )
+    assert hover is None
+    await editor.client.shutdown_async(None)
+    editor.client.exit(None)
+    await editor.client.stop()
+
+
+def test_symlinked_folder_resolve_and_bad_project_config(tmp_path: Path) -> None:
+    shutil.copytree(SEED, tmp_path / "real")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    asyncio.run(asyncio.wait_for(_linked_session(tmp_path / "link"), 60))

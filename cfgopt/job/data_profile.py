@@ -37,15 +37,17 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cfgopt.job.data_location import DATA_CONFIG, LocalData, NotLocal, local_data
+from cfgopt.job.data_location import inside as _inside
+from cfgopt.job.data_location import project_roots as _project_roots
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
-from cfgopt.text.user_files import read_bounded, repository_of
+from cfgopt.text.user_files import read_bounded
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
 TAIL_SIZE = 16  # the rows with the longest text: the longest sample is among them
 SEED = 0
 MAX_DATASET_BYTES = 512 * 1024 * 1024
 PROFILE_VERSION = 2  # bump when a cached profile's meaning changes (2: a JSON list's rows sized in UTF-8)
-DATA_CONFIG = "dataset_info.json"
 PROFILED_FORMATS = {"json": "json", "jsonl": "json", "csv": "csv"}
 KNOWN_FORMATS = {"arrow", "parquet", "txt"}  # LLaMA-Factory reads them (extras/constants.py FILEEXT2TYPE)
 
@@ -101,62 +103,7 @@ class DataProfile(NamedTuple):
         return f"{', '.join(self.datasets)} ({self.formatting}{', pairwise' if self.pairwise else ''}; {part})"
 
 
-class NotLocal(NamedTuple):
-    """Why the job's data is not profiled (a hub dataset, no dataset_info.json found, a format not read)."""
-
-    reason: str
-
-
 # --------------------------------------------------------------------------- resolution
-
-
-def _names(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [n.strip() for n in value.split(",") if n.strip()]
-    if isinstance(value, list):
-        return [str(n).strip() for n in value if str(n).strip()]
-    return []
-
-
-def _project_roots(config: Path) -> list[Path]:
-    home, root = os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)
-    roots = [Path(os.path.realpath(repository_of(config))), Path(os.path.realpath(Path.cwd()))]
-    return [r for r in dict.fromkeys(roots) if str(r) not in (home, root)]
-
-
-def _inside(path: Path, roots: list[Path]) -> bool:
-    real = Path(os.path.realpath(path))
-    for root in roots:
-        if real.is_relative_to(root) and not any(p.startswith(".") for p in real.relative_to(root).parts):
-            return True
-    return False
-
-
-def data_folder(dataset_dir: Any, config: Path) -> Path | None:
-    """The folder holding `dataset_info.json`: the current folder's `dataset_dir`, else the config's folder's
-    and those above it up to the repository root; None when none holds one (or `dataset_dir` is not local)."""
-    if (
-        not isinstance(dataset_dir, str)
-        or not dataset_dir
-        or dataset_dir == "ONLINE"
-        or dataset_dir.startswith("REMOTE:")
-    ):
-        return None
-    try:
-        given = Path(os.path.expanduser(dataset_dir))
-        roots = _project_roots(config)
-        if given.is_absolute():
-            candidates = [given]
-        else:
-            top = repository_of(config)
-            above = [config.parent, *[p for p in config.parent.resolve().parents if p.is_relative_to(top)]]
-            candidates = [Path.cwd() / given, *(folder / given for folder in above)]
-        for folder in candidates:
-            if (folder / DATA_CONFIG).is_file() and _inside(folder / DATA_CONFIG, roots):
-                return folder
-    except (OSError, ValueError):  # a path the system cannot look up (too long, NUL byte): not local data
-        return None
-    return None
 
 
 # --------------------------------------------------------------------------- reading rows
@@ -446,11 +393,12 @@ def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path])
 def profile_of(dataset: Any, dataset_dir: Any, model: Any, config: Path) -> DataProfile | NotLocal | None:
     """A job's training data measured (its `dataset`, `dataset_dir` and `model_name_or_path`, the config's path);
     NotLocal with the reason when it is not local; None when the job names no dataset."""
-    names = _names(dataset)
-    if not names:
-        return None
-    folder = data_folder(dataset_dir, config)
-    if folder is None:
-        return NotLocal(f"no {DATA_CONFIG} found under `dataset_dir: {dataset_dir}`")
+    found = local_data(dataset, dataset_dir, config)
+    return measure(found, model, config) if isinstance(found, LocalData) else found
+
+
+def measure(found: LocalData, model: Any, config: Path) -> DataProfile | NotLocal:
+    """The profile of local data (`data_location.local_data`'s names and folder)."""
+    names, folder = found
     counter = counter_for(model, config.parent)
     return profile(names, folder, counter, _project_roots(config))

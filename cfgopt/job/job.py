@@ -406,10 +406,14 @@ class Job:
         """The training data measured where it is local (cfgopt.job.data_profile); NotLocal says why not; None: no
         `dataset`. Read once per job."""
         if "data_profile" not in self.memo:
-            from cfgopt.job.data_profile import profile_of
+            from cfgopt.job.data_location import LocalData, local_data
 
-            values = (self.value("dataset"), self.value("dataset_dir"), self.value("model_name_or_path"))
-            self.memo["data_profile"] = profile_of(*values, self.path)
+            found = local_data(self.value("dataset"), self.value("dataset_dir"), self.path)
+            if isinstance(found, LocalData):  # local: only now the profile, its readers and tokenizer tables
+                from cfgopt.job.data_profile import measure
+
+                found = measure(found, self.value("model_name_or_path"), self.path)
+            self.memo["data_profile"] = found
         return self.memo["data_profile"]
 
     def data_fill(self, values: dict[str, Any] | None = None) -> float | None:
@@ -419,10 +423,10 @@ class Job:
         values = self.values() if values is None else values
         if packing_on(values) and methods.packing_applies(methods.stage_of(values)):
             return None
-        from cfgopt.job.data_profile import DataProfile
+        from cfgopt.job.data_location import is_profiled
 
         profile, cutoff = self.data_profile, values.get("cutoff_len")
-        if not isinstance(profile, DataProfile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
+        if not is_profiled(profile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
             return None
         key = f"data_fill:{cutoff}"  # the planner asks for every candidate: the profile is cut once per cutoff_len
         if key not in self.memo:
@@ -433,12 +437,12 @@ class Job:
 
     def sequence_basis(self) -> str:
         """Where the memory estimate's sequence length comes from, in words (the output says what it assumed)."""
-        from cfgopt.job.data_profile import DataProfile, NotLocal
+        from cfgopt.job.data_location import NotLocal, is_profiled
 
         profile = self.data_profile
         if self.packing and methods.packing_applies(methods.stage_of(self.values())):
             return "packs of cutoff_len tokens"
-        if isinstance(profile, DataProfile) and self.data_fill() is not None:
+        if is_profiled(profile) and self.data_fill() is not None:
             return f"the longest sample of {', '.join(profile.datasets)} as measured"
         why = profile.reason if isinstance(profile, NotLocal) else "no local rows" if profile else "no `dataset`"
         return f"every sequence assumed cutoff_len long: data not profiled, {why}"

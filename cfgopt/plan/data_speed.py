@@ -96,10 +96,10 @@ class DataTerm:
 
 def data_term(profile: object, cutoff: object, stage: str) -> DataTerm | None:
     """The data term of a job whose local data is profiled and whose stage packs; None otherwise."""
-    from cfgopt.job.data_profile import DataProfile
+    from cfgopt.job.data_location import is_profiled
     from cfgopt.knowledge import methods
 
     usable = isinstance(cutoff, int) and not isinstance(cutoff, bool) and cutoff > 0
-    if not isinstance(profile, DataProfile) or not profile.samples or not usable or not methods.packing_applies(stage):
+    if not is_profiled(profile) or not profile.samples or not usable or not methods.packing_applies(stage):
         return None
     return DataTerm(profile, cutoff)  # type: ignore[arg-type]

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 from collections.abc import Callable, Iterable
 from functools import cache
 
 from cfgopt.knowledge.rule_catalog import RULES as CATALOG
 from cfgopt.rules.base import Rule
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind
 
-_RULE_MODULE = re.compile(r"^[a-z]+\d{3}_\w+$")
+_RULE_MODULE = lazy(r"^[a-z]+\d{3}_\w+$")
 _PREFIX_ORDER = {"CFG": 0, "LF": 1, "DS": 2, "XF": 3, "PF": 4, "MEM": 5, "ENV": 6}
 
 

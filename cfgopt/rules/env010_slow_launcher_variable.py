@@ -8,9 +8,10 @@ from cfgopt.knowledge.rocm_env import EVIDENCE, JUDGED, judge_variable
 from cfgopt.loaders import shell
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind, Node
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_ASSIGNMENT = lazy(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 
 
 def assignments(text: str) -> list[tuple[str, str | None, int, int]]:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import yaml
@@ -11,6 +10,7 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")
@@ -35,7 +35,7 @@ def _string_switch_crashes(key: str, value: str, version: str) -> bool:
 
 # PyYAML's YAML 1.1 float needs a dot and a signed exponent, so to a release that read YAML with it
 # (`schema.reads_yaml_with_pyyaml`) `1e-4` was the string '1e-4'; OmegaConf's float resolver takes it.
-_EXPONENT = re.compile(r"([-+]?)([0-9][0-9_]*)(?:\.([0-9_]*))?([eE])([-+]?)([0-9]+)")
+_EXPONENT = lazy(r"([-+]?)([0-9][0-9_]*)(?:\.([0-9_]*))?([eE])([-+]?)([0-9]+)")
 
 
 def _pyyaml_string(text: str) -> bool:

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind
 
-INTERPOLATION = re.compile(r"\$\{[^}]*\}")
+INTERPOLATION = lazy(r"\$\{[^}]*\}")
 
 
 class UnresolvedInterpolation(Rule):

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,6 +7,7 @@ from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_PARENT, model_na
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.patterns import lazy
 
 _DECODER = frozenset(
     {"model", "embed_tokens", "layers", "self_attn", "mlp", "act_fn", "input_layernorm", "post_attention_layernorm"}
@@ -30,15 +30,15 @@ MODULES: dict[str, frozenset[str]] = {
 # Model names of the families above (the built-in table's, and ChatGLM's); a multimodal or mixture-of-experts
 # variant has other modules, so such a name is not judged.
 _NAMES = (
-    ("chatglm", re.compile(r"chatglm|glm-4-9b(?!.*-hf)")),
-    ("llama", re.compile(r"llama-?[23]")),
-    ("qwen2", re.compile(r"qwen2(\.5)?-\d")),
-    ("qwen3", re.compile(r"qwen3-\d")),
-    ("mistral", re.compile(r"mistral-7b")),
-    ("gemma2", re.compile(r"gemma-2-\d")),
+    ("chatglm", lazy(r"chatglm|glm-4-9b(?!.*-hf)")),
+    ("llama", lazy(r"llama-?[23]")),
+    ("qwen2", lazy(r"qwen2(\.5)?-\d")),
+    ("qwen3", lazy(r"qwen3-\d")),
+    ("mistral", lazy(r"mistral-7b")),
+    ("gemma2", lazy(r"gemma-2-\d")),
 )
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_OTHER_MODULES = re.compile(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
+_PLAIN_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
+_OTHER_MODULES = lazy(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
 
 
 def model_type_of(name: object, folder: Path) -> tuple[str, bool]:

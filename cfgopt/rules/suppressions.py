@@ -32,16 +32,17 @@ from typing import TYPE_CHECKING
 from cfgopt.loaders.shell import layout as shell_layout
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix
 from cfgopt.text.document import BREAK_CHARS, Document, real_path
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind, Node, Source
 
 if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
 
-DIRECTIVE = re.compile(
+DIRECTIVE = lazy(
     r"#[ \t]*cfgopt[ \t]*:[ \t]*(?P<kind>ignore-file|ignore)(?![\w-])(?:[ \t]*\[(?P<codes>[^\]\r\n]*)\])?",
     re.IGNORECASE,
 )
-_CODE_TOKEN = re.compile(r"[^,\s]+")
+_CODE_TOKEN = lazy(r"[^,\s]+")
 
 
 @dataclass

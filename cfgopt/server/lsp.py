@@ -1,5 +1,6 @@
 """The protocol side of `cfgopt server` (pygls): documents in, diagnostics, code actions, hover and completion
-out. Everything cfgopt knows comes from `analysis.Session`."""
+out. Everything cfgopt knows comes from `analysis.Session`; documents are known there by the path of the URI
+the editor gave, and every answer goes back to that URI (a folder opened through a symlink included)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from cfgopt import __version__
-from cfgopt.server.analysis import Session, Span, TextEdit, span_of
+from cfgopt.server.analysis import Session, Span, TextEdit, line_index, span_of
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Severity
 
 _SEVERITY = {
@@ -20,6 +21,7 @@ _SEVERITY = {
 }
 FIX_ALL_SAFE = "cfgopt: apply every safe fix"
 FIX_ALL_UNSAFE = "cfgopt: apply every fix, unsafe ones and the speed plan included"
+_START = lsp.Range(start=lsp.Position(0, 0), end=lsp.Position(0, 0))
 
 
 def _range(span: Span) -> lsp.Range:
@@ -48,45 +50,65 @@ def _edit(uri: str, edits: list[TextEdit]) -> lsp.WorkspaceEdit:
     )
 
 
-def _whole(server: CfgoptServer, fixed: dict[Path, str]) -> lsp.WorkspaceEdit:
-    """Each fixed file replaced whole (the fixer's text, checked as `cfgopt fix` checks it)."""
-    changes = {}
-    for path, text in fixed.items():
-        uri = from_fs_path(str(path)) or path.as_uri()
-        old = server.session.texts[path]
-        lines = old.split("\n")
-        end = lsp.Position(line=len(lines) - 1, character=len(lines[-1].encode("utf-16-le")) // 2)
-        changes[uri] = [lsp.TextEdit(range=lsp.Range(start=lsp.Position(0, 0), end=end), new_text=text)]
-    return lsp.WorkspaceEdit(changes=changes)
-
-
 class CfgoptServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("cfgopt", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.session = Session()
+        self.uris: dict[Path, str] = {}  # a document's path -> the URI the editor opened it by
+
+    def path_of(self, uri: str) -> Path:
+        path = Path(to_fs_path(uri) or uri)
+        self.uris.setdefault(path, uri)
+        return path
+
+    def uri_of(self, path: Path) -> str:
+        return self.uris.get(path) or from_fs_path(str(path)) or path.as_uri()
 
     def relint(self, uri: str) -> None:
-        path = Path(to_fs_path(uri) or uri)
         document = self.workspace.get_text_document(uri)
-        for changed in self.session.update(path, document.source):
-            problems = [
-                lsp.Diagnostic(
-                    range=lsp.Range(start=lsp.Position(0, 0), end=lsp.Position(0, 0)),
-                    severity=lsp.DiagnosticSeverity.Error,
-                    source="cfgopt",
-                    message=p.message,
-                )
-                for p in self.session.problems.get(changed, [])
-            ]
-            changed_uri = from_fs_path(str(changed)) or changed.as_uri()
-            opened = self.workspace.text_documents.get(changed_uri)
+        self.publish(self.session.update(self.path_of(uri), document.source, document.version))
+
+    def publish(self, paths: list[Path]) -> None:
+        for path in paths:
+            uri = self.uri_of(path)
+            opened = self.workspace.text_documents.get(uri)
             self.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(
-                    uri=changed_uri,
-                    diagnostics=[_diagnostic(d) for d in self.session.findings.get(changed, [])] + problems,
+                    uri=uri,
+                    diagnostics=self.diagnostics(path),
                     version=opened.version if opened is not None else None,
                 )
             )
+
+    def diagnostics(self, path: Path) -> list[lsp.Diagnostic]:
+        session = self.session
+        found = [_diagnostic(d) for d in session.findings.get(path, [])]
+        found += [
+            lsp.Diagnostic(range=_START, severity=lsp.DiagnosticSeverity.Error, source="cfgopt", message=p.message)
+            for p in session.problems.get(path, [])
+        ]
+        note = session.notes.get(path)
+        if note is not None:
+            found.append(
+                lsp.Diagnostic(range=_START, severity=lsp.DiagnosticSeverity.Information, source="cfgopt", message=note)
+            )
+        return found
+
+    def whole(self, fixed: dict[Path, str]) -> lsp.WorkspaceEdit:
+        """Each fixed document replaced whole (the fixer's text, checked as `cfgopt fix` checks it), by the URI
+        the editor knows it by."""
+        changes = {}
+        for path, text in fixed.items():
+            end = line_index(self.session.documents[path].text).end()
+            changes[self.uri_of(path)] = [lsp.TextEdit(range=_range(Span((0, 0), end)), new_text=text)]
+        return lsp.WorkspaceEdit(changes=changes)
+
+    def resolves_edits(self) -> bool:
+        """Does the client ask for a code action's edit only when it is chosen (`codeAction/resolve`)?"""
+        caps = self.client_capabilities.text_document if self.client_capabilities else None
+        action = caps.code_action if caps is not None else None
+        support = action.resolve_support if action is not None else None
+        return support is not None and "edit" in support.properties
 
 
 server = CfgoptServer()
@@ -94,6 +116,7 @@ server = CfgoptServer()
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def _did_open(ls: CfgoptServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    ls.uris[Path(to_fs_path(params.text_document.uri) or params.text_document.uri)] = params.text_document.uri
     ls.relint(params.text_document.uri)
 
 
@@ -102,49 +125,76 @@ def _did_change(ls: CfgoptServer, params: lsp.DidChangeTextDocumentParams) -> No
     ls.relint(params.text_document.uri)
 
 
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE, lsp.SaveOptions(include_text=False))
+def _did_save(ls: CfgoptServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    ls.publish(ls.session.save(ls.path_of(params.text_document.uri)))
+
+
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
 def _did_close(ls: CfgoptServer, params: lsp.DidCloseTextDocumentParams) -> None:
-    ls.session.close(Path(to_fs_path(params.text_document.uri) or params.text_document.uri))
+    path = ls.path_of(params.text_document.uri)
+    renewed = ls.session.close(path)
+    ls.uris.pop(path, None)
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+    ls.publish(renewed)  # the documents that read its unsaved text: judged with its file again
 
 
 @server.feature(
     lsp.TEXT_DOCUMENT_CODE_ACTION,
-    lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.SourceFixAll]),
+    lsp.CodeActionOptions(
+        code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.SourceFixAll], resolve_provider=True
+    ),
 )
 def _code_action(ls: CfgoptServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
     """A quick fix per finding under the cursor (safe ones preferred; unsafe ones, the speed plan with its
     expected gain among them, say so in the title; display-only ones shown disabled), and the two fix-all
-    actions, through the fixer and its checks."""
+    actions where a finding has a fix they apply: their edit comes from the fixer, run once per change and only
+    when the action is chosen where the client resolves actions."""
     uri = params.text_document.uri
-    path = Path(to_fs_path(uri) or uri)
-    actions = []
-    for d in ls.session.at(path, _span(params.range)):
-        if d.fix is None:
-            continue
-        applicability = d.fix.applicability
-        action = lsp.CodeAction(
-            title=f"{d.code}: {d.fix.description}"
-            + ("" if applicability == Applicability.SAFE else f" ({applicability})"),
-            kind=lsp.CodeActionKind.QuickFix,
-            diagnostics=[_diagnostic(d)],
-            is_preferred=applicability == Applicability.SAFE,
-        )
-        if applicability == Applicability.DISPLAY:
-            action.disabled = lsp.CodeActionDisabled(reason="display-only: cfgopt never applies it; edit by hand")
-        else:
-            action.edit = _edit(uri, ls.session.fix_edits(d))
-        actions.append(action)
+    path = ls.path_of(uri)
+    actions = [_quick_fix(ls, uri, d) for d in ls.session.at(path, _span(params.range)) if d.fix is not None]
     for title, unsafe in ((FIX_ALL_SAFE, False), (FIX_ALL_UNSAFE, True)):
+        if not ls.session.fixable(path, unsafe):
+            continue
+        action = lsp.CodeAction(title=title, kind=lsp.CodeActionKind.SourceFixAll, data={"uri": uri, "unsafe": unsafe})
+        if ls.resolves_edits():
+            actions.append(action)
+            continue
         fixed = ls.session.fix_all(path, unsafe)
         if fixed:
-            actions.append(lsp.CodeAction(title=title, kind=lsp.CodeActionKind.SourceFixAll, edit=_whole(ls, fixed)))
+            action.edit = ls.whole(fixed)
+            actions.append(action)
     return actions
+
+
+def _quick_fix(ls: CfgoptServer, uri: str, d: Diagnostic) -> lsp.CodeAction:
+    applicability = d.fix.applicability
+    action = lsp.CodeAction(
+        title=f"{d.code}: {d.fix.description}" + ("" if applicability == Applicability.SAFE else f" ({applicability})"),
+        kind=lsp.CodeActionKind.QuickFix,
+        diagnostics=[_diagnostic(d)],
+        is_preferred=applicability == Applicability.SAFE,
+    )
+    if applicability == Applicability.DISPLAY:
+        action.disabled = lsp.CodeActionDisabled(reason="display-only: cfgopt never applies it; edit by hand")
+    else:
+        action.edit = _edit(uri, ls.session.fix_edits(d))
+    return action
+
+
+@server.feature(lsp.CODE_ACTION_RESOLVE)
+def _code_action_resolve(ls: CfgoptServer, action: lsp.CodeAction) -> lsp.CodeAction:
+    """A fix-all action chosen: the fixer's texts for the group (computed once per change)."""
+    data = action.data if isinstance(action.data, dict) else {}
+    if action.edit is None and "uri" in data:
+        fixed = ls.session.fix_all(ls.path_of(data["uri"]), bool(data.get("unsafe")))
+        action.edit = ls.whole(fixed)
+    return action
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 def _hover(ls: CfgoptServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    path = Path(to_fs_path(params.text_document.uri) or params.text_document.uri)
+    path = ls.path_of(params.text_document.uri)
     text = ls.session.hover(path, (params.position.line, params.position.character))
     if text is None:
         return None
@@ -153,7 +203,7 @@ def _hover(ls: CfgoptServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[":", '"', " "]))
 def _completion(ls: CfgoptServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-    path = Path(to_fs_path(params.text_document.uri) or params.text_document.uri)
+    path = ls.path_of(params.text_document.uri)
     items = [
         lsp.CompletionItem(
             label=c.label,

@@ -19,10 +19,10 @@ def profile_of(ctx: Context) -> DataProfile | None:
     """The job's data profile when it is local and read (problems included), else None."""
     if not training(ctx):
         return None
-    from cfgopt.job.data_profile import DataProfile
+    from cfgopt.job.data_location import is_profiled  # the profile's module only where the data is local
 
     found = ctx.job.data_profile
-    return found if isinstance(found, DataProfile) else None
+    return found if is_profiled(found) else None
 
 
 def measured(ctx: Context) -> tuple[DataProfile, int, Any] | None:

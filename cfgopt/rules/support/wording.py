@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+from cfgopt.text.patterns import lazy
+
 # Read aloud, these start with a vowel sound: 8, 11, 18, 80 ("eight", "eleven", "eighty"), H100 ("aitch"),
 # MI300X ("em-eye"), and words starting with a vowel letter.
-_AN = re.compile(r"^(?:[aeiou]|8|(?:11|18)(?:\d{3})*(?!\d)|h\d|mi\d|fp|rtx|l4|l40)", re.IGNORECASE)
+_AN = lazy(r"^(?:[aeiou]|8|(?:11|18)(?:\d{3})*(?!\d)|h\d|mi\d|fp|rtx|l4|l40)", re.IGNORECASE)
 
 
 def a(word: object) -> str:

@@ -1,0 +1,93 @@
+"""Lint start-up (issue 45): patterns compiled when first used give `re.compile`'s answers; a config with no
+local dataset never imports the data profile; without a target the hardware checks are not imported. The time
+itself is measured in bench/results.md, never here."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+
+import pytest
+from rule_cases import ROOT
+
+from cfgopt.knowledge.targets import HARDWARE_CHECKS
+from cfgopt.rules import rule_modules
+from cfgopt.text.patterns import LazyPattern, lazy
+
+SUBJECTS = ["", "a", "llama-3 8b", "Qwen2.5-7B", "${oc.env:HOME}", "x=1", "1e-4", "+cu121", "mi300x", "a\nb", "é€😀"]
+
+
+def _rule_patterns() -> list[LazyPattern]:
+    modules = [f"cfgopt.rules.{m}" for m in rule_modules()]
+    modules += ["cfgopt.rules", "cfgopt.rules.suppressions", "cfgopt.rules.support.requirements"]
+    modules += ["cfgopt.rules.support.wording"]
+    found: list[LazyPattern] = []
+    for name in modules:
+        for value in vars(importlib.import_module(name)).values():
+            values = value if isinstance(value, tuple) else (value,)
+            for item in values:
+                parts = item if isinstance(item, tuple) else (item,)
+                found += [p for p in parts if isinstance(p, LazyPattern)]
+    return found
+
+
+def test_a_lazy_pattern_answers_as_re_compile() -> None:
+    patterns = [*_rule_patterns(), lazy(r"(?P<k>\w+)=(\d*)", re.ASCII), lazy(r"\s+"), lazy(r"(a)|b", re.I)]
+    assert len(patterns) >= 15
+    for pattern in patterns:
+        plain = re.compile(pattern.pattern, pattern.flags)
+        for text in [*SUBJECTS, pattern.pattern]:
+            for method in ("match", "fullmatch", "search"):
+                got, want = getattr(pattern, method)(text), getattr(plain, method)(text)
+                assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))
+            assert pattern.findall(text) == plain.findall(text)
+            assert [m.span() for m in pattern.finditer(text)] == [m.span() for m in plain.finditer(text)]
+            assert pattern.split(text) == plain.split(text)
+            assert pattern.sub("_", text) == plain.sub("_", text) and pattern.subn("_", text, 1) == plain.subn(
+                "_", text, 1
+            )
+        assert pattern.compiled is pattern.compiled  # compiled once
+
+
+def test_a_lazy_pattern_compiles_at_first_use_only() -> None:
+    pattern = lazy(r"[unclosed")  # an error shows at the first use, as it would have at import
+    with pytest.raises(re.error):
+        pattern.search("x")
+    assert lazy(r"a+")._compiled is None
+
+
+def _modules_after_lint(*args: str) -> set[str]:
+    code = (
+        "import sys; from cfgopt.cli import main; main(['lint', '-q', *sys.argv[1:]]); "
+        "print(); print(' '.join(sorted(m for m in sys.modules if m.startswith('cfgopt.'))))"
+    )
+    run = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    return set(run.stdout.strip().splitlines()[-1].split())
+
+
+def test_no_local_dataset_no_data_profile_and_no_target_no_hardware_check() -> None:
+    """The seed's dataset is a LLaMA-Factory name with no dataset_info.json in the project: where the data is gets
+    looked up, the profile and its tokenizer tables are not imported; nor, with no target, the hardware checks."""
+    modules = _modules_after_lint("--isolated", "--target", "none", "fixtures/seed/llama3_lora_sft.yaml")
+    assert "cfgopt.job.data_location" in modules and "cfgopt.rules.lf045_data_truncated_by_cutoff" in modules
+    assert not {"cfgopt.job.data_profile", "cfgopt.job.data_tokens", "cfgopt.job.data_lengths"} & modules
+    hardware = {f"cfgopt.rules.{m}" for m in rule_modules() if m.split("_")[0].upper() in HARDWARE_CHECKS}
+    assert not hardware & modules
+    with_target = _modules_after_lint("--isolated", "--target", "h100", "fixtures/seed/llama3_lora_sft.yaml")
+    assert "cfgopt.rules.mem003_zero_stage_higher_than_needed" in with_target
+
+
+def test_local_data_is_profiled(tmp_path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dataset_info.json").write_text('{"mine": {"file_name": "mine.json"}}')
+    (tmp_path / "data" / "mine.json").write_text('[{"instruction": "say hi", "input": "", "output": "hi"}]')
+    seed = (ROOT / "fixtures" / "seed" / "llama3_lora_sft.yaml").read_text()
+    (tmp_path / "train.yaml").write_text(seed.replace("alpaca_en_demo", "mine").replace("deepspeed:", "# deepspeed:"))
+    code = (
+        "import sys; from cfgopt.cli import main; main(['lint', '-q', '--isolated', 'train.yaml']); "
+        "print(); print('cfgopt.job.data_profile' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert run.stdout.strip().splitlines()[-1] == "True", run.stderr[-2000:]
