@@ -8,11 +8,12 @@ from __future__ import annotations
 import re
 
 from cfgopt.knowledge.versions import VersionRange
+from cfgopt.text.patterns import lazy
 
-_LOCAL = re.compile(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
-_EXACT = re.compile(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
+_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
 # PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
-_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
 
 
 def platform_of_build(text: str) -> str:
