@@ -22,7 +22,7 @@ if [[ "${PART:-verify}" == *verify* ]]; then
   done
 fi
 if [[ "${PART:-verify}" == *rows* ]]; then
-  STEPS=${ROW_STEPS:-6} WARMUP=${WARMUP:-2} BUDGET=${BUDGET:-3} PATIENCE=${PATIENCE:-4} LIMIT=${ROW_LIMIT:-260} \
+  STEPS=${ROW_STEPS:-8} WARMUP=${WARMUP:-2} BUDGET=${BUDGET:-3} PATIENCE=${PATIENCE:-4} LIMIT=${ROW_LIMIT:-260} \
     SKIP_ORIGINAL=${SKIP_ORIGINAL:-all} RES=$OUT/rows bash bench/planner/run_h200.sh > "$OUT/rows.txt" 2>&1
   tail -40 "$OUT/rows.txt"
 fi
