@@ -43,7 +43,6 @@ ALLOWED_READS = {
     ("cfgopt/verify/runner.py", "run_config"): "the metrics JSON verify's child wrote into its work folder",
     ("cfgopt/verify/runner.py", "prepare_assets"): "the JSON verify's child wrote into its work folder",
     ("cfgopt/verify/runner.py", "_run"): "opens the run's log for writing",
-    ("cfgopt/verify/worker.py", "_write"): "opens a temp file for writing",
     ("cfgopt/verify/worker.py", "main"): "the spec JSON the parent verify wrote into its work folder",
     ("cfgopt/text/writer.py", "_overwrite"): "writes a file already read through read_bounded (atomic_write)",
 }

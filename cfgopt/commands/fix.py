@@ -161,7 +161,8 @@ def _show_and_write(args: argparse.Namespace, result: FixResult) -> set[Path]:
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
             try:
-                atomic_write(path, encode(bom + after), expected=encode(bom + before))
+                names = len(result.links.get(path, [path]))  # hard links all judged with the change (fixer)
+                atomic_write(path, encode(bom + after), expected=encode(bom + before), names=names)
             except (ChangedOnDisk, OSError) as exc:
                 sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
                 unwritten.add(path)

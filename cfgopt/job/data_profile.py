@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
 from cfgopt.text.user_files import read_bounded, repository_of
+from cfgopt.text.writer import write_new
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
 TAIL_SIZE = 16  # the rows with the longest text: the longest sample is among them
@@ -327,9 +328,8 @@ def _store(key: str, measured: _Measured) -> None:
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"rows": measured.rows, "samples": measured.samples, "tail": measured.tail}))
-        os.replace(tmp, folder / f"{key}.json")
+        data = {"rows": measured.rows, "samples": measured.samples, "tail": measured.tail}
+        write_new(folder / f"{key}.json", json.dumps(data).encode("utf-8"))
     except OSError:  # a read-only cache folder costs speed, never the profile
         pass
 

@@ -1,0 +1,195 @@
+"""Issue 43 (round 4), the damage, hang and crash classes outside the language server and the shell / requirement
+files: one writer that never writes through a link (`cfgopt/text/writer.py`), bounded readers, one escape for
+printed names, and `estimate` / `--watch` judging the job lint judges. One test per attack."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from rule_cases import ROOT, run_cli
+
+from cfgopt.text.writer import LinkAtOutput, atomic_write, write_new
+
+STOCK_Z3 = ROOT / "bench" / "planner" / "examples" / "deepspeed" / "ds_z3_config.json"
+DATA = ROOT / "fixtures" / "data"
+FULL = """model_name_or_path: meta-llama/Meta-Llama-3-{size}-Instruct
+stage: sft
+do_train: true
+finetuning_type: full
+dataset: alpaca_en_demo
+template: llama3
+output_dir: out
+bf16: true
+cutoff_len: 2048
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+deepspeed: ds.json
+"""
+LORA = """model_name_or_path: Qwen/Qwen3-0.6B
+stage: sft
+do_train: true
+finetuning_type: lora
+dataset: alpaca_en_demo
+template: qwen3
+output_dir: out
+deepspeed: ds.json
+"""
+DEPRECATED = '{"zero_optimization": {"stage": 2, "cpu_offload": true}}\n'
+
+
+def _fix(*args: str) -> tuple[int, str]:
+    code, out, err = run_cli(["fix", "--write", "--unsafe-fixes", "--target", "h200", *args])
+    return code, out + err
+
+
+# --------------------------------------------------------------------------- damage: one writer, no links
+
+
+def test_the_plan_never_writes_zero2_into_a_json_hard_linked_to_another_jobs(tmp_path: Path) -> None:
+    """An 8B job's ZeRO-3 JSON is a hard link of a 70B job's: ZeRO-2 fits the 8B job, but written there it takes
+    the 70B job from ~82 to ~181 GiB per GPU. The JSON keeps its stage, both names stay one file."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    shutil.copy(STOCK_Z3, tmp_path / "a" / "ds.json")
+    os.link(tmp_path / "a" / "ds.json", tmp_path / "b" / "ds.json")
+    (tmp_path / "a" / "train.yaml").write_text(FULL.format(size="8B"))
+    (tmp_path / "b" / "big.yaml").write_text(FULL.format(size="70B"))
+    for named in ([tmp_path / "a"], [tmp_path / "a", tmp_path / "b"]):
+        _fix("--gpus", "8", *map(str, named))
+        assert (tmp_path / "b" / "ds.json").read_text() == STOCK_Z3.read_text()
+    assert os.stat(tmp_path / "b" / "ds.json").st_nlink == 2
+
+
+def _linked_jobs(tmp_path: Path) -> tuple[Path, Path]:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "t.yaml").write_text(LORA)
+    (tmp_path / "a" / "ds.json").write_text(DEPRECATED)
+    os.link(tmp_path / "a" / "ds.json", tmp_path / "b" / "ds.json")
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_a_fix_to_a_hard_linked_file_whose_other_name_no_config_reads_is_refused(tmp_path: Path) -> None:
+    a, _ = _linked_jobs(tmp_path)
+    _, said = _fix("--select", "DS", str(a))
+    assert "ds.json: not fixed: it has other hard links" in said
+    assert (a / "ds.json").read_text() == DEPRECATED
+
+
+def test_a_hard_linked_file_read_under_every_name_is_fixed_once_and_stays_linked(tmp_path: Path) -> None:
+    a, b = _linked_jobs(tmp_path)
+    code, said = _fix("--select", "DS", str(a), str(b))
+    assert code == 0, said
+    assert json.loads((b / "ds.json").read_text())["zero_optimization"] == {
+        "stage": 2,
+        "offload_optimizer": {"device": "cpu"},
+    }
+    assert os.stat(a / "ds.json").st_nlink == 2 and os.path.samefile(a / "ds.json", b / "ds.json")
+
+
+def test_the_writer_never_writes_through_a_symbolic_link(tmp_path: Path) -> None:
+    target = tmp_path / "bashrc"
+    target.write_text("keep\n")
+    link = tmp_path / "out.json"
+    link.symlink_to(target)
+    with pytest.raises(LinkAtOutput):
+        write_new(link, b"new")
+    with pytest.raises(LinkAtOutput):
+        atomic_write(link, b"new")
+    assert target.read_text() == "keep\n" and link.is_symlink()
+
+
+def test_the_writer_refuses_a_hard_link_unless_every_name_was_judged(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text("{}")
+    os.link(first, second)
+    with pytest.raises(LinkAtOutput):
+        atomic_write(first, b"[]")
+    with pytest.raises(LinkAtOutput):
+        write_new(first, b"[]")
+    assert second.read_text() == "{}"
+    assert atomic_write(first, b"[]", names=2) and second.read_text() == "[]"  # in place: still one file
+    assert os.path.samefile(first, second)
+
+
+def test_estimate_plot_never_writes_through_a_symlink(monkeypatch, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(DATA / "short")
+    target = tmp_path / "precious.txt"
+    target.write_text("keep\n")
+    (tmp_path / "h.png").symlink_to(target)
+    code, _, err = run_cli(["estimate", "train.yaml", "--target", "h200", "--plot", str(tmp_path / "h.png")])
+    assert code == 2 and "symbolic link" in err
+    assert target.read_text() == "keep\n"
+    code, _, err = run_cli(["estimate", "train.yaml", "--target", "h200", "--plot", str(tmp_path / "new.png")])
+    assert code == 0 and (tmp_path / "new.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_no_temp_file_is_left_when_a_write_fails(monkeypatch, tmp_path: Path) -> None:
+    """tune's result cache once left its temp file behind on an error; verify's worker used a fixed `.tmp` name."""
+    from cfgopt.tune.search import ResultCache
+
+    cache = ResultCache(tmp_path / "results.json")
+    cache.entries["x"] = {"bad": object()}  # json.dumps fails: nothing written, nothing left
+    with pytest.raises(TypeError):
+        cache.save()
+    monkeypatch.setattr(os, "replace", _failing_replace)
+    cache.entries["x"] = {"ok": 1}
+    with pytest.raises(OSError):
+        cache.save()
+    assert list(tmp_path.iterdir()) == []
+
+
+def _failing_replace(*_args, **_kwargs) -> None:
+    raise OSError(28, "No space left on device")
+
+
+WRITE_CALLS = {"mkstemp", "write_text", "write_bytes", "savefig", "NamedTemporaryFile"}
+OS_WRITES = {"replace", "rename"}  # os.replace / os.rename (str.replace is no write)
+# (module, function) -> why it writes without cfgopt/text/writer.py
+ALLOWED_WRITES = {
+    ("cfgopt/api.py", "_write"): "the API's own temp folder (a config text the caller passed in)",
+    ("cfgopt/commands/estimate_data.py", "plot"): "savefig into memory; the file is written by write_new",
+    ("cfgopt/verify/comparison.py", "plot"): "savefig into memory; the file is written by write_new",
+    ("cfgopt/tune/candidates.py", "make_candidates"): "tune's own fresh temp work folder",
+    ("cfgopt/verify/command.py", "fixed_copy"): "verify's own fresh temp work folder",
+    ("cfgopt/verify/runner.py", "prepare_assets"): "verify's own fresh temp work folder",
+    ("cfgopt/verify/runner.py", "run_config"): "verify's own fresh temp work folder",
+    ("cfgopt/verify/synthetic.py", "build_dataset"): "verify's own fresh temp work folder",
+    ("cfgopt/verify/synthetic.py", "build_into"): "verify's own cache folder, renamed into place whole",
+}
+
+
+def _writes() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for path in sorted((ROOT / "cfgopt").rglob("*.py")):
+        module = path.relative_to(ROOT).as_posix()
+        if module == "cfgopt/text/writer.py":
+            continue
+        _visit(ast.parse(path.read_text(encoding="utf-8")), module, [], found)
+    return found
+
+
+def _visit(node: ast.AST, module: str, scopes: list[str], found: list) -> None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        scopes = [*scopes, node.name]
+    func = node.func if isinstance(node, ast.Call) else None
+    on_os = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "os"
+    if isinstance(func, ast.Attribute) and (func.attr in WRITE_CALLS or (on_os and func.attr in OS_WRITES)):
+        found.append((module, scopes[-1] if scopes else "<module>"))
+    for child in ast.iter_child_nodes(node):
+        _visit(child, module, scopes, found)
+
+
+def test_every_write_goes_through_the_one_writer() -> None:
+    """The class closed, kept closed: a new atomic writer elsewhere (and its fixed temp name, its temp file left on
+    error, its write through a link) fails here; the allow-list names cfgopt's own work folders and report files."""
+    found = set(_writes())
+    bypassing = sorted(found - set(ALLOWED_WRITES))
+    assert not bypassing, f"write through cfgopt/text/writer.py (write_new / atomic_write), or allow: {bypassing}"
+    assert not set(ALLOWED_WRITES) - found, "an allow-list entry matches nothing"
