@@ -193,3 +193,75 @@ def test_every_write_goes_through_the_one_writer() -> None:
     bypassing = sorted(found - set(ALLOWED_WRITES))
     assert not bypassing, f"write through cfgopt/text/writer.py (write_new / atomic_write), or allow: {bypassing}"
     assert not set(ALLOWED_WRITES) - found, "an allow-list entry matches nothing"
+
+
+# --------------------------------------------------------------------------- hangs: bounded readers
+
+
+class _Endless:
+    """`< /dev/zero`: a stream that never ends."""
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            raise MemoryError("read without a cap")
+        return b"\0" * size
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_stdin_is_read_up_to_a_cap(monkeypatch) -> None:
+    import types
+
+    monkeypatch.setattr("sys.stdin", types.SimpleNamespace(buffer=_Endless(), isatty=lambda: False))
+    code, _, err = run_cli(["lint", "-"])
+    assert code == 2 and "stdin is larger than 10 MiB; not read" in err and "Traceback" not in err
+
+
+def _csv_job(folder: Path, body: str, name: str = "d.csv") -> Path:
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "dataset_info.json").write_text(json.dumps({"d": {"file_name": name}}))
+    (folder / "data" / name).write_text(body, newline="")
+    config = folder / "train.yaml"
+    config.write_text((DATA / "short" / "train.yaml").read_text().replace("dataset: short", "dataset: d"))
+    return config
+
+
+def test_csv_rows_match_the_csv_module_where_records_span_lines() -> None:
+    """Quoted line breaks, doubled quotes, blank lines, CRLF, short and long rows: the records found by the scan
+    are DictReader's rows."""
+    import csv
+    import io
+
+    from cfgopt.job.data_profile import _csv_rows
+
+    text = (
+        'instruction,input,output\r\n"a\nb","say ""hi""\r\nthere",x\r\n\r\nshort\r\nlong,1,2,3,4\r\n'
+        '"q",,"multi\n\nline"\n'
+    )
+    rows = _csv_rows(text.encode())
+    expected = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert rows.rows == len(expected) and rows.drawn == expected
+
+
+def test_a_large_csv_parses_only_the_rows_drawn(monkeypatch) -> None:
+    from cfgopt.job import data_profile
+
+    calls = []
+    parse = data_profile._csv_record
+    monkeypatch.setattr(data_profile, "_csv_record", lambda r: calls.append(r) or parse(r))
+    body = "instruction,output\n" + "".join(f'"q{i}","a\n{i}"\n' for i in range(20000))
+    rows = data_profile._csv_rows(body.encode())
+    assert rows.rows == 20000 and rows.drawn[0] == {"instruction": "q0", "output": "a\n0"} or rows.drawn
+    assert len(calls) <= 1 + data_profile.SAMPLE_SIZE + data_profile.TAIL_SIZE
+
+
+def test_a_csv_field_over_128_kib_is_profiled(monkeypatch, tmp_path: Path) -> None:
+    """The csv module's default field limit (128 KiB) raised `_csv.Error`; pandas, which LLaMA-Factory reads CSV
+    with, has none: the row is measured."""
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path / "cache"))
+    config = _csv_job(tmp_path, "instruction,output\nq," + "word " * 40000 + "\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["estimate", str(config), "--target", "h200", "--data"])
+    assert code == 0 and "Traceback" not in err and "cannot be read" not in out + err, out + err
+    assert "1 rows" in out or "1 row" in out

@@ -91,6 +91,15 @@ def read_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
     return data
 
 
+def read_stream(stream: BinaryIO, limit: int, name: str = "stdin") -> bytes:
+    """At most `limit` bytes of a stream (stdin); UnsafeFileError past that: `< /dev/zero` or a 300 MB pipe is
+    refused after `limit` bytes, never read until memory or the time limit runs out."""
+    data = _read_up_to(stream, limit + 1)
+    if len(data) > limit:
+        raise UnsafeFileError(f"{name} is larger than {_mib(limit)}; not read (configs are kilobytes)")
+    return data
+
+
 def _mib(limit: int) -> str:
     return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
 

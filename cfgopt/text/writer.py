@@ -86,10 +86,12 @@ def write_new(path: Path, data: bytes) -> None:
 
 def write_report(path: Path, text: str) -> None:
     """A report the user names (`--json FILE`): `write_new`, or SystemExit (exit 2, one line) when it cannot."""
+    from cfgopt.text.document import shown
+
     try:
         write_new(path, text.encode("utf-8"))
     except OSError as exc:
-        raise SystemExit(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise SystemExit(shown(f"cfgopt: error: cannot write {path}: {exc.strerror or exc}")) from None
 
 
 def _umask() -> int:
