@@ -252,7 +252,7 @@ def test_a_large_csv_parses_only_the_rows_drawn(monkeypatch) -> None:
     monkeypatch.setattr(data_profile, "_csv_record", lambda r: calls.append(r) or parse(r))
     body = "instruction,output\n" + "".join(f'"q{i}","a\n{i}"\n' for i in range(20000))
     rows = data_profile._csv_rows(body.encode())
-    assert rows.rows == 20000 and rows.drawn[0] == {"instruction": "q0", "output": "a\n0"} or rows.drawn
+    assert rows.rows == 20000 and all(row["output"] == "a\n" + row["instruction"][1:] for row in rows.drawn)
     assert len(calls) <= 1 + data_profile.SAMPLE_SIZE + data_profile.TAIL_SIZE
 
 
