@@ -265,3 +265,49 @@ def test_a_csv_field_over_128_kib_is_profiled(monkeypatch, tmp_path: Path) -> No
     code, out, err = run_cli(["estimate", str(config), "--target", "h200", "--data"])
     assert code == 0 and "Traceback" not in err and "cannot be read" not in out + err, out + err
     assert "1 rows" in out or "1 row" in out
+
+
+# --------------------------------------------------------------------------- tracebacks: bad input, one line
+
+
+DEEP = '{"packages": ' + "[" * 100000 + "]" * 100000 + "}"
+
+
+@pytest.mark.parametrize("command", ["lint", "fix", "doctor"])
+def test_a_deeply_nested_environment_snapshot_is_no_traceback(tmp_path: Path, monkeypatch, command: str) -> None:
+    (tmp_path / "train.yaml").write_text(LORA.replace("deepspeed: ds.json\n", ""))
+    (tmp_path / "cfgopt-environment.json").write_text(DEEP)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli([command, "train.yaml"])
+    assert code in (0, 1) and "Traceback" not in err and "RecursionError" not in err, err
+
+
+def test_a_deeply_nested_environment_option_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "env.json").write_text(DEEP)
+    (tmp_path / "train.yaml").write_text(LORA.replace("deepspeed: ds.json\n", ""))
+    code, _, err = run_cli(["lint", "--environment", str(tmp_path / "env.json"), str(tmp_path / "train.yaml")])
+    assert code == 2 and "cannot be read" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ({"columns": "x"}, "`columns` is a str, not an object"),
+        ({"columns": ["a"]}, "`columns` is a list, not an object"),
+        ({"formatting": "sharegpt", "tags": ["a"]}, "`tags` is a list, not an object"),
+        ({"columns": {"prompt": ["x"]}}, "`columns.prompt` is a list, not a name"),
+        ({"file_name": "x" * 300}, "file_name cannot be read (File name too long)"),
+    ],
+)
+def test_a_malformed_dataset_entry_is_said_not_a_traceback(monkeypatch, tmp_path: Path, entry, said) -> None:
+    """LLaMA-Factory 0.9.5's `DatasetAttr.join` calls `.get` on `columns` / `tags`: such an entry stops the run;
+    lint says so (LF048) and estimate sizes by cutoff_len, neither with a traceback."""
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path / "cache"))
+    shutil.copytree(DATA / "short", tmp_path / "job")
+    info = {"short": {"file_name": "short.jsonl", **entry}}
+    (tmp_path / "job" / "data" / "dataset_info.json").write_text(json.dumps(info))
+    monkeypatch.chdir(tmp_path / "job")
+    code, out, err = run_cli(["lint", "train.yaml", "--target", "h200", "--select", "LF048"])
+    assert code == 1 and said in out and "Traceback" not in err, out + err
+    code, out, err = run_cli(["estimate", "train.yaml", "--target", "h200"])
+    assert code == 0 and "data: not profiled" in out and "Traceback" not in err

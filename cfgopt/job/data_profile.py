@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
-from cfgopt.text.user_files import read_bounded, repository_of
+from cfgopt.text.user_files import parse_json, read_bounded, repository_of
 from cfgopt.text.writer import write_new
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
@@ -192,11 +192,11 @@ def _json_rows(raw: bytes) -> _Rows:
         start = _STR_SPACE.match(text).end()
         is_list = text[start : start + 1] == "["
     if is_list:  # parsed whole, in C: a row-by-row raw_decode scan was 6x slower on 8M tiny rows
-        return _list_rows(json.loads(raw.decode("ascii") if text is None else text))
+        return _list_rows(parse_json(raw.decode("ascii") if text is None else text))
     # JSON lines: only the rows drawn are parsed; blank lines are those bytes.strip() empties, found without a copy
     lines = [line for line in raw.split(b"\n") if line and not line.isspace()]
     drawn, tail = _draw(len(lines), list(map(len, lines)))
-    return _Rows(len(lines), [json.loads(lines[i]) for i in drawn], [json.loads(lines[i]) for i in tail])
+    return _Rows(len(lines), [parse_json(lines[i]) for i in drawn], [parse_json(lines[i]) for i in tail])
 
 
 def _list_rows(data: Any) -> _Rows:
@@ -412,10 +412,32 @@ def _entry_files(folder: Path, name: str, info: dict[str, Any]) -> tuple[list[Pa
     remote = [k for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name") if k in entry]
     if remote:
         return [], f"`{name}` is not local ({remote[0]})"
-    files = _files_of(folder, entry)
-    if not files or not all(f.exists() for f in files):
+    malformed = _malformed(name, entry)
+    if malformed:
+        return [], malformed
+    try:
+        files = _files_of(folder, entry)
+        found = bool(files) and all(f.exists() for f in files)
+    except OSError as exc:  # a 300-character file_name (ENAMETOOLONG), a folder that cannot be listed
+        return [], f"`{name}`: {DATA_CONFIG}'s file_name cannot be read ({exc.strerror or exc}): not found"
+    if not found:
         return [], f"`{name}`: {folder.name}/{entry.get('file_name')} not found"
     return files, None
+
+
+def _malformed(name: str, entry: dict[str, Any]) -> str | None:
+    """Why LLaMA-Factory 0.9.5 cannot read the entry's `columns` / `tags` (`data/parser.py` `DatasetAttr.join`
+    calls `.get` on them; a column name that is not a string fails the converter's row lookup), or None."""
+    for block in ("columns", "tags"):
+        value = entry.get(block)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"`{name}`: `{block}` is a {type(value).__name__}, not an object: LLaMA-Factory stops reading it"
+        for key, column in value.items():
+            if column is not None and not isinstance(column, str):
+                return f"`{name}`: `{block}.{key}` is a {type(column).__name__}, not a name: LLaMA-Factory fails on it"
+    return None
 
 
 def _profile_files(name: str, files: list[Path], entry: dict[str, Any], counter: Counter, roots: list[Path]):
@@ -441,7 +463,7 @@ def _profile_files(name: str, files: list[Path], entry: dict[str, Any], counter:
 def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path]) -> DataProfile | NotLocal:
     """The datasets `names` of `folder/dataset_info.json`, measured with `counter`."""
     try:
-        info = json.loads(read_bounded(folder / DATA_CONFIG))
+        info = parse_json(read_bounded(folder / DATA_CONFIG))
     except (OSError, ValueError, RecursionError) as exc:
         return NotLocal(f"{DATA_CONFIG} cannot be read ({exc})")
     if not isinstance(info, dict):
@@ -450,10 +472,10 @@ def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path])
     for name in names:
         files, why = _entry_files(folder, name, info)
         if why is not None:
-            if "Undefined" in why or "not found" in why:
-                problems.append(why)
-                continue
-            return NotLocal(why)
+            if why.startswith(f"`{name}` is not local"):
+                return NotLocal(why)
+            problems.append(why)  # undefined, not found, malformed: the job's problem, said as such
+            continue
         entry = info[name]
         measured, problem, not_local = _profile_files(name, files, entry, counter, roots)
         if not_local is not None:

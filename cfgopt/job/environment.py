@@ -22,14 +22,13 @@ state what they probe there (`Settings.packages`).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from cfgopt.knowledge import pins
-from cfgopt.text.user_files import read_text_bounded
+from cfgopt.text.user_files import parse_json, read_text_bounded
 from cfgopt.text.user_text import integer
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
@@ -180,7 +179,7 @@ def _lock(text: str) -> dict[str, str]:
 def _snapshot(text: str) -> dict[str, str] | None:
     """A `cfgopt doctor --write-environment` snapshot: {"packages": {name: version}}; None when it is not one."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return None
     packages = data.get("packages") if isinstance(data, dict) else None

@@ -26,11 +26,12 @@ Otherwise the reference is reported as not read (`Project.not_read`), without an
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 MAX_REFERENCE_BYTES = 4 * 1024 * 1024  # a DeepSpeed JSON or a training YAML is kilobytes
 MAX_SMALL_FILE_BYTES = 4 * 1024 * 1024  # dependency pins and project configs, likewise
@@ -91,6 +92,16 @@ def read_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
     return data
 
 
+def parse_json(data: str | bytes) -> Any:
+    """`json.loads` of text cfgopt did not write (an environment snapshot, a dataset, a `dataset_info.json`, a
+    model's `config.json`), bounded in depth: nesting past the interpreter's recursion limit is a ValueError
+    ("nested too deeply"), as any other malformed JSON, never a RecursionError traceback."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply; not read") from None
+
+
 def read_stream(stream: BinaryIO, limit: int, name: str = "stdin") -> bytes:
     """At most `limit` bytes of a stream (stdin); UnsafeFileError past that: `< /dev/zero` or a 300 MB pipe is
     refused after `limit` bytes, never read until memory or the time limit runs out."""
@@ -113,7 +124,6 @@ def model_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
     """A local model folder's `config.json`, parsed: (folder, data) for the first of `ref` (an absolute path),
     else `hint / ref` then `ref` that holds one; None when none does, or it cannot be read or parsed. The one
     reader of a model's config.json (the memory model's shapes, LF037, verify's synthetic model)."""
-    import json
 
     path = Path(ref).expanduser()
     candidates = [path] if path.is_absolute() else [p for p in ((hint / path) if hint else None, path) if p]
@@ -122,7 +132,7 @@ def model_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
             config_file = folder / "config.json"
             if not config_file.is_file():
                 continue
-            return folder, json.loads(read_bounded(config_file))
+            return folder, parse_json(read_bounded(config_file))
         except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
             return None
     return None
