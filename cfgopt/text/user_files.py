@@ -95,11 +95,12 @@ def read_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
 def parse_json(data: str | bytes) -> Any:
     """`json.loads` of text cfgopt did not write (an environment snapshot, a dataset, a `dataset_info.json`, a
     model's `config.json`), bounded in depth: nesting past the interpreter's recursion limit is a ValueError
-    ("nested too deeply"), as any other malformed JSON, never a RecursionError traceback."""
+    with json's own words ("maximum recursion depth exceeded while decoding a JSON array"), as any other
+    malformed JSON, never a RecursionError traceback."""
     try:
         return json.loads(data)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply; not read") from None
+    except RecursionError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def read_stream(stream: BinaryIO, limit: int, name: str = "stdin") -> bytes:
