@@ -311,3 +311,75 @@ def test_a_malformed_dataset_entry_is_said_not_a_traceback(monkeypatch, tmp_path
     assert code == 1 and said in out and "Traceback" not in err, out + err
     code, out, err = run_cli(["estimate", "train.yaml", "--target", "h200"])
     assert code == 0 and "data: not profiled" in out and "Traceback" not in err
+
+
+def _deny_inside(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """A folder of mode 000 as a non-root user sees it (the tests may run as root, which reads everything): nothing
+    below it can be looked at or opened."""
+    real = {"stat": os.stat, "lstat": os.lstat, "open": os.open}
+
+    def guarded(which: str):
+        def call(path, *args, **kwargs):
+            text = "" if isinstance(path, int) else os.path.abspath(os.fsdecode(path))
+            if f"/{name}/" in text:
+                raise PermissionError(13, "Permission denied", os.fsdecode(path))
+            return real[which](path, *args, **kwargs)
+
+        return call
+
+    for which in real:
+        monkeypatch.setattr(os, which, guarded(which))
+
+
+@pytest.mark.parametrize("command", [["lint"], ["fix"], ["fix", "--write"]])
+def test_a_file_named_in_a_folder_of_mode_000_is_one_line_and_exit_2(monkeypatch, tmp_path, command) -> None:
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "a.yaml").write_text(LORA)
+    (tmp_path / "b.yaml").write_text(LORA.replace("deepspeed: ds.json\n", "lr_scheduler_type: Cosine\n"))
+    monkeypatch.chdir(tmp_path)
+    _deny_inside(monkeypatch, "locked")
+    code, _, err = run_cli([*command, "locked/a.yaml", "b.yaml"])
+    assert code == 2 and "locked/a.yaml: error: cannot be read (Permission denied)" in err, err
+    assert "Traceback" not in err
+
+
+def test_estimate_of_a_file_in_a_folder_of_mode_000_is_one_line(monkeypatch, tmp_path) -> None:
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "a.yaml").write_text(LORA)
+    monkeypatch.chdir(tmp_path)
+    _deny_inside(monkeypatch, "locked")
+    code, _, err = run_cli(["estimate", "--target", "h200", "locked/a.yaml"])
+    assert code == 2 and "locked/a.yaml: cannot be read (Permission denied)" in err
+
+
+# --------------------------------------------------------------------------- --watch: what the job reads
+
+
+def test_watch_lints_again_when_the_json_or_the_data_a_config_reads_changes(monkeypatch, tmp_path: Path) -> None:
+    from cfgopt.commands.watch import watch
+
+    monkeypatch.setenv("CFGOPT_CACHE_DIR", str(tmp_path / "cache"))
+    shutil.copytree(DATA / "short", tmp_path / "job")
+    config = tmp_path / "job" / "train.yaml"
+    config.write_text(config.read_text() + "deepspeed: ds.json\n")
+    (tmp_path / "job" / "ds.json").write_text('{"zero_optimization": {"stage": 2}}')
+    monkeypatch.chdir(tmp_path / "job")
+    edits = [
+        lambda: (tmp_path / "job" / "ds.json").write_text('{"zero_optimization": {"stage": 3}}\n'),
+        lambda: (tmp_path / "job" / "data" / "short.jsonl").write_text('{"instruction": "a", "output": "b"}\n'),
+    ]
+    runs: list[int] = []
+    waits: list[float] = []
+
+    def lint_once() -> int:
+        runs.append(run_cli(["lint", "--target", "h200", "train.yaml"])[0])
+        return 0
+
+    def sleep(seconds: float) -> None:  # the user edits a file the config reads, never the config
+        waits.append(seconds)
+        assert len(waits) < 10, "the change was not seen"
+        if len(runs) <= len(edits):
+            edits[len(runs) - 1]()
+
+    watch([Path("train.yaml")], lint_once, rounds=3, sleep=sleep)
+    assert len(runs) == 3

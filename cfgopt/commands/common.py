@@ -204,7 +204,10 @@ def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
     )
     resolver = Resolver(cli, overrides, isolated=args.isolated)
     first = args.paths[0] if args.paths else Path(".")
-    return resolver, resolver.settings_for(first if first.exists() or first.parent.is_dir() else Path("."))
+    from cfgopt.text.user_files import looked_at
+
+    known = looked_at(first) or looked_at(first.parent, "is_dir")
+    return resolver, resolver.settings_for(first if known else Path("."))
 
 
 def show_settings(args: argparse.Namespace, resolver: Resolver) -> int:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cfgopt.job.project import Project, build_project
+from cfgopt.job.project import Project, build_project, missing_reason
 from cfgopt.text.source import Kind
+from cfgopt.text.user_files import looked_at
 
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
@@ -33,8 +34,8 @@ def _not_a_training_config(path: Path, project: Project) -> str:
 def load_job(path: Path, settings: Settings) -> Job:
     """The job of one LLaMA-Factory training YAML and the DeepSpeed JSON it names, read as the real tools read
     them (the lint engine's loaders and reference resolution). Raises JobError with a one-line reason."""
-    if not path.is_file():
-        raise JobError(f"{path}: no such file")
+    if not looked_at(path, "is_file"):
+        raise JobError(f"{path}: {missing_reason(path) if not looked_at(path) else 'not a file'}")
     project = build_project([path], settings, any_reference=True)
     for problem in project.problems:
         raise JobError(f"{problem.path}: {problem.message}")

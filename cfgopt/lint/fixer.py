@@ -31,6 +31,7 @@ from cfgopt.loaders import discovery
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.text.document import real_path
 from cfgopt.text.source import Kind, Source
+from cfgopt.text.user_files import looked_at
 from cfgopt.text.writer import read_only
 
 MAX_PASSES = 10
@@ -178,8 +179,8 @@ def write_scope(paths: list[Path], project: LintProject, fix_references: bool) -
     `fix_references` every file read."""
     if fix_references:
         return set(project.documents)
-    named = {real_path(p) for p in paths if not p.is_dir()}
-    folders = [real_path(p) for p in paths if p.is_dir()]
+    named = {real_path(p) for p in paths if not looked_at(p, "is_dir")}
+    folders = [real_path(p) for p in paths if looked_at(p, "is_dir")]
     return {k for k in project.documents if k in named or any(k.is_relative_to(f) for f in folders)}
 
 
@@ -232,7 +233,7 @@ def _hard_links(keys: list[Path], overlay: dict[Path, str]) -> tuple[dict[Path, 
 def _refusals(project: LintProject, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
     """Files whose fixes are not applied, and why."""
     out: dict[Path, str] = {}
-    folders = [Path(os.path.abspath(p)) for p in paths if p.is_dir()]
+    folders = [Path(os.path.abspath(p)) for p in paths if looked_at(p, "is_dir")]
     together, unjudged = _hard_links(list(project.documents), project.overlay)
     for problem in project.problems:
         out[real_path(problem.path)] = "cfgopt could not check it (see the error above)"

@@ -42,6 +42,37 @@ class UnsafeFileError(OSError):
     that already handles an unreadable file handles this one the same way."""
 
 
+# Every file opened by `open_regular` while a `recording_reads()` is active: its absolute path -> (mtime, size) as
+# read. `--watch` lints again when one of them changes: the DeepSpeed JSON, dataset and environment a config reads,
+# not only the files named.
+_read_log: dict[str, tuple[int, int]] | None = None
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[dict[str, tuple[int, int]]]:
+    """Record the files read inside the block (see `_read_log`)."""
+    global _read_log
+    outer, _read_log = _read_log, {}
+    try:
+        yield _read_log
+    finally:
+        if outer is not None:
+            outer.update(_read_log)
+        _read_log = outer
+
+
+def changed_since(read: dict[str, tuple[int, int]]) -> bool:
+    """Has a file of a `recording_reads()` log changed (or gone) since it was read?"""
+    for path, seen in read.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        if (st.st_mtime_ns, st.st_size) != seen:
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def open_regular(path: Path | str) -> Iterator[BinaryIO]:
     """`path` opened for reading when it is a regular file; else UnsafeFileError (or the OSError of opening
@@ -49,8 +80,11 @@ def open_regular(path: Path | str) -> Iterator[BinaryIO]:
     counts is the file read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError(f"{path}: not a regular file (FIFO, device, socket or folder); not read")
+        if _read_log is not None:
+            _read_log[os.path.abspath(path)] = (st.st_mtime_ns, st.st_size)
         handle = os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
@@ -101,6 +135,16 @@ def parse_json(data: str | bytes) -> Any:
         return json.loads(data)
     except RecursionError as exc:
         raise ValueError(str(exc)) from None
+
+
+def looked_at(path: Path, test: str = "exists") -> bool:
+    """`path.exists()` / `.is_dir()` / `.is_file()` (`test`), False where the path cannot even be looked at
+    (`lint DIR/a.yaml` in a folder of mode 000: Python 3.11 raises PermissionError there); reading it then
+    fails with a one-line error."""
+    try:
+        return bool(getattr(path, test)())
+    except OSError:
+        return False
 
 
 def read_stream(stream: BinaryIO, limit: int, name: str = "stdin") -> bytes:
