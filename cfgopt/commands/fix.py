@@ -198,10 +198,13 @@ def _fix_summary(result, remaining: list, written: bool, settings: Settings, pat
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
     judged = judged_for_run(result.file_settings, paths, settings)
-    sys.stderr.write(f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged}); {len(remaining)} remaining\n")
+    from cfgopt.text.document import shown
+
+    line = f"{verb} {n} problem(s) in {len(result.fixed)} file(s) ({judged}); {len(remaining)} remaining"
+    sys.stderr.write(shown(line) + "\n")  # one line whatever it names (an `environment = ...` with ESC or \n)
     waiting = _unsafe_waiting(result.remaining, settings)
     if waiting:
-        sys.stderr.write(waiting + "\n")
+        sys.stderr.write(shown(waiting) + "\n")
 
 
 def _unsafe_waiting(remaining: list, settings: Settings) -> str:

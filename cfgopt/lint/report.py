@@ -148,7 +148,7 @@ def render_summary_line(
         line += f"; {len(problems)} file(s) could not be read"
     if judged_for:
         line += f"; {judged_for}"
-    stream.write(line + "\n")
+    stream.write(shown(line) + "\n")  # one line whatever it names (an `environment = ...` with ESC or \n)
 
 
 def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: TextIO | None = None) -> None:
