@@ -383,3 +383,45 @@ def test_watch_lints_again_when_the_json_or_the_data_a_config_reads_changes(monk
 
     watch([Path("train.yaml")], lint_once, rounds=3, sleep=sleep)
     assert len(runs) == 3
+
+
+# --------------------------------------------------------------------------- estimate judges lint's job
+
+SFT_8B = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: sft
+do_train: true
+finetuning_type: lora
+dataset: alpaca_en_demo
+template: llama3
+cutoff_len: 2048
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+bf16: true
+output_dir: out
+"""
+
+
+def test_estimate_of_a_script_judges_its_launch_line_as_lint_does(monkeypatch, tmp_path: Path) -> None:
+    """`estimate run.sh` once estimated the YAML alone ("fits: yes", exit 0) where lint judged the line's
+    overrides (~1 TiB per GPU): both now judge the line's job, with the GPU count its launch states."""
+    (tmp_path / "sft.yaml").write_text(SFT_8B)
+    (tmp_path / "run.sh").write_text(
+        "#!/bin/bash\nFORCE_TORCHRUN=1 NNODES=1 NPROC_PER_NODE=4 llamafactory-cli train sft.yaml "
+        "finetuning_type=full cutoff_len=32768 per_device_train_batch_size=16\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["estimate", "--target", "h200", "--format", "json", "run.sh"])
+    said = json.loads(out)
+    assert code == 1 and not said["fits"] and said["gpus"] == 4
+    _, lint_out, _ = run_cli(["lint", "--target", "h200", "--format", "json", "--select", "MEM001", "run.sh"])
+    (finding,) = json.loads(lint_out)["diagnostics"]
+    assert f"about {said['required_gib']:.0f} GiB per GPU" in finding["message"]
+    assert run_cli(["estimate", "--target", "h200", "sft.yaml"])[0] == 0  # the YAML alone fits
+
+
+def test_estimate_of_a_script_with_several_jobs_asks_for_one(monkeypatch, tmp_path: Path) -> None:
+    (tmp_path / "sft.yaml").write_text(SFT_8B)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train sft.yaml\nllamafactory-cli train sft.yaml cutoff_len=8\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(["estimate", "--target", "h200", "run.sh"])
+    assert code == 2 and "launches 2 training jobs (lines 1, 2)" in err

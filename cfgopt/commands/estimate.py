@@ -122,13 +122,17 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ConfigError, VersionError) as exc:
         sys.stderr.write(f"cfgopt estimate: error: {shown(str(exc))}\n")
         return 2
-    target, gpus = settings.target, settings.gpus or 1
-    settings.gpus = gpus
+    target = settings.target
     try:
         job = load_job(args.config, settings)
     except JobError as exc:
         sys.stderr.write(f"cfgopt estimate: error: {shown(str(exc))}\n")
         return 2
+    # the GPU count lint judges: --gpus, else the launch line's (`torchrun --nproc_per_node 8`), else 1
+    gpus = job.hardware(1).gpus
+    if settings.gpus is None and job.source.command.get("launcher_gpus"):
+        where = where.replace("; 1 GPU assumed: --gpus N", f"; {gpus} GPU(s) from the launch line")
+    settings.gpus = gpus
     if not job.training:
         what = (
             "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
