@@ -425,3 +425,51 @@ def test_estimate_of_a_script_with_several_jobs_asks_for_one(monkeypatch, tmp_pa
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(["estimate", "--target", "h200", "run.sh"])
     assert code == 2 and "launches 2 training jobs (lines 1, 2)" in err
+
+
+# --------------------------------------------------------------------------- DS005 / DS027 against DeepSpeed 0.19.8
+
+DS_CASES = [
+    {"pipeline": False},
+    {"pipeline": True},
+    {"pipeline": 0},
+    {"pipeline": {}},
+    {"flops_profiler": {"enabled": "false"}},
+    {"flops_profiler": {"enabled": None}},
+    {"flops_profiler": {"enabled": 1.5}},
+    {"flops_profiler": {"enabled": 1}},
+    {"flops_profiler": {"enabled": True}},
+    {"wall_clock_breakdown": 0},
+    {"wall_clock_breakdown": 1},
+    {"wall_clock_breakdown": 2},
+    {"wall_clock_breakdown": True},
+    {"wall_clock_breakdown": 1.5},
+    {"wall_clock_breakdown": "yes"},
+]
+_DS_SCRIPT = (
+    "import json, sys\nfrom deepspeed.runtime.config import DeepSpeedConfig\nout = []\n"
+    "for case in json.loads(sys.stdin.read()):\n"
+    "    try:\n        DeepSpeedConfig({'train_micro_batch_size_per_gpu': 1, **case})\n        out.append(True)\n"
+    "    except Exception:\n        out.append(False)\nprint(json.dumps(out))\n"
+)
+
+
+@pytest.mark.oracle
+def test_ds005_and_ds027_say_error_exactly_where_deepspeed_fails(tmp_path: Path) -> None:
+    """`"pipeline": false` (AttributeError), `flops_profiler.enabled: "false"` (TypeError) were clean;
+    `"wall_clock_breakdown": 0/1`, which DeepSpeed 0.19.8 builds, was a false error. Each value is run through
+    the real DeepSpeedConfig and the verdicts compared."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("deepspeed")
+    run = subprocess.run(
+        [sys.executable, "-c", _DS_SCRIPT], input=json.dumps(DS_CASES), capture_output=True, text=True, timeout=300
+    )
+    builds = json.loads(run.stdout.strip().splitlines()[-1])
+    for case, built in zip(DS_CASES, builds, strict=True):
+        path = tmp_path / "ds.json"
+        path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, **case}))
+        _, out, _ = run_cli(["lint", "--format", "json", "--exit-zero", "--deepspeed-version", "0.19.8", str(path)])
+        errors = [d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
+        assert bool(errors) != built, (case, built, errors)
