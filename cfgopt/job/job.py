@@ -519,7 +519,7 @@ class _ReadKeys(dict):
 # agree on every key it read (a sweep script's lines differ in `output_dir` and `learning_rate`) share the
 # result. Keyed by model, target, GPUs, DeepSpeed and fill, then by the keys read, then by their values.
 _SHARED: dict[tuple, dict[tuple[str, ...], dict[tuple[str, ...], Any]]] = {}
-_SHARED_MAX = 4096
+_SHARED_MAX = 65536
 
 
 def _shared_estimate(values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any) -> Any:
