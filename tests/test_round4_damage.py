@@ -473,3 +473,31 @@ def test_ds005_and_ds027_say_error_exactly_where_deepspeed_fails(tmp_path: Path)
         _, out, _ = run_cli(["lint", "--format", "json", "--exit-zero", "--deepspeed-version", "0.19.8", str(path)])
         errors = [d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
         assert bool(errors) != built, (case, built, errors)
+
+
+# --------------------------------------------------------------------------- fix: linear in the number of fixes
+
+
+def test_the_overlap_check_by_bisection_agrees_with_the_pairwise_one() -> None:
+    """`_non_overlapping` once compared every candidate with every edit picked (n^2 a pass on a sweep with a fix per
+    line); the bisection must pick exactly what the pairwise rule picks (seeded: the same cases every run)."""
+    import bisect
+    import random
+
+    from cfgopt.lint.fixer import _clashes
+
+    def pairwise(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+        return any((start < b and a < end) or (start == end == a == b) for a, b in spans)
+
+    rng = random.Random(43)
+    for _ in range(2000):
+        spans: list[tuple[int, int]] = []
+        for _ in range(rng.randint(0, 12)):
+            start = rng.randint(0, 20)
+            end = start + rng.choice([0, 0, 1, 2, 3])
+            if not pairwise(spans, start, end):
+                bisect.insort(spans, (start, end))
+        for _ in range(20):
+            start = rng.randint(0, 22)
+            end = start + rng.choice([0, 1, 2, 5])
+            assert _clashes(spans, start, end) == pairwise(spans, start, end), (spans, start, end)
