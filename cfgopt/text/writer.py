@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from cfgopt.text.user_files import read_bounded
@@ -132,6 +131,8 @@ def atomic_write(path: Path, data: bytes, expected: bytes | None = None, names: 
 def _replace(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
     """Atomically put `data` at `path`: a fresh temp file beside it, fsynced, `mode` (and `owner`), renamed over
     it; the temp file removed on any failure."""
+    import tempfile  # here: it imports shutil, which the lint path (reading `hard_linked`) need not load
+
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".cfgopt-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -151,6 +152,8 @@ def _replace(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) 
 
 def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
     """Write a hard-linked file through its own inode (see the module docstring)."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".cfgopt-new", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
