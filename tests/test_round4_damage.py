@@ -501,3 +501,24 @@ def test_the_overlap_check_by_bisection_agrees_with_the_pairwise_one() -> None:
             start = rng.randint(0, 22)
             end = start + rng.choice([0, 1, 2, 5])
             assert _clashes(spans, start, end) == pairwise(spans, start, end), (spans, start, end)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads a folder of mode 000")
+def test_a_real_folder_of_mode_000(tmp_path: Path, monkeypatch) -> None:
+    """The same attacks with a real chmod (the simulated ones above run as root too)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "a.yaml").write_text(LORA)
+    (tmp_path / "tree" / "inner").mkdir(parents=True)
+    (tmp_path / "tree" / "b.yaml").write_text(LORA.replace("deepspeed: ds.json\n", ""))
+    monkeypatch.chdir(tmp_path)
+    locked.chmod(0)
+    (tmp_path / "tree" / "inner").chmod(0)
+    try:
+        code, _, err = run_cli(["lint", "locked/a.yaml"])
+        assert code == 2 and "locked/a.yaml: error:" in err and "Traceback" not in err
+        code, _, err = run_cli(["lint", "tree"])
+        assert code == 2 and "tree/inner: error: cannot list this folder" in err and "Checked 1 file(s)" in err
+    finally:
+        locked.chmod(0o755)
+        (tmp_path / "tree" / "inner").chmod(0o755)
