@@ -234,7 +234,7 @@ def _csv_rows(raw: bytes) -> _Rows:
 def _csv_records(raw: bytes) -> list[bytes]:
     """The file's records: a line break ends one where an even number of `"` precedes it (a quoted field holds
     its line breaks; a doubled `""` keeps the parity). An odd count left at the end (a stray quote): lines."""
-    lines = raw.split(b"\n")
+    lines = raw.split(b"\n" if b"\n" in raw or b"\r" not in raw else b"\r")  # old Mac files end lines with \r
     if lines and not lines[-1]:
         lines.pop()
     if b'"' not in raw:
