@@ -234,7 +234,8 @@ def _csv_rows(raw: bytes) -> _Rows:
 def _csv_records(raw: bytes) -> list[bytes]:
     """The file's records: a line break ends one where an even number of `"` precedes it (a quoted field holds
     its line breaks; a doubled `""` keeps the parity). An odd count left at the end (a stray quote): lines."""
-    lines = raw.split(b"\n" if b"\n" in raw or b"\r" not in raw else b"\r")  # old Mac files end lines with \r
+    end = b"\n" if b"\n" in raw or b"\r" not in raw else b"\r"  # old Mac files end lines with \r
+    lines = raw.split(end)
     if lines and not lines[-1]:
         lines.pop()
     if b'"' not in raw:
@@ -243,9 +244,9 @@ def _csv_records(raw: bytes) -> list[bytes]:
     if odd and odd[-1]:
         return lines
     records, start = [], 0
-    for end in itertools.compress(range(len(lines)), (not o for o in odd)):
-        records.append(b"\n".join(lines[start : end + 1]))
-        start = end + 1
+    for last in itertools.compress(range(len(lines)), (not o for o in odd)):
+        records.append(end.join(lines[start : last + 1]))
+        start = last + 1
     return records
 
 
