@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: dict[Path, str] | None) -> int:
     """One fix run: the diff or the writes, the messages and the summary; the exit code before --exit-zero."""
     from cfgopt.lint import report
-    from cfgopt.lint.fixer import READ_ONLY, fix_paths
+    from cfgopt.lint.fixer import HARD_LINKED, READ_ONLY, fix_paths
     from cfgopt.text.document import shown
 
     result = fix_paths(
@@ -124,8 +124,9 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
         _fix_summary(result, remaining, args.write, settings, args.paths)
-    # with --write, a file asked to be fixed that cannot be written (read-only, refused before planning) is an error
-    locked = args.write and READ_ONLY in result.not_fixed.values()
+    # with --write, a file asked to be fixed that cannot be written (read-only, or another job's file through a
+    # hard link no config of the run reads; refused before planning) is an error
+    locked = args.write and bool({READ_ONLY, HARD_LINKED} & set(result.not_fixed.values()))
     if result.problems or result.reverted or unwritten or locked or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0

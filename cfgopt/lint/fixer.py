@@ -198,7 +198,7 @@ _UNPARSED = (
     "a removed or changed line could make it parse as something never written"
 )
 READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
-_HARD_LINKED = (
+HARD_LINKED = (
     "it has other hard links (names of the same file) that no config of this run reads: a fix written here would "
     "change them too, judged with none of their jobs (copy it to break the link, or name every config that reads "
     "it)"
@@ -248,7 +248,7 @@ def _refusals(project: LintProject, scope: set[Path], paths: list[Path], before:
         elif key not in project.overlay and os.path.exists(key) and read_only(key):
             out.setdefault(key, READ_ONLY)  # refused before planning, so that its job's other files stay in step
         if key in unjudged:
-            out.setdefault(key, _HARD_LINKED)
+            out.setdefault(key, HARD_LINKED)
         unusual = doc.unusual_line_break()
         if unusual:
             out.setdefault(
