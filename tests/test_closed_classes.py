@@ -43,7 +43,6 @@ ALLOWED_READS = {
     ("cfgopt/verify/runner.py", "run_config"): "the metrics JSON verify's child wrote into its work folder",
     ("cfgopt/verify/runner.py", "prepare_assets"): "the JSON verify's child wrote into its work folder",
     ("cfgopt/verify/runner.py", "_run"): "opens the run's log for writing",
-    ("cfgopt/verify/worker.py", "_write"): "opens a temp file for writing",
     ("cfgopt/verify/worker.py", "main"): "the spec JSON the parent verify wrote into its work folder",
     ("cfgopt/text/writer.py", "_overwrite"): "writes a file already read through read_bounded (atomic_write)",
 }
@@ -131,6 +130,7 @@ TRAIN = (
     + """\
 lr_scheduler_type: Cosine
 "x\\e[31mkey\\u202e": 1
+dataset_dir: "d\\e[2J\\nforged"
 """
 )
 _RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -143,8 +143,9 @@ def test_no_user_string_is_printed_raw(tmp_path: Path, monkeypatch: pytest.Monke
     (folder / name).write_text(TRAIN)
     (folder / "pyproject.toml").write_text(
         '[tool.cfgopt]\ntarget = { name = "gpu\\u001b[31m\\u202e\\nforged", memory-gib = 8, bf16 = true, '
-        'vendor = "nvidia" }\n'
+        'vendor = "nvidia" }\nenvironment = "env\\u001b[31m\\nforged"\n'
     )
+    (folder / "env\x1b[31m\nforged").write_text("llamafactory==0.9.5\n")  # issue 43: its name in every summary
     monkeypatch.chdir(folder)
     commands = [
         ["lint", name],

@@ -292,11 +292,15 @@ def test_fix_exit_code_is_whether_findings_at_fail_on_remain(tmp_path: Path) -> 
 
 @pytest.mark.skipif(not hasattr(os, "link"), reason="hard links")
 def test_a_hard_linked_file_is_written_in_place(tmp_path: Path) -> None:
+    """Written in place when the run judged every name of the file (issue 43: refused otherwise, since the other
+    name may be another job's config)."""
     path, other = tmp_path / "cfg.yaml", tmp_path / "same.yaml"
     path.write_text(TRAIN + "lr_scheduler_type: Cosine\n")
     os.link(path, other)
     inode = path.stat().st_ino
     code, _, err = run_cli(["fix", "--write", str(path)])
+    assert "not fixed: it has other hard links" in err and "Cosine" in other.read_text()
+    code, _, err = run_cli(["fix", "--write", str(path), str(other)])
     assert code == 0, err
     assert path.stat().st_ino == inode and other.read_text() == path.read_text()
     assert "lr_scheduler_type: cosine" in other.read_text()

@@ -262,14 +262,16 @@ def test_an_unreadable_folder_named_is_one_line_and_exit_2(tmp_path: Path, monke
         assert code == 2 and "locked: error: cannot list this folder (Permission denied)" in err
 
 
-def test_an_unreadable_subfolder_is_warned_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreadable_subfolder_is_an_error_after_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: bad input as an unreadable file is (exit 2), the other files still linted."""
     (tmp_path / "tree" / "inner").mkdir(parents=True)
     (tmp_path / "tree" / "train.yaml").write_text(TRAIN)
     (tmp_path / "tree" / "inner" / "train.yaml").write_text(TRAIN)
     monkeypatch.chdir(tmp_path)
     _deny(monkeypatch, "inner")
     code, _out, err = run_cli(["lint", "--ignore", "PF", "tree"])
-    assert code == 0 and "tree/inner: warning: cannot list this folder (Permission denied); skipped" in err
+    assert code == 2 and "tree/inner: error: cannot list this folder (Permission denied); skipped" in err
+    assert "Checked 1 file(s)" in err
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])

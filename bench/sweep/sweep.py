@@ -2,9 +2,10 @@
 """Lint and fix time of a sweep script: `cfgopt lint` / `cfgopt fix` on 600 ordinary launch lines (issue 33's
 target: lint under 2 s, fix under 4 s on a 2-core machine; linear in the number of lines).
 
-Three shapes: `--key value` lines (an 8B LoRA SFT; learning rate and output folder vary per line; every line
+Four shapes: `--key value` lines (an 8B LoRA SFT; learning rate and output folder vary per line; every line
 gets a speed plan on the target), the same with `--flash_attn Fa` (a rule's fix on every line), and
-`llamafactory-cli train cfg.yaml key=value` lines naming one YAML. Each command runs `--runs` times in a fresh
+`llamafactory-cli train cfg.yaml key=value` lines naming one YAML, and `distinct` lines (each its own
+`cutoff_len`: every line planned on its own; `--shapes distinct`). Each command runs `--runs` times in a fresh
 process (start-up included); the median wall and CPU seconds are printed as a Markdown table.
 
     python bench/sweep/sweep.py --lines 600 --runs 5 [--target h200]
@@ -50,6 +51,8 @@ def sweep(shape: str, lines: int) -> str:
         lr = f"{(i % 7 + 1) * 1e-5:g}"
         if shape == "yaml":
             out.append(f"llamafactory-cli train sft.yaml learning_rate={lr} output_dir=out/run{i}")
+        elif shape == "distinct":  # every line its own job: no plan shared between lines
+            out.append(f"llamafactory-cli train {ARGS.replace('2048', str(512 + 8 * i))} --output_dir out/run{i}")
         else:
             extra = " --flash_attn Fa" if shape == "fixes" else ""
             out.append(f"llamafactory-cli train {ARGS} --learning_rate {lr} --output_dir out/run{i}{extra}")
@@ -74,6 +77,8 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=600)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--target", default="h200")
+    parser.add_argument("--shapes", default="plans,fixes,yaml", help="comma-separated: plans, fixes, yaml, distinct")
+    parser.add_argument("--commands", default="lint,fix", help="comma-separated: lint, fix")
     args = parser.parse_args()
     env_python = [sys.executable, "-m", "cfgopt"]
     print(f"{args.lines} lines, median of {args.runs} runs, `--target {args.target}`, {os.cpu_count()} cores\n")
@@ -82,9 +87,10 @@ def main() -> int:
         folder = Path(tmp)
         (folder / "sft.yaml").write_text(YAML)
         script = folder / "sweep.sh"
-        for shape in ("plans", "fixes", "yaml"):
+        commands = {"lint": ["lint"], "fix": ["fix", "--write", "--unsafe-fixes"]}
+        for shape in args.shapes.split(","):
             text = sweep(shape, args.lines)
-            for command in (["lint"], ["fix", "--write", "--unsafe-fixes"]):
+            for command in [commands[c] for c in args.commands.split(",")]:
                 argv = [*env_python, *command, "--target", args.target, "sweep.sh"]
                 timed(argv, folder, script, text)  # warm-up: the snapshots in the OS cache
                 runs = [timed(argv, folder, script, text) for _ in range(args.runs)]

@@ -206,7 +206,10 @@ def settings_from(args: argparse.Namespace) -> tuple[Resolver, Settings]:
     )
     resolver = Resolver(cli, overrides, isolated=args.isolated)
     first = args.paths[0] if args.paths else Path(".")
-    return resolver, resolver.settings_for(first if first.exists() or first.parent.is_dir() else Path("."))
+    from cfgopt.text.user_files import looked_at
+
+    known = looked_at(first) or looked_at(first.parent, "is_dir")
+    return resolver, resolver.settings_for(first if known else Path("."))
 
 
 def show_settings(args: argparse.Namespace, resolver: Resolver) -> int:
@@ -232,9 +235,14 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
         return None
     if len(args.paths) > 1:
         usage_error(args, "- (stdin) cannot be combined with other paths")
+    from cfgopt.job.project import MAX_FILE_BYTES
     from cfgopt.text.document import wide_encoding
+    from cfgopt.text.user_files import UnsafeFileError, read_stream
 
-    raw = sys.stdin.buffer.read()
+    try:  # bounded as a file is: `< /dev/zero` never reads until memory runs out
+        raw = read_stream(sys.stdin.buffer, MAX_FILE_BYTES)
+    except UnsafeFileError as exc:  # bad input, not a usage error: one line, exit 2
+        raise SystemExit(f"cfgopt: error: {exc}") from None
     wide = wide_encoding(raw)
     if wide is not None:
         usage_error(args, f"stdin is {wide}: LLaMA-Factory and the HF Trainer read configs as UTF-8; send UTF-8")

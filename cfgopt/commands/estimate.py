@@ -71,8 +71,8 @@ def _text(est, best: int, config_path: Path, ds_path: str | None, target, where:
     lines += [f"note: {shown(n)}" for n in est.notes]
     if est.unmodelled:
         lines.append(f"not modelled (lint rules stay silent): {shown(', '.join(est.unmodelled))}")
-    lines.append(shown(est.confidence_line()))
-    return "\n".join(lines)
+    lines.append(est.confidence_line())
+    return "\n".join(map(shown, lines))  # each line escaped whole: what it names from input stays on it
 
 
 def hardware_for(config: Path, target: str | None, gpus: int | None) -> tuple[Settings, str]:
@@ -120,15 +120,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings, where = hardware_for(args.config, args.target, args.gpus)
     except (UsageError, ConfigError, VersionError) as exc:
-        sys.stderr.write(f"cfgopt estimate: error: {exc}\n")
+        sys.stderr.write(f"cfgopt estimate: error: {shown(str(exc))}\n")
         return 2
-    target, gpus = settings.target, settings.gpus or 1
-    settings.gpus = gpus
+    target = settings.target
     try:
         job = load_job(args.config, settings)
     except JobError as exc:
         sys.stderr.write(f"cfgopt estimate: error: {shown(str(exc))}\n")
         return 2
+    # the GPU count lint judges: --gpus, else the launch line's (`torchrun --nproc_per_node 8`), else 1
+    gpus = job.hardware(1).gpus
+    if settings.gpus is None and job.source.command.get("launcher_gpus"):
+        where = where.replace("; 1 GPU assumed: --gpus N", f"; {gpus} GPU(s) from the launch line")
+    settings.gpus = gpus
     if not job.training:
         what = (
             "a chat / export / eval config" if job.group != "train" else "a config that does not train (do_train off)"
@@ -175,5 +179,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(_text(est, best, args.config, ds_path, target, where))
-        print("\n".join(estimate_data.lines(data, job, fill, full=args.data, given=args.fill is not None)))
+        # each line escaped whole: a `dataset_dir` or dataset name with ESC or \n stays on its line
+        lines = estimate_data.lines(data, job, fill, full=args.data, given=args.fill is not None)
+        print("\n".join(map(shown, lines)))
     return 0 if est.verdict == "fits" else 1

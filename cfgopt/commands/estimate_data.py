@@ -9,6 +9,7 @@ that every sequence is assumed `cutoff_len` tokens long.
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,10 +91,15 @@ def plot(data: DataProfile | NotLocal | None, job: Any, path: Path) -> bool:
     ax.set_ylabel("samples")
     ax.set_title(data.describe())
     ax.legend()
+    from cfgopt.text.document import shown
+    from cfgopt.text.writer import write_new
+
+    png = io.BytesIO()
     try:
-        fig.savefig(path, dpi=100, bbox_inches="tight")
+        fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
+        write_new(path, png.getvalue())  # never through a link at the name (`out.png -> ~/.bashrc`)
     except OSError as exc:
-        sys.stderr.write(f"cfgopt estimate: --plot: {exc}\n")
+        sys.stderr.write(shown(f"cfgopt estimate: --plot: {exc}") + "\n")
         return False
     finally:
         plt.close(fig)

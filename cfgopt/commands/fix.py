@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: dict[Path, str] | None) -> int:
     """One fix run: the diff or the writes, the messages and the summary; the exit code before --exit-zero."""
     from cfgopt.lint import report
-    from cfgopt.lint.fixer import READ_ONLY, fix_paths
+    from cfgopt.lint.fixer import HARD_LINKED, READ_ONLY, fix_paths
     from cfgopt.text.document import shown
 
     result = fix_paths(
@@ -129,8 +129,9 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
         _fix_summary(result, remaining, args.write, settings, args.paths)
-    # with --write, a file asked to be fixed that cannot be written (read-only, refused before planning) is an error
-    locked = args.write and READ_ONLY in result.not_fixed.values()
+    # with --write, a file asked to be fixed that cannot be written (read-only, or another job's file through a
+    # hard link no config of the run reads; refused before planning) is an error
+    locked = args.write and bool({READ_ONLY, HARD_LINKED} & set(result.not_fixed.values()))
     if result.problems or result.reverted or unwritten or locked or any(d.code == "CFG001" for d in result.remaining):
         return 2
     return 1 if remaining else 0
@@ -168,7 +169,8 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
             try:
-                atomic_write(path, encode(bom + after), expected=encode(bom + before))
+                names = len(result.links.get(path, [path]))  # hard links all judged with the change (fixer)
+                atomic_write(path, encode(bom + after), expected=encode(bom + before), names=names)
             except (ChangedOnDisk, OSError) as exc:
                 sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
                 unwritten.add(path)
@@ -201,6 +203,7 @@ def unified_diff(before: str, after: str, shown: str) -> list[str]:
 def _fix_summary(result, remaining: list, written: bool, settings: Settings, paths: list[Path]) -> None:
     from cfgopt.job.job import judged_for_run
     from cfgopt.lint.report import summary_lines
+    from cfgopt.text.document import shown
 
     n = sum(len(v) for v in result.applied.values())
     verb = "Fixed" if written else "Would fix"
@@ -209,7 +212,7 @@ def _fix_summary(result, remaining: list, written: bool, settings: Settings, pat
     sys.stderr.write(summary_lines(head, judged))
     waiting = _unsafe_waiting(result.remaining, settings)
     if waiting:
-        sys.stderr.write(waiting + "\n")
+        sys.stderr.write(shown(waiting) + "\n")
 
 
 def _unsafe_waiting(remaining: list, settings: Settings) -> str:

@@ -1,4 +1,5 @@
-"""`cfgopt lint --watch`: lint, then lint again whenever a file under the given paths changes.
+"""`cfgopt lint --watch`: lint, then lint again whenever a file under the given paths changes, or a file the last
+run read (the DeepSpeed JSON, the dataset, the environment a config names: `user_files.recording_reads`).
 
 Polls modification times (no dependency, works on every filesystem); configs are few and small, so a scan
 every second costs nothing noticeable. Ctrl-C stops it (exit 130, as any interrupted cfgopt command).
@@ -6,6 +7,7 @@ every second costs nothing noticeable. Ctrl-C stops it (exit 130, as any interru
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from cfgopt.lint.project_config import CONFIG_NAMES
 from cfgopt.loaders.discovery import iter_files
+from cfgopt.text.user_files import changed_since, looked_at, recording_reads
 
 POLL_S = 1.0
 
@@ -30,10 +33,11 @@ def snapshot(paths: list[Path]) -> dict[Path, tuple[int, int]]:
             continue
         seen[path] = (st.st_mtime_ns, st.st_size)
     for path in paths:
-        if path.is_dir():
+        if looked_at(path, "is_dir"):
             for root, dirs, _files in os.walk(path):
                 dirs[:] = [d for d in dirs if not d.startswith(".")]
-                seen[Path(root)] = (os.stat(root).st_mtime_ns, 0)
+                with contextlib.suppress(OSError):
+                    seen[Path(root)] = (os.stat(root).st_mtime_ns, 0)
     return seen
 
 
@@ -41,11 +45,11 @@ def _project_configs(paths: list[Path]) -> list[Path]:
     """The names a project config can have, in each folder walked and in every folder above a path."""
     folders: set[str] = set()
     for path in paths:
-        folder = os.path.realpath(path if path.is_dir() else path.parent)
+        folder = os.path.realpath(path if looked_at(path, "is_dir") else path.parent)
         while folder not in folders:
             folders.add(folder)
             folder = os.path.dirname(folder)
-        if path.is_dir():
+        if looked_at(path, "is_dir"):
             for root, dirs, _files in os.walk(path):
                 dirs[:] = [d for d in dirs if not d.startswith(".")]
                 folders.add(os.path.realpath(root))
@@ -64,13 +68,14 @@ def watch(
     code = 0
     while rounds is None or done < rounds:
         before = snapshot(paths)
-        code = lint_once()
+        with recording_reads() as read:
+            code = lint_once()
         done += 1
         sys.stderr.write("cfgopt: watching for changes (Ctrl-C stops) ...\n")
         sys.stderr.flush()
         while rounds is None or done < rounds:
             sleep(poll_s)
-            if snapshot(paths) != before:
+            if snapshot(paths) != before or changed_since(read):
                 sys.stderr.write("cfgopt: files changed, linting again\n")
                 break
     return code

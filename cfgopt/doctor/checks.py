@@ -7,7 +7,6 @@ runtime against the GPUs, DOC011 ROCm / allocator variables, DOC012 bitsandbytes
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,7 +19,7 @@ from cfgopt.knowledge.rocm_env import judge_variable
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import Document
 from cfgopt.text.source import Source
-from cfgopt.text.user_files import read_bounded
+from cfgopt.text.user_files import parse_json, read_bounded
 from cfgopt.text.user_text import integer
 
 ENVIRONMENT = Document(Path("<environment>"), "")
@@ -352,7 +351,7 @@ def _datasets(job: Any) -> Iterator[Diagnostic]:
             continue
         info_path = Path(folder) / "dataset_info.json"
         try:
-            info = json.loads(read_bounded(info_path))
+            info = parse_json(read_bounded(info_path))
         except (OSError, ValueError, RecursionError) as exc:
             why = "not found" if isinstance(exc, FileNotFoundError) else f"unreadable ({type(exc).__name__})"
             yield finding(

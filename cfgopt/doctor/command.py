@@ -157,17 +157,10 @@ def _write_environment(stack: Stack, path: Path) -> str | None:
 
 
 def _create(path: Path, data: bytes) -> None:
-    """A new file, whole or not at all: written beside it, then moved into place."""
-    import tempfile
+    """A new file, whole or not at all (`writer.write_new`: written beside it, then moved into place)."""
+    from cfgopt.text.writer import write_new
 
-    fd, tmp = tempfile.mkstemp(prefix=".cfgopt-env.", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_new(path, data)
 
 
 def _render(fmt: str, diags: list[Diagnostic], problems: list[str], files: int, stream) -> None:

@@ -18,8 +18,8 @@ the entry's `columns` and `tags`, as `data/converter.py` reads them.
 
 A large dataset is sampled: `SAMPLE_SIZE` rows drawn with a fixed seed (the shares and percentiles come from
 them) plus the `TAIL_SIZE` rows with the longest text (the maximum length comes from them): a JSON line's
-bytes, a list row's strings in UTF-8 (`_list_rows`), a CSV row's values. Of JSON lines only the rows drawn
-are parsed. Profiles are cached by the files' content hash under `$XDG_CACHE_HOME/cfgopt/data-profiles`
+bytes, a list row's strings in UTF-8 (`_list_rows`), a CSV record's bytes. Of JSON lines and CSV records only the rows
+drawn are parsed. Profiles are cached by the files' content hash under `$XDG_CACHE_HOME/cfgopt/data-profiles`
 (`CFGOPT_CACHE_DIR` first, for tests).
 """
 
@@ -41,7 +41,8 @@ from cfgopt.job.data_location import DATA_CONFIG, LocalData, NotLocal, local_dat
 from cfgopt.job.data_location import inside as _inside
 from cfgopt.job.data_location import project_roots as _project_roots
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
-from cfgopt.text.user_files import read_bounded
+from cfgopt.text.user_files import parse_json, read_bounded
+from cfgopt.text.writer import write_new
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
 TAIL_SIZE = 16  # the rows with the longest text: the longest sample is among them
@@ -138,11 +139,11 @@ def _json_rows(raw: bytes) -> _Rows:
         start = _STR_SPACE.match(text).end()
         is_list = text[start : start + 1] == "["
     if is_list:  # parsed whole, in C: a row-by-row raw_decode scan was 6x slower on 8M tiny rows
-        return _list_rows(json.loads(raw.decode("ascii") if text is None else text))
+        return _list_rows(parse_json(raw.decode("ascii") if text is None else text))
     # JSON lines: only the rows drawn are parsed; blank lines are those bytes.strip() empties, found without a copy
     lines = [line for line in raw.split(b"\n") if line and not line.isspace()]
     drawn, tail = _draw(len(lines), list(map(len, lines)))
-    return _Rows(len(lines), [json.loads(lines[i]) for i in drawn], [json.loads(lines[i]) for i in tail])
+    return _Rows(len(lines), [parse_json(lines[i]) for i in drawn], [parse_json(lines[i]) for i in tail])
 
 
 def _list_rows(data: Any) -> _Rows:
@@ -164,9 +165,53 @@ def _sizes(rows: list[Any]) -> list[int]:
 
 
 def _csv_rows(raw: bytes) -> _Rows:
-    data = list(csv.DictReader(io.StringIO(raw.decode("utf-8"))))
-    drawn, tail = _draw(len(data), [sum(len(v or "") for v in row.values()) for row in data])
-    return _Rows(len(data), [data[i] for i in drawn], [data[i] for i in tail])
+    """CSV rows as `csv.DictReader` reads them, but only the rows drawn are parsed (a 1M-row file parsed whole
+    took 9 s, into the time limit on every lint): the records are found by C-level scans (`_csv_records`)."""
+    raw.decode("utf-8")  # not UTF-8: fails here, on the whole file
+    # DictReader skips blank lines; a record's `\r` (of a `\r\n` break) is the csv module's to drop anyway
+    records = list(filter(None, map(bytes.rstrip, _csv_records(raw), itertools.repeat(b"\r"))))
+    if not records:
+        return _Rows(0, [], [])
+    fields = _csv_record(records[0])
+    body = records[1:]
+    drawn, tail = _draw(len(body), list(map(len, body)))
+    return _Rows(len(body), [_csv_dict(fields, body[i]) for i in drawn], [_csv_dict(fields, body[i]) for i in tail])
+
+
+def _csv_records(raw: bytes) -> list[bytes]:
+    """The file's records: a line break ends one where an even number of `"` precedes it (a quoted field holds
+    its line breaks; a doubled `""` keeps the parity). An odd count left at the end (a stray quote): lines."""
+    end = b"\n" if b"\n" in raw or b"\r" not in raw else b"\r"  # old Mac files end lines with \r
+    lines = raw.split(end)
+    if lines and not lines[-1]:
+        lines.pop()
+    if b'"' not in raw:
+        return lines
+    odd = [count & 1 for count in itertools.accumulate(map(bytes.count, lines, itertools.repeat(b'"')))]
+    if odd and odd[-1]:
+        return lines
+    records, start = [], 0
+    for last in itertools.compress(range(len(lines)), (not o for o in odd)):
+        records.append(end.join(lines[start : last + 1]))
+        start = last + 1
+    return records
+
+
+def _csv_record(record: bytes) -> list[str]:
+    limit = csv.field_size_limit(MAX_DATASET_BYTES)  # pandas, which LLaMA-Factory reads CSV with, has no 128 KiB cap
+    try:
+        return next(csv.reader(io.StringIO(record.decode("utf-8"), newline="")), [])
+    finally:
+        csv.field_size_limit(limit)
+
+
+def _csv_dict(fields: list[str], record: bytes) -> dict[Any, Any]:
+    """One row as DictReader makes it: missing values None, extra ones a list under the key None."""
+    values = _csv_record(record)
+    row: dict[Any, Any] = dict(zip(fields, values + [None] * (len(fields) - len(values)), strict=False))
+    if len(values) > len(fields):
+        row[None] = values[len(fields) :]
+    return row
 
 
 # --------------------------------------------------------------------------- formatting
@@ -274,9 +319,8 @@ def _store(key: str, measured: _Measured) -> None:
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"rows": measured.rows, "samples": measured.samples, "tail": measured.tail}))
-        os.replace(tmp, folder / f"{key}.json")
+        data = {"rows": measured.rows, "samples": measured.samples, "tail": measured.tail}
+        write_new(folder / f"{key}.json", json.dumps(data).encode("utf-8"))
     except OSError:  # a read-only cache folder costs speed, never the profile
         pass
 
@@ -316,10 +360,32 @@ def _entry_files(folder: Path, name: str, info: dict[str, Any]) -> tuple[list[Pa
     remote = [k for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name") if k in entry]
     if remote:
         return [], f"`{name}` is not local ({remote[0]})"
-    files = _files_of(folder, entry)
-    if not files or not all(f.exists() for f in files):
+    malformed = _malformed(name, entry)
+    if malformed:
+        return [], malformed
+    try:
+        files = _files_of(folder, entry)
+        found = bool(files) and all(f.exists() for f in files)
+    except OSError as exc:  # a 300-character file_name (ENAMETOOLONG), a folder that cannot be listed
+        return [], f"`{name}`: {DATA_CONFIG}'s file_name cannot be read ({exc.strerror or exc}): not found"
+    if not found:
         return [], f"`{name}`: {folder.name}/{entry.get('file_name')} not found"
     return files, None
+
+
+def _malformed(name: str, entry: dict[str, Any]) -> str | None:
+    """Why LLaMA-Factory 0.9.5 cannot read the entry's `columns` / `tags` (`data/parser.py` `DatasetAttr.join`
+    calls `.get` on them; a column name that is not a string fails the converter's row lookup), or None."""
+    for block in ("columns", "tags"):
+        value = entry.get(block)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"`{name}`: `{block}` is a {type(value).__name__}, not an object: LLaMA-Factory stops reading it"
+        for key, column in value.items():
+            if column is not None and not isinstance(column, str):
+                return f"`{name}`: `{block}.{key}` is a {type(column).__name__}, not a name: LLaMA-Factory fails on it"
+    return None
 
 
 def _profile_files(name: str, files: list[Path], entry: dict[str, Any], counter: Counter, roots: list[Path]):
@@ -345,7 +411,7 @@ def _profile_files(name: str, files: list[Path], entry: dict[str, Any], counter:
 def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path]) -> DataProfile | NotLocal:
     """The datasets `names` of `folder/dataset_info.json`, measured with `counter`."""
     try:
-        info = json.loads(read_bounded(folder / DATA_CONFIG))
+        info = parse_json(read_bounded(folder / DATA_CONFIG))
     except (OSError, ValueError, RecursionError) as exc:
         return NotLocal(f"{DATA_CONFIG} cannot be read ({exc})")
     if not isinstance(info, dict):
@@ -354,10 +420,10 @@ def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path])
     for name in names:
         files, why = _entry_files(folder, name, info)
         if why is not None:
-            if "Undefined" in why or "not found" in why:
-                problems.append(why)
-                continue
-            return NotLocal(why)
+            if why.startswith(f"`{name}` is not local"):
+                return NotLocal(why)
+            problems.append(why)  # undefined, not found, malformed: the job's problem, said as such
+            continue
         entry = info[name]
         measured, problem, not_local = _profile_files(name, files, entry, counter, roots)
         if not_local is not None:

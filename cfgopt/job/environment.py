@@ -22,7 +22,6 @@ state what they probe there (`Settings.packages`).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from pathlib import Path
@@ -36,7 +35,7 @@ from cfgopt.knowledge.requirement_pins import (
     flash_attn_not_for_rocm,
     platform_of_build,
 )
-from cfgopt.text.user_files import read_text_bounded
+from cfgopt.text.user_files import parse_json, read_text_bounded
 from cfgopt.text.user_text import integer
 
 if TYPE_CHECKING:
@@ -193,7 +192,7 @@ def _lock(text: str) -> dict[str, str]:
 def _snapshot(text: str) -> dict[str, str] | None:
     """A `cfgopt doctor --write-environment` snapshot: {"packages": {name: version}}; None when it is not one."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return None
     packages = data.get("packages") if isinstance(data, dict) else None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
 from cfgopt.text.source import Kind, Source
+from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
     from cfgopt.job import data_profile
@@ -343,8 +344,13 @@ class Job:
 
     @property
     def deepspeed_shared(self) -> bool:
-        """Does another config of the run read this job's DeepSpeed JSON (an edit of it would change that job)?"""
-        return any(c is not self.source for c in self.deepspeed_consumers)
+        """Does another config of the run read this job's DeepSpeed JSON (an edit of it would change that job)? A
+        JSON with other hard links counts as shared too: another config may read it under another name, and
+        an edit written through one name changes them all (a 70B job's JSON, a hard link of an 8B job's)."""
+        if any(c is not self.source for c in self.deepspeed_consumers):
+            return True
+        src = self.deepspeed_source
+        return src is not None and hard_linked(src.document.path)
 
     def deepspeed_filled(self, gpus: int | None = None) -> dict[str, Any] | None:
         """The DeepSpeed config with the "auto" values the HF Trainer fills from the training arguments
@@ -538,7 +544,7 @@ class _ReadKeys(dict):
 # agree on every key it read (a sweep script's lines differ in `output_dir` and `learning_rate`) share the
 # result. Keyed by model, target, GPUs, DeepSpeed and fill, then by the keys read, then by their values.
 _SHARED: dict[tuple, dict[tuple[str, ...], dict[tuple[str, ...], Any]]] = {}
-_SHARED_MAX = 4096
+_SHARED_MAX = 65536
 
 
 def _shared_estimate(values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any) -> Any:

@@ -25,7 +25,7 @@ from cfgopt.text.document import Document, DocumentError, encode, real_path
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.text.timelimit import message as time_limit_message
-from cfgopt.text.user_files import ProjectScope, UnsafeFileError, read_bounded
+from cfgopt.text.user_files import ProjectScope, UnsafeFileError, looked_at, read_bounded
 
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
@@ -390,6 +390,17 @@ def resolve_reference(ref: str, config_path: Path) -> tuple[Path | None, list[st
     return None, searched
 
 
+def missing_reason(path: Path) -> str:
+    """Why a named file is not there: it is not, or it cannot be looked at (a folder above it of mode 000)."""
+    try:
+        os.stat(path)
+    except PermissionError as exc:
+        return f"cannot be read ({exc.strerror})"
+    except OSError as exc:
+        return "no such file or directory" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+    return "no such file or directory"
+
+
 def build_project(
     paths: list[Path],
     settings: Settings | PerFileSettings,
@@ -405,18 +416,18 @@ def build_project(
     project.scope = None if any_reference else ProjectScope(paths)
     unreadable: list[tuple[Path, str]] = []
     for path, explicit in discovery.iter_files(paths, unreadable):
-        if explicit and not path.exists() and real_path(path) not in project.overlay:
-            project.problems.append(FileProblem(path, "no such file or directory"))
+        if explicit and not looked_at(path) and real_path(path) not in project.overlay:
+            project.problems.append(FileProblem(path, missing_reason(path)))
             continue
         file_settings = project.settings_of(path)
         if (not explicit or file_settings.force_exclude) and file_settings.is_excluded(path):
             continue  # `exclude` in the project config; named files only with --force-exclude (as ruff)
         project.load(path, explicit)
     named = {real_path(p) for p in paths}
-    for folder, why in unreadable:  # a folder named that cannot be listed is an error; one found inside, a warning
+    for folder, why in unreadable:  # bad input, as an unreadable file: an error (exit 2), the rest still checked
         if real_path(folder) in named:
             project.problems.append(FileProblem(folder, f"cannot list this folder ({why}); nothing in it is checked"))
         else:
-            project.skipped_folders.append(FileProblem(folder, f"cannot list this folder ({why}); skipped"))
+            project.problems.append(FileProblem(folder, f"cannot list this folder ({why}); skipped, the rest checked"))
     project.link()
     return project

@@ -17,6 +17,7 @@ show findings (`strip_unfixable`), so that such findings are not counted as fixa
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from cfgopt.plan.speed_knobs import LEFT_ALONE
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.text.document import real_path
 from cfgopt.text.source import Kind, Source
+from cfgopt.text.user_files import looked_at
 from cfgopt.text.writer import read_only
 
 MAX_PASSES = 10
@@ -64,6 +66,8 @@ class FixResult:
     # references not read (job.project.Project.not_read)
     not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
     skipped_folders: list = field(default_factory=list)  # job.project.Project.skipped_folders
+    # a hard-linked file's names, all read by this run and judged together (`_hard_links`): the writer's `names`
+    links: dict[Path, list[Path]] = field(default_factory=dict)
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -177,8 +181,8 @@ def write_scope(paths: list[Path], project: LintProject, fix_references: bool) -
     `fix_references` every file read."""
     if fix_references:
         return set(project.documents)
-    named = {real_path(p) for p in paths if not p.is_dir()}
-    folders = [real_path(p) for p in paths if p.is_dir()]
+    named = {real_path(p) for p in paths if not looked_at(p, "is_dir")}
+    folders = [real_path(p) for p in paths if looked_at(p, "is_dir")]
     return {k for k in project.documents if k in named or any(k.is_relative_to(f) for f in folders)}
 
 
@@ -195,12 +199,44 @@ _UNPARSED = (
     "a removed or changed line could make it parse as something never written"
 )
 READ_ONLY = "it is read-only; cfgopt does not change its mode (fix it by hand, or make it writable)"
+HARD_LINKED = (
+    "it has other hard links (names of the same file) that no config of this run reads: a fix written here would "
+    "change them too, judged with none of their jobs (copy it to break the link, or name every config that reads "
+    "it)"
+)
+
+
+def _hard_links(keys: list[Path], overlay: dict[Path, str]) -> tuple[dict[Path, list[Path]], set[Path]]:
+    """The files of the run with other hard links: each name of such a file whose every name the run read ->
+    all its names (sorted: the first takes the fixes, the others follow, so that every job reading it is judged
+    with the change); and the names of files with a link the run did not read (never written)."""
+    by_file: dict[tuple[int, int], list[Path]] = {}
+    links: dict[tuple[int, int], int] = {}
+    for key in keys:
+        if key in overlay:
+            continue
+        try:
+            st = os.lstat(key)
+        except OSError:
+            continue
+        if st.st_nlink > 1:
+            by_file.setdefault((st.st_dev, st.st_ino), []).append(key)
+            links[(st.st_dev, st.st_ino)] = st.st_nlink
+    together: dict[Path, list[Path]] = {}
+    unjudged: set[Path] = set()
+    for ident, names in by_file.items():
+        if len(names) < links[ident]:
+            unjudged.update(names)
+        else:
+            together.update({name: sorted(names) for name in names})
+    return together, unjudged
 
 
 def _refusals(project: LintProject, scope: set[Path], paths: list[Path], before: list[Diagnostic]) -> dict[Path, str]:
     """Files whose fixes are not applied, and why."""
     out: dict[Path, str] = {}
-    folders = [Path(os.path.abspath(p)) for p in paths if p.is_dir()]
+    folders = [Path(os.path.abspath(p)) for p in paths if looked_at(p, "is_dir")]
+    together, unjudged = _hard_links(list(project.documents), project.overlay)
     for problem in project.problems:
         out[real_path(problem.path)] = "cfgopt could not check it (see the error above)"
     for diag in before:
@@ -212,11 +248,17 @@ def _refusals(project: LintProject, scope: set[Path], paths: list[Path], before:
             out.setdefault(key, _SYMLINK if linked else _OUTSIDE)
         elif key not in project.overlay and os.path.exists(key) and read_only(key):
             out.setdefault(key, READ_ONLY)  # refused before planning, so that its job's other files stay in step
+        if key in unjudged:
+            out.setdefault(key, HARD_LINKED)
         unusual = doc.unusual_line_break()
         if unusual:
             out.setdefault(
                 key, f"it has a line break other than \\n and \\r\\n ({unusual}); cfgopt does not edit such files"
             )
+    for names in together.values():  # one name refused: the file is (a write through another changes it)
+        why = next((out[name] for name in names if name in out), None)
+        if why is not None:
+            out.update({name: why for name in names})
     return out
 
 
@@ -257,10 +299,15 @@ class _Fixer:
         }
         self.overlay: dict[Path, str] = {}
         self.jobs = _jobs(project)
+        self.result.links = _hard_links(list(project.documents), project.overlay)[0]
+
+    def names(self, key: Path) -> list[Path]:
+        """Every name of the file `key` (one, or all its hard links: an edit through one is an edit of all)."""
+        return self.result.links.get(key, [key])
 
     def job(self, key: Path) -> set[Path]:
-        """The files whose errors a change to `key` may change (`_jobs`)."""
-        return self.jobs.get(key, {key})
+        """The files whose errors a change to `key` may change (`_jobs`; for a hard-linked file, every name's)."""
+        return set().union(*(self.jobs.get(name, {name}) for name in self.names(key)))
 
     def candidates(self, current: list[Diagnostic]) -> list[Diagnostic]:
         out = []
@@ -273,6 +320,8 @@ class _Fixer:
             if key in self.refused:
                 self.result.not_fixed.setdefault(key, self.refused[key])
                 continue
+            if self.names(key)[0] != key:
+                continue  # a hard link's other name: fixed through the first, whose text it follows
             out.append(d)
         # a speed plan waits while its file has other fixes to apply: it is made again from the fixed text
         busy = {real_path(d.path) for d in out if not d.fix.planned}  # type: ignore[union-attr]
@@ -299,7 +348,8 @@ class _Fixer:
         self.result.withheld_why[_fix_id(diag)] = why
 
     def accept(self, key: Path, text: str, diags: list[Diagnostic]) -> None:
-        self.overlay[key] = text
+        for name in self.names(key):
+            self.overlay[name] = text
         self.result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in diags)  # type:
         # ignore[union-attr]
         self.result.applied_keys.setdefault(key, []).extend(d.key for d in diags)
@@ -313,7 +363,8 @@ class _Fixer:
         for key in list(chosen):
             kept, text = self.damage_free(key, chosen.pop(key))
             if kept:
-                chosen[key], trial[key] = kept, text
+                chosen[key] = kept
+                trial.update(dict.fromkeys(self.names(key), text))
         if not chosen:  # every fix withheld: progress all the same
             return self.relint(self.overlay)
         trial_diags = self.relint(trial)
@@ -361,7 +412,7 @@ class _Fixer:
                 self.withhold(diag, why)
                 continue
             attempt = dict(self.overlay)
-            attempt[key] = text
+            attempt.update(dict.fromkeys(self.names(key), text))
             attempt_diags = self.relint(attempt)
             if _worse(attempt_diags, diags, self.job(key)):
                 added = _new_errors(attempt_diags, diags, self.job(key))
@@ -407,6 +458,9 @@ class _Fixer:
             if key not in result.reverted and _worse(diags, self.before, self.job(key)):
                 new = _new_errors(diags, self.before, self.job(key))
                 result.reverted[key] = f"the fixed files are worse than the originals ({new}; please report this)"
+        for key in list(result.reverted):  # a hard link's names are reverted together
+            for name in self.names(key):
+                result.reverted.setdefault(name, result.reverted[key])
         for key in result.reverted:
             self.overlay.pop(key, None)
             result.applied.pop(key, None)
@@ -432,18 +486,31 @@ def _left_alone_id(diag: Diagnostic) -> tuple[Path, str, str]:
 
 
 def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic]]:
+    """The candidates whose edits overlap no edit of one picked before them, by file (the others wait for the next
+    pass). Each file's picked spans are kept sorted: a check is a bisection, not a scan of every span picked (a
+    1200-line sweep with a fix per line scanned 7 M pairs a pass)."""
     chosen: dict[Path, list[Diagnostic]] = {}
+    taken: dict[Path, list[tuple[int, int]]] = {}
     for diag in candidates:
         assert diag.fix is not None
-        taken = [e for d in chosen.get(real_path(diag.path), []) for e in d.fix.edits]  # type: ignore[union-attr]
-        if any(
-            (e.start < t.end and t.start < e.end) or (e.start == e.end == t.start == t.end)
-            for e in diag.fix.edits
-            for t in taken
-        ):
+        key = real_path(diag.path)
+        spans = taken.setdefault(key, [])
+        if any(_clashes(spans, e.start, e.end) for e in diag.fix.edits):
             continue  # overlapping: picked up on the next pass
-        chosen.setdefault(real_path(diag.path), []).append(diag)
+        for e in diag.fix.edits:
+            bisect.insort(spans, (e.start, e.end))
+        chosen.setdefault(key, []).append(diag)
     return chosen
+
+
+def _clashes(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Does [start, end) overlap a span of `spans` (pairwise non-overlapping, sorted), or, empty, meet an empty span
+    at the same place (two insertions there: their order would be a guess)? Sorted and non-overlapping, the spans'
+    ends never decrease, so the last span starting before `end` has the largest end of those that could overlap."""
+    if start == end and (start, end) in spans[bisect.bisect_left(spans, (start, end)) :][:1]:
+        return True
+    before = bisect.bisect_left(spans, (end, end) if start < end else (start, start))
+    return before > 0 and spans[before - 1][1] > start
 
 
 def fix_paths(

@@ -164,8 +164,9 @@ def summary_lines(head: str, judged: list[str]) -> str:
     """A run's summary: `head` (the counts) on the first line, then each part of what the files were judged for
     (`cfgopt.job.job.judged_for_run`: the hardware, the GPU count, the environment, or each settings group's) on
     a line of its own, indented, rather than one line of several hundred characters. Joined with "; " the lines
-    read as the one line they replace."""
-    return "".join(f"{text}\n" for text in [head, *(SUMMARY_INDENT + part for part in judged)])
+    read as the one line they replace. Each line is escaped whole: an `environment = ...` name with ESC or a line
+    break stays on its line."""
+    return "".join(f"{shown(text)}\n" for text in [head, *(SUMMARY_INDENT + part for part in judged)])
 
 
 def render_found_elsewhere(found: dict[tuple[str, Path], list[Path]], stream: TextIO | None = None) -> None:

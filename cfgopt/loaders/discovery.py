@@ -12,6 +12,7 @@ from typing import Any
 
 from cfgopt.knowledge.pins import is_requirement_file
 from cfgopt.text.source import Kind
+from cfgopt.text.user_files import looked_at
 
 CONFIG_SUFFIXES = {".yaml", ".yml", ".json"}
 SCRIPT_SUFFIXES = {".sh", ".bash"}
@@ -53,7 +54,7 @@ def iter_files(paths: list[Path], unreadable: list[tuple[Path, str]] | None = No
             unreadable.append((Path(exc.filename or "."), exc.strerror or str(exc)))
 
     for path in paths:
-        if path.is_dir():
+        if looked_at(path, "is_dir"):
             for root, dirs, files in os.walk(path, onerror=note, followlinks=False):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
                 for name in sorted(files):

@@ -521,7 +521,7 @@ def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None
 # (and a few values the planner never reads), and each planned alone cost ~13 ms a line (issue 33: a 600-line
 # sweep). Bounded; the key holds every input the plan reads, so a hit is the plan the job would get.
 _PLANS: dict[str, SpeedPlan | None] = {}
-_PLANS_MAX = 256
+_PLANS_MAX = 4096
 # Keys no plan reads (where the run writes and logs): left out of the key, so sweeps over them share one plan
 _NOT_PLANNED = frozenset({"output_dir", "run_name", "logging_dir", "logging_steps", "save_steps", "report_to"})
 

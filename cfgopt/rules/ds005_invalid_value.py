@@ -19,11 +19,16 @@ NULL_FAILS = {
 # Loose keys DeepSpeedConfig computes with at construction, so a value of another type fails there
 # (probed: DeepSpeedConfig with "yes", [1] and {"a": 1} for every plain key of the 0.19.8 snapshot).
 LOOSE_TYPES: dict[str, tuple[type, ...]] = {
-    "wall_clock_breakdown": (bool,),
     "vocabulary_size": (int,),
     "gradient_allreduce_op": (str,),
     "seq_parallel_communication_data_type": (str,),
 }
+# DeepSpeedConfig builds `wall_clock_breakdown | flops_profiler.enabled` (deepspeed 0.19.8 runtime/config.py
+# L533, both read unconverted with `get_scalar_param`): each must be a bool or an integer. Probed with DeepSpeedConfig:
+# 0, 1, 2 and true build; "false", "true", 1.0, null and a list fail with `TypeError: unsupported operand type(s)
+# for |`. (A null `wall_clock_breakdown` is NULL_FAILS', with its fix.)
+OR_OPERANDS = (("wall_clock_breakdown",), ("flops_profiler", "enabled"))
+SWITCH_WORDS = {"true": True, "false": False}
 # (`steps_per_print` is not among them: accelerate overwrites it with inf before DeepSpeed reads it.)
 INT_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 NUMBER_KEYS = ("gradient_clipping",)
@@ -84,6 +89,7 @@ class InvalidValue(Rule):
                     f"`{key}` must be a {kind}, not {value!r}: DeepSpeedConfig fails on it when it is built",
                     on="value",
                 )
+        yield from self._or_operands(ctx)
         zero = src.root.get("zero_optimization")
         if zero is not None and not isinstance(zero.node.value, (dict, bool)):
             yield self.at_entry(
@@ -94,6 +100,30 @@ class InvalidValue(Rule):
                 on="value",
             )
         yield from self._numbers(ctx)
+
+    def _or_operands(self, ctx: Context) -> Iterator[Diagnostic]:
+        """`wall_clock_breakdown` and `flops_profiler.enabled`, which DeepSpeed combines with `|` (OR_OPERANDS)."""
+        src = ctx.source
+        for path in OR_OPERANDS:
+            entry = src.find(path)
+            if entry is None or entry.node.is_mapping:
+                continue
+            value = entry.node.value
+            if isinstance(value, int) or value == "auto" or (value is None and path == OR_OPERANDS[0]):
+                continue  # a bool is an int; "auto" is DS011's; a null wall_clock_breakdown is NULL_FAILS'
+            meant = SWITCH_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
+            fix = None
+            if meant is not None:  # the file cannot run as written: the switch's one meaning is no change of run
+                fix = self.fix(f"Write {str(meant).lower()}", edits.replace_value(src, entry, meant), safe=True)
+            yield self.at_entry(
+                ctx,
+                entry,
+                f"`{'.'.join(path)}` is {value!r}, not a bool or an integer: {ctx.ds_label} computes "
+                "`wall_clock_breakdown | flops_profiler.enabled` when its config is built and fails with "
+                "`TypeError: unsupported operand type(s) for |`",
+                on="value",
+                fix=fix,
+            )
 
     def _numbers(self, ctx: Context) -> Iterator[Diagnostic]:
         """Top-level keys DeepSpeed compares as numbers (batch sizes, clipping), written as something else."""

@@ -12,11 +12,11 @@ from cfgopt.text.source import Entry, Kind
 TRUE_WORDS = {"true", "yes", "on", "1", "t", "y"}
 FALSE_WORDS = {"false", "no", "off", "0", "f", "n"}
 # Top-level switches DeepSpeed reads with `get_scalar_param` and tests for truth: a string is always true.
+# (`wall_clock_breakdown` is not one: DeepSpeed computes `wall_clock_breakdown | ...` and fails on a string, DS005.)
 PLAIN_BOOL_KEYS = {
     "prescale_gradients",
     "zero_allow_untested_optimizer",
     "zero_force_ds_cpu_optimizer",
-    "wall_clock_breakdown",
     "memory_breakdown",
     "dataloader_drop_last",
     "disable_allgather",

@@ -36,9 +36,10 @@ class SectionNotAnObject(Rule):
         "`fp16`, `bf16` with `.get`, and DeepSpeed's config reader builds each block with `**`, `.get`, `.keys()` "
         "or a pydantic model. Which values each release rejects is not read by hand: scripts/probe_ds_sections.py "
         "runs DeepSpeedConfig on every value kind of every block (cfgopt/knowledge/schemas/ds-section-values.json). "
-        'Write the switch inside (`"bf16": {"enabled": true}`), or remove the block. Judged: the blocks the '
-        "release's snapshot knows as objects (its sections and plain blocks) and the HF Trainer's paths; a release "
-        "not probed is judged on the HF Trainer's paths only."
+        'Write the switch inside (`"bf16": {"enabled": true}`), or remove the block. Judged: every top-level '
+        "block the probe found the release rejects a value of that kind for (`pipeline` included, read with "
+        "`.items()` and no model) and the HF Trainer's paths; a release not probed is judged on the HF Trainer's "
+        "paths only."
     )
     fails_when = (
         "The HF Trainer's paths: at TrainingArguments creation (seconds), `AttributeError: 'bool' object has no "
@@ -65,7 +66,9 @@ class SectionNotAnObject(Rule):
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
         ds = ctx.settings.ds_schema
-        blocks = ds.blocks | {path[0] for path in HF_WALKED}
+        # every key of the release may be a block its reader takes as an object, read or not by a pydantic model
+        # (`"pipeline": false`: `param_dict.get("pipeline", {}).items()`): the probe table says which
+        blocks = ds.top_level_keys | {path[0] for path in HF_WALKED}
         top = src.root.entries or () if src.root is not None and src.root.is_mapping else ()
         suspects = [e for e in top if e.key in blocks and e.key not in OTHER_RULES and not e.node.is_mapping]
         probed = ds_section_values(ds.version) if suspects else {}  # the table is read only for a suspect block

@@ -26,11 +26,12 @@ Otherwise the reference is reported as not read (`Project.not_read`), without an
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 MAX_REFERENCE_BYTES = 4 * 1024 * 1024  # a DeepSpeed JSON or a training YAML is kilobytes
 MAX_SMALL_FILE_BYTES = 4 * 1024 * 1024  # dependency pins and project configs, likewise
@@ -41,6 +42,37 @@ class UnsafeFileError(OSError):
     that already handles an unreadable file handles this one the same way."""
 
 
+# Every file opened by `open_regular` while a `recording_reads()` is active: its absolute path -> (mtime, size) as
+# read. `--watch` lints again when one of them changes: the DeepSpeed JSON, dataset and environment a config reads,
+# not only the files named.
+_read_log: dict[str, tuple[int, int]] | None = None
+
+
+@contextlib.contextmanager
+def recording_reads() -> Iterator[dict[str, tuple[int, int]]]:
+    """Record the files read inside the block (see `_read_log`)."""
+    global _read_log
+    outer, _read_log = _read_log, {}
+    try:
+        yield _read_log
+    finally:
+        if outer is not None:
+            outer.update(_read_log)
+        _read_log = outer
+
+
+def changed_since(read: dict[str, tuple[int, int]]) -> bool:
+    """Has a file of a `recording_reads()` log changed (or gone) since it was read?"""
+    for path, seen in read.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True
+        if (st.st_mtime_ns, st.st_size) != seen:
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def open_regular(path: Path | str) -> Iterator[BinaryIO]:
     """`path` opened for reading when it is a regular file; else UnsafeFileError (or the OSError of opening
@@ -48,8 +80,11 @@ def open_regular(path: Path | str) -> Iterator[BinaryIO]:
     counts is the file read."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError(f"{path}: not a regular file (FIFO, device, socket or folder); not read")
+        if _read_log is not None:
+            _read_log[os.path.abspath(path)] = (st.st_mtime_ns, st.st_size)
         handle = os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
@@ -91,6 +126,36 @@ def read_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> bytes:
     return data
 
 
+def parse_json(data: str | bytes) -> Any:
+    """`json.loads` of text cfgopt did not write (an environment snapshot, a dataset, a `dataset_info.json`, a
+    model's `config.json`), bounded in depth: nesting past the interpreter's recursion limit is a ValueError
+    with json's own words ("maximum recursion depth exceeded while decoding a JSON array"), as any other
+    malformed JSON, never a RecursionError traceback."""
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def looked_at(path: Path, test: str = "exists") -> bool:
+    """`path.exists()` / `.is_dir()` / `.is_file()` (`test`), False where the path cannot even be looked at
+    (`lint DIR/a.yaml` in a folder of mode 000: Python 3.11 raises PermissionError there); reading it then
+    fails with a one-line error."""
+    try:
+        return bool(getattr(path, test)())
+    except OSError:
+        return False
+
+
+def read_stream(stream: BinaryIO, limit: int, name: str = "stdin") -> bytes:
+    """At most `limit` bytes of a stream (stdin); UnsafeFileError past that: `< /dev/zero` or a 300 MB pipe is
+    refused after `limit` bytes, never read until memory or the time limit runs out."""
+    data = _read_up_to(stream, limit + 1)
+    if len(data) > limit:
+        raise UnsafeFileError(f"{name} is larger than {_mib(limit)}; not read (configs are kilobytes)")
+    return data
+
+
 def _mib(limit: int) -> str:
     return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
 
@@ -104,7 +169,6 @@ def model_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
     """A local model folder's `config.json`, parsed: (folder, data) for the first of `ref` (an absolute path),
     else `hint / ref` then `ref` that holds one; None when none does, or it cannot be read or parsed. The one
     reader of a model's config.json (the memory model's shapes, LF037, verify's synthetic model)."""
-    import json
 
     path = Path(ref).expanduser()
     candidates = [path] if path.is_absolute() else [p for p in ((hint / path) if hint else None, path) if p]
@@ -113,7 +177,7 @@ def model_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
             config_file = folder / "config.json"
             if not config_file.is_file():
                 continue
-            return folder, json.loads(read_bounded(config_file))
+            return folder, parse_json(read_bounded(config_file))
         except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
             return None
     return None

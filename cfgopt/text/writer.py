@@ -1,18 +1,24 @@
-"""Safe writes. Normally atomic: a temp file in the same folder, fsync, the original mode, then os.replace; a
-reader (or a crash) sees the old file or the new one, never half of one.
+"""The one writer of every file cfgopt writes (fixes, snapshots, caches, reports, plots).
 
-A file with more than one hard link is written in place instead, since os.replace would give the name a new
-inode and silently split it from its other names: the new text is first written and fsynced to a temp file
-beside it (so that a complete copy exists before the file is touched), then copied into the file itself,
-truncated and fsynced; should that fail, the old text is put back (or, failing that too, the error names the
-temp file holding the new text)."""
+Never through a link: a symbolic link at the name is refused (writing would change the file it points to, or
+replace the user's link with a file), and so is a file with other hard links, unless the caller judged every
+one of its names with the change (`atomic_write(..., names=N)`, the fixer's hard-linked DeepSpeed JSON read
+under all its names): a write to one name is a write to all of them, and the other names may be another job's
+config (an 8B job's ZeRO-2 written into a 70B job's JSON).
+
+Normally atomic: a temp file with a fresh random name in the same folder, fsync, the original mode, then
+os.replace; a reader (or a crash) sees the old file or the new one, never half of one, and the temp file is
+removed whatever fails. A hard-linked file whose names were all judged is written in place instead, since
+os.replace would give the name a new inode and silently split it from its other names: the new text is first
+written and fsynced to a temp file beside it (so that a complete copy exists before the file is touched), then
+copied into the file itself, truncated and fsynced; should that fail, the old text is put back (or, failing that
+too, the error names the temp file holding the new text)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from cfgopt.text.user_files import read_bounded
@@ -30,41 +36,67 @@ def _temp_prefix(path: Path) -> str:
 
 
 class LinkAtOutput(OSError):
-    """The output name is a symbolic link (or not a regular file): writing would change the file it points to."""
+    """The output name is a link (symbolic, or a file with other hard links) or not a regular file: writing
+    would change another file too."""
 
 
-def write_new(path: Path, data: bytes) -> None:
-    """Write `data` as the regular file `path`, created or atomically replaced, never through a symbolic link at
-    `path` (`cfgopt schema export` in a folder where `x.schema.json -> ~/.bashrc`): LinkAtOutput instead."""
+class ChangedOnDisk(Exception):
+    """The file changed between reading and writing; it is left as it is."""
+
+
+def hard_linked(path: Path | str) -> bool:
+    """Is `path` a regular file with other names (hard links)? False when it cannot be looked at."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+
+
+def _existing(path: Path, names: int) -> os.stat_result | None:
+    """The file's own status (never a link's target); None when there is none. LinkAtOutput for a symbolic
+    link, something not a regular file, or a file with more hard links than the `names` the caller judged."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-        raise LinkAtOutput(f"{path} is {what}; not overwritten (remove it, or choose another --out)")
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".cfgopt-tmp", dir=path.parent)
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise LinkAtOutput(
+            f"{path} is a symbolic link; not overwritten nor written through (remove it, or name another)"
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise LinkAtOutput(f"{path} is not a regular file; not overwritten")
+    if st.st_nlink > names:
+        others = st.st_nlink - 1
+        raise LinkAtOutput(
+            f"{path} has {others} other hard link(s) (other names of the same file); writing it would change "
+            "them too, and not every config that reads them was judged with the change: not written "
+            "(copy it to break the link, or name every config that reads it)"
+        )
+    return st
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Write `data` as the regular file `path`, created or atomically replaced; never through a link at `path`
+    (`cfgopt estimate --plot out.png` where `out.png -> ~/.bashrc`): LinkAtOutput instead."""
+    st = _existing(path, 1)
+    _replace(path, data, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask(), None)
+
+
+def write_report(path: Path, text: str) -> None:
+    """A report the user names (`--json FILE`): `write_new`, or SystemExit (exit 2, one line) when it cannot."""
+    from cfgopt.text.document import shown
+
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        write_new(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise SystemExit(shown(f"cfgopt: error: cannot write {path}: {exc.strerror or exc}")) from None
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-class ChangedOnDisk(Exception):
-    """The file changed between reading and writing; it is left as it is."""
 
 
 def read_only(path: Path | str) -> bool:
@@ -74,44 +106,64 @@ def read_only(path: Path | str) -> bool:
     return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK)
 
 
-def atomic_write(path: Path, data: bytes, expected: bytes | None = None) -> bool:
-    """Write `data` to `path`; False when the content is already that (the file is not touched)."""
-    st = path.stat()
+def atomic_write(path: Path, data: bytes, expected: bytes | None = None, names: int = 1) -> bool:
+    """Write `data` over the existing file `path`; False when it already holds that (the file is not touched).
+    `expected`: what it must hold now (else ChangedOnDisk); `names`: how many of its hard links the caller
+    judged with the change (more links than that: LinkAtOutput)."""
+    st = _existing(path, names)
+    if st is None:
+        raise FileNotFoundError(f"{path} does not exist; not written")
     if read_only(path):
         # os.replace would happily swap a read-only file out from under its owner: respect the mode instead
         raise PermissionError(f"{path} is read-only; not changed")
     current = read_bounded(path, MAX_WRITTEN_BYTES)
+    if current == data:  # already written (through another of its judged names): nothing to do
+        return False
     if expected is not None and current != expected:
         raise ChangedOnDisk(f"{path} changed on disk while cfgopt was fixing it; not overwritten")
-    if current == data:
-        return False
     if st.st_nlink > 1:
         _write_in_place(path, data, current)
         return True
+    _replace(path, data, stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid))
+    return True
+
+
+def _replace(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
+    """Atomically put `data` at `path`: a fresh temp file beside it, fsynced, `mode` (and `owner`), renamed over
+    it; the temp file removed on any failure."""
+    import tempfile  # here: it imports shutil, which the lint path (reading `hard_linked`) need not load
+
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".cfgopt-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        with contextlib.suppress(PermissionError, AttributeError):
-            os.chown(tmp, st.st_uid, st.st_gid)
+        os.chmod(tmp, mode)
+        if owner is not None:
+            with contextlib.suppress(PermissionError, AttributeError):
+                os.chown(tmp, *owner)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return True
 
 
 def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
     """Write a hard-linked file through its own inode (see the module docstring)."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".cfgopt-new", dir=path.parent)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     try:
         _overwrite(path, data)
     except OSError as exc:

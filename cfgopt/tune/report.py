@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from cfgopt.text.writer import write_report
 from cfgopt.tune import search
 
 
@@ -120,4 +121,4 @@ def write_json(
     if str(args.json) == "-":
         print(text)
     else:
-        args.json.write_text(text)
+        write_report(args.json, text)

@@ -27,9 +27,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 import statistics
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +37,7 @@ from cfgopt.knowledge import methods
 from cfgopt.plan import reasons
 from cfgopt.plan.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
 from cfgopt.plan.space import KNOB_NAMES, Knobs
+from cfgopt.text.writer import write_new
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
 
@@ -162,10 +161,7 @@ class ResultCache:
         if self.path is None:
             return
         text = json.dumps({"version": self.VERSION, "entries": self.entries}, indent=1, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, self.path)
+        write_new(self.path, text.encode("utf-8"))  # atomic, never through a link, no temp file left behind
 
 
 def no_memory_model(_config: dict[str, Any]) -> tuple[bool, float | None]:

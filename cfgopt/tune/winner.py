@@ -103,14 +103,17 @@ def render_diff(config_path: Path, plan: FixPlan) -> str:
 
 def write_fix(config_path: Path, doc: Document, plan: FixPlan) -> list[str]:
     """Write the plan; returns the problems (empty: written)."""
-    from cfgopt.text.writer import ChangedOnDisk, atomic_write
+    from cfgopt.text.writer import ChangedOnDisk, atomic_write, write_new
 
     if plan.problems:
         return plan.problems
     if plan.ds_file is not None and plan.ds_text is not None:
         if plan.ds_file.exists() and _text_of(plan.ds_file) != plan.ds_text:
             return [f"{plan.ds_file} exists with other content; not overwritten (nothing written)"]
-        plan.ds_file.write_text(plan.ds_text)
+        try:
+            write_new(plan.ds_file, plan.ds_text.encode("utf-8"))
+        except OSError as exc:
+            return [f"{plan.ds_file}: not written: {exc} (nothing written)"]
     try:
         atomic_write(config_path, doc.to_bytes(plan.yaml_after), expected=doc.to_bytes())
     except (ChangedOnDisk, OSError) as exc:

@@ -15,6 +15,7 @@ from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document, real_path
 from cfgopt.text.user_files import read_text_bounded
+from cfgopt.text.writer import write_report
 from cfgopt.verify import comparison, numerics, processes, runner
 from cfgopt.verify.machine import prepare_assets_saying, run_settings, run_target
 
@@ -161,7 +162,7 @@ def _report(
         if str(args.json) == "-":
             print(text)
         else:
-            args.json.write_text(text)
+            write_report(args.json, text)
     if args.plot is not None and not comparison.plot(args.plot, {k: r.metrics for k, r in runs.items()}):
         sys.stderr.write("cfgopt verify: matplotlib is not installed; no plot written\n")
     for label, s in summaries.items():

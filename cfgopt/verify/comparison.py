@@ -13,10 +13,13 @@ gradient by the policy and the reference, are not counted.
 
 from __future__ import annotations
 
+import io
 import json
 import statistics
 from pathlib import Path
 from typing import Any
+
+from cfgopt.text.writer import write_new
 
 FLOP_CONVENTION = (
     "MFU counts 2N forward + 2N activation-gradient + 2N_trainable weight-gradient FLOPs per "
@@ -221,8 +224,10 @@ def plot(path: Path, runs: dict[str, dict[str, Any]]) -> bool:
         if ax.get_legend_handles_labels()[0]:  # a CPU run has no memory curve
             ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
+    write_new(path, png.getvalue())  # never through a link at the name
     return True
 
 

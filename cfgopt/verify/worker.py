@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.knowledge.targets import target_for_device  # a table only: the worker stays import-light
+from cfgopt.text.writer import write_new  # likewise
 from cfgopt.verify import synthetic_meta  # likewise
 from cfgopt.verify.tokens import count_batch, step_capacity  # tensor methods only
 
 
 def _write(path: str, data: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1)
-    os.replace(tmp, path)
+    # a fresh temp name per write (two ranks writing the same fixed `.tmp` name would mix their JSON)
+    write_new(Path(path), json.dumps(data, indent=1).encode("utf-8"))
 
 
 def prepare(spec: dict[str, Any]) -> None:
