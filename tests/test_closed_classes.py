@@ -49,6 +49,12 @@ ALLOWED_READS = {
 
 # (module, function) -> why its int() / isdigit() has no user text to misread
 ALLOWED_INTS = {
+    **{
+        ("cfgopt/verify/tokens.py", scope): "int() of a tensor's sum (a count the trainer's batch holds), no user text"
+        for scope in ("_from_4d_mask", "_from_positions", "_from_labels", "_from_2d_mask", "real_tokens", "count_batch")
+    },
+    ("cfgopt/verify/worker.py", "capacity_per_step"): "int() of TrainingArguments' parsed integers and the "
+    "config's cutoff_len that LLaMA-Factory already parsed (the run started)",
     ("cfgopt/knowledge/detect.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
     ("cfgopt/loaders/json_loader.py", "_SpanParser.value"): "a JSON number json.loads accepted (ASCII digits only)",
     ("cfgopt/memory/config_values.py", "integer"): "an integral float of the parsed config",
@@ -79,7 +85,6 @@ ALLOWED_INTS = {
     ("cfgopt/verify/synthetic.py", "_sentence"): "int() of random floats",
     ("cfgopt/verify/synthetic.py", "_lengths"): "int() of random floats",
     ("cfgopt/verify/synthetic.py", "_words_for"): "int() of a float",
-    ("cfgopt/verify/worker.py", "_patch_trainer.training_step"): "int() of tensor counts",
     ("cfgopt/verify/worker.py", "_make_callback.MetricsCallback.on_train_end"): "RANK, set by torchrun",
     ("cfgopt/verify/worker.py", "train"): "RANK, set by torchrun",
 }
