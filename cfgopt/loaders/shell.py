@@ -480,6 +480,9 @@ def command_words(text: str, start: int) -> Command:
 # ---------------------------------------------------------------------------------------------- static expansion
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPLIT_OR_GLOB = frozenset(" \t\n*?[")
+# The longest value an expansion is followed to: `A=$A$A` doubles a value per line, so 40 such lines would
+# build a terabyte; a longer value is known only at run time (a launch's arguments are far shorter).
+MAX_EXPANDED = 16384
 
 
 def static_word(word: Word) -> bool:
@@ -512,6 +515,7 @@ class _Expansion:
     def __init__(self, src: str, variables: dict[str, str | None], assignment: bool) -> None:
         self.src, self.variables, self.assignment = src, variables, assignment
         self.out: list[str] = []
+        self.size = len(src)  # the value's length so far, bounded by MAX_EXPANDED
 
     def read(self) -> str:
         src, i, n = self.src, 0, len(self.src)
@@ -569,6 +573,9 @@ class _Expansion:
             self.out.append("$")
             return i + 1
         value = self.variables.get(match.group())
+        self.size += len(value or "")
+        if self.size > MAX_EXPANDED:
+            raise _Unknown
         if value is None or (not quoted and not self.assignment and (not value or _SPLIT_OR_GLOB & set(value))):
             raise _Unknown
         self.out.append(value)
