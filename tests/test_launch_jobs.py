@@ -72,6 +72,15 @@ def test_the_job_is_the_yaml_under_the_overrides(tmp_path: Path) -> None:
     assert [e.key for e in line.root.entries] == ["learning_rate", "cutoff_len", "run_name"]
 
 
+def test_a_repeated_override_is_judged_on_its_last_value(tmp_path: Path) -> None:
+    """Issue 43: `OmegaConf.from_cli` sets a key again each time it is given: the last value runs."""
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml flash_attn=Fa flash_attn=sdpa\n")
+    assert not [d for d in lint(tmp_path) if d["code"] == "LF003"]
+    (line,) = lines_of(project(tmp_path, "llamafactory-cli train x.yaml flash_attn=Fa flash_attn=sdpa\n"))
+    assert line.data["flash_attn"] == "sdpa" and [e.node.value for e in line.root.entries] == ["sdpa"]
+
+
 def test_a_missing_yaml_is_an_error_on_its_line(tmp_path: Path) -> None:
     (tmp_path / "run.sh").write_text("llamafactory-cli train configs/missing.yaml\n")
     found = lint(tmp_path, "--llamafactory-version", "0.9.1")
