@@ -81,6 +81,36 @@ def test_a_repeated_override_is_judged_on_its_last_value(tmp_path: Path) -> None
     assert line.data["flash_attn"] == "sdpa" and [e.node.value for e in line.root.entries] == ["sdpa"]
 
 
+FUNCTION_SCRIPTS = [
+    # a function's assignments apply where it is called, not where it is written
+    "setup() {\n  local X=1\n  T=qwen\n}\nT=bad\nsetup\nllamafactory-cli train --template $T " + ARGS + "\n",
+    # a launch in a function sees the variables of its call
+    "T=bad\nrun() {\n  llamafactory-cli train --template $T " + ARGS + "\n}\nT=qwen\nrun\n",
+    "function run { llamafactory-cli train --template $T " + ARGS + "; }\nT=qwen\nrun\n",
+    "T=bad\nfunction set_t {\n  T=qwen\n}\nset_t\nllamafactory-cli train --template ${T} " + ARGS + "\n",
+]
+
+
+@pytest.mark.parametrize("script", FUNCTION_SCRIPTS)
+def test_shell_functions_are_read_where_they_are_called(tmp_path: Path, script: str) -> None:
+    """Issue 43: variables set inside a function were followed in text order (a false LF035)."""
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.data["template"] == "qwen"
+
+
+def test_a_functions_local_names_end_with_the_call(tmp_path: Path) -> None:
+    script = "T=qwen\nf() {\n  local T=bad\n}\nf\nllamafactory-cli train --template $T " + ARGS + "\n"
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.data["template"] == "qwen"
+
+
+def test_calls_that_multiply_are_bounded(tmp_path: Path) -> None:
+    """`f1() { f0; f0; f0; }` ... 30 levels: 3^29 calls; past the budget what functions set is unknown."""
+    script = "f0() { T=bad; }\n" + "".join(f"f{i}() {{ f{i - 1}; f{i - 1}; f{i - 1}; }}\n" for i in range(1, 30))
+    (line,) = lines_of(project(tmp_path, script + "f29\nllamafactory-cli train --template $T " + ARGS + "\n"))
+    assert line.command["unknown"]
+
+
 def test_a_missing_yaml_is_an_error_on_its_line(tmp_path: Path) -> None:
     (tmp_path / "run.sh").write_text("llamafactory-cli train configs/missing.yaml\n")
     found = lint(tmp_path, "--llamafactory-version", "0.9.1")

@@ -149,25 +149,136 @@ class _Environment:
 
 def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[Source]:
     """One source per LLaMA-Factory launch (`llamafactory-cli train --key value ...`, `torchrun src/train.py
-    ...`) in the script, in the order they appear."""
+    ...`) in the script, in the order they appear. The body of a shell function the script calls is read at each
+    call, as bash runs it (its assignments apply from there; a launch in it sees the variables of its first
+    call); a function never called is read where it is written."""
     from cfgopt.knowledge import schema
 
     script = shell.scan(doc.text)
-    environment = _Environment(doc.text)
-    lf = lf or schema.llamafactory()
-    sources = []
-    covered = 0  # the end of the last launch read: a command before it is inside one of its words
-    for command in script.commands:
-        if command.start < covered:
+    reader = _Reader(doc, lf or schema.llamafactory(), script.commands)
+    reader.run(0, len(script.commands))
+    return sorted(reader.sources.values(), key=lambda s: s.command["start"])
+
+
+_FUNCTION_HEADER = re.compile(r"[ \t]*\([ \t]*\)")
+# Commands read through calls, per command of the script: `f1() { f0; f0; }`, `f2() { f1; f1; }` ... doubles
+# the work per level, so past this budget a call's assignments become values known only at run time.
+CALL_BUDGET = 32
+
+
+class _Reader:
+    """The script's commands in the order they run where the text tells it: top to bottom, with a function's
+    body read at each call of it."""
+
+    def __init__(self, doc: Document, lf: LlamaFactorySchema, commands: list[shell.Command]) -> None:
+        self.doc, self.lf, self.commands = doc, lf, commands
+        self.environment = _Environment(doc.text)
+        self.sources: dict[int, Source] = {}  # by the index of the launch's command
+        self.functions, self.headers = _function_bodies(doc.text, commands)
+        called = {_head(c.words) for i, c in enumerate(commands) if c.depth == 0 and i not in self.headers}
+        # the commands of the bodies of called functions: read at the calls, not where they are written
+        self.deferred = {i for name, (a, b) in self.functions.items() if name in called for i in range(a, b)}
+        self.budget = CALL_BUDGET * len(commands) + 1000
+        self.stack: list[str] = []
+
+    def run(self, start: int, end: int) -> None:
+        covered = 0  # the end of the last launch read: a command before it is inside one of its words
+        top = not self.stack
+        for i in range(start, end):
+            command = self.commands[i]
+            if command.start < covered or (top and i in self.deferred) or i in self.headers:
+                continue
+            self.budget -= 1
+            launch = launch_of(self.environment.expanded(command.words))
+            if launch is not None:
+                covered = command.end
+                if i not in self.sources:
+                    self.sources[i] = _source(self.doc, launch, self.environment, self.lf)
+            elif command.depth == 0 and not self._call(command.words):
+                self.environment.read(command.words)
+
+    def _call(self, words: list[Word]) -> bool:
+        """A call of a function the script defines: its body read now; its `local` names get their values back."""
+        name = _head(words)
+        body = self.functions.get(name)
+        if body is None:
+            return False
+        before = dict(self.environment.static)
+        if self.budget <= 0 or name in self.stack:  # recursion, or past the budget: what any function sets is unknown
+            for command in (self.commands[i] for a, b in self.functions.values() for i in range(a, b)):
+                for word in command.words:
+                    if _ASSIGNMENT.match(word.text):
+                        self.environment.static[word.text.partition("=")[0].rstrip("+")] = None
+            return True
+        self.stack.append(name)
+        self.run(*body)
+        self.stack.pop()
+        for local in _locals(self.commands[body[0] : body[1]]):
+            if local in before:
+                self.environment.static[local] = before[local]
+            else:
+                self.environment.static.pop(local, None)
+        return True
+
+
+def _head(words: list[Word]) -> str:
+    """The command's program name as written ("" when it is an expansion)."""
+    k = _skip_prefixes(words, 0, {})
+    return words[k].text if k < len(words) and words[k].literal else ""
+
+
+def _function_bodies(text: str, commands: list[shell.Command]) -> tuple[dict[str, tuple[int, int]], set[int]]:
+    """Each function of the script (`f() { ...; }`, `function f { ... }`): the command indexes of its body, from
+    the command that opens its `{` to the one that closes it (`f() ( ... )` is not followed); and the headers
+    (`f()` alone), which run nothing. A function written twice: the last one, as bash defines it again."""
+    found: dict[str, tuple[int, int]] = {}
+    headers: set[int] = set()
+    i = 0
+    while i < len(commands):
+        name, opens = _defined_function(text, commands[i])
+        if name is None:
+            i += 1
             continue
-        launch = launch_of(environment.expanded(command.words))
-        if launch is None:
-            if command.depth == 0:
-                environment.read(command.words)
-            continue
-        covered = command.end
-        sources.append(_source(doc, launch, environment, lf))
-    return sources
+        if not opens:
+            headers.add(i)
+            i += 1
+            if i >= len(commands) or not _opens_group(commands[i].words[0]):
+                continue
+        end, level = i + 1, 1
+        while end < len(commands) and level > 0:
+            first = commands[end].words[0]
+            level += _opens_group(first) - (first.literal and first.text == "}")
+            end += 1
+        found[name] = (i, end)
+        i = end
+    return found, headers
+
+
+def _opens_group(word: Word) -> bool:
+    return word.literal and word.text == "{"
+
+
+def _defined_function(text: str, command: shell.Command) -> tuple[str | None, bool]:
+    """The name a command defines a function under (`f()`, `function f`, `function f {`), or None; and whether
+    the command itself opens the body (`function f {`)."""
+    words = command.words
+    if command.depth:
+        return None, False
+    if words[0].literal and words[0].text == "function" and len(words) > 1:
+        return words[1].text, len(words) > 2 and _opens_group(words[2])
+    if len(words) == 1 and words[0].literal and _FUNCTION_HEADER.match(text, command.end):
+        return words[0].text, False
+    return None, False
+
+
+def _locals(body: list[shell.Command]) -> set[str]:
+    """The names a body declares `local` (or `declare` / `typeset`, local inside a function)."""
+    names = set()
+    for command in body:
+        words = command.words[_skip_prefixes(command.words, 0, {}) :]
+        if words and words[0].text in ("local", "declare", "typeset"):
+            names.update(w.text.partition("=")[0].rstrip("+") for w in words[1:] if _NAME.match(w.text))
+    return names
 
 
 # ---------------------------------------------------------------------------------------------- launch shapes
