@@ -118,6 +118,23 @@ def test_a_missing_yaml_is_an_error_on_its_line(tmp_path: Path) -> None:
     assert "`configs/missing.yaml` not found" in found[0]["message"] and found[0]["column"] == 24
 
 
+@pytest.mark.parametrize(
+    "writes",
+    [
+        "OUT=gen\nmkdir -p $OUT\ncat > $OUT/cfg.yaml <<EOF\nstage: sft\nEOF\n",
+        "sed 's/a/b/' base.yaml > gen/cfg.yaml\n",
+        "cp base.yaml ./gen/cfg.yaml\n",
+        "envsubst < base.yaml | tee gen/cfg.yaml\n",
+    ],
+)
+def test_a_yaml_the_script_writes_before_launching_it_is_not_missing(tmp_path: Path, writes: str) -> None:
+    """Issue 43: a YAML the script writes (heredoc, `sed >`, `cp`) does not exist before it runs: no LF044."""
+    (tmp_path / "run.sh").write_text(writes + "llamafactory-cli train gen/cfg.yaml\n")
+    assert not [d for d in lint(tmp_path) if d["code"] == "LF044"]
+    (tmp_path / "run.sh").write_text(writes + "llamafactory-cli train gen/other.yaml\n")
+    assert [d["code"] for d in lint(tmp_path)] == ["LF044"]
+
+
 def test_option_words_after_a_yaml_are_rejected_with_their_key_value_form(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text(YAML)
     (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml --template qwen flash_attn=Fa\n")

@@ -10,6 +10,8 @@ engine (`Project.link`, `Project.diagnostics`).
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.text.source import Kind, Source
@@ -39,6 +41,13 @@ def missing_message(config: str, searched: list[str]) -> str:
         f"`{config}` not found (looked in {where}): LLaMA-Factory stops at once (`FileNotFoundError` when "
         "`read_args` opens it)"
     )
+
+
+def written_by_script(config: str, written: Iterable[str]) -> bool:
+    """Does the script write the YAML before launching it (`cat > cfg.yaml <<EOF`, `sed ... > cfg.yaml`, `cp
+    base.yaml cfg.yaml`)? Then its absence now says nothing: the job is open (its keys are known when it runs)."""
+    wanted = posixpath.normpath(config)
+    return any(posixpath.normpath(path) == wanted for path in written if path)
 
 
 def attach(line: Source, yaml_sources: list[Source]) -> None:

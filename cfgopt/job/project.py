@@ -267,7 +267,7 @@ class Project:
         found, searched = resolve_reference(word, src.document.path) if literal else (None, [])
         if found is None or not self._may_read(found, src, word):
             src.command["open"] = True
-            if literal and found is None:
+            if literal and found is None and not launch_jobs.written_by_script(word, src.command.get("written", ())):
                 src.command["launch_errors"].append((start, end, launch_jobs.missing_message(word, searched), None))
             return
         self._note_where_found(word, found, searched, src.document.path)

@@ -160,6 +160,9 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
     return sorted(reader.sources.values(), key=lambda s: s.command["start"])
 
 
+# Commands that may create a file named among their arguments: a launch of a YAML one of them names is not judged
+# missing (the file exists by the time the launch runs).
+_WRITERS = _words("cp mv ln install rsync scp tee wget curl sed awk yq jq envsubst python python3 touch dd truncate")
 _FUNCTION_HEADER = re.compile(r"[ \t]*\([ \t]*\)")
 # Commands read through calls, per command of the script: `f1() { f0; f0; }`, `f2() { f1; f1; }` ... doubles
 # the work per level, so past this budget a call's assignments become values known only at run time.
@@ -180,6 +183,9 @@ class _Reader:
         self.deferred = {i for name, (a, b) in self.functions.items() if name in called for i in range(a, b)}
         self.budget = CALL_BUDGET * len(commands) + 1000
         self.stack: list[str] = []
+        self.redirected = shell.scan(doc.text).layout.written
+        self.written: list[str] = []  # the files the commands read so far may have written (`cat > cfg.yaml`)
+        self.position = 0  # where the top-level command being read starts
 
     def run(self, start: int, end: int) -> None:
         covered = 0  # the end of the last launch read: a command before it is inside one of its words
@@ -189,13 +195,27 @@ class _Reader:
             if command.start < covered or (top and i in self.deferred) or i in self.headers:
                 continue
             self.budget -= 1
-            launch = launch_of(self.environment.expanded(command.words))
+            self.position = command.start if top else self.position
+            words = self.environment.expanded(command.words)
+            launch = launch_of(words)
             if launch is not None:
                 covered = command.end
                 if i not in self.sources:
                     self.sources[i] = _source(self.doc, launch, self.environment, self.lf)
-            elif command.depth == 0 and not self._call(command.words):
-                self.environment.read(command.words)
+                    self.sources[i].command["written"] = self._written_before()
+            else:
+                if _head(words) in _WRITERS:
+                    self.written.extend(w.text for w in words if w.literal)
+                if command.depth == 0 and not self._call(command.words):
+                    self.environment.read(command.words)
+
+    def _written_before(self) -> list[str]:
+        """The paths the script may have written before this launch: its output redirections so far (`cat >
+        cfg.yaml <<EOF`, `sed ... > cfg.yaml`) and the arguments of the commands that write files (`cp`, `tee`)."""
+        static = self.environment.static
+        targets = (w for w in self.redirected if w.start < self.position)
+        redirected = [shell.expand(self.doc.text, w, static) for w in targets]
+        return self.written + [w.text for w in redirected if w.literal]
 
     def _call(self, words: list[Word]) -> bool:
         """A call of a function the script defines: its body read now; its `local` names get their values back."""

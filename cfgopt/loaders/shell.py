@@ -32,6 +32,7 @@ _NAME_CHARS = "_@*#?$!-"
 _ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|")
 _REDIRECTIONS = ("<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">&", ">|", ">", "&>>", "&>")
+_WRITES = frozenset({"<>", ">>", ">|", ">", "&>>", "&>"})  # the redirections that create their target file
 
 
 class Word(NamedTuple):
@@ -59,6 +60,7 @@ class ScriptLayout:
     def __init__(self) -> None:
         self.opaque: list[tuple[int, int]] = []
         self.comments: list[tuple[int, int]] = []
+        self.written: list[Word] = []  # the targets of output redirections (`> cfg.yaml`, `>> log`), in text order
         self._reach: dict[int, list[int]] = {}
 
     def in_opaque(self, offset: int) -> bool:
@@ -309,6 +311,8 @@ class _Lexer:
             target, j = self.word(j, depth)
             if op in ("<<", "<<-"):
                 self.pending_heredocs.append((target.text, op == "<<-"))
+            elif op in _WRITES:
+                self.layout.written.append(target)
         return max(j, i + 1)
 
     def heredoc_bodies(self, i: int) -> int:
