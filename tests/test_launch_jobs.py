@@ -363,3 +363,34 @@ def test_jobs_share_an_estimate_only_where_every_key_it_read_agrees(tmp_path: Pa
     proj = project(tmp_path, script, target_name="h200")
     a, b, c = (proj.context(s).job.estimate(1) for s in lines_of(proj))
     assert a is not None and a is b and c is not a and c.required_gib > a.required_gib
+
+
+# ---------------------------------------------------------------- arguments cut off from the launch (issue 42)
+
+
+@pytest.mark.parametrize(
+    ("script", "why"),
+    [
+        (f"llamafactory-cli train {ARGS} \\\n  # --lora_rank 8 \\\n  --bf16 true\n", "comment"),
+        (f"llamafactory-cli train {ARGS} \\\n\n  --bf16 true\n", "blank"),
+        (f"llamafactory-cli train {ARGS}\n  --bf16 true\n", "no-continuation"),
+        (f"llamafactory-cli train {ARGS}  # a note\n--bf16 true\n", "no-continuation"),
+    ],
+)
+def test_arguments_below_a_cut_are_reported(tmp_path: Path, script: str, why: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.command["cut_off"][3] == why and "bf16" not in line.data
+    assert [d["code"] for d in lint(tmp_path, "--select", "LF049")] == ["LF049"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"llamafactory-cli train {ARGS}\n# --bf16 true\necho done\n",  # the comment after the command
+        f"llamafactory-cli train {ARGS}; --bf16\n",  # `;`: written as two commands
+        f"llamafactory-cli train {ARGS}\n\n\n\n\n--bf16\n",  # far below: not one command cut in two
+    ],
+)
+def test_a_command_that_ends_where_it_is_written_is_no_cut(tmp_path: Path, script: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.command["cut_off"] is None
