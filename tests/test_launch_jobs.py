@@ -394,3 +394,55 @@ def test_arguments_below_a_cut_are_reported(tmp_path: Path, script: str, why: st
 def test_a_command_that_ends_where_it_is_written_is_no_cut(tmp_path: Path, script: str) -> None:
     (line,) = lines_of(project(tmp_path, script))
     assert line.command["cut_off"] is None
+
+
+# ---------------------------------------------------------------- options accumulated before the launch (issue 42)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f'OPTS="{ARGS}"\nOPTS+=" --template qwen"\nOPTS="$OPTS --bf16 true"\nllamafactory-cli train $OPTS\n',
+        f'ARGS=({ARGS})\nARGS+=(--template qwen\n  --bf16 true)\nllamafactory-cli train "${{ARGS[@]}}"\n',
+        f'BASE="{ARGS}"\nEXTRA=(--template "qwen")\nllamafactory-cli train ${{BASE}} "${{EXTRA[@]}}" --bf16 true\n',
+    ],
+)
+def test_options_accumulated_in_variables_and_arrays_are_the_jobs(tmp_path: Path, script: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.data["template"] == "qwen" and line.data["bf16"] is True and line.data["stage"] == "sft"
+    assert not line.command["open"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # a value added in a branch, a loop, a `case` or after `&&` may or may not be there: unknown
+        f'OPTS="{ARGS}"\nif [ -n "$X" ]; then\n  OPTS+=" --fp16 true"\nfi\nllamafactory-cli train $OPTS\n',
+        f'OPTS="{ARGS}"\n[ -n "$X" ] && OPTS+=" --fp16 true"\nllamafactory-cli train $OPTS\n',
+        f'OPTS="{ARGS}"\ncase $1 in\n  v100) OPTS+=" --fp16 true";;\nesac\nllamafactory-cli train $OPTS\n',
+        f'ARGS=({ARGS})\nfor x in a b; do ARGS+=(--fp16 true); done\nllamafactory-cli train "${{ARGS[@]}}"\n',
+        f'ARGS=({ARGS})\nARGS[3]=--fp16\nllamafactory-cli train "${{ARGS[@]}}"\n',
+        f'OPTS="{ARGS} --fp16 *"\nllamafactory-cli train $OPTS\n',  # bash would glob `*`
+        'OPTS="$1"\nllamafactory-cli train $OPTS --fp16 true\n',
+    ],
+)
+def test_accumulated_options_that_may_differ_at_run_time_stay_open(tmp_path: Path, script: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.command["open"] and "bf16" not in line.data
+
+
+def test_no_fix_edits_the_variable_that_holds_the_options(tmp_path: Path) -> None:
+    """The findings on `$OPTS`'s words stand at `$OPTS`; a fix there would rewrite or delete the variable."""
+    script = (
+        f'OPTS="{ARGS} --template qwen --flash_attn Fa --fp16 --bf16 true --fake_key 1"\nllamafactory-cli train $OPTS\n'
+    )
+    (tmp_path / "run.sh").write_text(script)
+    codes = {d["code"] for d in lint(tmp_path)}
+    assert {"LF003", "LF004"} <= codes
+    subprocess.run(
+        [sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "--select", "LF", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert (tmp_path / "run.sh").read_text() == script

@@ -89,62 +89,136 @@ class Launch(NamedTuple):
 
 
 class _Environment:
-    """What the script has set so far, in script order (control flow is not followed): every shell variable's
-    value where it is static (`YAML=configs/x.yaml`, `OUT=${BASE}/out`) or None where it is known only at run time
-    (`template=$1`, `N=$(nproc)`, a `for` or `read` variable), and the tracked variables exported (`export A=1`)."""
+    """What the script has set so far, in the order it runs where the text tells it: every shell variable's value
+    where it is static (`YAML=configs/x.yaml`, `OUT=${BASE}/out`, `OPTS+=" --bf16"`), each array's elements
+    (`ARGS=(--bf16 --template qwen)`, `ARGS+=(...)`), or None where it is known only at run time (`template=$1`,
+    `N=$(nproc)`, a `for` or `read` variable, a value set in a branch, a loop or after `&&` that differs from the
+    one before), and the tracked variables exported (`export A=1`)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.static: dict[str, str | None] = {}
+        self.arrays: dict[str, list[str] | None] = {}
         self.variables: dict[str, Word | None] = {}
         self.exported: dict[str, Word | None] = {}
 
     def expanded(self, words: list[Word]) -> list[Word]:
-        """The words with the variables of static value expanded (`"${YAML}"` -> `configs/x.yaml`); a word
-        holding any other expansion stays as it is (not literal: unknown)."""
+        """The words with the variables of static value expanded (`"${YAML}"` -> `configs/x.yaml`), an unquoted
+        `$OPTS` split into its words and `"${ARGS[@]}"` into its elements, as bash expands them; a word holding any
+        other expansion stays as it is (not literal: unknown)."""
         if all(w.literal for w in words):
             return words
-        return [shell.expand(self.text, w, self.static) for w in words]
+        out: list[Word] = []
+        for word in words:
+            spread = self._spread(word) if not word.literal else None
+            if spread is not None:
+                out.extend(Word(value, word.start, word.end, True, False, True) for value in spread)
+            else:
+                out.append(shell.expand(self.text, word, self.static))
+        return out
 
-    def read(self, words: list[Word]) -> None:
+    def _spread(self, word: Word) -> list[str] | None:
+        """The words an unquoted `$NAME` / `${NAME}` of a known value, or a `"${NAME[@]}"` of a known array,
+        becomes (bash's word splitting on blanks; a value bash would glob stays unknown); None: not such a word."""
+        match = _WHOLE_EXPANSION.fullmatch(self.text[word.start : word.end])
+        if match is None:
+            return None
+        name = match.group("plain") or match.group("braced")
+        array, quoted = match.group("all") is not None, match.group("q") is not None
+        if array:
+            elements = self.arrays.get(name)
+            if elements is None or (not quoted and any(_GLOB & set(e) or not e.strip() for e in elements)):
+                return None
+            return elements if quoted else [part for e in elements for part in e.split()]
+        value = self.static.get(name)
+        if quoted or value is None or _GLOB & set(value):
+            return None
+        return value.split()
+
+    def read(self, words: list[Word], conditional: bool = False) -> None:
         """Follow one command that is not a launch: `A=1`, `export A=1 B`, `local A=$1`, `unset A`, `for A in`,
-        `read A` (after `then`, `do` ...)."""
+        `read A` (after `then`, `do` ...). `conditional`: the command may not run (a branch, a loop, after `&&`)."""
+        for word in words:
+            indexed = _INDEXED_ASSIGNMENT.match(word.text)
+            if indexed:  # `ARGS[2]=x`: the array changes where cfgopt does not follow it
+                self.arrays[indexed.group(1)] = None
         assignments: dict[str, Word] = {}
         k = _skip_prefixes(words, 0, assignments)
         words = words[k:]
         if not words:
             for word in assignments.values():
-                self._assign(word, export=False)
+                self._assign(word, export=False, conditional=conditional)
             return
         head = words[0].text if words[0].literal else ""
         if head in ("export", "declare", "typeset", "local", "readonly"):
             exporting = head == "export" or any(w.text.startswith("-") and "x" in w.text for w in words)
             for word in words[1:]:
                 if _ASSIGNMENT.match(word.text):
-                    self._assign(word, export=exporting)
+                    self._assign(word, export=exporting, conditional=conditional)
                 elif exporting and word.text in TRACKED_ENV:
                     self.exported[word.text] = self.variables.get(word.text)
         elif head == "unset":
             for word in words[1:]:
-                self.static.pop(word.text, None)
-                self.variables.pop(word.text, None)
-                self.exported.pop(word.text, None)
+                for table in (self.static, self.arrays, self.variables, self.exported):
+                    table.pop(word.text, None)
         elif head in ("for", "select") and len(words) > 1:
             self.static[words[1].text] = None
         elif head in ("read", "mapfile", "readarray", "getopts"):
             for word in words[1:]:
                 if _NAME.fullmatch(word.text):
                     self.static[word.text] = None
+                    self.arrays[word.text] = None
 
-    def _assign(self, word: Word, export: bool) -> None:
+    def _assign(self, word: Word, export: bool, conditional: bool = False) -> None:
+        raw = self.text[word.start : word.end]
+        array = _ARRAY_ASSIGNMENT.fullmatch(raw)
+        if array is not None:
+            self._assign_array(array.group(1), array.group(2) == "+", array.group(3), conditional)
+            return
         word = shell.expand(self.text, word, self.static, assignment=True)
         name, _, value = word.text.partition("=")
+        appended = name.endswith("+")
         name = name.rstrip("+")
-        self.static[name] = value if word.literal and not word.text.startswith(f"{name}+=") else None
+        known: str | None = value if word.literal else None
+        if appended:  # `OPTS+=" --bf16"`: after the value it had, where that is known
+            before = self.static.get(name)
+            known = before + known if before is not None and known is not None else None
+        if conditional and known != self.static.get(name, known if not appended else None):
+            known = None  # set or not, as the script runs: either value
+        self.static[name] = known
+        self.arrays.pop(name, None)
         if name in TRACKED_ENV:
-            self.variables[name] = word
+            unchanged = name not in self.variables or getattr(self.variables[name], "text", None) == word.text
+            self.variables[name] = word if not conditional or unchanged else None
             if export or name in self.exported:
-                self.exported[name] = word
+                self.exported[name] = self.variables[name]
+
+    def _assign_array(self, name: str, appended: bool, body: str, conditional: bool) -> None:
+        """`NAME=(a b c)` / `NAME+=(d)`: the elements where every one is known."""
+        elements: list[str] | None = []
+        for command in shell.scan(body).commands:
+            for element in command.words:
+                value = shell.expand(body, element, self.static)
+                if not value.literal or elements is None:
+                    elements = None
+                    break
+                elements.append(value.text)
+        if appended:
+            before = self.arrays.get(name)
+            elements = before + elements if before is not None and elements is not None else None
+        if conditional and elements != self.arrays.get(name):
+            elements = None
+        self.arrays[name] = elements
+        self.static[name] = None  # `$NAME` is its first element: not followed
+
+
+# A word that is one expansion of a variable (`$OPTS`, `${OPTS}`) or of all of an array's elements (`"${ARGS[@]}"`)
+_WHOLE_EXPANSION = re.compile(
+    r'(?P<q>")?\$(?:(?P<plain>[A-Za-z_][A-Za-z0-9_]*)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<all>\[@\])?\})(?(q)")'
+)
+_GLOB = frozenset("*?[")
+_ARRAY_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)", re.DOTALL)
+_INDEXED_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\+?=")
 
 
 def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[Source]:
@@ -163,6 +237,8 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
 # Commands that may create a file named among their arguments: a launch of a YAML one of them names is not judged
 # missing (the file exists by the time the launch runs).
 _WRITERS = _words("cp mv ln install rsync scp tee wget curl sed awk yq jq envsubst python python3 touch dd truncate")
+_CONTROL = {"if": 1, "while": 1, "until": 1, "for": 1, "select": 1, "fi": -1, "done": -1}
+_CONTROL.update(dict.fromkeys(("then", "else", "elif", "do", "!", "{"), 0))
 _FUNCTION_HEADER = re.compile(r"[ \t]*\([ \t]*\)")
 # Commands read through calls, per command of the script: `f1() { f0; f0; }`, `f2() { f1; f1; }` ... doubles
 # the work per level, so past this budget a call's assignments become values known only at run time.
@@ -186,6 +262,9 @@ class _Reader:
         self.redirected = shell.scan(doc.text).layout.written
         self.written: list[str] = []  # the files the commands read so far may have written (`cat > cfg.yaml`)
         self.position = 0  # where the top-level command being read starts
+        self.level = 0  # the branches and loops open around the command being read
+        self.conditional_calls = 0  # calls being read that may not run (`[ -n "$X" ] && setup`)
+        self.cases = shell.scan(doc.text).layout.cases
 
     def run(self, start: int, end: int) -> None:
         covered = 0  # the end of the last launch read: a command before it is inside one of its words
@@ -196,6 +275,9 @@ class _Reader:
                 continue
             self.budget -= 1
             self.position = command.start if top else self.position
+            opened = self._nesting(command)
+            conditional = self.level > 0 or self.conditional_calls > 0 or self._guarded(command)
+            self.level += opened
             words = self.environment.expanded(command.words)
             launch = launch_of(words)
             if launch is not None:
@@ -207,8 +289,32 @@ class _Reader:
             else:
                 if _head(words) in _WRITERS:
                     self.written.extend(w.text for w in words if w.literal)
-                if command.depth == 0 and not self._call(command.words):
-                    self.environment.read(command.words)
+                if command.depth == 0 and not self._call(command.words, conditional):
+                    self.environment.read(command.words, conditional)
+
+    def _nesting(self, command: shell.Command) -> int:
+        """How the command changes the nesting of branches and loops: +1 per `if` / `while` / `until` / `for` /
+        `select` it opens, -1 per `fi` / `done` that closes one (a body inside may not run, or run again)."""
+        if command.depth:
+            return 0
+        change = 0
+        for word in command.words:
+            if not word.literal or word.text not in _CONTROL:
+                break
+            change += _CONTROL[word.text]
+            if word.text in ("for", "select"):
+                break
+        if change < 0:
+            self.level = max(0, self.level + change)
+            return 0
+        return change
+
+    def _guarded(self, command: shell.Command) -> bool:
+        """Does the command run only as the other side of `&&` / `||`, in a pipeline (a subshell) or a `case`?"""
+        before = self.doc.text[: command.start].rstrip(" \t\r\n\\")
+        if before.endswith(("&&", "||", "|")) or (before.endswith("(") and command.depth == 0):
+            return True
+        return any(start < command.start < end for start, end in self.cases)
 
     def _written_before(self) -> list[str]:
         """The paths the script may have written before this launch: its output redirections so far (`cat >
@@ -218,22 +324,25 @@ class _Reader:
         redirected = [shell.expand(self.doc.text, w, static) for w in targets]
         return self.written + [w.text for w in redirected if w.literal]
 
-    def _call(self, words: list[Word]) -> bool:
+    def _call(self, words: list[Word], conditional: bool = False) -> bool:
         """A call of a function the script defines: its body read now; its `local` names get their values back."""
         name = _head(words)
         body = self.functions.get(name)
         if body is None:
             return False
+        self.conditional_calls += conditional
         before = dict(self.environment.static)
         if self.budget <= 0 or name in self.stack:  # recursion, or past the budget: what any function sets is unknown
             for command in (self.commands[i] for a, b in self.functions.values() for i in range(a, b)):
                 for word in command.words:
                     if _ASSIGNMENT.match(word.text):
                         self.environment.static[word.text.partition("=")[0].rstrip("+")] = None
+            self.conditional_calls -= conditional
             return True
         self.stack.append(name)
         self.run(*body)
         self.stack.pop()
+        self.conditional_calls -= conditional
         for local in _locals(self.commands[body[0] : body[1]]):
             if local in before:
                 self.environment.static[local] = before[local]
@@ -678,7 +787,8 @@ def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], d
         entry = Entry(key=name, key_start=word.start, key_end=key_end, node=vnode, path=(name,))
         editable = shell.static_word(value_word)
         at = (shell.locate(text, word, 2 + len(key)) or (-1, "")) if eq else (-1, "")
-        entry.argument = Argument(word.text, word.start, word.end, verbatim, bool(eq), False, editable, *at)
+        computed = word.expanded or (value_word.expanded and value_word.start == word.start)
+        entry.argument = Argument(word.text, word.start, word.end, verbatim, bool(eq), False, editable, *at, computed)
         entries.append(entry)
         value[name] = vnode.value
     return entries, value

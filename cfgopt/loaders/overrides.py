@@ -97,7 +97,8 @@ def _dotlist(source: Source, words: list[Word], version: str, fields) -> tuple[l
             source.command["unknown"].append((node.start, node.end))
         entry = Entry(key=key, key_start=word.start, key_end=key_end, node=node, path=(key,))
         at = shell.locate(text, word, len(key)) or (-1, "")
-        entry.argument = Argument(word.text, word.start, word.end, verbatim, True, True, shell.static_word(word), *at)
+        editable = shell.static_word(word)
+        entry.argument = Argument(word.text, word.start, word.end, verbatim, True, True, editable, *at, word.expanded)
         entries.append(entry)
         values[key] = node.value
         i += 1

@@ -61,6 +61,7 @@ class ScriptLayout:
         self.opaque: list[tuple[int, int]] = []
         self.comments: list[tuple[int, int]] = []
         self.written: list[Word] = []  # the targets of output redirections (`> cfg.yaml`, `>> log`), in text order
+        self.cases: list[tuple[int, int]] = []  # each `case ... esac`, from `case` to `esac` (its bodies run or not)
         self._reach: dict[int, list[int]] = {}
 
     def in_opaque(self, offset: int) -> bool:
@@ -375,6 +376,7 @@ class _Sequence:
         self.words: list[Word] = []
         self.parens = 0
         self.cases: list[str] = []  # per open `case`: "header" (before `in`), "pattern" or "body"
+        self.case_starts: list[int] = []  # where each open `case` starts
 
     def finish(self) -> None:
         if self.words:
@@ -439,15 +441,20 @@ class _Sequence:
             return True
         if state == "pattern":
             if word.text == "esac" and word.literal:
-                self.cases.pop()
+                self._end_case(word)
             return True
         if not self.words and word.literal and word.text == "case":
             self.cases.append("header")
+            self.case_starts.append(word.start)
             return True
         if not self.words and state == "body" and word.literal and word.text == "esac":
-            self.cases.pop()
+            self._end_case(word)
             return True
         return False
+
+    def _end_case(self, esac: Word) -> None:
+        self.cases.pop()
+        self.lexer.layout.cases.append((self.case_starts.pop(), esac.end))
 
 
 def _is_fd_name(text: str) -> bool:
