@@ -446,3 +446,30 @@ def test_no_fix_edits_the_variable_that_holds_the_options(tmp_path: Path) -> Non
         env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
     )
     assert (tmp_path / "run.sh").read_text() == script
+
+
+def test_the_summary_names_the_launch_that_states_the_gpu_count(tmp_path: Path) -> None:
+    """Issue 42: `NPROC_PER_NODE=8 llamafactory-cli train cfg.yaml` judges cfg.yaml for 8 GPUs, and says so."""
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("#!/bin/bash\nNPROC_PER_NODE=8 llamafactory-cli train x.yaml\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--format", "json", "--target", "h100", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    files = {f["file"]: f for f in json.loads(run.stdout)["files"]}
+    for name in ("run.sh", "x.yaml"):
+        assert files[name]["gpus"] == 8
+        assert files[name]["hardware_source"] == "--target, run.sh: `NPROC_PER_NODE=8` (line 2)"
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--target", "h100", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    text = run.stdout + run.stderr
+    assert "judged for 8 x h100 (--target, run.sh: `NPROC_PER_NODE=8` (line 2))" in text
+    assert "GPU count not stated" not in text

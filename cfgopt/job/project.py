@@ -251,6 +251,7 @@ class Project:
             if src.kind == Kind.LF_CLI and src.command.get("yaml"):
                 self._link_launch(src)
         launch_jobs.launched_gpus(self.sources)
+        self._note_launched_gpus()
         for src in list(self.sources):
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
                 continue
@@ -258,6 +259,16 @@ class Project:
             if isinstance(ref, str) and ref:
                 self._link_deepspeed(src, ref)
         self._link_requirements()
+
+    def _note_launched_gpus(self) -> None:
+        """A file judged for the GPU count its launches state (`launch_jobs.launched_gpus`) says so in the
+        summary: its settings carry that count and where it came from, unless `--gpus` or the project config
+        stated one."""
+        for path, (count, where) in launch_jobs.gpus_by_file(self.sources).items():
+            key = real_path(path)
+            settings = self.settings_of(path)
+            if settings.gpus is None or settings.gpus_source == "detected":
+                self.file_settings[key] = launch_jobs.with_launched_gpus(settings, count, where)
 
     def _link_launch(self, src: Source) -> None:
         """A line naming a YAML: the YAML read and merged under the line's overrides (`cfgopt.job.launch_jobs`); a
