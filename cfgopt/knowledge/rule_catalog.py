@@ -263,6 +263,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     ),
     "lf048_dataset_unreadable": ("LF048", "dataset-unreadable", "llamafactory-cli llamafactory-train", "dataset"),
     "lf049_launch_arguments_cut_off": ("LF049", "launch-arguments-cut-off", "llamafactory-cli", "*"),
+    "lf050_fp16_on_bf16_trained_model": (
+        "LF050",
+        "fp16-on-bf16-trained-model",
+        "llamafactory-cli llamafactory-train",
+        "*",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),
