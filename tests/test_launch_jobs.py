@@ -473,3 +473,25 @@ def test_the_summary_names_the_launch_that_states_the_gpu_count(tmp_path: Path) 
     text = run.stdout + run.stderr
     assert "judged for 8 x h100 (--target, run.sh: `NPROC_PER_NODE=8` (line 2))" in text
     assert "GPU count not stated" not in text
+
+
+@pytest.mark.parametrize(
+    ("line", "launcher", "gpus"),
+    [
+        ("mpirun -np 16 -H a:8,b:8 -x NCCL_DEBUG=INFO python src/train.py", "mpirun python src/train.py", 16),
+        (
+            "mpirun --allow-run-as-root --bind-to none -mca pml ob1 python3 -u src/train.py",
+            "mpirun python src/train.py",
+            None,
+        ),
+        ("srun --nodes=2 --ntasks-per-node=8 --gres=gpu:8 python src/train.py", "srun python src/train.py", 16),
+        ("srun --ntasks 4 python src/train.py", "srun python src/train.py", 4),
+        ("srun torchrun --nnodes 2 --nproc_per_node 8 src/train.py", "srun torchrun src/train.py", 16),
+        ("deepspeed --hostfile=hosts --num_gpus 8 src/train.py", "deepspeed src/train.py", 8),
+    ],
+)
+def test_mpi_and_slurm_launches_are_read_as_the_job_they_start(line: str, launcher: str, gpus: int | None) -> None:
+    """Issue 42: `mpirun ... python src/train.py --key v` was not followed, so its arguments went unjudged."""
+    (src,) = find_commands(Document(path=Path("run.sh"), text=f"{line} {ARGS} --template qwen --flash_attn Fa\n"))
+    assert src.command["launcher"] == launcher and src.data["flash_attn"] == "Fa"
+    assert (src.command["launcher_gpus"] or (None,))[0] == gpus

@@ -86,6 +86,9 @@ class Launch(NamedTuple):
     args: list[Word]  # LLaMA-Factory's arguments
     options: dict[str, Word]  # the launcher's options (name -> value word; a flag's value is its own word)
     env: dict[str, Word]  # `VAR=value` prefixes and `env VAR=value` of this command
+    # the processes an MPI / Slurm wrapper starts (`mpirun -np 16 python ...`) and what says so; None: no wrapper
+    # or no count stated
+    processes: tuple[int, str] | None = None
 
 
 class _Environment:
@@ -452,6 +455,61 @@ def launch_of(words: list[Word]) -> Launch | None:
         return _launcher(name, program, words, k + 1, env)
     if program == "accelerate" and k + 1 < len(words) and words[k + 1].text == "launch":
         return _launcher(name, "accelerate", words, k + 2, env, "accelerate launch")
+    if program in _WRAPPERS:
+        return _wrapped(program, words, k + 1, env)
+    return None
+
+
+# Programs that start another one on every rank (MPI, Slurm): `mpirun -np 16 python src/train.py ...`
+_WRAPPERS = frozenset({"mpirun", "mpiexec", "orterun", "srun"})
+_LAUNCHED = re.compile(r"python(\d+(\.\d+)?)?|torchrun|deepspeed|accelerate|llamafactory-cli|lmf")
+
+
+def _wrapped(wrapper: str, words: list[Word], k: int, env: dict[str, Word]) -> Launch | None:
+    """The launch an MPI or Slurm wrapper runs: its first word naming a launcher or Python (the wrapper's
+    options before it are its own); the processes it starts where it says how many."""
+    inner = next(
+        (j for j in range(k, len(words)) if words[j].literal and _LAUNCHED.fullmatch(words[j].text.rsplit("/", 1)[-1])),
+        None,
+    )
+    if inner is None:
+        return None
+    launch = launch_of(words[inner:])
+    if launch is None:
+        return None
+    options = _wrapper_options(words[k:inner])
+    shown = f"{wrapper} {launch.launcher}"
+    return launch._replace(launcher=shown, env={**env, **launch.env}, processes=_processes(wrapper, options))
+
+
+def _wrapper_options(words: list[Word]) -> dict[str, Word]:
+    """`-np 16`, `--ntasks=8`, `-N 2`: each option with the word after it (or its inline value)."""
+    options: dict[str, Word] = {}
+    for i, word in enumerate(words):
+        name, eq, inline = word.text.partition("=")
+        if not name.startswith("-"):
+            continue
+        if eq:
+            options[name] = Word(inline, word.start, word.end, word.literal)
+        elif i + 1 < len(words):
+            options[name] = words[i + 1]
+    return options
+
+
+def _processes(wrapper: str, options: dict[str, Word]) -> tuple[int, str] | None:
+    if wrapper != "srun":
+        for option in ("-np", "-n", "--np", "-c"):
+            count = _count(options.get(option))
+            if count is not None:
+                return count, f"`{wrapper} {option} {count}`"
+        return None
+    count = _count(options.get("--ntasks") or options.get("-n"))
+    if count is not None:
+        return count, f"`srun --ntasks {count}`"
+    per_node = _count(options.get("--ntasks-per-node"))
+    nodes = _count(options.get("--nodes") or options.get("-N")) or (None if per_node is None else 1)
+    if per_node is not None and nodes is not None:
+        return per_node * nodes, f"`srun --ntasks-per-node {per_node}` x {nodes} node(s)"
     return None
 
 
@@ -648,6 +706,8 @@ def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> t
 def _per_node(launch: Launch, env: dict[str, Word | None], doc: Document) -> tuple[int, str] | None:
     opts = launch.options
     kind = launch.kind
+    if launch.processes is not None and kind == "python":
+        return launch.processes  # one rank per process the wrapper starts
     for option in ("--num_gpus", "--num_accelerators", "--nproc_per_node", "--nproc-per-node", "--num_processes"):
         count = _count(opts.get(option))
         if count is not None and option in opts:
