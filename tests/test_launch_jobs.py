@@ -495,3 +495,37 @@ def test_mpi_and_slurm_launches_are_read_as_the_job_they_start(line: str, launch
     (src,) = find_commands(Document(path=Path("run.sh"), text=f"{line} {ARGS} --template qwen --flash_attn Fa\n"))
     assert src.command["launcher"] == launcher and src.data["flash_attn"] == "Fa"
     assert (src.command["launcher_gpus"] or (None,))[0] == gpus
+
+
+# ---------------------------------------------------------------- HF-Trainer scripts of other projects (issue 42)
+
+DS_FP16 = '{"train_micro_batch_size_per_gpu": "auto", "fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}'
+HF_LINE = (
+    "torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-7B --data_path data.json "
+    "--deepspeed ds.json --bf16 True --output_dir out --per_device_train_batch_size 4 --lora_enable True\n"
+)
+
+
+def test_an_hf_trainer_launch_is_judged_by_its_training_arguments(tmp_path: Path) -> None:
+    """`torchrun train.py --deepspeed ds.json --bf16 ...` of another project: its DeepSpeed JSON, precision and GPU
+    count are judged with TrainingArguments' names; its own arguments (`--data_path`, `--lora_enable`) are not."""
+    (tmp_path / "ds.json").write_text(DS_FP16)
+    (line,) = lines_of(project(tmp_path, HF_LINE))
+    assert line.command["trainer"] == "hf" and line.data["bf16"] is True
+    assert line.command["launcher_gpus"][0] == 8
+    found = lint(tmp_path, "--target", "v100")
+    codes = sorted(d["code"] for d in found)
+    assert codes == ["LF008", "XF001"], codes  # bf16 on a V100; the JSON's fp16 against --bf16
+    xf001 = next(d for d in found if d["code"] == "XF001")
+    assert xf001["file"].endswith("ds.json") and xf001["severity"] == "error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "python train.py --data_path d.json --output_dir out --epochs 3\n",  # no TrainingArguments signature
+        "deepspeed train.py --deepspeed --deepspeed_config ds.json --output_dir out\n",  # DeepSpeed's own flag
+    ],
+)
+def test_other_python_scripts_are_not_judged(tmp_path: Path, line: str) -> None:
+    assert lines_of(project(tmp_path, line)) == []

@@ -45,6 +45,18 @@ def missing_message(config: str, searched: list[str]) -> str:
     )
 
 
+# The rules that judge an HF-Trainer script's launch (`torchrun train.py --deepspeed ds.json --bf16 ...`, another
+# project's script): only what TrainingArguments and its DeepSpeed JSON decide; the script's other arguments, its
+# data and its model loading are its own (docs/command-lines.md).
+HF_TRAINER_RULES = frozenset({"LF004", "LF005", "LF008", "LF050", "PF001"})
+
+
+def judged_as_hf_trainer(source: Source, code: str) -> bool:
+    """Does the rule `code` judge this source? Every rule judges a LLaMA-Factory source; an HF-Trainer launch
+    only by HF_TRAINER_RULES."""
+    return source.command.get("trainer") != "hf" or code in HF_TRAINER_RULES
+
+
 def written_by_script(config: str, written: Iterable[str]) -> bool:
     """Does the script write the YAML before launching it (`cat > cfg.yaml <<EOF`, `sed ... > cfg.yaml`, `cp
     base.yaml cfg.yaml`)? Then its absence now says nothing: the job is open (its keys are known when it runs)."""

@@ -343,7 +343,11 @@ class Project:
         """A requirement file's consumers: the LLaMA-Factory configs of the run at or below its folder, the jobs
         it installs for (ENV003 asks whether one of them uses bitsandbytes)."""
         files = [src for src in self.sources if src.kind == Kind.REQUIREMENTS]
-        configs = [src for src in self.sources if src.kind.is_llamafactory and src.error is None]
+        configs = [
+            src
+            for src in self.sources
+            if src.kind.is_llamafactory and src.error is None and src.command.get("trainer") != "hf"
+        ]
         for req in files:
             folder = real_path(req.document.path).parent
             found = [c for c in configs if folder in real_path(c.document.path).parents]

@@ -89,6 +89,9 @@ class Launch(NamedTuple):
     # the processes an MPI / Slurm wrapper starts (`mpirun -np 16 python ...`) and what says so; None: no wrapper
     # or no count stated
     processes: tuple[int, str] | None = None
+    # whose arguments these are: "llamafactory", or "hf" for another project's script run by the HF Trainer
+    # (`torchrun train.py --deepspeed ds.json --bf16 --output_dir out`), read by its TrainingArguments names only
+    trainer: str = "llamafactory"
 
 
 class _Environment:
@@ -652,8 +655,28 @@ def _entry_point(
         return Launch(name, kind, shown, "train", None, rest, options, env)
     if path == "src/train.py" or path.endswith("/src/train.py"):
         signed = (rest and _is_config(rest[0])) or any(w.text.partition("=")[0] in _SIGNATURE_KEYS for w in rest)
-        return Launch(name, kind, shown, "train", None, rest, options, env) if signed else None
+        if signed:
+            return Launch(name, kind, shown, "train", None, rest, options, env)
+    if path.endswith(".py") and _hf_trainer_arguments(rest):
+        return Launch(name, kind, shown, "train", None, rest, options, env, trainer="hf")
     return None
+
+
+def _hf_trainer_arguments(words: list[Word]) -> bool:
+    """Do the arguments read as the HF Trainer's (`HfArgumentParser` over TrainingArguments)? `--output_dir` with
+    `--per_device_train_batch_size`, or with a `--deepspeed` naming a JSON file (DeepSpeed's own `--deepspeed`
+    is a flag, its file `--deepspeed_config`)."""
+    keys = [w.text.partition("=") for w in words]
+    if not any(key == "--output_dir" for key, _, _ in keys):
+        return False
+    for i, (key, eq, inline) in enumerate(keys):
+        if key == "--per_device_train_batch_size":
+            return True
+        if key == "--deepspeed":
+            value = inline if eq else (words[i + 1].text if i + 1 < len(words) else "")
+            if value.endswith(".json"):
+                return True
+    return False
 
 
 def _script_path(word: Word) -> bool:
@@ -778,6 +801,7 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         "launcher_precision": launcher_precision(launch, env),
         "env": {name: (w.text.partition("=")[2] if w.literal else None) for name, w in env.items()},
         "argparse_errors": [],
+        "trainer": launch.trainer,
         "launch_errors": [],  # (start, end, message, replacement or None): the line stops before training (LF044)
         "unknown": [],  # spans of values known only at run time: no finding is about them
     }
@@ -793,6 +817,9 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         source.command["open"] = True  # `llamafactory-cli train "$1"`: perhaps the config's path
         args = args[1:]
     entries, value = _arguments(source, args, fields)
+    if launch.trainer == "hf":  # the script's own parser reads the rest, and it trains whatever `do_train` says
+        source.command["argparse_errors"] = []
+        value.setdefault("do_train", True)
     source.root = Node(value=value, start=launch.name.start, end=end, entries=entries)
     return source
 
