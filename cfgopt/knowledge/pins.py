@@ -11,6 +11,7 @@ read as text, TOML included (no parser is loaded on the lint path; see `_POETRY`
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -379,3 +380,22 @@ def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[s
     if file_name in ("pyproject.toml", "setup.py"):
         return _manifest_pins(text, "python" if file_name == "setup.py" else "toml")
     return _requirement_txt_pins(text)
+
+
+# --------------------------------------------------------------------------- what releases require of each other
+# scripts/sync_requirement_metadata.py writes it from PyPI's metadata; read here, never fetched at lint time.
+METADATA_FILE = Path(__file__).resolve().parent / "schemas" / "requirement-metadata.json"
+
+
+@functools.cache
+def requirement_metadata() -> tuple[str, dict[str, dict[str, dict[str, str]]]]:
+    """(the platform the snapshot assumes, package -> version -> {required package: specifier})."""
+    import json
+
+    data = json.loads(METADATA_FILE.read_text(encoding="utf-8"))
+    return data["assumed"], data["packages"]
+
+
+def requires(package: str, version: str) -> dict[str, str] | None:
+    """What a release requires of other packages (normalised names), or None where the snapshot lacks it."""
+    return requirement_metadata()[1].get(_normalise(package), {}).get(version)

@@ -409,6 +409,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     ),
     "env003_bitsandbytes_without_rocm": ("ENV003", "bitsandbytes-without-rocm", "requirements", "bitsandbytes"),
     "env004_plan_needs_package": ("ENV004", "plan-needs-package", "requirements", "*"),
+    "env005_pins_cannot_install_together": ("ENV005", "pins-cannot-install-together", "requirements", "*"),
     "env010_slow_launcher_variable": ("ENV010", "slow-launcher-variable", "llamafactory-cli", "*"),
 }
 
