@@ -18,10 +18,8 @@ import tempfile
 from pathlib import Path
 
 try:
-    from packaging.markers import Marker
     from packaging.requirements import Requirement
 except ImportError:  # pip's own copy
-    from pip._vendor.packaging.markers import Marker
     from pip._vendor.packaging.requirements import Requirement
 
 OUT = Path(__file__).resolve().parent.parent / "cfgopt" / "knowledge" / "schemas" / "requirement-metadata.json"

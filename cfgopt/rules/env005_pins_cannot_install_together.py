@@ -39,7 +39,8 @@ class PinsCannotInstallTogether(Rule):
         "PyPI metadata (Requires-Dist) of torch 2.3.1-2.8.0, datasets 3.5.0 / 3.6.0, gradio-client 1.0.1, vllm "
         "0.6.3 / 0.7.3 / 0.8.5, read by scripts/sync_requirement_metadata.py with `pip install --dry-run --no-deps "
         "--report`",
-        "reproduced with pip 23.2: `pip install --dry-run datasets==3.5.0 tqdm==4.65.2` stops with ResolutionImpossible",
+        "reproduced with pip 23.2: `pip install --dry-run datasets==3.5.0 tqdm==4.65.2` stops with "
+        "ResolutionImpossible",
     )
     example = "torch==2.5.1 + triton==3.2.0   # torch 2.5.1 requires triton==3.1.0"
     fix_safety = "No fix: which of the two pins should move is the user's choice."
