@@ -269,6 +269,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-train",
         "*",
     ),
+    "lf051_quantized_checkpoint_under_zero3": (
+        "LF051",
+        "quantized-checkpoint-under-zero3",
+        "llamafactory-cli llamafactory-train",
+        "deepspeed",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),
