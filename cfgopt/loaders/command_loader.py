@@ -317,8 +317,10 @@ class _Reader:
 
     def _guarded(self, command: shell.Command) -> bool:
         """Does the command run only as the other side of `&&` / `||`, in a pipeline (a subshell) or a `case`?"""
-        before = self.doc.text[: command.start].rstrip(" \t\r\n\\")
-        if before.endswith(("&&", "||", "|")) or (before.endswith("(") and command.depth == 0):
+        text, i = self.doc.text, command.start
+        while i > 0 and text[i - 1] in " \t\r\n\\":  # back over blanks and continuations only: linear in all
+            i -= 1
+        if text.endswith(("&&", "||", "|"), 0, i) or (command.depth == 0 and text.endswith("(", 0, i)):
             return True
         return any(start < command.start < end for start, end in self.cases)
 
