@@ -275,6 +275,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-train",
         "deepspeed",
     ),
+    "lf052_pretraining_drops_responses": (
+        "LF052",
+        "pretraining-drops-responses",
+        "llamafactory-cli llamafactory-train",
+        "stage",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),
