@@ -487,6 +487,7 @@ def test_the_summary_names_the_launch_that_states_the_gpu_count(tmp_path: Path) 
         ("srun --nodes=2 --ntasks-per-node=8 --gres=gpu:8 python src/train.py", "srun python src/train.py", 16),
         ("srun --ntasks 4 python src/train.py", "srun python src/train.py", 4),
         ("srun torchrun --nnodes 2 --nproc_per_node 8 src/train.py", "srun torchrun src/train.py", 16),
+        ("srun -N 2 --gpus-per-node 8 torchrun --nproc_per_node 8 src/train.py", "srun torchrun src/train.py", 16),
         ("deepspeed --hostfile=hosts --num_gpus 8 src/train.py", "deepspeed src/train.py", 8),
     ],
 )

@@ -484,7 +484,13 @@ def _wrapped(wrapper: str, words: list[Word], k: int, env: dict[str, Word]) -> L
         return None
     options = _wrapper_options(words[k:inner])
     shown = f"{wrapper} {launch.launcher}"
-    return launch._replace(launcher=shown, env={**env, **launch.env}, processes=_processes(wrapper, options))
+    launch = launch._replace(launcher=shown, env={**env, **launch.env}, processes=_processes(wrapper, options))
+    nodes = options.get("--nodes") or options.get("-N")
+    one_task_per_node = not any(o in options for o in ("--ntasks", "-n", "--ntasks-per-node"))
+    if wrapper == "srun" and launch.kind == "torchrun" and nodes is not None and one_task_per_node:
+        # `srun -N 2 torchrun --nproc_per_node 8 ...`: one torchrun per node, each starting its ranks
+        launch = launch._replace(options={"--nnodes": nodes, **launch.options})
+    return launch
 
 
 def _wrapper_options(words: list[Word]) -> dict[str, Word]:
