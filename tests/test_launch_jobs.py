@@ -530,3 +530,21 @@ def test_an_hf_trainer_launch_is_judged_by_its_training_arguments(tmp_path: Path
 )
 def test_other_python_scripts_are_not_judged(tmp_path: Path, line: str) -> None:
     assert lines_of(project(tmp_path, line)) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "gpus"),
+    [
+        ("--hostfile hostfile", 16),  # every slot of every host (DeepSpeed's runner)
+        ("--hostfile=hostfile --num_gpus 4", 8),
+        ("--hostfile hostfile --num_nodes 1", 8),
+        ("--hostfile missing --num_gpus 8", 8),  # not beside the script: the options alone
+        ("--hostfile bad --num_gpus 8", 8),  # an entry DeepSpeed refuses: not read
+    ],
+)
+def test_a_deepspeed_hostfile_beside_the_script_counts_its_hosts(tmp_path: Path, options: str, gpus: int) -> None:
+    (tmp_path / "hostfile").write_text("worker-1 slots=8\n# the second node\nworker-2 slots=8\n")
+    (tmp_path / "bad").write_text("worker-1 slots=8\nworker-1 slots=8\n")
+    script = f"deepspeed {options} src/train.py {ARGS} --template qwen\n"
+    (src,) = find_commands(Document(path=tmp_path / "run.sh", text=script))
+    assert src.command["launcher_gpus"][0] == gpus
