@@ -380,7 +380,7 @@ def test_jobs_share_an_estimate_only_where_every_key_it_read_agrees(tmp_path: Pa
 def test_arguments_below_a_cut_are_reported(tmp_path: Path, script: str, why: str) -> None:
     (line,) = lines_of(project(tmp_path, script))
     assert line.command["cut_off"][3] == why and "bf16" not in line.data
-    assert [d["code"] for d in lint(tmp_path, "--select", "LF049")] == ["LF049"]
+    assert [d["code"] for d in lint(tmp_path, "--select", "LF053")] == ["LF053"]
 
 
 @pytest.mark.parametrize(

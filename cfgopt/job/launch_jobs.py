@@ -48,7 +48,7 @@ def missing_message(config: str, searched: list[str]) -> str:
 # The rules that judge an HF-Trainer script's launch (`torchrun train.py --deepspeed ds.json --bf16 ...`, another
 # project's script): only what TrainingArguments and its DeepSpeed JSON decide; the script's other arguments, its
 # data and its model loading are its own (docs/command-lines.md).
-HF_TRAINER_RULES = frozenset({"LF004", "LF005", "LF007", "LF008", "LF049", "LF050", "PF001"})
+HF_TRAINER_RULES = frozenset({"LF004", "LF005", "LF007", "LF008", "LF053", "LF050", "PF001"})
 
 
 def judged_as_hf_trainer(source: Source, code: str) -> bool:

@@ -262,7 +262,6 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "max_samples",
     ),
     "lf048_dataset_unreadable": ("LF048", "dataset-unreadable", "llamafactory-cli llamafactory-train", "dataset"),
-    "lf049_launch_arguments_cut_off": ("LF049", "launch-arguments-cut-off", "llamafactory-cli", "*"),
     "lf050_fp16_on_bf16_trained_model": (
         "LF050",
         "fp16-on-bf16-trained-model",
@@ -281,6 +280,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-train",
         "stage",
     ),
+    "lf053_launch_arguments_cut_off": ("LF053", "launch-arguments-cut-off", "llamafactory-cli", "*"),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),

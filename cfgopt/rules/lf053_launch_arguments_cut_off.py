@@ -21,7 +21,7 @@ _FIX = {
 
 
 class LaunchArgumentsCutOff(Rule):
-    code = "LF049"
+    code = "LF053"
     name = "launch-arguments-cut-off"
     severity = Severity.WARNING
     kinds = frozenset({Kind.LF_CLI})
