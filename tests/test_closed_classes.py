@@ -35,6 +35,10 @@ ALLOWED_READS = {
     ("cfgopt/knowledge/schema.py", "_read"): "cfgopt's own snapshot files (cfgopt/knowledge/schemas/)",
     ("cfgopt/knowledge/versions.py", "build_index"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
     (
+        "cfgopt/knowledge/pins.py",
+        "requirement_metadata",
+    ): "cfgopt's own snapshot (scripts/sync_requirement_metadata.py)",
+    (
         "cfgopt/knowledge/versions.py",
         "index",
     ): "cfgopt's own version index (cfgopt/knowledge/schemas/version-index.json)",

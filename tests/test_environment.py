@@ -65,8 +65,8 @@ def _fake_site(tmp_path: Path, packages: dict[str, str]) -> Path:
 
 def _cfgopt(args: list[str], cwd: Path, site: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if site is not None:
-        env["PYTHONPATH"] = str(site)
+    # this checkout's cfgopt (not one installed elsewhere), and the fake installed packages
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([str(site)] if site is not None else [])])
     return subprocess.run(
         [sys.executable, "-m", "cfgopt", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
@@ -234,3 +234,49 @@ def test_a_long_line_with_an_unclosed_quote_is_read_in_linear_time(tmp_path: Pat
     path = tmp_path / "setup.py"
     path.write_text('install_requires = ["llamafactory==0.9.5", "a' + "b" * 300_000 + "\n")
     assert read_packages(path) == {"llamafactory": "==0.9.5"}
+
+
+# ---------------------------------------------------------------- requirement files as pip reads them (issue 43)
+
+
+def test_a_requirement_files_includes_are_its_requirements(tmp_path: Path) -> None:
+    """`-r reqs/lf.txt` installs what that file lists: its LLaMA-Factory release is the one judged, its
+    liger-kernel is in the environment (no ENV004, no pin added twice)."""
+    repo = _repository(tmp_path)
+    (repo / "reqs").mkdir()
+    (repo / "reqs" / "lf.txt").write_text("llamafactory==0.9.3\nliger-kernel>=0.5.5\n-r ../requirements.txt\n")
+    (repo / "requirements.txt").write_text("-r reqs/lf.txt\ntorch==2.5.1\n")
+    (repo / "train.yaml").write_text(LORA)
+    out = _cfgopt(["lint", ".", "--format", "json", "--target", "h200", "--gpus", "1"], repo)
+    report = json.loads(out.stdout)
+    assert {f["llamafactory_version"] for f in report["files"]} == {"0.9.3"}
+    assert {f["environment"] for f in report["files"]} == {"requirements.txt"}
+    assert "ENV004" not in {d["code"] for d in report["diagnostics"]}
+    assert read_packages(repo / "requirements.txt")["liger_kernel"] == ">=0.5.5"
+
+
+def test_hashed_pins_are_read_without_their_options(tmp_path: Path) -> None:
+    from cfgopt.knowledge.pins import requirement_pins
+
+    text = "llamafactory==0.9.5 \\\n    --hash=sha256:abc\ntorch==2.5.1 --hash=sha256:def\n"
+    (tmp_path / "requirements.txt").write_text(text)
+    assert read_packages(tmp_path / "requirements.txt") == {"llamafactory": "==0.9.5", "torch": "==2.5.1"}
+    assert [p.spec for p in requirement_pins("requirements.txt", text)[0]] == ["==0.9.5", "==2.5.1"]
+
+
+@pytest.mark.parametrize(
+    ("requirements", "expected"),
+    [
+        # the added pin on a line of its own: pip would join it to a trailing `\` continuation line
+        ("llamafactory==0.9.5 \\\n", "llamafactory==0.9.5 \\\n\nliger-kernel>=0.6.3\n"),
+        ("llamafactory==0.9.5\r\n", "llamafactory==0.9.5\r\nliger-kernel>=0.6.3\r\n"),  # the file's line endings
+        ("llamafactory==0.9.5 --hash=sha256:abc\n", None),  # hash-checking: pip would refuse a pin without hashes
+    ],
+)
+def test_env004_adds_its_pin_as_pip_reads_the_file(tmp_path: Path, requirements: str, expected: str | None) -> None:
+    repo = _repository(tmp_path)
+    (repo / "train.yaml").write_text(LORA)
+    (repo / "requirements.txt").write_bytes(requirements.encode())
+    args = ["fix", ".", "--write", "--unsafe-fixes", "--select", "ENV004", "--target", "h200", "--gpus", "1"]
+    _cfgopt(args, repo)
+    assert (repo / "requirements.txt").read_bytes().decode() == (expected or requirements)

@@ -72,11 +72,67 @@ def test_the_job_is_the_yaml_under_the_overrides(tmp_path: Path) -> None:
     assert [e.key for e in line.root.entries] == ["learning_rate", "cutoff_len", "run_name"]
 
 
+def test_a_repeated_override_is_judged_on_its_last_value(tmp_path: Path) -> None:
+    """Issue 43: `OmegaConf.from_cli` sets a key again each time it is given: the last value runs."""
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("llamafactory-cli train x.yaml flash_attn=Fa flash_attn=sdpa\n")
+    assert not [d for d in lint(tmp_path) if d["code"] == "LF003"]
+    (line,) = lines_of(project(tmp_path, "llamafactory-cli train x.yaml flash_attn=Fa flash_attn=sdpa\n"))
+    assert line.data["flash_attn"] == "sdpa" and [e.node.value for e in line.root.entries] == ["sdpa"]
+
+
+FUNCTION_SCRIPTS = [
+    # a function's assignments apply where it is called, not where it is written
+    "setup() {\n  local X=1\n  T=qwen\n}\nT=bad\nsetup\nllamafactory-cli train --template $T " + ARGS + "\n",
+    # a launch in a function sees the variables of its call
+    "T=bad\nrun() {\n  llamafactory-cli train --template $T " + ARGS + "\n}\nT=qwen\nrun\n",
+    "function run { llamafactory-cli train --template $T " + ARGS + "; }\nT=qwen\nrun\n",
+    "T=bad\nfunction set_t {\n  T=qwen\n}\nset_t\nllamafactory-cli train --template ${T} " + ARGS + "\n",
+]
+
+
+@pytest.mark.parametrize("script", FUNCTION_SCRIPTS)
+def test_shell_functions_are_read_where_they_are_called(tmp_path: Path, script: str) -> None:
+    """Issue 43: variables set inside a function were followed in text order (a false LF035)."""
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.data["template"] == "qwen"
+
+
+def test_a_functions_local_names_end_with_the_call(tmp_path: Path) -> None:
+    script = "T=qwen\nf() {\n  local T=bad\n}\nf\nllamafactory-cli train --template $T " + ARGS + "\n"
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.data["template"] == "qwen"
+
+
+def test_calls_that_multiply_are_bounded(tmp_path: Path) -> None:
+    """`f1() { f0; f0; f0; }` ... 30 levels: 3^29 calls; past the budget what functions set is unknown."""
+    script = "f0() { T=bad; }\n" + "".join(f"f{i}() {{ f{i - 1}; f{i - 1}; f{i - 1}; }}\n" for i in range(1, 30))
+    (line,) = lines_of(project(tmp_path, script + "f29\nllamafactory-cli train --template $T " + ARGS + "\n"))
+    assert line.command["unknown"]
+
+
 def test_a_missing_yaml_is_an_error_on_its_line(tmp_path: Path) -> None:
     (tmp_path / "run.sh").write_text("llamafactory-cli train configs/missing.yaml\n")
     found = lint(tmp_path, "--llamafactory-version", "0.9.1")
     assert [d["code"] for d in found] == ["LF044"]
     assert "`configs/missing.yaml` not found" in found[0]["message"] and found[0]["column"] == 24
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        "OUT=gen\nmkdir -p $OUT\ncat > $OUT/cfg.yaml <<EOF\nstage: sft\nEOF\n",
+        "sed 's/a/b/' base.yaml > gen/cfg.yaml\n",
+        "cp base.yaml ./gen/cfg.yaml\n",
+        "envsubst < base.yaml | tee gen/cfg.yaml\n",
+    ],
+)
+def test_a_yaml_the_script_writes_before_launching_it_is_not_missing(tmp_path: Path, writes: str) -> None:
+    """Issue 43: a YAML the script writes (heredoc, `sed >`, `cp`) does not exist before it runs: no LF044."""
+    (tmp_path / "run.sh").write_text(writes + "llamafactory-cli train gen/cfg.yaml\n")
+    assert not [d for d in lint(tmp_path) if d["code"] == "LF044"]
+    (tmp_path / "run.sh").write_text(writes + "llamafactory-cli train gen/other.yaml\n")
+    assert [d["code"] for d in lint(tmp_path)] == ["LF044"]
 
 
 def test_option_words_after_a_yaml_are_rejected_with_their_key_value_form(tmp_path: Path) -> None:
@@ -307,3 +363,188 @@ def test_jobs_share_an_estimate_only_where_every_key_it_read_agrees(tmp_path: Pa
     proj = project(tmp_path, script, target_name="h200")
     a, b, c = (proj.context(s).job.estimate(1) for s in lines_of(proj))
     assert a is not None and a is b and c is not a and c.required_gib > a.required_gib
+
+
+# ---------------------------------------------------------------- arguments cut off from the launch (issue 42)
+
+
+@pytest.mark.parametrize(
+    ("script", "why"),
+    [
+        (f"llamafactory-cli train {ARGS} \\\n  # --lora_rank 8 \\\n  --bf16 true\n", "comment"),
+        (f"llamafactory-cli train {ARGS} \\\n\n  --bf16 true\n", "blank"),
+        (f"llamafactory-cli train {ARGS}\n  --bf16 true\n", "no-continuation"),
+        (f"llamafactory-cli train {ARGS}  # a note\n--bf16 true\n", "no-continuation"),
+    ],
+)
+def test_arguments_below_a_cut_are_reported(tmp_path: Path, script: str, why: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.command["cut_off"][3] == why and "bf16" not in line.data
+    assert [d["code"] for d in lint(tmp_path, "--select", "LF053")] == ["LF053"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"llamafactory-cli train {ARGS}\n# --bf16 true\necho done\n",  # the comment after the command
+        f"llamafactory-cli train {ARGS}; --bf16\n",  # `;`: written as two commands
+        f"llamafactory-cli train {ARGS}\n\n\n\n\n--bf16\n",  # far below: not one command cut in two
+    ],
+)
+def test_a_command_that_ends_where_it_is_written_is_no_cut(tmp_path: Path, script: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.command["cut_off"] is None
+
+
+# ---------------------------------------------------------------- options accumulated before the launch (issue 42)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f'OPTS="{ARGS}"\nOPTS+=" --template qwen"\nOPTS="$OPTS --bf16 true"\nllamafactory-cli train $OPTS\n',
+        f'ARGS=({ARGS})\nARGS+=(--template qwen\n  --bf16 true)\nllamafactory-cli train "${{ARGS[@]}}"\n',
+        f'BASE="{ARGS}"\nEXTRA=(--template "qwen")\nllamafactory-cli train ${{BASE}} "${{EXTRA[@]}}" --bf16 true\n',
+    ],
+)
+def test_options_accumulated_in_variables_and_arrays_are_the_jobs(tmp_path: Path, script: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.data["template"] == "qwen" and line.data["bf16"] is True and line.data["stage"] == "sft"
+    assert not line.command["open"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # a value added in a branch, a loop, a `case` or after `&&` may or may not be there: unknown
+        f'OPTS="{ARGS}"\nif [ -n "$X" ]; then\n  OPTS+=" --fp16 true"\nfi\nllamafactory-cli train $OPTS\n',
+        f'OPTS="{ARGS}"\n[ -n "$X" ] && OPTS+=" --fp16 true"\nllamafactory-cli train $OPTS\n',
+        f'OPTS="{ARGS}"\ncase $1 in\n  v100) OPTS+=" --fp16 true";;\nesac\nllamafactory-cli train $OPTS\n',
+        f'ARGS=({ARGS})\nfor x in a b; do ARGS+=(--fp16 true); done\nllamafactory-cli train "${{ARGS[@]}}"\n',
+        f'ARGS=({ARGS})\nARGS[3]=--fp16\nllamafactory-cli train "${{ARGS[@]}}"\n',
+        f'OPTS="{ARGS} --fp16 *"\nllamafactory-cli train $OPTS\n',  # bash would glob `*`
+        'OPTS="$1"\nllamafactory-cli train $OPTS --fp16 true\n',
+    ],
+)
+def test_accumulated_options_that_may_differ_at_run_time_stay_open(tmp_path: Path, script: str) -> None:
+    (line,) = lines_of(project(tmp_path, script))
+    assert line.command["open"] and "bf16" not in line.data
+
+
+def test_no_fix_edits_the_variable_that_holds_the_options(tmp_path: Path) -> None:
+    """The findings on `$OPTS`'s words stand at `$OPTS`; a fix there would rewrite or delete the variable."""
+    script = (
+        f'OPTS="{ARGS} --template qwen --flash_attn Fa --fp16 --bf16 true --fake_key 1"\nllamafactory-cli train $OPTS\n'
+    )
+    (tmp_path / "run.sh").write_text(script)
+    codes = {d["code"] for d in lint(tmp_path)}
+    assert {"LF003", "LF004"} <= codes
+    subprocess.run(
+        [sys.executable, "-m", "cfgopt", "fix", "--write", "--unsafe-fixes", "--select", "LF", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert (tmp_path / "run.sh").read_text() == script
+
+
+def test_the_summary_names_the_launch_that_states_the_gpu_count(tmp_path: Path) -> None:
+    """Issue 42: `NPROC_PER_NODE=8 llamafactory-cli train cfg.yaml` judges cfg.yaml for 8 GPUs, and says so."""
+    (tmp_path / "x.yaml").write_text(YAML)
+    (tmp_path / "run.sh").write_text("#!/bin/bash\nNPROC_PER_NODE=8 llamafactory-cli train x.yaml\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--format", "json", "--target", "h100", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    files = {f["file"]: f for f in json.loads(run.stdout)["files"]}
+    for name in ("run.sh", "x.yaml"):
+        assert files[name]["gpus"] == 8
+        assert files[name]["hardware_source"] == "--target, run.sh: `NPROC_PER_NODE=8` (line 2)"
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", "lint", "--target", "h100", "run.sh"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    text = run.stdout + run.stderr
+    assert "judged for 8 x h100 (--target, run.sh: `NPROC_PER_NODE=8` (line 2))" in text
+    assert "GPU count not stated" not in text
+
+
+@pytest.mark.parametrize(
+    ("line", "launcher", "gpus"),
+    [
+        ("mpirun -np 16 -H a:8,b:8 -x NCCL_DEBUG=INFO python src/train.py", "mpirun python src/train.py", 16),
+        (
+            "mpirun --allow-run-as-root --bind-to none -mca pml ob1 python3 -u src/train.py",
+            "mpirun python src/train.py",
+            None,
+        ),
+        ("srun --nodes=2 --ntasks-per-node=8 --gres=gpu:8 python src/train.py", "srun python src/train.py", 16),
+        ("srun --ntasks 4 python src/train.py", "srun python src/train.py", 4),
+        ("srun torchrun --nnodes 2 --nproc_per_node 8 src/train.py", "srun torchrun src/train.py", 16),
+        ("srun -N 2 --gpus-per-node 8 torchrun --nproc_per_node 8 src/train.py", "srun torchrun src/train.py", 16),
+        ("deepspeed --hostfile=hosts --num_gpus 8 src/train.py", "deepspeed src/train.py", 8),
+    ],
+)
+def test_mpi_and_slurm_launches_are_read_as_the_job_they_start(line: str, launcher: str, gpus: int | None) -> None:
+    """Issue 42: `mpirun ... python src/train.py --key v` was not followed, so its arguments went unjudged."""
+    (src,) = find_commands(Document(path=Path("run.sh"), text=f"{line} {ARGS} --template qwen --flash_attn Fa\n"))
+    assert src.command["launcher"] == launcher and src.data["flash_attn"] == "Fa"
+    assert (src.command["launcher_gpus"] or (None,))[0] == gpus
+
+
+# ---------------------------------------------------------------- HF-Trainer scripts of other projects (issue 42)
+
+DS_FP16 = '{"train_micro_batch_size_per_gpu": "auto", "fp16": {"enabled": true}, "zero_optimization": {"stage": 2}}'
+HF_LINE = (
+    "torchrun --nproc_per_node 8 train.py --model_name_or_path Qwen/Qwen2.5-7B --data_path data.json "
+    "--deepspeed ds.json --bf16 True --output_dir out --per_device_train_batch_size 4 --lora_enable True\n"
+)
+
+
+def test_an_hf_trainer_launch_is_judged_by_its_training_arguments(tmp_path: Path) -> None:
+    """`torchrun train.py --deepspeed ds.json --bf16 ...` of another project: its DeepSpeed JSON, precision and GPU
+    count are judged with TrainingArguments' names; its own arguments (`--data_path`, `--lora_enable`) are not."""
+    (tmp_path / "ds.json").write_text(DS_FP16)
+    (line,) = lines_of(project(tmp_path, HF_LINE))
+    assert line.command["trainer"] == "hf" and line.data["bf16"] is True
+    assert line.command["launcher_gpus"][0] == 8
+    found = lint(tmp_path, "--target", "v100")
+    codes = sorted(d["code"] for d in found)
+    assert codes == ["LF008", "XF001"], codes  # bf16 on a V100; the JSON's fp16 against --bf16
+    xf001 = next(d for d in found if d["code"] == "XF001")
+    assert xf001["file"].endswith("ds.json") and xf001["severity"] == "error"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "python train.py --data_path d.json --output_dir out --epochs 3\n",  # no TrainingArguments signature
+        "deepspeed train.py --deepspeed --deepspeed_config ds.json --output_dir out\n",  # DeepSpeed's own flag
+    ],
+)
+def test_other_python_scripts_are_not_judged(tmp_path: Path, line: str) -> None:
+    assert lines_of(project(tmp_path, line)) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "gpus"),
+    [
+        ("--hostfile hostfile", 16),  # every slot of every host (DeepSpeed's runner)
+        ("--hostfile=hostfile --num_gpus 4", 8),
+        ("--hostfile hostfile --num_nodes 1", 8),
+        ("--hostfile missing --num_gpus 8", 8),  # not beside the script: the options alone
+        ("--hostfile bad --num_gpus 8", 8),  # an entry DeepSpeed refuses: not read
+    ],
+)
+def test_a_deepspeed_hostfile_beside_the_script_counts_its_hosts(tmp_path: Path, options: str, gpus: int) -> None:
+    (tmp_path / "hostfile").write_text("worker-1 slots=8\n# the second node\nworker-2 slots=8\n")
+    (tmp_path / "bad").write_text("worker-1 slots=8\nworker-1 slots=8\n")
+    script = f"deepspeed {options} src/train.py {ARGS} --template qwen\n"
+    (src,) = find_commands(Document(path=tmp_path / "run.sh", text=script))
+    assert src.command["launcher_gpus"][0] == gpus

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from rule_cases import CASES_DIR, all_cases, case_args
 
+from cfgopt.knowledge.pins import is_requirement_file
+
 pytest.importorskip("llamafactory")
 pytest.importorskip("deepspeed")
 
@@ -72,6 +74,16 @@ CITED: dict[str, str] = {
     "LF049/t4-flash-attn/train.yaml": "Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp `mha_fwd`: "
     '`TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere GPUs or newer.")` at the first forward '
     "(needs a T4 with flash-attn installed; transformers 5.6.0 checks no capability for FA2, so the load passes)",
+    "ENV005/conflicts/requirements.txt": "pip's resolver (no CPU oracle judges a requirement file): `pip install "
+    "--dry-run datasets==3.5.0 tqdm==4.65.2` stops with ResolutionImpossible (pip 23.2); each pair comes from its "
+    "release's PyPI metadata, cfgopt/knowledge/schemas/requirement-metadata.json",
+    "LF051/zero3/awq-local.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L97-101: `DeepSpeed ZeRO-3 "
+    "or FSDP is incompatible with PTQ-quantized models.` at model load (tests/test_quantized_zero3.py runs the real "
+    "`configure_quantization` with ZeRO-3 on)",
+    "LF051/release-093/awq-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: every PTQ "
+    "method refused under ZeRO-3 at model load (the CPU oracle runs 0.9.5)",
+    "LF051/release-093/fp8-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: FP8 refused "
+    "too (0.9.4 added the FP8 / MXFP4 exemption; the CPU oracle runs 0.9.5)",
     "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
     "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
     "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",
@@ -155,6 +167,8 @@ def judge(case: Path, name: str, target: str) -> H.Verdict:
             return H.ds_verdict_detail(path, training_args=training, target=target, build_scheduler=True)
         if path.suffix in (".yaml", ".yml"):
             return _judge_yaml(case, path, target)
+        if is_requirement_file(path.name):  # pip's resolver needs the index: no CPU oracle, every case CITED
+            return H.Verdict(True)
         return _judge_cli(path, target)
 
 

@@ -94,3 +94,21 @@ def test_bitsandbytes_without_rocm_only_when_a_config_of_the_run_uses_it(tmp_pat
     assert [d for d in lint("--target", "h100", str(tmp_path)) if d["code"] == "ENV003"] == []
     cfg.write_text(TRAIN + "optim: adamw_torch_8bit\n")  # torchao's, not bitsandbytes'
     assert [d for d in lint("--target", "mi300x", str(tmp_path)) if d["code"] == "ENV003"] == []
+
+
+def test_pins_that_cannot_install_together_are_an_error_where_the_metadata_says_so(tmp_path: Path) -> None:
+    """Issue 42: torch 2.5.1 requires triton==3.1.0 (PyPI metadata, Linux x86_64): pip stops on triton==3.2.0."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.5.1\ntriton==3.2.0\nvllm==0.6.3\n")
+    found = [d for d in lint(str(req)) if d["code"] == "ENV005"]
+    assert [(d["line"], d["severity"]) for d in found] == [(1, "error"), (2, "error")]  # vllm 0.6.3: torch==2.4.0
+    assert "requires triton==3.1.0" in found[1]["message"]
+
+
+def test_builds_and_indexes_with_other_metadata_are_not_judged(tmp_path: Path) -> None:
+    req = tmp_path / "requirements.txt"
+    # a ROCm index's torch 2.5.1 requires pytorch-triton-rocm, not triton; a local build, a range: not judged
+    req.write_text("--index-url https://download.pytorch.org/whl/rocm6.2\ntorch==2.5.1\ntriton==3.2.0\n")
+    assert not [d for d in lint(str(req)) if d["code"] == "ENV005"]
+    req.write_text("torch==2.5.1+cu121\ntriton==3.2.0\ndatasets==3.5.0\ntqdm>=4.60\n")
+    assert not [d for d in lint(str(req)) if d["code"] == "ENV005"]

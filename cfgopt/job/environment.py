@@ -160,10 +160,12 @@ def _add_requirement(packages: dict[str, str], text: str) -> None:
                 packages.setdefault(dist, "")
 
 
-def _requirements_txt(text: str) -> dict[str, str]:
+def _requirements_txt(text: str, path: Path | None = None, texts: Texts | None = None) -> dict[str, str]:
+    """A requirements file's packages, those of the files its `-r` lines include too (`pins.requirement_lines`)."""
     packages: dict[str, str] = {}
-    for line in text.splitlines():
-        body = line.split(" #", 1)[0].strip()
+    lines = pins.requirement_lines(path, text, lambda p: _text_of(p, texts)) if path else pins.logical_lines(text)
+    for line in lines:
+        body = pins.requirement_of(line)
         if body and not body.startswith(("#", "-", "git+", "http")):
             _add_requirement(packages, body)
     return packages
@@ -214,8 +216,19 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
         return None
     if path.suffix == ".json":
         return _snapshot(text)
-    reader = _READERS.get(path.name, _requirements_txt)
-    return reader(text)
+    reader = _READERS.get(path.name)
+    return reader(text) if reader is not None else _requirements_txt(text, path, texts)
+
+
+def _text_of(path: Path, texts: Texts | None) -> str:
+    """A file's text as `read_packages` reads it ("" when it cannot be read)."""
+    given = (texts or {}).get(os.path.realpath(path))
+    if given is not None:
+        return given
+    try:
+        return read_text_bounded(path)
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _is_requirement_name(name: str) -> bool:

@@ -10,6 +10,9 @@ engine (`Project.link`, `Project.diagnostics`).
 
 from __future__ import annotations
 
+import copy
+import posixpath
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.text.source import Kind, Source
@@ -17,6 +20,7 @@ from cfgopt.text.source import Kind, Source
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cfgopt.job.settings import Settings
     from cfgopt.text.diagnostics import Diagnostic
 
 
@@ -41,6 +45,25 @@ def missing_message(config: str, searched: list[str]) -> str:
     )
 
 
+# The rules that judge an HF-Trainer script's launch (`torchrun train.py --deepspeed ds.json --bf16 ...`, another
+# project's script): only what TrainingArguments and its DeepSpeed JSON decide; the script's other arguments, its
+# data and its model loading are its own (docs/command-lines.md).
+HF_TRAINER_RULES = frozenset({"LF004", "LF005", "LF007", "LF008", "LF053", "LF050", "PF001"})
+
+
+def judged_as_hf_trainer(source: Source, code: str) -> bool:
+    """Does the rule `code` judge this source? Every rule judges a LLaMA-Factory source; an HF-Trainer launch
+    only by HF_TRAINER_RULES."""
+    return source.command.get("trainer") != "hf" or code in HF_TRAINER_RULES
+
+
+def written_by_script(config: str, written: Iterable[str]) -> bool:
+    """Does the script write the YAML before launching it (`cat > cfg.yaml <<EOF`, `sed ... > cfg.yaml`, `cp
+    base.yaml cfg.yaml`)? Then its absence now says nothing: the job is open (its keys are known when it runs)."""
+    wanted = posixpath.normpath(config)
+    return any(posixpath.normpath(path) == wanted for path in written if path)
+
+
 def attach(line: Source, yaml_sources: list[Source]) -> None:
     """The line's job becomes the YAML's keys under its overrides; unknown (open) when the YAML did not parse."""
     base = next((s for s in yaml_sources if s.kind.is_llamafactory), None)
@@ -62,6 +85,30 @@ def launched_gpus(sources: list[Source]) -> None:
         counts = {c[0] if c else None for c in counts}
         if len(counts) == 1 and None not in counts:
             src.command["launcher_gpus"] = lines[0].command["launcher_gpus"]
+
+
+def gpus_by_file(sources: list[Source]) -> dict[Path, tuple[int, str]]:
+    """Each file whose launches all state one GPU count (a script's lines, a YAML they launch): the count and
+    where it comes from (`NPROC_PER_NODE=8` (line 2), `run.sh: --nproc_per_node 8` for a YAML)."""
+    found: dict[Path, set[tuple[int, str]]] = {}
+    for src in sources:
+        launched = src.command.get("launcher_gpus") if src.command else None
+        lines = src.command.get("launched_by") if src.command else None
+        if src.kind == Kind.LF_CLI:
+            where = (launched[0], f"{src.document.path.name}: {launched[1]}") if launched else (0, "")
+            found.setdefault(src.document.path, set()).add(where)
+        elif launched and lines:
+            found.setdefault(src.document.path, set()).add(
+                (launched[0], f"{lines[0].document.path.name}: {launched[1]}")
+            )
+    return {path: min(counts) for path, counts in found.items() if len({c for c, _ in counts}) == 1 and min(counts)[0]}
+
+
+def with_launched_gpus(settings: Settings, count: int, where: str) -> Settings:
+    """The file's settings with the GPU count its launches state."""
+    launched = copy.copy(settings)
+    launched.gpus, launched.gpus_source = count, where
+    return launched
 
 
 def drop_repeated(diags: list[Diagnostic], owners: dict[int, Source], real_path) -> list[Diagnostic]:

@@ -251,6 +251,7 @@ class Project:
             if src.kind == Kind.LF_CLI and src.command.get("yaml"):
                 self._link_launch(src)
         launch_jobs.launched_gpus(self.sources)
+        self._note_launched_gpus()
         for src in list(self.sources):
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
                 continue
@@ -258,6 +259,16 @@ class Project:
             if isinstance(ref, str) and ref:
                 self._link_deepspeed(src, ref)
         self._link_requirements()
+
+    def _note_launched_gpus(self) -> None:
+        """A file judged for the GPU count its launches state (`launch_jobs.launched_gpus`) says so in the
+        summary: its settings carry that count and where it came from, unless `--gpus` or the project config
+        stated one."""
+        for path, (count, where) in launch_jobs.gpus_by_file(self.sources).items():
+            key = real_path(path)
+            settings = self.settings_of(path)
+            if settings.gpus is None or settings.gpus_source == "detected":
+                self.file_settings[key] = launch_jobs.with_launched_gpus(settings, count, where)
 
     def _link_launch(self, src: Source) -> None:
         """A line naming a YAML: the YAML read and merged under the line's overrides (`cfgopt.job.launch_jobs`); a
@@ -267,7 +278,7 @@ class Project:
         found, searched = resolve_reference(word, src.document.path) if literal else (None, [])
         if found is None or not self._may_read(found, src, word):
             src.command["open"] = True
-            if literal and found is None:
+            if literal and found is None and not launch_jobs.written_by_script(word, src.command.get("written", ())):
                 src.command["launch_errors"].append((start, end, launch_jobs.missing_message(word, searched), None))
             return
         self._note_where_found(word, found, searched, src.document.path)
@@ -332,7 +343,11 @@ class Project:
         """A requirement file's consumers: the LLaMA-Factory configs of the run at or below its folder, the jobs
         it installs for (ENV003 asks whether one of them uses bitsandbytes)."""
         files = [src for src in self.sources if src.kind == Kind.REQUIREMENTS]
-        configs = [src for src in self.sources if src.kind.is_llamafactory and src.error is None]
+        configs = [
+            src
+            for src in self.sources
+            if src.kind.is_llamafactory and src.error is None and src.command.get("trainer") != "hf"
+        ]
         for req in files:
             folder = real_path(req.document.path).parent
             found = [c for c in configs if folder in real_path(c.document.path).parents]

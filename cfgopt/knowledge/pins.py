@@ -11,8 +11,10 @@ read as text, TOML included (no parser is loaded on the lint path; see `_POETRY`
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,10 +50,21 @@ def _read(path: Path) -> str:
         return ""
 
 
+_LINE_OPTIONS = re.compile(r"\s-")  # a requirement's own options (`--hash=...`, `--config-settings`) follow it
+
+
+def requirement_of(line: str) -> str:
+    """A requirements file's logical line without its comment and its per-requirement options (pip's
+    `break_args_options`: the options start at the first word that starts with `-`)."""
+    line = line.split(" #", 1)[0]
+    option = _LINE_OPTIONS.search(line)
+    return (line[: option.start()] if option else line).strip()
+
+
 def _from_requirement_lines(lines: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in lines:
-        line = line.split(" #", 1)[0].strip()
+        line = requirement_of(line)
         if not line or line.startswith(("#", "-", "git+", "http")):
             continue
         match = _REQUIREMENT.match(line)
@@ -64,7 +77,49 @@ def _from_requirement_lines(lines: list[str]) -> dict[str, str]:
 
 
 def _requirements(path: Path) -> dict[str, str]:
-    return _from_requirement_lines(_read(path).splitlines())
+    return _from_requirement_lines(requirement_lines(path, _read(path), _read))
+
+
+# pip's `-r FILE` / `--requirement FILE` (src/pip/_internal/req/req_file.py): the included file's requirements
+# are the including file's, its path relative to the including file's folder; nesting is bounded here.
+_INCLUDE = re.compile(r"^\s*(?:-r|--requirement)(?:\s*=\s*|\s+)(\S+)")
+MAX_INCLUDES = 16
+
+
+def logical_lines(text: str) -> list[str]:
+    """The lines pip reads (`join_lines`): a line ending in `\\` is joined with the next, except a comment."""
+    out: list[str] = []
+    pending: list[str] = []
+    for line in text.splitlines():
+        if line.endswith("\\") and not re.match(r"(^|\s+)#", line):
+            pending.append(line[:-1])
+            continue
+        out.append("".join(pending) + line)
+        pending = []
+    if pending:
+        out.append("".join(pending))
+    return out
+
+
+def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> list[str]:
+    """The logical lines of a requirements file, followed by those of the files its `-r` lines include
+    (`read(path)` gives a file's text, "" when it cannot be read); each file once, at most MAX_INCLUDES."""
+    seen = {os.path.realpath(path)}
+    lines: list[str] = []
+    queue = [(path, text)]
+    while queue:
+        current, body = queue.pop(0)
+        for line in logical_lines(body):
+            lines.append(line)
+            include = _INCLUDE.match(line)
+            if include is None or "://" in include.group(1) or len(seen) > MAX_INCLUDES:
+                continue
+            target = current.parent / os.path.expanduser(include.group(1))
+            key = os.path.realpath(target)
+            if key not in seen:
+                seen.add(key)
+                queue.append((target, read(target)))
+    return lines
 
 
 # TOML files are read as text, not parsed: every pin in them is a quoted PEP 508 string (PEP 621 and optional
@@ -256,7 +311,9 @@ def _requirement_txt_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, in
     indexes: list[tuple[str, int, int]] = []
     offset = 0
     for line in text.splitlines(keepends=True):
-        body = line.split(" #", 1)[0].rstrip("\r\n")
+        body = line.split(" #", 1)[0].rstrip("\r\n").removesuffix("\\")  # a continuation's `\\` is no pin's
+        cut = _LINE_OPTIONS.search(body)
+        body = body[: cut.start()] if cut and not body.lstrip().startswith("-") else body  # `pin --hash=...`
         option = _INDEX_OPTION.match(body)
         if option is not None:
             indexes.append((option.group(1), offset + option.start(1), offset + option.end(1)))
@@ -323,3 +380,22 @@ def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[s
     if file_name in ("pyproject.toml", "setup.py"):
         return _manifest_pins(text, "python" if file_name == "setup.py" else "toml")
     return _requirement_txt_pins(text)
+
+
+# --------------------------------------------------------------------------- what releases require of each other
+# scripts/sync_requirement_metadata.py writes it from PyPI's metadata; read here, never fetched at lint time.
+METADATA_FILE = Path(__file__).resolve().parent / "schemas" / "requirement-metadata.json"
+
+
+@functools.cache
+def requirement_metadata() -> tuple[str, dict[str, dict[str, dict[str, str]]]]:
+    """(the platform the snapshot assumes, package -> version -> {required package: specifier})."""
+    import json
+
+    data = json.loads(METADATA_FILE.read_text(encoding="utf-8"))
+    return data["assumed"], data["packages"]
+
+
+def requires(package: str, version: str) -> dict[str, str] | None:
+    """What a release requires of other packages (normalised names), or None where the snapshot lacks it."""
+    return requirement_metadata()[1].get(_normalise(package), {}).get(version)

@@ -268,6 +268,25 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-infer llamafactory-train",
         "flash_attn",
     ),
+    "lf050_fp16_on_bf16_trained_model": (
+        "LF050",
+        "fp16-on-bf16-trained-model",
+        "llamafactory-cli llamafactory-train",
+        "*",
+    ),
+    "lf051_quantized_checkpoint_under_zero3": (
+        "LF051",
+        "quantized-checkpoint-under-zero3",
+        "llamafactory-cli llamafactory-train",
+        "deepspeed",
+    ),
+    "lf052_pretraining_drops_responses": (
+        "LF052",
+        "pretraining-drops-responses",
+        "llamafactory-cli llamafactory-train",
+        "stage",
+    ),
+    "lf053_launch_arguments_cut_off": ("LF053", "launch-arguments-cut-off", "llamafactory-cli", "*"),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),
@@ -408,6 +427,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     ),
     "env003_bitsandbytes_without_rocm": ("ENV003", "bitsandbytes-without-rocm", "requirements", "bitsandbytes"),
     "env004_plan_needs_package": ("ENV004", "plan-needs-package", "requirements", "*"),
+    "env005_pins_cannot_install_together": ("ENV005", "pins-cannot-install-together", "requirements", "*"),
     "env010_slow_launcher_variable": ("ENV010", "slow-launcher-variable", "llamafactory-cli", "*"),
 }
 

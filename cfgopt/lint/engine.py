@@ -85,6 +85,8 @@ class LintProject(Project):
         for rule in rules:
             if src.kind not in rule.kinds or not ctx.settings.is_selected(rule.code):
                 continue
+            if not launch_jobs.judged_as_hf_trainer(src, rule.code):
+                continue
             if src.error is not None and rule.code != "CFG001":
                 continue
             try:

@@ -189,7 +189,10 @@ def protected_spans(sources: list[Source]) -> list[tuple[int, int, int, str]]:
             stack.extend((e.key_start, e.node) for e in node.entries or () if not e.merged)
             stack.extend((item.start, item) for item in node.items or ())
         for entry in src.root.entries or ():
-            if entry.argument is not None and not entry.argument.editable and entry.node.start != entry.key_start:
+            if entry.argument is not None and entry.argument.computed:
+                why = "the shell computes this argument when the script runs (a variable's words)"
+                out.append((-1, entry.argument.start, max(entry.argument.end, entry.node.end), why))
+            elif entry.argument is not None and not entry.argument.editable and entry.node.start != entry.key_start:
                 why = "the shell computes this value when the script runs"
                 out.append((entry.key_start, entry.node.start, entry.node.end, why))
     return out

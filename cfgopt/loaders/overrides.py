@@ -97,11 +97,19 @@ def _dotlist(source: Source, words: list[Word], version: str, fields) -> tuple[l
             source.command["unknown"].append((node.start, node.end))
         entry = Entry(key=key, key_start=word.start, key_end=key_end, node=node, path=(key,))
         at = shell.locate(text, word, len(key)) or (-1, "")
-        entry.argument = Argument(word.text, word.start, word.end, verbatim, True, True, shell.static_word(word), *at)
+        editable = shell.static_word(word)
+        entry.argument = Argument(word.text, word.start, word.end, verbatim, True, True, editable, *at, word.expanded)
         entries.append(entry)
         values[key] = node.value
         i += 1
-    return entries, values
+    return last_of_each(entries), values
+
+
+def last_of_each(entries: list[Entry]) -> list[Entry]:
+    """The entries a repeated key leaves in force: the last of each (`OmegaConf.from_cli` and argparse both set a
+    key again for each time it is given, so `flash_attn=fa flash_attn=sdpa` runs with sdpa)."""
+    last = {entry.key: i for i, entry in enumerate(entries)}
+    return [entry for i, entry in enumerate(entries) if last[entry.key] == i]
 
 
 def _yaml_value(text: str) -> Any:

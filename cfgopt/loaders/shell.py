@@ -32,6 +32,7 @@ _NAME_CHARS = "_@*#?$!-"
 _ASSIGNMENT_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "&", "|")
 _REDIRECTIONS = ("<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">&", ">|", ">", "&>>", "&>")
+_WRITES = frozenset({"<>", ">>", ">|", ">", "&>>", "&>"})  # the redirections that create their target file
 
 
 class Word(NamedTuple):
@@ -59,6 +60,8 @@ class ScriptLayout:
     def __init__(self) -> None:
         self.opaque: list[tuple[int, int]] = []
         self.comments: list[tuple[int, int]] = []
+        self.written: list[Word] = []  # the targets of output redirections (`> cfg.yaml`, `>> log`), in text order
+        self.cases: list[tuple[int, int]] = []  # each `case ... esac`, from `case` to `esac` (its bodies run or not)
         self._reach: dict[int, list[int]] = {}
 
     def in_opaque(self, offset: int) -> bool:
@@ -309,6 +312,8 @@ class _Lexer:
             target, j = self.word(j, depth)
             if op in ("<<", "<<-"):
                 self.pending_heredocs.append((target.text, op == "<<-"))
+            elif op in _WRITES:
+                self.layout.written.append(target)
         return max(j, i + 1)
 
     def heredoc_bodies(self, i: int) -> int:
@@ -371,6 +376,7 @@ class _Sequence:
         self.words: list[Word] = []
         self.parens = 0
         self.cases: list[str] = []  # per open `case`: "header" (before `in`), "pattern" or "body"
+        self.case_starts: list[int] = []  # where each open `case` starts
 
     def finish(self) -> None:
         if self.words:
@@ -435,15 +441,20 @@ class _Sequence:
             return True
         if state == "pattern":
             if word.text == "esac" and word.literal:
-                self.cases.pop()
+                self._end_case(word)
             return True
         if not self.words and word.literal and word.text == "case":
             self.cases.append("header")
+            self.case_starts.append(word.start)
             return True
         if not self.words and state == "body" and word.literal and word.text == "esac":
-            self.cases.pop()
+            self._end_case(word)
             return True
         return False
+
+    def _end_case(self, esac: Word) -> None:
+        self.cases.pop()
+        self.lexer.layout.cases.append((self.case_starts.pop(), esac.end))
 
 
 def _is_fd_name(text: str) -> bool:
@@ -480,6 +491,9 @@ def command_words(text: str, start: int) -> Command:
 # ---------------------------------------------------------------------------------------------- static expansion
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPLIT_OR_GLOB = frozenset(" \t\n*?[")
+# The longest value an expansion is followed to: `A=$A$A` doubles a value per line, so 40 such lines would
+# build a terabyte; a longer value is known only at run time (a launch's arguments are far shorter).
+MAX_EXPANDED = 16384
 
 
 def static_word(word: Word) -> bool:
@@ -512,6 +526,7 @@ class _Expansion:
     def __init__(self, src: str, variables: dict[str, str | None], assignment: bool) -> None:
         self.src, self.variables, self.assignment = src, variables, assignment
         self.out: list[str] = []
+        self.size = len(src)  # the value's length so far, bounded by MAX_EXPANDED
 
     def read(self) -> str:
         src, i, n = self.src, 0, len(self.src)
@@ -569,6 +584,9 @@ class _Expansion:
             self.out.append("$")
             return i + 1
         value = self.variables.get(match.group())
+        self.size += len(value or "")
+        if self.size > MAX_EXPANDED:
+            raise _Unknown
         if value is None or (not quoted and not self.assignment and (not value or _SPLIT_OR_GLOB & set(value))):
             raise _Unknown
         self.out.append(value)

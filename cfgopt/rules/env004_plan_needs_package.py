@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 from cfgopt.job.environment import spec_for
@@ -34,7 +35,9 @@ class PlanNeedsPackage(Rule):
     example = "requirements.txt: llamafactory==0.9.5  ->  + liger-kernel>=0.6.3  (a Llama LoRA SFT config below)"
     fix_safety = (
         "Unsafe: adds a pin with the range LLaMA-Factory's release documents for the extra (requirements*.txt "
-        "only); the node must then install it."
+        "only), on a line of its own (after an empty line where the file ends in a `\\` continuation, which pip "
+        "would join it to) in the file's line endings; the node must then install it. No fix in a hash-checking "
+        "file (`--hash`, `--require-hashes`): pip refuses a pin without hashes there, and with it the whole file."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -56,15 +59,27 @@ class PlanNeedsPackage(Rule):
             return  # one finding per file: the first config's plan names the packages
 
     def _fix(self, ctx: Context, packages: list[str]):
-        """Append the pins to a requirements*.txt (a TOML manifest or lock file is not edited)."""
+        """Append the pins to a requirements*.txt (a TOML manifest or lock file is not edited), as lines of their
+        own in the file's line endings. None in a file pip reads in hash-checking mode (a `--hash` or
+        `--require-hashes` anywhere): a pin without its hashes makes pip refuse the whole file."""
         src = ctx.source
         if not src.document.path.name.endswith(".txt"):
             return None
         text = src.document.text
+        if _HASH_CHECKING.search(text):
+            return None
+        newline = "\r\n" if "\r\n" in text else "\n"
         version = ctx.settings.llamafactory_version
-        lines = "".join(f"{package}{spec_for(package, version)}\n" for package in packages)
-        sep = "" if not text or text.endswith("\n") else "\n"
+        lines = "".join(f"{package}{spec_for(package, version)}{newline}" for package in packages)
+        last = text.splitlines()[-1] if text.strip() else ""
+        sep = "" if not text or text.endswith(("\n", "\r")) else newline
+        if last.endswith("\\"):  # pip joins a line ending in `\\` with the next: an empty line ends the joining
+            sep += newline
         return self.fix(f"Add {', '.join(packages)}", [Edit(len(text), len(text), sep + lines)], safe=False)
+
+
+# pip's hash-checking mode: on for the whole install when any requirement carries `--hash` (or the option is given)
+_HASH_CHECKING = re.compile(r"(^|\s)--(hash[=\s]|require-hashes)", re.MULTILINE)
 
 
 def _plan_of(ctx: Context, config):

@@ -82,6 +82,7 @@ class Argument(NamedTuple):
     editable: bool = True  # False: the value is a variable's (`--template $T`): a fix would drop the variable
     value_at: int = -1  # inline: where the `=` before the value is written (-1: unknown), and the quote it is in
     quote: str = ""
+    computed: bool = False  # the key's word is a variable's (`$OPTS` split into `--bf16 ...`): no edit may touch it
 
 
 class Entry:
