@@ -406,3 +406,13 @@ def test_lint_reads_only_the_selected_snapshots() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == ["deepspeed-0.16.4.json", "llamafactory-0.9.5.json"]
+
+
+def test_ds027_knows_every_block_the_table_names() -> None:
+    """DS027 judges a key only where the probe table names it (PROBED_BLOCKS, so a clean lint reads no table):
+    the constant must hold every block of every release the table holds."""
+    from cfgopt.rules.ds027_section_not_an_object import PROBED_BLOCKS
+
+    table = json.loads((ROOT / "cfgopt/knowledge/schemas/ds-section-values.json").read_text())
+    named = {block for release in table.values() for block in release["sections"]}
+    assert named == PROBED_BLOCKS

@@ -425,8 +425,10 @@ class Runtime(NamedTuple):
 
 def runtime_of(job: Job) -> Runtime:
     """What the job's environment runs: fa2 or SDPA, neat packing's cost for its method, the model's size."""
-    shape = job.shape
-    small = shape is None or shape.num_parameters < SR_FASTER_FROM
+    small = True
+    if stochastic_rounding_ok(job):  # the size matters only where stochastic rounding is a candidate (and the
+        shape = job.shape  # model's shape is not read on a lint that plans without it: start-up)
+        small = shape is None or shape.num_parameters < SR_FASTER_FROM
     return Runtime(fa2_runs(job), neat_mask_cost(job), small, job.on("neat_packing"))
 
 

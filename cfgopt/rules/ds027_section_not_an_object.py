@@ -23,6 +23,44 @@ def kind_of(value: Any) -> str:
     return json.dumps(value) if value is None or isinstance(value, bool) else type(value).__name__
 
 
+# Every top-level block the probe table (schemas/ds-section-values.json) names in any release: a key outside it is
+# never a suspect, so a lint of a JSON of scalars and objects does not read the table (start-up). Checked against
+# the table by tests/test_ds_section_values.py.
+PROBED_BLOCKS = frozenset(
+    {
+        "activation_checkpointing",
+        "aio",
+        "autotuning",
+        "bf16",
+        "bfloat16",
+        "checkpoint",
+        "comet",
+        "comms_logger",
+        "compile",
+        "compression_training",
+        "csv_monitor",
+        "data_efficiency",
+        "data_types",
+        "expert_parallel",
+        "flops_profiler",
+        "fp16",
+        "hybrid_engine",
+        "nebula",
+        "optimizer",
+        "pipeline",
+        "scheduler",
+        "sparse_attention",
+        "tensor_parallel",
+        "tensorboard",
+        "timers",
+        "torch_autocast",
+        "wandb",
+        "weight_quantization",
+        "zero_optimization",
+    }
+)
+
+
 class SectionNotAnObject(Rule):
     code = "DS027"
     name = "section-not-an-object"
@@ -68,7 +106,7 @@ class SectionNotAnObject(Rule):
         ds = ctx.settings.ds_schema
         # every key of the release may be a block its reader takes as an object, read or not by a pydantic model
         # (`"pipeline": false`: `param_dict.get("pipeline", {}).items()`): the probe table says which
-        blocks = ds.top_level_keys | {path[0] for path in HF_WALKED}
+        blocks = (ds.top_level_keys & PROBED_BLOCKS) | {path[0] for path in HF_WALKED}
         top = src.root.entries or () if src.root is not None and src.root.is_mapping else ()
         suspects = [e for e in top if e.key in blocks and e.key not in OTHER_RULES and not e.node.is_mapping]
         probed = ds_section_values(ds.version) if suspects else {}  # the table is read only for a suspect block

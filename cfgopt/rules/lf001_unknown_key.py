@@ -243,9 +243,6 @@ class UnknownKey(Rule):
                 f"renamed to `{new}`",
                 self.fix(f"Rename to `{new}`", edits.rename_key(src, entry, new), safe=True),
             )
-        grouped = self._sampling_hint(ctx, entry, fields, present)
-        if grouped is not None:
-            return grouped
         split = self._split_hint(ctx, entry, fields, present)
         if split is not None:
             return split
@@ -253,6 +250,9 @@ class UnknownKey(Rule):
             return "LLaMA-Factory derives this field itself (init=False); it cannot be set", None
         group = group_of(src)
         history = versions.lf_key_history(key, group, lf.version)
+        grouped = self._sampling_hint(ctx, entry, fields, present)
+        if grouped is not None:  # transformers 5's spelling of the same sampler, and the releases that read the old
+            return (f"{grouped[0]}; {history}" if history else grouped[0]), grouped[1]
         if key in REMOVED_IN_TRANSFORMERS_5:
             removed = (
                 f"removed from TrainingArguments in transformers 5 "
