@@ -53,7 +53,9 @@ def _tracked(*patterns: str) -> list[Path]:
 
 
 def _documents() -> list[Path]:
-    return _tracked("README.md", "docs/*.md", "rules/*.md", "bench/**.md", "fixtures/**.yaml", "fixtures/**.sh")
+    return _tracked(
+        "README.md", "CONTRIBUTING.md", "docs/*.md", "rules/*.md", "bench/**.md", "fixtures/**.yaml", "fixtures/**.sh"
+    )
 
 
 def _repo_paths(text: str) -> list[str]:
@@ -105,3 +107,34 @@ def test_nothing_points_outside_the_repository() -> None:
             continue
         offenders += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in _OUTSIDE.finditer(text)]
     assert not offenders, "\n".join(offenders)
+
+
+# ------------------------------------------------------------------------------------------ the README's shape
+_BULLET = re.compile(r"^(\s*)- ")
+
+
+def long_bullets(text: str, limit: int = 3) -> list[str]:
+    """The Markdown bullets of `text` (outside code blocks) that run over `limit` lines: a bullet is its `- ` line
+    and the indented lines after it, up to a blank line or the next bullet."""
+    found, start, lines = [], None, [*_FENCE.sub("", text).splitlines(), ""]
+    for number, line in enumerate(lines):
+        if start is not None and (not line.strip() or _BULLET.match(line) or not line.startswith(" ")):
+            if number - start > limit:
+                found.append(lines[start][:60])
+            start = None
+        if _BULLET.match(line):
+            start = number
+    return found
+
+
+def test_no_readme_bullet_runs_over_three_lines() -> None:
+    """The README is read, not searched: a point that needs more than three lines belongs in docs/."""
+    assert long_bullets((ROOT / "README.md").read_text(encoding="utf-8")) == []
+    assert long_bullets("- one\n  two\n  three\n  four\n- five\n") == ["- one"]
+
+
+def test_the_readme_opens_with_the_job() -> None:
+    """The first screen: what cfgopt is, the install, `cfgopt lint`, `cfgopt fix --write` and an example."""
+    first_screen = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:50])
+    for shown in ("pip install .", "cfgopt lint", "cfgopt fix configs/ --write", "## Example"):
+        assert shown in first_screen, shown
