@@ -64,7 +64,7 @@ class NeatPackingBatchSize(Rule):
 
 def _judged(ctx: Context) -> str:
     """The environment the finding is judged for: where the job's lacks flash-attn, `fa2` runs SDPA there and the
-    speed plan does not hold the micro-batch at one row (one environment for every judgement, issue 41)."""
+    speed plan does not hold the micro-batch at one row (one environment for every judgement)."""
     env = ctx.job.environment
     if env.has("flash_attn"):
         return ""
