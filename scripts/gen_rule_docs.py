@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/rules.md (the catalog) and docs/rules/<CODE>.md (one page per rule) from the rule modules, the
+"""Write rules/README.md (the catalog) and rules/<CODE>.md (one page per rule) from the rule modules, the
 single source of rule docs, and cfgopt/knowledge/rule_catalog.py (what each rule module reads, so a lint run imports
 only the rules it needs). tests/test_docs.py fails when the committed files differ from this output."""
 
@@ -14,7 +14,7 @@ from cfgopt.rules.pages import PAGES_DIR, render_page
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / PAGES_DIR
-CATALOG = ROOT / "docs" / "rules.md"
+CATALOG = RULES_DIR / "README.md"
 RULE_INDEX = ROOT / "cfgopt" / "knowledge" / "rule_catalog.py"
 
 
@@ -113,7 +113,7 @@ def render() -> dict[Path, str]:
         doc = rule.docs()
         out[RULES_DIR / f"{doc['code']}.md"] = render_page(doc, "markdown")
         rows.append(
-            f"| [{doc['code']}](rules/{doc['code']}.md) | `{doc['name']}` | {doc['severity']} "
+            f"| [{doc['code']}]({doc['code']}.md) | `{doc['name']}` | {doc['severity']} "
             f"| {'yes' if doc['default'] else 'opt-in'} | {_rate(rates['rules'], doc['code'])} | "
             + "".join(f"{_rate(rules, doc['code'])} | " for rules in judged.values())
             + f"{doc['summary']} "
@@ -129,7 +129,7 @@ def render() -> dict[Path, str]:
         "",
         "## Not implemented",
         "",
-        "Candidate rules cfgopt does not implement, with why: [not-implemented.md](not-implemented.md).",
+        "Candidate rules cfgopt does not implement, with why: [docs/not-implemented.md](../docs/not-implemented.md).",
     ]
     out[CATALOG] = "\n".join(rows) + "\n"
     out[RULE_INDEX] = render_index()

@@ -1,21 +1,21 @@
 #!/usr/bin/env python
-"""The README's own figures, measured: prints each figure the README states beside what this checkout measures, and
-exits 1 when one is wrong.
+"""The developers' figures, measured: prints each figure CONTRIBUTING.md states (the README's test command: its
+install and run times, the tests collected) beside what this checkout measures, and exits 1 when one is wrong.
 
 Usage: python scripts/readme_figures.py [--time install] [--time tests] [--tolerance 0.25]
 
 Checked on every run (about 15 s on 2 cores: the collection imports every test module):
 - the tests collected (`python -m pytest --collect-only -q`), exactly;
-- the rules the README and docs/configuration.md name as opt-in (`--extend-select CODE`, `extend-select =
-  ["CODE"]`, the "Only the speculative is opt-in: ..." list) against the rules whose `default_on` is False
-  (cfgopt/knowledge/rule_catalog.py's OPT_IN).
+- the rules the README, CONTRIBUTING.md and docs/configuration.md name as opt-in (`--extend-select CODE`,
+  `extend-select = ["CODE"]`, the "Only the speculative is opt-in: ..." list) against the rules whose `default_on`
+  is False (cfgopt/knowledge/rule_catalog.py's OPT_IN).
 Measured only when asked, as they take minutes (run them on a quiet machine, then write the figures and the date
-into the README):
+into CONTRIBUTING.md):
 - `--time install`: `pip install -q --no-cache-dir -e '.[test,oracle]'` and the uninstall beside it, in a new
   virtual environment in a temporary folder (a fresh machine's install: nothing cached), wall time;
 - `--time tests`: the README's test command (`DISABLE_VERSION_CHECK=1 CFGOPT_REQUIRE_ORACLE=1 python -m pytest
   -q`), wall time and the CPU time of its processes.
-A timing more than `--tolerance` (default 25%) away from the README's figure is wrong.
+A timing more than `--tolerance` (default 25%) away from the stated figure is wrong.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-OPT_IN_DOCS = (README, ROOT / "docs" / "configuration.md")
+FIGURES = ROOT / "CONTRIBUTING.md"  # where the figures of the README's test command are stated
+OPT_IN_DOCS = (README, FIGURES, ROOT / "docs" / "configuration.md")
 TEST_ENV = {"DISABLE_VERSION_CHECK": "1", "CFGOPT_REQUIRE_ORACLE": "1"}
 
-# The sentences that carry the figures (the README's text with its line breaks as spaces).
+# The sentences that carry the figures (CONTRIBUTING.md's text with its line breaks as spaces).
 INSTALL = re.compile(r"the extras install in (\d+ min \d+ s) \(measured (\d{4}-\d\d-\d\d)")
 RUN = re.compile(r"that run took (\d+ min \d+ s) wall and about (\d+) min of CPU \(measured ([\d-]+(?: and [\d-]+)?)")
 COLLECTED = re.compile(r"([\d,]+) tests collected \(`pytest --collect-only -q`, (\d{4}-\d\d-\d\d)\)")
@@ -56,14 +57,14 @@ def _flat(text: str) -> str:
 
 
 def stated(text: str) -> Stated:
-    """The figures `text` (the README) states; ValueError naming the one it lacks."""
+    """The figures `text` (CONTRIBUTING.md) states; ValueError naming the one it lacks."""
     flat = _flat(text)
     found = {
         name: pattern.search(flat) for name, pattern in (("install", INSTALL), ("run", RUN), ("collected", COLLECTED))
     }
     missing = [name for name, match in found.items() if match is None]
     if missing:
-        raise ValueError(f"the README states no {', '.join(missing)} figure in the form this script reads")
+        raise ValueError(f"CONTRIBUTING.md states no {', '.join(missing)} figure in the form this script reads")
     install, run, collected = (found[name] for name in ("install", "run", "collected"))
     return Stated(install.groups(), run.groups(), (int(collected.group(1).replace(",", "")), collected.group(2)))
 
@@ -106,7 +107,8 @@ def _expand(listed: str) -> set[str]:
 
 
 def opt_in_claims(opt_in: frozenset[str], docs: dict[str, str]) -> list[str]:
-    """What `docs` (name -> text: the README, docs/configuration.md) say wrongly about which rules are opt-in."""
+    """What `docs` (name -> text: the README, CONTRIBUTING.md, docs/configuration.md) say wrongly about which rules
+    are opt-in."""
     wrong = []
     for name, text in docs.items():
         flat = _flat(text)
@@ -147,10 +149,10 @@ def _within(measured: float, stated_value: float, tolerance: float) -> bool:
 
 
 def _line(name: str, said: str, measured: str | None, ok: bool = True) -> str:
-    """One figure: what the README says, what was measured (None: not measured this run), the verdict."""
+    """One figure: what the docs say, what was measured (None: not measured this run), the verdict."""
     if measured is None:
-        return f"{name:<18} README: {said}; not measured (--time)"
-    return f"{name:<18} README: {said:<44} measured: {measured:<26} {'ok' if ok else 'WRONG'}"
+        return f"{name:<18} stated: {said}; not measured (--time)"
+    return f"{name:<18} stated: {said:<44} measured: {measured:<26} {'ok' if ok else 'WRONG'}"
 
 
 def _timings(said: Stated, asked: list[str], tolerance: float) -> list[str]:
@@ -175,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from cfgopt.knowledge.rule_catalog import OPT_IN
 
-    said = stated(README.read_text())
+    said = stated(FIGURES.read_text())
     wrong = opt_in_claims(OPT_IN, opt_in_docs())
     count, (stated_count, date) = collect(), said.collected
     lines = [

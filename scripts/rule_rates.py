@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """How often each rule fires on real configs at default settings: writes docs/rule-rates.json, which
-scripts/gen_rule_docs.py renders into docs/rules.md ("fires on" column).
+scripts/gen_rule_docs.py renders into rules/README.md ("fires on" column).
 
 Usage: python scripts/rule_rates.py CORPUS_FOLDER [--name NAME] [--out docs/rule-rates.json] [--judged h200:1 ...]
 

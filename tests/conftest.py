@@ -8,8 +8,9 @@ end. CFGOPT_TEST_HOME names that folder instead (kept: tests/test_suite_hygiene.
 
 **Sampled by default, everything with --full.** The slow parametrised tests (the differential oracle's
 examples, the corpus files, the trigger check's fixtures, the version pairs) run a fixed, deterministic
-subset by default (`sampling.sample`); `--full` or CFGOPT_FULL_TESTS=1 runs all of them, which CI does
-(.ci/run). Each sampled test says so in its docstring and the README's test section lists them.
+subset by default (`sampling.sample`); `--full` or CFGOPT_FULL_TESTS=1 runs all of them (.ci/run runs the
+sample; a CI run with time to spare sets CFGOPT_FULL_TESTS=1). Each sampled test says so in its docstring and
+CONTRIBUTING.md lists them.
 """
 
 from __future__ import annotations

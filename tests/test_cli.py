@@ -132,6 +132,7 @@ def test_rules_and_rule_docs() -> None:
     assert code == 0 and "LF001" in out and "unknown-key" in out
     code, out, _ = run_cli(["rule", "DS001"])
     assert code == 0 and "Evidence" in out and "stage3_parition_grads" in out
+    assert "page: rules/DS001.md" in out  # the top-level catalog's page, generated from the same docs
     assert run_cli(["rule", "unknown-key"])[0] == 0
     assert run_cli(["rule", "XX999"])[0] == 2
 

@@ -94,7 +94,7 @@ def test_old_format_name_text_is_still_read() -> None:
 
 # A flag in the docs: `--name` inside backticks or a code block, after `cfgopt SUB` on the same line with no other
 # command in between (a pipe, `&&`, `;`, or another program's name).
-_DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_DOC_FILES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 _COMMAND = re.compile(r"cfgopt\s+(" + "|".join(sorted(SUBCOMMANDS, key=len, reverse=True)) + r")\b")
 _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]+)")
 _ANOTHER_COMMAND = re.compile(r"\||&&|;|\b(llamafactory-cli|deepspeed|torchrun|accelerate|pip|python|git)\b")

@@ -19,7 +19,7 @@ except ModuleNotFoundError:  # Python 3.10: the project's own dependency
 ROOT = Path(__file__).resolve().parent.parent
 # What a user reads: the docs, the messages in the code, the scripts, the hooks. tests/data and fixtures hold
 # other projects' files as they are.
-READ = ("README.md", ".pre-commit-hooks.yaml", "docs", "cfgopt", "scripts", "bench", ".ci")
+READ = ("README.md", "CONTRIBUTING.md", ".pre-commit-hooks.yaml", "docs", "rules", "cfgopt", "scripts", "bench", ".ci")
 SUFFIXES = {".md", ".py", ".yaml", ".toml", ".sh", ".txt", ""}
 INSTALL = re.compile(r"\b(?:pip3?|pipx|uv pip|uv tool|python3? -m pip) install\b([^`\n;&|]*)")  # to the command's end
 # `cfgopt`, `cfgopt[server]`, `cfgopt==0.1`, `"cfgopt>=0.1"`: the index's project, not this one

@@ -53,7 +53,9 @@ def _tracked(*patterns: str) -> list[Path]:
 
 
 def _documents() -> list[Path]:
-    return _tracked("README.md", "docs/*.md", "rules/*.md", "bench/**.md", "fixtures/**.yaml", "fixtures/**.sh")
+    return _tracked(
+        "README.md", "CONTRIBUTING.md", "docs/*.md", "rules/*.md", "bench/**.md", "fixtures/**.yaml", "fixtures/**.sh"
+    )
 
 
 def _repo_paths(text: str) -> list[str]:
@@ -105,3 +107,66 @@ def test_nothing_points_outside_the_repository() -> None:
             continue
         offenders += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in _OUTSIDE.finditer(text)]
     assert not offenders, "\n".join(offenders)
+
+
+# ------------------------------------------------------------------------------------------ the README's shape
+_BULLET = re.compile(r"^(\s*)- ")
+
+
+def long_bullets(text: str, limit: int = 3) -> list[str]:
+    """The Markdown bullets of `text` (outside code blocks) that run over `limit` lines: a bullet is its `- ` line
+    and the indented lines after it, up to a blank line or the next bullet."""
+    found, start, lines = [], None, [*_FENCE.sub("", text).splitlines(), ""]
+    for number, line in enumerate(lines):
+        if start is not None and (not line.strip() or _BULLET.match(line) or not line.startswith(" ")):
+            if number - start > limit:
+                found.append(lines[start][:60])
+            start = None
+        if _BULLET.match(line):
+            start = number
+    return found
+
+
+def test_no_readme_bullet_runs_over_three_lines() -> None:
+    """The README is read, not searched: a point that needs more than three lines belongs in docs/."""
+    assert long_bullets((ROOT / "README.md").read_text(encoding="utf-8")) == []
+    assert long_bullets("- one\n  two\n  three\n  four\n- five\n") == ["- one"]
+
+
+def test_the_readme_opens_with_the_job() -> None:
+    """The first screen: what cfgopt is, the install, `cfgopt lint`, `cfgopt fix --write` and an example."""
+    first_screen = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:50])
+    for shown in ("pip install .", "cfgopt lint", "cfgopt fix configs/ --write", "## Example"):
+        assert shown in first_screen, shown
+
+
+# ----------------------------------------------------------------------------------- what is true now, not history
+# Comments, messages and rule texts say what holds now; why it came to be is in git and in bench/. An upstream
+# citation keeps its `#` (`LLaMA-Factory issue #6232`) and is not matched.
+_ISSUE_POINTER = re.compile(r"\bissues? \d+", re.I)
+
+
+def issue_pointers(text: str) -> list[str]:
+    return [line.strip()[:80] for line in text.splitlines() if _ISSUE_POINTER.search(line)]
+
+
+def test_no_issue_pointer_in_the_package() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {line}"
+        for path in _tracked("cfgopt")
+        if path.suffix in (".py", ".json", ".toml", ".md", ".txt")
+        for line in issue_pointers(path.read_text(encoding="utf-8"))
+    ]
+    found += [
+        f"{rule.code}: {line}"
+        for rule in all_rules()
+        for value in rule.docs().values()
+        if isinstance(value, (str, list))
+        for line in issue_pointers(value if isinstance(value, str) else "\n".join(value))
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_issue_pointer_check_tells_a_pointer_from_a_citation() -> None:
+    text = "# measured on the H200 (issue 41)\n'LLaMA-Factory issues #7979, #8793'\n# Issue 12 found it\n"
+    assert issue_pointers(text) == ["# measured on the H200 (issue 41)", "# Issue 12 found it"]

@@ -461,3 +461,11 @@ def test_lf031_infinite_steps_oracle() -> None:
 
     with pytest.raises(OverflowError):
         TrainingArguments(output_dir="out", logging_steps=float("inf"), report_to="none")
+
+
+def test_a_yaml_true_is_no_count() -> None:
+    """`bool` subclasses `int`: the rules and commands ask `is_int`, which refuses YAML's and JSON's `true`."""
+    from cfgopt.text.user_text import is_int
+
+    assert is_int(3) and is_int(0) and is_int(-1) and is_int(10**400)
+    assert not any(is_int(v) for v in (True, False, 3.0, "3", None, [3]))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.job.data_profile import DataProfile, NotLocal
+from cfgopt.text.user_text import is_int
 
 
 def data_of(job: Any) -> DataProfile | NotLocal | None:
@@ -23,7 +24,7 @@ def data_of(job: Any) -> DataProfile | NotLocal | None:
 
 def _cutoff(job: Any) -> int:
     cutoff = job.value("cutoff_len")
-    return cutoff if isinstance(cutoff, int) and not isinstance(cutoff, bool) and cutoff > 0 else 1
+    return cutoff if is_int(cutoff) and cutoff > 0 else 1
 
 
 def lines(

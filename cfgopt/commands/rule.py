@@ -1,5 +1,5 @@
 """`cfgopt rule CODE`: one rule's page, rendered from its module's docs by `rules.pages` (the renderer that also
-writes docs/rules/<CODE>.md, scripts/gen_rule_docs.py, and the language server's hover), so they never differ."""
+writes rules/<CODE>.md, scripts/gen_rule_docs.py, and the language server's hover), so they never differ."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Selection (docs/versions.md): an explicit value (`--llamafactory-version` / `--d
 project config) names a shipped snapshot exactly or by prefix (`0.16` = the newest shipped 0.16.x); without
 one, the repository's pins or the job's stated environment (cfgopt.job.environment), snapped to the nearest shipped
 snapshot of the same minor; without that, the newest snapshot. The release installed where cfgopt runs never
-decides (issue 32); `installed_version` reads it for `cfgopt doctor`, which runs on the node.
+decides (the job is judged, not this machine); `installed_version` reads it for `cfgopt doctor`, which runs on the node.
 
 Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected
 release (rare: that path reads the other snapshots). What DS090 needs on every DeepSpeed file, the defaults

@@ -115,7 +115,7 @@ def _rule_descriptor(rule) -> dict:
             f"When the real tool fails: {doc['fails_when']}" if doc["fails_when"] else "",
             f"Example:\n{doc['example']}" if doc["example"] else "",
             f"Fix: {doc['fix_safety']}" if doc["fix_safety"] else "",
-            f"More: `cfgopt rule {doc['code']}` or docs/rules/{doc['code']}.md",
+            f"More: `cfgopt rule {doc['code']}` or rules/{doc['code']}.md",
         )
         if part
     )

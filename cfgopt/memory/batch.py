@@ -13,7 +13,7 @@ from typing import Any
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
 from cfgopt.memory import stages as memory_stages
-from cfgopt.memory.config_values import MAX_COUNT, get, integer, short_repr
+from cfgopt.memory.config_values import MAX_COUNT, get, integer_at, short_repr
 
 DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
 
@@ -41,7 +41,7 @@ def unusable_sizes(config: dict[str, Any]) -> list[str]:
     that is not a positive integer up to MAX_COUNT (NaN, an infinity, `1e300`, a list...)."""
     out = []
     for key in ("per_device_train_batch_size", "cutoff_len"):
-        number = integer(config, key)
+        number = integer_at(config, key)
         if number is None or number < 1:
             out.append(f"`{key}` is {short_repr(get(config, key))}, not a positive integer up to {MAX_COUNT}")
     return out
@@ -54,9 +54,9 @@ def batch_of(config: dict[str, Any], fill: float | None, unmodelled: list[str], 
         unmodelled.append(f"finetuning_type {ftype!r}")
         ftype = "lora"
     bsz, accum, cutoff = (
-        integer(config, "per_device_train_batch_size"),
-        integer(config, "gradient_accumulation_steps"),
-        integer(config, "cutoff_len"),
+        integer_at(config, "per_device_train_batch_size"),
+        integer_at(config, "gradient_accumulation_steps"),
+        integer_at(config, "cutoff_len"),
     )
     unmodelled.extend(unusable_sizes(config))
     bsz, cutoff = max(1, bsz or 1), max(1, cutoff or 1)

@@ -18,7 +18,7 @@ def get(config: dict[str, Any], key: str) -> Any:
 MAX_COUNT = 2**31 - 1
 
 
-def integer(config: dict[str, Any], key: str) -> int | None:
+def integer_at(config: dict[str, Any], key: str) -> int | None:
     """An integer value (an integral float counts), None for anything else: a bool, a list, NaN, an infinity, or
     a number beyond +-MAX_COUNT, which the model does not count with."""
     value = get(config, key)

@@ -12,7 +12,7 @@ from typing import Any
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, layer_params, module_dims
-from cfgopt.memory.config_values import get, integer, split_names
+from cfgopt.memory.config_values import get, integer_at, split_names
 
 LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
 OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)
@@ -48,7 +48,7 @@ def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list
     L, V, h = shape.num_hidden_layers, shape.vocab_size, shape.hidden_size
     if ftype == "lora":
         trained = _targets(get(config, "lora_target"), notes, "lora_target")
-        rank = integer(config, "lora_rank") or 8
+        rank = integer_at(config, "lora_rank") or 8
         method = Method(trained, L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained))
         dropout = get(config, "lora_dropout")
         if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
@@ -64,7 +64,7 @@ def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list
         return method
     if ftype == "oft":
         trained = _targets(get(config, "oft_target"), notes, "oft_target")
-        block, rank = integer(config, "oft_block_size") or 0, integer(config, "oft_rank") or 0
+        block, rank = integer_at(config, "oft_block_size") or 0, integer_at(config, "oft_rank") or 0
         trainable = 0
         for m in trained:
             fan_in = dims[m][0]
@@ -86,7 +86,7 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
     `self_attn`, `mlp`, the norms); `freeze_extra_modules` adds modules outside the layers (`embed_tokens`,
     `lm_head`, `norm`)."""
     dims, L = module_dims(shape), shape.num_hidden_layers
-    freeze_n = integer(config, "freeze_trainable_layers")
+    freeze_n = integer_at(config, "freeze_trainable_layers")
     freeze_n = 2 if freeze_n is None else freeze_n
     count = min(abs(freeze_n), L)
     modules = split_names(get(config, "freeze_trainable_modules")) or ["all"]

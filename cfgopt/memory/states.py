@@ -16,7 +16,7 @@ from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory.base import linear_params, quantized_bytes_per_param
 from cfgopt.memory.batch import Batch
 from cfgopt.memory.buffers import bucket_elements
-from cfgopt.memory.config_values import get, integer
+from cfgopt.memory.config_values import get, integer_at
 from cfgopt.memory.method import Method
 
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
@@ -33,7 +33,7 @@ def _quantized_bytes(config: dict[str, Any], bits: int) -> float:
     """Bytes per quantized linear parameter: bitsandbytes' layouts for `quantization_bit` (its default method,
     nf4 with double quantization unless `double_quantization: false`), bits/8 plus scales for a checkpoint
     quantized by name (AWQ, GPTQ, AQLM) or another `quantization_method`."""
-    if integer(config, "quantization_bit") != bits:
+    if integer_at(config, "quantization_bit") != bits:
         return quantized_bytes_per_param(bits, "pre-quantized")
     method = str(get(config, "quantization_method") or "bnb")
     return quantized_bytes_per_param(bits, method, get(config, "double_quantization") is not False)
@@ -41,7 +41,7 @@ def _quantized_bytes(config: dict[str, Any], bits: int) -> float:
 
 def quantization_bits(config: dict[str, Any]) -> int | None:
     """Bits of the frozen base: `quantization_bit`, else a pre-quantized checkpoint named so (AWQ, GPTQ, AQLM)."""
-    bit = integer(config, "quantization_bit")
+    bit = integer_at(config, "quantization_bit")
     if bit in (2, 3, 4, 5, 6, 8):
         return bit
     name = str(config.get("model_name_or_path") or "").lower()

@@ -1,4 +1,4 @@
-"""The plan's data term: what padding costs an unpacked candidate on the job's own data (issue 36).
+"""The plan's data term: what padding costs an unpacked candidate on the job's own data.
 
 tune's priors (cfgopt.plan.priors) were measured on one dataset: 4,000 synthetic Alpaca-format rows whose
 lengths are lognormal with median 144 and mean 185 tokens, clipped to [25, 1000] (bench/h200/measurements.md,

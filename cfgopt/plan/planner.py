@@ -144,7 +144,7 @@ class SpeedPlan:
         )
 
 
-# What packing the plan turns on changes, said where the plan is (issue 45: "same global batch" promised more): a
+# What packing the plan turns on changes, said where the plan is: a
 # row holds several samples, so the rows per step stay and the samples per step do not.
 PACKED_STEPS = (
     "with packing more samples per step and fewer steps per epoch, by the packing factor (learning rate and warm-up "
@@ -383,9 +383,9 @@ def _neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool
 
 
 # Packing the plan turns on keeps the samples apart (`neat_packing`): plain packing lets packed samples attend to each
-# other, a change of what the model learns that only the user chooses (issue 32). Without flash-attn's varlen path
+# other, a change of what the model learns that only the user chooses. Without flash-attn's varlen path
 # LLaMA-Factory builds a 4-D block mask per batch. Measured on one H200 under SDPA, neat vs plain packing at the same
-# shape and tokens per step (median step of 6; bench/planner/README.md, issue 41): Llama-3-8B LoRA cutoff 2048, 8 x 2:
+# shape and tokens per step (median step of 6; bench/planner/README.md): Llama-3-8B LoRA cutoff 2048, 8 x 2:
 # 2.290 vs 1.930 s; Qwen2.5-7B LoRA r32 cutoff 4096, 1 x 16: 6.991 vs 5.838 s (both 0.84x); Llama-3-8B full, 2 x 1:
 # 0.765 vs 0.705 s (0.92x: the optimizer step, which the mask does not touch, is a larger share of a full step).
 NEAT_WITHOUT_FA2 = {"lora": (1.930 / 2.290 + 5.838 / 6.991) / 2, "full": 0.705 / 0.765}
@@ -405,7 +405,7 @@ def fa2_runs(job: Job) -> bool:
 
 
 # Stochastic rounding (pure bf16 + torchao's 8-bit AdamW, `space.SR_OPTIM`) against bf16 autocast, by model size, on
-# one H200 (bench/planner/README.md, issue 41): Llama-3-8B / Qwen2.5-7B full SFT 1.21x / 1.18x the bf16 + bnb 8-bit plan
+# one H200 (bench/planner/README.md): Llama-3-8B / Qwen2.5-7B full SFT 1.21x / 1.18x the bf16 + bnb 8-bit plan
 # (what the priors give: 0.72 x 1.39 / 0.83); Qwen3-4B full packed 0.72x bf16 + AdamW (25.7 vs 61.9 GiB), and
 # qwen3_full_sft 0.69x the bnb plan. Its update costs what the optimizer step costs, a larger share of a small
 # model's step. Below SR_FASTER_FROM (between the 4B and 7B measured; sizes in between not measured) it ranks at
@@ -520,7 +520,7 @@ def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None
 
 
 # Plans shared between jobs whose planning inputs agree: the launch lines of a sweep differ in their output folder
-# (and a few values the planner never reads), and each planned alone cost ~13 ms a line (issue 33: a 600-line
+# (and a few values the planner never reads), and each planned alone cost ~13 ms a line (in a 600-line
 # sweep). Bounded; the key holds every input the plan reads, so a hit is the plan the job would get.
 _PLANS: dict[str, SpeedPlan | None] = {}
 _PLANS_MAX = 4096
@@ -596,7 +596,7 @@ def _knobs_with_packages(job: Job, knobs: tuple[str, ...]) -> tuple[str, ...]:
 
 
 # A package the environment lacks is named where the plan with it is expected this much faster (Liger alone was
-# 1.15x on a Qwen2.5-7B LoRA SFT on the H200; issue 32).
+# 1.15x on a Qwen2.5-7B LoRA SFT on the H200).
 _WORTH_A_PACKAGE = 1.05
 
 
@@ -988,7 +988,7 @@ _NO_PLAN = "no speed plan fits the job's environment"
 
 # A speed finding whose knob the plan leaves as it is is dropped: the plan spends the memory on something the priors
 # rank faster (Qwen3-4B LoRA DPO on the H200: 8 x 1 with checkpointing on ran 2.6x what 2 x 4 without it did), so
-# warning about the setting would be a finding whose fix does not fix it (issue 32).
+# warning about the setting would be a finding whose fix does not fix it.
 _KNOBS_OF = {code: tuple(k for k, codes in OWNERS.items() if code in codes) for code in PLANNED_CODES}
 
 

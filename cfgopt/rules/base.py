@@ -64,7 +64,7 @@ class Rule:
     severity: ClassVar[Severity]
     kinds: ClassVar[frozenset[Kind]]
     summary: ClassVar[str]
-    # Long-form docs, shown by `cfgopt rule CODE` and rendered into docs/rules/<CODE>.md.
+    # Long-form docs, shown by `cfgopt rule CODE` and rendered into rules/<CODE>.md.
     why: ClassVar[str] = ""
     fails_when: ClassVar[str] = ""  # when the real tool fails (or misbehaves): the cost the rule saves
     evidence: ClassVar[tuple[str, ...]] = ()
@@ -72,7 +72,7 @@ class Rule:
     fix_safety: ClassVar[str] = "No fix."
     # In the default selection: everything that holds for the job as judged (its config, releases, target and
     # GPU count), speed and memory advice included. Only what is speculative (it depends on data, packages or
-    # hardware cfgopt cannot see, or is contested) is opt-in, and `opt_in_because` says why (docs/rules.md).
+    # hardware cfgopt cannot see, or is contested) is opt-in, and `opt_in_because` says why (rules/README.md).
     default_on: ClassVar[bool] = True
     opt_in_because: ClassVar[str] = ""
     # A note about the run rather than a file (CFG003: kinds recognised, not checked): reported once, on its first

@@ -7,7 +7,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import locate, section_errors
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
-from cfgopt.text.user_text import integer
+from cfgopt.text.user_text import integer, is_int
 
 # Top-level keys DeepSpeed reads loosely but then uses as numbers (batch assertion, clipping).
 # Loose keys whose null DeepSpeed does not read as "absent": DeepSpeedConfig itself fails on them
@@ -134,7 +134,7 @@ class InvalidValue(Rule):
             if entry is None:
                 continue
             value = entry.node.value
-            if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+            if value is None or value == "auto" or is_int(value):
                 continue  # null is read as absent (get_scalar_param)
             if isinstance(value, bool):
                 if key in INT_KEYS:

@@ -6,6 +6,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import zero_block, zero_stage
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
+from cfgopt.text.user_text import is_int
 
 GPUS_PER_NODE = 8  # every target in cfgopt/knowledge/targets.py ships as 8-GPU nodes (MI300X/MI325X/H100/H200/A100)
 QUANTIZED = ("zero_quantized_weights", "zero_quantized_gradients")
@@ -45,7 +46,7 @@ class ZeroppMisuse(Rule):
         hpz = zero.node.get("zero_hpz_partition_size")
         gpus = ctx.settings.gpus
         value = hpz.node.value if hpz is not None else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 1 and gpus and gpus <= GPUS_PER_NODE:
+        if is_int(value) and value > 1 and gpus and gpus <= GPUS_PER_NODE:
             yield self.at_entry(
                 ctx,
                 hpz,

@@ -12,6 +12,7 @@ from cfgopt.rules.support.ds_blocks import POSITIVE_WARMUP_FROM, REQUIRED_SCHEDU
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
+from cfgopt.text.user_text import is_int
 
 ONE_BIT = ("onebitadam", "zerooneadam", "onebitlamb")
 
@@ -185,7 +186,7 @@ class OptimizerSchedulerSignature(Rule):
             )
             return
         strict = version_key(ctx.settings.ds_schema.version) >= POSITIVE_WARMUP_FROM
-        if not strict or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        if not strict or (is_int(value) and value > 0):
             return
         yield self.at_entry(
             ctx,

@@ -37,7 +37,7 @@ def assignments(text: str) -> list[tuple[str, str | None, int, int]]:
 @functools.lru_cache(maxsize=8)
 def _names_one(text: str) -> bool:
     """Does the script name a judged variable? Once per script: each of its launch lines is a source of its own
-    with the same text (a 600-line sweep asked 600 times, issue 33)."""
+    with the same text (a 600-line sweep would ask 600 times; bench/sweep/results.md)."""
     return any(name in text for name in JUDGED)
 
 

@@ -6,6 +6,7 @@ from cfgopt.knowledge.methods import neat_fa2_refused_model
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, is_train_group, on, report, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.user_text import is_int
 
 
 class NeatPackingBatchSize(Rule):
@@ -44,7 +45,7 @@ class NeatPackingBatchSize(Rule):
         if value_of(ctx, "stage") != "sft":
             return  # LF010
         bsz = value_of(ctx, "per_device_train_batch_size")
-        if isinstance(bsz, int) and not isinstance(bsz, bool) and bsz > 1:
+        if is_int(bsz) and bsz > 1:
             yield report(
                 self,
                 ctx,
@@ -64,7 +65,7 @@ class NeatPackingBatchSize(Rule):
 
 def _judged(ctx: Context) -> str:
     """The environment the finding is judged for: where the job's lacks flash-attn, `fa2` runs SDPA there and the
-    speed plan does not hold the micro-batch at one row (one environment for every judgement, issue 41)."""
+    speed plan does not hold the micro-batch at one row (one environment for every judgement)."""
     env = ctx.job.environment
     if env.has("flash_attn"):
         return ""

@@ -8,6 +8,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import number, top_entries
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
+from cfgopt.text.user_text import is_int
 
 
 def _num(value: Any) -> float | None:
@@ -78,7 +79,7 @@ class TrainerArgumentInvalid(Rule):
         }
         if "torch_empty_cache_steps" in entries and data["torch_empty_cache_steps"] is not None:
             value = data["torch_empty_cache_steps"]
-            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            if not (is_int(value) and value > 0):
                 yield report(
                     "torch_empty_cache_steps", f"`torch_empty_cache_steps` must be a positive integer, not {value!r}"
                 )

@@ -6,6 +6,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import profile_of
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, first_entry
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.user_text import is_int
 
 
 class MaxSamplesAboveDataset(Rule):
@@ -31,7 +32,7 @@ class MaxSamplesAboveDataset(Rule):
         if profile is None or entry is None or ctx.job.on("streaming") or profile.problems or not profile.rows:
             return
         value = entry.node.value
-        if isinstance(value, bool) or not isinstance(value, int) or value < profile.rows:
+        if not is_int(value) or value < profile.rows:
             return
         yield self.at_entry(
             ctx,

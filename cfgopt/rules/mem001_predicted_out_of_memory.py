@@ -16,7 +16,7 @@ def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
 
 
 def what_would_fit(ctx: Context, n: int, est) -> list[str]:
-    """When no setting of the job's own fits (issue 23): fewer tokens per micro-batch, offload, more GPUs, each
+    """When no setting of the job's own fits: fewer tokens per micro-batch, offload, more GPUs, each
     with its estimate; the first that fits of each kind, at most three."""
     from cfgopt.plan.space import deepspeed_template
 

@@ -1,12 +1,12 @@
 """A rule's page, rendered from its docs (`Rule.docs()`): printed by `cfgopt rule CODE`, written to
-docs/rules/<CODE>.md by scripts/gen_rule_docs.py, shown on hover by the language server; one renderer, so the three
+rules/<CODE>.md by scripts/gen_rule_docs.py, shown on hover by the language server; one renderer, so the three
 never differ."""
 
 from __future__ import annotations
 
 from typing import Any
 
-PAGES_DIR = "docs/rules"  # where the generated pages live, relative to the repository root
+PAGES_DIR = "rules"  # the rule catalog (README.md) and one page per rule, relative to the repository root
 
 
 def default_selection(doc: dict[str, Any]) -> str:
@@ -17,7 +17,7 @@ def default_selection(doc: dict[str, Any]) -> str:
 
 
 def render_page(doc: dict[str, Any], fmt: str) -> str:
-    """A rule's page from `Rule.docs()`: `markdown` (docs/rules/<CODE>.md) or plain text (`cfgopt rule CODE`)."""
+    """A rule's page from `Rule.docs()`: `markdown` (rules/<CODE>.md) or plain text (`cfgopt rule CODE`)."""
     if fmt == "markdown":
         lines = (
             [
@@ -42,9 +42,9 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
             ]
             + [f"- {e}" for e in doc["evidence"]]
             + ["", "## Example", "", "```", doc["example"], "```", "", "## Fix", "", doc["fix_safety"], ""]
-            + ["## Where", "", f"- Code: [`{doc['module']}`](../../{doc['module']})"]
+            + ["## Where", "", f"- Code: [`{doc['module']}`](../{doc['module']})"]
             + [
-                f"- Cases: [`fixtures/rules/{doc['code']}/`](../../fixtures/rules/{doc['code']}/), run by "
+                f"- Cases: [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/), run by "
                 "`tests/test_rule_fixtures.py`",
                 "",
             ]
@@ -69,5 +69,7 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
         + ["", "Example:"]
         + [f"  {line}" for line in doc["example"].splitlines()]
         + ["", "Fix:", f"  {doc['fix_safety']}", ""]
+        + ["Where (in cfgopt's repository):", f"  page: {PAGES_DIR}/{doc['code']}.md", f"  code: {doc['module']}"]
+        + [f"  cases: fixtures/rules/{doc['code']}/", ""]
     )
     return "\n".join(lines)

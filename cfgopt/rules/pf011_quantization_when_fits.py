@@ -6,6 +6,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, model_params_billion, training, value_of
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.user_text import is_int
 
 
 class QuantizationWhenFits(Rule):
@@ -35,7 +36,7 @@ class QuantizationWhenFits(Rule):
         if not training(ctx):
             return
         entry = entry_of(ctx, "quantization_bit")
-        if entry is None or not isinstance(entry.node.value, int) or isinstance(entry.node.value, bool):
+        if entry is None or not is_int(entry.node.value):
             return
         if value_of(ctx, "quantization_method") not in ("bnb", "hqq", "eetq"):
             return

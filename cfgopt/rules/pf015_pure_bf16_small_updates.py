@@ -30,7 +30,7 @@ class PureBf16SmallUpdates(Rule):
         "AdamW step moves a weight by about the learning rate; below half a bf16 ulp of the weight (2^-9 of it) "
         "the sum rounds back to the old value, so at lr 1e-5 a weight of 0.02 never moves. On one H200 a Qwen3-4B "
         "full SFT at lr 1e-5, same seed and samples, reached loss 7.70 after 20 steps in pure bf16 against 5.31 "
-        "with `bf16: true`; `cfgopt verify` fails such a plan, and the speed planner no longer proposes it. The "
+        "with `bf16: true`; `cfgopt verify` fails such a plan, and the speed planner does not propose it. The "
         "usual remedy is `bf16: true` (fp32 master weights: 2 more bytes per trained parameter, plus the optimizer "
         "states in fp32), or 8-bit AdamW to get the memory back. GaLore, APOLLO and BAdam scale or hold their updates "
         "their own way and are left alone."

@@ -6,6 +6,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.data import TRIGGERS, counted, measured
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.user_text import is_int
 
 # Padding above this share of a micro-batch's tokens is compute spent on nothing worth a change of config.
 PADDING_SHARE = 0.30
@@ -36,7 +37,7 @@ class PaddingWaste(Rule):
             return
         profile, cutoff, job = found
         micro = job.value("per_device_train_batch_size")
-        if job.packing or not isinstance(micro, int) or isinstance(micro, bool) or micro < 2:
+        if job.packing or not is_int(micro) or micro < 2:
             return
         from cfgopt.job.data_lengths import padding
 

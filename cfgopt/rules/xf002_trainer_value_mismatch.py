@@ -8,6 +8,7 @@ from cfgopt.rules.support.cross_file import lf_value
 from cfgopt.rules.support.ds_blocks import trainer_warmup
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind, Source
+from cfgopt.text.user_text import is_int
 
 # DeepSpeed key -> the TrainingArguments field the HF Trainer fills it from (must match when explicit).
 MATCHED = {
@@ -124,7 +125,7 @@ class TrainerValueMismatch(Rule):
             )
         max_steps = lf_value(consumer, "max_steps", lf)
         entry = ctx.source.find(("scheduler", "params", "total_num_steps"))
-        steps_known = isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps > 0
+        steps_known = is_int(max_steps) and max_steps > 0
         if _explicit(entry) and steps_known and not _same(entry.node.value, max_steps):
             yield self._mismatch(
                 ctx, entry, f"`{entry.dotted}` is {entry.node.value!r} here but `max_steps` is {max_steps} in {name}"

@@ -31,8 +31,8 @@ class MissingTrainerSyncedKey(Rule):
         "the Trainer drives with its own accumulation, and the Trainer scales the loss itself "
         "(`scale_wrt_gas=False`). Measured (ZeRO-2, accumulation 4, 12 micro-batches): 3 optimizer steps and "
         'the same losses and weights as with `"auto"`; only DeepSpeed\'s own counters (its '
-        "`train_batch_size()`, `global_samples`) say 1. (cfgopt before issue 14 claimed every micro-batch became "
-        "an optimizer step: false.)"
+        "`train_batch_size()`, `global_samples`) say 1: every micro-batch does NOT become an "
+        "optimizer step."
     )
     fails_when = (
         "Missing accumulation with `train_batch_size` present and accumulation > 1: at `deepspeed.initialize` "

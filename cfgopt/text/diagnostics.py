@@ -29,7 +29,7 @@ class Applicability(str, Enum):
     SAFE = "safe"  # keeps what the user meant; applied by `cfgopt fix`
     UNSAFE = "unsafe"  # changes behaviour or guesses intent; needs --unsafe-fixes
     # shown, never applied (ruff's display-only fixes): it changes what the job trains on, which only the user
-    # decides (LF023's `max_samples`: issue 32)
+    # decides (LF023's `max_samples`)
     DISPLAY = "display-only"
 
     def __str__(self) -> str:

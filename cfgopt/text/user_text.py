@@ -6,6 +6,9 @@ Indic digit), `1_000` and surrounding spaces, which a shell word, JSON or a vers
 number. `integer` is the one reading of such text: ASCII digits only, an optional sign where asked, else None
 (unknown: the caller judges nothing, never raises). `tests/test_closed_classes.py` fails on an `int(` of user
 text elsewhere.
+
+`is_int` is the one test of a parsed value (YAML, JSON) for an integer: `bool` is a subclass of `int`, so
+`isinstance(True, int)` holds, and `batch_size: true` must not count as a batch of one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ def integer(text: object, *, signed: bool = False, strip: bool = False) -> int |
     if len(text) > MAX_DIGITS or (_SIGNED if signed else _DIGITS).fullmatch(text) is None:
         return None
     return int(text)
+
+
+def is_int(value: object) -> bool:
+    """Is `value` an int and not a bool (YAML's `true` and JSON's `true` are no count)?"""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_integer(text: object, *, signed: bool = False, strip: bool = False) -> bool:

@@ -15,7 +15,7 @@ bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048
   - attention: sdpa 1.0, fa2 1.03 (not measured: a small prior edge), eager 0.97 (no measured difference at
     Alpaca lengths; ranked after sdpa because it is slower on long sequences)
   - ZeRO on one GPU: none 1.0, ZeRO-3 0.225 (V2 vs V4), ZeRO-3 + offload 0.206 (V3 vs V4); on several GPUs
-    guesses until issue 10 measures them: DDP 1.0, ZeRO-1 and ZeRO-2 0.95, ZeRO-3 0.8, ZeRO-2 offload 0.5,
+    unmeasured guesses: DDP 1.0, ZeRO-1 and ZeRO-2 0.95, ZeRO-3 0.8, ZeRO-2 offload 0.5,
     ZeRO-3 optimizer offload 0.42, ZeRO-3 offload 0.3 (cfgopt/plan/priors.py)
 Ties go to the smaller estimated peak, then to fewer changes from the user's config. After every measured run
 the prior is corrected by what was measured (`Corrections`: one fitted factor per knob value) and the queue is

@@ -35,7 +35,7 @@ def warmup_steps(seconds: list[float]) -> int:
     """How many leading steps are warm-up: those slower than WARMUP_FACTOR x the median of the later half, at
     least 1 and at most half of the steps. On the H200 two runs of one DPO shape took 6.6 s / 4.5 s vs
     2.9 s / 2.5 s for steps 1-2 and agreed within 4% from step 3; dropping a fixed first quarter of a short run
-    kept the slow step 2 in one of them, and they reported 2,236 vs 2,686 tokens/s (issue 41)."""
+    kept the slow step 2 in one of them, and they reported 2,236 vs 2,686 tokens/s (docs/verify.md)."""
     count = len(seconds)
     if count < 2:
         return 0

@@ -26,7 +26,7 @@ def add_target_argument(p: argparse.ArgumentParser, what: str) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", type=Path, nargs="?", help="a LLaMA-Factory training YAML")
     # 20 is enough: the summary drops at most half the steps as warm-up (comparison.warmup_steps), leaving at
-    # least 10 steady ones, over MIN_STEADY_STEPS (4, where two runs of one config agreed within 4%: issue 41)
+    # least 10 steady ones, over MIN_STEADY_STEPS (4, where two runs of one config agreed within 4%; docs/verify.md)
     p.add_argument("--steps", type=positive_int, default=20, help="optimizer steps per run (default 20)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--fixed", type=Path, help="the fixed config to compare with")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.rules.support.llamafactory import training
+from cfgopt.text.user_text import is_int
 
 if TYPE_CHECKING:
     from cfgopt.job.data_profile import DataProfile
@@ -29,7 +30,7 @@ def measured(ctx: Context) -> tuple[DataProfile, int, Any] | None:
     """(profile, cutoff_len, job) where the profile has samples and cutoff_len is a positive integer."""
     profile = profile_of(ctx)
     cutoff = ctx.job.value("cutoff_len")
-    if profile is None or not profile.samples or not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1:
+    if profile is None or not profile.samples or not is_int(cutoff) or cutoff < 1:
         return None
     return profile, cutoff, ctx.job
 

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from cfgopt.knowledge import schema, schema_validators
 from cfgopt.rules.base import Context
 from cfgopt.text.source import Entry, Node, Source
+from cfgopt.text.user_text import is_int
 
 
 class SectionError(NamedTuple):
@@ -172,7 +173,7 @@ def hf_is_zero3(source: Source) -> bool:
     zero = zero_block(source)
     stage = zero.node.get("stage") if zero is not None else None
     value = stage.node.value if stage is not None else None
-    return isinstance(value, int) and not isinstance(value, bool) and value == 3
+    return is_int(value) and value == 3
 
 
 def offload_device(source: Source, block: str) -> str:
