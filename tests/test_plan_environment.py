@@ -13,7 +13,9 @@ from cfgopt.job.environment import Environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.plan import space
-from cfgopt.plan.planner import FA2_FALLS_BACK, NEAT_WITHOUT_FA2, plan_for
+from cfgopt.plan.expected_speed import NEAT_WITHOUT_FA2
+from cfgopt.plan.planner import plan_for
+from cfgopt.plan.wording import FA2_FALLS_BACK
 
 EXAMPLES = ROOT / "bench" / "planner" / "examples" / "train_full"
 QWEN25_FA2 = EXAMPLES / "qwen25_7b_full_sft_ds3.yaml"  # flash_attn: fa2, 4 x 2, cutoff 12000, stock ZeRO-3 JSON

@@ -70,11 +70,11 @@ class LintProject(Project):
         out.sort(key=Diagnostic.sort_key)
         out = _once_per_run(out, {r.code for r in rules if r.once_per_run})
         if any(d.code in PLANNED_CODES for d in out):
-            from cfgopt.plan.planner import attach_plans  # only when there is something to plan: it loads tune's priors
+            from cfgopt.lint.plans import attach_plans  # only when there is something to plan: it loads tune's priors
 
             attach_plans(self.context, out, owners, self.quiet | self.skip)  # speed fixes planned together
         if any(d.code == "ENV004" and d.fix is not None for d in out):
-            from cfgopt.plan.pin_fixes import keep_pins_with_their_plans
+            from cfgopt.lint.plans import keep_pins_with_their_plans
 
             keep_pins_with_their_plans(self.context, out, owners)  # a pin only with the plan that uses it
         return out

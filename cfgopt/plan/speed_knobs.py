@@ -26,6 +26,12 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "optim": ("MEM001",),
 }
 PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
+# The package each knob value needs: (module, distribution)
+PACKAGES = {
+    "liger": ("liger_kernel", "liger-kernel"),
+    "fa2": ("flash_attn", "flash-attn"),
+    "bnb": ("bitsandbytes", "bitsandbytes"),
+}
 # A DeepSpeed JSON fix the plan answers by dropping `deepspeed:` from every config that reads the JSON: shown as this
 # display-only fix, and never applied by the same `cfgopt fix` on a later pass (the fixer keeps the file's finding
 # unfixed there, though the JSON then has no reader left to tell it apart from a JSON linted on its own).

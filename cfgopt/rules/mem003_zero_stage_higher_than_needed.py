@@ -86,7 +86,7 @@ class ZeroStageHigherThanNeeded(Rule):
             return
         if planned is not None and planned.deepspeed_stage is not None and planned.est_gib is not None:
             # no lower stage fits the batch as written, but one fits the plan's (a smaller micro-batch): the finding
-            # that carries the plan's edit of the JSON (cfgopt.plan.planner.attach_plans)
+            # that carries the plan's edit of the JSON (cfgopt.lint.plans.attach_plans)
             yield self.at_entry(
                 ctx,
                 entry,

@@ -51,7 +51,7 @@ class PackingOff(Rule):
             return
         if is_set(ctx, "packing") or on(ctx, "neat_packing") or on(ctx, "streaming"):
             return
-        from cfgopt.plan.planner import packing_gain_on_data  # only here: the planner loads tune's priors
+        from cfgopt.plan.expected_speed import packing_gain_on_data  # only here: it loads tune's priors
 
         on_data = packing_gain_on_data(ctx.job)
         if on_data is None:
