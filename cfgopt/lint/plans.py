@@ -92,7 +92,7 @@ def _move_to_json(
     are applied in one run. (finding, moved) or None: no stage planned, no such finding, or the JSON does not show
     it (a file not shown, a per-file ignore of the code there)."""
     from cfgopt.plan.knob_edits import stage_edits
-    from cfgopt.plan.wording import _json_fix_words
+    from cfgopt.plan.wording import json_fix_words
 
     json_src = ctx.job.deepspeed_source
     finding = next((d for d in found if "zero" in _KNOBS_OF.get(d.code, ())), None)
@@ -114,7 +114,7 @@ def _move_to_json(
         finding.severity,
         finding.message,
         key="zero_optimization.stage",
-        fix=Fix(_json_fix_words(ctx.source, plan), Applicability.UNSAFE, made, planned=True),
+        fix=Fix(json_fix_words(ctx.source, plan), Applicability.UNSAFE, made, planned=True),
     )
     return finding, moved
 

@@ -31,7 +31,7 @@ def planned_knobs(job: Job) -> tuple[str, ...]:
     return tuple(k for k in OWNERS if k in selected)
 
 
-def _platform(job: Job) -> space.Platform:
+def job_platform(job: Job) -> space.Platform:
     """What the candidates may use: the packages of the job's environment (cfgopt.job.environment)."""
     return space.Platform(
         cuda=True,
@@ -52,7 +52,7 @@ def stochastic_rounding_ok(job: Job) -> bool:
     return env.has("torchao") and transformers_at_least(env, (5, 0))
 
 
-def _with_extras(job: Job) -> space.Platform:
+def platform_with_extras(job: Job) -> space.Platform:
     """The job's platform with the packages LLaMA-Factory documents as extras for what a plan uses (liger-kernel,
     bitsandbytes): what the job would be offered with them (`WithPackages`). flash-attn is no extra, and its gain
     was never measured on the H200 (not installable there), so it is not proposed."""
@@ -63,16 +63,16 @@ def fa2_usable(job: Job) -> bool:
     """flash-attn in the job's environment, and a target its kernels run on with that build (`fa2_refusal`: not
     before Ampere, not a CUDA build on ROCm, not without a target): the plan writes no kernel the target cannot
     run."""
-    return job.has_package("flash_attn") and _fa2_refusal(job) is None
+    return job.has_package("flash_attn") and fa2_refused(job) is None
 
 
-def _fa2_refusal(job: Job) -> str | None:
+def fa2_refused(job: Job) -> str | None:
     from cfgopt.job.environment import fa2_refusal
 
     return fa2_refusal(job.environment, job.settings.target)
 
 
-def _values(
+def values_for(
     job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: bool, platform: space.Platform
 ) -> dict[str, list[Any]]:
     """The values each knob may take for this job on `platform` (the baseline's first)."""
@@ -117,11 +117,11 @@ def _values(
         # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
         values["micro"] = [(base.micro, base.ga)]
     if not job.settings.target_stated:
-        _on_every_gpu(values, base)
+        on_every_gpu(values, base)
     return values
 
 
-def _on_every_gpu(values: dict[str, list[Any]], base: space.Knobs) -> None:
+def on_every_gpu(values: dict[str, list[Any]], base: space.Knobs) -> None:
     """Without a target, only what holds on every GPU: the precision stays (bf16 is emulated on V100 / T4, and fp16
     is what PF001 flags where bf16 runs) and so does the micro-batch (no memory to judge it by: a 16 GiB T4 or a 192
     GiB MI300X). fa2 and Liger are left out by their own tests (`fa2_usable`, `liger_plannable`); packing, SDPA
@@ -168,7 +168,7 @@ def json_pins_batch(ds: dict | None) -> bool:
 _LIGER_AFTER_STAGE = "they fail in backward under ZeRO-3, which the JSON holds until its lower stage is written (LF027)"
 
 
-def _candidates(
+def kept_combinations(
     base: space.Knobs,
     values: dict[str, list[Any]],
     batch_pinned: bool,
@@ -206,7 +206,7 @@ def _candidates(
     return out
 
 
-def _neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
+def neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
     """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
     batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)? Only
     in an environment with flash-attn (`fa2_runs`): the one the plan is made for judges every check."""

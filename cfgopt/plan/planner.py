@@ -32,21 +32,21 @@ from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan import space
 from cfgopt.plan.candidates import (
     LOWER_STAGE,
-    _candidates,
-    _neat_fa2_check,
-    _platform,
-    _values,
-    _with_extras,
+    job_platform,
     json_pins_batch,
+    kept_combinations,
+    neat_fa2_check,
     plan_keys,
     planned_knobs,
+    platform_with_extras,
+    values_for,
 )
 from cfgopt.plan.expected_speed import data_term_of, plan_speed, runtime_of
 from cfgopt.plan.priors import rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, Rejection, does_not_fit
 from cfgopt.plan.speed_knobs import PACKAGES, liger_plannable
 from cfgopt.plan.speed_plan import SpeedPlan, StoppedJob, WithPackages
-from cfgopt.plan.wording import _NO_ESTIMATE, _data_words, _explain, _no_memory, _package_missing, _remarks
+from cfgopt.plan.wording import NO_ESTIMATE, data_words, explain, no_memory, package_missing, remarks_of
 
 if TYPE_CHECKING:
     from cfgopt.text.diagnostics import Edit
@@ -118,11 +118,11 @@ def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
 
 def _plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     """The plan for the job's environment, with what the packages it lacks would bring (`WithPackages`)."""
-    plan = _search(job, knobs, _platform(job))
+    plan = _search(job, knobs, job_platform(job))
     missing = _missing_packages(job)
     if not missing:
         return plan
-    richer = _search(job, _knobs_with_packages(job, knobs), _with_extras(job))
+    richer = _search(job, _knobs_with_packages(job, knobs), platform_with_extras(job))
     if richer is None or not richer.changed:
         return plan
     used = [package for module, package in PACKAGES.values() if package in missing and _uses(richer, module)]
@@ -188,11 +188,11 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
     data, run = data_term_of(job), runtime_of(job)
-    values = _values(job, base, knobs, has_estimate, platform)
+    values = values_for(job, base, knobs, has_estimate, platform)
     searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
-    candidates = _candidates(base, values, json_pins_batch(ds), rejected, _neat_fa2_check(job, base))
+    candidates = kept_combinations(base, values, json_pins_batch(ds), rejected, neat_fa2_check(job, base))
     for i, k in enumerate(candidates):
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
@@ -208,7 +208,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
 
     gain = plan_speed(best, base, n, stage, data, run) / plan_speed(base, base, n, stage, data, run)
     plan = SpeedPlan(hardware, base, best, gain)
-    plan.data_words = _data_words(plan, data)
+    plan.data_words = data_words(plan, data)
     plan.est_gib = est.required_gib if est is not None else None
     plan.searched = searched
     plan.changes = plan_keys(best, base)
@@ -229,8 +229,8 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         k = best._replace(**{name: value})
         refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
-    _explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
-    plan.remarks = _remarks(job, plan, run, values)
+    explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
+    plan.remarks = remarks_of(job, plan, run, values)
     plan.notes += plan.remarks
     return plan
 
@@ -244,19 +244,19 @@ def _left_out(
     # fa2 only where the target runs it: on a V100 a note that fa2 would be faster is no advice
     runs_fa2 = job.settings.target.runs_fa2
     everything = space.Platform(cuda=True, flash_attn=runs_fa2, liger=True, deepspeed=True, bitsandbytes=True)
-    offered = _values(job, base, knobs, True, everything)
-    estimated = values if has_estimate else _values(job, base, knobs, True, _platform(job))
+    offered = values_for(job, base, knobs, True, everything)
+    estimated = values if has_estimate else values_for(job, base, knobs, True, job_platform(job))
     out: dict[tuple[str, Any], Rejection] = {}
     for name in space.KNOB_NAMES[1:]:
         for value in offered[name]:
             if value in values[name]:
                 continue
             if value not in estimated[name]:
-                out[(name, value)] = Rejection(PACKAGE, name, _package_missing(job, name, value))
+                out[(name, value)] = Rejection(PACKAGE, name, package_missing(job, name, value))
             else:
                 kind = NUMERICS if name in ("precision", "optim") else MEMORY
-                unknown = "" if job.settings.target.memory_gib else f" ({_no_memory(job.settings)})"
-                out[(name, value)] = Rejection(kind, name, _NO_ESTIMATE[kind] + unknown)
+                unknown = "" if job.settings.target.memory_gib else f" ({no_memory(job.settings)})"
+                out[(name, value)] = Rejection(kind, name, NO_ESTIMATE[kind] + unknown)
     return out
 
 

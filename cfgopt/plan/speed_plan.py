@@ -52,7 +52,7 @@ class SpeedPlan:
         self.quoted: str | None = None  # the note the description quotes: a notably faster setting left out
         self.searched: set[str] = set()  # the knobs the plan chose among several values (not merely kept)
         self.data_words = ""  # where the gain's padding figure comes from (the job's data, or the prior's)
-        # what the environment runs and what the plan leaves to the user, said at the description's end (`_remarks`)
+        # what the environment runs and what the plan leaves to the user, said at the description's end (`remarks_of`)
         self.remarks: list[str] = []
 
     @property

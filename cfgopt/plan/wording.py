@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cfgopt.knowledge import methods
 from cfgopt.plan import space
-from cfgopt.plan.candidates import _fa2_refusal
+from cfgopt.plan.candidates import fa2_refused
 from cfgopt.plan.reasons import MEMORY, NUMERICS, why_not
 from cfgopt.plan.speed_knobs import PACKAGES
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from cfgopt.text.source import Source
 
 
-def _data_words(plan: SpeedPlan, data: DataTerm | None) -> str:
+def data_words(plan: SpeedPlan, data: DataTerm | None) -> str:
     """Where the expected gain's packing and padding figures come from, when the plan packs or moves the batch."""
     b, k = plan.base, plan.best
     if (k.packing, k.micro) == (b.packing, b.micro):
@@ -36,27 +36,27 @@ def _data_words(plan: SpeedPlan, data: DataTerm | None) -> str:
 # --------------------------------------------------------------------------- why not: the rejections in words
 
 _QUOTED_GAIN = 1.10  # a setting left out is quoted in the fix's description when its prior is 10% above the plan's
-_NO_ESTIMATE = {
+NO_ESTIMATE = {
     MEMORY: "no memory estimate of this job to spend memory on",
     NUMERICS: "it changes the numerics, so it is planned only with a memory estimate",
 }
 
 
-def _no_memory(settings) -> str:
+def no_memory(settings) -> str:
     """Why there is no memory to plan with: no target, or a target without GPU memory (`--target cpu`)."""
     if not settings.target_stated:
         return "no target stated"
     return f"{settings.target.name}: no GPU memory to estimate against"
 
 
-def _package_missing(job: Job, name: str, value: Any) -> str:
+def package_missing(job: Job, name: str, value: Any) -> str:
     key = {"liger": "liger", "attn": "fa2"}.get(name, "bnb")
-    refused = _fa2_refusal(job) if key == "fa2" and job.has_package("flash_attn") else None
+    refused = fa2_refused(job) if key == "fa2" and job.has_package("flash_attn") else None
     _module, package = PACKAGES[key]
     return refused or f"{package} is not in {job.environment.where}"
 
 
-def _explain(
+def explain(
     plan: SpeedPlan, kept: list[space.Knobs], rejected: dict[space.Knobs, Rejection], speed: Callable[[Any], float]
 ) -> None:
     """The plan's notes (why each knob value it could not take was left out) and the one its description quotes:
@@ -74,7 +74,7 @@ def _explain(
 FA2_FALLS_BACK = "fa2 falls back to SDPA here (flash-attn not in the environment)"
 
 
-def _remarks(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> list[str]:
+def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> list[str]:
     """What the description ends with: `fa2` that runs as SDPA, and the choices that change what the job trains on
     or its speed at this model size, said and never applied (ruff's display-only fixes)."""
     found = [
@@ -141,7 +141,7 @@ def _stochastic_rounding(plan: SpeedPlan, run: Runtime, values: dict[str, list[A
     return f"{_SR_WORDS} not planned: {slower} ({_SR_SMALL_MEASURED})"
 
 
-def _json_fix_words(config: Source, plan: SpeedPlan) -> str:
+def json_fix_words(config: Source, plan: SpeedPlan) -> str:
     """The JSON part's description: the whole plan where it is all of it, else what it is part of."""
     stage = f"`zero_optimization.stage: {plan.deepspeed_stage}`, the keys only ZeRO-3 reads removed"
     if not plan.config_changed:
