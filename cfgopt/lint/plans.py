@@ -37,6 +37,7 @@ def attach_plans(
     findings are not shown (excluded, not checked)."""
     from cfgopt.plan.planner import plan_edits, plan_for
     from cfgopt.plan.speed_plan import StoppedJob
+    from cfgopt.plan.wording import description
 
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
@@ -75,7 +76,7 @@ def attach_plans(
             continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in live:
             d.fix = None
-        carrier.fix = Fix(plan.description(), Applicability.UNSAFE, made, planned=True)
+        carrier.fix = Fix(description(plan), Applicability.UNSAFE, made, planned=True)
     diags[:] = sorted((d for d in diags if id(d) not in drop), key=Diagnostic.sort_key)
     _drop_answered_json_fixes(context, diags, owners)
 
@@ -132,10 +133,12 @@ _NO_PLAN_STOPPED = "no speed plan"
 def _say_why_no_plan(found: list[Diagnostic], plan: SpeedPlan) -> None:
     """No plan fits the job's environment, though one would with the packages it lacks: the first finding says so
     (never a silent fall-back to a plan many times slower)."""
+    from cfgopt.plan.wording import with_packages_words
+
     assert plan.with_packages is not None
     first = max(found, key=lambda d: d.severity)  # the most severe finding: MEM001 where nothing fits
     if _NO_PLAN not in first.message:
-        first.message += f"; {_NO_PLAN} ({plan.with_packages.source}): {plan.with_packages.words()}"
+        first.message += f"; {_NO_PLAN} ({plan.with_packages.source}): {with_packages_words(plan.with_packages)}"
 
 
 _NO_PLAN = "no speed plan fits the job's environment"

@@ -1,6 +1,7 @@
-"""The speed plan in words: where its expected gain's figures come from, its notes (why each knob value it could not
-take was left out, and the one its description quotes) and its remarks (what the environment runs, and the choices
-left to the user, said and never applied)."""
+"""The speed plan in words: what it writes (`shape`), its fix's description (`description`: what it expects, from
+which priors and data, the packages it uses or would use: `with_packages_words`), its notes (why each knob value it
+could not take was left out, and the one the description quotes) and its remarks (what the environment runs, and the
+choices left to the user, said and never applied). The plan itself is `cfgopt.plan.speed_plan`'s record."""
 
 from __future__ import annotations
 
@@ -19,8 +20,96 @@ if TYPE_CHECKING:
     from cfgopt.plan.data_speed import DataTerm
     from cfgopt.plan.expected_speed import Runtime
     from cfgopt.plan.reasons import Rejection
-    from cfgopt.plan.speed_plan import SpeedPlan
+    from cfgopt.plan.speed_plan import SpeedPlan, WithPackages
     from cfgopt.text.source import Source
+
+_PRECISION_WORDS = {
+    "bf16": "bf16 mixed precision",
+    "fp16": "fp16 mixed precision",
+    "pure_bf16": "pure bf16 (weights, gradients and optimizer states in bf16: numerics change, check the loss "
+    "with `cfgopt verify`)",
+}
+_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, 4B LoRA DPO, 4B and 8B full SFT; bench/tune, bench/planner)"
+
+
+_OWN_NUMERICS = "its own numerics: check the loss with `cfgopt verify`"
+_OPTIM_NUMERICS = {
+    "adamw_bnb_8bit": "8-bit states: within 0.3% of AdamW's loss in 20 steps on an H200, bench/verify/results.md; "
+    "check yours with `cfgopt verify`",
+    "adamw_torch_8bit_sr": "pure bf16 weights with torchao's 8-bit AdamW and bf16 stochastic rounding "
+    "(`optim: adamw_torch_8bit`, `optim_args: bf16_stochastic_round=True`): in 20 steps on an H200 a loss at or "
+    "below AdamW's on 7-8B and Qwen3-4B full SFT, 3.2% above 8-bit AdamW's on qwen3_full_sft, bench/planner/README.md; "
+    "check yours with `cfgopt verify`",
+}
+
+
+def shape(plan: SpeedPlan) -> str:
+    """What the plan writes, in words."""
+    b, k = plan.base, plan.best
+    parts = []
+    if (k.micro, k.ga) != (b.micro, b.ga):
+        parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, {_same_batch_words(b, k)})")
+    if k.gc != b.gc:
+        parts.append(f"gradient checkpointing {'on' if k.gc else 'off'}")
+    if k.packing != b.packing:
+        parts.append("neat packing (samples kept apart)" if k.packing else "no packing")
+    if k.liger != b.liger:
+        parts.append("Liger kernels" if k.liger else "no Liger kernels")
+    if k.attn != b.attn:
+        parts.append(f"attention {k.attn}")
+    if plan.drop_deepspeed:
+        parts.append("no DeepSpeed")
+    if plan.deepspeed_stage is not None:
+        parts.append(f"ZeRO-{plan.deepspeed_stage} (in {plan.deepspeed_file})")
+    rounded = k.optim == space.SR_OPTIM  # pure bf16 with stochastic rounding: one change, in one phrase
+    if k.precision != b.precision and not (rounded and k.precision == "pure_bf16"):
+        parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
+    if k.optim != b.optim:
+        parts.append(f"optimizer {k.optim} ({_OPTIM_NUMERICS.get(k.optim, _OWN_NUMERICS)})")
+    if k.packing and not b.packing:
+        parts.append(PACKED_STEPS)
+    return ", ".join(parts)
+
+
+# What packing the plan turns on changes, said where the plan is (issue 45: "same global batch" promised more): a
+# row holds several samples, so the rows per step stay and the samples per step do not.
+PACKED_STEPS = (
+    "with packing more samples per step and fewer steps per epoch, by the packing factor (learning rate and warm-up "
+    "settings as written)"
+)
+
+
+def _same_batch_words(base: space.Knobs, best: space.Knobs) -> str:
+    """What a new micro-batch x accumulation keeps: the global batch, in rows once the plan packs them."""
+    return "same rows per step" if best.packing and not base.packing else "same global batch"
+
+
+def description(plan: SpeedPlan) -> str:
+    """The plan's fix description: what it writes, what it expects (and from which priors and data), the packages
+    it uses or would use, the notably faster setting it left out, and its remarks."""
+    peak = f", estimated peak {plan.est_gib:.0f} GiB per GPU" if plan.est_gib is not None else ""
+    needs = (
+        f"; uses {' and '.join(plan.needs)} ({plan.environment}; state yours: --environment FILE)" if plan.needs else ""
+    )
+    quoted = f"; {plan.quoted}" if plan.quoted else ""
+    data = f"; {plan.data_words}" if plan.data_words else ""
+    more = f"; {with_packages_words(plan.with_packages)}" if plan.with_packages is not None else ""
+    remarks = "".join(f"; {r}" for r in plan.remarks)
+    return (
+        f"Speed plan for {plan.hardware.describe()}: {shape(plan)} (expected {plan.gain:.1f}x, "
+        f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}{remarks}"
+    )
+
+
+def with_packages_words(more: WithPackages, where: str | None = None) -> str:
+    """What the packages the job's environment lacks would bring, in words; `where`: how to name the environment's
+    source ("this file" on the requirement file itself)."""
+    names = " and ".join(more.packages)
+    than = "this plan" if more.planned else "the config as written"
+    return (
+        f"with {names} (not in {where or more.source}) the plan would be {shape(more.plan)}, expected "
+        f"{more.gain:.2f}x {than}"
+    )
 
 
 def data_words(plan: SpeedPlan, data: DataTerm | None) -> str:
@@ -145,6 +234,6 @@ def json_fix_words(config: Source, plan: SpeedPlan) -> str:
     """The JSON part's description: the whole plan where it is all of it, else what it is part of."""
     stage = f"`zero_optimization.stage: {plan.deepspeed_stage}`, the keys only ZeRO-3 reads removed"
     if not plan.config_changed:
-        return f"{plan.description()}; {stage}"
+        return f"{description(plan)}; {stage}"
     name = config.document.path.name
     return f"ZeRO-{plan.deepspeed_stage} ({stage}): the DeepSpeed part of the speed plan written in {name}"

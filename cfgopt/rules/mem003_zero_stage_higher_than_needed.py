@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan.planner import plan_for
+from cfgopt.plan.wording import shape
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
@@ -73,7 +74,7 @@ class ZeroStageHigherThanNeeded(Rule):
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
             kept = ""
             if stage == 0 and planned is not None and planned.config_changed and planned.best.zero == planned.base.zero:
-                kept = f"; the speed plan keeps it and spends the memory on {planned.shape()} instead"
+                kept = f"; the speed plan keeps it and spends the memory on {shape(planned)} instead"
             yield self.at_entry(
                 ctx,
                 entry,
@@ -91,7 +92,7 @@ class ZeroStageHigherThanNeeded(Rule):
                 ctx,
                 entry,
                 f"ZeRO-{current.zero_stage} is more than {current.model} ({ft}) needs on {where} with the speed "
-                f"plan's settings ({planned.shape()}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
+                f"plan's settings ({shape(planned)}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
                 f"of a {target.memory_gib:g} GiB {target.name}; the higher stage only adds communication",
                 key="deepspeed",
             )
