@@ -371,3 +371,18 @@ def test_jobs_with_the_same_planning_inputs_share_one_plan(tmp_path: Path) -> No
     longer = plan_for(job("c.yaml", "cutoff_len: 2048", "cutoff_len: 4096"))
     assert longer is not None and longer is not one
     assert len(planner._PLANS) <= planner._PLANS_MAX
+
+
+def test_a_rule_whose_fix_the_plan_replaces_declares_it_and_its_page_says_so() -> None:
+    """`Rule.fix_replaced_by_plan` is what the engine's plan step reads (cfgopt/lint/plans.py): the rules that declare
+    it are the rules of the knobs the plan sets (`speed_knobs.OWNERS`), and each one's page (`cfgopt rule CODE`,
+    docs/rules/<CODE>.md) says the plan replaces its fix; no other rule's page does."""
+    from cfgopt.rules import rule_classes
+    from cfgopt.rules.base import PLANNED_FIX
+    from cfgopt.rules.pages import render_page
+
+    declared = {cls.code for cls in rule_classes() if cls.fix_replaced_by_plan}
+    assert declared == PLANNED_CODES
+    for cls in rule_classes():
+        page = render_page(cls.docs(), "markdown")
+        assert (PLANNED_FIX in page) == (cls.code in declared), cls.code

@@ -1,7 +1,7 @@
 """The engine's last step: each job's speed plan given to its findings, after the rules and the suppressions.
 
-The planned rules (`cfgopt.plan.speed_knobs.PLANNED_CODES`) report their findings with no fix of their own (or one
-that stands only where no plan is made); `attach_plans` removes their fixes and gives the job's plan
+The rules whose fix the plan replaces (`Rule.fix_replaced_by_plan`) report their findings with no fix of their own
+(or one that stands only where no plan is made); `attach_plans` removes their fixes and gives the job's plan
 (`cfgopt.plan.planner.plan_for`), as ONE unsafe fix, to the first of that job's fixable speed findings. It moves the
 finding about the ZeRO stage to the DeepSpeed JSON where the plan writes the stage there (`_move_to_json`), drops a
 finding whose knob the plan judged right (`_kept_by`), and leaves a JSON every config of which drops DeepSpeed as it is
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cfgopt.plan.speed_knobs import LEFT_ALONE, OWNERS, PLANNED_CODES
+from cfgopt.plan.speed_knobs import LEFT_ALONE, OWNERS
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix
 from cfgopt.text.document import real_path
 
@@ -29,12 +29,14 @@ def attach_plans(
     context: Callable[[Source], Context],
     diags: list[Diagnostic],
     owners: dict[int, Source],
+    planned: Collection[str],
     hidden: Collection[Path] = (),
 ) -> None:
     """Replace the planned rules' own fixes by each job's plan, given to its first fixable speed finding; a plan
     that lowers the ZeRO stage moves the stage's finding to the JSON, with the JSON's edit (`_move_to_json`).
-    `context`: a file's rule context (the engine's `Project.context`); `hidden`: real paths of files whose
-    findings are not shown (excluded, not checked)."""
+    `context`: a file's rule context (the engine's `Project.context`); `planned`: the codes of the rules whose fix
+    the plan replaces (`Rule.fix_replaced_by_plan`); `hidden`: real paths of files whose findings are not shown
+    (excluded, not checked)."""
     from cfgopt.plan.planner import plan_edits, plan_for
     from cfgopt.plan.speed_plan import StoppedJob
     from cfgopt.plan.wording import description
@@ -42,7 +44,7 @@ def attach_plans(
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
         src = owners.get(id(d))
-        if d.code in PLANNED_CODES and src is not None:
+        if d.code in planned and src is not None:
             by_source.setdefault(id(src), []).append(d)
     sources = {id(s): s for s in owners.values()}
     drop: set[int] = set()
@@ -147,7 +149,9 @@ _NO_PLAN = "no speed plan fits the job's environment"
 # A speed finding whose knob the plan leaves as it is is dropped: the plan spends the memory on something the priors
 # rank faster (Qwen3-4B LoRA DPO on the H200: 8 x 1 with checkpointing on ran 2.6x what 2 x 4 without it did), so
 # warning about the setting would be a finding whose fix does not fix it (issue 32).
-_KNOBS_OF = {code: tuple(k for k, codes in OWNERS.items() if code in codes) for code in PLANNED_CODES}
+_KNOBS_OF = {
+    code: tuple(k for k, owners in OWNERS.items() if code in owners) for codes in OWNERS.values() for code in codes
+}
 
 
 def _kept_by(plan: SpeedPlan, code: str) -> bool:
@@ -193,20 +197,19 @@ PIN_CODES = frozenset({"ENV004"})
 
 
 def keep_pins_with_their_plans(
-    context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]
+    context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source], planned: Collection[str]
 ) -> None:
     """Drop the fix of each pin finding whose requirement file's configs have no fixable speed finding in this run
-    (the finding that carries, now or on the next pass, the plan that uses the package)."""
-    planned = {
+    (the finding that carries, now or on the next pass, the plan that uses the package); `planned`: the codes of the
+    rules whose fix the plan replaces."""
+    with_plans = {
         id(src)
         for d in diags
-        if d.code in PLANNED_CODES
-        and (src := owners.get(id(d))) is not None
-        and context(src).settings.is_fixable(d.code)
+        if d.code in planned and (src := owners.get(id(d))) is not None and context(src).settings.is_fixable(d.code)
     }
     for d in diags:
         src = owners.get(id(d))
         if d.code not in PIN_CODES or d.fix is None or src is None:
             continue
-        if not any(id(config) in planned for config in context(src).consumers):
+        if not any(id(config) in with_plans for config in context(src).consumers):
             d.fix = None

@@ -38,9 +38,11 @@ class ZeroStageHigherThanNeeded(Rule):
         "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",
     )
     example = "Llama-3-8B full fine-tune, ZeRO-3, 8 x mi300x  ->  ZeRO-2 (the states take ~30 GB per GPU)"
+    # the job's speed plan writes the fix (cfgopt/lint/plans.py); where it writes the lower stage into the DeepSpeed
+    # JSON, this finding moves to that JSON's `zero_optimization.stage` and carries the JSON's edit
+    fix_replaced_by_plan = True
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: the plan writes ZeRO-2 into the job's own DeepSpeed JSON (`zero_optimization.stage: 2`, the keys "
         "only stage 3 reads removed; the finding then stands on that `stage`, the fix's edit), or removes "
         "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config of the run reads "

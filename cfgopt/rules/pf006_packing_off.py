@@ -40,9 +40,9 @@ class PackingOff(Rule):
         "(3.86x) is why it is shown at all."
     )
     example = "stage: sft   (packing unset)  ->  packing: true"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: packing changes what each sample attends to, drops over-long samples and the step count."
     )
 
