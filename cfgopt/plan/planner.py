@@ -1,25 +1,25 @@
-"""The speed plan: the unsafe speed fixes of one training job, chosen together.
+"""The speed plan's search: the unsafe speed fixes of one training job, chosen together.
 
 The speed rules (PF006 packing, PF007 / MEM005 micro-batch, MEM004 gradient checkpointing, PF009 Liger, PF004
-attention, MEM003 / PF050 DeepSpeed, MEM001 out of memory) each report their finding, but none writes its own
-fix: the knobs interact (a bigger micro-batch can use the memory that turning checkpointing off needs), so
-fixed one rule at a time they fight. Instead `plan_for(job)` searches the knobs jointly, the way `cfgopt tune`
-would rank them before running anything:
+attention, MEM003 / PF050 DeepSpeed, MEM001 out of memory, PF001 / PF002 precision) each report their finding, and
+declare that the plan writes their fix (`Rule.fix_replaced_by_plan`): the knobs interact (a bigger micro-batch can use
+the memory that turning checkpointing off needs), so fixed one rule at a time they fight. Instead `plan_for(job)`
+searches the knobs jointly, the way `cfgopt tune` would rank them before running anything:
 
-- candidates: `cfgopt.plan.space` (micro-batch x accumulation with the global batch kept, checkpointing,
-  attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only for SFT
-  that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there), and
-  judged in the job's environment (`Runtime`: `fa2` without flash-attn is SDPA, and LF019 does not bind there);
-- fit: the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
+- candidates (`cfgopt.plan.candidates`): `cfgopt.plan.space` (micro-batch x accumulation with the global batch kept,
+  checkpointing, attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only
+  for SFT that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there),
+  and judged in the job's environment (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA, and LF019 does
+  not bind there);
+- fit (here): the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
   estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
-- rank: `cfgopt.tune.search.prior_speed` (the H200 measurements tune uses), then the smaller estimated peak,
-  then fewer changes: so `cfgopt fix --unsafe-fixes` writes tune's top prediction, and `tune` starts from it.
+- rank (here): `cfgopt.plan.priors` (the H200 measurements tune uses, as `expected_speed.plan_speed` runs them), then
+  the smaller estimated peak, then fewer changes: so `cfgopt fix --unsafe-fixes` writes tune's top prediction, and
+  `tune` starts from it.
 
-`cfgopt.lint.plans.attach_plans` (the engine's step after the rules and suppressions) removes the planned rules' own
-fixes and gives the plan, as ONE fix, to the first of that job's speed findings: no two fixes touch the same key, and
-the fix's description says what it expects and which package it needs. The candidates are `cfgopt.plan.candidates`'s,
-their expected speed `cfgopt.plan.expected_speed`'s, the plan `cfgopt.plan.speed_plan`'s record and its words
-`cfgopt.plan.wording`'s.
+The plan is a `cfgopt.plan.speed_plan.SpeedPlan`, said in words by `cfgopt.plan.wording`; the engine's last step
+(`cfgopt.lint.plans.attach_plans`, after the rules and suppressions) gives it, as ONE fix, to the first of that job's
+speed findings. Plans are memoized on the job and shared between jobs whose planning inputs agree (`_shared_plan`).
 """
 
 from __future__ import annotations
@@ -51,16 +51,6 @@ from cfgopt.plan.wording import NO_ESTIMATE, data_words, explain, no_memory, pac
 if TYPE_CHECKING:
     from cfgopt.text.diagnostics import Edit
     from cfgopt.text.source import Source
-
-
-def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
-    changes = plan_keys(k, base)
-    if k.zero == "none" and base.zero != "none":
-        return job.estimate(n, deepspeed=None, **changes)
-    if k.zero != base.zero:  # the job's own JSON at the lower stage (`lower_stage`)
-        _, ds = job.deepspeed
-        return job.estimate(n, deepspeed=at_stage(ds or {}, LOWER_STAGE), **changes)
-    return job.estimate(n, **changes)
 
 
 def plan_for(job: Job, knobs: tuple[str, ...] | None = None) -> SpeedPlan | None:
@@ -176,6 +166,16 @@ def _unchanged(richer: SpeedPlan, with_packages: WithPackages) -> SpeedPlan:
     plan = SpeedPlan(richer.hardware, richer.base, richer.base, 1.0)
     plan.with_packages = with_packages
     return plan
+
+
+def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
+    changes = plan_keys(k, base)
+    if k.zero == "none" and base.zero != "none":
+        return job.estimate(n, deepspeed=None, **changes)
+    if k.zero != base.zero:  # the job's own JSON at the lower stage (`lower_stage`)
+        _, ds = job.deepspeed
+        return job.estimate(n, deepspeed=at_stage(ds or {}, LOWER_STAGE), **changes)
+    return job.estimate(n, **changes)
 
 
 def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> SpeedPlan | None:
