@@ -13,7 +13,9 @@ from cfgopt.job.environment import Environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.plan import space
-from cfgopt.plan.planner import FA2_FALLS_BACK, NEAT_WITHOUT_FA2, plan_for
+from cfgopt.plan.expected_speed import NEAT_WITHOUT_FA2
+from cfgopt.plan.planner import plan_for
+from cfgopt.plan.wording import FA2_FALLS_BACK, description
 
 EXAMPLES = ROOT / "bench" / "planner" / "examples" / "train_full"
 QWEN25_FA2 = EXAMPLES / "qwen25_7b_full_sft_ds3.yaml"  # flash_attn: fa2, 4 x 2, cutoff 12000, stock ZeRO-3 JSON
@@ -36,7 +38,7 @@ def test_fa2_without_flash_attn_keeps_the_micro_batch_memory_allows() -> None:
     plan = _plan(QWEN25_FA2)
     assert plan.best.packing and plan.best.micro == 4 and plan.changes.get("neat_packing") is True
     words = f"{FA2_FALLS_BACK}: LF019's one row per micro-batch does not bind"
-    assert words in plan.description() and words in plan.notes
+    assert words in description(plan) and words in plan.notes
 
 
 def test_with_flash_attn_lf019_still_holds_the_row_and_a_longer_row_is_only_said() -> None:
@@ -44,9 +46,9 @@ def test_with_flash_attn_lf019_still_holds_the_row_and_a_longer_row_is_only_said
     4 times longer (which keeps the tokens per micro-batch) changes what the job trains on: said, not written."""
     plan = _plan(QWEN25_FA2, WITH_FLASH_ATTN)
     assert plan.best.packing and plan.best.attn == "fa2" and plan.best.micro == 1
-    assert "cutoff_len" not in plan.changes and FA2_FALLS_BACK not in plan.description()
-    assert "`cutoff_len: 48000` would keep 4 x 12000 tokens per micro-batch" in plan.description()
-    assert "a change of what the job trains on, not applied" in plan.description()
+    assert "cutoff_len" not in plan.changes and FA2_FALLS_BACK not in description(plan)
+    assert "`cutoff_len: 48000` would keep 4 x 12000 tokens per micro-batch" in description(plan)
+    assert "a change of what the job trains on, not applied" in description(plan)
 
 
 def test_plain_packing_is_shown_and_never_applied(tmp_path: Path) -> None:
@@ -65,7 +67,7 @@ def test_plain_packing_is_shown_and_never_applied(tmp_path: Path) -> None:
 def test_neat_packing_costs_what_was_measured() -> None:
     """The 2026-12-05 H200 rows: 0.84x for LoRA (two jobs), 0.92x for a full fine-tune (bench/planner/README.md)."""
     assert round(NEAT_WITHOUT_FA2["lora"], 2) == 0.84 and round(NEAT_WITHOUT_FA2["full"], 2) == 0.92
-    display = _plan(QWEN25_FA2).description()
+    display = description(_plan(QWEN25_FA2))
     assert f"ran {1 / NEAT_WITHOUT_FA2['full']:.2f}x neat packing's speed" in display
 
 
@@ -105,7 +107,7 @@ def test_stochastic_rounding_by_model_size() -> None:
         n.startswith("stochastic rounding (pure bf16 with torchao's 8-bit AdamW) not planned") for n in small.notes
     )
     tight = _plan(EXAMPLES / "qwen3_full_sft.yaml", WITH_TORCHAO, target="l40s")
-    assert tight.best.optim == space.SR_OPTIM and "planned for memory: nothing faster fits" in tight.description()
+    assert tight.best.optim == space.SR_OPTIM and "planned for memory: nothing faster fits" in description(tight)
     large = _plan(EXAMPLES / "llama3_full_sft_fp16.yaml", WITH_TORCHAO)
     assert large.best.optim == space.SR_OPTIM and not any("stochastic rounding" in r for r in large.remarks)
 

@@ -17,6 +17,7 @@ from cfgopt.memory import estimate as memory
 from cfgopt.plan import reasons, space
 from cfgopt.plan.planner import plan_for
 from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES
+from cfgopt.plan.wording import description
 from cfgopt.tune import search
 
 SEED_LIKE = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
@@ -100,7 +101,7 @@ def test_checkpointing_off_beats_a_bigger_micro_batch(tmp_path: Path) -> None:
     job = _job(tmp_path, "packing: true\nenable_liger_kernel: true\n", gpus=1)
     plan = plan_for(job)
     assert plan is not None and (plan.best.micro, plan.best.ga, plan.best.gc) == (8, 2, False)
-    assert "8 x 2" in plan.description() and "expected 1.4x" in plan.description()
+    assert "8 x 2" in description(plan) and "expected 1.4x" in description(plan)
 
 
 def test_the_plan_is_tunes_top_prediction(tmp_path: Path) -> None:
@@ -127,12 +128,12 @@ def test_a_missing_package_leaves_its_knob_out(tmp_path: Path) -> None:
     probed without it (verify, tune) gets no Liger and says why; one probed with it needs no word."""
     assumed = plan_for(_job(tmp_path, "packing: true\n", gpus=1))
     assert assumed is not None and assumed.best.liger
-    assert "uses liger-kernel (assumed: LLaMA-Factory 0.9.5" in assumed.description()
+    assert "uses liger-kernel (assumed: LLaMA-Factory 0.9.5" in description(assumed)
     absent = plan_for(_job(tmp_path, "packing: true\n", gpus=1, packages={"liger_kernel": False}))
     assert absent is not None and not absent.best.liger
-    assert "with liger-kernel (not in this machine, probed" in absent.description()
+    assert "with liger-kernel (not in this machine, probed" in description(absent)
     present = plan_for(_job(tmp_path, "packing: true\n", gpus=1, packages={"liger_kernel": True}))
-    assert present is not None and present.best.liger and "uses" not in present.description()
+    assert present is not None and present.best.liger and "uses" not in description(present)
 
 
 def test_one_gpu_drops_zero3_where_it_fits() -> None:
@@ -211,7 +212,7 @@ def test_a_refused_setting_is_named_and_quoted() -> None:
     assert "pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in plan.notes
     assert "Liger kernels not planned: they fail in backward under ZeRO-3 (LF027)" in plan.notes
     assert any(n.startswith("Adafactor not planned: another optimizer only without DeepSpeed") for n in plan.notes)
-    assert "; pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in plan.description()
+    assert "; pure bf16 not planned: refused with ZeRO-3 (LLaMA-Factory)" in description(plan)
     refused = plan.best._replace(precision="pure_bf16")
     why = "refused with ZeRO-3 (LLaMA-Factory)"
     assert plan.rejected[refused] == reasons.Rejection(reasons.REFUSED, "precision", why)
@@ -253,7 +254,7 @@ def test_a_package_not_in_the_environment_is_the_reason(tmp_path: Path) -> None:
     installed = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
     known = plan_for(load_job(path, installed))
     assert known is not None and known.best.optim == "adamw_bnb_8bit" and known.best.precision == "bf16"
-    assert "pure bf16 not planned: it trains worse" in known.description()
+    assert "pure bf16 not planned: it trains worse" in description(known)
 
 
 def test_pure_bf16_and_adafactor_are_refused_for_their_numerics(tmp_path: Path) -> None:
@@ -272,7 +273,7 @@ def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:
     plan = plan_for(_job(tmp_path, "deepspeed: z3.json\n", target=None))
     assert plan is not None and plan.est_gib is None
     why = "dropping DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
-    assert why in plan.notes and why in plan.description()
+    assert why in plan.notes and why in description(plan)
 
 
 def test_a_configs_own_pure_bf16_is_kept_without_an_estimate(tmp_path: Path) -> None:
@@ -370,3 +371,18 @@ def test_jobs_with_the_same_planning_inputs_share_one_plan(tmp_path: Path) -> No
     longer = plan_for(job("c.yaml", "cutoff_len: 2048", "cutoff_len: 4096"))
     assert longer is not None and longer is not one
     assert len(planner._PLANS) <= planner._PLANS_MAX
+
+
+def test_a_rule_whose_fix_the_plan_replaces_declares_it_and_its_page_says_so() -> None:
+    """`Rule.fix_replaced_by_plan` is what the engine's plan step reads (cfgopt/lint/plans.py): the rules that declare
+    it are the rules of the knobs the plan sets (`speed_knobs.OWNERS`), and each one's page (`cfgopt rule CODE`,
+    docs/rules/<CODE>.md) says the plan replaces its fix; no other rule's page does."""
+    from cfgopt.rules import rule_classes
+    from cfgopt.rules.base import PLANNED_FIX
+    from cfgopt.rules.pages import render_page
+
+    declared = {cls.code for cls in rule_classes() if cls.fix_replaced_by_plan}
+    assert declared == PLANNED_CODES
+    for cls in rule_classes():
+        page = render_page(cls.docs(), "markdown")
+        assert (PLANNED_FIX in page) == (cls.code in declared), cls.code

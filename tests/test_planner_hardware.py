@@ -14,6 +14,7 @@ from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import TARGETS, UNSTATED
 from cfgopt.plan.planner import plan_for
+from cfgopt.plan.wording import description
 
 # A Llama-3-8B LoRA SFT with room to plan (the seed's model, batch and ZeRO-3 left out: one file, no JSON)
 CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
@@ -192,8 +193,8 @@ def test_without_a_target_the_plan_moves_only_what_holds_on_every_gpu(tmp_path: 
     assert plan is not None and plan.best.packing
     assert (plan.best.micro, plan.best.precision) == (plan.base.micro, plan.base.precision) == (4, "fp16")
     assert plan.best.attn != "fa2" and not plan.best.liger
-    assert plan.description().startswith("Speed plan for any GPU (no target stated: only what holds on every GPU")
-    assert "unstated" not in plan.description()
+    assert description(plan).startswith("Speed plan for any GPU (no target stated: only what holds on every GPU")
+    assert "unstated" not in description(plan)
 
 
 def test_without_a_target_no_precision_is_written(tmp_path: Path) -> None:
@@ -210,12 +211,12 @@ def test_a_plan_that_packs_says_what_changes_per_step(tmp_path: Path) -> None:
     path = _project(tmp_path, "llamafactory==0.9.5\n")
     plan = _plan(path, "h100", gpus=1)
     assert plan is not None and plan.best.packing and not plan.base.packing
-    words = plan.description()
+    words = description(plan)
     assert "same global batch" not in words and "same rows per step" in words
     assert "more samples per step and fewer steps per epoch, by the packing factor" in words
     packed = _project(tmp_path, "llamafactory==0.9.5\n", extra="bf16: true\npacking: true\n")
     kept = _plan(packed, "h100", gpus=1)
-    assert kept is not None and "packing factor" not in kept.description()  # the user's own packing: no change
+    assert kept is not None and "packing factor" not in description(kept)  # the user's own packing: no change
 
 
 def test_a_json_the_plan_stops_reading_gets_no_new_key(tmp_path: Path) -> None:

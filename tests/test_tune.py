@@ -554,7 +554,8 @@ def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) ->
     from cfgopt.job.loader import load_job
     from cfgopt.job.settings import Settings
     from cfgopt.lint.fixer import apply_edits
-    from cfgopt.plan.planner import SpeedPlan, plan_edits
+    from cfgopt.plan.planner import plan_edits
+    from cfgopt.plan.speed_plan import SpeedPlan
     from cfgopt.tune.winner import plan_fix
 
     path = tmp_path / "cfg.yaml"

@@ -46,10 +46,10 @@ def test_pf007_and_mem004_count_the_same_tokens_for_dpo(tmp_path) -> None:
 
 
 def test_a_target_without_memory_is_not_called_unstated() -> None:
-    from cfgopt.plan.planner import _no_memory
+    from cfgopt.plan.wording import no_memory
 
-    assert _no_memory(Settings(target_name="cpu")) == "cpu: no GPU memory to estimate against"
-    assert _no_memory(Settings()) == "no target stated"
+    assert no_memory(Settings(target_name="cpu")) == "cpu: no GPU memory to estimate against"
+    assert no_memory(Settings()) == "no target stated"
 
 
 def test_verify_target_none_and_cpu_are_stated() -> None:

@@ -57,6 +57,7 @@ def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[st
     from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
     from cfgopt.plan.planner import plan_for
+    from cfgopt.plan.wording import description, with_packages_words
 
     environment = Environment(dict(NODE), "node: " + ", ".join(NODE)) if node else None
     head = f"## {path.relative_to(ROOT).as_posix()} on {gpus} x {target}" + (
@@ -69,9 +70,9 @@ def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[st
     plan = plan_for(job)
     if plan is None:
         return [head, "no plan (not a training run, no speed rule selected, or nothing fits)"]
-    lines = [head, "plan: " + (plan.description() if plan.changed else "unchanged")]
+    lines = [head, "plan: " + (description(plan) if plan.changed else "unchanged")]
     if plan.with_packages is not None and not plan.changed:
-        lines.append(f"no plan fits the job's environment: {plan.with_packages.words()}")
+        lines.append(f"no plan fits the job's environment: {with_packages_words(plan.with_packages)}")
     if not plan.changed:  # no fix carries a description: what it would end with, said here
         lines += [f"remark: {remark}" for remark in plan.remarks]
     lines += [f"note: {note}" for note in plan.notes if note not in plan.remarks]  # remarks: in the description

@@ -15,7 +15,6 @@ from cfgopt.job import project as job_project
 from cfgopt.job.project import FileProblem, Project
 from cfgopt.job.settings import PerFileSettings, Settings, judged_with
 from cfgopt.knowledge.targets import HARDWARE_CHECKS
-from cfgopt.plan.speed_knobs import PLANNED_CODES
 from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import ProjectView, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -69,14 +68,15 @@ class LintProject(Project):
             out.extend(rule.check_project(view))
         out.sort(key=Diagnostic.sort_key)
         out = _once_per_run(out, {r.code for r in rules if r.once_per_run})
-        if any(d.code in PLANNED_CODES for d in out):
-            from cfgopt.plan.planner import attach_plans  # only when there is something to plan: it loads tune's priors
+        planned = frozenset(r.code for r in rules if r.fix_replaced_by_plan)  # the rules whose fix the plan writes
+        if any(d.code in planned for d in out):
+            from cfgopt.lint.plans import attach_plans  # only when there is something to plan: it loads tune's priors
 
-            attach_plans(self.context, out, owners, self.quiet | self.skip)  # speed fixes planned together
+            attach_plans(self.context, out, owners, planned, self.quiet | self.skip)  # speed fixes planned together
         if any(d.code == "ENV004" and d.fix is not None for d in out):
-            from cfgopt.plan.pin_fixes import keep_pins_with_their_plans
+            from cfgopt.lint.plans import keep_pins_with_their_plans
 
-            keep_pins_with_their_plans(self.context, out, owners)  # a pin only with the plan that uses it
+            keep_pins_with_their_plans(self.context, out, owners, planned)  # a pin only with the plan that uses it
         return out
 
     def _check(self, src: Source, rules: list) -> list[Diagnostic]:

@@ -1,8 +1,9 @@
-"""The speed knobs the planner sets together, and the rules whose findings each answers.
+"""The speed knobs the planner sets together, the rules whose findings each answers (the plan's side of
+`Rule.fix_replaced_by_plan`, held equal by tests/test_planner.py) and the package each needs.
 
-Apart from `cfgopt.plan.planner` so that the engine can tell whether a run has anything to plan without importing
-the planner (which brings tune's search space and priors): a lint of a config without speed findings never
-loads it.
+Apart from `cfgopt.plan.planner` so that the rules, the fixer and the engine's plan step (`cfgopt.lint.plans`) read
+them without importing the planner (which brings tune's search space and priors): a lint of a config without speed
+findings never loads it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "optim": ("MEM001",),
 }
 PLANNED_CODES = frozenset(code for codes in OWNERS.values() for code in codes)
+# The package each knob value needs: (module, distribution)
+PACKAGES = {
+    "liger": ("liger_kernel", "liger-kernel"),
+    "fa2": ("flash_attn", "flash-attn"),
+    "bnb": ("bitsandbytes", "bitsandbytes"),
+}
 # A DeepSpeed JSON fix the plan answers by dropping `deepspeed:` from every config that reads the JSON: shown as this
 # display-only fix, and never applied by the same `cfgopt fix` on a later pass (the fixer keeps the file's finding
 # unfixed there, though the JSON then has no reader left to tell it apart from a JSON linted on its own).

@@ -58,6 +58,16 @@ def _detail(message: str) -> str:
     return message if len(message) > MAX_MESSAGE else ""
 
 
+# What a rule's page says of a fix the job's speed plan replaces (`Rule.fix_replaced_by_plan`), before its own words.
+PLANNED_FIX = (
+    "Planned: the job's speed plan replaces this rule's fix. `cfgopt fix --unsafe-fixes` writes one plan per training "
+    "job (cfgopt/plan/planner.py: the knobs chosen together by the memory model and tune's measured priors); after "
+    "the rules and the suppressions, the engine (cfgopt/lint/plans.py) takes the speed rules' own fixes off and gives "
+    "the plan, as one unsafe fix, to the job's first fixable speed finding, and drops a finding whose knob the plan "
+    "weighed and kept as it is (MEM001 aside). Where no plan is made, the rule's own fix, if any, stays."
+)
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
@@ -87,6 +97,13 @@ class Rule:
     # import the rule (`cfgopt.rules.rules_for`, through the generated catalog); tests/test_triggers.py holds
     # every fixture and real config to the same findings with and without this.
     triggers: ClassVar[frozenset[str] | None] = None
+    # The job's speed plan replaces this rule's fix: the rule reports its finding, and the engine's last step
+    # (`cfgopt.lint.plans.attach_plans`, after the rules and the suppressions) takes the rule's own fix off and gives
+    # the job's plan, as one fix, to its first fixable speed finding; it may also move the finding (MEM003's, to the
+    # DeepSpeed JSON whose stage the plan writes) or drop it (a knob the plan weighed and kept). The rule's page
+    # says so (`PLANNED_FIX`); tests/test_planner.py holds the rules that declare it to the knobs the plan sets
+    # (`cfgopt.plan.speed_knobs.OWNERS`).
+    fix_replaced_by_plan: ClassVar[bool] = False
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         """The findings in one file of the rule's `kinds` (most rules)."""
@@ -179,7 +196,7 @@ class Rule:
             "fails_when": cls.fails_when,
             "evidence": list(cls.evidence),
             "example": cls.example,
-            "fix_safety": cls.fix_safety,
+            "fix_safety": f"{PLANNED_FIX} {cls.fix_safety}" if cls.fix_replaced_by_plan else cls.fix_safety,
             "default": cls.default_on,
             "opt_in_because": cls.opt_in_because,
             "worth_it": cls.worth_it,

@@ -48,9 +48,11 @@ class PlanNeedsPackage(Rule):
             plan = _plan_of(ctx, config)
             if plan is None or plan.with_packages is None:
                 continue
+            from cfgopt.plan.wording import with_packages_words  # only with a plan: it loads tune's priors
+
             more = plan.with_packages
             anchor = next(iter(pins_of(ctx, ("llamafactory", "llama_factory"))), None)
-            message = f"{config.document.path.name}: {more.words('this file')}"
+            message = f"{config.document.path.name}: {with_packages_words(more, 'this file')}"
             yield (
                 self.at_entry(ctx, anchor, message, fix=self._fix(ctx, more.packages))
                 if anchor is not None

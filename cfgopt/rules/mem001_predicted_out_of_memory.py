@@ -101,9 +101,9 @@ class PredictedOutOfMemory(Rule):
         "Llama-3-8B LoRA, disable_gradient_checkpointing: true, 8 x 2048 tokens, h200  ->  "
         "gradient checkpointing on (or 4 x 2 micro x accumulation)"
     )
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: the plan keeps only candidates that fit (re-enabling gradient checkpointing, trading micro-batch "
         "for accumulation with the global batch kept); the message names the plan's shape."
     )

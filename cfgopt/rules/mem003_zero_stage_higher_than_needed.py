@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan.planner import plan_for
+from cfgopt.plan.wording import shape
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
@@ -37,9 +38,11 @@ class ZeroStageHigherThanNeeded(Rule):
         "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",
     )
     example = "Llama-3-8B full fine-tune, ZeRO-3, 8 x mi300x  ->  ZeRO-2 (the states take ~30 GB per GPU)"
+    # the job's speed plan writes the fix (cfgopt/lint/plans.py); where it writes the lower stage into the DeepSpeed
+    # JSON, this finding moves to that JSON's `zero_optimization.stage` and carries the JSON's edit
+    fix_replaced_by_plan = True
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: the plan writes ZeRO-2 into the job's own DeepSpeed JSON (`zero_optimization.stage: 2`, the keys "
         "only stage 3 reads removed; the finding then stands on that `stage`, the fix's edit), or removes "
         "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config of the run reads "
@@ -73,7 +76,7 @@ class ZeroStageHigherThanNeeded(Rule):
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
             kept = ""
             if stage == 0 and planned is not None and planned.config_changed and planned.best.zero == planned.base.zero:
-                kept = f"; the speed plan keeps it and spends the memory on {planned.shape()} instead"
+                kept = f"; the speed plan keeps it and spends the memory on {shape(planned)} instead"
             yield self.at_entry(
                 ctx,
                 entry,
@@ -86,12 +89,12 @@ class ZeroStageHigherThanNeeded(Rule):
             return
         if planned is not None and planned.deepspeed_stage is not None and planned.est_gib is not None:
             # no lower stage fits the batch as written, but one fits the plan's (a smaller micro-batch): the finding
-            # that carries the plan's edit of the JSON (cfgopt.plan.planner.attach_plans)
+            # that carries the plan's edit of the JSON (cfgopt.lint.plans.attach_plans)
             yield self.at_entry(
                 ctx,
                 entry,
                 f"ZeRO-{current.zero_stage} is more than {current.model} ({ft}) needs on {where} with the speed "
-                f"plan's settings ({planned.shape()}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
+                f"plan's settings ({shape(planned)}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
                 f"of a {target.memory_gib:g} GiB {target.name}; the higher stage only adds communication",
                 key="deepspeed",
             )

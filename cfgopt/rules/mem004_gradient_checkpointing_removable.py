@@ -37,9 +37,9 @@ class GradientCheckpointingRemovable(Rule):
         "and the fix is part of the speed plan; with no target stated it never fires."
     )
     example = "(LoRA Llama-3-8B, 2 x 2048 tokens, mi300x)   ->  disable_gradient_checkpointing: true"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: turning checkpointing off raises peak memory (the estimate keeps 10% headroom)."
     )
 

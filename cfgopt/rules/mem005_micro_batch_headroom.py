@@ -33,9 +33,9 @@ class MicroBatchHeadroom(Rule):
     example = (
         "per_device_train_batch_size: 4\ngradient_accumulation_steps: 4   (8B LoRA, 2048 tokens, mi300x)  ->  8 and 2"
     )
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: a larger micro-batch needs more memory (the estimate keeps 10% headroom); same global batch. "
         "Reported only when the plan grows the micro-batch, with the plan's shape."
     )

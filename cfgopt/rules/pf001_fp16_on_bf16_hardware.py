@@ -28,6 +28,7 @@ class Fp16OnBf16Hardware(Rule):
         "llamafactory 0.9.5 hparams/parser.py L522-525 (compute dtype from bf16/fp16)",
     )
     example = "fp16: true   ->  bf16: true"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = "Unsafe: changes the training precision."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

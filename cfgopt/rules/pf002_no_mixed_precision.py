@@ -26,6 +26,7 @@ class NoMixedPrecision(Rule):
         "llamafactory 0.9.5 model/adapter.py L313-324 (trainable parameters upcast to fp32 unless pure_bf16)",
     )
     example = "(no bf16/fp16)   ->  bf16: true"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
         "Unsafe: adds `bf16: true` (`fp16: true` on V100 / T4), which changes the training precision; no fix "
         "without a target, where neither holds on every GPU."

@@ -26,10 +26,9 @@ class EagerAttention(Rule):
         "bench/h200/measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
     )
     example = "flash_attn: disabled   ->  flash_attn: sdpa"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
-        "Unsafe: changes the attention kernel (numerically close, not identical)."
+        "This rule writes no fix of its own. Unsafe: changes the attention kernel (numerically close, not identical)."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

@@ -40,9 +40,9 @@ class PackingOff(Rule):
         "(3.86x) is why it is shown at all."
     )
     example = "stage: sft   (packing unset)  ->  packing: true"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: packing changes what each sample attends to, drops over-long samples and the step count."
     )
 
@@ -51,7 +51,7 @@ class PackingOff(Rule):
             return
         if is_set(ctx, "packing") or on(ctx, "neat_packing") or on(ctx, "streaming"):
             return
-        from cfgopt.plan.planner import packing_gain_on_data  # only here: the planner loads tune's priors
+        from cfgopt.plan.expected_speed import packing_gain_on_data  # only here: it loads tune's priors
 
         on_data = packing_gain_on_data(ctx.job)
         if on_data is None:

@@ -43,9 +43,9 @@ class SmallMicroBatch(Rule):
         "batch). The gain is measured (1.33x), its size on other data is not."
     )
     example = "per_device_train_batch_size: 1\ngradient_accumulation_steps: 8   ->  4 and 2"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: a larger micro-batch needs more memory (the optimizer step sees the same samples)."
     )
 

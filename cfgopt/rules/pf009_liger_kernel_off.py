@@ -42,9 +42,9 @@ class LigerKernelOff(Rule):
         "docs/evidence/rocm_perf.md §2.3 and R26",
     )
     example = "packing: true   ->  add enable_liger_kernel: true   (pip install liger-kernel)"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
+        "This rule writes no fix of its own. "
         "Unsafe: needs the liger-kernel package (start-up fails without it; the plan says so, and verify / tune "
         "leave Liger out where it is not importable) and changes the kernels."
     )

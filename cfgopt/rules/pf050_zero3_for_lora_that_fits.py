@@ -32,10 +32,9 @@ class Zero3ForLoraThatFits(Rule):
         "https://github.com/deepspeedai/DeepSpeed/pull/8064 (ZeRO-3 27,941 vs ZeRO-1 57,414 tok/s)",
     )
     example = "finetuning_type: lora, deepspeed: ds_z3_config.json, --gpus 1   ->  no deepspeed"
+    fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
-        "Planned: this rule writes no fix of its own; `cfgopt fix --unsafe-fixes` writes the job's speed plan "
-        "(cfgopt/plan/planner.py), the knobs chosen together by the memory model and tune's measured priors. "
-        "Unsafe: removing `deepspeed` changes how the run is launched and saved."
+        "This rule writes no fix of its own. Unsafe: removing `deepspeed` changes how the run is launched and saved."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

@@ -24,6 +24,7 @@ def planned_start(job: Any, knobs: tuple[str, ...], say) -> space.Knobs | None:
     """The speed plan `cfgopt fix --unsafe-fixes` writes (cfgopt.plan.planner, the same priors and memory model):
     the search runs it first after the baseline."""
     from cfgopt.plan.planner import plan_for
+    from cfgopt.plan.wording import description
 
     say(f"planning for {job.hardware(job.settings.gpus or 1).describe()} (the GPUs these runs use; --gpus)")
     plan = plan_for(job, knobs)
@@ -31,7 +32,7 @@ def planned_start(job: Any, knobs: tuple[str, ...], say) -> space.Knobs | None:
         say(note)
     if plan is None or not plan.changed:
         return None
-    say(f"starting from the fix's plan: {plan.description()}")
+    say(f"starting from the fix's plan: {description(plan)}")
     return plan.best
 
 

@@ -68,7 +68,7 @@ def _data_factor(job: Any, session: Session) -> Any:
     priors' own)."""
     if not getattr(session, "trains_on_job_data", lambda: False)():
         return None
-    from cfgopt.plan.planner import data_term_of
+    from cfgopt.plan.expected_speed import data_term_of
 
     data = data_term_of(job)
     return data.factor if data is not None else None

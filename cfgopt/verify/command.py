@@ -23,11 +23,12 @@ from cfgopt.verify.machine import prepare_assets_saying, run_settings, run_targe
 def say_plan(job: Job, say) -> None:
     """Name the hardware the fixes are planned for, and the speed plan with what it left out."""
     from cfgopt.plan.planner import plan_for
+    from cfgopt.plan.wording import description
 
     say(f"fixes planned for {job.hardware(job.settings.gpus or 1).describe()} (the GPUs these runs use; --gpus)")
     plan = plan_for(job)
     if plan is not None and plan.changed:
-        say(plan.description())
+        say(description(plan))
     for note in plan.notes if plan is not None else []:
         say(note)
 

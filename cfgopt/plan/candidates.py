@@ -1,0 +1,222 @@
+"""The candidates of one job's plan: the knobs planned (those whose rules are selected), the values each may take
+for the job on the packages its environment has (`cfgopt.plan.space`, tune's search space), and their combinations
+less those a rule calls a failure, each left out with its reason (`cfgopt.plan.reasons`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.job.job import Job
+from cfgopt.knowledge import methods
+from cfgopt.knowledge.deepspeed_plan import at_stage
+from cfgopt.plan import space
+from cfgopt.plan.expected_speed import fa2_runs, hardware_gpus, stochastic_rounding_ok
+from cfgopt.plan.reasons import REFUSED, Rejection
+from cfgopt.plan.speed_knobs import OWNERS, liger_plannable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+AIM_TOKENS = 8192  # without a memory estimate, PF007's aim: a micro-batch of up to 8k tokens
+
+
+def planned_knobs(job: Job) -> tuple[str, ...]:
+    """The knobs whose rules are selected; Liger also where the job's environment has it (its rule, PF009, is
+    opt-in because it speaks of the package, which the plan asks of the environment instead)."""
+    selected = {k for k, codes in OWNERS.items() if any(job.settings.is_selected(c) for c in codes)}
+    if job.has_package("liger_kernel") and liger_plannable(job):
+        selected.add("liger")
+    else:
+        selected.discard("liger")
+    return tuple(k for k in OWNERS if k in selected)
+
+
+def job_platform(job: Job) -> space.Platform:
+    """What the candidates may use: the packages of the job's environment (cfgopt.job.environment)."""
+    return space.Platform(
+        cuda=True,
+        flash_attn=fa2_usable(job),
+        liger=job.has_package("liger_kernel"),
+        deepspeed=True,
+        bitsandbytes=job.has_package("bitsandbytes"),
+        torchao=stochastic_rounding_ok(job),
+    )
+
+
+def platform_with_extras(job: Job) -> space.Platform:
+    """The job's platform with the packages LLaMA-Factory documents as extras for what a plan uses (liger-kernel,
+    bitsandbytes): what the job would be offered with them (`WithPackages`). flash-attn is no extra, and its gain
+    was never measured on the H200 (not installable there), so it is not proposed."""
+    return space.Platform(cuda=True, flash_attn=fa2_usable(job), liger=True, deepspeed=True, bitsandbytes=True)
+
+
+def fa2_usable(job: Job) -> bool:
+    """flash-attn in the job's environment, and a target its kernels run on with that build (`fa2_refusal`: not
+    before Ampere, not a CUDA build on ROCm, not without a target): the plan writes no kernel the target cannot
+    run."""
+    return job.has_package("flash_attn") and fa2_refused(job) is None
+
+
+def fa2_refused(job: Job) -> str | None:
+    from cfgopt.job.environment import fa2_refusal
+
+    return fa2_refusal(job.environment, job.settings.target)
+
+
+def values_for(
+    job: Job, base: space.Knobs, knobs: tuple[str, ...], has_estimate: bool, platform: space.Platform
+) -> dict[str, list[Any]]:
+    """The values each knob may take for this job on `platform` (the baseline's first)."""
+    config = job.values()
+    bf16 = job.settings.target.bf16
+    options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs, bf16=bf16)
+    values = space.knob_values(config, base, platform, options)
+    if job.settings.target.platform == "cpu":
+        values["precision"] = [base.precision]  # no half precision to move to on a CPU (the Trainer refuses it)
+    cutoff = job.value("cutoff_len")
+    if not has_estimate:  # nothing that spends memory without an estimate of it, and no numerics for memory
+        values["gc"] = [base.gc]
+        values["precision"] = [p for p in values["precision"] if p != "pure_bf16" or p == base.precision]
+        values["optim"] = [base.optim]
+        # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
+        one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
+        values["zero"] = [base.zero] + (["none"] if one_gpu else [])
+        if isinstance(cutoff, int) and cutoff > 0 and job.value("stage") == "ppo":
+            cutoff = methods.ppo_sequence(config, cutoff)  # each sequence is prompt + generated response
+        aim = AIM_TOKENS // cutoff if isinstance(cutoff, int) and cutoff > 0 else base.micro
+        values["micro"] = [(m, a) for m, a in values["micro"] if m <= max(base.micro, aim)]
+    elif "zero" in knobs:
+        # ZeRO-2 in the job's own JSON (MEM003's advice); no DeepSpeed too, except for a full/freeze run on several
+        # GPUs, whose states plain data parallel would copy to every GPU
+        full = job.value("finetuning_type") in ("full", "freeze") and hardware_gpus(job) > 1
+        lower = lower_stage(job, base)
+        values["zero"] = (
+            [base.zero] + ([lower] if lower else []) + (["none"] if base.zero != "none" and not full else [])
+        )
+    stage = str(job.value("stage"))
+    # packing: only where the user left it to us, for SFT (pt packs by default; methods.PACKING_STAGES)
+    if job.is_set("packing") or job.on("neat_packing") or job.on("streaming") or stage != "sft":
+        values["packing"] = [base.packing]
+    liger_ok = job.liger_patches_model and methods.liger_fuses_loss(stage) and not job.on("use_unsloth")
+    if not liger_ok or job.on("use_liger_kernel"):
+        # Liger the user turned on under ZeRO-3 may be turned off (LF027): the plan keeps no failure
+        values["liger"] = [base.liger] + ([False] if base.liger and base.zero.startswith("z3") else [])
+    if base.attn not in ("sdpa", "disabled", "fa2"):
+        values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
+    if not job.deepspeed[0]:
+        # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
+        # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
+        values["micro"] = [(base.micro, base.ga)]
+    if not job.settings.target_stated:
+        on_every_gpu(values, base)
+    return values
+
+
+def on_every_gpu(values: dict[str, list[Any]], base: space.Knobs) -> None:
+    """Without a target, only what holds on every GPU: the precision stays (bf16 is emulated on V100 / T4, and fp16
+    is what PF001 flags where bf16 runs) and so does the micro-batch (no memory to judge it by: a 16 GiB T4 or a 192
+    GiB MI300X). fa2 and Liger are left out by their own tests (`fa2_usable`, `liger_plannable`); packing, SDPA
+    for eager attention, and no DeepSpeed on one stated GPU hold everywhere."""
+    values["precision"] = [base.precision]
+    values["micro"] = [(base.micro, base.ga)]
+
+
+# The stage the plan lowers ZeRO-3 to (MEM003's advice): gradients and optimizer states stay sharded, with the
+# communication volume of plain data parallel.
+LOWER_STAGE = 2
+
+
+def lower_stage(job: Job, base: space.Knobs) -> str | None:
+    """The ZeRO knob value of the job's DeepSpeed JSON at LOWER_STAGE, where the plan may write it there: a ZeRO-3
+    JSON file that was read, has a literal stage, no AutoTP and no optimizer offload to NVMe (below stage 3 it runs
+    as CPU offload, DS012), and that no other config of the run reads (a shared file is left to the user: the edit
+    would change the other jobs too); None otherwise."""
+    from cfgopt.plan.knob_edits import stage_edits
+
+    _, ds = job.deepspeed
+    src = job.deepspeed_source
+    if not base.zero.startswith("z3") or ds is None or src is None or ds is not src.data or job.deepspeed_shared:
+        return None
+    zero = ds.get("zero_optimization")
+    offload = zero.get("offload_optimizer") if isinstance(zero, dict) else None
+    nvme = isinstance(offload, dict) and str(offload.get("device", "")).lower() == "nvme"
+    if nvme or "tensor_parallel" in ds or stage_edits(src, LOWER_STAGE) is None:
+        return None
+    return space.zero_of(at_stage(ds, LOWER_STAGE))
+
+
+# The batch keys a DeepSpeed JSON may state itself instead of "auto"; the HF Trainer refuses a JSON whose value
+# differs from the YAML's (XF002), so the plan changes the batch shape only where no JSON pins it.
+BATCH_KEYS = ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size")
+
+
+def json_pins_batch(ds: dict | None) -> bool:
+    """Does the DeepSpeed config state a batch size or accumulation itself (not "auto")?"""
+    return isinstance(ds, dict) and any(key in ds and ds[key] != "auto" for key in BATCH_KEYS)
+
+
+# Liger where the plan lowers ZeRO-3: planned on the next pass, once the JSON is at the lower stage
+_LIGER_AFTER_STAGE = "they fail in backward under ZeRO-3, which the JSON holds until its lower stage is written (LF027)"
+
+
+def kept_combinations(
+    base: space.Knobs,
+    values: dict[str, list[Any]],
+    batch_pinned: bool,
+    rejected: dict[space.Knobs, Rejection],
+    neat_fails: Callable[[space.Knobs], bool],
+) -> list[space.Knobs]:
+    """Every combination tune's space allows; Liger is not turned on under ZeRO-3 (a known backward failure,
+    LF027) nor where the plan lowers ZeRO-3 (`_LIGER_AFTER_STAGE`), nor neat packing with fa2 where it fails
+    (`neat_fails`, LF019); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape
+    moves only where DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its
+    JSON's stops the run (XF002). Those left out go into `rejected` with their reason."""
+
+    def keep(k: space.Knobs) -> bool:
+        # never kept either, where the user has both: the plan keeps no combination a rule calls a failure
+        if k.liger and k.zero.startswith("z3"):
+            rejected[k] = Rejection(REFUSED, "liger", "they fail in backward under ZeRO-3 (LF027)")
+            return False
+        if k.liger and k.zero != "none" and base.zero.startswith("z3"):
+            # a lowered stage: the config's part of the fix stands alone (the JSON's part may not be written: a
+            # file outside the fix's scope), and alone it would run Liger under ZeRO-3
+            rejected[k] = Rejection(REFUSED, "liger", _LIGER_AFTER_STAGE)
+            return False
+        if neat_fails(k):
+            knob = "packing" if k.packing != base.packing else "attn" if k.attn != base.attn else None
+            rejected[k] = Rejection(REFUSED, knob, "neat packing with fa2 takes one row per micro-batch (LF019)")
+            return False
+        if batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga):
+            rejected[k] = Rejection(REFUSED, "micro", "the DeepSpeed JSON states the batch itself (XF002)")
+            return False
+        return True
+
+    refused: dict[space.Knobs, tuple[str, str, str]] = {}
+    out = space.combinations(base, values, keep, refused)
+    rejected.update({k: Rejection(*why) for k, why in refused.items()})
+    return out
+
+
+def neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
+    """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
+    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)? Only
+    in an environment with flash-attn (`fa2_runs`): the one the plan is made for judges every check."""
+    model, user_neat = job.value("model_name_or_path"), job.on("neat_packing")
+    # the collator asserts only where `fa2` runs: without flash-attn it falls back to SDPA (`fa2_runs`)
+    sft = methods.stage_of(job.values()) == "sft" and fa2_runs(job)
+
+    def fails(k: space.Knobs) -> bool:
+        neat = user_neat or (k.packing and not base.packing)
+        return sft and neat and k.attn == "fa2" and methods.neat_fa2_fails(model, k.micro)
+
+    return fails
+
+
+def plan_keys(k: space.Knobs, base: space.Knobs) -> dict[str, Any]:
+    """The YAML keys the plan writes for candidate `k`: tune's (`space.changed_keys`), with the packing it turns on
+    written as `neat_packing`."""
+    changes = space.changed_keys(k, base)
+    if changes.get("packing") is True:
+        del changes["packing"]
+        changes["neat_packing"] = True
+    return changes

@@ -1,0 +1,239 @@
+"""The speed plan in words: what it writes (`shape`), its fix's description (`description`: what it expects, from
+which priors and data, the packages it uses or would use: `with_packages_words`), its notes (why each knob value it
+could not take was left out, and the one the description quotes) and its remarks (what the environment runs, and the
+choices left to the user, said and never applied). The plan itself is `cfgopt.plan.speed_plan`'s record."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cfgopt.knowledge import methods
+from cfgopt.plan import space
+from cfgopt.plan.candidates import fa2_refused
+from cfgopt.plan.reasons import MEMORY, NUMERICS, why_not
+from cfgopt.plan.speed_knobs import PACKAGES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from cfgopt.job.job import Job
+    from cfgopt.plan.data_speed import DataTerm
+    from cfgopt.plan.expected_speed import Runtime
+    from cfgopt.plan.reasons import Rejection
+    from cfgopt.plan.speed_plan import SpeedPlan, WithPackages
+    from cfgopt.text.source import Source
+
+_PRECISION_WORDS = {
+    "bf16": "bf16 mixed precision",
+    "fp16": "fp16 mixed precision",
+    "pure_bf16": "pure bf16 (weights, gradients and optimizer states in bf16: numerics change, check the loss "
+    "with `cfgopt verify`)",
+}
+_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, 4B LoRA DPO, 4B and 8B full SFT; bench/tune, bench/planner)"
+
+
+_OWN_NUMERICS = "its own numerics: check the loss with `cfgopt verify`"
+_OPTIM_NUMERICS = {
+    "adamw_bnb_8bit": "8-bit states: within 0.3% of AdamW's loss in 20 steps on an H200, bench/verify/results.md; "
+    "check yours with `cfgopt verify`",
+    "adamw_torch_8bit_sr": "pure bf16 weights with torchao's 8-bit AdamW and bf16 stochastic rounding "
+    "(`optim: adamw_torch_8bit`, `optim_args: bf16_stochastic_round=True`): in 20 steps on an H200 a loss at or "
+    "below AdamW's on 7-8B and Qwen3-4B full SFT, 3.2% above 8-bit AdamW's on qwen3_full_sft, bench/planner/README.md; "
+    "check yours with `cfgopt verify`",
+}
+
+
+def shape(plan: SpeedPlan) -> str:
+    """What the plan writes, in words."""
+    b, k = plan.base, plan.best
+    parts = []
+    if (k.micro, k.ga) != (b.micro, b.ga):
+        parts.append(f"{k.micro} x {k.ga} (micro-batch x accumulation, {_same_batch_words(b, k)})")
+    if k.gc != b.gc:
+        parts.append(f"gradient checkpointing {'on' if k.gc else 'off'}")
+    if k.packing != b.packing:
+        parts.append("neat packing (samples kept apart)" if k.packing else "no packing")
+    if k.liger != b.liger:
+        parts.append("Liger kernels" if k.liger else "no Liger kernels")
+    if k.attn != b.attn:
+        parts.append(f"attention {k.attn}")
+    if plan.drop_deepspeed:
+        parts.append("no DeepSpeed")
+    if plan.deepspeed_stage is not None:
+        parts.append(f"ZeRO-{plan.deepspeed_stage} (in {plan.deepspeed_file})")
+    rounded = k.optim == space.SR_OPTIM  # pure bf16 with stochastic rounding: one change, in one phrase
+    if k.precision != b.precision and not (rounded and k.precision == "pure_bf16"):
+        parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
+    if k.optim != b.optim:
+        parts.append(f"optimizer {k.optim} ({_OPTIM_NUMERICS.get(k.optim, _OWN_NUMERICS)})")
+    if k.packing and not b.packing:
+        parts.append(PACKED_STEPS)
+    return ", ".join(parts)
+
+
+# What packing the plan turns on changes, said where the plan is: a
+# row holds several samples, so the rows per step stay and the samples per step do not.
+PACKED_STEPS = (
+    "with packing more samples per step and fewer steps per epoch, by the packing factor (learning rate and warm-up "
+    "settings as written)"
+)
+
+
+def _same_batch_words(base: space.Knobs, best: space.Knobs) -> str:
+    """What a new micro-batch x accumulation keeps: the global batch, in rows once the plan packs them."""
+    return "same rows per step" if best.packing and not base.packing else "same global batch"
+
+
+def description(plan: SpeedPlan) -> str:
+    """The plan's fix description: what it writes, what it expects (and from which priors and data), the packages
+    it uses or would use, the notably faster setting it left out, and its remarks."""
+    peak = f", estimated peak {plan.est_gib:.0f} GiB per GPU" if plan.est_gib is not None else ""
+    needs = (
+        f"; uses {' and '.join(plan.needs)} ({plan.environment}; state yours: --environment FILE)" if plan.needs else ""
+    )
+    quoted = f"; {plan.quoted}" if plan.quoted else ""
+    data = f"; {plan.data_words}" if plan.data_words else ""
+    more = f"; {with_packages_words(plan.with_packages)}" if plan.with_packages is not None else ""
+    remarks = "".join(f"; {r}" for r in plan.remarks)
+    return (
+        f"Speed plan for {plan.hardware.describe()}: {shape(plan)} (expected {plan.gain:.1f}x, "
+        f"{_PRIOR_SOURCE}{data}{peak}){needs}{more}{quoted}{remarks}"
+    )
+
+
+def with_packages_words(more: WithPackages, where: str | None = None) -> str:
+    """What the packages the job's environment lacks would bring, in words; `where`: how to name the environment's
+    source ("this file" on the requirement file itself)."""
+    names = " and ".join(more.packages)
+    than = "this plan" if more.planned else "the config as written"
+    return (
+        f"with {names} (not in {where or more.source}) the plan would be {shape(more.plan)}, expected "
+        f"{more.gain:.2f}x {than}"
+    )
+
+
+def data_words(plan: SpeedPlan, data: DataTerm | None) -> str:
+    """Where the expected gain's packing and padding figures come from, when the plan packs or moves the batch."""
+    b, k = plan.base, plan.best
+    if (k.packing, k.micro) == (b.packing, b.micro):
+        return ""
+    if data is not None:
+        return data.words(b.micro)
+    return "packing's gain from Alpaca-like data (the job's data not profiled)" if k.packing != b.packing else ""
+
+
+# --------------------------------------------------------------------------- why not: the rejections in words
+
+_QUOTED_GAIN = 1.10  # a setting left out is quoted in the fix's description when its prior is 10% above the plan's
+NO_ESTIMATE = {
+    MEMORY: "no memory estimate of this job to spend memory on",
+    NUMERICS: "it changes the numerics, so it is planned only with a memory estimate",
+}
+
+
+def no_memory(settings) -> str:
+    """Why there is no memory to plan with: no target, or a target without GPU memory (`--target cpu`)."""
+    if not settings.target_stated:
+        return "no target stated"
+    return f"{settings.target.name}: no GPU memory to estimate against"
+
+
+def package_missing(job: Job, name: str, value: Any) -> str:
+    key = {"liger": "liger", "attn": "fa2"}.get(name, "bnb")
+    refused = fa2_refused(job) if key == "fa2" and job.has_package("flash_attn") else None
+    _module, package = PACKAGES[key]
+    return refused or f"{package} is not in {job.environment.where}"
+
+
+def explain(
+    plan: SpeedPlan, kept: list[space.Knobs], rejected: dict[space.Knobs, Rejection], speed: Callable[[Any], float]
+) -> None:
+    """The plan's notes (why each knob value it could not take was left out) and the one its description quotes:
+    the fastest of them by the priors (`speed`), where it is notably faster than the plan."""
+    plan.rejected = rejected
+    found = why_not(plan.best, kept, rejected, speed)
+    plan.notes = [words for _, words in found]
+    floor = speed(plan.best) * _QUOTED_GAIN
+    faster = [(speed(k), words) for k, words in found if speed(k) >= floor]
+    plan.quoted = max(faster, key=lambda f: f[0])[1] if faster else None
+
+
+# --------------------------------------------------------------------------- remarks: what runs, what is the user's
+
+FA2_FALLS_BACK = "fa2 falls back to SDPA here (flash-attn not in the environment)"
+
+
+def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> list[str]:
+    """What the description ends with: `fa2` that runs as SDPA, and the choices that change what the job trains on
+    or its speed at this model size, said and never applied (ruff's display-only fixes)."""
+    found = [
+        _fa2_fallback(job, plan, run),
+        _plain_packing_alternative(job, plan, run),
+        _longer_row(job, plan, run),
+        _stochastic_rounding(plan, run, values),
+    ]
+    return [words for words in found if words]
+
+
+def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
+    """Does the planned run pack neatly (the user's `neat_packing`, or the packing the plan turns on)?"""
+    return plan.best.packing and (job.on("neat_packing") or not plan.base.packing)
+
+
+def _fa2_fallback(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    if plan.best.attn != "fa2" or run.fa2:
+        return ""
+    neat = _neat_planned(job, plan) and methods.stage_of(job.values()) == "sft"
+    return FA2_FALLS_BACK + (": LF019's one row per micro-batch does not bind" if neat else "")
+
+
+def _plain_packing_alternative(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """Neat packing under SDPA: what plain packing measured, as text (it lets packed samples attend to each other,
+    so only the user sets it)."""
+    if not _neat_planned(job, plan) or (plan.best.attn == "fa2" and run.fa2) or job.is_set("packing"):
+        return ""
+    return (
+        f"display only: `packing: true` ran {1 / run.neat_cost:.2f}x neat packing's speed at the same shape under "
+        "SDPA (H200, bench/planner/README.md) but lets packed samples attend to each other (what the job trains on "
+        "changes: yours to choose)"
+    )
+
+
+def _longer_row(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """Neat packing with fa2 running: one row per micro-batch (LF019). A row `micro` times longer keeps the tokens
+    per micro-batch but changes what the job trains on (samples no longer cut where they were), so it is said."""
+    b, k = plan.base, plan.best
+    cutoff = job.value("cutoff_len")
+    if not (_neat_planned(job, plan) and k.attn == "fa2" and run.fa2 and k.micro == 1 < b.micro):
+        return ""
+    if not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff <= 0:
+        return ""
+    return (
+        f"neat packing with fa2 runs one row per micro-batch (LF019); `cutoff_len: {cutoff * b.micro}` would keep "
+        f"{b.micro} x {cutoff} tokens per micro-batch, but samples up to {cutoff * b.micro} tokens would no longer "
+        f"be cut at {cutoff}: a change of what the job trains on, not applied"
+    )
+
+
+_SR_WORDS = "stochastic rounding (pure bf16 with torchao's 8-bit AdamW)"
+_SR_SMALL_MEASURED = "Qwen3-4B full SFT on an H200: 0.72x bf16 + AdamW with 25.7 vs 61.9 GiB, bench/planner/README.md"
+
+
+def _stochastic_rounding(plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> str:
+    """Below SR_FASTER_FROM stochastic rounding is the memory choice: planned only where nothing faster fits,
+    which the plan says; where something faster fits, a note says it is slower at this size (and what it saves)."""
+    if space.SR_OPTIM not in values.get("optim", ()) or not run.sr_small:
+        return ""
+    if plan.best.optim == space.SR_OPTIM:
+        return f"{_SR_WORDS} planned for memory: nothing faster fits ({_SR_SMALL_MEASURED})"
+    slower = "slower at this model size, planned only where nothing else fits"
+    return f"{_SR_WORDS} not planned: {slower} ({_SR_SMALL_MEASURED})"
+
+
+def json_fix_words(config: Source, plan: SpeedPlan) -> str:
+    """The JSON part's description: the whole plan where it is all of it, else what it is part of."""
+    stage = f"`zero_optimization.stage: {plan.deepspeed_stage}`, the keys only ZeRO-3 reads removed"
+    if not plan.config_changed:
+        return f"{description(plan)}; {stage}"
+    name = config.document.path.name
+    return f"ZeRO-{plan.deepspeed_stage} ({stage}): the DeepSpeed part of the speed plan written in {name}"
