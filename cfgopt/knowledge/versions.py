@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions, version_key
+from cfgopt.text.patterns import lazy
 from cfgopt.text.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
@@ -95,7 +96,7 @@ def _series(package: str, version: str) -> tuple[int, ...]:
 
 
 # A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
-_PEP440 = re.compile(
+_PEP440 = lazy(
     r"^v?(?P<release>\d+(?:\.\d+)*)"
     r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
     r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
@@ -214,7 +215,7 @@ def snap_version(package: str, installed: str) -> str:
 
 # --------------------------------------------------------------------------- version ranges
 
-_CLAUSE = re.compile(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+_CLAUSE = lazy(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
 _PAD = 4
 
 
