@@ -106,6 +106,8 @@ _SHORT_RUNS = frozenset({"lint", "fix", "rules", "rule", "schema"})
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; `argv` None: the process's own (the console script, `python -m cfgopt`), which ends
+    with this run."""
     words = sys.argv[1:] if argv is None else list(argv)
     short = gc.isenabled() and _subcommand(words) in _SHORT_RUNS and "--watch" not in words
     if short:
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         return _main(words)
     finally:
         if short:
+            if argv is None:  # the process exits next: its last collection skips what the run built (a tenth)
+                gc.freeze()
             gc.enable()
 
 

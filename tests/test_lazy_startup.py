@@ -4,7 +4,10 @@ itself is measured in bench/results.md, never here."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
+import io
 import re
 import subprocess
 import sys
@@ -12,6 +15,7 @@ import sys
 import pytest
 from rule_cases import ROOT
 
+from cfgopt.cli import main
 from cfgopt.knowledge.targets import HARDWARE_CHECKS
 from cfgopt.rules import rule_modules
 from cfgopt.text.patterns import LazyPattern, lazy
@@ -122,3 +126,19 @@ def test_a_seed_lint_imports_no_dataclasses_and_compiles_no_unused_pattern() -> 
     assert "cfgopt.knowledge.model_shapes" in modules and "cfgopt.knowledge.pins" in modules
     assert not {"dataclasses", "inspect", "random"} & modules
     assert compiled <= _COMPILED_AT_IMPORT
+
+
+def test_a_short_run_in_process_leaves_the_collector_as_it_was() -> None:
+    """The collector is off during a lint and frozen only at the end of the process's own run (`main()` with no
+    arguments): a caller of `main(argv)` (the tests, an editor) gets it back enabled, with nothing frozen."""
+    frozen = gc.get_freeze_count()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(["lint", "--isolated", str(ROOT / "fixtures/seed/llama3_lora_sft.yaml")])
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.disable()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(["rules"])
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
