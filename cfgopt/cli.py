@@ -9,6 +9,7 @@ not be read or parsed. Imports stay light: argparse, PyYAML, and pydantic only w
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -16,7 +17,6 @@ from types import ModuleType
 
 from cfgopt import __version__
 from cfgopt.commands import UsageError
-from cfgopt.knowledge.versions import VersionError
 from cfgopt.text.user_text import integer
 
 
@@ -100,10 +100,31 @@ def _usage_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     return sub
 
 
+# Runs that end in well under a second: the cyclic garbage collector is off for them (their cycles die with the
+# process), a twentieth of a seed lint's time (bench/results.md); a long run (`--watch`, server, tune) keeps it.
+_SHORT_RUNS = frozenset({"lint", "fix", "rules", "rule", "schema"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; `argv` None: the process's own (the console script, `python -m cfgopt`), which ends
+    with this run."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    short = gc.isenabled() and _subcommand(words) in _SHORT_RUNS and "--watch" not in words
+    if short:
+        gc.disable()
+    try:
+        return _main(words)
+    finally:
+        if short:
+            if argv is None:  # the process exits next: its last collection skips what the run built (a tenth)
+                gc.freeze()
+            gc.enable()
+
+
+def _main(words: list[str]) -> int:
+    from cfgopt.knowledge.versions import VersionError  # imported here, after the collector is off
     from cfgopt.lint.project_config import ConfigError
 
-    words = sys.argv[1:] if argv is None else list(argv)
     if not words or words == ["schema"]:  # as ruff: a bare call prints the help (on stderr, exit 2)
         build_parser(words[0] if words else None).print_help(sys.stderr)
         return 2

@@ -994,10 +994,12 @@ def render_installed(packages: Iterable[str] = ("llamafactory", "deepspeed")) ->
 
 
 def write_index(out_dir: pathlib.Path) -> pathlib.Path:
-    """Rewrite ``version-index.json`` (what differs between the snapshots in ``out_dir``)."""
+    """Rewrite ``version-index.json`` (what differs between the snapshots in ``out_dir``) and ``ds-keys.json``
+    (the keys each DeepSpeed snapshot reads, for the history of an unknown key)."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from cfgopt.knowledge.versions import INDEX_FILE, build_index
+    from cfgopt.knowledge.versions import INDEX_FILE, KEYS_FILE, build_ds_keys, build_index
 
+    (out_dir / KEYS_FILE).write_text(dump(build_ds_keys(out_dir)), encoding="utf-8")
     path = out_dir / INDEX_FILE
     path.write_text(dump(build_index(out_dir)), encoding="utf-8")
     return path

@@ -34,6 +34,8 @@ OWNERS = {"cfgopt/text/user_files.py", "cfgopt/text/user_text.py"}
 ALLOWED_READS = {
     ("cfgopt/knowledge/schema.py", "_read"): "cfgopt's own snapshot files (cfgopt/knowledge/schemas/)",
     ("cfgopt/knowledge/versions.py", "build_index"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
+    ("cfgopt/knowledge/versions.py", "build_ds_keys"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
+    ("cfgopt/knowledge/versions.py", "_ds_keys"): "cfgopt's own key tables (cfgopt/knowledge/schemas/ds-keys.json)",
     (
         "cfgopt/knowledge/pins.py",
         "requirement_metadata",

@@ -4,7 +4,10 @@ itself is measured in bench/results.md, never here."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
+import io
 import re
 import subprocess
 import sys
@@ -12,6 +15,7 @@ import sys
 import pytest
 from rule_cases import ROOT
 
+from cfgopt.cli import main
 from cfgopt.knowledge.targets import HARDWARE_CHECKS
 from cfgopt.rules import rule_modules
 from cfgopt.text.patterns import LazyPattern, lazy
@@ -91,3 +95,50 @@ def test_local_data_is_profiled(tmp_path) -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert run.stdout.strip().splitlines()[-1] == "True", run.stderr[-2000:]
+
+
+# Compiled at import on purpose: used by every run (PyYAML's float resolver, every number a user writes), or the
+# standard library's own (json compiles NUMBER_RE when imported).
+_COMPILED_AT_IMPORT = {
+    "cfgopt.loaders.yaml_loader._FLOAT",
+    "cfgopt.text.user_text._DIGITS",
+    "cfgopt.text.user_text._SIGNED",
+    "cfgopt.loaders.json_loader.NUMBER_RE",
+}
+
+
+def test_a_seed_lint_imports_no_dataclasses_and_compiles_no_unused_pattern() -> None:
+    """Issue 45: what a seed lint imports defines its module-level patterns with `lazy` (compiled when first
+    used; the regular expressions of pins, versions, loaders and documents cost a run milliseconds it did not
+    use), and `dataclasses` (with `inspect`) and `random` stay out of it."""
+    code = (
+        "import re, sys; from cfgopt.cli import main; main(['lint', '-q', *sys.argv[1:]]); print(); "
+        "mods = [m for m in sorted(sys.modules) if m.startswith('cfgopt.')]; "
+        "flat = lambda v: [x for i in (v.values() if isinstance(v, dict) else v if isinstance(v, tuple) else [v]) "
+        "for x in (i if isinstance(i, tuple) else [i])]; "
+        "bad = [f'{m}.{k}' for m in mods for k, v in vars(sys.modules[m]).items() "
+        "if any(isinstance(x, re.Pattern) for x in flat(v))]; "
+        "print(' '.join(sorted(sys.modules))); print(' '.join(bad))"
+    )
+    args = ["--isolated", "fixtures/seed/llama3_lora_sft.yaml"]
+    run = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    modules, compiled = (set(line.split()) for line in run.stdout.splitlines()[-2:])
+    assert "cfgopt.knowledge.model_shapes" in modules and "cfgopt.knowledge.pins" in modules
+    assert not {"dataclasses", "inspect", "random"} & modules
+    assert compiled <= _COMPILED_AT_IMPORT
+
+
+def test_a_short_run_in_process_leaves_the_collector_as_it_was() -> None:
+    """The collector is off during a lint and frozen only at the end of the process's own run (`main()` with no
+    arguments): a caller of `main(argv)` (the tests, an editor) gets it back enabled, with nothing frozen."""
+    frozen = gc.get_freeze_count()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(["lint", "--isolated", str(ROOT / "fixtures/seed/llama3_lora_sft.yaml")])
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.disable()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(["rules"])
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()

@@ -13,7 +13,6 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -91,7 +90,7 @@ def _cases_of(path: Path) -> list[dict[str, Any]]:
                 {
                     "id": f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{variant}:{gpus}",
                     "config": config,
-                    "shape": asdict(job.shape),
+                    "shape": job.shape._asdict(),
                     "gpus": gpus,
                     "deepspeed": ds,
                 }

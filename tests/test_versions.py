@@ -73,6 +73,27 @@ def test_version_index_is_current() -> None:
     assert shipped["deepspeed"]["versions"] == list(DS_VERSIONS)
 
 
+def test_deepspeed_key_tables_are_current_and_judge_as_the_snapshots() -> None:
+    """ds-keys.json (what the history of an unknown DeepSpeed key reads instead of every snapshot) is derived
+    from the snapshots; every key of every release, and keys around them, get the same status from both."""
+    shipped = json.loads((schema.SCHEMA_DIR / versions.KEYS_FILE).read_text(encoding="utf-8"))
+    assert shipped == versions.build_ds_keys()
+    assert list(shipped) == list(DS_VERSIONS)
+    dotted = {"amp", "bf16.loss_scale", "zero_optimization.stage3_parition_grads", "no_such_block.x", "a.b.c"}
+    for v in DS_VERSIONS:
+        ds = schema.deepspeed(v)
+        dotted |= set(ds.top_level_keys) | set(ds.plain_reads) | set(ds.plain_defaults) | set(ds.removed_top_level)
+        dotted |= {f"zero_optimization.{key}" for key in ds.removed_zero}
+        for section, model in ds.sections.items():
+            for name in ds.field_names(model):
+                dotted |= {f"{section}.{name}", f"{section}.{name}.inner", f"{section}.{name}x"}
+    for v in DS_VERSIONS:
+        full, table = schema.deepspeed(v), versions.ds_keys(v)
+        assert [versions.ds_key_status(table, d) for d in sorted(dotted)] == [
+            versions.ds_key_status(full, d) for d in sorted(dotted)
+        ]
+
+
 def test_changed_defaults_come_from_the_snapshots() -> None:
     """The knowledge file's §1.7 table, found by comparing the snapshots (no list in the code)."""
     changed = versions.index()["deepspeed"]["changed_defaults"]

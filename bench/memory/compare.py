@@ -394,10 +394,8 @@ ISSUE_POINTS = [
 def issue_points() -> str:
     """The issue's points: estimated with the shape they ran (Llama code, Qwen3-4B sizes) against the issue's
     figure, and with the real Qwen3 architecture against the harness's run of the same setting."""
-    from dataclasses import replace
-
     real = shape_for("Qwen/Qwen3-4B")
-    as_run = replace(real, name="Qwen3-4B as LlamaForCausalLM", qk_norm=False, model_type="llama")
+    as_run = real._replace(name="Qwen3-4B as LlamaForCausalLM", qk_norm=False, model_type="llama")
     ds = json.loads((HERE / "configs" / "ds_z3.json").read_text())
     lines = [
         "| Qwen3-4B point (issue 16) | issue: measured / estimate (old) / estimate now | error now "

@@ -35,6 +35,7 @@ from cfgopt.knowledge.requirement_pins import (
     flash_attn_not_for_rocm,
     platform_of_build,
 )
+from cfgopt.text.patterns import lazy
 from cfgopt.text.user_files import parse_json, read_text_bounded
 from cfgopt.text.user_text import integer
 
@@ -140,11 +141,11 @@ def assumed(llamafactory_version: str, platform: str) -> Environment:
 
 # --------------------------------------------------------------------------- reading what the project states
 
-_REQUIREMENT_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*([^;#@]*)")
+_REQUIREMENT_LINE = lazy(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*([^;#@]*)")
 # a quoted string, found in one linear pass (one character class, nothing to backtrack into: a line of 30 KB with
 # an unclosed quote stays linear); its text is then read as a requirement by the anchored _REQUIREMENT_LINE
-_QUOTED_STRING = re.compile(r"""["']([^"'\n]*)["']""")
-_PROJECT_DEPENDENCIES = re.compile(r"^\[project\][^\[]*?^dependencies\s*=\s*\[(.*?)^\]", re.MULTILINE | re.DOTALL)
+_QUOTED_STRING = lazy(r"""["']([^"'\n]*)["']""")
+_PROJECT_DEPENDENCIES = lazy(r"^\[project\][^\[]*?^dependencies\s*=\s*\[(.*?)^\]", re.MULTILINE | re.DOTALL)
 
 
 def _add_requirement(packages: dict[str, str], text: str) -> None:

@@ -22,11 +22,12 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from cfgopt.text.patterns import lazy
 from cfgopt.text.user_files import model_config
 
 # Words that name a model family in a folder or hub name (lower case). Only used to pick which path component
 # names the model; each caller then matches its own patterns against that component.
-FAMILY_WORDS = re.compile(
+FAMILY_WORDS = lazy(
     r"llama|qwen|qwq|mistral|mixtral|ministral|gemma|phi-?\d|granite|glm|olmo|llava|gpt-?oss|gpt-?2|baichuan|"
     r"internlm|intern-?vl|deepseek|falcon|bloom|starcoder|minicpm|yi-\d|yi-coder|xverse|aquila|orion|cohere|"
     r"command-r|dbrx|jamba|pixtral|idefics|smollm|nemotron|exaone|hunyuan|kimi|ernie|seed-|mamba|stablelm|"
@@ -42,7 +43,7 @@ LIGER_MODEL_TYPES = frozenset(
         "qwen3_next", "qwen3_5", "gpt_oss",
     }
 )  # fmt: skip
-LIGER_NAMES = re.compile(
+LIGER_NAMES = lazy(
     r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
     re.IGNORECASE,
 )

@@ -15,14 +15,13 @@ and the final norm. It reproduces the published counts (Llama-3-8B: 8,030,261,24
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from cfgopt.knowledge.model_family import local_config, naming_component
 
 
-@dataclass(frozen=True)
-class ModelShape:
+class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 3-5 ms of a lint run
     name: str
     hidden_size: int
     intermediate_size: int
@@ -67,8 +66,8 @@ _QWEN3 = {"head_dim": 128, "qk_norm": True, "model_type": "qwen3"}
 _LLAMA = {"model_type": "llama"}
 _MISTRAL = {"model_type": "mistral"}
 _GEMMA2 = {"norms_per_layer": 4, "logit_softcapping": True, "model_type": "gemma2"}
-_TABLE: tuple[tuple[re.Pattern[str], ModelShape], ...] = tuple(
-    (re.compile(p), s)
+_TABLE: tuple[tuple[str, ModelShape], ...] = tuple(  # patterns as text: `shape_for` compiles the one it tries
+    (p, s)
     for p, s in (
         (r"llama-?3(\.[01])?-8b", _s("Llama-3-8B", 4096, 14336, 32, 32, 8, 128256, False, **_LLAMA)),
         (r"llama-?3(\.[013])?-70b", _s("Llama-3-70B", 8192, 28672, 80, 64, 8, 128256, False, **_LLAMA)),
@@ -106,7 +105,7 @@ def shape_for(model_name_or_path: str, config_dir_hint: Path | None = None) -> M
         return _from_config(data, folder.name)
     name, _ = naming_component(model_name_or_path)  # `/ckpt/Qwen3-8B/checkpoint-500` is Qwen3-8B
     for pattern, shape in _TABLE:
-        if re.search(r"(?:^|[^a-z0-9])" + pattern.pattern + _WORD_END, name):
+        if re.search(r"(?:^|[^a-z0-9])" + pattern + _WORD_END, name):
             return shape
     return None
 

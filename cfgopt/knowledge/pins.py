@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cfgopt.knowledge.versions import VersionRange
+from cfgopt.text.patterns import lazy
 from cfgopt.text.user_files import read_text_bounded
 
 # distribution names as pip normalises them (LLaMA-Factory was published as `llmtuner` before 0.6)
@@ -26,9 +27,9 @@ NAMES = {"deepspeed": ("deepspeed",), "llamafactory": ("llamafactory", "llama_fa
 # No two quantifiers in these patterns can match the same characters one after the other (`\s*(...)?\s*`
 # would): a 3 KB line then takes milliseconds, not minutes (the old requirement pattern backtracked cubically).
 # The specifier keeps its trailing blanks, stripped by the readers.
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\]\s*)?((?:[<>=!~^][^;#@]*)?)(?:;.*)?$")
-_QUOTED = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\]\s*)?[<>=!~][^"']*)["']""")
-_LF_VERSION = re.compile(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
+_REQUIREMENT = lazy(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\]\s*)?((?:[<>=!~^][^;#@]*)?)(?:;.*)?$")
+_QUOTED = lazy(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\]\s*)?[<>=!~][^"']*)["']""")
+_LF_VERSION = lazy(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
 _LF_SOURCE = ("src", "llamafactory", "extras", "env.py")
 
 
@@ -126,12 +127,12 @@ def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> lis
 # dependencies, dependency groups), a poetry `name = "spec"` / `name = { version = "spec" }` line, or a lock
 # file's `name` line followed by its `version`; parsing TOML would load tomllib on every lint run in a
 # repository that pins DeepSpeed (tests/test_signal.py compares the two readings).
-_POETRY = re.compile(
+_POETRY = lazy(
     r"""^[ \t]*["']?([A-Za-z0-9][A-Za-z0-9._-]*)["']?[ \t]*=[ \t]*"""
     r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",
     re.MULTILINE,
 )
-_LOCKED = re.compile(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
+_LOCKED = lazy(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
 
 
 # A string or a comment of setup.py (Python) or a TOML file, in one linear pass: each alternative consumes what
@@ -141,8 +142,8 @@ _BASIC_STRINGS = r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\[\s
 _PYTHON_SINGLE = r"'''(?:[^'\\]|\\[\s\S]?|'(?!''))*(?:'''|\Z)|'(?:[^'\\\n]|\\[\s\S]?)*(?:'|$)"
 _TOML_LITERAL = r"'''[\s\S]*?(?:'''|\Z)|'[^'\n]*(?:'|$)"
 _TOKENS = {
-    "python": re.compile(f"{_BASIC_STRINGS}|{_PYTHON_SINGLE}|#[^\\n]*", re.MULTILINE),
-    "toml": re.compile(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|#[^\\n]*", re.MULTILINE),
+    "python": lazy(f"{_BASIC_STRINGS}|{_PYTHON_SINGLE}|#[^\\n]*", re.MULTILINE),
+    "toml": lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|#[^\\n]*", re.MULTILINE),
 }
 
 
@@ -260,10 +261,10 @@ def find_pins(folder: Path, cache: dict[str, dict[str, VersionRange]] | None = N
 # The requirement rules (cfgopt/rules/env*) lint the same files `pins_in` reads, for every package they name and
 # with the position of each pin; `cfgopt.loaders.requirement_files` builds a Source from these.
 REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py")
-_DIRECT = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\]\s*)?@\s*(\S+)""")
-_QUOTED_DIRECT = re.compile(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\]\s*)?@\s*[^"'\s]+)["']""")
-_INDEX_OPTION = re.compile(r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
-_URL = re.compile(r"""https?://[^\s"'\]},]+""")
+_DIRECT = lazy(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\]\s*)?@\s*(\S+)""")
+_QUOTED_DIRECT = lazy(r"""["']([A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\]\s*)?@\s*[^"'\s]+)["']""")
+_INDEX_OPTION = lazy(r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
+_URL = lazy(r"""https?://[^\s"'\]},]+""")
 
 
 class Pin(NamedTuple):

@@ -6,11 +6,12 @@ one, the repository's pins or the job's stated environment (cfgopt.job.environme
 snapshot of the same minor; without that, the newest snapshot. The release installed where cfgopt runs never
 decides (the job is judged, not this machine); `installed_version` reads it for `cfgopt doctor`, which runs on the node.
 
-Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected
-release (rare: that path reads the other snapshots). What DS090 needs on every DeepSpeed file, the defaults
-that differ between releases, is precomputed by `build_index` into `cfgopt/knowledge/schemas/version-index.json`
-(written by `scripts/sync_schemas.py`, checked against the snapshots by tests/test_versions.py), so linting
-reads only the selected snapshot plus that small index.
+Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected release
+(rare: that path reads the other LLaMA-Factory snapshots; for DeepSpeed, the key tables of every release that
+`build_ds_keys` precomputes into `cfgopt/knowledge/schemas/ds-keys.json`). What DS090 needs on every DeepSpeed file,
+the defaults that differ between releases, is precomputed by `build_index` into
+`cfgopt/knowledge/schemas/version-index.json` (written by `scripts/sync_schemas.py`, checked against the snapshots
+by tests/test_versions.py), so linting reads only the selected snapshot plus that small index.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions, version_key
+from cfgopt.text.patterns import lazy
 from cfgopt.text.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
@@ -95,7 +97,7 @@ def _series(package: str, version: str) -> tuple[int, ...]:
 
 
 # A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
-_PEP440 = re.compile(
+_PEP440 = lazy(
     r"^v?(?P<release>\d+(?:\.\d+)*)"
     r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
     r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
@@ -214,7 +216,7 @@ def snap_version(package: str, installed: str) -> str:
 
 # --------------------------------------------------------------------------- version ranges
 
-_CLAUSE = re.compile(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+_CLAUSE = lazy(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
 _PAD = 4
 
 
@@ -451,7 +453,7 @@ def _field(spec: dict[str, Any], part: str) -> dict[str, Any] | None:
     return fields.get(part) or next((f for f in fields.values() if f.get("alias") == part), None)
 
 
-def ds_key_status(ds: schema.DeepSpeedSchema, dotted: str) -> str:
+def ds_key_status(ds: schema.DeepSpeedSchema | KeyTable, dotted: str) -> str:
     """How DeepSpeed `ds.version` treats a dotted config key: "known" (read or a model field), "removed"
     (rejected with a removal message), "rejected" (a strict model forbids it) or "ignored" (never read)."""
     parts = dotted.split(".")
@@ -483,13 +485,73 @@ def ds_key_status(ds: schema.DeepSpeedSchema, dotted: str) -> str:
     return "ignored"
 
 
+# --------------------------------------------------------------------------- the keys of every release (precomputed)
+
+KEYS_FILE = "ds-keys.json"
+
+
+def _key_table(doc: dict[str, Any]) -> dict[str, Any]:
+    """What `ds_key_status` reads of one DeepSpeed snapshot: its sections and top-level keys, the keys it
+    removed, its plain reads and, per model, each field's alias and sub-model and the model's `extra`."""
+
+    def field(spec: dict[str, Any]) -> dict[str, Any]:
+        # never empty where the snapshot's is not: `_field` takes an empty spec for a missing field
+        return {k: spec.get(k) for k in ("alias", "model") if k in spec} or ({"model": None} if spec else {})
+
+    models = {
+        name: {
+            **({"extra": spec["extra"]} if "extra" in spec else {}),
+            "fields": {fname: field(f) for fname, f in spec.get("fields", {}).items()},
+        }
+        for name, spec in doc["models"].items()
+    }
+    return {
+        "version": doc["version"],
+        "models": models,
+        "sections": doc["sections"],
+        "top_level_keys": doc["top_level_keys"],
+        "removed_top_level": sorted(doc.get("removed_top_level", {})),
+        "removed_zero": sorted(doc.get("removed_zero", {})),
+        "plain_reads": doc.get("plain_reads", []),
+        "plain_defaults": sorted(doc.get("plain_defaults", {})),
+    }
+
+
+def build_ds_keys(schema_dir: Path = schema.SCHEMA_DIR) -> dict[str, Any]:
+    """`_key_table` of every DeepSpeed snapshot in `schema_dir`, by version: the history of an unknown key reads
+    this one file, not every snapshot (written by `scripts/sync_schemas.py`, checked by tests/test_versions.py)."""
+    files = sorted(schema_dir.glob("deepspeed-*.json"), key=lambda p: version_key(p.stem.split("-", 1)[1]))
+    return {p.stem.split("-", 1)[1]: _key_table(json.loads(p.read_text(encoding="utf-8"))) for p in files}
+
+
+class KeyTable:
+    """The parts of a `schema.DeepSpeedSchema` that `ds_key_status` reads, from `KEYS_FILE`."""
+
+    def __init__(self, table: dict[str, Any]) -> None:
+        self.version: str = table["version"]
+        self.raw_models: dict[str, Any] = table["models"]
+        self.sections: dict[str, str] = table["sections"]
+        self.top_level_keys = set(table["top_level_keys"])
+        self.removed_top_level = set(table["removed_top_level"])
+        self.removed_zero = set(table["removed_zero"])
+        self.plain_reads = set(table["plain_reads"])
+        self.plain_defaults = set(table["plain_defaults"])
+
+
+@cache
+def _ds_keys() -> dict[str, Any]:
+    return json.loads((schema.SCHEMA_DIR / KEYS_FILE).read_text(encoding="utf-8"))
+
+
+@cache
+def ds_keys(version: str) -> KeyTable:
+    """The keys DeepSpeed `version` reads, for `ds_key_status` (without reading its snapshot)."""
+    return KeyTable(_ds_keys()[version])
+
+
 def ds_valid_in(dotted: str, selected: str) -> list[str]:
     """The other shipped DeepSpeed releases that read `dotted`, oldest first."""
-    return [
-        v
-        for v in shipped_versions("deepspeed")
-        if v != selected and ds_key_status(schema.deepspeed(v), dotted) == "known"
-    ]
+    return [v for v in shipped_versions("deepspeed") if v != selected and ds_key_status(ds_keys(v), dotted) == "known"]
 
 
 def ds_removed_history(dotted: str, selected: str) -> str | None:
@@ -503,13 +565,13 @@ def ds_removed_history(dotted: str, selected: str) -> str | None:
 def ds_key_history(dotted: str, selected: str) -> str | None:
     """Why DeepSpeed `selected` does not accept `dotted` when another shipped release does (else None)."""
     others = [v for v in shipped_versions("deepspeed") if v != selected]
-    status = {v: ds_key_status(schema.deepspeed(v), dotted) for v in others}
+    status = {v: ds_key_status(ds_keys(v), dotted) for v in others}
     valid = [v for v in others if status[v] == "known"]
     if valid:
         text = _history("DeepSpeed", dotted, valid, selected)
         ignored = [v for v in others if status[v] == "ignored"]
         return text + (f" ({release_spans(ignored)} ignore{'s' * (len(ignored) == 1)} it)" if ignored else "")
-    own = ds_key_status(schema.deepspeed(selected), dotted)
+    own = ds_key_status(ds_keys(selected), dotted)
     ignored = [v for v in others if status[v] == "ignored"]
     if own in ("rejected", "removed") and ignored:
         rejecting = [v for v in others if status[v] in ("rejected", "removed")] + [selected]

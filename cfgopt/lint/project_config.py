@@ -11,7 +11,6 @@ on top, the command-line flags on top of those, and `Resolver.settings_for` turn
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -21,6 +20,7 @@ from cfgopt.knowledge.detect import Resolved, resolve_target
 from cfgopt.knowledge.targets import MAX_GPUS, TARGETS, TargetError, check_name, custom_target
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import shown
+from cfgopt.text.patterns import lazy
 from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 
@@ -50,7 +50,7 @@ OPTIONS: dict[str, str] = {
     "environment": "the packages of the node the job trains on: a requirements or lock file, a snapshot written by "
     '`cfgopt doctor --write-environment`, a table { liger-kernel = "0.6.3" }, or "assumed" (docs/environment.md)',
 }
-_MENTIONS_TABLE = re.compile(r"tool\s*\.\s*[\"']?cfgopt\b")
+_MENTIONS_TABLE = lazy(r"tool\s*\.\s*[\"']?cfgopt\b")
 _CODE_LISTS = ("select", "ignore", "extend-select", "fixable", "unfixable")
 
 

@@ -5,12 +5,12 @@ config, a DeepSpeed config or a script calling `llamafactory-cli` is skipped sil
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from cfgopt.knowledge.pins import is_requirement_file
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind
 from cfgopt.text.user_files import looked_at
 
@@ -29,8 +29,8 @@ DS_MARKERS = {
     "wall_clock_breakdown",
     "gradient_accumulation_steps",
 }
-_DS_TEXT_MARKER = re.compile(r'"(zero_optimi[sz]ation|train_batch_size|train_micro_batch_size_per_gpu)"')
-_LF_TEXT_MARKER = re.compile(r"(?m)^\s*(model_name_or_path|finetuning_type|stage)\s*:")
+_DS_TEXT_MARKER = lazy(r'"(zero_optimi[sz]ation|train_batch_size|train_micro_batch_size_per_gpu)"')
+_LF_TEXT_MARKER = lazy(r"(?m)^\s*(model_name_or_path|finetuning_type|stage)\s*:")
 _V1_KEYS = {
     "peft_config",
     "dist_config",

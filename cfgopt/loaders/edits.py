@@ -7,13 +7,13 @@ rule then offers no fix rather than a damaging one.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from cfgopt.text.diagnostics import Edit
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, Source
 
-_PLAIN_SAFE = re.compile(r"^[A-Za-z_./][A-Za-z0-9_./+-]*$")
+_PLAIN_SAFE = lazy(r"^[A-Za-z_./][A-Za-z0-9_./+-]*$")
 _YAML11_SPECIAL = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
 
 

@@ -8,16 +8,16 @@ a repeated key keeps its last value, while the `deepspeed` launcher (hjson with
 from __future__ import annotations
 
 import json
-import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from json.scanner import NUMBER_RE  # type: ignore[attr-defined]
 from typing import Any
 
 from cfgopt.text.document import Document
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
 
 _WS = " \t\n\r"
-_LONG_INTEGER = re.compile(r"-?\d{4301,}")  # beyond sys.get_int_max_str_digits()'s default of 4300
+_LONG_INTEGER = lazy(r"-?\d{4301,}")  # beyond sys.get_int_max_str_digits()'s default of 4300
 _CONSTANTS = {
     "true": True,
     "false": False,

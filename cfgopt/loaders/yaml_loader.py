@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from cfgopt.text.document import Document
+from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
 
 try:  # libyaml: same marks (character offsets), much faster
@@ -257,8 +258,8 @@ class _SpanBuilder:
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-_ALIAS_AFTER_KEY = re.compile(r"[ \t]*:\s*(\*[^\s,\[\]{}]+)")
-_PROPERTY = re.compile(r"[&!][^\s,\[\]{}]*\s*")
+_ALIAS_AFTER_KEY = lazy(r"[ \t]*:\s*(\*[^\s,\[\]{}]+)")
+_PROPERTY = lazy(r"[&!][^\s,\[\]{}]*\s*")
 
 
 def _skip_properties(text: str, start: int, end: int) -> tuple[int, bool]:
@@ -298,7 +299,7 @@ def _attach_values(node: Node, value: Any) -> None:
             _attach_values(item, v)
 
 
-_INTERPOLATION = re.compile(r"(?<!\\)\$\{")
+_INTERPOLATION = lazy(r"(?<!\\)\$\{")
 _VALUE_TYPES = (bool, int, float, str, bytes, type(None), pathlib.PurePath)
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import math
-import random
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,6 +45,8 @@ def _fill(tokens: float) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _reference() -> DataProfile:
+    import random  # here: only a plan with packing in question draws the reference data
+
     from cfgopt.job.data_profile import DataProfile, Sample
 
     rng = random.Random(0)

@@ -22,18 +22,20 @@ import os
 import re
 from pathlib import Path
 
+from cfgopt.text.patterns import lazy
+
 BOM = "\ufeff"
 # Line breaks by syntax. YAML 1.1 as PyYAML reads it (reader.py `forward`): CRLF counts once.
 LINE_BREAKS = {
-    "yaml": re.compile("\r\n|[\r\n\x85\u2028\u2029]"),
-    "json": re.compile("\r\n|[\r\n]"),
-    "script": re.compile("\n"),
+    "yaml": lazy("\r\n|[\r\n\x85\u2028\u2029]"),
+    "json": lazy("\r\n|[\r\n]"),
+    "script": lazy("\n"),
 }
 # The breaks an editor may not show as one, by syntax (none for a script: bash breaks at `\n` only).
 _UNUSUAL_BREAKS = {
-    "yaml": re.compile("\r(?!\n)|[\x85\u2028\u2029]"),
-    "json": re.compile("\r(?!\n)"),
-    "script": re.compile("(?!)"),
+    "yaml": lazy("\r(?!\n)|[\x85\u2028\u2029]"),
+    "json": lazy("\r(?!\n)"),
+    "script": lazy("(?!)"),
 }
 BREAK_CHARS = "\r\n\x85\u2028\u2029"
 # The syntax of a file by its suffix, as `discovery.loader_for` picks its loader (tests/test_hostile_values.py
@@ -209,7 +211,7 @@ def wide_encoding(raw: bytes) -> str | None:
 # (an escape sequence recolours or rewrites the screen, a newline forges a report line), lone surrogates (a JSON
 # `"\ud800"` key: no UTF-8 for it), the Unicode line and paragraph separators, the bidirectional marks, overrides
 # and isolates (they reorder what is shown, "Trojan Source"), and U+FFFE / U+FFFF (not allowed in XML either).
-_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+_UNSHOWABLE = lazy("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
 def _escaped(match: re.Match[str]) -> str:
