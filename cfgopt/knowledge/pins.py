@@ -51,7 +51,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-_LINE_OPTIONS = re.compile(r"\s-")  # a requirement's own options (`--hash=...`, `--config-settings`) follow it
+_LINE_OPTIONS = lazy(r"\s-")  # a requirement's own options (`--hash=...`, `--config-settings`) follow it
 
 
 def requirement_of(line: str) -> str:
@@ -83,7 +83,7 @@ def _requirements(path: Path) -> dict[str, str]:
 
 # pip's `-r FILE` / `--requirement FILE` (src/pip/_internal/req/req_file.py): the included file's requirements
 # are the including file's, its path relative to the including file's folder; nesting is bounded here.
-_INCLUDE = re.compile(r"^\s*(?:-r|--requirement)(?:\s*=\s*|\s+)(\S+)")
+_INCLUDE = lazy(r"^\s*(?:-r|--requirement)(?:\s*=\s*|\s+)(\S+)")
 MAX_INCLUDES = 16
 
 

@@ -7,11 +7,12 @@ from cfgopt.knowledge.model_family import family_text, model_name
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.patterns import lazy
 
 # Families trained in bf16 whose activations overflow fp16 (loss 0 or NaN from the first steps): Qwen2 and later
 # (Qwen1.5 trained in fp16 as well, without the reports), by transformers' model_type or by name.
 BF16_TRAINED_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next"})
-BF16_TRAINED_NAMES = re.compile(r"qwen-?(2|3)(?![0-9])|qwq", re.IGNORECASE)
+BF16_TRAINED_NAMES = lazy(r"qwen-?(2|3)(?![0-9])|qwq", re.IGNORECASE)
 
 
 class Fp16OnBf16TrainedModel(Rule):

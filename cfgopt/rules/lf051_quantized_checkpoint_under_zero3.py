@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from cfgopt.knowledge.model_family import local_config, naming_component
@@ -8,14 +7,15 @@ from cfgopt.knowledge.schema import version_key
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, deepspeed_zero3, entry_of, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.patterns import lazy
 
 # 0.9.4 and later dequantize FP8 and MXFP4 checkpoints at load (FineGrainedFP8Config / Mxfp4Config(dequantize=True))
 # and refuse only the other PTQ methods under ZeRO-3 (v0.9.4 model/model_utils/quantization.py L97-101).
 DEQUANTIZED_FROM = (0, 9, 4)
 DEQUANTIZED = frozenset({"fp8", "mxfp4"})
 # Hub names of pre-quantized checkpoints: `-AWQ`, `-GPTQ-Int4`, `-bnb-4bit`, `-FP8`, DeepSeek-V3 / R1 (FP8 weights)
-_NAMED = re.compile(r"(?:^|[-_.])(awq|gptq|bnb-4bit|fp8|int4|int8)(?:$|[-_.])")
-_DEEPSEEK_FP8 = re.compile(r"^deepseek-(?:v3|r1)(?!.*distill)")
+_NAMED = lazy(r"(?:^|[-_.])(awq|gptq|bnb-4bit|fp8|int4|int8)(?:$|[-_.])")
+_DEEPSEEK_FP8 = lazy(r"^deepseek-(?:v3|r1)(?!.*distill)")
 
 
 class QuantizedCheckpointUnderZero3(Rule):
