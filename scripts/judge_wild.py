@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "tests" / "data" / "wild"
 TARGET = "h100"
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import oracle_harness as H  # noqa: E402
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-# tests/ holds shared helpers (rule_cases.py, oracle_harness.py, sampling.py) imported by the test modules.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/support/ holds the shared helpers (rule_cases.py, oracle_harness.py, sampling.py, repo_paths.py, ...)
+# the test modules in tests/<package>/ import by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 REAL_HOME = Path.home()
 
