@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The long fuzz run (the short one is tests/test_fuzz.py in CI).
+"""The long fuzz run (the short one is tests/adversarial/test_fuzz.py in CI).
 
     python scripts/fuzz_long.py --examples 20000            # hypothesis, structured + raw inputs
     python scripts/fuzz_long.py --verdicts --examples 2000  # issue 18: count hangs, damaged and rejected files

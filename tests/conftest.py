@@ -4,7 +4,7 @@
 the user's home (huggingface, matplotlib, torch extensions, pip, triton, ...). At import time, before any
 test module imports them, HOME, the XDG folders and every cache variable point into one temporary folder for
 the session (set in os.environ, so the subprocesses the tests start inherit them too); it is removed at the
-end. CFGOPT_TEST_HOME names that folder instead (kept: tests/test_suite_hygiene.py looks into it).
+end. CFGOPT_TEST_HOME names that folder instead (kept: tests/repository/test_suite_hygiene.py looks into it).
 
 **Sampled by default, everything with --full.** The slow parametrised tests (the differential oracle's
 examples, the corpus files, the trigger check's fixtures, the version pairs) run a fixed, deterministic
@@ -68,7 +68,7 @@ def _redirect_home(home: Path) -> None:
         CUDA_CACHE_PATH=str(cache / "nv"),
         # DeepSpeed's install-time switch: nothing a test installs compiles an op. At run time DeepSpeed
         # compiles one (into TORCH_EXTENSIONS_DIR) when it sets up a process group on a CPU; the oracle
-        # harness stops that (oracle_harness._lf), tests/test_suite_hygiene.py checks it
+        # harness stops that (oracle_harness._lf), tests/repository/test_suite_hygiene.py checks it
         DS_BUILD_OPS="0",
     )
     if pip_config:
@@ -106,7 +106,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--full"):
-        os.environ["CFGOPT_FULL_TESTS"] = "1"  # read by tests/sampling.py when the test modules are collected
+        os.environ["CFGOPT_FULL_TESTS"] = "1"  # read by tests/support/sampling.py when the test modules are collected
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -136,7 +136,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A compiled torch / DeepSpeed extension means some test built an op (a minute or more on 2 cores): fail
-    the run, as tests/test_suite_hygiene.py would for the one test it runs."""
+    the run, as tests/repository/test_suite_hygiene.py would for the one test it runs."""
     built = SESSION_HOME / ".cache" / "torch_extensions"
     if built.is_dir() and any(built.iterdir()):
         names = ", ".join(sorted(p.name for p in built.rglob("*.so"))) or "a build folder"

@@ -9,7 +9,7 @@ decides (issue 32); `installed_version` reads it for `cfgopt doctor`, which runs
 Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected
 release (rare: that path reads the other snapshots). What DS090 needs on every DeepSpeed file, the defaults
 that differ between releases, is precomputed by `build_index` into `cfgopt/knowledge/schemas/version-index.json`
-(written by `scripts/sync_schemas.py`, checked against the snapshots by tests/test_versions.py), so linting
+(written by `scripts/sync_schemas.py`, checked against the snapshots by tests/knowledge/test_versions.py), so linting
 reads only the selected snapshot plus that small index.
 """
 

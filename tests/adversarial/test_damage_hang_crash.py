@@ -1,6 +1,6 @@
 """Never damage, hang or crash, round 3 (cfgopt issue 34): one test per defect, grouped as the issue groups
-them. The shell-script defects and the plan's batch shape are tested elsewhere (tests/test_launch_shapes.py,
-tests/test_planner.py); the class-wide guards are tests/test_closed_classes.py."""
+them. The shell-script defects and the plan's batch shape are tested elsewhere (tests/loaders/test_launch_shapes.py,
+tests/plan/test_planner.py); the class-wide guards are tests/repository/test_closed_classes.py."""
 
 from __future__ import annotations
 

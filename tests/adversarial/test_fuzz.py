@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sampling import examples
 
-# 150 in a full run (--full, CI), 50 by default (tests/sampling.py); CFGOPT_FUZZ_EXAMPLES overrides both
+# 150 in a full run (--full, CI), 50 by default (tests/support/sampling.py); CFGOPT_FUZZ_EXAMPLES overrides both
 EXAMPLES = int(os.environ.get("CFGOPT_FUZZ_EXAMPLES") or examples(150, 50))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 

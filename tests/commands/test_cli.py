@@ -16,7 +16,7 @@ CLEAN = ROOT / "fixtures" / "clean"
 def test_seed_gives_the_five_fatal_diagnostics_and_the_missing_batch_size() -> None:
     """The five crashes DEVELOPERS.md names, plus one more cfgopt finds: the seed's JSON gives neither
     `train_batch_size` nor `train_micro_batch_size_per_gpu`, which DeepSpeed refuses under the HF Trainer
-    (DS007; confirmed by the oracle harness, tests/test_oracle_seed.py)."""
+    (DS007; confirmed by the oracle harness, tests/oracle/test_oracle_seed.py)."""
     code, out, _ = run_cli(["lint", "--format", "json", str(SEED)])
     errors = [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
     found = sorted((Path(d["file"]).name, d["code"], d["key"]) for d in errors)

@@ -1,6 +1,6 @@
 """The data profile (cfgopt.job.data_profile, cfgopt.job.data_lengths): LLaMA-Factory's dataset resolution, the formats,
 truncation as `infer_seqlen` cuts, padding, sampling and the cache. The fixtures' profiles are pinned in
-fixtures/data/<case>/profile.json; regenerate with `python tests/test_data_profile.py --write`."""
+fixtures/data/<case>/profile.json; regenerate with `python tests/job/test_data_profile.py --write`."""
 
 from __future__ import annotations
 

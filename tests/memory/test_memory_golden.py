@@ -3,7 +3,7 @@ training YAMLs with a known model, each on 1 and 8 GPUs and with the knobs the m
 tests/data/memory_golden.json and must come out the same. A refactor of cfgopt/memory/ keeps them all; a
 change to the model's arithmetic regenerates the file and says which cases moved and why (`git diff` shows it).
 
-Regenerate: `python tests/test_memory_golden.py --write [--corpus DIR ...]` (DIR: more folders of LLaMA-Factory
+Regenerate: `python tests/memory/test_memory_golden.py --write [--corpus DIR ...]` (DIR: more folders of LLaMA-Factory
 YAMLs to draw configs from; the inputs are stored in the file, so the test needs none of them).
 """
 

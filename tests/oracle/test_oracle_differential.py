@@ -1,7 +1,7 @@
 """Differential testing: cfgopt against the real tools on mutants of configs the real tools accept.
 
 For every mutant written to disk: cfgopt reports >= 1 error-severity diagnostic  <=>  the oracle
-(tests/oracle_harness.py: LLaMA-Factory 0.9.5 / transformers 5.6.0 / DeepSpeed 0.19.8) rejects it.
+(tests/support/oracle_harness.py: LLaMA-Factory 0.9.5 / transformers 5.6.0 / DeepSpeed 0.19.8) rejects it.
 
 Seeds: the corpus files with `ok: true` in oracle-verdicts.jsonl (kinds llamafactory and deepspeed) and the
 configs under fixtures/ (judged as they are). Mutation operators, one test each so that every kind of
@@ -49,7 +49,7 @@ pytestmark = pytest.mark.oracle
 
 TARGET = "mi300x"
 GPUS = 1
-# 3000 in a full run (--full, CI), 900 by default (tests/sampling.py); CFGOPT_DIFF_EXAMPLES overrides both
+# 3000 in a full run (--full, CI), 900 by default (tests/support/sampling.py); CFGOPT_DIFF_EXAMPLES overrides both
 TOTAL_EXAMPLES = int(os.environ.get("CFGOPT_DIFF_EXAMPLES") or examples(3000, 900))
 _TMP = tempfile.TemporaryDirectory(prefix="cfgopt-diff-")
 STATS: Counter[str] = Counter()  # "<operator>:<outcome>" (agree-ok / agree-error / known:<id> / DISAGREE)

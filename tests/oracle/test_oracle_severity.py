@@ -1,7 +1,7 @@
 """Oracle group: every `error` in a rule's fixtures is a file the real tool rejects.
 
 An error means the real tool fails. For each `file:line:col CODE error` line of fixtures/rules/*/*/expected.txt
-the file is judged by the real tools (tests/oracle_harness.py: LLaMA-Factory 0.9.5 / transformers 5.6.0 /
+the file is judged by the real tools (tests/support/oracle_harness.py: LLaMA-Factory 0.9.5 / transformers 5.6.0 /
 DeepSpeed 0.19.8, with the case's `--target`): YAML through `get_train_args` + the model-load checks, following
 its `deepspeed:` file; JSON through the HF path with the case's YAML as its consumer; `llamafactory-cli`
 command lines through argparse. Where the failure happens later than a CPU can reach (model load, the Trainer,
@@ -37,7 +37,7 @@ CITED: dict[str, str] = {
     "DS025/typos/ds.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
     "`adam_optimizer(model_parameters, **optimizer_parameters)` (TypeError on `betaz`) and `_scheduler_from_config`: "
     "`assert hasattr(torch.optim.lr_scheduler, name)` (WarmupLRR), at `deepspeed.initialize` "
-    "(tests/test_ds_optimizers.py holds the snapshot to the real classes)",
+    "(tests/knowledge/test_ds_optimizers.py holds the snapshot to the real classes)",
     "DS025/zero-018/onebit.json": "deepspeed 0.18.9 runtime/engine.py `_configure_basic_optimizer`: "
     "`assert not self.zero_optimization(), '1bit-Adam is not compatible with ZeRO'` at `deepspeed.initialize` (the "
     "CPU oracle runs 0.19.8, which has no 1-bit optimizers)",
@@ -78,8 +78,8 @@ CITED: dict[str, str] = {
     "--dry-run datasets==3.5.0 tqdm==4.65.2` stops with ResolutionImpossible (pip 23.2); each pair comes from its "
     "release's PyPI metadata, cfgopt/knowledge/schemas/requirement-metadata.json",
     "LF051/zero3/awq-local.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L97-101: `DeepSpeed ZeRO-3 "
-    "or FSDP is incompatible with PTQ-quantized models.` at model load (tests/test_quantized_zero3.py runs the real "
-    "`configure_quantization` with ZeRO-3 on)",
+    "or FSDP is incompatible with PTQ-quantized models.` at model load (tests/rules/test_quantized_zero3.py runs "
+    "the real `configure_quantization` with ZeRO-3 on)",
     "LF051/release-093/awq-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: every PTQ "
     "method refused under ZeRO-3 at model load (the CPU oracle runs 0.9.5)",
     "LF051/release-093/fp8-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: FP8 refused "

@@ -14,7 +14,7 @@ import pytest
 from rule_cases import ROOT, run_cli
 
 WILD = ROOT / "tests" / "data" / "wild"
-# The projects whose own configs are in the shared real-config corpus (tests/oracle_harness.py, CFGOPT_CORPUS):
+# The projects whose own configs are in the shared real-config corpus (tests/support/oracle_harness.py, CFGOPT_CORPUS):
 # the wild set is everything else.
 EXCLUDED_REPOS = {"hiyouga/llama-factory", "axolotl-ai-cloud/axolotl", "deepspeedai/deepspeedexamples"}
 

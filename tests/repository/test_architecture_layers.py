@@ -4,8 +4,8 @@
 Read from the source (AST): an import inside a function or under `if TYPE_CHECKING:` counts as much as one at
 the top (a lazy import that climbs still makes the lower floor know the higher one). What may climb is listed
 in `CLIMBS`, at most three, each with why; an entry that no longer climbs fails too, so the list stays true.
-Also: no cycle between the packages of `cfgopt/` (a module-level cycle is `tests/test_layout.py`'s), and at most
-12 modules directly in `cfgopt/`.
+Also: no cycle between the packages of `cfgopt/` (a module-level cycle is `tests/repository/test_layout.py`'s),
+and at most 12 modules directly in `cfgopt/`.
 """
 
 from __future__ import annotations

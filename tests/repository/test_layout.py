@@ -135,7 +135,7 @@ def test_no_long_functions() -> None:
 
 def test_no_rule_imports_another_rule() -> None:
     """What rules share lives in cfgopt/rules/support/: a rule importing a rule loads it on every run that
-    needs the first, and the lazy loading by file kind (tests/test_startup.py) no longer holds."""
+    needs the first, and the lazy loading by file kind (tests/lint/test_startup.py) no longer holds."""
     graph = import_graph()
     rule_module = re.compile(r"^cfgopt\.rules\.[a-z]+\d{3}_\w+$")
     found = {m: sorted(d for d in deps if rule_module.match(d)) for m, deps in graph.items() if rule_module.match(m)}

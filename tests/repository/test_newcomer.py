@@ -107,7 +107,7 @@ def playground(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # (what a newcomer typed, the arguments); `{p}` is the playground folder.
 WRONG_USAGES: list[tuple[str, list[str]]] = [
-    # a bare `cfgopt` prints the whole help, as ruff (tests/test_cli_consistency.py)
+    # a bare `cfgopt` prints the whole help, as ruff (tests/commands/test_cli_consistency.py)
     ("unknown subcommand", ["check", "."]),
     ("unknown lint flag", ["lint", "--bogus", "fixtures/clean"]),
     ("unknown fix flag", ["fix", "--bogus", "fixtures/clean"]),

@@ -113,7 +113,7 @@ def wall_clock_asserts(tree: ast.AST) -> list[int]:
 
 
 def test_no_test_asserts_wall_clock_time() -> None:
-    """A loaded CI machine is 5-10x slower: tests assert work done (tests/work_counter.py) and behaviour;
+    """A loaded CI machine is 5-10x slower: tests assert work done (tests/support/work_counter.py) and behaviour;
     speed targets live in bench/ with the command that measured them."""
     found = {
         str(path.relative_to(ROOT)): lines

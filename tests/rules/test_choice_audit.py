@@ -3,7 +3,7 @@ LF003 gives it (cfgopt/rules/support/choices.py holds the outcomes with their fi
 
 `error`: the run stops. `warning`: it goes on doing something else (the message says what). A field read only
 in some runs is tested both ways. On the command line argparse rejects every such value at once (exit 2), which
-tests/test_rule_fixtures.py (LF003/cli-invalid-choice) covers.
+tests/rules/test_rule_fixtures.py (LF003/cli-invalid-choice) covers.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ without an internal error or a traceback.
 The jobs are LLaMA-Factory 0.9.5's own examples (examples/train_lora/qwen3_lora_sft_ds3.yaml, its
 examples/deepspeed/ds_z3_config.json) and a full fine-tune, so the memory rules, the planner and the DeepSpeed rules
 all have something to say. The default run checks every shape with a deterministic sample of the targets
-(tests/sampling.py); `--full` runs every combination."""
+(tests/support/sampling.py); `--full` runs every combination."""
 
 from __future__ import annotations
 

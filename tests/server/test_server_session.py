@@ -1,7 +1,7 @@
 """`cfgopt server`'s documents, without the protocol (`cfgopt.server.analysis.Session`): what a change re-lints
 (its own group: the document and the open documents its job reads, never a large unrelated one), the LSP line
 index, the bounded JSON completion, fix-all once per change, the editor's own paths, the project config's
-excludes and its errors. The protocol side is tests/test_server.py."""
+excludes and its errors. The protocol side is tests/server/test_server.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzz targets shared by the short CI run (tests/test_fuzz.py) and the long run (scripts/fuzz_long.py)."""
+"""Fuzz targets shared by the short CI run (tests/adversarial/test_fuzz.py) and the long run (scripts/fuzz_long.py)."""
 
 from __future__ import annotations
 

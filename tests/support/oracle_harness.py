@@ -58,7 +58,7 @@ VERDICTS = CORPUS / "oracle-verdicts.jsonl"
 
 # Target -> (platform, what transformers' bf16 check answers, what its TF32 check answers) on that device. The
 # same facts as cfgopt/knowledge/targets.py, kept here so the oracle does not take its device model from the code under
-# test (tests/test_oracle_seed.py checks the two agree). The bf16 check is `torch.cuda.is_bf16_supported()`,
+# test (tests/oracle/test_oracle_seed.py checks the two agree). The bf16 check is `torch.cuda.is_bf16_supported()`,
 # which since torch 2.3 says yes on every CUDA or ROCm GPU (emulated on V100 / T4: LF008 warns there); the TF32
 # check needs CUDA and compute capability >= 8.0.
 _NVIDIA = ("b200", "h200", "h100", "h100-pcie", "h800", "h20", "a100", "a100-40gb", "a800", "l40s", "l4", "a10")

@@ -617,7 +617,7 @@ flash_attn: sdpa
 
 
 @pytest.mark.oracle
-@full_only()  # about 70 s; by default tests/test_verify.py's smoke run covers the real runner on a CPU
+@full_only()  # about 70 s; by default tests/verify/test_verify.py's smoke run covers the real runner on a CPU
 def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
     pytest.importorskip("llamafactory")
     (tmp_path / "tiny").mkdir()

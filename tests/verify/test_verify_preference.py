@@ -1,6 +1,6 @@
 """`cfgopt verify` / `cfgopt tune` beyond SFT: the synthetic data each LLaMA-Factory stage gets (pure, fast),
 the format LLaMA-Factory's own loader reads from it (oracle), CPU runs of the real trainer for dpo, kto, rm and
-pt (oracle group, as tests/test_verify.py's runs), and ppo refused with one line (exit 2)."""
+pt (oracle group, as tests/verify/test_verify.py's runs), and ppo refused with one line (exit 2)."""
 
 from __future__ import annotations
 
