@@ -8,8 +8,9 @@ end. CFGOPT_TEST_HOME names that folder instead (kept: tests/repository/test_sui
 
 **Sampled by default, everything with --full.** The slow parametrised tests (the differential oracle's
 examples, the corpus files, the trigger check's fixtures, the version pairs) run a fixed, deterministic
-subset by default (`sampling.sample`); `--full` or CFGOPT_FULL_TESTS=1 runs all of them, which CI does
-(.ci/run). Each sampled test says so in its docstring and the README's test section lists them.
+subset by default (`sampling.sample`, `sampling.params`), and a test marked `slow` is skipped; `--full` or
+CFGOPT_FULL_TESTS=1 runs all of them (.ci/run runs the default set; a CI run with time to spare sets
+CFGOPT_FULL_TESTS=1). Each sampled test says so in its docstring and the README's test section lists them.
 """
 
 from __future__ import annotations
@@ -122,6 +123,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_slow_unless_full(items)
+    _require_the_oracle()
+
+
+def _skip_slow_unless_full(items: list[pytest.Item]) -> None:
+    """A `slow` test runs only in a full run; a default run reports it skipped, saying how to run it."""
+    from sampling import FULL_ONLY, full
+
+    if full():
+        return
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.skip(reason=FULL_ONLY))
+
+
+def _require_the_oracle() -> None:
     """In CI (CFGOPT_REQUIRE_ORACLE=1) a missing real parser is a failure, not a skip: the oracle tests are
     what prove cfgopt's verdicts, so they must not vanish quietly."""
     if os.environ.get("CFGOPT_REQUIRE_ORACLE") != "1":

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
-from sampling import full_only
 from tiny_model import TINY
 
 from cfgopt.plan import space
@@ -617,7 +616,7 @@ flash_attn: sdpa
 
 
 @pytest.mark.oracle
-@full_only()  # about 70 s; by default tests/verify/test_verify.py's smoke run covers the real runner on a CPU
+@pytest.mark.slow  # about 70 s; by default tests/verify/test_verify.py's smoke run covers the real runner on a CPU
 def test_cpu_smoke_tune_through_the_real_runner(tmp_path: Path) -> None:
     pytest.importorskip("llamafactory")
     (tmp_path / "tiny").mkdir()

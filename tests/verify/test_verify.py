@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
-from sampling import full_only, params
+from sampling import params
 from tiny_model import TINY
 
 from cfgopt.verify import comparison, runner, synthetic_meta
@@ -134,7 +134,7 @@ def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path) -> None:
 
 
 @pytest.mark.oracle
-@full_only()  # about a minute; the step-by-step smoke run above covers the real path by default
+@pytest.mark.slow  # about a minute; the step-by-step smoke run above covers the real path by default
 def test_cpu_smoke_run_of_a_pure_bf16_plan_prints_the_loss_verdict(tmp_path: Path) -> None:
     """Issue 23's "done when", on a CPU: a full fine-tune planned for an H200 gets a pure_bf16 plan (with
     packing, so compared smoothed), and verify prints the loss comparison, its verdict and that a CPU run

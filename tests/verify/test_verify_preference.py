@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from rule_cases import ROOT
-from sampling import full_only
 from tiny_model import TINY
 
 from cfgopt.verify import cache, comparison, preflight, runner, synthetic, synthetic_meta
@@ -218,7 +217,7 @@ def test_cpu_run_of_a_stage_measures_tokens_per_second(tmp_path: Path, shared_ca
 
 
 @pytest.mark.oracle
-@full_only()  # two runs, about 30 s; the rm run above covers the stage by default
+@pytest.mark.slow  # two runs, about 30 s; the rm run above covers the stage by default
 def test_rm_runs_compare_step_by_step_across_batch_splits(tmp_path: Path, shared_cache: Path) -> None:
     """With the value head's dropout off, a run of 1 x 2 micro-batches computes the first step's loss as the
     2 x 1 run does (same weights, same samples)."""
