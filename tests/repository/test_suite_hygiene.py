@@ -129,3 +129,27 @@ def test_the_wall_clock_guard_sees_each_shape() -> None:
     waits = "deadline = time.monotonic() + 9\nwhile time.monotonic() < deadline:\n    pass\nassert done()\n"
     assert wall_clock_asserts(ast.parse(timed)) == [3] and wall_clock_asserts(ast.parse(held)) == [4]
     assert wall_clock_asserts(ast.parse(waits)) == []
+
+
+# Folders of tests/ that name no package of cfgopt/: tests across packages, and what the tests share.
+ACROSS_PACKAGES = {
+    "adversarial": "the never-hang / never-damage / hostile-input reproducers and the fuzz runs",
+    "oracle": "cfgopt's verdicts against the real tools on whole configs",
+    "repository": "the house itself: floors, layout, docs, README figures, this suite",
+}
+SHARED = {"support": "the helpers the test modules import", "data": "the data the tests read"}
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """To change cfgopt/<package>/ you read tests/<package>/: every test module sits one folder down, in a folder
+    named after a package of cfgopt/ or in one of ACROSS_PACKAGES; the module names stay unique (pytest imports
+    each by its bare name)."""
+    packages = {p.name for p in (ROOT / "cfgopt").iterdir() if (p / "__init__.py").is_file()}
+    tests = ROOT / "tests"
+    modules = [p.relative_to(tests) for p in tests.rglob("test_*.py") if not p.is_relative_to(tests / "data")]
+    misplaced = [str(m) for m in modules if len(m.parts) != 2 or m.parts[0] not in packages | ACROSS_PACKAGES.keys()]
+    assert misplaced == []
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert folders <= packages | ACROSS_PACKAGES.keys() | SHARED.keys()
+    names = [m.name for m in modules]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
