@@ -12,28 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
-from rule_cases import ROOT, TRAIN, run_cli
+from rule_cases import TRAIN, cfgopt_process, run_cli
 from work_counter import assert_linear, backtracking_hazards
 
 from cfgopt.knowledge import pins
 
 SAFE_FIX = "lr_scheduler_type: Cosine\n"  # LF003: a safe fix, to `cosine`
-LIMIT_S = 10  # a hang is minutes or forever; a start-up on a loaded 2-core machine is seconds
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    """`cfgopt ARGS` in a subprocess (bytes out): it must end within LIMIT_S and never print a traceback."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1", **(env or {})}
-    run = subprocess.run(
-        [sys.executable, "-m", "cfgopt", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        input=stdin,
-        timeout=LIMIT_S,
-    )
-    assert b"Traceback" not in run.stderr, run.stderr.decode(errors="replace")
-    return run
+    """`cfgopt ARGS` in a subprocess, bytes out (`cfgopt_process`: no traceback, no hang)."""
+    return cfgopt_process(*args, cwd=cwd, env=env, stdin=stdin, text=False)
 
 
 def codes(out: str) -> list[str]:
@@ -223,7 +212,7 @@ def test_unicode_digits_are_no_numbers_and_no_traceback(tmp_path: Path) -> None:
 
 
 def test_doctor_with_unicode_digits_in_visible_devices(tmp_path: Path) -> None:
-    from test_doctor import findings, mi300x_root, site
+    from fake_nodes import findings, mi300x_root, site
 
     root, folder = mi300x_root(tmp_path), site(tmp_path)
     _, found = findings(tmp_path, root, folder, {"HIP_VISIBLE_DEVICES": "0,²"})

@@ -7,16 +7,14 @@ the per-file time limit."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from rule_cases import ROOT
+from rule_cases import HANG_BOUND_S, ROOT, cfgopt_process
 
 from cfgopt.job.settings import Settings
 from cfgopt.lint.fixer import fix_paths
@@ -24,17 +22,10 @@ from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document
 
 SEED_YAML = ROOT / "fixtures" / "seed" / "llama3_lora_sft.yaml"
-HANG_BOUND_S = 120  # a hang never ends; a loaded machine may be 10x slower than a quiet one
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`cfgopt ARGS` in a subprocess; fails the test if it never ends (HANG_BOUND_S)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"}
-    run = subprocess.run(
-        [sys.executable, "-m", "cfgopt", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_BOUND_S
-    )
-    assert "Traceback" not in run.stderr, run.stderr
-    return run
+    return cfgopt_process(*args, cwd=cwd)
 
 
 def lint_and_fix_end(path: Path, *extra: str) -> None:

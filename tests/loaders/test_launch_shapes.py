@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from repo_paths import ROOT
+from rule_cases import cfgopt_process
 from work_counter import assert_linear
 
 from cfgopt.loaders import shell
@@ -24,14 +23,7 @@ def sources(text: str):
 
 
 def cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cfgopt", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={"PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1", "PATH": "/usr/bin:/bin"},
-    )
+    return cfgopt_process(*args, cwd=cwd, timeout=timeout)
 
 
 # ---------------------------------------------------------------- item 1: words that hold `)`

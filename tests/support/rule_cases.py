@@ -21,7 +21,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from repo_paths import ROOT
@@ -80,10 +83,39 @@ def summary_of(stderr: str) -> str:
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """`cfgopt ARGV` in this process: (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     return code, out.getvalue(), err.getvalue()
+
+
+# A bound on a hang, not a speed contract: a hang never ends, a loaded machine may be 10x slower than a quiet one
+HANG_BOUND_S = 120
+
+
+def cfgopt_process(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+    text: bool = True,
+    timeout: float = HANG_BOUND_S,
+) -> subprocess.CompletedProcess:
+    """`python -m cfgopt ARGS` of this checkout in a subprocess (a real process: its own stdin, signals, exit),
+    `env` added to this one's. It fails the test when it prints a traceback, or never ends (`timeout`)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "cfgopt", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1", **(env or {})},
+        capture_output=True,
+        input=stdin,
+        text=text,
+        timeout=timeout,
+    )
+    stderr = run.stderr if text else run.stderr.decode(errors="replace")
+    assert "Traceback" not in stderr, stderr
+    return run
 
 
 def _portable(text: str, folder: Path) -> str:
