@@ -153,3 +153,20 @@ def test_the_tests_mirror_the_package() -> None:
     assert folders <= packages | ACROSS_PACKAGES.keys() | SHARED.keys()
     names = [m.name for m in modules]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_a_test_module_imports_no_test_module_of_another_folder() -> None:
+    """pytest puts a test module's own folder on the path when it imports it, nothing else: what tests of another
+    folder share belongs in tests/support/."""
+    tests = ROOT / "tests"
+    crossing = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top.startswith("test_") and not (path.parent / f"{top}.py").is_file():
+                    crossing.append(f"{path.relative_to(tests)}: {name}")
+    assert crossing == []
