@@ -6,7 +6,7 @@ the source (AST only, nothing is imported) of LLaMA-Factory's argument classes a
 reaches before its first step, and of DeepSpeed's config modules, and lists every `raise` and every `assert` there,
 each with its file, enclosing function, condition and message. The committed table
 (`tests/data/startup-audit.json`) maps each check, keyed by its file and message text (stable across line drift),
-to the rule that reports it or to the reason it cannot be checked statically; `tests/test_startup_audit.py` fails
+to the rule that reports it or to the reason it cannot be checked statically; `tests/rules/test_startup_audit.py` fails
 on a check that is not mapped.
 
 Usage::
@@ -303,7 +303,7 @@ def render_doc(table: list[dict]) -> str:
         "",
         f"{len(table)} distinct checks (keyed by file and message, so line drift between releases keeps the key). "
         f"{sum(1 for e in table if e['rule'])} are reported by a rule; the others carry the reason no rule can "
-        "report them. tests/test_startup_audit.py fails on a check without either, and on a check of the "
+        "report them. tests/rules/test_startup_audit.py fails on a check without either, and on a check of the "
         "installed releases the table lacks. After a new release: run the script with its sources "
         "(`--source PACKAGE=VERSION=PATH`, a wheel, an sdist or a folder) and map what it adds.",
         "",

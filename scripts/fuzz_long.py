@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The long fuzz run (the short one is tests/test_fuzz.py in CI).
+"""The long fuzz run (the short one is tests/adversarial/test_fuzz.py in CI).
 
     python scripts/fuzz_long.py --examples 20000            # hypothesis, structured + raw inputs
     python scripts/fuzz_long.py --verdicts --examples 2000  # issue 18: count hangs, damaged and rejected files
@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
 from fuzz_targets import (
     JUDGED,

@@ -2,7 +2,7 @@
 """Judge the wild set (tests/data/wild/) with the real tools and write tests/data/wild/verdicts.jsonl.
 
 Each config listed in `sources.jsonl` gets two verdicts from LLaMA-Factory 0.9.5 / transformers 5.6.0 /
-DeepSpeed 0.19.8 on CPU (through tests/oracle_harness.py, the oracle tests' harness):
+DeepSpeed 0.19.8 on CPU (through tests/support/oracle_harness.py, the oracle tests' harness):
 
 - `plain_ok` / `plain_error`: the plain parser. LLaMA-Factory YAML: OmegaConf's load, then
   `HfArgumentParser(<train or infer dataclasses>).parse_dict(cfg, allow_extra_keys=False)`, which includes the
@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "tests" / "data" / "wild"
 TARGET = "h100"
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import oracle_harness as H  # noqa: E402
 

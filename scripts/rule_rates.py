@@ -9,7 +9,7 @@ selection, the newest shipped releases (`cfgopt.job.settings.Settings()`). The s
 default selection judge a stated target, so the same corpus is also measured for each `--judged TARGET:GPUS`
 (default: h200:1 and mi300x:8, a single-GPU and a full-node job), stored under "judged". A rule's rate is the
 share of the corpus files of the kinds it reads (LLaMA-Factory YAML, DeepSpeed JSON, ...) on which it reports at least
-once. A rule above `NOISY` must say why it is worth it (`Rule.worth_it`; tests/test_docs.py checks).
+once. A rule above `NOISY` must say why it is worth it (`Rule.worth_it`; tests/repository/test_docs.py checks).
 """
 
 from __future__ import annotations

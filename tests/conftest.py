@@ -4,13 +4,13 @@
 the user's home (huggingface, matplotlib, torch extensions, pip, triton, ...). At import time, before any
 test module imports them, HOME, the XDG folders and every cache variable point into one temporary folder for
 the session (set in os.environ, so the subprocesses the tests start inherit them too); it is removed at the
-end. CFGOPT_TEST_HOME names that folder instead (kept: tests/test_suite_hygiene.py looks into it).
+end. CFGOPT_TEST_HOME names that folder instead (kept: tests/repository/test_suite_hygiene.py looks into it).
 
 **Sampled by default, everything with --full.** The slow parametrised tests (the differential oracle's
 examples, the corpus files, the trigger check's fixtures, the version pairs) run a fixed, deterministic
-subset by default (`sampling.sample`); `--full` or CFGOPT_FULL_TESTS=1 runs all of them (.ci/run runs the
-sample; a CI run with time to spare sets CFGOPT_FULL_TESTS=1). Each sampled test says so in its docstring and
-CONTRIBUTING.md lists them.
+subset by default (`sampling.sample`, `sampling.params`), and a test marked `slow` is skipped; `--full` or
+CFGOPT_FULL_TESTS=1 runs all of them (.ci/run runs the default set; a CI run with time to spare sets
+CFGOPT_FULL_TESTS=1). Each sampled test says so in its docstring and CONTRIBUTING.md lists them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-# tests/ holds shared helpers (rule_cases.py, oracle_harness.py, sampling.py) imported by the test modules.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/support/ holds the shared helpers (rule_cases.py, oracle_harness.py, sampling.py, repo_paths.py, ...)
+# the test modules in tests/<package>/ import by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 REAL_HOME = Path.home()
 
@@ -68,7 +69,7 @@ def _redirect_home(home: Path) -> None:
         CUDA_CACHE_PATH=str(cache / "nv"),
         # DeepSpeed's install-time switch: nothing a test installs compiles an op. At run time DeepSpeed
         # compiles one (into TORCH_EXTENSIONS_DIR) when it sets up a process group on a CPU; the oracle
-        # harness stops that (oracle_harness._lf), tests/test_suite_hygiene.py checks it
+        # harness stops that (oracle_harness._lf), tests/repository/test_suite_hygiene.py checks it
         DS_BUILD_OPS="0",
     )
     if pip_config:
@@ -106,7 +107,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--full"):
-        os.environ["CFGOPT_FULL_TESTS"] = "1"  # read by tests/sampling.py when the test modules are collected
+        os.environ["CFGOPT_FULL_TESTS"] = "1"  # read by tests/support/sampling.py when the test modules are collected
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -122,6 +123,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_slow_unless_full(items)
+    _require_the_oracle()
+
+
+def _skip_slow_unless_full(items: list[pytest.Item]) -> None:
+    """A `slow` test runs only in a full run; a default run reports it skipped, saying how to run it."""
+    from sampling import FULL_ONLY, full
+
+    if full():
+        return
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.skip(reason=FULL_ONLY))
+
+
+def _require_the_oracle() -> None:
     """In CI (CFGOPT_REQUIRE_ORACLE=1) a missing real parser is a failure, not a skip: the oracle tests are
     what prove cfgopt's verdicts, so they must not vanish quietly."""
     if os.environ.get("CFGOPT_REQUIRE_ORACLE") != "1":
@@ -136,7 +153,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A compiled torch / DeepSpeed extension means some test built an op (a minute or more on 2 cores): fail
-    the run, as tests/test_suite_hygiene.py would for the one test it runs."""
+    the run, as tests/repository/test_suite_hygiene.py would for the one test it runs."""
     built = SESSION_HOME / ".cache" / "torch_extensions"
     if built.is_dir() and any(built.iterdir()):
         names = ", ".join(sorted(p.name for p in built.rglob("*.so"))) or "a build folder"

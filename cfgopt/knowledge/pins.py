@@ -126,7 +126,7 @@ def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> lis
 # TOML files are read as text, not parsed: every pin in them is a quoted PEP 508 string (PEP 621 and optional
 # dependencies, dependency groups), a poetry `name = "spec"` / `name = { version = "spec" }` line, or a lock
 # file's `name` line followed by its `version`; parsing TOML would load tomllib on every lint run in a
-# repository that pins DeepSpeed (tests/test_signal.py compares the two readings).
+# repository that pins DeepSpeed (tests/rules/test_signal_over_noise.py compares the two readings).
 _POETRY = lazy(
     r"""^[ \t]*["']?([A-Za-z0-9][A-Za-z0-9._-]*)["']?[ \t]*=[ \t]*"""
     r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",

@@ -278,7 +278,7 @@ class DeepSpeedSchema:
         listed enum value, a str for a str, ...) and unknown keys (pydantic-core's `extra_forbidden`, the
         common mistake) reported as pydantic-core reports them. None means "ask pydantic-core", never
         "invalid": a lint run whose DeepSpeed sections are plain never imports it (about 40 ms of a cold
-        start). tests/test_ds_fast_path.py holds this against pydantic-core on every field of every model."""
+        start). tests/knowledge/test_ds_fast_path.py holds this against pydantic-core on every field of every model."""
         spec = self.raw_models[name]
         if not isinstance(value, dict):
             return None

@@ -1,7 +1,7 @@
 """DeepSpeed's pydantic *validators*, which a field table cannot carry, re-implemented from their code.
 
 The schema snapshot lists every validator by name (`models.<Class>.validators`), and
-tests/test_schema_snapshot.py fails when one is neither implemented here nor listed in NOT_ERRORS, so a
+tests/knowledge/test_schema_snapshot.py fails when one is neither implemented here nor listed in NOT_ERRORS, so a
 DeepSpeed upgrade that adds a check cannot slip past unnoticed. Sources: deepspeed 0.19.8
 runtime/precision_config.py and runtime/zero/config.py.
 """

@@ -116,7 +116,7 @@ UNSTATED = Target("unstated", "unknown", "an unstated GPU", 0, True, 0.0)
 NONE = "none"  # `--target none`: no target, and no detection
 
 # Rules that say nothing without a target (they need its platform, memory or precision support): the summary
-# line counts the selected ones as skipped. tests/test_targets.py holds each to silence with no target.
+# line counts the selected ones as skipped. tests/knowledge/test_targets.py holds each to silence with no target.
 HARDWARE_CHECKS: frozenset[str] = frozenset(
     {
         "LF007",

@@ -11,7 +11,7 @@ Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key i
 `build_ds_keys` precomputes into `cfgopt/knowledge/schemas/ds-keys.json`). What DS090 needs on every DeepSpeed file,
 the defaults that differ between releases, is precomputed by `build_index` into
 `cfgopt/knowledge/schemas/version-index.json` (written by `scripts/sync_schemas.py`, checked against the snapshots
-by tests/test_versions.py), so linting reads only the selected snapshot plus that small index.
+by tests/knowledge/test_versions.py), so linting reads only the selected snapshot plus that small index.
 """
 
 from __future__ import annotations
@@ -519,7 +519,8 @@ def _key_table(doc: dict[str, Any]) -> dict[str, Any]:
 
 def build_ds_keys(schema_dir: Path = schema.SCHEMA_DIR) -> dict[str, Any]:
     """`_key_table` of every DeepSpeed snapshot in `schema_dir`, by version: the history of an unknown key reads
-    this one file, not every snapshot (written by `scripts/sync_schemas.py`, checked by tests/test_versions.py)."""
+    this one file, not every snapshot (written by `scripts/sync_schemas.py`, checked by
+    tests/knowledge/test_versions.py)."""
     files = sorted(schema_dir.glob("deepspeed-*.json"), key=lambda p: version_key(p.stem.split("-", 1)[1]))
     return {p.stem.split("-", 1)[1]: _key_table(json.loads(p.read_text(encoding="utf-8"))) for p in files}
 

@@ -1,7 +1,7 @@
 """Machine formats for CI: `json-lines`, `github` (Actions workflow commands), `sarif` (SARIF 2.1.0 as GitHub
 code scanning ingests it) and `junit` (JUnit XML for CI test tabs). Imported only when one of them is asked for.
 
-References: docs/evidence/linter_anchors.md §4.3 (SARIF), §4.4 (annotations); tests/test_formats.py
+References: docs/evidence/linter_anchors.md §4.3 (SARIF), §4.4 (annotations); tests/lint/test_formats.py
 validates the SARIF output against the official schema (tests/data/sarif-2.1.0.json).
 """
 

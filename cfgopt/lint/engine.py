@@ -118,7 +118,7 @@ class LintProject(Project):
             keys.setdefault(src.kind, set()).update(src.data if isinstance(src.data, dict) else ())
 
         def selected(code: str) -> bool:
-            # a hardware check says nothing without a target (tests/test_targets.py): not even imported then
+            # a hardware check says nothing without a target (tests/knowledge/test_targets.py): not even imported then
             return any(s.is_selected(code) and (s.target_stated or code not in HARDWARE_CHECKS) for s in settings)
 
         return rules_for({src.kind for src in linted}, selected, keys if self.skip_untriggered else None)

@@ -7,7 +7,7 @@ redirections, heredocs (`<<EOF`, `<<-EOF`, `<<'EOF'`), array assignments and the
 (`;`, `&&`, `||`, `|`, `&`, `;;`, newlines, `(`, `)`). It does not run or expand anything: a word holding an
 expansion is marked `literal=False`, because its value is known only when the script runs, and `spread=True`
 when it could become any number of arguments (an unquoted expansion, `"$@"`). For words without expansions,
-the values equal `shlex.split(posix=True)`'s (tests/test_shell_lexer.py checks this).
+the values equal `shlex.split(posix=True)`'s (tests/loaders/test_shell_lexer.py checks this).
 
 Every loop advances at least one character per iteration, nesting is capped (`MAX_NESTING`), and the text
 is read once (an arithmetic `$((` that turns out to be a command substitution is read twice), so the scan is

@@ -1,7 +1,7 @@
 """YAML as LLaMA-Factory 0.9.5 reads it: `OmegaConf.load` (omegaconf 2.4) over PyYAML's YAML 1.1 resolver.
 
 Parity points (omegaconf/_yaml.py `get_yaml_loader`, checked against the real OmegaConf in
-tests/test_loader_parity.py):
+tests/loaders/test_loader_parity.py):
 - YAML 1.1 scalars: `yes`/`no`/`on`/`off` are booleans, `0x10` is 16, `010` is 8;
 - OmegaConf's float resolver: `1e-4` is a float (plain PyYAML would give the string '1e-4');
 - timestamps are not resolved (`2024-01-01` stays a string);

@@ -1,5 +1,5 @@
 """The speed knobs the planner sets together, the rules whose findings each answers (the plan's side of
-`Rule.fix_replaced_by_plan`, held equal by tests/test_planner.py) and the package each needs.
+`Rule.fix_replaced_by_plan`, held equal by tests/plan/test_planner.py) and the package each needs.
 
 Apart from `cfgopt.plan.planner` so that the rules, the fixer and the engine's plan step (`cfgopt.lint.plans`) read
 them without importing the planner (which brings tune's search space and priors): a lint of a config without speed

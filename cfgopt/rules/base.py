@@ -89,19 +89,19 @@ class Rule:
     # file, with the number of others (engine._once_per_run).
     once_per_run: ClassVar[bool] = False
     # Why the rule is worth it although it fires on more than a quarter of real configs at default settings
-    # (docs/rule-rates.json, written by scripts/rule_rates.py; tests/test_docs.py asks for it).
+    # (docs/rule-rates.json, written by scripts/rule_rates.py; tests/repository/test_docs.py asks for it).
     worth_it: ClassVar[str] = ""
     # Top-level keys of the file checked (a LLaMA-Factory YAML's or command line's keys, a DeepSpeed JSON's
     # top-level keys) of which at least one must be present for the rule to report anything; None: it may
     # report on any file of its kinds (a missing key, a default). A run whose files have none of them does not
-    # import the rule (`cfgopt.rules.rules_for`, through the generated catalog); tests/test_triggers.py holds
+    # import the rule (`cfgopt.rules.rules_for`, through the generated catalog); tests/rules/test_triggers.py holds
     # every fixture and real config to the same findings with and without this.
     triggers: ClassVar[frozenset[str] | None] = None
     # The job's speed plan replaces this rule's fix: the rule reports its finding, and the engine's last step
     # (`cfgopt.lint.plans.attach_plans`, after the rules and the suppressions) takes the rule's own fix off and gives
     # the job's plan, as one fix, to its first fixable speed finding; it may also move the finding (MEM003's, to the
     # DeepSpeed JSON whose stage the plan writes) or drop it (a knob the plan weighed and kept). The rule's page
-    # says so (`PLANNED_FIX`); tests/test_planner.py holds the rules that declare it to the knobs the plan sets
+    # says so (`PLANNED_FIX`); tests/plan/test_planner.py holds the rules that declare it to the knobs the plan sets
     # (`cfgopt.plan.speed_knobs.OWNERS`).
     fix_replaced_by_plan: ClassVar[bool] = False
 

@@ -81,7 +81,7 @@ _NAMES = frozenset({"communication_data_type", "log_level", "seq_parallel_commun
 
 def accepted_as(ds: schema.DeepSpeedSchema, key: str, value: Any) -> bool:
     """Would DeepSpeed accept `value` under the top-level `key`? Checked as the real DeepSpeed reads it
-    (`tests/test_round3.py` holds this against DeepSpeed 0.19.8 itself); unsure is no."""
+    (`tests/adversarial/test_damage_hang_crash.py` holds this against DeepSpeed 0.19.8 itself); unsure is no."""
     if not _block(ds, key):
         return _plain_accepted(ds, key, value)
     if not isinstance(value, dict):

@@ -25,7 +25,7 @@ def kind_of(value: Any) -> str:
 
 # Every top-level block the probe table (schemas/ds-section-values.json) names in any release: a key outside it is
 # never a suspect, so a lint of a JSON of scalars and objects does not read the table (start-up). Checked against
-# the table by tests/test_ds_section_values.py.
+# the table by tests/knowledge/test_ds_section_values.py.
 PROBED_BLOCKS = frozenset(
     {
         "activation_checkpointing",

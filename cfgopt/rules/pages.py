@@ -45,7 +45,7 @@ def render_page(doc: dict[str, Any], fmt: str) -> str:
             + ["## Where", "", f"- Code: [`{doc['module']}`](../{doc['module']})"]
             + [
                 f"- Cases: [`fixtures/rules/{doc['code']}/`](../fixtures/rules/{doc['code']}/), run by "
-                "`tests/test_rule_fixtures.py`",
+                "`tests/rules/test_rule_fixtures.py`",
                 "",
             ]
         )

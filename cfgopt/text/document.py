@@ -38,8 +38,9 @@ _UNUSUAL_BREAKS = {
     "script": lazy("(?!)"),
 }
 BREAK_CHARS = "\r\n\x85\u2028\u2029"
-# The syntax of a file by its suffix, as `discovery.loader_for` picks its loader (tests/test_hostile_values.py
-# holds the two to the same answer); a loader that reads another syntax sets `Document.syntax` itself.
+# The syntax of a file by its suffix, as `discovery.loader_for` picks its loader
+# (tests/adversarial/test_hostile_values.py holds the two to the same answer); a loader that reads another syntax
+# sets `Document.syntax` itself.
 _SYNTAX_BY_SUFFIX = {".json": "json", ".sh": "script", ".bash": "script"}
 
 

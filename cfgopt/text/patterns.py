@@ -3,7 +3,7 @@
 Compiling a pattern costs 0.1-1 ms (`re` parses and optimises it in Python); at import time every module of a
 run pays for every pattern it defines, used or not (a lint of one YAML imports about 60 rule modules). A
 `LazyPattern` compiles on its first match, search or substitution, with the same answer `re.compile` gives
-(tests/test_lazy_patterns.py)."""
+(tests/lint/test_lazy_startup.py)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ files a config names, a model's `config.json`, a `dataset_info.json`, installed 
 block the open forever), checked to be a regular file (not a device such as `/dev/zero`, which reads forever),
 and read up to a size cap (a file under /proc reports size 0 and may be endless). `read_head` reads the first
 bytes of a large file (a compiled extension), `open_regular` opens one for a chunked scan.
-`tests/test_closed_classes.py` fails on any other open of such a file.
+`tests/repository/test_closed_classes.py` fails on any other open of such a file.
 
 `ProjectScope` is the policy for a file a config *names* (`deepspeed: PATH`, `llamafactory-cli train
 PATH`): a config under review (a pull request in CI) could name `~/.git-credentials` or `/etc/passwd`, and

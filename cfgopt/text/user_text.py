@@ -4,7 +4,7 @@
 `str.isdigit()` is true for `²` and `①`, which `int()` refuses (ValueError), and `int()` takes `٣` (an Arabic-
 Indic digit), `1_000` and surrounding spaces, which a shell word, JSON or a version number never mean as a
 number. `integer` is the one reading of such text: ASCII digits only, an optional sign where asked, else None
-(unknown: the caller judges nothing, never raises). `tests/test_closed_classes.py` fails on an `int(` of user
+(unknown: the caller judges nothing, never raises). `tests/repository/test_closed_classes.py` fails on an `int(` of user
 text elsewhere.
 
 `is_int` is the one test of a parsed value (YAML, JSON) for an integer: `bool` is a subclass of `int`, so

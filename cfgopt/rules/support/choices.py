@@ -4,7 +4,7 @@
 string reaches the code that reads the field. HF's own Enum fields (`optim`, `lr_scheduler_type`, the
 strategies, `hub_strategy`) are converted by `TrainingArguments.__post_init__` and fail at once. For every
 other field with choices the outcome was read in the consuming code of LLaMA-Factory 0.9.5 / transformers
-5.6.0 (file:line in `evidence`); `tests/test_choice_audit.py` holds one test per field. On the command line
+5.6.0 (file:line in `evidence`); `tests/rules/test_choice_audit.py` holds one test per field. On the command line
 argparse rejects every value outside the choices at once, whatever the field.
 
 `fails`: the real run stops (an error), when `used` says the field is read at all; otherwise the run goes on

@@ -1,0 +1,189 @@
+"""Oracle group: every `error` in a rule's fixtures is a file the real tool rejects.
+
+An error means the real tool fails. For each `file:line:col CODE error` line of fixtures/rules/*/*/expected.txt
+the file is judged by the real tools (tests/support/oracle_harness.py: LLaMA-Factory 0.9.5 / transformers 5.6.0 /
+DeepSpeed 0.19.8, with the case's `--target`): YAML through `get_train_args` + the model-load checks, following
+its `deepspeed:` file; JSON through the HF path with the case's YAML as its consumer; `llamafactory-cli`
+command lines through argparse. Where the failure happens later than a CPU can reach (model load, the Trainer,
+`deepspeed.initialize`, a multi-GPU launch), `CITED` names the source line that raises instead; the test checks
+that those cases really are out of the CPU oracle's reach, so the list cannot hide a wrong severity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+from pathlib import Path
+
+import pytest
+from rule_cases import CASES_DIR, all_cases, case_args
+
+from cfgopt.knowledge.pins import is_requirement_file
+
+pytest.importorskip("llamafactory")
+pytest.importorskip("deepspeed")
+
+import oracle_harness as H
+
+# case/file -> the line that raises in the real tool, where the CPU oracle cannot get there.
+CITED: dict[str, str] = {
+    "DS011/with-consumer/ds.json": "accelerate 1.11.0 utils/dataclasses.py:1320-1336 `DeepSpeedPlugin.fill_match` "
+    'raises for an "auto" the Trainer does not fill, at `trainer.train()`',
+    "DS016/nvme-no-path/ds.json": "deepspeed 0.19.8 runtime/swap_tensor/partitioned_param_swapper.py:86 "
+    "`os.path.join(None, ...)`: TypeError at `deepspeed.initialize` / `zero.Init`",
+    "LF002/quoted-values/train.yaml": "a quoted number reaches the optimizer / scheduler as a str: TypeError at "
+    "first use (https://github.com/hiyouga/LlamaFactory/issues/4149)",
+    "DS025/typos/ds.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
+    "`adam_optimizer(model_parameters, **optimizer_parameters)` (TypeError on `betaz`) and `_scheduler_from_config`: "
+    "`assert hasattr(torch.optim.lr_scheduler, name)` (WarmupLRR), at `deepspeed.initialize` "
+    "(tests/knowledge/test_ds_optimizers.py holds the snapshot to the real classes)",
+    "DS025/zero-018/onebit.json": "deepspeed 0.18.9 runtime/engine.py `_configure_basic_optimizer`: "
+    "`assert not self.zero_optimization(), '1bit-Adam is not compatible with ZeRO'` at `deepspeed.initialize` (the "
+    "CPU oracle runs 0.19.8, which has no 1-bit optimizers)",
+    "DS025/muon-017/ds.json": "deepspeed 0.17.6 runtime/engine.py `_configure_basic_optimizer`: `assert zero_stage <= "
+    "ZeroStageEnum.gradients, 'Muon optimizer is not yet compatible with ZeRO Stage 3'` at `deepspeed.initialize`",
+    "DS025/typos/type.json": "deepspeed 0.19.8 runtime/engine.py `_configure_basic_optimizer`: "
+    "`getattr(torch.optim, 'AdamWW')` raises AttributeError at `deepspeed.initialize`",
+    "LF037/chatglm/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found in "
+    "the base model` at model load (needs the ChatGLM weights)",
+    "LF037/local-config/train.yaml": "peft tuners/tuners_utils.py `inject_adapter`: `Target modules {...} not found "
+    "in the base model` at model load (the model folder's config.json says `model_type: chatglm`; tests/"
+    "test_lora_target.py runs PEFT on a real model for the same error)",
+    "LF038/yml-090/train.yml": "llamafactory 0.9.0 hparams/parser.py `_parse_args`: only a name ending in `.yaml` "
+    "is read as a config, so `train.yml` reaches argparse and `Some specified arguments are not used` is raised "
+    "(the CPU oracle runs 0.9.5, which reads `.yml` too; confirmed with 0.9.0 / transformers 4.45.0: exit 2)",
+    "LF042/release-091/train.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: `Please specify which "
+    "template to use.` (the CPU oracle runs 0.9.5, which picks a default template; confirmed with 0.9.1)",
+    "LF042/launch-yaml-with-template/notemplate.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: "
+    "`Please specify which template to use.` (as LF042/release-091: the oracle runs 0.9.5)",
+    "LF002/pyyaml-float-093/train.yaml": "llamafactory 0.9.3 hparams/parser.py L65 reads the YAML with "
+    "`yaml.safe_load`, for which `1e-4` is the string '1e-4'; `parse_dict` passes it on and the optimizer's "
+    "`0.0 <= lr` raises TypeError at Trainer creation (LLaMA-Factory #4149; the CPU oracle runs 0.9.5, which reads "
+    "the file with OmegaConf: a float)",
+    "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
+    "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check; confirmed with 0.9.4)",
+    "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
+    "4 or 8 bits only, ValueError at model load",
+    "LF012/badam-distributed/train.yaml": "llamafactory 0.9.5 hparams/parser.py L387-401: ratio-based BAdam raises "
+    "in a distributed launch (the oracle runs one process)",
+    "LF025/shift-attn/train.yaml": "llamafactory 0.9.5 model/model_utils/longlora.py L352-353: "
+    "`check_version('transformers>=4.45.0,<4.48.0', mandatory=True)` at model load",
+    "LF030/fsdp/train.yaml": "transformers 5.6.0 trainer.py L451-455: `--fsdp` with `--deepspeed` raises when the "
+    "Trainer is built (needs a DeepSpeed launch: torchrun + DeepSpeed's shm_comm op, which this CPU host cannot build)",
+    "LF049/t4-flash-attn/train.yaml": "Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp `mha_fwd`: "
+    '`TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere GPUs or newer.")` at the first forward '
+    "(needs a T4 with flash-attn installed; transformers 5.6.0 checks no capability for FA2, so the load passes)",
+    "ENV005/conflicts/requirements.txt": "pip's resolver (no CPU oracle judges a requirement file): `pip install "
+    "--dry-run datasets==3.5.0 tqdm==4.65.2` stops with ResolutionImpossible (pip 23.2); each pair comes from its "
+    "release's PyPI metadata, cfgopt/knowledge/schemas/requirement-metadata.json",
+    "LF051/zero3/awq-local.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L97-101: `DeepSpeed ZeRO-3 "
+    "or FSDP is incompatible with PTQ-quantized models.` at model load (tests/rules/test_quantized_zero3.py runs "
+    "the real `configure_quantization` with ZeRO-3 on)",
+    "LF051/release-093/awq-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: every PTQ "
+    "method refused under ZeRO-3 at model load (the CPU oracle runs 0.9.5)",
+    "LF051/release-093/fp8-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: FP8 refused "
+    "too (0.9.4 added the FP8 / MXFP4 exemption; the CPU oracle runs 0.9.5)",
+    "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
+    "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
+    "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",
+}
+
+
+def _error_files() -> list[tuple[Path, str, str]]:
+    out = []
+    for case in all_cases():
+        lines = (case / "expected.txt").read_text(encoding="utf-8").splitlines()
+        files = sorted({line.split(":")[0] for line in lines if line.endswith(" error")})
+        args = case_args(case)
+        target = args[args.index("--target") + 1] if "--target" in args else "mi300x"
+        out += [(case, name, target) for name in files]
+    return out
+
+
+ERROR_FILES = _error_files()
+
+
+# How a script names LLaMA-Factory's training entry point (docs/command-lines.md, launch shapes): what follows
+# it is LLaMA-Factory's argv; `llamafactory-cli` and `-m llamafactory.cli` are followed by the subcommand.
+_ENTRY_SCRIPTS = ("src/train.py", "train_bash.py", "llamafactory/launcher.py")
+
+
+def _command_argv(path: Path) -> tuple[str, list[str]]:
+    """The arguments of the LLaMA-Factory launch in a shell script (continuations joined, up to the first
+    control operator or redirection): the subcommand and its argv."""
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    for line in text.splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+        tokens = tokens[: next((i for i, t in enumerate(tokens) if set(t) <= set(";&|<>()")), len(tokens))]
+        for i, token in enumerate(tokens):
+            if token == "llamafactory-cli" or (token == "llamafactory.cli" and tokens[i - 1] == "-m"):
+                return tokens[i + 1], tokens[i + 2 :]
+            if token.endswith(_ENTRY_SCRIPTS) or (token == "llamafactory.launcher" and tokens[i - 1] == "-m"):
+                return "train", tokens[i + 1 :]
+    raise AssertionError(f"{path}: no LLaMA-Factory launch")
+
+
+def _judge_cli(path: Path, target: str) -> H.Verdict:
+    group, argv = _command_argv(path)
+    try:
+        parsed, remaining = H.parse_cli(argv, "train" if group == "train" else "infer", target, cwd=path.parent)
+    except SystemExit as exc:
+        return H.Verdict(False, f"argparse exit {exc.code}", "parse")
+    except Exception as exc:  # noqa: BLE001 - whatever TrainingArguments raise is the verdict
+        return H.Verdict(False, H._err(exc), "parse")
+    if remaining:
+        return H.Verdict(False, f"unknown arguments {remaining}", "parse")
+    model_args = next(p for p in parsed if type(p).__name__ == "ModelArguments")
+    error = H.flash_attn_error(model_args) or H._template_error(parsed)
+    return H.Verdict(not error, error, "load" if error else "")
+
+
+def _judge_yaml(case: Path, path: Path, target: str) -> H.Verdict:
+    try:
+        cfg = H.load_lf_yaml(path)
+    except Exception as exc:  # noqa: BLE001 - OmegaConf refuses the YAML
+        return H.Verdict(False, H._err(exc), "load")
+    if not isinstance(cfg, dict):
+        return H.Verdict(False, "not a mapping", "load")
+    group = H.lf_group(cfg)
+    verdict = H.lf_verdict_detail(cfg, group, target, follow_deepspeed=True, base_dir=case)
+    if "shm_comm" in verdict.error:  # a host issue: judge without the DeepSpeed launch
+        verdict = H.lf_verdict_detail(cfg, group, target, follow_deepspeed=True, base_dir=case, torchrun=False)
+        if "FORCE_TORCHRUN" in verdict.error:
+            return H.Verdict(True, "", "needs a DeepSpeed launch")
+    return verdict
+
+
+def judge(case: Path, name: str, target: str) -> H.Verdict:
+    path = case / name
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        if path.suffix == ".json":
+            consumers = [H.load_lf_yaml(y) for y in sorted(case.glob("*.y*ml"))]
+            users = [c for c in consumers if isinstance(c, dict) and "deepspeed" in c]
+            training = next((c for c in users if c["deepspeed"] == name), users[0] if users else None)
+            return H.ds_verdict_detail(path, training_args=training, target=target, build_scheduler=True)
+        if path.suffix in (".yaml", ".yml"):
+            return _judge_yaml(case, path, target)
+        if is_requirement_file(path.name):  # pip's resolver needs the index: no CPU oracle, every case CITED
+            return H.Verdict(True)
+        return _judge_cli(path, target)
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "target"), ERROR_FILES, ids=[f"{c.relative_to(CASES_DIR)}/{n}" for c, n, _ in ERROR_FILES]
+)
+def test_error_fixture_makes_the_real_tool_fail(case: Path, name: str, target: str) -> None:
+    key = f"{case.relative_to(CASES_DIR).as_posix()}/{name}"
+    verdict = judge(case, name, target)
+    if key in CITED:
+        assert verdict.ok, f"{key}: the oracle now rejects it ({verdict.error[:200]}); drop it from CITED"
+        return
+    assert not verdict.ok, f"{key}: the real tool accepts it, so this is not an error (a warning at most)"
+
+
+def test_cited_cases_exist() -> None:
+    keys = {f"{c.relative_to(CASES_DIR).as_posix()}/{n}" for c, n, _ in ERROR_FILES}
+    assert set(CITED) <= keys, set(CITED) - keys
