@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
-from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
+from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, gpus_stated, top3
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
 
@@ -63,6 +63,21 @@ def _eight_bit_adamw(ctx: Context, n: int) -> str | None:
     env = job.environment
     needs = "" if job.has_package("bitsandbytes") else f"; needs bitsandbytes, which {env.where} does not name"
     return f"optim: adamw_bnb_8bit without DeepSpeed (~{after.required_gib:.0f} GiB{needs})"
+
+
+def _sharding_remedy(plan, est) -> str | None:
+    """For a job its accelerate config runs under FSDP or DDP (`Job.distributed`): the config's own next step
+    (FULL_SHARD, then `fsdp_offload_params`; DDP to FSDP), None where the config says neither."""
+    if plan is None or est.zero_stage is not None:
+        return None
+    where = f" in {plan.config}" if plan.config else ""
+    if plan.kind == "ddp" and est.gpus > 1:
+        return f"`distributed_type: FSDP` (FULL_SHARD){where} to shard the model states over the GPUs"
+    if plan.kind != "fsdp":
+        return None
+    if plan.sharding != "FULL_SHARD" and est.gpus > 1:
+        return f"FSDP's FULL_SHARD{where} (now {plan.sharding})"
+    return None if plan.offload_params else f"`fsdp_offload_params: true`{where} (slower)"
 
 
 class PredictedOutOfMemory(Rule):
@@ -135,16 +150,16 @@ class PredictedOutOfMemory(Rule):
                 break
         if not est.liger and est.logits_gib > 0.15 * est.peak_allocated_gib:
             remedies.append(f"`enable_liger_kernel: true` (fused loss saves ~{est.logits_gib:.0f} GiB of logits)")
-        if est.zero_stage != 3 and est.gpus > 1:
-            remedies.append(
-                "ZeRO-3 to shard the model states over the GPUs"
-                + (" (FSDP from an accelerate config is invisible to cfgopt)" if est.zero_stage is None else "")
-            )
+        sharding = _sharding_remedy(ctx.job.distributed, est)
+        if sharding:
+            remedies.append(sharding)
+        elif est.zero_stage != 3 and est.gpus > 1:
+            remedies.append("ZeRO-3 to shard the model states over the GPUs")
         elif est.zero_stage == 3 and not est.offloaded_gib:
             remedies.append("ZeRO offload of the optimizer states")
         if plan is None or not plan.changed:  # nothing the plan can set fits: say what would, with its estimate
             remedies = what_would_fit(ctx, n, est) + remedies
-        assumed = "" if ctx.settings.gpus else " (assumed; --gpus)"
+        assumed = "" if gpus_stated(ctx) else " (assumed; --gpus)"
         yield report(
             self,
             ctx,
