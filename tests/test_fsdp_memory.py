@@ -295,3 +295,10 @@ def test_reading_the_accelerate_config_imports_neither_torch_nor_accelerate(tmp_
         env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
     )
     assert run.stdout.strip() == "[]", run.stderr
+
+
+def test_fsdp2_reshards_the_root_after_the_forward_as_accelerate_sets_it() -> None:
+    v1 = next(c for c in _estimate(FULL, FSDP).components if c.name == "FSDP gathered parameters")
+    v2 = next(c for c in _estimate(FULL, FSDP._replace(fsdp_version=2)).components if c.name == v1.name)
+    assert (v1.phases, v2.phases) == (("loss", "backward"), ("backward",))
+    assert v1.gib == v2.gib

@@ -89,9 +89,10 @@ def fsdp_buffers(
 ) -> list[Component]:
     """What FSDP gathers beside its shards, at the loss and through the backward:
     - the root unit (embeddings, final norm, an untied lm_head: what the transformer auto-wrap policy leaves
-      outside the decoder layers), which FSDP does not reshard after the forward (torch FSDP1
-      `_runtime_utils._post_forward`, FSDP2 `fully_shard` on the root: "its parameters would typically be
-      immediately all-gathered for backward");
+      outside the decoder layers), gathered through the backward (its pre-backward hook runs first, its
+      post-backward last); FSDP1 does not reshard it after the forward either (torch `_runtime_utils._post_forward`:
+      `not state._is_root`), so it is there at the loss too; FSDP2 does only when `reshard_after_forward` is left
+      unset (`_fully_shard.py`: `auto_reshard_after_forward`), and accelerate always sets it, so not at the loss;
     - FULL_SHARD / HYBRID_SHARD: one decoder layer computing and one prefetched (GATHERED_UNITS); SHARD_GRAD_OP,
       HYBRID_SHARD_ZERO2 and NO_SHARD keep every unit gathered from its forward to its backward: the whole model;
       in the mixed precision's 16 bits (accelerate `set_mixed_precision`: param_dtype), else in fp32;
@@ -101,15 +102,15 @@ def fsdp_buffers(
     mixed = mixed_precision(plan, config)
     unit_bytes = 2.0 if mixed in ("bf16", "fp16", "fp8") else 4.0
     root = embedding_params(shape) + shape.hidden_size
+    phases: tuple[str, ...] = ("loss", "backward")
     if plan.sharding in _RESHARDED:
         gathered = root + GATHERED_UNITS * layer_params(shape)
         counted = f"root unit + {GATHERED_UNITS} decoder layers, {unit_bytes:g}-byte"
+        phases = ("backward",) if plan.fsdp_version == 2 else phases
     else:
         gathered = shape.num_parameters
         counted = f"every unit until its backward ({plan.sharding}), {unit_bytes:g}-byte"
-    out = [
-        Component("FSDP gathered parameters", gathered * unit_bytes / GIB, counted, ("loss", "backward"), _FSDP_SOURCE)
-    ]
+    out = [Component("FSDP gathered parameters", gathered * unit_bytes / GIB, counted, phases, _FSDP_SOURCE)]
     trainable = min(method.trainable, shape.num_parameters)
     if batch.accumulation > 1 and shard_count(plan, gpus) > 1:
         source = f"{_FSDP_SOURCE}; transformers 5.6 trainer.py (no_sync but on the last micro-batch)"
