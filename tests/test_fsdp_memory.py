@@ -57,7 +57,17 @@ def _estimate(config: dict, plan: AcceleratePlan | None, gpus: int = 8, deepspee
 
 def test_llamafactory_fsdp_config_is_full_shard_fsdp1() -> None:
     plan = accelerate_plan(_fixture("fsdp_config.yaml"), {}, "fsdp_config.yaml")
-    assert plan == AcceleratePlan("fsdp", 8, 1, 1, "FULL_SHARD", False, "bf16", "fsdp_config.yaml")
+    assert plan == AcceleratePlan(
+        "fsdp", 8, mixed_precision="bf16", cpu_ram_efficient_loading=True, config="fsdp_config.yaml"
+    )
+    assert plan.describe(8) == "FSDP FULL_SHARD over 8 GPU(s) (fsdp_config.yaml)"
+
+
+def test_fsdp_activation_checkpointing_without_llamafactorys_is_not_modelled() -> None:
+    plan = FSDP._replace(activation_checkpointing=True)
+    assert _estimate(FULL, plan).confidence == "medium"  # LLaMA-Factory's checkpointing on: the same layers
+    est = _estimate({**FULL, "disable_gradient_checkpointing": True}, plan)
+    assert est.confidence == "none" and "activation checkpointing" in est.unmodelled[0]
 
 
 @pytest.mark.parametrize(

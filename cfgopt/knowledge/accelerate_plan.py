@@ -28,6 +28,10 @@ class AcceleratePlan(NamedTuple):
     sharding: str = "FULL_SHARD"  # one of SHARDING_STRATEGIES (FSDP2: reshard_after_forward false = SHARD_GRAD_OP)
     offload_params: bool = False  # fsdp_offload_params: parameters, gradients and the optimizer step on the host
     mixed_precision: str | None = None  # "bf16", "fp16", "fp8", "no"; None: not stated
+    # fsdp_activation_checkpointing: FSDP wraps each unit in torch's checkpoint wrapper (accelerator.py)
+    activation_checkpointing: bool = False
+    # fsdp_cpu_ram_efficient_loading: rank 0 alone loads the weights (host memory at load; no GPU term)
+    cpu_ram_efficient_loading: bool = False
     config: str = ""  # the config file as the line names it
     problem: str = ""  # why the plan is unknown
 
@@ -133,4 +137,10 @@ def accelerate_plan(data: Any, options: dict[str, str | None] | None = None, con
     offload = _flag(fsdp.get("fsdp_offload_params", False))
     if sharding is None or offload is None:
         return plan._replace(kind="unknown", problem="an FSDP sharding or offload value accelerate does not read")
-    return plan._replace(fsdp_version=version, sharding=sharding, offload_params=offload)
+    return plan._replace(
+        fsdp_version=version,
+        sharding=sharding,
+        offload_params=offload,
+        activation_checkpointing=_flag(fsdp.get("fsdp_activation_checkpointing", False)) is True,
+        cpu_ram_efficient_loading=_flag(fsdp.get("fsdp_cpu_ram_efficient_loading", False)) is True,
+    )

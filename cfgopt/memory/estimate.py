@@ -131,6 +131,8 @@ def estimate(
         unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
     zero = plan.stage
     launch = _launch_kind(distributed, deepspeed, bits, gpus, unmodelled, notes)
+    if launch == "fsdp" and distributed is not None and distributed.activation_checkpointing and not gc:
+        unmodelled.append("FSDP's activation checkpointing (fsdp_activation_checkpointing) without LLaMA-Factory's")
     if launch == "fsdp" and distributed is not None:
         half = mixed_precision(distributed, config) != "no"
     # FSDP's mixed precision casts the module's parameters to 16 bits as the DeepSpeed engine does (stage 0's
