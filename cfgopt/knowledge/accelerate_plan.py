@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from cfgopt.knowledge.targets import MAX_GPUS
+from cfgopt.text.user_text import integer
+
 # FullyShardedDataParallelPlugin's names, in torch's ShardingStrategy order (accelerate `FSDP_SHARDING_STRATEGY`:
 # an integer 1-5 in an older config is the same list's index + 1).
 SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
@@ -55,13 +58,9 @@ def _flag(value: Any) -> bool | None:
 
 
 def _count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        count = int(str(value).strip())
-    except ValueError:
-        return None
-    return count if 0 < count <= 2**20 else None
+    """A positive count as the YAML gives it (an int) or the line writes it (digits); None otherwise."""
+    count = value if isinstance(value, int) and not isinstance(value, bool) else integer(value, strip=True)
+    return count if count is not None and 0 < count <= MAX_GPUS else None
 
 
 def _fsdp_values(data: dict[str, Any], options: dict[str, str | None]) -> dict[str, Any]:

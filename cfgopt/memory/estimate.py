@@ -20,7 +20,7 @@ path can use it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.accelerate_plan import AcceleratePlan
@@ -124,26 +124,11 @@ def estimate(
     attention = _attention_implementation(config, shape, notes)
     liger = bool(get(config, "enable_liger_kernel"))
     fused_loss = liger and methods.liger_fuses_loss(stage)  # rm/dpo/kto/ppo: Liger without its fused loss
-    half = bool(get(config, "pure_bf16")) or bool(get(config, "bf16")) or bool(get(config, "fp16"))
     bits = quantization_bits(config) if ftype in ("lora", "oft") else None
-    plan = deepspeed_plan(deepspeed, config)
-    if not plan.known:
-        unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
-    zero = plan.stage
-    launch = _launch_kind(distributed, deepspeed, bits, gpus, unmodelled, notes)
-    if launch == "fsdp" and distributed is not None and distributed.activation_checkpointing and not gc:
-        unmodelled.append("FSDP's activation checkpointing (fsdp_activation_checkpointing) without LLaMA-Factory's")
-    if launch == "fsdp" and distributed is not None:
-        half = mixed_precision(distributed, config) != "no"
-    # FSDP's mixed precision casts the module's parameters to 16 bits as the DeepSpeed engine does (stage 0's
-    # arithmetic for the activations, the lm_head's gradient and autocast's copies)
-    cast = 0 if launch == "fsdp" and half else zero
-
+    run = _run_of(config, deepspeed, distributed, bits, gpus, gc, unmodelled, notes)
+    plan, zero, half, cast = run.deepspeed, run.deepspeed.stage, run.half, run.cast
     method = method_of(config, shape, ftype, notes)
-    if launch == "fsdp" and distributed is not None:
-        states = fsdp_states(shape, method, ftype, distributed, config, gpus, unmodelled, notes)
-    else:
-        states = model_states(shape, method, ftype, plan, config, gpus, bits, unmodelled, notes)
+    states = _states(shape, method, ftype, run, config, gpus, bits, unmodelled, notes)
     L = shape.num_hidden_layers
     per_layer, activations, recompute = activation_bytes(
         config, shape, method, ftype, cast, tokens, gc, liger, half, fused_loss
@@ -157,14 +142,11 @@ def estimate(
     buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
     casts = autocast_copies(config, ftype, cast, gc, half, batch, trainable)
     buffers += casts
-    if launch == "fsdp" and distributed is not None:
-        buffers += fsdp_buffers(shape, method, distributed, config, batch, gpus)
-    elif launch == "ddp":
-        buffers += ddp_buckets(config, states, gpus)
+    buffers += _launch_buffers(shape, method, run, config, batch, gpus, states)
     late = late_embedding_gradient(shape, ftype, method, states, batch)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
     uncalibrated += _narrowly_measured(config, deepspeed, zero, casts)
-    uncalibrated += _launch_uncalibrated(launch, distributed, stage, gpus)
+    uncalibrated += _launch_uncalibrated(run.launch, distributed, stage, gpus)
     activity = Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,
@@ -195,6 +177,69 @@ def estimate(
         uncalibrated=uncalibrated,
         approximate=approximate,
     )
+
+
+class _Run(NamedTuple):
+    """How the run is spread and cast: its DeepSpeed plan, the accelerate launch counted ("fsdp", "ddp" or None)
+    and its FSDP plan, whether it trains in 16 bits, and the ZeRO stage whose arithmetic the activations follow
+    (FSDP's mixed precision casts the module's parameters to 16 bits as the DeepSpeed engine does: stage 0's
+    arithmetic for the activations, the lm_head's gradient and autocast's copies)."""
+
+    deepspeed: DeepSpeedPlan
+    launch: str | None
+    fsdp: AcceleratePlan | None
+    half: bool
+    cast: int | None
+
+
+def _run_of(
+    config: dict[str, Any],
+    deepspeed: dict[str, Any] | None,
+    distributed: AcceleratePlan | None,
+    bits: int | None,
+    gpus: int,
+    gc: bool,
+    unmodelled: list[str],
+    notes: list[str],
+) -> _Run:
+    plan = deepspeed_plan(deepspeed, config)
+    if not plan.known:
+        unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
+    half = bool(get(config, "pure_bf16")) or bool(get(config, "bf16")) or bool(get(config, "fp16"))
+    launch = _launch_kind(distributed, deepspeed, bits, gpus, unmodelled, notes)
+    fsdp = distributed if launch == "fsdp" else None
+    if fsdp is None:
+        return _Run(plan, launch, None, half, plan.stage)
+    if fsdp.activation_checkpointing and not gc:
+        unmodelled.append("FSDP's activation checkpointing (fsdp_activation_checkpointing) without LLaMA-Factory's")
+    half = mixed_precision(fsdp, config) != "no"
+    return _Run(plan, launch, fsdp, half, 0 if half else plan.stage)
+
+
+def _states(
+    shape: ModelShape,
+    method: Method,
+    ftype: str,
+    run: _Run,
+    config: dict[str, Any],
+    gpus: int,
+    bits: int | None,
+    unmodelled: list[str],
+    notes: list[str],
+) -> States:
+    """The model states: sharded by FSDP where the accelerate config says so, else by ZeRO (or whole)."""
+    if run.fsdp is not None:
+        return fsdp_states(shape, method, ftype, run.fsdp, config, gpus, unmodelled, notes)
+    return model_states(shape, method, ftype, run.deepspeed, config, gpus, bits, unmodelled, notes)
+
+
+def _launch_buffers(
+    shape: ModelShape, method: Method, run: _Run, config: dict[str, Any], batch: Batch, gpus: int, states: States
+) -> list[Component]:
+    """FSDP's gathered units and `no_sync` gradients, or DDP's gradient buckets (`cfgopt.memory.sharding`)."""
+    if run.fsdp is not None:
+        return fsdp_buffers(shape, method, run.fsdp, config, batch, gpus)
+    return ddp_buckets(config, states, gpus) if run.launch == "ddp" else []
 
 
 def _launch_kind(
