@@ -312,3 +312,15 @@ def test_fsdp2_reshards_the_root_after_the_forward_as_accelerate_sets_it() -> No
     v2 = next(c for c in _estimate(FULL, FSDP._replace(fsdp_version=2)).components if c.name == v1.name)
     assert (v1.phases, v2.phases) == (("loss", "backward"), ("backward",))
     assert v1.gib == v2.gib
+
+
+def test_an_hf_trainer_script_under_an_accelerate_config_gets_its_plan(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    (folder / "run.sh").write_text(
+        "accelerate launch --config_file=ddp_config.yaml train.py --model_name_or_path m --output_dir out "
+        "--per_device_train_batch_size 4 --bf16\n"
+    )
+    proj, line = _line(folder, "run.sh")
+    assert line.command["trainer"] == "hf"
+    assert proj.context(line).job.distributed.kind == "ddp"
+    assert line.command["launcher_gpus"] == (4, "`num_processes: 4` in ddp_config.yaml")
