@@ -324,3 +324,16 @@ def test_an_hf_trainer_script_under_an_accelerate_config_gets_its_plan(tmp_path:
     assert line.command["trainer"] == "hf"
     assert proj.context(line).job.distributed.kind == "ddp"
     assert line.command["launcher_gpus"] == (4, "`num_processes: 4` in ddp_config.yaml")
+
+
+def test_mem001_under_fsdp_names_the_gpus_its_own_config_needs(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    config = (folder / "fsdp_config.yaml").read_text().replace("num_processes: 8", "num_processes: 2")
+    (folder / "fsdp_config.yaml").write_text(config)
+    long = (folder / "llama3_full_sft.yaml").read_text().replace("cutoff_len: 2048", "cutoff_len: 16384")
+    (folder / "llama3_full_sft.yaml").write_text(long)
+    run = _cfgopt(folder, "lint", "run_fsdp.sh", "--target", "h100", "--format", "json")
+    (mem001,) = [d for d in json.loads(run.stdout)["diagnostics"] if d["code"] == "MEM001"]
+    assert "with 2 GPU(s) (Llama" in mem001["message"]
+    assert "ZeRO" not in mem001["message"]  # the job shards with FSDP: its own config's remedies
+    assert "`fsdp_offload_params: true` in fsdp_config.yaml" in mem001["message"]

@@ -38,10 +38,13 @@ def what_would_fit(ctx: Context, n: int, est) -> list[str]:
                 host = f", {after.offloaded_gib:.0f} GiB in host memory" if after.offloaded_gib else ""
                 out.append(f"ZeRO-3 with {what} (~{after.required_gib:.0f} GiB per GPU{host}; slower)")
                 break
+    plan = ctx.job.distributed
+    fsdp = plan is not None and plan.kind == "fsdp"  # more GPUs under the job's own FSDP config, not ZeRO-3
     for more in (2 * n, 4 * n, 8 * n, 16 * n, 32 * n):
-        after = ctx.job.estimate(more, deepspeed=deepspeed_template("z3"))
+        after = ctx.job.estimate(more) if fsdp else ctx.job.estimate(more, deepspeed=deepspeed_template("z3"))
         if after is not None and after.verdict == "fits":
-            out.append(f"{more} GPUs with ZeRO-3 (~{after.required_gib:.0f} GiB each)")
+            how = f"under FSDP (`num_processes: {more}`)" if fsdp else "with ZeRO-3"
+            out.append(f"{more} GPUs {how} (~{after.required_gib:.0f} GiB each)")
             break
     return out
 
@@ -104,7 +107,7 @@ class PredictedOutOfMemory(Rule):
         "setting of the job's own fits, what would, each with its estimate: a shorter cutoff_len, 8-bit AdamW "
         "(bitsandbytes) for a full fine-tune, ZeRO-3 with the optimizer offloaded to the CPU, else with the "
         "parameters too (and the host memory that takes), or the "
-        "GPU count at which ZeRO-3 fits. Only for "
+        "GPU count at which ZeRO-3 fits (an FSDP job: its own FSDP config). Only for "
         "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
         "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
     )
