@@ -153,7 +153,8 @@ def test_accumulation_holds_the_unsharded_gradients_of_no_sync() -> None:
     assert component.gib == pytest.approx(2 * PSI / GIB)  # bf16 (param_dtype), every trained parameter
     assert component.phases == ("loss", "backward")
     grads = next(c for c in est.components if c.name == "gradients")
-    assert "loss" not in grads.phases  # the shards appear at the last micro-batch's backward
+    # the last micro-batch's backward turns the unsharded gradients into shards: counted once, not twice
+    assert grads.phases == ("step",)
 
 
 def test_offload_params_moves_the_states_to_the_host() -> None:
@@ -337,3 +338,11 @@ def test_mem001_under_fsdp_names_the_gpus_its_own_config_needs(tmp_path: Path) -
     assert "with 2 GPU(s) (Llama" in mem001["message"]
     assert "ZeRO" not in mem001["message"]  # the job shards with FSDP: its own config's remedies
     assert "`fsdp_offload_params: true` in fsdp_config.yaml" in mem001["message"]
+
+
+def test_one_units_gradient_waits_for_its_reduce_scatter_in_the_backward() -> None:
+    component = next(c for c in _estimate(FULL, FSDP).components if c.name == "FSDP unit gradient")
+    assert component.gib == pytest.approx(2 * layer_params(L8) / GIB)
+    assert component.phases == ("backward",)
+    one_gpu = _estimate(FULL, FSDP, gpus=1)
+    assert "FSDP unit gradient" not in {c.name for c in one_gpu.components}  # one rank: the shard is the whole

@@ -339,6 +339,10 @@ def _components(
     if states.gradients_transient:
         held = batch.accumulation > 1 and states.zero is None and not states.sharded_gradients
         grads_phases = (("loss",) if held else ()) + ("backward", "step")
+        if states.sharded_gradients and batch.accumulation > 1:
+            # FSDP: the last micro-batch's backward turns the `no_sync` gradients into shards, one unit at a time;
+            # at its start the unsharded ones are all there and no shard yet (`memory.sharding.fsdp_buffers`)
+            grads_phases = ("step",)
     trainable = states.trainable
     activations = (
         f"{GC_BOUNDARY_BYTES * shape.hidden_size:,.0f} B/token/layer kept (GC on)"

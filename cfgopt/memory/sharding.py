@@ -96,6 +96,8 @@ def fsdp_buffers(
     - FULL_SHARD / HYBRID_SHARD: one decoder layer computing and one prefetched (GATHERED_UNITS); SHARD_GRAD_OP,
       HYBRID_SHARD_ZERO2 and NO_SHARD keep every unit gathered from its forward to its backward: the whole model;
       in the mixed precision's 16 bits (accelerate `set_mixed_precision`: param_dtype), else in fp32;
+    - with N > 1, one unit's unsharded gradient in the backward, before the reduce-scatter into its shard (torch
+      FSDP1 `_post_backward_hook` / `_reduce_grad`; FSDP2 `foreach_reduce`);
     - with gradient accumulation, `no_sync` (the Trainer's, every micro-batch but the last) keeps each unit's
       unsharded gradient in param_dtype until the last micro-batch's backward reduces it (torch FSDP1
       `_post_backward_hook` returns before the reduce-scatter; FSDP2 `set_requires_gradient_sync(False)`)."""
@@ -112,6 +114,11 @@ def fsdp_buffers(
         counted = f"every unit until its backward ({plan.sharding}), {unit_bytes:g}-byte"
     out = [Component("FSDP gathered parameters", gathered * unit_bytes / GIB, counted, phases, _FSDP_SOURCE)]
     trainable = min(method.trainable, shape.num_parameters)
+    if shard_count(plan, gpus) > 1:
+        # the unit whose backward just ran: its unsharded gradient, reduce-scattered into the shard, then freed
+        unit_grad = min(layer_params(shape), trainable / shape.num_hidden_layers) * unit_bytes
+        counted = f"one decoder layer's gradient before its reduce-scatter, {unit_bytes:g}-byte"
+        out.append(Component("FSDP unit gradient", unit_grad / GIB, counted, ("backward",), _FSDP_SOURCE))
     if batch.accumulation > 1 and shard_count(plan, gpus) > 1:
         source = f"{_FSDP_SOURCE}; transformers 5.6 trainer.py (no_sync but on the last micro-batch)"
         counted = f"{trainable / 1e6:,.1f}M trainable, unsharded, {unit_bytes:g}-byte"
