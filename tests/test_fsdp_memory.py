@@ -346,3 +346,13 @@ def test_one_units_gradient_waits_for_its_reduce_scatter_in_the_backward() -> No
     assert component.phases == ("backward",)
     one_gpu = _estimate(FULL, FSDP, gpus=1)
     assert "FSDP unit gradient" not in {c.name for c in one_gpu.components}  # one rank: the shard is the whole
+
+
+def test_an_expansion_among_accelerates_options_leaves_the_plan_unknown(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    (folder / "run.sh").write_text(
+        "accelerate launch $EXTRA --config_file fsdp_config.yaml src/train.py llama3_full_sft.yaml\n"
+    )
+    _, line = _line(folder, "run.sh")
+    assert line.command["accelerate"].kind == "unknown"
+    assert line.command["launcher_gpus"] is None  # `$EXTRA` may hold `--num_processes`

@@ -302,6 +302,8 @@ class Project:
         options = src.command.get("launcher_options") or {}
         if ref is None:
             plan = AcceleratePlan("unknown", problem="its path is known only at run time")
+        elif "$" in options:  # `accelerate launch $ARGS --config_file x.yaml`: the expansion may override it
+            plan = AcceleratePlan("unknown", config=ref, problem="an expansion among accelerate's options")
         else:
             plan = self._read_accelerate(src, ref, options)
         launch_jobs.with_accelerate_plan(src, plan)
