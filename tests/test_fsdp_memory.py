@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from cfgopt.job.settings import Settings
-from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
+from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan, plugin_deepspeed
 from cfgopt.knowledge.model_shapes import shape_for
 from cfgopt.knowledge.targets import TARGETS
 from cfgopt.lint.engine import build_project
@@ -191,7 +191,7 @@ def test_ddp_keeps_a_second_copy_of_the_gradients_in_its_buckets() -> None:
         (FSDP, {"zero_optimization": {"stage": 2}}, FULL, "FSDP (fsdp.yaml) with a DeepSpeed JSON"),
         (FSDP, None, {**FULL, "finetuning_type": "lora", "quantization_bit": 4}, "a 4-bit base under FSDP"),
         (AcceleratePlan("unknown", config="a.yaml", problem="not found"), None, FULL, "accelerate config (a.yaml)"),
-        (AcceleratePlan("deepspeed", 8, config="ds.yaml"), None, FULL, "accelerate's DeepSpeed plugin"),
+        (AcceleratePlan("deepspeed", 8, config="ds.yaml"), None, FULL, "with a deepspeed_config_file (not read)"),
     ],
 )
 def test_what_the_model_does_not_cover_is_no_estimate(plan, deepspeed, config, why: str) -> None:
@@ -215,7 +215,7 @@ def _copy(tmp_path: Path) -> Path:
 
 
 def _line(folder: Path, script: str):
-    proj = build_project([folder / script], Settings())
+    proj = build_project([folder / script], Settings(target_name="h100"))
     (line,) = [s for s in proj.sources if s.command.get("launcher")]
     return proj, line
 
@@ -356,3 +356,42 @@ def test_an_expansion_among_accelerates_options_leaves_the_plan_unknown(tmp_path
     _, line = _line(folder, "run.sh")
     assert line.command["accelerate"].kind == "unknown"
     assert line.command["launcher_gpus"] is None  # `$EXTRA` may hold `--num_processes`
+
+
+ACCELERATE_ZERO3 = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: DEEPSPEED
+deepspeed_config:
+  offload_optimizer_device: cpu
+  zero3_init_flag: true
+  zero_stage: 3
+mixed_precision: bf16
+num_processes: 8
+"""
+
+
+def test_accelerates_deepspeed_plugin_is_judged_as_the_json_it_builds(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    (folder / "zero3.yaml").write_text(ACCELERATE_ZERO3)
+    (folder / "run.sh").write_text("accelerate launch --config_file zero3.yaml src/train.py llama3_full_sft.yaml\n")
+    proj, line = _line(folder, "run.sh")
+    job = proj.context(line).job
+    known, ds = job.memory_deepspeed
+    assert known and ds["zero_optimization"]["stage"] == 3 and ds["bf16"] == {"enabled": True}
+    assert job.deepspeed == (True, None)  # the DeepSpeed rules judge a JSON; there is none
+    est = job.estimate(8)
+    assert est is not None and est.zero_stage == 3 and est.offloaded_gib > 0
+    json_ds = {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True}}
+    assert est.required_gib == pytest.approx(job.estimate(8, deepspeed=json_ds).required_gib)
+    text = _cfgopt(folder, "estimate", "run.sh", "--target", "h100").stdout
+    assert "ZeRO-3 (accelerate's DeepSpeed plugin, zero3.yaml)" in text.splitlines()[0]
+
+
+def test_the_plugins_defaults_and_a_config_file_it_would_read() -> None:
+    plan = accelerate_plan({"distributed_type": "DEEPSPEED", "mixed_precision": "fp16"})
+    assert plan.zero == (2, "none", "none")  # accelerate's defaults: ZeRO-2, no offload
+    ds = plugin_deepspeed(plan, fp16=False, bf16=False)
+    assert ds["fp16"] == {"enabled": True} and ds["zero_optimization"]["stage"] == 2
+    named = {"distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_config_file": "ds.json"}}
+    assert accelerate_plan(named).zero is None and plugin_deepspeed(accelerate_plan(named), False, True) is None
+    assert accelerate_plan({"distributed_type": "DEEPSPEED"}, {"--zero_stage": "3"}).zero == (3, "none", "none")

@@ -43,6 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=None, help="write a length histogram (PNG; needs matplotlib)")
 
 
+def _deepspeed_path(job, ds, ref) -> str | None:
+    """Where the DeepSpeed config comes from: the JSON `deepspeed` names, "inline", or the accelerate config whose
+    DeepSpeed plugin builds it."""
+    if ds is None:
+        return None
+    if isinstance(ref, dict):
+        return "inline"
+    if ref:
+        return str(job.deepspeed_source.document.path)
+    return f"accelerate's DeepSpeed plugin, {job.distributed.config}"
+
+
 def _distributed(plan, est) -> str | None:
     """The accelerate plan the estimate counted (`FSDP FULL_SHARD over 8 GPU(s) (fsdp.yaml)`), None for none."""
     if plan is None or plan.kind not in ("fsdp", "ddp") or est.zero_stage is not None:
@@ -152,9 +164,9 @@ def run(args: argparse.Namespace) -> int:
             "(weights, gradients, optimizer states, activations); give the training YAML\n"
         )
         return 2
-    _, ds = job.deepspeed
+    _, ds = job.memory_deepspeed
     ref = job.data.get("deepspeed")
-    ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
+    ds_path = _deepspeed_path(job, ds, ref)
     if job.shape is None:
         sys.stderr.write(
             f"cfgopt estimate: unknown model {shown(repr(job.value('model_name_or_path')))}: no estimate "

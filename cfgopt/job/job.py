@@ -385,6 +385,19 @@ class Job:
         return deepspeed_plan(ds, self.values()).stage if ds is not None else None
 
     @property
+    def memory_deepspeed(self) -> tuple[bool, dict[str, Any] | None]:
+        """The DeepSpeed config the run uses, as `deepspeed` gives it; without a `deepspeed` key, the one accelerate's
+        DeepSpeed plugin builds from the accelerate config the launch line names (`distributed_type: DEEPSPEED`,
+        `cfgopt.knowledge.accelerate_plan.plugin_deepspeed`). Memory only: the DeepSpeed rules judge a JSON."""
+        known, ds = self.deepspeed
+        plan = self.distributed
+        if ds is not None or not known or plan is None:
+            return known, ds
+        from cfgopt.knowledge.accelerate_plan import plugin_deepspeed
+
+        return True, plugin_deepspeed(plan, bool(self.value("fp16")), bool(self.value("bf16")))
+
+    @property
     def distributed(self) -> AcceleratePlan | None:
         """How `accelerate launch --config_file X.yaml` runs the job (FSDP, DDP; `cfgopt.knowledge.accelerate_plan`),
         from the line that launches it (for a YAML: the one plan all its launches share); None: no such line."""
@@ -480,7 +493,7 @@ class Job:
         if not target.memory_gib or not self.training:
             return None
         if deepspeed is _MISSING:
-            known, deepspeed = self.deepspeed
+            known, deepspeed = self.memory_deepspeed
             if not known:
                 return None
         values = self.values(**changes)

@@ -35,6 +35,8 @@ class AcceleratePlan(NamedTuple):
     activation_checkpointing: bool = False
     # fsdp_cpu_ram_efficient_loading: rank 0 alone loads the weights (host memory at load; no GPU term)
     cpu_ram_efficient_loading: bool = False
+    # DEEPSPEED without a `deepspeed_config_file`: (zero_stage, offload_optimizer_device, offload_param_device)
+    zero: tuple[int, str, str] | None = None
     config: str = ""  # the config file as the line names it
     problem: str = ""  # why the plan is unknown
 
@@ -126,6 +128,8 @@ def accelerate_plan(data: Any, options: dict[str, str | None] | None = None, con
     plan = AcceleratePlan(kind, processes, machines, mixed_precision=mixed_text, config=config)
     if kind == "unknown":
         return plan._replace(problem=f"distributed_type {data.get('distributed_type')!r}")
+    if kind == "deepspeed":
+        return plan._replace(zero=_zero_of(data, options))
     if kind != "fsdp":
         return plan
     fsdp = _fsdp_values(data, options)
@@ -143,3 +147,46 @@ def accelerate_plan(data: Any, options: dict[str, str | None] | None = None, con
         activation_checkpointing=_flag(fsdp.get("fsdp_activation_checkpointing", False)) is True,
         cpu_ram_efficient_loading=_flag(fsdp.get("fsdp_cpu_ram_efficient_loading", False)) is True,
     )
+
+
+def _zero_of(data: dict[str, Any], options: dict[str, str | None]) -> tuple[int, str, str] | None:
+    """accelerate's DeepSpeed plugin without a JSON of its own: `deepspeed_config`'s `zero_stage` (2 by default),
+    `offload_optimizer_device` and `offload_param_device` ("none"), the line's `--zero_stage` ... over them. None:
+    a `deepspeed_config_file` (not read) or a value the plugin would not take."""
+    block = data.get("deepspeed_config")
+    block = block if isinstance(block, dict) else {}
+    if block.get("deepspeed_config_file") or options.get("--deepspeed_config_file"):
+        return None
+
+    def value(key: str, default: Any) -> Any:
+        given = options.get(f"--{key}")
+        return given if given is not None else block.get(key, default)
+
+    raw = value("zero_stage", 2)
+    stage = raw if isinstance(raw, int) and not isinstance(raw, bool) else integer(raw, strip=True)
+    devices = [str(value(k, "none")).strip().lower() for k in ("offload_optimizer_device", "offload_param_device")]
+    if stage not in (0, 1, 2, 3) or any(d not in ("none", "cpu", "nvme") for d in devices):
+        return None
+    return stage, devices[0], devices[1]
+
+
+def plugin_deepspeed(plan: AcceleratePlan, fp16: bool, bf16: bool) -> dict[str, Any] | None:
+    """The DeepSpeed config accelerate's plugin builds from the accelerate config (accelerate 1.11
+    `DeepSpeedPlugin.__post_init__`: batch sizes "auto", the ZeRO stage and offload devices; `set_mixed_precision`
+    adds the Trainer's precision, `fp16` / `bf16` when set, else the config's `mixed_precision`); None where the plan
+    names no such plugin."""
+    if plan.kind != "deepspeed" or plan.zero is None:
+        return None
+    stage, optimizer_device, param_device = plan.zero
+    mixed = "fp16" if fp16 else "bf16" if bf16 else (plan.mixed_precision or "no")
+    return {
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "zero_optimization": {
+            "stage": stage,
+            "offload_optimizer": {"device": optimizer_device},
+            "offload_param": {"device": param_device},
+        },
+        "fp16": {"enabled": mixed == "fp16"},
+        "bf16": {"enabled": mixed in ("bf16", "fp8")},
+    }

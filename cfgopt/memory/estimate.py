@@ -261,7 +261,7 @@ def _launch_kind(
         return None
     if distributed.kind == "deepspeed":
         if deepspeed is None:
-            unmodelled.append(f"accelerate's DeepSpeed plugin{where} (give the JSON as `deepspeed:`)")
+            unmodelled.append(f"accelerate's DeepSpeed plugin{where} with a deepspeed_config_file (not read)")
         return None
     if deepspeed is not None:
         unmodelled.append(f"{distributed.kind.upper()}{where} with a DeepSpeed JSON")
