@@ -43,10 +43,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=None, help="write a length histogram (PNG; needs matplotlib)")
 
 
-def _text(est, best: int, config_path: Path, ds_path: str | None, target, where: str) -> str:
+def _deepspeed_path(job, ds, ref) -> str | None:
+    """Where the DeepSpeed config comes from: the JSON `deepspeed` names, "inline", or the accelerate config whose
+    DeepSpeed plugin builds it."""
+    if ds is None:
+        return None
+    if isinstance(ref, dict):
+        return "inline"
+    if ref:
+        return str(job.deepspeed_source.document.path)
+    return f"accelerate's DeepSpeed plugin, {job.distributed.config}"
+
+
+def _distributed(plan, est) -> str | None:
+    """The accelerate plan the estimate counted (`FSDP FULL_SHARD over 8 GPU(s) (fsdp.yaml)`), None for none."""
+    if plan is None or plan.kind not in ("fsdp", "ddp") or est.zero_stage is not None:
+        return None
+    return plan.describe(est.gpus)
+
+
+def _text(
+    est, best: int, config_path: Path, ds_path: str | None, target, where: str, distributed: str | None = None
+) -> str:
     from cfgopt.memory.estimate import HEADROOM
 
     zero = "no DeepSpeed" if est.zero_stage is None else f"ZeRO-{est.zero_stage} ({shown(str(ds_path))})"
+    zero = f"{distributed}, {zero}" if distributed else zero
     lines = [
         f"{shown(str(config_path))}: {shown(est.model)}, {est.finetuning_type} ({shown(est.stage)}), "
         f"{est.gpus} x {target.name} ({target.memory_gib:g} GiB each; {where}), {zero}",
@@ -142,9 +164,9 @@ def run(args: argparse.Namespace) -> int:
             "(weights, gradients, optimizer states, activations); give the training YAML\n"
         )
         return 2
-    _, ds = job.deepspeed
+    _, ds = job.memory_deepspeed
     ref = job.data.get("deepspeed")
-    ds_path = None if ds is None else ("inline" if isinstance(ref, dict) else str(job.deepspeed_source.document.path))
+    ds_path = _deepspeed_path(job, ds, ref)
     if job.shape is None:
         sys.stderr.write(
             f"cfgopt estimate: unknown model {shown(repr(job.value('model_name_or_path')))}: no estimate "
@@ -162,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
 
     data = estimate_data.data_of(job)
     fill = args.fill if args.fill is not None else job.data_fill()
-    est = memory.estimate(config, job.shape, target, gpus, ds, fill=fill)
-    best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=fill)
+    plan = job.distributed  # `accelerate launch --config_file fsdp.yaml ...`: FSDP or DDP (docs/memory.md)
+    est = memory.estimate(config, job.shape, target, gpus, ds, fill=fill, distributed=plan)
+    best = memory.max_micro_batch(config, job.shape, target, gpus, ds, fill=fill, distributed=plan)
     if args.plot is not None and not estimate_data.plot(data, job, args.plot):
         return 2
     from cfgopt.lint.report import tolerant
@@ -171,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     tolerant(sys.stdout)  # a model folder's name in a latin-1 terminal: an escape, not a UnicodeEncodeError
     if args.format == "json":
         out = {"config": str(args.config), "deepspeed": ds_path, "target": target.name, "target_source": where}
+        out["distributed"] = _distributed(plan, est)
         out.update(est.as_dict())
         out["max_micro_batch"] = best
         out["headroom"] = memory.HEADROOM
@@ -178,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         out["data"] = estimate_data.as_dict(data, job, fill)
         print(json.dumps(out, indent=2))
     else:
-        print(_text(est, best, args.config, ds_path, target, where))
+        print(_text(est, best, args.config, ds_path, target, where, _distributed(plan, est)))
         # each line escaped whole: a `dataset_dir` or dataset name with ESC or \n stays on its line
         lines = estimate_data.lines(data, job, fill, full=args.data, given=args.fill is not None)
         print("\n".join(map(shown, lines)))

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cfgopt.job.environment import Environment
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema
+    from cfgopt.knowledge.accelerate_plan import AcceleratePlan
     from cfgopt.knowledge.model_shapes import ModelShape
     from cfgopt.knowledge.targets import Target
     from cfgopt.memory import estimate as memory
@@ -383,6 +384,25 @@ class Job:
         _, ds = self.deepspeed
         return deepspeed_plan(ds, self.values()).stage if ds is not None else None
 
+    @property
+    def memory_deepspeed(self) -> tuple[bool, dict[str, Any] | None]:
+        """The DeepSpeed config the run uses, as `deepspeed` gives it; without a `deepspeed` key, the one accelerate's
+        DeepSpeed plugin builds from the accelerate config the launch line names (`distributed_type: DEEPSPEED`,
+        `cfgopt.knowledge.accelerate_plan.plugin_deepspeed`). Memory only: the DeepSpeed rules judge a JSON."""
+        known, ds = self.deepspeed
+        plan = self.distributed
+        if ds is not None or not known or plan is None:
+            return known, ds
+        from cfgopt.knowledge.accelerate_plan import plugin_deepspeed
+
+        return True, plugin_deepspeed(plan, bool(self.value("fp16")), bool(self.value("bf16")))
+
+    @property
+    def distributed(self) -> AcceleratePlan | None:
+        """How `accelerate launch --config_file X.yaml` runs the job (FSDP, DDP; `cfgopt.knowledge.accelerate_plan`),
+        from the line that launches it (for a YAML: the one plan all its launches share); None: no such line."""
+        return self.source.command.get("accelerate") if self.source.command else None
+
     # -- hardware and environment ------------------------------------------------------------------
     def hardware(self, unstated: int) -> Hardware:
         """The target and GPU count: `--gpus` (or the project config) first, else the count a script's launch
@@ -473,7 +493,7 @@ class Job:
         if not target.memory_gib or not self.training:
             return None
         if deepspeed is _MISSING:
-            known, deepspeed = self.deepspeed
+            known, deepspeed = self.memory_deepspeed
             if not known:
                 return None
         values = self.values(**changes)
@@ -481,12 +501,13 @@ class Job:
             # without flash-attn `fa2` runs SDPA (LLaMA-Factory falls back): neat packing's 4D mask is then held
             values = {**values, "flash_attn": "sdpa"}
         fill = self.data_fill(values) if fill is None else fill
-        key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{sorted(changes.items())!r}"
+        distributed = self.distributed
+        key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{distributed!r}:{sorted(changes.items())!r}"
         if key in self.memo:
             return self.memo[key]
         est = None
         if self.shape is not None:
-            est = _shared_estimate(values, self.shape, target, gpus, deepspeed, fill)
+            est = _shared_estimate(values, self.shape, target, gpus, deepspeed, fill, distributed)
             # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
             if est.unmodelled or est.approximate or (deepspeed is not None and est.zero_stage is None):
                 est = None
@@ -547,16 +568,18 @@ _SHARED: dict[tuple, dict[tuple[str, ...], dict[tuple[str, ...], Any]]] = {}
 _SHARED_MAX = 65536
 
 
-def _shared_estimate(values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any) -> Any:
+def _shared_estimate(
+    values: dict[str, Any], shape: Any, target: Any, gpus: int, deepspeed: Any, fill: Any, distributed: Any = None
+) -> Any:
     from cfgopt.memory import estimate as memory  # only where an estimate can be made: most lint runs never load it
 
-    by_keys = _SHARED.setdefault((shape, id(target), gpus, memo_text(deepspeed), fill), {})
+    by_keys = _SHARED.setdefault((shape, id(target), gpus, memo_text(deepspeed), fill, distributed), {})
     for keys, found in by_keys.items():
         est = found.get(_signature(values, keys))
         if est is not None:
             return est
     recording = _ReadKeys(values)
-    est = memory.estimate(recording, shape, target, gpus, deepspeed, fill=fill)
+    est = memory.estimate(recording, shape, target, gpus, deepspeed, fill=fill, distributed=distributed)
     if recording.read is not None and sum(len(f) for f in by_keys.values()) < _SHARED_MAX:
         keys = tuple(sorted(map(str, recording.read)))
         by_keys.setdefault(keys, {})[_signature(values, keys)] = est

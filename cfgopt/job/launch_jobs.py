@@ -15,6 +15,7 @@ import posixpath
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.text.source import Kind, Source
 
 if TYPE_CHECKING:
@@ -85,6 +86,44 @@ def launched_gpus(sources: list[Source]) -> None:
         counts = {c[0] if c else None for c in counts}
         if len(counts) == 1 and None not in counts:
             src.command["launcher_gpus"] = lines[0].command["launcher_gpus"]
+
+
+_CONFIG_FILE = ("--config_file", "--config-file")
+
+
+def accelerate_config(line: Source) -> tuple[bool, str | None]:
+    """(does the line name an accelerate config file, its path as written or None where known only at run time).
+    accelerate's default config (~/.cache/huggingface/accelerate/default_config.yaml) is never read: it is the
+    machine's, not the job's."""
+    options = line.command.get("launcher_options") or {}
+    for option in _CONFIG_FILE:
+        if option in options:
+            return True, options[option]
+    return False, None
+
+
+def with_accelerate_plan(line: Source, plan: AcceleratePlan) -> None:
+    """The line's job runs as its accelerate config says (`Job.distributed`); its GPU count, where the line states
+    none (`--num_processes`), is the config's `num_processes` (every machine's processes together)."""
+    line.command["accelerate"] = plan
+    if line.command.get("launcher_gpus") is None and plan.processes:
+        where = f"`num_processes: {plan.processes}` in {posixpath.basename(plan.config) or plan.config}"
+        line.command["launcher_gpus"] = (plan.processes, where)
+
+
+def launched_plans(sources: list[Source]) -> None:
+    """A YAML launched by lines that all run it under one accelerate plan is judged with it; launched under several
+    (an FSDP line and a DDP line), its own memory is no one job's: the plan is unknown and each line judges its
+    own job (the memory rules report at the lines)."""
+    for src in sources:
+        lines = src.command.get("launched_by") if src.kind != Kind.LF_CLI else None
+        if not lines:
+            continue
+        plans = {line.command.get("accelerate") for line in lines}
+        if len(plans) == 1 and None not in plans:
+            src.command["accelerate"] = lines[0].command["accelerate"]
+        elif len(plans) > 1 and plans != {None}:
+            src.command["accelerate"] = AcceleratePlan("unknown", problem="its launches run it under different plans")
 
 
 def gpus_by_file(sources: list[Source]) -> dict[Path, tuple[int, str]]:

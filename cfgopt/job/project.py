@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from cfgopt.job import launch_jobs
 from cfgopt.job.settings import PerFileSettings, Settings, per_file
 from cfgopt.knowledge import schema
+from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
 from cfgopt.loaders import discovery
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
@@ -250,7 +251,10 @@ class Project:
         for src in list(self.sources):
             if src.kind == Kind.LF_CLI and src.command.get("yaml"):
                 self._link_launch(src)
+            if src.kind == Kind.LF_CLI:
+                self._link_accelerate(src)
         launch_jobs.launched_gpus(self.sources)
+        launch_jobs.launched_plans(self.sources)
         self._note_launched_gpus()
         for src in list(self.sources):
             if not src.kind.is_llamafactory or src.error is not None or not isinstance(src.data, dict):
@@ -287,6 +291,36 @@ class Project:
         for new in self._by_path.get(real_path(found), []):
             self.context(new)
         launch_jobs.attach(src, self._by_path.get(real_path(found), []))
+
+    def _link_accelerate(self, src: Source) -> None:
+        """`accelerate launch --config_file X.yaml`: X read (looked for as the YAML the line names is) and its plan
+        given to the line's job (`launch_jobs.with_accelerate_plan`); one not found, not read or not a mapping is an
+        unknown plan (the memory estimate then leaves the job out, and says why)."""
+        named, ref = launch_jobs.accelerate_config(src)
+        if not named:
+            return
+        options = src.command.get("launcher_options") or {}
+        if ref is None:
+            plan = AcceleratePlan("unknown", problem="its path is known only at run time")
+        elif "$" in options:  # `accelerate launch $ARGS --config_file x.yaml`: the expansion may override it
+            plan = AcceleratePlan("unknown", config=ref, problem="an expansion among accelerate's options")
+        else:
+            plan = self._read_accelerate(src, ref, options)
+        launch_jobs.with_accelerate_plan(src, plan)
+
+    def _read_accelerate(self, src: Source, ref: str, options: dict[str, str | None]) -> AcceleratePlan:
+        found, _ = resolve_reference(ref, src.document.path)
+        if found is None:
+            return AcceleratePlan("unknown", config=ref, problem="not found")
+        if not self._may_read(found, src, ref):
+            return AcceleratePlan("unknown", config=ref, problem="outside the project")
+        try:
+            loaded = load_yaml(self.read_document(found))
+        except (DocumentError, OSError) as exc:
+            return AcceleratePlan("unknown", config=ref, problem=f"not readable ({exc})")
+        if loaded.error is not None:
+            return AcceleratePlan("unknown", config=ref, problem=loaded.error.message)
+        return accelerate_plan(loaded.data, options, ref)
 
     def _link_deepspeed(self, src: Source, ref: str) -> None:
         ctx = self.context(src)

@@ -857,6 +857,9 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         "env": {name: (w.text.partition("=")[2] if w.literal else None) for name, w in env.items()},
         "argparse_errors": [],
         "trainer": launch.trainer,
+        # accelerate's own options (`--config_file`, `--use_fsdp`, `--fsdp_*`): the value's text, None where known
+        # only at run time; the engine reads the config file they name (`cfgopt.job.launch_jobs.accelerate_config`)
+        "launcher_options": _accelerate_options(launch),
         "launch_errors": [],  # (start, end, message, replacement or None): the line stops before training (LF044)
         "unknown": [],  # spans of values known only at run time: no finding is about them
     }
@@ -877,6 +880,12 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         value.setdefault("do_train", True)
     source.root = Node(value=value, start=launch.name.start, end=end, entries=entries)
     return source
+
+
+def _accelerate_options(launch: Launch) -> dict[str, str | None]:
+    if launch.kind != "accelerate":
+        return {}
+    return {name: (word.text if word.literal else None) for name, word in launch.options.items()}
 
 
 def _arguments(source: Source, args: list[Word], fields) -> tuple[list[Entry], dict[str, object]]:

@@ -20,9 +20,10 @@ path can use it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfgopt.knowledge import methods
+from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan, deepspeed_plan
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.knowledge.targets import MAX_GPUS, Target
@@ -40,6 +41,7 @@ from cfgopt.memory.buffers import autocast_copies, engine_fp16, held_buffers, ze
 from cfgopt.memory.config_values import attention_of, get, gradient_checkpointing_on, short_repr
 from cfgopt.memory.method import Method, largest_trainable, method_of
 from cfgopt.memory.result import HEADROOM, MemoryEstimate
+from cfgopt.memory.sharding import ddp_buckets, fsdp_buffers, fsdp_states, mixed_precision
 from cfgopt.memory.states import States, late_embedding_gradient, model_states, quantization_bits
 
 __all__ = [
@@ -103,10 +105,12 @@ def estimate(
     deepspeed: dict[str, Any] | None,
     *,
     fill: float | None = None,
+    distributed: AcceleratePlan | None = None,
 ) -> MemoryEstimate:
     """Peak memory per GPU of the training run `config` (a LLaMA-Factory config as a dict) on `gpus` GPUs of
     `target`, with the DeepSpeed JSON `deepspeed` (a dict) or None. `fill`: the share of `cutoff_len` the peak
-    micro-batch's sequences reach without packing (default 1.0: the longest batch is padded to cutoff_len)."""
+    micro-batch's sequences reach without packing (default 1.0: the longest batch is padded to cutoff_len).
+    `distributed`: the accelerate config the launch line names (FSDP, DDP; `cfgopt.memory.sharding`), or None."""
     notes: list[str] = []
     unmodelled = _unmodelled_features(config)
     gpus = max(1, int(gpus or 1))
@@ -120,31 +124,29 @@ def estimate(
     attention = _attention_implementation(config, shape, notes)
     liger = bool(get(config, "enable_liger_kernel"))
     fused_loss = liger and methods.liger_fuses_loss(stage)  # rm/dpo/kto/ppo: Liger without its fused loss
-    half = bool(get(config, "pure_bf16")) or bool(get(config, "bf16")) or bool(get(config, "fp16"))
     bits = quantization_bits(config) if ftype in ("lora", "oft") else None
-    plan = deepspeed_plan(deepspeed, config)
-    if not plan.known:
-        unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
-    zero = plan.stage
-
+    run = _run_of(config, deepspeed, distributed, bits, gpus, gc, unmodelled, notes)
+    plan, zero, half, cast = run.deepspeed, run.deepspeed.stage, run.half, run.cast
     method = method_of(config, shape, ftype, notes)
-    states = model_states(shape, method, ftype, plan, config, gpus, bits, unmodelled, notes)
+    states = _states(shape, method, ftype, run, config, gpus, bits, unmodelled, notes)
     L = shape.num_hidden_layers
     per_layer, activations, recompute = activation_bytes(
-        config, shape, method, ftype, zero, tokens, gc, liger, half, fused_loss
+        config, shape, method, ftype, cast, tokens, gc, liger, half, fused_loss
     )
-    logits = logits_bytes(shape, tokens, fused_loss, method.lm_head_trained, zero, stage)
+    logits = logits_bytes(shape, tokens, fused_loss, method.lm_head_trained, cast, stage)
     attention_bytes = attention_scores_bytes(shape, attention, seqs, seq, 0 if gc else (L - method.first_active), notes)
     trainable = min(method.trainable, shape.num_parameters)
     buffers = held_buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
     buffers += zero3_buffers(config, deepspeed, plan, gpus, trainable, largest_trainable(shape, method, ftype))
     approximate: list[str] = []
     buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
-    casts = autocast_copies(config, ftype, zero, gc, half, batch, trainable)
+    casts = autocast_copies(config, ftype, cast, gc, half, batch, trainable)
     buffers += casts
+    buffers += _launch_buffers(shape, method, run, config, batch, gpus, states)
     late = late_embedding_gradient(shape, ftype, method, states, batch)
     uncalibrated = _uncalibrated(config, shape, target, gpus, ftype, stage, plan, bits, attention, half)
     uncalibrated += _narrowly_measured(config, deepspeed, zero, casts)
+    uncalibrated += _launch_uncalibrated(run.launch, distributed, stage, gpus)
     activity = Activity(per_layer, activations, recompute, logits, attention_bytes)
     return MemoryEstimate(
         model=shape.name,
@@ -175,6 +177,112 @@ def estimate(
         uncalibrated=uncalibrated,
         approximate=approximate,
     )
+
+
+class _Run(NamedTuple):
+    """How the run is spread and cast: its DeepSpeed plan, the accelerate launch counted ("fsdp", "ddp" or None)
+    and its FSDP plan, whether it trains in 16 bits, and the ZeRO stage whose arithmetic the activations follow
+    (FSDP's mixed precision casts the module's parameters to 16 bits as the DeepSpeed engine does: stage 0's
+    arithmetic for the activations, the lm_head's gradient and autocast's copies)."""
+
+    deepspeed: DeepSpeedPlan
+    launch: str | None
+    fsdp: AcceleratePlan | None
+    half: bool
+    cast: int | None
+
+
+def _run_of(
+    config: dict[str, Any],
+    deepspeed: dict[str, Any] | None,
+    distributed: AcceleratePlan | None,
+    bits: int | None,
+    gpus: int,
+    gc: bool,
+    unmodelled: list[str],
+    notes: list[str],
+) -> _Run:
+    plan = deepspeed_plan(deepspeed, config)
+    if not plan.known:
+        unmodelled.append("DeepSpeed ZeRO stage not a literal 0-3")
+    half = bool(get(config, "pure_bf16")) or bool(get(config, "bf16")) or bool(get(config, "fp16"))
+    launch = _launch_kind(distributed, deepspeed, bits, gpus, unmodelled, notes)
+    fsdp = distributed if launch == "fsdp" else None
+    if fsdp is None:
+        return _Run(plan, launch, None, half, plan.stage)
+    if fsdp.activation_checkpointing and not gc:
+        unmodelled.append("FSDP's activation checkpointing (fsdp_activation_checkpointing) without LLaMA-Factory's")
+    half = mixed_precision(fsdp, config) != "no"
+    return _Run(plan, launch, fsdp, half, 0 if half else plan.stage)
+
+
+def _states(
+    shape: ModelShape,
+    method: Method,
+    ftype: str,
+    run: _Run,
+    config: dict[str, Any],
+    gpus: int,
+    bits: int | None,
+    unmodelled: list[str],
+    notes: list[str],
+) -> States:
+    """The model states: sharded by FSDP where the accelerate config says so, else by ZeRO (or whole)."""
+    if run.fsdp is not None:
+        return fsdp_states(shape, method, ftype, run.fsdp, config, gpus, unmodelled, notes)
+    return model_states(shape, method, ftype, run.deepspeed, config, gpus, bits, unmodelled, notes)
+
+
+def _launch_buffers(
+    shape: ModelShape, method: Method, run: _Run, config: dict[str, Any], batch: Batch, gpus: int, states: States
+) -> list[Component]:
+    """FSDP's gathered units and `no_sync` gradients, or DDP's gradient buckets (`cfgopt.memory.sharding`)."""
+    if run.fsdp is not None:
+        return fsdp_buffers(shape, method, run.fsdp, config, batch, gpus)
+    return ddp_buckets(config, states, gpus) if run.launch == "ddp" else []
+
+
+def _launch_kind(
+    distributed: AcceleratePlan | None,
+    deepspeed: dict[str, Any] | None,
+    bits: int | None,
+    gpus: int,
+    unmodelled: list[str],
+    notes: list[str],
+) -> str | None:
+    """What the accelerate config changes in the count: "fsdp", "ddp" (plain DDP over more than one GPU), or None
+    (one process, or DeepSpeed: the JSON the Trainer's `deepspeed` names is what runs). What the model does not
+    cover goes to `unmodelled`; the plan judged is named in the notes."""
+    if distributed is None or distributed.kind == "single":
+        return None
+    where = f" ({distributed.config})" if distributed.config else ""
+    if distributed.kind == "unknown":
+        unmodelled.append(f"accelerate config{where} not read: {distributed.problem}")
+        return None
+    if distributed.kind == "deepspeed":
+        if deepspeed is None:
+            unmodelled.append(f"accelerate's DeepSpeed plugin{where} with a deepspeed_config_file (not read)")
+        return None
+    if deepspeed is not None:
+        unmodelled.append(f"{distributed.kind.upper()}{where} with a DeepSpeed JSON")
+        return None
+    if distributed.kind == "fsdp" and bits:
+        unmodelled.append(f"a {bits}-bit base under FSDP")
+        return None
+    notes.append(f"launched with {distributed.describe(gpus)}")
+    return distributed.kind if distributed.kind == "fsdp" or gpus > 1 else None
+
+
+def _launch_uncalibrated(launch: str | None, distributed: AcceleratePlan | None, stage: str, gpus: int) -> list[str]:
+    """FSDP and DDP are read from the code: no measured run covers them."""
+    if launch == "fsdp" and distributed is not None:
+        out = [f"FSDP {distributed.sharding} (read from accelerate's and torch's code, not measured)"]
+        if stage not in ("sft", "pt"):
+            out.append(f"stage {stage} under FSDP (a reference or reward model counted unsharded)")
+        return out
+    if launch == "ddp" and gpus > 1:
+        return ["DDP's gradient buckets (read from torch's code, not measured)"]
+    return []
 
 
 def _stage_components(
@@ -229,8 +337,12 @@ def _components(
     `late_embedding`, the input embedding's gradient where the backward makes it last, only at the step."""
     grads_phases: tuple[str, ...] = (STATES,)
     if states.gradients_transient:
-        held = batch.accumulation > 1 and states.zero is None
+        held = batch.accumulation > 1 and states.zero is None and not states.sharded_gradients
         grads_phases = (("loss",) if held else ()) + ("backward", "step")
+        if states.sharded_gradients and batch.accumulation > 1:
+            # FSDP: the last micro-batch's backward turns the `no_sync` gradients into shards, one unit at a time;
+            # at its start the unsharded ones are all there and no shard yet (`memory.sharding.fsdp_buffers`)
+            grads_phases = ("step",)
     trainable = states.trainable
     activations = (
         f"{GC_BOUNDARY_BYTES * shape.hidden_size:,.0f} B/token/layer kept (GC on)"
@@ -338,12 +450,14 @@ def max_micro_batch(
     headroom: float = HEADROOM,
     fill: float | None = None,
     limit: int = 4096,
+    distributed: AcceleratePlan | None = None,
 ) -> int:
     """The largest `per_device_train_batch_size` whose estimate fits `headroom` of the target's memory
     (0 when not even 1 fits). Memory grows with the micro-batch, so a binary search finds it."""
 
     def fits(b: int) -> bool:
-        est = estimate(with_changes(config, per_device_train_batch_size=b), shape, target, gpus, deepspeed, fill=fill)
+        changed = with_changes(config, per_device_train_batch_size=b)
+        est = estimate(changed, shape, target, gpus, deepspeed, fill=fill, distributed=distributed)
         return est.fits_with_headroom(headroom)
 
     if not target.memory_gib or not fits(1):

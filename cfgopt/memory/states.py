@@ -51,7 +51,7 @@ def quantization_bits(config: dict[str, Any]) -> int | None:
     return None
 
 
-def _optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[float, bool]:
+def optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[float, bool]:
     """Optimizer state bytes per trainable parameter, and whether the optimizer is modelled at all."""
     name = str(optim or "adamw_torch")
     if any(k in name for k in ("galore", "apollo", "lomo")):
@@ -81,6 +81,9 @@ class States(NamedTuple):
     gradients_transient: bool  # gradients exist only from backward to the step (full/freeze)
     zero: int | None  # the ZeRO stage, None without DeepSpeed
     trainable: int
+    # FSDP: the gradients are shards, made at the last micro-batch's backward (`memory.sharding`): not held from
+    # earlier micro-batches at the loss (its `no_sync` gradients are their own component)
+    sharded_gradients: bool = False
 
 
 def model_states(
@@ -101,7 +104,7 @@ def model_states(
     pure_bf16 = bool(get(config, "pure_bf16"))
     half = pure_bf16 or bool(get(config, "bf16")) or bool(get(config, "fp16"))
     # DeepSpeed keeps its optimizer states in fp32 whatever the trainer's precision.
-    opt_bytes, opt_known = _optimizer_bytes(get(config, "optim"), pure_bf16 and zero is None, notes)
+    opt_bytes, opt_known = optimizer_bytes(get(config, "optim"), pure_bf16 and zero is None, notes)
     if not opt_known:
         unmodelled.append(f"optimizer {get(config, 'optim')}")
     step = 0.0
@@ -163,7 +166,7 @@ def _optimizer_on_gpu(
     notes: list[str],
 ) -> tuple[float, float]:
     """The optimizer states on the GPU and those paged out (bitsandbytes' paged optimizers), in bytes
-    (`state_bytes`: per trainable parameter, as `_optimizer_bytes` counts them)."""
+    (`state_bytes`: per trainable parameter, as `optimizer_bytes` counts them)."""
     name = str(get(config, "optim") or "")
     if zero is None and is_bnb_optimizer(name) and "8bit" in name and (ftype == "full" or method.embedding_trained):
         # The Trainer registers every nn.Embedding for 32-bit states under a bitsandbytes 8-bit optimizer
@@ -210,6 +213,8 @@ def late_embedding_gradient(shape: ModelShape, ftype: str, method: Method, state
     full SFT, 2x1, GC on, 78.1 GiB allocated against 80.1 estimated with it (its 1.96 GiB)."""
     held = batch.accumulation > 1
     trained = ftype == "full" or method.embedding_trained
-    if not states.gradients_transient or states.zero is not None or held or shape.tie_word_embeddings or not trained:
+    if not states.gradients_transient or states.zero is not None or states.sharded_gradients or held:
+        return 0.0
+    if shape.tie_word_embeddings or not trained:
         return 0.0
     return shape.vocab_size * shape.hidden_size * states.gradients / max(states.trainable, 1)

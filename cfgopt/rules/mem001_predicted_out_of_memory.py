@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
-from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, top3
+from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, gpus_stated, top3
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
 
@@ -38,10 +38,13 @@ def what_would_fit(ctx: Context, n: int, est) -> list[str]:
                 host = f", {after.offloaded_gib:.0f} GiB in host memory" if after.offloaded_gib else ""
                 out.append(f"ZeRO-3 with {what} (~{after.required_gib:.0f} GiB per GPU{host}; slower)")
                 break
+    plan = ctx.job.distributed
+    fsdp = plan is not None and plan.kind == "fsdp"  # more GPUs under the job's own FSDP config, not ZeRO-3
     for more in (2 * n, 4 * n, 8 * n, 16 * n, 32 * n):
-        after = ctx.job.estimate(more, deepspeed=deepspeed_template("z3"))
+        after = ctx.job.estimate(more) if fsdp else ctx.job.estimate(more, deepspeed=deepspeed_template("z3"))
         if after is not None and after.verdict == "fits":
-            out.append(f"{more} GPUs with ZeRO-3 (~{after.required_gib:.0f} GiB each)")
+            how = f"under FSDP (`num_processes: {more}`)" if fsdp else "with ZeRO-3"
+            out.append(f"{more} GPUs {how} (~{after.required_gib:.0f} GiB each)")
             break
     return out
 
@@ -65,6 +68,21 @@ def _eight_bit_adamw(ctx: Context, n: int) -> str | None:
     return f"optim: adamw_bnb_8bit without DeepSpeed (~{after.required_gib:.0f} GiB{needs})"
 
 
+def _sharding_remedy(plan, est) -> str | None:
+    """For a job its accelerate config runs under FSDP or DDP (`Job.distributed`): the config's own next step
+    (FULL_SHARD, then `fsdp_offload_params`; DDP to FSDP), None where the config says neither."""
+    if plan is None or est.zero_stage is not None:
+        return None
+    where = f" in {plan.config}" if plan.config else ""
+    if plan.kind == "ddp" and est.gpus > 1:
+        return f"`distributed_type: FSDP` (FULL_SHARD){where} to shard the model states over the GPUs"
+    if plan.kind != "fsdp":
+        return None
+    if plan.sharding != "FULL_SHARD" and est.gpus > 1:
+        return f"FSDP's FULL_SHARD{where} (now {plan.sharding})"
+    return None if plan.offload_params else f"`fsdp_offload_params: true`{where} (slower)"
+
+
 class PredictedOutOfMemory(Rule):
     code = "MEM001"
     name = "predicted-out-of-memory"
@@ -75,19 +93,21 @@ class PredictedOutOfMemory(Rule):
     summary = "The estimated peak memory per GPU exceeds the target's memory, or comes within 10% of it"
     why = (
         "Confidence: likely (calibrated estimate, docs/memory.md). cfgopt's memory model (`cfgopt estimate`) "
-        "adds weights, gradients and optimizer states (partitioned by the ZeRO stage over the GPUs, minus "
-        "offload), activations (with or without gradient checkpointing), the fp32 logits, eager attention "
+        "adds weights, gradients and optimizer states (partitioned by the ZeRO stage over the GPUs, or by FSDP "
+        "as the accelerate config a launch line names says, minus offload; plain DDP adds its gradient "
+        "buckets), activations (with or without gradient checkpointing), the fp32 logits, eager attention "
         "scores and buffers. When even that peak without the allocator margin exceeds the target's memory, the "
         "run will stop with an out-of-memory error at its first full-length batch. Above 90% of the memory the "
         "verdict is 'tight': the estimate's worst calibrated error is 12%, and `estimate`, this rule and tune's "
         "pruning share that one margin (an 8B full fine-tune estimated at 97% of an H200 died of OOM). The "
         "message names the speed plan when one fits, then the "
         "largest parts and the first change that makes it fit: gradient checkpointing back on, a smaller "
-        "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload; when no "
+        "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload (for an "
+        "accelerate launch: FSDP's FULL_SHARD, then `fsdp_offload_params`); when no "
         "setting of the job's own fits, what would, each with its estimate: a shorter cutoff_len, 8-bit AdamW "
         "(bitsandbytes) for a full fine-tune, ZeRO-3 with the optimizer offloaded to the CPU, else with the "
         "parameters too (and the host memory that takes), or the "
-        "GPU count at which ZeRO-3 fits. Only for "
+        "GPU count at which ZeRO-3 fits (an FSDP job: its own FSDP config). Only for "
         "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
         "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
     )
@@ -135,16 +155,16 @@ class PredictedOutOfMemory(Rule):
                 break
         if not est.liger and est.logits_gib > 0.15 * est.peak_allocated_gib:
             remedies.append(f"`enable_liger_kernel: true` (fused loss saves ~{est.logits_gib:.0f} GiB of logits)")
-        if est.zero_stage != 3 and est.gpus > 1:
-            remedies.append(
-                "ZeRO-3 to shard the model states over the GPUs"
-                + (" (FSDP from an accelerate config is invisible to cfgopt)" if est.zero_stage is None else "")
-            )
+        sharding = _sharding_remedy(ctx.job.distributed, est)
+        if sharding:
+            remedies.append(sharding)
+        elif est.zero_stage != 3 and est.gpus > 1:
+            remedies.append("ZeRO-3 to shard the model states over the GPUs")
         elif est.zero_stage == 3 and not est.offloaded_gib:
             remedies.append("ZeRO offload of the optimizer states")
         if plan is None or not plan.changed:  # nothing the plan can set fits: say what would, with its estimate
             remedies = what_would_fit(ctx, n, est) + remedies
-        assumed = "" if ctx.settings.gpus else " (assumed; --gpus)"
+        assumed = "" if gpus_stated(ctx) else " (assumed; --gpus)"
         yield report(
             self,
             ctx,

@@ -6,8 +6,9 @@ config.json or the built-in table) on a target with memory, whose DeepSpeed file
 settings the model covers (`MemoryEstimate.unmodelled` empty). Otherwise None, and every memory rule stays
 silent: the real corpus mostly names hub models the table does not hold.
 
-GPU count: `--gpus` when given. Unstated, a rule that warns of out-of-memory assumes a full node of 8 (ZeRO
-shards the most: fewer false alarms) and a rule that spends memory assumes 1 (it then fits on any count).
+GPU count: `--gpus` when given, else the launch line's. Unstated, a rule that warns of out-of-memory assumes a full
+node of 8 (ZeRO shards the most: fewer false alarms) and a rule that spends memory assumes 1 (it then fits on any
+count).
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ from cfgopt.rules.base import Context
 if TYPE_CHECKING:  # the memory model is imported by `Job.estimate`, only where an estimate is sound
     from cfgopt.memory import estimate as memory
 
-__all__ = ["GPUS_IF_UNSTATED_OOM", "GPUS_IF_UNSTATED_SPEND", "estimate_ctx", "gpus", "top3"]
+__all__ = ["GPUS_IF_UNSTATED_OOM", "GPUS_IF_UNSTATED_SPEND", "estimate_ctx", "gpus", "gpus_stated", "top3"]
 
 
 def gpus(ctx: Context, unstated: int) -> int:
-    return ctx.settings.gpus if ctx.settings.gpus else unstated
+    """The job's GPU count (`Job.hardware`): `--gpus`, else its launch line's (`num_processes` of the accelerate
+    config, `--nproc_per_node`, `NPROC_PER_NODE=8`), else `unstated`."""
+    return ctx.job.hardware(unstated).gpus
+
+
+def gpus_stated(ctx: Context) -> bool:
+    """Was the GPU count stated (`--gpus`, the project config or the launch line), not assumed?"""
+    return ctx.job.hardware(0).gpus_stated
 
 
 def estimate_ctx(ctx: Context, n_gpus: int, **changes: Any) -> memory.MemoryEstimate | None:
