@@ -5,29 +5,9 @@ other platform, a job that stops at start-up)."""
 
 from __future__ import annotations
 
-import re
-
 from cfgopt.knowledge.versions import VersionRange
-from cfgopt.text.patterns import lazy
-
-_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
-_EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
-# PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
-_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
-
-
-def platform_of_build(text: str) -> str:
-    """ "cuda" / "rocm" for a local version (`+cu121`, `+rocm6.2`) or a PyTorch index URL, else ""."""
-    found = _LOCAL.search(text) or _INDEX.search(text)
-    if found is None:
-        return ""
-    return "rocm" if found.group(1).lower().startswith("rocm") else "cuda"
-
-
-def exact_version(spec: str) -> str | None:
-    """`==2.5.1+cu121` / `2.5.1` (poetry) / a lock's `==4.46.0` -> the public version; None for a range."""
-    match = _EXACT.match(spec.strip())
-    return match.group(1) if match else None
+from cfgopt.text.requirements import exact_version as exact_version
+from cfgopt.text.requirements import platform_of_build as platform_of_build
 
 
 def flash_attn_not_for_rocm(spec: str) -> bool:

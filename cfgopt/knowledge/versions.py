@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from functools import cache
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions, version_key
+from cfgopt.text.requirements import _PEP440, _clause_admits, _normalise
+from cfgopt.text.requirements import parse_spec as parse_spec
 from cfgopt.text.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
@@ -64,10 +65,6 @@ def installed_version(package: str) -> str | None:
     return None
 
 
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
 def _metadata_version(folder: str) -> str | None:
     for meta in ("METADATA", "PKG-INFO"):
         # sys.path may hold the current folder, so this may be any file of the repository being linted: a
@@ -94,15 +91,6 @@ def _series(package: str, version: str) -> tuple[int, ...]:
     return (*version_key(version), 0, 0, 0)[:depth]
 
 
-# A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
-_PEP440 = re.compile(
-    r"^v?(?P<release>\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
-    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
-    r"(?:[-_.]?(?P<dev>dev)[-_.]?\d*)?"
-    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
-    re.IGNORECASE,
-)
 EXAMPLES = {
     "llamafactory": ("0.9", ">=0.9.3,<0.9.6"),
     "deepspeed": ("0.16", ">=0.16,<0.20"),
@@ -213,53 +201,6 @@ def snap_version(package: str, installed: str) -> str:
 
 
 # --------------------------------------------------------------------------- version ranges
-
-_CLAUSE = re.compile(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
-_PAD = 4
-
-
-def _padded(version: str) -> tuple[int, ...]:
-    key = tuple(version_key(version.rstrip(".*")))
-    return (key + (0,) * _PAD)[:_PAD]
-
-
-def _clause_admits(op: str, bound: str, version: str) -> bool:
-    v, w = _padded(version), _padded(bound)
-    wild = bound.endswith(".*")
-    width = len(version_key(bound.rstrip(".*")))
-    if op in ("==", "===", ""):
-        return v[:width] == w[:width] if wild else v == w
-    if op == "!=":
-        return v[:width] != w[:width] if wild else v != w
-    if op == ">=":
-        return v >= w
-    if op == "<=":
-        return v <= w
-    if op == ">":
-        return v > w
-    if op == "<":
-        return v < w
-    if op == "~=":  # PEP 440: >= bound, same release up to the last part but one
-        return v >= w and v[: max(width - 1, 1)] == w[: max(width - 1, 1)]
-    if op == "~":  # poetry: ~0.16.4 = >=0.16.4,<0.17
-        return v >= w and v[: min(width, 2)] == w[: min(width, 2)]
-    if op == "^":  # poetry: first non-zero part fixed (^0.16.4 = >=0.16.4,<0.17)
-        lead = next((i for i, part in enumerate(w[:width]) if part), width - 1)
-        return v >= w and v[: lead + 1] == w[: lead + 1]
-    return False
-
-
-def parse_spec(spec: str) -> list[tuple[str, str]]:
-    """`">=0.16,<0.20"` -> [(">=", "0.16"), ("<", "0.20")]; `"*"` / `""` -> [] (any); ValueError if unreadable."""
-    clauses: list[tuple[str, str]] = []
-    for raw in spec.replace(" ", "").split(","):
-        if raw in ("", "*"):
-            continue
-        match = _CLAUSE.match(raw)
-        if match is None:
-            raise ValueError(f"not a version specifier: {raw!r}")
-        clauses.append((match.group(1) or "==", match.group(2)))
-    return clauses
 
 
 def is_range(value: str) -> bool:
