@@ -27,14 +27,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cfgopt.knowledge import pins
-from cfgopt.knowledge.requirement_pins import (
-    CHECKED,
-    admitted,
-    exact_version,
-    flash_attn_not_for_rocm,
-    platform_of_build,
-)
+from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
+from cfgopt.text import requirements as pins
+from cfgopt.text.requirements import exact_version, platform_of_build
 from cfgopt.text.user_files import parse_json, read_text_bounded
 from cfgopt.text.user_text import integer
 

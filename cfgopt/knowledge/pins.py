@@ -6,7 +6,7 @@ A config lives in a repository that says which releases it runs with: `requireme
 (`src/llamafactory/extras/env.py` `VERSION`). `find_pins` walks up from the config's folder to the
 repository root (the folder holding `.git`, else the filesystem root); per package the closest folder that
 states it wins, and inside one folder a lock file (what really installs) beats a manifest. Every file is
-read as text, TOML included (no parser is loaded on the lint path; see `_POETRY`).
+read as text, TOML included, by `cfgopt.text.requirements` (no parser is loaded on the lint path).
 """
 
 from __future__ import annotations
@@ -17,31 +17,25 @@ from pathlib import Path
 
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.text.requirements import (
-    _LF_VERSION,
-    _LOCKED,
-    _POETRY,
-    _QUOTED,
-    _REQUIREMENT,
-    _blank_comments,
-    _normalise,
+    Pin,
+    line_pins,
+    lock_pins,
+    normalise,
+    poetry_pins,
     requirement_lines,
-    requirement_of,
+    source_version,
+    string_pins,
 )
-from cfgopt.text.requirements import POETRY_PACKAGES as POETRY_PACKAGES
-from cfgopt.text.requirements import REQUIREMENT_FILES as REQUIREMENT_FILES
-from cfgopt.text.requirements import Pin as Pin
-from cfgopt.text.requirements import is_requirement_file as is_requirement_file
-from cfgopt.text.requirements import logical_lines as logical_lines
-from cfgopt.text.requirements import requirement_pins as requirement_pins
 from cfgopt.text.user_files import read_text_bounded
 
 # distribution names as pip normalises them (LLaMA-Factory was published as `llmtuner` before 0.6)
 NAMES = {"deepspeed": ("deepspeed",), "llamafactory": ("llamafactory", "llama_factory")}
+_NAMED = frozenset(name for names in NAMES.values() for name in names)
 _LF_SOURCE = ("src", "llamafactory", "extras", "env.py")
 
 
 def _package_of(name: str) -> str | None:
-    norm = _normalise(name)
+    norm = normalise(name)
     return next((pkg for pkg, names in NAMES.items() if norm in names), None)
 
 
@@ -54,64 +48,54 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _from_requirement_lines(lines: list[str]) -> dict[str, str]:
+def _first_specs(pins: list[Pin]) -> dict[str, str]:
+    """Per package of NAMES, the specifier of its first pin (a bare name: "", any release)."""
     out: dict[str, str] = {}
-    for line in lines:
-        line = requirement_of(line)
-        if not line or line.startswith(("#", "-", "git+", "http")):
-            continue
-        match = _REQUIREMENT.match(line)
-        if match is None:
-            continue
-        package = _package_of(match.group(1))
+    for pin in pins:
+        package = _package_of(pin.name)
         if package is not None and package not in out:
-            out[package] = match.group(2).strip().rstrip(",")
+            out[package] = pin.spec
     return out
 
 
 def _requirements(path: Path) -> dict[str, str]:
-    return _from_requirement_lines(requirement_lines(path, _read(path), _read))
+    found = line_pins(requirement_lines(path, _read(path), _read))
+    return _first_specs([pin for pin in found if not pin.spec.startswith("@")])  # `name @ url`: no release
+
+
+def _stated(pins: list[Pin]) -> list[Pin]:
+    """A manifest's quoted strings that pin a release (an operator; a bare name or a URL there pins none)."""
+    return [pin for pin in pins if pin.spec and not pin.spec.startswith("@")]
 
 
 def _names_a_package(text: str) -> bool:
-    return any(n in _normalise(text) for names in NAMES.values() for n in names)
+    return any(n in normalise(text) for n in _NAMED)
 
 
 def _pyproject(path: Path) -> dict[str, str]:
     text = _read(path)
     if not _names_a_package(text):
         return {}
-    text = _blank_comments(text)
-    out = _from_requirement_lines(_QUOTED.findall(text))
-    for match in _POETRY.finditer(text):
-        package = _package_of(match.group(1))
-        spec = next((g for g in match.groups()[1:] if g is not None), None)
-        if package is not None and spec is not None and package not in out:
-            out[package] = "" if spec.strip() == "*" else spec.strip()
+    out = _first_specs(_stated(string_pins(text)))
+    for package, spec in _first_specs(poetry_pins(text, _NAMED)).items():
+        out.setdefault(package, "" if spec == "*" else spec)
     return out
 
 
 def _lock(path: Path) -> dict[str, str]:
-    """uv.lock / poetry.lock: `[[package]]` tables, `name` then the exact `version` that installs."""
+    """uv.lock / poetry.lock: the exact version that installs."""
     text = _read(path)
-    if not _names_a_package(text):
-        return {}
-    out: dict[str, str] = {}
-    for name, version in _LOCKED.findall(text):
-        package = _package_of(name)
-        if package is not None and package not in out:
-            out[package] = "==" + version
-    return out
+    return _first_specs(lock_pins(text)) if _names_a_package(text) else {}
 
 
 def _setup_py(path: Path) -> dict[str, str]:
-    return _from_requirement_lines(_QUOTED.findall(_blank_comments(_read(path), "python")))
+    return _first_specs(_stated(string_pins(_read(path), "python")))
 
 
 def _llamafactory_source(folder: Path) -> dict[str, str]:
     """A LLaMA-Factory checkout or fork: its configs run with the LLaMA-Factory in the same tree."""
-    match = _LF_VERSION.search(_read(folder.joinpath(*_LF_SOURCE)))
-    return {"llamafactory": "==" + match.group(1)} if match else {}
+    version = source_version(_read(folder.joinpath(*_LF_SOURCE)))
+    return {"llamafactory": "==" + version} if version else {}
 
 
 # closest first inside one folder: what installs (locks), then what is declared
@@ -193,4 +177,4 @@ def requirement_metadata() -> tuple[str, dict[str, dict[str, dict[str, str]]]]:
 
 def requires(package: str, version: str) -> dict[str, str] | None:
     """What a release requires of other packages (normalised names), or None where the snapshot lacks it."""
-    return requirement_metadata()[1].get(_normalise(package), {}).get(version)
+    return requirement_metadata()[1].get(normalise(package), {}).get(version)

@@ -1,13 +1,12 @@
-"""What a requirement pin says about the node a job runs on: the GPU runtime a build is for, its exact version, and
-the dependency ranges each LLaMA-Factory release checks at start-up or declares. Read by the requirement rules
-(ENV001-ENV003) and by the speed planner, which plans nothing the rules call a failure (a flash-attn build for the
-other platform, a job that stops at start-up)."""
+"""What a requirement pin says about the node a job runs on: whether a flash-attn build is AMD's, and the dependency
+ranges each LLaMA-Factory release checks at start-up or declares (the pins themselves, their builds and exact
+versions are read by `cfgopt.text.requirements`). Read by the requirement rules (ENV001-ENV003) and by the speed
+planner, which plans nothing the rules call a failure (a flash-attn build for the other platform, a job that stops
+at start-up)."""
 
 from __future__ import annotations
 
-from cfgopt.knowledge.versions import VersionRange
-from cfgopt.text.requirements import exact_version as exact_version
-from cfgopt.text.requirements import platform_of_build as platform_of_build
+from cfgopt.text.requirements import platform_of_build, spec_admits
 
 
 def flash_attn_not_for_rocm(spec: str) -> bool:
@@ -89,4 +88,4 @@ DECLARED: dict[str, dict[str, str]] = {
 
 
 def admitted(package: str, spec: str, version: str) -> bool:
-    return VersionRange(package, spec, "").admits(version)
+    return spec_admits(spec, version)

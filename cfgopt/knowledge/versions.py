@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
-from cfgopt.knowledge.schema import newest_version, shipped_versions, version_key
-from cfgopt.text.requirements import _PEP440, _clause_admits, _normalise
-from cfgopt.text.requirements import parse_spec as parse_spec
+from cfgopt.knowledge.schema import newest_version, shipped_versions
+from cfgopt.text.requirements import normalise, parse_spec, pip_version, spec_admits, version_key
 from cfgopt.text.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
@@ -47,7 +46,7 @@ def installed_version(package: str) -> str | None:
     costs about 25 ms, a tenth of a whole lint run; the lookup is the same: the first `<name>-<version>.dist-info`
     (or `.egg-info`) on sys.path whose normalised name matches, its `Version:` header.
     """
-    want = _normalise(package)
+    want = normalise(package)
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
@@ -57,7 +56,7 @@ def installed_version(package: str) -> str | None:
             stem, dot, suffix = name.rpartition(".")
             if suffix not in ("dist-info", "egg-info") or not dot:
                 continue
-            if _normalise(stem.split("-", 1)[0]) != want:
+            if normalise(stem.split("-", 1)[0]) != want:
                 continue
             version = _metadata_version(os.path.join(entry or ".", name))
             if version:
@@ -111,15 +110,15 @@ def _pip_version(package: str, value: str) -> str | None:
 
     `0.9.6.dev0` / `0.9.6rc1` (the development line before 0.9.6): the newest release before it, never 0.9.6
     itself; `0.9.5.post1` / `0.9.5+cu121`: 0.9.5; a release newer than every snapshot: the newest one."""
-    match = _PEP440.match(value)
+    parsed = pip_version(value)
     shipped = shipped_versions(package)
-    if match is None or not shipped:
+    if parsed is None or not shipped:
         return None
-    release = match.group("release")
+    release = parsed.release
     want = version_key(release)
     if want > version_key(shipped[-1]) and not _next_to_newest(package, want, version_key(shipped[-1])):
         return None  # far past every snapshot (`1.0`, `0.13` for LLaMA-Factory): more likely a typo
-    if match.group("pre") or match.group("dev"):
+    if parsed.pre or parsed.dev:
         older = [v for v in shipped if version_key(v) < want]
         if not older:
             return None
@@ -182,8 +181,8 @@ def snap_version(package: str, installed: str) -> str:
     shipped = shipped_versions(package)
     if installed in shipped:
         return installed
-    match = _PEP440.match(installed)
-    if match is not None and (match.group("pre") or match.group("dev") or match.group("post") or match.group("local")):
+    parsed = pip_version(installed)
+    if parsed is not None and not parsed.is_release:
         judged = _pip_version(package, installed)  # never the release a development version leads to
         if judged is not None:
             return judged
@@ -216,7 +215,7 @@ class VersionRange(NamedTuple):
     origin: str
 
     def admits(self, version: str) -> bool:
-        return all(_clause_admits(op, bound, version) for op, bound in parse_spec(self.spec))
+        return spec_admits(self.spec, version)
 
     @property
     def exact(self) -> bool:
@@ -229,7 +228,7 @@ class VersionRange(NamedTuple):
         of a development or pre-release (`==0.9.2.dev0`) reaches the snapshot that judges it, the release
         before (`_pip_version`), not the release it leads to, which a comparison of release numbers admits."""
         clauses = parse_spec(self.spec)
-        if self.exact and (match := _PEP440.match(clauses[0][1])) and (match.group("pre") or match.group("dev")):
+        if self.exact and (parsed := pip_version(clauses[0][1])) and (parsed.pre or parsed.dev):
             judged = _pip_version(self.package, clauses[0][1])
             return (judged,) if judged is not None else ()
         return _shipped_in(self.package, self.spec)
