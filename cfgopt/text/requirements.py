@@ -205,13 +205,14 @@ def blank_comments(text: str, syntax: str = "toml") -> str:
 
 
 def _string(m: re.Match[str]) -> tuple[str, int] | None:
-    """A string literal's text and where it starts (None: the token is no string)."""
+    """A string literal's text and where it starts (None: the token is no string, or a string never closed)."""
     token = m.group()
     if token[:1] not in ('"', "'"):
         return None
     quote = 3 if token[:3] in ('"""', "'''") else 1
-    closed = len(token) >= 2 * quote and token.endswith(token[:quote])
-    return token[quote : len(token) - quote if closed else len(token)], m.start() + quote
+    if len(token) < 2 * quote or not token.endswith(token[:quote]):
+        return None
+    return token[quote:-quote], m.start() + quote
 
 
 def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
@@ -239,10 +240,10 @@ def project_dependencies(text: str) -> list[Pin] | None:
         return None
     pins: list[Pin] = []
     for m in _ARRAY_TOKENS.finditer(text, key.end()):
-        found = _string(m)
-        if found is None:  # the closing `]`
+        if m.group() == "]":
             break
-        if (pin := parse_requirement(*found)) is not None:
+        found = _string(m)
+        if found is not None and (pin := parse_requirement(*found)) is not None:
             pins.append(pin)
     return pins
 
