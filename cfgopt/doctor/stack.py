@@ -12,12 +12,14 @@ from typing import NamedTuple
 
 from cfgopt.knowledge import detect
 from cfgopt.knowledge.targets import TARGETS, Target
+from cfgopt.text.requirements import normalise
 from cfgopt.text.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table
 # sits near the start of the file (flash-attn's extension is hundreds of MB; reading it whole would take seconds).
 _ELF_HEAD_BYTES = 8 * 1024 * 1024
-_VERSION_LINE = re.compile(r"^(cuda|hip|rocm)\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+# torch/version.py's `cuda = '12.4'` / `hip: Optional[str] = '6.2...'`: the GPU runtime torch was built for
+_RUNTIME_LINE = re.compile(r"^(cuda|hip|rocm)\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 ENV_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
@@ -66,10 +68,6 @@ class Stack(NamedTuple):
 
     def version(self, package: str) -> str | None:
         return self.packages.get(normalise(package))
-
-
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping[str, str] | None = None) -> Stack:
@@ -138,7 +136,7 @@ def _torch_build(dirs: tuple[str, ...], packages: dict[str, str]) -> tuple[str, 
     for folder in dirs:
         text = _read(os.path.join(folder, "torch", "version.py"))
         if text:
-            found = {k: v for k, v in _VERSION_LINE.findall(text)}
+            found = {k: v for k, v in _RUNTIME_LINE.findall(text)}
             if found.get("hip"):
                 return "rocm", found["hip"]
             if found.get("cuda"):
