@@ -12,8 +12,12 @@ Every consumer reads through here, so they agree on what a file states: the repo
   requirement, `string_pins`; poetry's `name = "spec"` lines, `poetry_pins`); setup.py (`string_pins`); uv.lock /
   poetry.lock (`lock_pins`); a LLaMA-Factory source tree's `VERSION` (`source_version`); every pin of a file as
   the requirement rules lint it (`requirement_pins`);
-- versions: `version_key` (numeric order), `pip_version` (PEP 440's parts), `parse_spec` / `clause_admits`
-  (PEP 440, and poetry's `^` / `~`), `exact_version`, `platform_of_build` (`+cu121`, `+rocm6.2`).
+- versions: `version_key` (numeric order), `pip_version` (PEP 440's parts), `parse_spec` / `clause_admits` /
+  `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches` (a lower bound at or above a release),
+  `exact_version`, `final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build`
+  (`+cu121`, `+rocm6.2`).
+
+tests/test_closed_classes.py fails on a pattern elsewhere in cfgopt/ that reads a requirement or a version.
 
 A small parser of its own, not `packaging`: importing `packaging.requirements` made `cfgopt lint` of one config
 about 10% slower, `packaging.version` with `packaging.specifiers` about 3% (paired runs, bench/results.md), and
@@ -428,6 +432,22 @@ def reaches(spec: str, floor: tuple[int, ...]) -> bool:
         return False
     lower = (bound for op, bound in clauses if op in ("==", "===", ">=", "~=", ">"))
     return any(version_key(bound.rstrip(".*"))[: len(floor)] >= floor for bound in lower)
+
+
+# an exact pin of a final release, and a clause on plain release numbers: what is compared exactly (ENV005)
+_FINAL_PIN = lazy(r"==\s*(\d+(?:\.\d+)*)")
+_NUMERIC_CLAUSE = lazy(r"(?:===?|!=|<=|>=|<|>|~=)\s*\d+(?:\.\d+)*(?:\.\*)?")
+
+
+def final_release(spec: str) -> str | None:
+    """`==2.5.1` -> "2.5.1": an exact pin of a final release (no local, post, pre or dev part); None otherwise."""
+    match = _FINAL_PIN.fullmatch(spec)
+    return match.group(1) if match else None
+
+
+def numeric_spec(spec: str) -> bool:
+    """Is every clause of a specifier an operator on plain release numbers (`>=2.4,<2.6`, `==2.5.*`)?"""
+    return all(_NUMERIC_CLAUSE.fullmatch(clause.strip()) for clause in spec.split(","))
 
 
 _LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
