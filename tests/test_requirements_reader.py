@@ -124,3 +124,20 @@ def test_versions_are_parsed_and_compared_in_one_place() -> None:
     assert spec_admits(">=0.9.2,!=0.9.3,<0.9.5", "0.9.4") and not spec_admits(">=0.9.2,!=0.9.3", "0.9.3")
     assert spec_admits("^0.16.4", "0.16.9") and not spec_admits("^0.16.4", "0.17.0")
     assert reaches(">=5.0.0,<6", (5, 0)) and not reaches("<=5.0", (5, 0)) and not reaches("@ url", (5, 0))
+
+
+def test_poetry_dependencies_are_the_environment_as_they_are_the_pins(tmp_path: Path) -> None:
+    """poetry's main dependencies state the release (the pins read them) and the environment; groups do not."""
+    text = (
+        '[tool.poetry]\nname = "job"\n[tool.poetry.dependencies]\npython = "^3.10"\n'
+        'llamafactory = { version = "0.9.4", extras = ["liger-kernel"] }  # the release\ndeepspeed = "~0.16.4"\n'
+        '[tool.poetry.group.dev.dependencies]\nbitsandbytes = "^0.45"\n'
+    )
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert read_packages(tmp_path / "pyproject.toml") == {
+        "llamafactory": "0.9.4",
+        "liger_kernel": "",
+        "deepspeed": "~0.16.4",
+    }
+    assert pins.pins_in(tmp_path)["llamafactory"].spec == "0.9.4"
+    assert pins.pins_in(tmp_path)["deepspeed"].spec == "~0.16.4"

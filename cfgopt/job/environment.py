@@ -7,8 +7,9 @@ read from what the project states, in this order (`environment_for`), and every 
 1. `--environment PATH` or the project config's `environment` (a requirements or lock file, a snapshot that
    `cfgopt doctor --write-environment` wrote on the node, or a table `{ liger-kernel = "0.6.3" }`);
 2. the job's requirement files (the closest folder, at or above the config's and up to the repository root,
-   whose requirements*.txt, uv.lock, poetry.lock, setup.py or pyproject.toml `[project] dependencies` name
-   LLaMA-Factory): the packages listed there, LLaMA-Factory's extras included, and no others;
+   whose requirements*.txt, uv.lock, poetry.lock, setup.py or pyproject.toml (`[project] dependencies`, poetry's
+   `[tool.poetry.dependencies]`) name LLaMA-Factory): the packages listed there, LLaMA-Factory's extras included,
+   and no others;
 3. a snapshot `cfgopt-environment.json` written by `cfgopt doctor --write-environment` on the node, in that
    folder walk;
 4. else the stated default: what LLaMA-Factory's release installs for the target's platform, with the
@@ -36,6 +37,7 @@ from cfgopt.text.requirements import (
     logical_lines,
     normalise,
     platform_of_build,
+    poetry_dependencies,
     project_dependencies,
     reaches,
     requirement_lines,
@@ -163,8 +165,9 @@ def _setup_py(text: str) -> dict[str, str]:
 
 
 def _pyproject(text: str) -> dict[str, str]:
-    """`[project] dependencies` only: optional dependencies (test, dev, ...) are not what the job installs."""
-    return _add_requirements({}, project_dependencies(text) or [])
+    """`[project] dependencies` and poetry's `[tool.poetry.dependencies]` only: optional dependencies and groups
+    (test, dev, ...) are not what the job installs."""
+    return _add_requirements({}, (project_dependencies(text) or []) + (poetry_dependencies(text) or []))
 
 
 def _lock(text: str) -> dict[str, str]:

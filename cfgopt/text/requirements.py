@@ -8,10 +8,11 @@ Every consumer reads through here, so they agree on what a file states: the repo
 - requirements: one PEP 508 string (`parse_requirement`: `name[extras] spec ; marker` or `name @ url`, with its
   spans); requirements files as pip reads them (`logical_lines`: `\` continuations; `requirement_lines`: `-r`
   includes; `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`);
-  pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; every quoted
-  requirement, `string_pins`; poetry's `name = "spec"` lines, `poetry_pins`); setup.py (`string_pins`); uv.lock /
-  poetry.lock (`lock_pins`); a LLaMA-Factory source tree's `VERSION` (`source_version`); every pin of a file as
-  the requirement rules lint it (`requirement_pins`);
+  pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; poetry's
+  `[tool.poetry.dependencies]`, `poetry_dependencies`; every quoted requirement, `string_pins`; poetry's
+  `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); uv.lock / poetry.lock (`lock_pins`);
+  a LLaMA-Factory source tree's `VERSION` (`source_version`); every pin of a file as the requirement rules lint it
+  (`requirement_pins`);
 - versions: `version_key` (numeric order), `pip_version` (PEP 440's parts), `parse_spec` / `clause_admits` /
   `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches` (a lower bound at or above a release),
   `exact_version`, `final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build`
@@ -197,6 +198,8 @@ _POETRY = lazy(
     r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",
     re.MULTILINE,
 )
+_POETRY_EXTRAS = lazy(r"\bextras[ \t]*=[ \t]*\[([^\]\n]*)\]")
+_QUOTED_WORDS = lazy(r"""["']([^"'\n]*)["']""")
 _LOCKED = lazy(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
 _SOURCE_VERSION = lazy(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
 _URL = lazy(r"""https?://[^\s"'\]},]+""")
@@ -249,6 +252,29 @@ def project_dependencies(text: str) -> list[Pin] | None:
         found = _string(m)
         if found is not None and (pin := parse_requirement(*found)) is not None:
             pins.append(pin)
+    return pins
+
+
+def poetry_dependencies(text: str) -> list[Pin] | None:
+    """pyproject.toml's `[tool.poetry.dependencies]` (what `poetry install` installs without a group; `python` is
+    no package), with their spans and extras; None when the file has no such table. Poetry's `2.5.1` is `==2.5.1`
+    for `exact_version`; its `^` / `~` are read by `parse_spec`."""
+    text = blank_comments(text)
+    tables = list(_TABLE.finditer(text))
+    index = next((i for i, t in enumerate(tables) if t.group(1).strip() == "tool.poetry.dependencies"), None)
+    if index is None:
+        return None
+    end = tables[index + 1].start() if index + 1 < len(tables) else len(text)
+    pins: list[Pin] = []
+    for m in _POETRY.finditer(text, tables[index].end(), end):
+        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
+        name = normalise(m.group(1))
+        if name != "python":
+            line_end = text.find("\n", m.start())
+            listed = _POETRY_EXTRAS.search(text[m.start() : line_end if line_end >= 0 else None])
+            extras = _extras(",".join(_QUOTED_WORDS.findall(listed.group(1)))) if listed else ()
+            spec = "" if m.group(group).strip() == "*" else m.group(group).strip()
+            pins.append(Pin(name, spec, m.start(1), m.end(1), m.start(group), m.end(group), extras))
     return pins
 
 
