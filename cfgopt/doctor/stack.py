@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from cfgopt.knowledge import detect
 from cfgopt.knowledge.targets import TARGETS, Target
-from cfgopt.text.requirements import normalise
+from cfgopt.text.requirements import installed_distribution, normalise
 from cfgopt.text.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table
@@ -120,12 +120,9 @@ def _distributions(dirs: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for folder in dirs:
         for name in _listing(folder):
-            stem, dot, suffix = name.rpartition(".")
-            if not dot or suffix not in ("dist-info", "egg-info"):
-                continue
-            dist, _, version = stem.partition("-")
-            if version:
-                out.setdefault(normalise(dist), version.split("-py")[0])
+            found = installed_distribution(name)
+            if found is not None and found[1]:
+                out.setdefault(*found)
     return out
 
 

@@ -24,7 +24,14 @@ from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions
-from cfgopt.text.requirements import normalise, parse_spec, pip_version, spec_admits, version_key
+from cfgopt.text.requirements import (
+    installed_distribution,
+    normalise,
+    parse_spec,
+    pip_version,
+    spec_admits,
+    version_key,
+)
 from cfgopt.text.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
@@ -53,10 +60,8 @@ def installed_version(package: str) -> str | None:
         except OSError:  # not a folder (zip, finder hook) or unreadable
             continue
         for name in names:
-            stem, dot, suffix = name.rpartition(".")
-            if suffix not in ("dist-info", "egg-info") or not dot:
-                continue
-            if normalise(stem.split("-", 1)[0]) != want:
+            found = installed_distribution(name)
+            if found is None or found[0] != want:
                 continue
             version = _metadata_version(os.path.join(entry or ".", name))
             if version:

@@ -4,7 +4,8 @@ Every consumer reads through here, so they agree on what a file states: the repo
 (`cfgopt.knowledge.pins`), the job's environment (`cfgopt.job.environment`), the linted requirement files
 (`cfgopt.loaders.requirement_files`), the version ranges (`cfgopt.knowledge.versions`) and `cfgopt doctor`.
 
-- names: `normalise` (PEP 503, with `_`: `Liger-Kernel` == `liger_kernel`);
+- names: `normalise` (PEP 503, with `_`: `Liger-Kernel` == `liger_kernel`), `installed_distribution` (a
+  `.dist-info` folder's name and version);
 - requirements: one PEP 508 string (`parse_requirement`: `name[extras] spec ; marker` or `name @ url`, with its
   spans); requirements files as pip reads them (`logical_lines`: `\` continuations; `requirement_lines`: `-r`
   includes; `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`);
@@ -47,6 +48,17 @@ _SEPARATORS = lazy(r"[-_.]+")
 def normalise(name: str) -> str:
     """A distribution or import name as pip compares them: `Liger-Kernel` == `liger_kernel` == `liger.kernel`."""
     return _SEPARATORS.sub("_", name).lower()
+
+
+def installed_distribution(folder_name: str) -> tuple[str, str] | None:
+    """The distribution an installed `.dist-info` / `.egg-info` folder names, as `importlib.metadata` reads it:
+    (normalised name, the version in the name, "" where it has none; an egg's `-py3.11` tag cut); None for any
+    other folder. `torch-2.5.1+rocm6.2.dist-info` -> ("torch", "2.5.1+rocm6.2")."""
+    stem, dot, suffix = folder_name.rpartition(".")
+    if not dot or suffix not in ("dist-info", "egg-info"):
+        return None
+    name, _, version = stem.partition("-")
+    return normalise(name), version.split("-py")[0]
 
 
 # --------------------------------------------------------------------------- one requirement
