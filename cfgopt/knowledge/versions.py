@@ -4,7 +4,7 @@ Selection (docs/versions.md): an explicit value (`--llamafactory-version` / `--d
 project config) names a shipped snapshot exactly or by prefix (`0.16` = the newest shipped 0.16.x); without
 one, the repository's pins or the job's stated environment (cfgopt.job.environment), snapped to the nearest shipped
 snapshot of the same minor; without that, the newest snapshot. The release installed where cfgopt runs never
-decides (issue 32); `installed_version` reads it for `cfgopt doctor`, which runs on the node.
+decides (issue 32): nothing here reads it (`cfgopt doctor`, run on the node, reads its stack itself).
 
 Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected
 release (rare: that path reads the other snapshots). What DS090 needs on every DeepSpeed file, the defaults
@@ -16,7 +16,6 @@ reads only the selected snapshot plus that small index.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from functools import cache
 from pathlib import Path
@@ -25,18 +24,14 @@ from typing import Any, NamedTuple
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions
 from cfgopt.text.requirements import (
-    installed_distribution,
-    normalise,
     parse_spec,
     pip_version,
     spec_admits,
     version_key,
 )
-from cfgopt.text.user_files import read_text_bounded
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
 INDEX_FILE = "version-index.json"
-_DETECT: Any = object()
 
 
 class VersionError(ValueError):
@@ -44,45 +39,6 @@ class VersionError(ValueError):
 
 
 # --------------------------------------------------------------------------- choosing the version
-
-
-def installed_version(package: str) -> str | None:
-    """The installed release of `package`, read from its dist-info as `importlib.metadata.version` does.
-
-    Never imports the package. Not `importlib.metadata` itself either: importing it (email, zipfile, csv, ...)
-    costs about 25 ms, a tenth of a whole lint run; the lookup is the same: the first `<name>-<version>.dist-info`
-    (or `.egg-info`) on sys.path whose normalised name matches, its `Version:` header.
-    """
-    want = normalise(package)
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:  # not a folder (zip, finder hook) or unreadable
-            continue
-        for name in names:
-            found = installed_distribution(name)
-            if found is None or found[0] != want:
-                continue
-            version = _metadata_version(os.path.join(entry or ".", name))
-            if version:
-                return version
-    return None
-
-
-def _metadata_version(folder: str) -> str | None:
-    for meta in ("METADATA", "PKG-INFO"):
-        # sys.path may hold the current folder, so this may be any file of the repository being linted: a
-        # regular file of bounded size only (a FIFO would block, a link to /dev/zero read forever)
-        try:
-            text = read_text_bounded(Path(folder, meta))
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip() or None
-            if not line.strip():
-                break  # end of the headers
-    return None
 
 
 # How much of a version names a series whose releases share a snapshot: DeepSpeed's patch releases keep the
@@ -272,7 +228,7 @@ def resolve_range(rng: VersionRange) -> str:
 
 def resolve_version(package: str, cli_value: str | None = None, installed: str | None = None) -> str:
     """The version whose snapshot judges the files: explicit value > `installed` (a release the caller read on
-    the node; `_DETECT` reads this interpreter's, which only `cfgopt doctor` may) > newest shipped.
+    the node: `cfgopt doctor`'s stack) > newest shipped.
 
     `cli_value` is what the user asked for (command line, or a project config file): a version, a prefix or a
     range (`>=0.16,<0.20`: the newest shipped series in it). Raises VersionError for an explicit value
@@ -282,8 +238,6 @@ def resolve_version(package: str, cli_value: str | None = None, installed: str |
         if is_range(cli_value):
             return explicit_range(package, cli_value, "--version").version
         return match_version(package, cli_value)
-    if installed is _DETECT:
-        installed = installed_version(package)
     if installed:
         return snap_version(package, installed)
     return newest_version(package)
