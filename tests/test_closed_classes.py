@@ -39,7 +39,7 @@ ALLOWED_READS = {
     ("cfgopt/knowledge/schema.py", "_read"): "cfgopt's own snapshot files (cfgopt/knowledge/schemas/)",
     ("cfgopt/knowledge/versions.py", "build_index"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
     (
-        "cfgopt/knowledge/pins.py",
+        "cfgopt/knowledge/requirement_pins.py",
         "requirement_metadata",
     ): "cfgopt's own snapshot (scripts/sync_requirement_metadata.py)",
     (
@@ -63,7 +63,7 @@ ALLOWED_INTS = {
     },
     ("cfgopt/verify/worker.py", "capacity_per_step"): "int() of TrainingArguments' parsed integers and the "
     "config's cutoff_len that LLaMA-Factory already parsed (the run started)",
-    ("cfgopt/knowledge/detect.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
+    ("cfgopt/environment/gpus.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
     ("cfgopt/loaders/json_loader.py", "_SpanParser.value"): "a JSON number json.loads accepted (ASCII digits only)",
     ("cfgopt/memory/config_values.py", "integer"): "an integral float of the parsed config",
     ("cfgopt/memory/estimate.py", "estimate"): "a GPU count argtypes / the project config already checked",
@@ -150,7 +150,10 @@ _NAMED_FOR = re.compile("requirement|pep|version", re.IGNORECASE)
 _PATTERN_CALLS = {"compile", "match", "search", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
 # (module, function qualname) -> why its pattern reads no requirement and no version of a package
 ALLOWED_PATTERNS = {
-    ("cfgopt/doctor/stack.py", "_cuda_version"): "the CUDA toolkit's version.txt (`CUDA Version 12.4.131`), no package",
+    (
+        "cfgopt/environment/node.py",
+        "_cuda_version",
+    ): "the CUDA toolkit's version.txt (`CUDA Version 12.4.131`), no package",
     ("cfgopt/rules/support/llamafactory.py", "model_params_billion"): "a model name's size (`8B`, `8x7B`, `0.6B`)",
 }
 

@@ -15,8 +15,8 @@ from rule_cases import TRAIN, run_cli
 
 from cfgopt.doctor import checks
 from cfgopt.doctor.command import jobs_in
-from cfgopt.doctor.stack import read_stack, summary
-from cfgopt.knowledge import detect
+from cfgopt.environment import gpus
+from cfgopt.environment.node import read_stack, summary
 from cfgopt.text.diagnostics import Severity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,9 +40,9 @@ def clean(monkeypatch, tmp_path):
     for variable in (*("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"), "FORCE_TORCHRUN"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)
-    detect._CACHE.clear()
+    gpus._CACHE.clear()
     yield
-    detect._CACHE.clear()
+    gpus._CACHE.clear()
 
 
 # ------------------------------------------------------------------------------------------- fake machines

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
+from cfgopt.environment import pins
 from cfgopt.job.environment import fa2_refusal, read_packages
-from cfgopt.knowledge import pins
 from cfgopt.knowledge.targets import TARGETS
 from cfgopt.text.requirements import (
     normalise,

@@ -15,7 +15,7 @@ import pytest
 from rule_cases import ROOT, TRAIN, run_cli
 from work_counter import assert_linear, backtracking_hazards
 
-from cfgopt.knowledge import pins
+from cfgopt.environment import pins
 from cfgopt.text import requirements
 
 SAFE_FIX = "lr_scheduler_type: Cosine\n"  # LF003: a safe fix, to `cosine`

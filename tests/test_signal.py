@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt.knowledge import pins, versions
+from cfgopt.environment import pins
+from cfgopt.knowledge import versions
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.text.requirements import line_pins
 

@@ -354,7 +354,7 @@ def fake_dist(site: Path, name: str, version: str) -> None:
 def test_the_doctor_reads_dist_info_without_importing(tmp_path: Path) -> None:
     """The one reading of what a node has installed (`cfgopt doctor`'s stack): dist-info folders, never an
     import; a release read there snaps to its snapshot."""
-    from cfgopt.doctor.stack import read_stack
+    from cfgopt.environment.node import read_stack
 
     site = tmp_path / "site"
     fake_dist(site, "deepspeed", "0.16.9")
@@ -372,7 +372,7 @@ def test_the_doctors_reading_agrees_with_importlib_metadata(tmp_path: Path) -> N
     """Same answer as `importlib.metadata.version` (which the stack mirrors without importing it)."""
     import importlib.metadata
 
-    from cfgopt.doctor.stack import read_stack
+    from cfgopt.environment.node import read_stack
 
     stack = read_stack(str(tmp_path), env={})
     for name in ("pytest", "pydantic", "pydantic_core", "PyYAML", "pyyaml"):

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cfgopt.doctor.stack import GFX_OF, Stack, flash_attn_archs
+from cfgopt.environment.node import GFX_OF, Stack, flash_attn_archs
 from cfgopt.knowledge.rocm_env import judge_variable
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import Document

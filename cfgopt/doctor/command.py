@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cfgopt.doctor import checks
-from cfgopt.doctor.stack import Stack, read_stack, summary
+from cfgopt.environment.node import Stack, read_stack, summary
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import shown
 from cfgopt.text.source import Kind

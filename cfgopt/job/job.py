@@ -6,7 +6,7 @@ A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) wi
 - the DeepSpeed config it names (`deepspeed`), and that config as the HF Trainer and accelerate fill its
   "auto" values (`deepspeed_filled`);
 - the hardware judged for (`hardware`): target and GPU count, from flags, the project config or the GPUs of
-  this machine (`detect.resolve_target`), saying when either is assumed;
+  this machine (`gpus.resolve_target`), saying when either is assumed;
 - the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
 - the environment it trains in (`environment`, `has_package`: the packages of the node, as the project states
   them or as assumed, never the machine cfgopt runs on; cfgopt.job.environment).

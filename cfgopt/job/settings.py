@@ -41,7 +41,7 @@ class Settings:
         # None: no target (none stated, none detected): hardware-specific rules stay quiet (targets.UNSTATED)
         target_name: str | None = None,
         gpus: int | None = None,  # None: not stated; rules that need it check every plausible count
-        # Where the target and the GPU count came from (`detect.resolve_target`): "--target", a project config file's
+        # Where the target and the GPU count came from (`gpus.resolve_target`): "--target", a project config file's
         # name, "detected"; "" for a hand-built Settings. A custom target (project config table) is `target_spec`.
         target_source: str = "",
         gpus_source: str = "",

@@ -6,7 +6,10 @@ at start-up)."""
 
 from __future__ import annotations
 
-from cfgopt.text.requirements import platform_of_build, spec_admits
+import functools
+from pathlib import Path
+
+from cfgopt.text.requirements import normalise, platform_of_build, spec_admits
 
 
 def flash_attn_not_for_rocm(spec: str) -> bool:
@@ -89,3 +92,22 @@ DECLARED: dict[str, dict[str, str]] = {
 
 def admitted(package: str, spec: str, version: str) -> bool:
     return spec_admits(spec, version)
+
+
+# --------------------------------------------------------------------------- what releases require of each other
+# scripts/sync_requirement_metadata.py writes it from PyPI's metadata; read here, never fetched at lint time.
+METADATA_FILE = Path(__file__).resolve().parent / "schemas" / "requirement-metadata.json"
+
+
+@functools.cache
+def requirement_metadata() -> tuple[str, dict[str, dict[str, dict[str, str]]]]:
+    """(the platform the snapshot assumes, package -> version -> {required package: specifier})."""
+    import json
+
+    data = json.loads(METADATA_FILE.read_text(encoding="utf-8"))
+    return data["assumed"], data["packages"]
+
+
+def requires(package: str, version: str) -> dict[str, str] | None:
+    """What a release requires of other packages (normalised names), or None where the snapshot lacks it."""
+    return requirement_metadata()[1].get(normalise(package), {}).get(version)

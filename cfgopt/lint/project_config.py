@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cfgopt.environment.gpus import Resolved, resolve_target
 from cfgopt.job.settings import Settings
-from cfgopt.knowledge.detect import Resolved, resolve_target
 from cfgopt.knowledge.targets import MAX_GPUS, TARGETS, TargetError, check_name, custom_target
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import shown
@@ -319,10 +319,10 @@ class Resolver:
         return found[0], self._options[found[0]]
 
     def pins_for(self, folder: str) -> dict:
-        """The repository's dependency pins for files in `folder` ({} with --isolated): `cfgopt.knowledge.pins`."""
+        """The repository's dependency pins for files in `folder` ({} with --isolated): `cfgopt.environment.pins`."""
         if self.isolated:
             return {}
-        from cfgopt.knowledge.pins import find_pins
+        from cfgopt.environment.pins import find_pins
 
         return find_pins(Path(folder), self._pins)
 
@@ -433,7 +433,7 @@ class Resolver:
         )
 
     def _hardware(self, config_file: Path | None, options: dict[str, Any]) -> Resolved:
-        """The target and GPU count (`detect.resolve_target`): the flag, else `--config`, else the config file, else
+        """The target and GPU count (`gpus.resolve_target`): the flag, else `--config`, else the config file, else
         the GPUs of this machine; each with the layer it came from."""
         cli = self.cli
         layers = (

@@ -1,6 +1,6 @@
 """Requirement files as linted files: the packages a job's environment installs, each pin with its span.
 
-The files are those `cfgopt.knowledge.pins` reads for the LLaMA-Factory / DeepSpeed releases (requirements*.txt,
+The files are those `cfgopt.environment.pins` reads for the LLaMA-Factory / DeepSpeed releases (requirements*.txt,
 pyproject.toml, uv.lock, poetry.lock, setup.py), read by the one reader (`cfgopt.text.requirements`); here every
 pin is kept, so the requirement rules (ENV0xx) can judge the builds (a CUDA torch on a ROCm target), the versions
 the selected LLaMA-Factory release accepts, and bitsandbytes on ROCm. The root is a mapping from the normalised

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.knowledge import pins
+from cfgopt.knowledge import requirement_pins as pins
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import TORCH_FAMILY

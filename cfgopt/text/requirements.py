@@ -1,7 +1,7 @@
 r"""Requirements and versions as pip reads them: the one reader of every file and string that states a package.
 
 Every consumer reads through here, so they agree on what a file states: the repository's pins
-(`cfgopt.knowledge.pins`), the job's environment (`cfgopt.job.environment`), the linted requirement files
+(`cfgopt.environment.pins`), the job's environment (`cfgopt.job.environment`), the linted requirement files
 (`cfgopt.loaders.requirement_files`), the version ranges (`cfgopt.knowledge.versions`) and `cfgopt doctor`.
 
 - names: `normalise` (PEP 503, with `_`: `Liger-Kernel` == `liger_kernel`), `installed_distribution` (a
@@ -317,7 +317,7 @@ def source_version(text: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- requirement files as linted files
-# The requirement rules (cfgopt/rules/env*) lint the same files `cfgopt.knowledge.pins` reads, for every package
+# The requirement rules (cfgopt/rules/env*) lint the same files `cfgopt.environment.pins` reads, for every package
 # they name and with the position of each pin; `cfgopt.loaders.requirement_files` builds a Source from these.
 REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py")
 # poetry's `name = "spec"` lines are any TOML string; only these names are taken as pins from them

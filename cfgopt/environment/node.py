@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cfgopt.knowledge import detect
+from cfgopt.environment import gpus
 from cfgopt.knowledge.targets import TARGETS, Target
 from cfgopt.text.requirements import installed_distribution, normalise
 from cfgopt.text.user_files import open_regular, read_head
@@ -77,7 +77,7 @@ def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping
     dirs = tuple(d for d in (site_dirs if site_dirs is not None else sys.path) if d and os.path.isdir(d))
     packages = _distributions(dirs)
     runtime, runtime_version = _torch_build(dirs, packages)
-    models = tuple(detect.gpu_models(root))
+    models = tuple(gpus.gpu_models(root))
     target, name = _target_of(models)
     path = env.get("PATH", "")
     return Stack(

@@ -11,7 +11,6 @@ read as text, TOML included, by `cfgopt.text.requirements` (no parser is loaded 
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
@@ -159,22 +158,3 @@ def find_pins(folder: Path, cache: dict[str, dict[str, VersionRange]] | None = N
     for seen in visited:
         known.setdefault(seen, dict(out))
     return out
-
-
-# --------------------------------------------------------------------------- what releases require of each other
-# scripts/sync_requirement_metadata.py writes it from PyPI's metadata; read here, never fetched at lint time.
-METADATA_FILE = Path(__file__).resolve().parent / "schemas" / "requirement-metadata.json"
-
-
-@functools.cache
-def requirement_metadata() -> tuple[str, dict[str, dict[str, dict[str, str]]]]:
-    """(the platform the snapshot assumes, package -> version -> {required package: specifier})."""
-    import json
-
-    data = json.loads(METADATA_FILE.read_text(encoding="utf-8"))
-    return data["assumed"], data["packages"]
-
-
-def requires(package: str, version: str) -> dict[str, str] | None:
-    """What a release requires of other packages (normalised names), or None where the snapshot lacks it."""
-    return requirement_metadata()[1].get(normalise(package), {}).get(version)
