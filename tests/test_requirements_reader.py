@@ -10,7 +10,7 @@ import pytest
 from rule_cases import run_cli
 
 from cfgopt.environment import pins
-from cfgopt.job.environment import fa2_refusal, read_packages
+from cfgopt.environment.stated import fa2_refusal, read_packages
 from cfgopt.knowledge.targets import TARGETS
 from cfgopt.text.requirements import (
     normalise,
@@ -101,7 +101,7 @@ def test_a_direct_reference_keeps_its_url_for_every_reader(tmp_path: Path) -> No
     packages = read_packages(path) or {}
     assert packages["flash_attn"] == "@ " + wheel
     assert requirement_pins("requirements.txt", path.read_text())[0][1].spec == "@ " + wheel
-    from cfgopt.job.environment import Environment
+    from cfgopt.environment.stated import Environment
 
     env = Environment(packages, "requirements.txt")
     assert fa2_refusal(env, TARGETS["mi300x"]) is None

@@ -2,7 +2,7 @@
 
 Selection (docs/versions.md): an explicit value (`--llamafactory-version` / `--deepspeed-version`, later a
 project config) names a shipped snapshot exactly or by prefix (`0.16` = the newest shipped 0.16.x); without
-one, the repository's pins or the job's stated environment (cfgopt.job.environment), snapped to the nearest shipped
+one, the repository's pins or the job's stated environment (cfgopt.environment.stated), snapped to the nearest shipped
 snapshot of the same minor; without that, the newest snapshot. The release installed where cfgopt runs never
 decides (issue 32): nothing here reads it (`cfgopt doctor`, run on the node, reads its stack itself).
 

@@ -25,7 +25,7 @@ from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 
 if TYPE_CHECKING:
-    from cfgopt.job.environment import Environment
+    from cfgopt.environment.stated import Environment
     from cfgopt.knowledge.versions import VersionRange
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
@@ -342,10 +342,10 @@ class Resolver:
         return self._by_config[key]
 
     def environment_for(self, folder: str, config_file: Path | None, options: dict[str, Any]) -> Environment | None:
-        """The job's environment as the project states it (cfgopt.job.environment): `--environment`, else `--config
+        """The job's environment as the project states it (cfgopt.environment.stated): `--environment`, else `--config
         environment=` / the config file's `environment`, else the requirement files or a doctor snapshot at or above
         the folder; None: the stated default applies (`Settings.environment`)."""
-        from cfgopt.job import environment
+        from cfgopt.environment import stated
 
         layers = (
             ("--environment", self.cli.environment, self.cwd),
@@ -356,12 +356,12 @@ class Resolver:
             if value is not None:
                 base = base or (config_file.parent if config_file is not None else self.cwd)
                 try:
-                    return environment.stated_environment(value, where, base)
-                except environment.EnvironmentOptionError as exc:
+                    return stated.stated_environment(value, where, base)
+                except stated.EnvironmentOptionError as exc:
                     raise ConfigError(str(exc)) from None
         if self.isolated:
             return None
-        return environment.found_environment(Path(folder), self._environments, self.texts)
+        return stated.found_environment(Path(folder), self._environments, self.texts)
 
     def _build(
         self,

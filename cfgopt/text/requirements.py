@@ -1,7 +1,7 @@
 r"""Requirements and versions as pip reads them: the one reader of every file and string that states a package.
 
 Every consumer reads through here, so they agree on what a file states: the repository's pins
-(`cfgopt.environment.pins`), the job's environment (`cfgopt.job.environment`), the linted requirement files
+(`cfgopt.environment.pins`), the job's environment (`cfgopt.environment.stated`), the linted requirement files
 (`cfgopt.loaders.requirement_files`), the version ranges (`cfgopt.knowledge.versions`) and `cfgopt doctor`.
 
 - names: `normalise` (PEP 503, with `_`: `Liger-Kernel` == `liger_kernel`), `installed_distribution` (a

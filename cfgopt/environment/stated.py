@@ -1,0 +1,371 @@
+"""The environment a job trains in: the packages of the node it runs on, never of the machine cfgopt runs on.
+
+cfgopt runs on laptops, in CI and in pre-commit, where the packages a plan needs (liger-kernel, bitsandbytes,
+torchao) are rarely installed; the job runs on a node that may have them. So what the job's environment has is
+read from what the project states, in this order (`environment_for`), and every output says which:
+
+1. `--environment PATH` or the project config's `environment` (a requirements or lock file, a snapshot that
+   `cfgopt doctor --write-environment` wrote on the node, or a table `{ liger-kernel = "0.6.3" }`);
+2. the job's requirement files (the closest folder, at or above the config's and up to the repository root,
+   whose requirements*.txt, uv.lock, poetry.lock, setup.py or pyproject.toml (`[project] dependencies`, poetry's
+   `[tool.poetry.dependencies]`) name LLaMA-Factory): the packages listed there, LLaMA-Factory's extras included,
+   and no others;
+3. a snapshot `cfgopt-environment.json` written by `cfgopt doctor --write-environment` on the node, in that
+   folder walk;
+4. else the stated default: what LLaMA-Factory's release installs for the target's platform, with the
+   documented extras a plan uses (liger-kernel; bitsandbytes on NVIDIA), said as "assumed".
+
+The interpreter cfgopt runs in never decides (only `cfgopt doctor`, run on the node, reads it); so the same
+files and settings give the same findings and fixes on any machine. `verify` and `tune` run on the node and
+state what they probe there (`Settings.packages`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
+from cfgopt.text.requirements import (
+    Pin,
+    exact_version,
+    is_requirement_file,
+    line_pins,
+    lock_pins,
+    logical_lines,
+    normalise,
+    platform_of_build,
+    poetry_dependencies,
+    project_dependencies,
+    reaches,
+    requirement_lines,
+    string_pins,
+)
+from cfgopt.text.user_files import parse_json, read_text_bounded
+
+if TYPE_CHECKING:
+    from cfgopt.knowledge.targets import Target
+
+SNAPSHOT_NAME = "cfgopt-environment.json"
+Texts = dict[str, str]  # real path -> text that stands in for the file on disk (a fix not yet written)
+HOW_TO_STATE = "--environment FILE, or `cfgopt doctor --write-environment` on the node"
+ASSUMED = "assumed"  # `environment = "assumed"`: the stated default, even where requirement files exist
+
+# Import name (what `Job.has_package` is asked) -> distribution name (what requirement files list).
+DISTRIBUTIONS = {
+    "liger_kernel": "liger-kernel",
+    "flash_attn": "flash-attn",
+    "bitsandbytes": "bitsandbytes",
+    "torchao": "torchao",
+    "deepspeed": "deepspeed",
+}
+
+# What LLaMA-Factory's release installs (its core dependencies, pyproject.toml / setup.py of each tag) and the
+# documented extras a plan may need, with their specifiers: setup.py `extra_require` in 0.9.0-0.9.3,
+# requirements/<extra>.txt in 0.9.5 (0.9.4 declares neither: 0.9.3's are taken).
+CORE = ("torch", "transformers", "datasets", "accelerate", "peft", "trl", "deepspeed")
+LIGER_EXTRA = {"0.9.0": "", "0.9.1": "", "0.9.2": "", "0.9.3": ">=0.5.5", "0.9.4": ">=0.5.5", "0.9.5": ">=0.6.3"}
+BITSANDBYTES_EXTRA = ">=0.39.0"
+# torchao is no extra of any release; its 8-bit AdamW with bf16 stochastic rounding ran with 0.17.0 on the H200
+TORCHAO_SPEC = ">=0.10.0"
+# LLaMA-Factory's extras (`llamafactory[liger-kernel,bitsandbytes]`) -> the distributions they install
+EXTRAS = {
+    "liger_kernel": ("liger_kernel",),
+    "bitsandbytes": ("bitsandbytes",),
+    "deepspeed": ("deepspeed",),
+    "torch": ("torch",),
+    "badam": ("badam",),
+    "galore": ("galore_torch",),
+    "apollo": ("apollo_torch",),
+    "adam_mini": ("adam_mini",),
+    "vllm": ("vllm",),
+    "sglang": ("sglang",),
+}
+
+
+def spec_for(distribution: str, llamafactory_version: str) -> str:
+    """The specifier a pin added for `distribution` carries: the range LLaMA-Factory's release documents."""
+    name = normalise(distribution)
+    if name == "liger_kernel":
+        return LIGER_EXTRA.get(llamafactory_version, LIGER_EXTRA["0.9.5"])
+    if name == "bitsandbytes":
+        return BITSANDBYTES_EXTRA
+    if name == "torchao":
+        return TORCHAO_SPEC
+    return ""
+
+
+class Environment(NamedTuple):
+    """The packages of the node a job trains on: normalised name -> version or specifier ("" where unstated)."""
+
+    packages: dict[str, str]
+    source: str  # as outputs name it: "requirements.txt", "--environment env.json", "assumed: ..."
+    assumed: bool = False
+    # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
+    requirement_file: Path | None = None
+    explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
+    # what a node has installed (a `cfgopt doctor` snapshot, or probed by verify/tune there), not what a requirement
+    # file asks pip for: its builds are the node's own, so a pin's build is not judged (ENV001's question)
+    installed: bool = False
+
+    def has(self, name: str) -> bool:
+        """Is the package (import or distribution name) in the environment?"""
+        return normalise(DISTRIBUTIONS.get(name, name)) in self.packages
+
+    @property
+    def where(self) -> str:
+        """The environment as a sentence names it: `requirements.txt`, or `the assumed environment`."""
+        return "the assumed environment" if self.assumed else self.source
+
+    def describe(self) -> str:
+        """`environment: requirements.txt` / `environment: assumed: ... (--environment FILE)` (summary lines,
+        --show-settings, plans)."""
+        return f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
+
+
+@functools.lru_cache(maxsize=32)  # read by every rule that asks for a package: built once per release and platform
+def assumed(llamafactory_version: str, platform: str) -> Environment:
+    """The stated default: LLaMA-Factory's core install, with the extras a plan uses (bitsandbytes on NVIDIA only:
+    ROCm needs its own build, ENV003)."""
+    packages = {normalise(name): "" for name in CORE}
+    packages["llamafactory"] = "==" + llamafactory_version
+    packages["liger_kernel"] = spec_for("liger-kernel", llamafactory_version)
+    extras = ["liger-kernel"]
+    if platform != "rocm":
+        packages["bitsandbytes"] = BITSANDBYTES_EXTRA
+        extras.append("bitsandbytes")
+    what = f"LLaMA-Factory {llamafactory_version} with its {' and '.join(extras)} extras"
+    return Environment(packages, f"{ASSUMED}: {what}", assumed=True)
+
+
+# --------------------------------------------------------------------------- reading what the project states
+
+
+def _add_requirements(packages: dict[str, str], found: list[Pin]) -> dict[str, str]:
+    """The requirements into `packages` (the first of each name wins), LLaMA-Factory's extras expanded."""
+    for pin in found:
+        packages.setdefault(pin.name, pin.spec)
+        if pin.name in ("llamafactory", "llama_factory"):
+            for extra in pin.extras:
+                for dist in EXTRAS.get(extra, ()):
+                    packages.setdefault(dist, "")
+    return packages
+
+
+def _requirements_txt(text: str, path: Path | None = None, texts: Texts | None = None) -> dict[str, str]:
+    """A requirements file's packages, those of the files its `-r` lines include too."""
+    lines = requirement_lines(path, text, lambda p: _text_of(p, texts)) if path else logical_lines(text)
+    return _add_requirements({}, line_pins(lines))
+
+
+def _setup_py(text: str) -> dict[str, str]:
+    return _add_requirements({}, string_pins(text, "python"))
+
+
+def _pyproject(text: str) -> dict[str, str]:
+    """`[project] dependencies` and poetry's `[tool.poetry.dependencies]` only: optional dependencies and groups
+    (test, dev, ...) are not what the job installs."""
+    return _add_requirements({}, (project_dependencies(text) or []) + (poetry_dependencies(text) or []))
+
+
+def _lock(text: str) -> dict[str, str]:
+    return {pin.name: pin.spec for pin in lock_pins(text)}
+
+
+def _snapshot(text: str) -> dict[str, str] | None:
+    """A `cfgopt doctor --write-environment` snapshot: {"packages": {name: version}}; None when it is not one."""
+    try:
+        data = parse_json(text)
+    except ValueError:
+        return None
+    packages = data.get("packages") if isinstance(data, dict) else None
+    if not isinstance(packages, dict):
+        return None
+    return {normalise(str(k)): "==" + str(v) if v else "" for k, v in packages.items()}
+
+
+_READERS = {"uv.lock": _lock, "poetry.lock": _lock, "pyproject.toml": _pyproject, "setup.py": _setup_py}
+
+
+def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
+    """The packages one file states (a requirement or lock file, or a doctor snapshot); None when it cannot be
+    read or is no such file. `texts` (real path -> text) stand in for files on disk: `cfgopt fix`'s edits."""
+    given = (texts or {}).get(os.path.realpath(path))
+    try:
+        text = given if given is not None else read_text_bounded(path)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if path.suffix == ".json":
+        return _snapshot(text)
+    reader = _READERS.get(path.name)
+    return reader(text) if reader is not None else _requirements_txt(text, path, texts)
+
+
+def _text_of(path: Path, texts: Texts | None) -> str:
+    """A file's text as `read_packages` reads it ("" when it cannot be read)."""
+    given = (texts or {}).get(os.path.realpath(path))
+    if given is not None:
+        return given
+    try:
+        return read_text_bounded(path)
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _names_llamafactory(packages: dict[str, str]) -> bool:
+    return "llamafactory" in packages or "llama_factory" in packages
+
+
+def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment | None:
+    """The environment one folder's requirement files state (only files that name LLaMA-Factory: the job's), or
+    its doctor snapshot."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    stated: dict[str, str] = {}
+    files: list[str] = []
+    for name in names:
+        if is_requirement_file(name):
+            found = read_packages(folder / name, texts)
+            if found and _names_llamafactory(found):
+                files.append(name)
+                for package, spec in found.items():
+                    stated.setdefault(package, spec)
+    if files:
+        txt = next((f for f in files if f.endswith(".txt")), None)
+        return Environment(stated, ", ".join(_shown(folder / f) for f in files), requirement_file=_txt(folder, txt))
+    if SNAPSHOT_NAME in names:
+        found = read_packages(folder / SNAPSHOT_NAME)
+        if found is not None:
+            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)", installed=True)
+    return None
+
+
+def _txt(folder: Path, name: str | None) -> Path | None:
+    return folder / name if name is not None else None
+
+
+def _shown(path: Path) -> str:
+    """A file as outputs name it: relative to the working directory when inside it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path.as_posix()
+    return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
+
+
+def found_environment(
+    folder: Path, cache: dict[str, Environment | None] | None = None, texts: Texts | None = None
+) -> Environment | None:
+    """The closest stated environment at or above `folder`, up to the repository root (the folder with `.git`)."""
+    known = {} if cache is None else cache
+    current = os.path.realpath(folder)
+    visited: list[str] = []
+    found: Environment | None = None
+    while True:
+        if current in known:
+            found = known[current]
+            break
+        visited.append(current)
+        found = _folder_environment(Path(current), texts)
+        parent = os.path.dirname(current)
+        if found is not None or parent == current or os.path.exists(os.path.join(current, ".git")):
+            break
+        current = parent
+    for seen in visited:
+        known.setdefault(seen, found)
+    return found
+
+
+class EnvironmentOptionError(ValueError):
+    """An `environment` option that cannot be used (a file that is not there or states nothing)."""
+
+
+def stated_environment(value: Any, where: str, base: Path) -> Environment | None:
+    """`--environment` / the project config's `environment`: a file (relative to `base`), a table of packages, or
+    "assumed" (None: the default is taken)."""
+    if isinstance(value, dict):
+        packages = {normalise(str(k)): _as_spec(v) for k, v in value.items()}
+        return Environment(packages, where, explicit=True)
+    if not isinstance(value, str) or not value.strip():
+        raise EnvironmentOptionError(f"{where}: expected a requirements/lock file, a doctor snapshot or a table")
+    if value.strip() == ASSUMED:
+        return None
+    path = Path(os.path.expanduser(value.strip()))
+    path = path if path.is_absolute() else base / path
+    packages = read_packages(path)
+    if packages is None:
+        raise EnvironmentOptionError(
+            f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot"
+        )
+    txt = path if path.suffix == ".txt" else None
+    snapshot = path.suffix == ".json"
+    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt, explicit=True, installed=snapshot)
+
+
+def _as_spec(value: Any) -> str:
+    """A table's version (`"0.6.3"`, `">=0.6"`, `""`, `true`) as a specifier."""
+    text = "" if value is True else str(value).strip()
+    return "==" + text if text[:1] in "0123456789" and text else text
+
+
+def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
+    """Does the environment's transformers reach `floor`? Known from an exact pin or a lower bound at or above it;
+    a probed node is taken at its word (verify/tune run what is installed there)."""
+    return env.source.startswith(PROBED) or reaches(env.packages.get("transformers", ""), floor)
+
+
+def probed(packages: dict[str, bool]) -> Environment:
+    """What `verify` / `tune` found importable on the machine they run on (the node itself)."""
+    have = {normalise(DISTRIBUTIONS.get(name, name)): "" for name, ok in packages.items() if ok}
+    return Environment(have, f"{PROBED} (verify/tune run on the node)", installed=True)
+
+
+PROBED = "this machine, probed"
+
+
+def fa2_refusal(env: Environment, target: Target) -> str | None:
+    """Why FlashAttention-2 cannot run for a job on `target` with `env`, in words (None: nothing known against it;
+    whether flash-attn is there at all is `Environment.has`'s question). The planner plans no fa2 where this says
+    why, and the rules name the same reasons (LF049 on the GPU, ENV001 on the build)."""
+    if not target.stated:
+        return "no target stated: FlashAttention-2 runs only on NVIDIA Ampere or newer, or with AMD's ROCm build"
+    if not target.runs_fa2:
+        older = target.is_cuda and not target.bf16
+        return (
+            f"{target.name} is older than Ampere: flash-attn stops at the first step with `FlashAttention only "
+            "supports Ampere GPUs or newer.` (LF049)"
+            if older
+            else f"{target.name} has no GPU that FlashAttention-2 runs on"
+        )
+    spec = env.packages.get(normalise("flash-attn"), "")
+    if target.is_rocm and env.has("flash_attn") and not env.installed and flash_attn_not_for_rocm(spec):
+        return f"the flash-attn in {env.where} is not AMD's build, so it fails on {target.name} (ENV001)"
+    return None
+
+
+def stops_at_start(env: Environment, llamafactory_version: str, release: str) -> str | None:
+    """Why a job in `env` stops at start-up, in one line (None: nothing known): an exact pin of a package that
+    LLaMA-Factory's `check_dependencies` checks, outside the selected release's range (ENV002's error case; the
+    ranges: cfgopt.knowledge.requirement_pins). `release`: the release as outputs name it."""
+    for package, checked in CHECKED.get(llamafactory_version, {}).items():
+        version = exact_version(env.packages.get(package, ""))
+        if version is not None and not admitted(package, checked, version):
+            return (
+                f"{package} {version} in {env.where} is outside {release}'s check ({package}{checked}): the job stops "
+                "at start-up unless DISABLE_VERSION_CHECK=1 (ENV002)"
+            )
+    return None
+
+
+def torch_finds_no_gpu(env: Environment, target: Target) -> str | None:
+    """Why the job's torch sees no GPU of `target`, in one line (None: nothing known): a torch pinned as a build
+    for the other platform (`+cu121` on ROCm, `+rocm6.2` on NVIDIA; ENV001's torch case)."""
+    build = platform_of_build(env.packages.get("torch", ""))
+    if not build or not (target.is_rocm or target.is_cuda) or build == target.platform:
+        return None
+    names = {"cuda": "CUDA", "rocm": "ROCm"}
+    return f"torch in {env.where} is a {names[build]} build: on {target.name} it finds no GPU (ENV001)"
