@@ -53,7 +53,7 @@ def configs() -> list[Path]:
 
 def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[str]:
     """One row: the plan's description and notes, or why there is none; `node`: in the NODE environment."""
-    from cfgopt.job.environment import Environment
+    from cfgopt.environment.stated import Environment
     from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
     from cfgopt.plan.planner import plan_for

@@ -142,7 +142,7 @@ def exit_zero(args: argparse.Namespace, code: int) -> int:
 
 
 def add_target_arguments(p: argparse.ArgumentParser) -> None:
-    """`--target` and `--gpus`, as `lint`, `fix` and `estimate` read them (`detect.resolve_target`)."""
+    """`--target` and `--gpus`, as `lint`, `fix` and `estimate` read them (`gpus.resolve_target`)."""
     p.add_argument(
         "--target",
         default=None,

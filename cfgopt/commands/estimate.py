@@ -2,7 +2,7 @@
 training config, broken down, and the largest micro-batch that fits (cfgopt.memory.estimate; docs/memory.md).
 
 The target is resolved as `lint` resolves it (`--target` > the project config's > the GPUs of this machine,
-`cfgopt.knowledge.detect.resolve_target`) and named with where it came from; with none, `estimate` says it needs one
+`cfgopt.environment.gpus.resolve_target`) and named with where it came from; with none, `estimate` says it needs one
 (exit 2).
 
 Exit codes: 0 the run fits (within 90% of the GPU's memory: the margin MEM001 and tune use too), 1 it is tight

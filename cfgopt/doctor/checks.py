@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cfgopt.doctor.stack import GFX_OF, Stack, flash_attn_archs
+from cfgopt.environment.node import GFX_OF, Stack, flash_attn_archs
 from cfgopt.knowledge.rocm_env import judge_variable
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import Document
+from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Source
 from cfgopt.text.user_files import parse_json, read_bounded
 from cfgopt.text.user_text import integer
@@ -55,7 +56,8 @@ def finding(code: str, severity: Severity, message: str, source: Source | None =
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...]:
-    return tuple(integer(p) or 0 for p in re.findall(r"[0-9]+", (text or "").split("+")[0])[:3])
+    """A package's release as the first three numbers (`2.5.1+rocm6.2` -> (2, 5, 1)); () when not installed."""
+    return version_key(text)[:3] if text else ()
 
 
 # ------------------------------------------------------------------------------------------ the environment

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cfgopt.doctor import checks
-from cfgopt.doctor.stack import Stack, read_stack, summary
+from cfgopt.environment.node import Stack, read_stack, summary
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import shown
 from cfgopt.text.source import Kind
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed and not args.exit_zero else 0
 
 
-# The packages a snapshot keeps: what decides a training job's findings and plans (cfgopt.job.environment), not the
+# The packages a snapshot keeps: what decides a training job's findings and plans (cfgopt.environment.stated), not the
 # whole site-packages, so the file stays small and changes only when the training stack does.
 SNAPSHOT_PACKAGES = (
     "llamafactory",
@@ -127,7 +127,7 @@ SNAPSHOT_PACKAGES = (
 
 
 def snapshot(stack: Stack) -> dict:
-    """The node's training packages as `cfgopt-environment.json` holds them (cfgopt.job.environment reads it)."""
+    """The node's training packages as `cfgopt-environment.json` holds them (cfgopt.environment.stated reads it)."""
     packages = {name: stack.packages[name] for name in SNAPSHOT_PACKAGES if name in stack.packages}
     return {
         "written_by": "cfgopt doctor --write-environment",

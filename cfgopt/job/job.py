@@ -6,10 +6,10 @@ A `Job` is a LLaMA-Factory config (YAML or a `llamafactory-cli` command line) wi
 - the DeepSpeed config it names (`deepspeed`), and that config as the HF Trainer and accelerate fill its
   "auto" values (`deepspeed_filled`);
 - the hardware judged for (`hardware`): target and GPU count, from flags, the project config or the GPUs of
-  this machine (`detect.resolve_target`), saying when either is assumed;
+  this machine (`gpus.resolve_target`), saying when either is assumed;
 - the versions judged (`lf_label`, `ds_label`: always the selected snapshots, never module constants);
 - the environment it trains in (`environment`, `has_package`: the packages of the node, as the project states
-  them or as assumed, never the machine cfgopt runs on; cfgopt.job.environment).
+  them or as assumed, never the machine cfgopt runs on; cfgopt.environment.stated).
 
 Rules, `estimate`, the memory model's inputs, `fix` (through the planner), `verify` and `tune` read jobs; no
 other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default. Nothing heavy is imported.
@@ -26,8 +26,8 @@ from cfgopt.text.source import Kind, Source
 from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
+    from cfgopt.environment.stated import Environment
     from cfgopt.job import data_profile
-    from cfgopt.job.environment import Environment
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema
     from cfgopt.knowledge.accelerate_plan import AcceleratePlan
@@ -419,7 +419,7 @@ class Job:
     @property
     def environment(self) -> Environment:
         """The packages of the node the job trains on: as the project states them, else assumed (the output says
-        which); never the machine cfgopt runs on (cfgopt.job.environment)."""
+        which); never the machine cfgopt runs on (cfgopt.environment.stated)."""
         return self.settings.environment
 
     def has_package(self, name: str) -> bool:

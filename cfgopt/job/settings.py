@@ -28,7 +28,7 @@ from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import real_path
 
 if TYPE_CHECKING:
-    from cfgopt.job.environment import Environment
+    from cfgopt.environment.stated import Environment
     from cfgopt.knowledge.versions import VersionRange
 
 
@@ -41,7 +41,7 @@ class Settings:
         # None: no target (none stated, none detected): hardware-specific rules stay quiet (targets.UNSTATED)
         target_name: str | None = None,
         gpus: int | None = None,  # None: not stated; rules that need it check every plausible count
-        # Where the target and the GPU count came from (`detect.resolve_target`): "--target", a project config file's
+        # Where the target and the GPU count came from (`gpus.resolve_target`): "--target", a project config file's
         # name, "detected"; "" for a hand-built Settings. A custom target (project config table) is `target_spec`.
         target_source: str = "",
         gpus_source: str = "",
@@ -52,7 +52,7 @@ class Settings:
         # Optional packages the machine has (import name -> importable): `verify` and `tune` probe the node they run
         # on. Lint and fix never do: their environment is what the project states (`environment`), else assumed.
         packages: dict[str, bool] | None = None,
-        # The job's environment as the project states it (cfgopt.job.environment); None: `packages`, else assumed.
+        # The job's environment as the project states it (cfgopt.environment.stated); None: `packages`, else assumed.
         environment: Environment | None = None,
         ignore: list[str] | None = None,
         fail_on: Severity = Severity.WARNING,
@@ -117,15 +117,15 @@ class Settings:
 
     @property
     def environment(self) -> Environment:
-        """The packages of the node the job trains on (cfgopt.job.environment): as stated, as probed where verify/tune
-        run, else the stated default for the release and the target's platform."""
-        from cfgopt.job import environment
+        """The packages of the node the job trains on (cfgopt.environment.stated): as stated, as probed where
+        verify/tune run, else the stated default for the release and the target's platform."""
+        from cfgopt.environment import stated
 
         if self.stated_environment is not None:
             return self.stated_environment
         if self.packages is not None:
-            return environment.probed(self.packages)
-        return environment.assumed(self.llamafactory_version, self.target.platform)
+            return stated.probed(self.packages)
+        return stated.assumed(self.llamafactory_version, self.target.platform)
 
     @property
     def target(self) -> Target:

@@ -1,33 +1,15 @@
-"""What a requirement pin says about the node a job runs on: the GPU runtime a build is for, its exact version, and
-the dependency ranges each LLaMA-Factory release checks at start-up or declares. Read by the requirement rules
-(ENV001-ENV003) and by the speed planner, which plans nothing the rules call a failure (a flash-attn build for the
-other platform, a job that stops at start-up)."""
+"""What a requirement pin says about the node a job runs on: whether a flash-attn build is AMD's, and the dependency
+ranges each LLaMA-Factory release checks at start-up or declares (the pins themselves, their builds and exact
+versions are read by `cfgopt.text.requirements`). Read by the requirement rules (ENV001-ENV003) and by the speed
+planner, which plans nothing the rules call a failure (a flash-attn build for the other platform, a job that stops
+at start-up)."""
 
 from __future__ import annotations
 
-import re
+import functools
+from pathlib import Path
 
-from cfgopt.knowledge.versions import VersionRange
-from cfgopt.text.patterns import lazy
-
-_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
-_EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
-# PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
-_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
-
-
-def platform_of_build(text: str) -> str:
-    """ "cuda" / "rocm" for a local version (`+cu121`, `+rocm6.2`) or a PyTorch index URL, else ""."""
-    found = _LOCAL.search(text) or _INDEX.search(text)
-    if found is None:
-        return ""
-    return "rocm" if found.group(1).lower().startswith("rocm") else "cuda"
-
-
-def exact_version(spec: str) -> str | None:
-    """`==2.5.1+cu121` / `2.5.1` (poetry) / a lock's `==4.46.0` -> the public version; None for a range."""
-    match = _EXACT.match(spec.strip())
-    return match.group(1) if match else None
+from cfgopt.text.requirements import normalise, platform_of_build, spec_admits
 
 
 def flash_attn_not_for_rocm(spec: str) -> bool:
@@ -109,4 +91,23 @@ DECLARED: dict[str, dict[str, str]] = {
 
 
 def admitted(package: str, spec: str, version: str) -> bool:
-    return VersionRange(package, spec, "").admits(version)
+    return spec_admits(spec, version)
+
+
+# --------------------------------------------------------------------------- what releases require of each other
+# scripts/sync_requirement_metadata.py writes it from PyPI's metadata; read here, never fetched at lint time.
+METADATA_FILE = Path(__file__).resolve().parent / "schemas" / "requirement-metadata.json"
+
+
+@functools.cache
+def requirement_metadata() -> tuple[str, dict[str, dict[str, dict[str, str]]]]:
+    """(the platform the snapshot assumes, package -> version -> {required package: specifier})."""
+    import json
+
+    data = json.loads(METADATA_FILE.read_text(encoding="utf-8"))
+    return data["assumed"], data["packages"]
+
+
+def requires(package: str, version: str) -> dict[str, str] | None:
+    """What a release requires of other packages (normalised names), or None where the snapshot lacks it."""
+    return requirement_metadata()[1].get(normalise(package), {}).get(version)

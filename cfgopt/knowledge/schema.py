@@ -14,12 +14,11 @@ import enum
 import json
 import math
 import operator
-import re
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.text.user_text import integer
+from cfgopt.text.requirements import version_key
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 LLAMAFACTORY_VERSION = "0.9.5"
@@ -49,15 +48,6 @@ def ds_section_values(version: str) -> dict[str, dict[str, str]]:
 
 
 # --------------------------------------------------------------------------- shipped versions
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """`"0.16.4"` -> `(0, 16, 4)`: numeric order, so 0.9.10 sorts after 0.9.5 (non-digits end a part)."""
-    out: list[int] = []
-    for part in version.split("."):
-        digits = re.match(r"[0-9]*", part, re.ASCII).group()  # type: ignore[union-attr]
-        out.append(integer(digits) or 0)
-    return tuple(out)
 
 
 @cache

@@ -1,8 +1,8 @@
 """The hardware a config is judged for: the table of targets users train on, and custom targets.
 
-The target is resolved once per run (`cfgopt.knowledge.detect.resolve_target`), in this order: `--target` > the
+The target is resolved once per run (`cfgopt.environment.gpus.resolve_target`), in this order: `--target` > the
 project config's `target` (a name, or a custom table) > the GPUs of the machine cfgopt runs on, read from the
-operating system (`cfgopt.knowledge.detect`, without importing torch) > none. `--target none` (or `target = "none"`)
+operating system (`cfgopt.environment.gpus`, without importing torch) > none. `--target none` (or `target = "none"`)
 turns detection off. Whatever was chosen, the run says which and where it came from (`cfgopt.job.job.judged_for`).
 
 Figures are per GPU (per GCD for MI250X) from the vendors' data sheets; docs/targets.md cites each one.

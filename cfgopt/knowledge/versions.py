@@ -2,9 +2,9 @@
 
 Selection (docs/versions.md): an explicit value (`--llamafactory-version` / `--deepspeed-version`, later a
 project config) names a shipped snapshot exactly or by prefix (`0.16` = the newest shipped 0.16.x); without
-one, the repository's pins or the job's stated environment (cfgopt.job.environment), snapped to the nearest shipped
+one, the repository's pins or the job's stated environment (cfgopt.environment.stated), snapped to the nearest shipped
 snapshot of the same minor; without that, the newest snapshot. The release installed where cfgopt runs never
-decides (the job is judged, not this machine); `installed_version` reads it for `cfgopt doctor`, which runs on the node.
+decides: nothing here reads it (`cfgopt doctor`, run on the node, reads its stack itself).
 
 Differences: the rules ask `lf_key_history` / `ds_key_history` only when a key is unknown to the selected release
 (rare: that path reads the other LLaMA-Factory snapshots; for DeepSpeed, the key tables of every release that
@@ -17,21 +17,22 @@ by tests/knowledge/test_versions.py), so linting reads only the selected snapsho
 from __future__ import annotations
 
 import json
-import os
-import re
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
-from cfgopt.knowledge.schema import newest_version, shipped_versions, version_key
-from cfgopt.text.patterns import lazy
-from cfgopt.text.user_files import read_text_bounded
+from cfgopt.knowledge.schema import newest_version, shipped_versions
+from cfgopt.text.requirements import (
+    parse_spec,
+    pip_version,
+    spec_admits,
+    version_key,
+)
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
 INDEX_FILE = "version-index.json"
-_DETECT: Any = object()
 
 
 class VersionError(ValueError):
@@ -39,51 +40,6 @@ class VersionError(ValueError):
 
 
 # --------------------------------------------------------------------------- choosing the version
-
-
-def installed_version(package: str) -> str | None:
-    """The installed release of `package`, read from its dist-info as `importlib.metadata.version` does.
-
-    Never imports the package. Not `importlib.metadata` itself either: importing it (email, zipfile, csv, ...)
-    costs about 25 ms, a tenth of a whole lint run; the lookup is the same: the first `<name>-<version>.dist-info`
-    (or `.egg-info`) on sys.path whose normalised name matches, its `Version:` header.
-    """
-    want = _normalise(package)
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:  # not a folder (zip, finder hook) or unreadable
-            continue
-        for name in names:
-            stem, dot, suffix = name.rpartition(".")
-            if suffix not in ("dist-info", "egg-info") or not dot:
-                continue
-            if _normalise(stem.split("-", 1)[0]) != want:
-                continue
-            version = _metadata_version(os.path.join(entry or ".", name))
-            if version:
-                return version
-    return None
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-def _metadata_version(folder: str) -> str | None:
-    for meta in ("METADATA", "PKG-INFO"):
-        # sys.path may hold the current folder, so this may be any file of the repository being linted: a
-        # regular file of bounded size only (a FIFO would block, a link to /dev/zero read forever)
-        try:
-            text = read_text_bounded(Path(folder, meta))
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip() or None
-            if not line.strip():
-                break  # end of the headers
-    return None
 
 
 # How much of a version names a series whose releases share a snapshot: DeepSpeed's patch releases keep the
@@ -96,15 +52,6 @@ def _series(package: str, version: str) -> tuple[int, ...]:
     return (*version_key(version), 0, 0, 0)[:depth]
 
 
-# A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
-_PEP440 = lazy(
-    r"^v?(?P<release>\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
-    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
-    r"(?:[-_.]?(?P<dev>dev)[-_.]?\d*)?"
-    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
-    re.IGNORECASE,
-)
 EXAMPLES = {
     "llamafactory": ("0.9", ">=0.9.3,<0.9.6"),
     "deepspeed": ("0.16", ">=0.16,<0.20"),
@@ -125,15 +72,15 @@ def _pip_version(package: str, value: str) -> str | None:
 
     `0.9.6.dev0` / `0.9.6rc1` (the development line before 0.9.6): the newest release before it, never 0.9.6
     itself; `0.9.5.post1` / `0.9.5+cu121`: 0.9.5; a release newer than every snapshot: the newest one."""
-    match = _PEP440.match(value)
+    parsed = pip_version(value)
     shipped = shipped_versions(package)
-    if match is None or not shipped:
+    if parsed is None or not shipped:
         return None
-    release = match.group("release")
+    release = parsed.release
     want = version_key(release)
     if want > version_key(shipped[-1]) and not _next_to_newest(package, want, version_key(shipped[-1])):
         return None  # far past every snapshot (`1.0`, `0.13` for LLaMA-Factory): more likely a typo
-    if match.group("pre") or match.group("dev"):
+    if parsed.pre or parsed.dev:
         older = [v for v in shipped if version_key(v) < want]
         if not older:
             return None
@@ -196,8 +143,8 @@ def snap_version(package: str, installed: str) -> str:
     shipped = shipped_versions(package)
     if installed in shipped:
         return installed
-    match = _PEP440.match(installed)
-    if match is not None and (match.group("pre") or match.group("dev") or match.group("post") or match.group("local")):
+    parsed = pip_version(installed)
+    if parsed is not None and not parsed.is_release:
         judged = _pip_version(package, installed)  # never the release a development version leads to
         if judged is not None:
             return judged
@@ -216,53 +163,6 @@ def snap_version(package: str, installed: str) -> str:
 
 # --------------------------------------------------------------------------- version ranges
 
-_CLAUSE = lazy(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
-_PAD = 4
-
-
-def _padded(version: str) -> tuple[int, ...]:
-    key = tuple(version_key(version.rstrip(".*")))
-    return (key + (0,) * _PAD)[:_PAD]
-
-
-def _clause_admits(op: str, bound: str, version: str) -> bool:
-    v, w = _padded(version), _padded(bound)
-    wild = bound.endswith(".*")
-    width = len(version_key(bound.rstrip(".*")))
-    if op in ("==", "===", ""):
-        return v[:width] == w[:width] if wild else v == w
-    if op == "!=":
-        return v[:width] != w[:width] if wild else v != w
-    if op == ">=":
-        return v >= w
-    if op == "<=":
-        return v <= w
-    if op == ">":
-        return v > w
-    if op == "<":
-        return v < w
-    if op == "~=":  # PEP 440: >= bound, same release up to the last part but one
-        return v >= w and v[: max(width - 1, 1)] == w[: max(width - 1, 1)]
-    if op == "~":  # poetry: ~0.16.4 = >=0.16.4,<0.17
-        return v >= w and v[: min(width, 2)] == w[: min(width, 2)]
-    if op == "^":  # poetry: first non-zero part fixed (^0.16.4 = >=0.16.4,<0.17)
-        lead = next((i for i, part in enumerate(w[:width]) if part), width - 1)
-        return v >= w and v[: lead + 1] == w[: lead + 1]
-    return False
-
-
-def parse_spec(spec: str) -> list[tuple[str, str]]:
-    """`">=0.16,<0.20"` -> [(">=", "0.16"), ("<", "0.20")]; `"*"` / `""` -> [] (any); ValueError if unreadable."""
-    clauses: list[tuple[str, str]] = []
-    for raw in spec.replace(" ", "").split(","):
-        if raw in ("", "*"):
-            continue
-        match = _CLAUSE.match(raw)
-        if match is None:
-            raise ValueError(f"not a version specifier: {raw!r}")
-        clauses.append((match.group(1) or "==", match.group(2)))
-    return clauses
-
 
 def is_range(value: str) -> bool:
     """Is a --*-version / project-config value a range (has an operator) rather than a version or prefix?"""
@@ -277,7 +177,7 @@ class VersionRange(NamedTuple):
     origin: str
 
     def admits(self, version: str) -> bool:
-        return all(_clause_admits(op, bound, version) for op, bound in parse_spec(self.spec))
+        return spec_admits(self.spec, version)
 
     @property
     def exact(self) -> bool:
@@ -290,7 +190,7 @@ class VersionRange(NamedTuple):
         of a development or pre-release (`==0.9.2.dev0`) reaches the snapshot that judges it, the release
         before (`_pip_version`), not the release it leads to, which a comparison of release numbers admits."""
         clauses = parse_spec(self.spec)
-        if self.exact and (match := _PEP440.match(clauses[0][1])) and (match.group("pre") or match.group("dev")):
+        if self.exact and (parsed := pip_version(clauses[0][1])) and (parsed.pre or parsed.dev):
             judged = _pip_version(self.package, clauses[0][1])
             return (judged,) if judged is not None else ()
         return _shipped_in(self.package, self.spec)
@@ -329,7 +229,7 @@ def resolve_range(rng: VersionRange) -> str:
 
 def resolve_version(package: str, cli_value: str | None = None, installed: str | None = None) -> str:
     """The version whose snapshot judges the files: explicit value > `installed` (a release the caller read on
-    the node; `_DETECT` reads this interpreter's, which only `cfgopt doctor` may) > newest shipped.
+    the node: `cfgopt doctor`'s stack) > newest shipped.
 
     `cli_value` is what the user asked for (command line, or a project config file): a version, a prefix or a
     range (`>=0.16,<0.20`: the newest shipped series in it). Raises VersionError for an explicit value
@@ -339,8 +239,6 @@ def resolve_version(package: str, cli_value: str | None = None, installed: str |
         if is_range(cli_value):
             return explicit_range(package, cli_value, "--version").version
         return match_version(package, cli_value)
-    if installed is _DETECT:
-        installed = installed_version(package)
     if installed:
         return snap_version(package, installed)
     return newest_version(package)

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cfgopt.environment.gpus import Resolved, resolve_target
 from cfgopt.job.settings import Settings
-from cfgopt.knowledge.detect import Resolved, resolve_target
 from cfgopt.knowledge.targets import MAX_GPUS, TARGETS, TargetError, check_name, custom_target
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import shown
@@ -25,7 +25,7 @@ from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 
 if TYPE_CHECKING:
-    from cfgopt.job.environment import Environment
+    from cfgopt.environment.stated import Environment
     from cfgopt.knowledge.versions import VersionRange
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")
@@ -300,7 +300,7 @@ class Resolver:
     def with_texts(self, texts: dict[Path, str]) -> Resolver:
         """The same options, with edited requirement files read from `texts` (`cfgopt fix` re-lints with them:
         a pin a fix added changes the job's environment, and so its plan)."""
-        from cfgopt.knowledge.pins import is_requirement_file
+        from cfgopt.text.requirements import is_requirement_file
 
         edited = {os.path.realpath(p): t for p, t in texts.items() if is_requirement_file(Path(p).name)}
         if not edited:
@@ -319,10 +319,10 @@ class Resolver:
         return found[0], self._options[found[0]]
 
     def pins_for(self, folder: str) -> dict:
-        """The repository's dependency pins for files in `folder` ({} with --isolated): `cfgopt.knowledge.pins`."""
+        """The repository's dependency pins for files in `folder` ({} with --isolated): `cfgopt.environment.pins`."""
         if self.isolated:
             return {}
-        from cfgopt.knowledge.pins import find_pins
+        from cfgopt.environment.pins import find_pins
 
         return find_pins(Path(folder), self._pins)
 
@@ -342,10 +342,10 @@ class Resolver:
         return self._by_config[key]
 
     def environment_for(self, folder: str, config_file: Path | None, options: dict[str, Any]) -> Environment | None:
-        """The job's environment as the project states it (cfgopt.job.environment): `--environment`, else `--config
+        """The job's environment as the project states it (cfgopt.environment.stated): `--environment`, else `--config
         environment=` / the config file's `environment`, else the requirement files or a doctor snapshot at or above
         the folder; None: the stated default applies (`Settings.environment`)."""
-        from cfgopt.job import environment
+        from cfgopt.environment import stated
 
         layers = (
             ("--environment", self.cli.environment, self.cwd),
@@ -356,12 +356,12 @@ class Resolver:
             if value is not None:
                 base = base or (config_file.parent if config_file is not None else self.cwd)
                 try:
-                    return environment.stated_environment(value, where, base)
-                except environment.EnvironmentOptionError as exc:
+                    return stated.stated_environment(value, where, base)
+                except stated.EnvironmentOptionError as exc:
                     raise ConfigError(str(exc)) from None
         if self.isolated:
             return None
-        return environment.found_environment(Path(folder), self._environments, self.texts)
+        return stated.found_environment(Path(folder), self._environments, self.texts)
 
     def _build(
         self,
@@ -433,7 +433,7 @@ class Resolver:
         )
 
     def _hardware(self, config_file: Path | None, options: dict[str, Any]) -> Resolved:
-        """The target and GPU count (`detect.resolve_target`): the flag, else `--config`, else the config file, else
+        """The target and GPU count (`gpus.resolve_target`): the flag, else `--config`, else the config file, else
         the GPUs of this machine; each with the layer it came from."""
         cli = self.cli
         layers = (

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cfgopt.knowledge.pins import is_requirement_file
 from cfgopt.text.patterns import lazy
+from cfgopt.text.requirements import is_requirement_file
 from cfgopt.text.source import Kind
 from cfgopt.text.user_files import looked_at
 
@@ -67,7 +67,7 @@ def iter_files(paths: list[Path], unreadable: list[tuple[Path, str]] | None = No
 
 def loader_for(path: Path) -> str:
     if is_requirement_file(path.name):
-        return "requirements"  # requirements*.txt, pyproject.toml, the lock files, setup.py (cfgopt.knowledge.pins)
+        return "requirements"  # requirements*.txt, pyproject.toml, the lock files, setup.py (cfgopt.text.requirements)
     suffix = path.suffix.lower()
     if suffix == ".json":
         return "json"

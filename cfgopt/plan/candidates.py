@@ -32,7 +32,7 @@ def planned_knobs(job: Job) -> tuple[str, ...]:
 
 
 def job_platform(job: Job) -> space.Platform:
-    """What the candidates may use: the packages of the job's environment (cfgopt.job.environment)."""
+    """What the candidates may use: the packages of the job's environment (cfgopt.environment.stated)."""
     return space.Platform(
         cuda=True,
         flash_attn=fa2_usable(job),
@@ -58,7 +58,7 @@ def fa2_usable(job: Job) -> bool:
 
 
 def fa2_refused(job: Job) -> str | None:
-    from cfgopt.job.environment import fa2_refusal
+    from cfgopt.environment.stated import fa2_refusal
 
     return fa2_refusal(job.environment, job.settings.target)
 

@@ -63,7 +63,7 @@ class Runtime(NamedTuple):
 def stochastic_rounding_ok(job: Job) -> bool:
     """torchao in the job's environment, with a transformers that hands `bf16_stochastic_round` on (5.0 and newer;
     an older one drops it silently and pure bf16 rounds updates away): stated, or probed on the node."""
-    from cfgopt.job.environment import transformers_at_least
+    from cfgopt.environment.stated import transformers_at_least
 
     env = job.environment
     return env.has("torchao") and transformers_at_least(env, (5, 0))

@@ -291,7 +291,7 @@ def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
     """The plan, or where the job's environment stops it at start-up (ENV002: a checked package outside the
     release's range) or gives it no GPU (ENV001: torch built for the other platform), a plan that changes nothing
     and says why: a gain is no gain for a job that does not start."""
-    from cfgopt.job.environment import stops_at_start, torch_finds_no_gpu
+    from cfgopt.environment.stated import stops_at_start, torch_finds_no_gpu
 
     env = job.environment
     why = stops_at_start(env, job.settings.llamafactory_version, job.lf_label) or torch_finds_no_gpu(

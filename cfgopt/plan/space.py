@@ -197,7 +197,7 @@ class Platform:
 
 def packages_of(platform: Platform) -> dict[str, bool]:
     """The optional packages a probed platform has, by import name: the environment `verify` and `tune` plan for
-    (cfgopt.job.environment.probed)."""
+    (cfgopt.environment.stated.probed)."""
     return {
         "liger_kernel": platform.liger,
         "flash_attn": platform.flash_attn,

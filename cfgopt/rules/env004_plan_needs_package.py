@@ -4,7 +4,7 @@ import os
 import re
 from collections.abc import Iterator
 
-from cfgopt.job.environment import spec_for
+from cfgopt.environment.stated import spec_for
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import pins_of
 from cfgopt.text.diagnostics import Diagnostic, Edit, Severity

@@ -1,17 +1,14 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
-from cfgopt.knowledge import pins
+from cfgopt.knowledge import requirement_pins as pins
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import TORCH_FAMILY
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.requirements import final_release, numeric_spec
 from cfgopt.text.source import Kind
-
-_RELEASE = re.compile(r"==\s*(\d+(?:\.\d+)*)")  # a final release, no local, post, pre or dev part
-_BOUND = re.compile(r"(?:===?|!=|<=|>=|<|>|~=)\s*\d+(?:\.\d+)*(?:\.\*)?")
 
 
 class PinsCannotInstallTogether(Rule):
@@ -49,7 +46,7 @@ class PinsCannotInstallTogether(Rule):
         src = ctx.source
         if src.root is None:
             return
-        exact = {e.key: (e, m.group(1)) for e in src.root.entries or () if (m := _RELEASE.fullmatch(str(e.node.value)))}
+        exact = {e.key: (e, v) for e in src.root.entries or () if (v := final_release(str(e.node.value)))}
         other_index = bool(src.command.get("indexes"))
         assumed, _ = pins.requirement_metadata()
         for package, (entry, version) in exact.items():
@@ -57,7 +54,7 @@ class PinsCannotInstallTogether(Rule):
                 continue  # another index's torch builds state other requirements (pytorch-triton-rocm, ...)
             for required, spec in (pins.requires(package, version) or {}).items():
                 pinned = exact.get(required)
-                if pinned is None or not all(_BOUND.fullmatch(c.strip()) for c in spec.split(",")):
+                if pinned is None or not numeric_spec(spec):
                     continue
                 if VersionRange(required, spec, "").admits(pinned[1]):
                     continue

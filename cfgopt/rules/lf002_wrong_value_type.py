@@ -5,12 +5,12 @@ from collections.abc import Iterator
 import yaml
 
 from cfgopt.knowledge import schema
-from cfgopt.knowledge.schema import version_key
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.patterns import lazy
+from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")

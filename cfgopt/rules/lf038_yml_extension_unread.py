@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.knowledge.schema import version_key
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Kind
 
 # The first release whose `_parse_args` also reads a `.yml` file (0.9.0 reads `.yaml` only).

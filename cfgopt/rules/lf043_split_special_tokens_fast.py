@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.knowledge.schema import version_key
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, on
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Kind
 
 # The first release that accepts `split_special_tokens` with a fast tokenizer.

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.job.environment import fa2_refusal
+from cfgopt.environment.stated import fa2_refusal
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -35,7 +35,7 @@ class NeatPackingWithoutFa2(Rule):
     )
     example = "neat_packing: true   ->  add flash_attn: fa2 (with a flash-attn build), or use packing: true"
     fix_safety = "No fix: `fa2` needs the flash-attn package; plain packing changes what the model sees."
-    # quiet where the job's environment has no flash-attn (cfgopt.job.environment): the mask is then the cost of
+    # quiet where the job's environment has no flash-attn (cfgopt.environment.stated): the mask is then the cost of
     # keeping packed samples apart, which is what the speed plan writes
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from cfgopt.knowledge.schema import version_key
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry, lf_value
@@ -19,6 +18,7 @@ from cfgopt.rules.support.ds_blocks import (
     trainer_warmup,
 )
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Entry, Kind, Source
 
 # A scheduler that never decays: a warning even for a DeepSpeed JSON judged alone, as is one that ignores the

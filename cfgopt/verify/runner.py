@@ -331,8 +331,8 @@ def _run(
 
 def detect_target() -> str:
     """The cfgopt target matching this machine's accelerator (verify fixes for the hardware it runs on): the
-    GPUs `lint` and `estimate` detect (`cfgopt.knowledge.detect`, /proc and /sys), else what the vendor's tool names."""
-    from cfgopt.knowledge.detect import detect_gpus
+    GPUs `lint` and `estimate` detect (`cfgopt.environment.gpus`, /proc and /sys), else what the vendor's tool names."""
+    from cfgopt.environment.gpus import detect_gpus
 
     found = detect_gpus()
     if found is not None and found.target is not None:

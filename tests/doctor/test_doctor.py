@@ -16,8 +16,8 @@ from repo_paths import ROOT
 from rule_cases import TRAIN, run_cli
 
 from cfgopt.doctor import checks
-from cfgopt.doctor.stack import read_stack, summary
-from cfgopt.knowledge import detect
+from cfgopt.environment import gpus
+from cfgopt.environment.node import read_stack, summary
 from cfgopt.text.diagnostics import Severity
 
 CONFIG = """\
@@ -39,9 +39,9 @@ def clean(monkeypatch, tmp_path):
     for variable in (*("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"), "FORCE_TORCHRUN"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)
-    detect._CACHE.clear()
+    gpus._CACHE.clear()
     yield
-    detect._CACHE.clear()
+    gpus._CACHE.clear()
 
 
 def config(tmp_path: Path, extra: str = "", dataset: bool = True) -> Path:

@@ -1,5 +1,5 @@
-"""The job's environment (cfgopt/job/environment.py, docs/environment.md): the packages of the node a job trains on, as
-the project states them, never those of the machine cfgopt runs on (issue 32)."""
+"""The job's environment (cfgopt/environment/stated.py, docs/environment.md): the packages of the node a job trains
+on, as the project states them, never those of the machine cfgopt runs on (issue 32)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
-from cfgopt.job.environment import Environment, assumed, found_environment, read_packages
+from cfgopt.environment.stated import Environment, assumed, found_environment, read_packages
 from cfgopt.lint.engine import lint_paths
 from cfgopt.lint.project_config import CommandLine, Resolver
 
@@ -256,7 +256,7 @@ def test_a_requirement_files_includes_are_its_requirements(tmp_path: Path) -> No
 
 
 def test_hashed_pins_are_read_without_their_options(tmp_path: Path) -> None:
-    from cfgopt.knowledge.pins import requirement_pins
+    from cfgopt.text.requirements import requirement_pins
 
     text = "llamafactory==0.9.5 \\\n    --hash=sha256:abc\ntorch==2.5.1 --hash=sha256:def\n"
     (tmp_path / "requirements.txt").write_text(text)

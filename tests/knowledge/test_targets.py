@@ -1,5 +1,5 @@
 """The target: the hardware table (the one place a device's figures live; verify's MFU reads it too), its
-resolution (`--target` > project config > the GPUs of this machine > none, `detect.resolve_target`), GPU detection
+resolution (`--target` > project config > the GPUs of this machine > none, `gpus.resolve_target`), GPU detection
 from /proc and /sys without torch, and what a run says about it (issue 22)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from rule_cases import CASES_DIR, case_args, input_files, run_cli, summary_of
 
-from cfgopt.knowledge import detect
-from cfgopt.knowledge.detect import resolve_target as resolve
+from cfgopt.environment import gpus
+from cfgopt.environment.gpus import resolve_target as resolve
 from cfgopt.knowledge.targets import HARDWARE_CHECKS, TARGETS, UNSTATED, TargetError, custom_target, target_for_device
 
 H200_INFO = "Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t GPU-66a42732\nBus Type: \t PCIe\n"  # as on an H200
@@ -34,12 +34,12 @@ bf16: true
 @pytest.fixture(autouse=True)
 def no_machine_gpus(tmp_path_factory, monkeypatch):
     """Every test reads an empty fake root unless it builds one: the results never depend on this machine."""
-    monkeypatch.setenv(detect.ROOT_VARIABLE, str(tmp_path_factory.mktemp("empty-root")))
+    monkeypatch.setenv(gpus.ROOT_VARIABLE, str(tmp_path_factory.mktemp("empty-root")))
     for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         monkeypatch.delenv(variable, raising=False)
-    detect._CACHE.clear()
+    gpus._CACHE.clear()
     yield
-    detect._CACHE.clear()
+    gpus._CACHE.clear()
 
 
 def nvidia_root(tmp_path: Path, count: int, info: str = H200_INFO) -> Path:
@@ -131,12 +131,12 @@ def test_custom_target_from_a_table_and_its_errors() -> None:
 
 
 def test_nvidia_gpus_are_read_from_proc(tmp_path: Path) -> None:
-    found = detect.detect_gpus(str(nvidia_root(tmp_path, 8)))
+    found = gpus.detect_gpus(str(nvidia_root(tmp_path, 8)))
     assert found is not None and (found.target, found.count) == (TARGETS["h200"], 8)
 
 
 def test_amd_gpus_are_read_from_the_kfd_topology_and_cpu_nodes_skipped(tmp_path: Path) -> None:
-    found = detect.detect_gpus(str(kfd_root(tmp_path, [0x74A1] * 8)))
+    found = gpus.detect_gpus(str(kfd_root(tmp_path, [0x74A1] * 8)))
     assert found is not None and (found.target, found.count) == (TARGETS["mi300x"], 8)
 
 
@@ -148,43 +148,43 @@ def test_amd_gpus_from_drm_when_there_is_no_kfd(tmp_path: Path) -> None:
         (card / "vendor").write_text(vendor + "\n")
         (card / "device").write_text(device + "\n")
     (root / "sys/class/drm/card0-DP-1").mkdir()
-    found = detect.detect_gpus(str(root))
+    found = gpus.detect_gpus(str(root))
     assert found is not None and (found.target, found.count) == (TARGETS["mi210"], 2)
 
 
 def test_an_unknown_gpu_is_named_but_gives_no_target(tmp_path: Path) -> None:
-    found = detect.detect_gpus(str(nvidia_root(tmp_path, 2, "Model: \t\t NVIDIA RTX A6000\n")))
+    found = gpus.detect_gpus(str(nvidia_root(tmp_path, 2, "Model: \t\t NVIDIA RTX A6000\n")))
     assert found is not None and found.target is None and (found.count, found.model) == (2, "NVIDIA RTX A6000")
-    unknown_amd = detect.detect_gpus(str(kfd_root(tmp_path / "amd", [0x74A2], gfx=90402)))
+    unknown_amd = gpus.detect_gpus(str(kfd_root(tmp_path / "amd", [0x74A2], gfx=90402)))
     assert unknown_amd is not None and unknown_amd.target is None and "gfx942" in unknown_amd.model
     # a partitioned MI300X (CPX: one XCD per node) has a share of the memory the target describes
-    cpx = detect.detect_gpus(str(kfd_root(tmp_path / "cpx", [0x74A1] * 8, xcc=1)))
+    cpx = gpus.detect_gpus(str(kfd_root(tmp_path / "cpx", [0x74A1] * 8, xcc=1)))
     assert cpx is not None and cpx.target is None and cpx.model == "AMD Instinct MI300X partition (1 of 8 XCDs)"
 
 
 def test_visible_devices_limit_the_count(tmp_path: Path, monkeypatch) -> None:
     root = str(nvidia_root(tmp_path, 8))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    assert detect.detect_gpus(root).count == 2
-    detect._CACHE.clear()
+    assert gpus.detect_gpus(root).count == 2
+    gpus._CACHE.clear()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert detect.detect_gpus(root) is None
+    assert gpus.detect_gpus(root) is None
 
 
 def test_detection_is_cheap_and_finds_nothing_without_gpus(tmp_path: Path, monkeypatch) -> None:
     root = str(nvidia_root(tmp_path, 8))
     read: list[str] = []
-    real_read = detect._read
-    monkeypatch.setattr(detect, "_read", lambda path: read.append(path) or real_read(path))
-    assert detect._detect(root).count == 8
+    real_read = gpus._read
+    monkeypatch.setattr(gpus, "_read", lambda path: read.append(path) or real_read(path))
+    assert gpus._detect(root).count == 8
     assert len(read) == 8  # cheap: eight small file reads (one `information` file a GPU), nothing imported
-    assert detect.detect_gpus(str(tmp_path / "nothing")) is None
+    assert gpus.detect_gpus(str(tmp_path / "nothing")) is None
 
 
 def test_this_machine_without_gpus_detects_none() -> None:
     if any(os.path.exists(p) for p in ("/proc/driver/nvidia/gpus", "/sys/class/kfd", "/sys/class/drm")):
         pytest.skip("this machine has GPU drivers")
-    assert detect._detect("/") is None
+    assert gpus._detect("/") is None
 
 
 # --------------------------------------------------------------------------- resolution
@@ -231,8 +231,8 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     (cfg.parent / "pyproject.toml").write_text('[tool.cfgopt]\ntarget = "l40s"\ngpus = 2\n')
     assert lint(str(cfg))[2].split("; environment:")[0].endswith("; judged for 2 x l40s (pyproject.toml)")
     (cfg.parent / "pyproject.toml").unlink()
-    monkeypatch.setenv(detect.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
-    detect._CACHE.clear()
+    monkeypatch.setenv(gpus.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
+    gpus._CACHE.clear()
     assert lint(str(cfg))[2].split("; environment:")[0].endswith("; judged for 8 x h200 (detected)")
     assert re.search(r"no target \(--target none\): \d+ hardware checks skipped", lint(str(cfg), "--target", "none")[2])
     (cfg.parent / "cfgopt.toml").write_text('target = "none"\n')  # a GPU login node that lints for elsewhere
@@ -244,7 +244,7 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
 def test_an_unknown_detected_gpu_is_said(tmp_path: Path, monkeypatch) -> None:
     cfg = tmp_path / "train.yaml"
     cfg.write_text(FULL_8B)
-    monkeypatch.setenv(detect.ROOT_VARIABLE, str(nvidia_root(tmp_path, 2, "Model: \t\t NVIDIA RTX A6000\n")))
+    monkeypatch.setenv(gpus.ROOT_VARIABLE, str(nvidia_root(tmp_path, 2, "Model: \t\t NVIDIA RTX A6000\n")))
     assert "this machine's 2 x NVIDIA RTX A6000 is not a known target" in lint(str(cfg))[2]
 
 
@@ -317,7 +317,7 @@ def test_estimate_needs_a_target_and_never_assumes_one(tmp_path: Path, monkeypat
     cfg.write_text(FULL_8B)
     code, out, err = run_cli(["estimate", str(cfg)])
     assert code == 2 and "no target" in err and "--target NAME" in err and not out
-    monkeypatch.setenv(detect.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
+    monkeypatch.setenv(gpus.ROOT_VARIABLE, str(nvidia_root(tmp_path, 8)))
     code, out, _ = run_cli(["estimate", str(cfg)])
     assert "8 x h200 (141 GiB each; detected)" in out.splitlines()[0]
 

@@ -372,40 +372,42 @@ def fake_dist(site: Path, name: str, version: str) -> None:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nbody\n")
 
 
-def test_detection_reads_dist_info_without_importing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_doctor_reads_dist_info_without_importing(tmp_path: Path) -> None:
+    """The one reading of what a node has installed (`cfgopt doctor`'s stack): dist-info folders, never an
+    import; a release read there snaps to its snapshot."""
+    from cfgopt.environment.node import read_stack
+
     site = tmp_path / "site"
     fake_dist(site, "deepspeed", "0.16.9")
     fake_dist(site, "llamafactory", "0.9.4")
-    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
     imported_before = "deepspeed" in sys.modules  # (the oracle tests of the same session may have imported it)
-    assert versions.installed_version("deepspeed") == "0.16.9"
-    # doctor asks for this interpreter's release (it runs on the node); lint never does (issue 32)
-    assert resolve_version("deepspeed", installed=versions._DETECT) == "0.16.4"
-    assert resolve_version("llamafactory", installed=versions._DETECT) == "0.9.4"
+    stack = read_stack(str(tmp_path), site_dirs=[str(site)], env={})
+    assert (stack.version("deepspeed"), stack.version("llamafactory")) == ("0.16.9", "0.9.4")
+    assert resolve_version("deepspeed", installed=stack.version("deepspeed")) == "0.16.4"
+    assert resolve_version("llamafactory", installed=stack.version("llamafactory")) == "0.9.4"
     assert resolve_version("llamafactory") == "0.9.5"
     assert ("deepspeed" in sys.modules) == imported_before  # detection never imports the package
 
 
-def test_detection_agrees_with_importlib_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Same answer as `importlib.metadata.version` (which the detection mirrors without importing it)."""
+def test_the_doctors_reading_agrees_with_importlib_metadata(tmp_path: Path) -> None:
+    """Same answer as `importlib.metadata.version` (which the stack mirrors without importing it)."""
     import importlib.metadata
 
+    from cfgopt.environment.node import read_stack
+
+    stack = read_stack(str(tmp_path), env={})
     for name in ("pytest", "pydantic", "pydantic_core", "PyYAML", "pyyaml"):
-        assert versions.installed_version(name) == importlib.metadata.version(name), name
-    assert versions.installed_version("no-such-distribution-cfgopt") is None
-    # resolve_version snaps whatever the detection reports
-    monkeypatch.setattr(versions, "installed_version", lambda pkg: {"deepspeed": "0.17.3"}.get(pkg))
-    detect = versions._DETECT
-    assert resolve_version("deepspeed", installed=detect) == "0.17.6"
-    assert resolve_version("llamafactory", installed=detect) == "0.9.5"
+        assert stack.version(name) == importlib.metadata.version(name), name
+    assert stack.version("no-such-distribution-cfgopt") is None
 
 
 def test_the_installed_release_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The interpreter cfgopt runs in is not the job's (issue 32, docs/environment.md): with nothing stated, the
     newest snapshots judge, whatever is installed here; a stated environment names the release."""
-    monkeypatch.setattr(
-        versions, "installed_version", lambda pkg: {"deepspeed": "0.16.9", "llamafactory": "0.9.4"}.get(pkg)
-    )
+    site = tmp_path / "site"  # an older release installed in the interpreter cfgopt runs in
+    fake_dist(site, "deepspeed", "0.16.9")
+    fake_dist(site, "llamafactory", "0.9.4")
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
     cfg = write(tmp_path, "cfg.yaml", TRAIN_HEAD + "group_by_length: true\n")
     assert pick(lint([cfg], "--select", "LF001")[1], "LF001")  # judged by 0.9.5, not the 0.9.4 installed
     node = write(tmp_path, "node.txt", "llamafactory==0.9.4\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt.job.environment import Environment, fa2_refusal, found_environment
+from cfgopt.environment.stated import Environment, fa2_refusal, found_environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import TARGETS, UNSTATED

@@ -10,6 +10,10 @@ bypasses it.
   `ALLOWED_INTS` with why its input is no user text, or why Python's own `int()` is the consumer's reading.
 - **A user string printed**: through `document.shown`. Every command that prints is run on a project whose file
   names, target name and keys carry escape sequences, line breaks and bidi controls: nothing raw comes out.
+- **A requirement, a package name or a version parsed**: only by `cfgopt/text/requirements.py` (four readers that
+  disagreed: a one-line `dependencies = [...]` was the pins' release but not the environment's). The scan finds every
+  pattern (`re.*`, `lazy`) that reads one (a distribution name, a name's separators, a specifier's operators, a
+  dotted release) or is named for one; each one outside the owner is in `ALLOWED_PATTERNS` with why it is not.
 - **A command reading user files**: under `cfgopt/text/timelimit.py`. Every such command is run with a loader
   that never ends: it stops with the time limit's message, exit 2.
 
@@ -37,7 +41,7 @@ ALLOWED_READS = {
     ("cfgopt/knowledge/versions.py", "build_ds_keys"): "cfgopt's own snapshot files (scripts/sync_schemas.py)",
     ("cfgopt/knowledge/versions.py", "_ds_keys"): "cfgopt's own key tables (cfgopt/knowledge/schemas/ds-keys.json)",
     (
-        "cfgopt/knowledge/pins.py",
+        "cfgopt/knowledge/requirement_pins.py",
         "requirement_metadata",
     ): "cfgopt's own snapshot (scripts/sync_requirement_metadata.py)",
     (
@@ -61,7 +65,7 @@ ALLOWED_INTS = {
     },
     ("cfgopt/verify/worker.py", "capacity_per_step"): "int() of TrainingArguments' parsed integers and the "
     "config's cutoff_len that LLaMA-Factory already parsed (the run started)",
-    ("cfgopt/knowledge/detect.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
+    ("cfgopt/environment/gpus.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
     ("cfgopt/loaders/json_loader.py", "_SpanParser.value"): "a JSON number json.loads accepted (ASCII digits only)",
     ("cfgopt/memory/config_values.py", "integer_at"): "an integral float of the parsed config",
     ("cfgopt/memory/estimate.py", "estimate"): "a GPU count argtypes / the project config already checked",
@@ -131,6 +135,79 @@ def test_nothing_bypasses_the_owner(kind: str, allowed: dict) -> None:
     stale = sorted(set(allowed) - {(module, scope) for module, scope, _ in calls})
     assert not stale, f"allow-list entries that match nothing: {stale}"
     assert all(reason.strip() for reason in allowed.values())
+
+
+# --------------------------------------------------------------------------- one reader of requirements and versions
+
+REQUIREMENT_OWNER = "cfgopt/text/requirements.py"
+# what a pattern reading a requirement or a version has in it
+_SIGNATURES = {
+    "a distribution name": "A-Za-z0-9._-",
+    "a name's separators": "[-_.]+",
+    "a specifier's operators": "~=",
+    "an operator class": "<>=!~",
+    "a dotted release": r"\d+(?:\.\d+)",
+}
+_NAMED_FOR = re.compile("requirement|pep|version", re.IGNORECASE)
+_PATTERN_CALLS = {"compile", "match", "search", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+# (module, function qualname) -> why its pattern reads no requirement and no version of a package
+ALLOWED_PATTERNS = {
+    (
+        "cfgopt/environment/node.py",
+        "_cuda_version",
+    ): "the CUDA toolkit's version.txt (`CUDA Version 12.4.131`), no package",
+    ("cfgopt/rules/support/llamafactory.py", "model_params_billion"): "a model name's size (`8B`, `8x7B`, `0.6B`)",
+}
+
+
+def _pattern_text(node: ast.expr) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):  # an f-string: its literal parts
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return ""
+
+
+def _is_pattern_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id == "lazy"
+    return isinstance(func, ast.Attribute) and func.attr in _PATTERN_CALLS and getattr(func.value, "id", "") == "re"
+
+
+def _patterns(node: ast.AST, module: str, scopes: list[str], found: list, target: str = "") -> None:
+    """(module, scope, line, why) of every pattern that reads a requirement or a version, or is named for one."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        scopes = [*scopes, node.name]
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+        target = node.targets[0].id
+    if _is_pattern_call(node):
+        text = _pattern_text(node.args[0])  # type: ignore[attr-defined]
+        why = [name for name, signature in _SIGNATURES.items() if signature in text]
+        why += [f"named {target}"] if _NAMED_FOR.search(target) else []
+        if why:
+            found.append((module, ".".join(scopes) or "<module>", node.lineno, why))  # type: ignore[attr-defined]
+    for child in ast.iter_child_nodes(node):
+        _patterns(child, module, scopes, found, target)
+
+
+def test_nothing_else_parses_a_requirement_or_a_version() -> None:
+    found: list[tuple[str, str, int, list[str]]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(ROOT).as_posix()
+        _patterns(ast.parse(path.read_text(encoding="utf-8")), module, [], found)
+    assert any(module == REQUIREMENT_OWNER for module, *_ in found), "the scan no longer finds the owner's patterns"
+    outside = [(module, scope, line, why) for module, scope, line, why in found if module != REQUIREMENT_OWNER]
+    bypassing = [
+        f"{m}:{line} ({scope}): {', '.join(why)}"
+        for m, scope, line, why in outside
+        if (m, scope) not in ALLOWED_PATTERNS
+    ]
+    assert not bypassing, f"use {REQUIREMENT_OWNER}, or add an entry with its reason: {bypassing}"
+    stale = sorted(set(ALLOWED_PATTERNS) - {(module, scope) for module, scope, _, _ in outside})
+    assert not stale, f"allow-list entries that match nothing: {stale}"
 
 
 # --------------------------------------------------------------------------- one escape for every string printed

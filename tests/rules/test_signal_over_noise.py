@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt.knowledge import pins, versions
+from cfgopt.environment import pins
+from cfgopt.knowledge import versions
 from cfgopt.knowledge.versions import VersionRange
+from cfgopt.text.requirements import line_pins
 
 DS_JSON = (
     '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'
@@ -290,7 +292,7 @@ def _pins_by_toml_parse(text: str) -> dict[str, str]:
         lines += group
     for group in data.get("dependency-groups", {}).values():
         lines += [item for item in group if isinstance(item, str)]
-    out = pins._from_requirement_lines(lines)
+    out = pins._first_specs(pins._stated(line_pins(lines)))
     poetry = data.get("tool", {}).get("poetry", {})
     tables = [poetry.get("dependencies", {})] + [g.get("dependencies", {}) for g in poetry.get("group", {}).values()]
     for table in tables:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cfgopt.doctor import checks
 from cfgopt.doctor.command import jobs_in
-from cfgopt.doctor.stack import read_stack
+from cfgopt.environment.node import read_stack
 
 H200_INFO = "Model: \t\t NVIDIA H200\nIRQ: 1\n"
 

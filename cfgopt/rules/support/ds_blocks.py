@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from cfgopt.knowledge.schema import version_key
+from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Source
 
 # The HF Trainer's `fill_match` keys of an optimizer block -> the TrainingArguments fields it fills them from

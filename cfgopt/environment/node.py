@@ -10,14 +10,16 @@ import sys
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cfgopt.knowledge import detect
+from cfgopt.environment import gpus
 from cfgopt.knowledge.targets import TARGETS, Target
+from cfgopt.text.requirements import installed_distribution, normalise
 from cfgopt.text.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table
 # sits near the start of the file (flash-attn's extension is hundreds of MB; reading it whole would take seconds).
 _ELF_HEAD_BYTES = 8 * 1024 * 1024
-_VERSION_LINE = re.compile(r"^(cuda|hip|rocm)\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+# torch/version.py's `cuda = '12.4'` / `hip: Optional[str] = '6.2...'`: the GPU runtime torch was built for
+_RUNTIME_LINE = re.compile(r"^(cuda|hip|rocm)\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 ENV_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
@@ -68,10 +70,6 @@ class Stack(NamedTuple):
         return self.packages.get(normalise(package))
 
 
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
 def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping[str, str] | None = None) -> Stack:
     """The environment of this node; `root` prefixes every system path (tests point it at a fake tree), `site_dirs`
     replaces `sys.path` (the interpreter's own import path, where the training job's packages are)."""
@@ -79,7 +77,7 @@ def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping
     dirs = tuple(d for d in (site_dirs if site_dirs is not None else sys.path) if d and os.path.isdir(d))
     packages = _distributions(dirs)
     runtime, runtime_version = _torch_build(dirs, packages)
-    models = tuple(detect.gpu_models(root))
+    models = tuple(gpus.gpu_models(root))
     target, name = _target_of(models)
     path = env.get("PATH", "")
     return Stack(
@@ -122,12 +120,9 @@ def _distributions(dirs: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for folder in dirs:
         for name in _listing(folder):
-            stem, dot, suffix = name.rpartition(".")
-            if not dot or suffix not in ("dist-info", "egg-info"):
-                continue
-            dist, _, version = stem.partition("-")
-            if version:
-                out.setdefault(normalise(dist), version.split("-py")[0])
+            found = installed_distribution(name)
+            if found is not None and found[1]:
+                out.setdefault(*found)
     return out
 
 
@@ -138,7 +133,7 @@ def _torch_build(dirs: tuple[str, ...], packages: dict[str, str]) -> tuple[str, 
     for folder in dirs:
         text = _read(os.path.join(folder, "torch", "version.py"))
         if text:
-            found = {k: v for k, v in _VERSION_LINE.findall(text)}
+            found = {k: v for k, v in _RUNTIME_LINE.findall(text)}
             if found.get("hip"):
                 return "rocm", found["hip"]
             if found.get("cuda"):

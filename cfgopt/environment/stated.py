@@ -7,8 +7,9 @@ read from what the project states, in this order (`environment_for`), and every 
 1. `--environment PATH` or the project config's `environment` (a requirements or lock file, a snapshot that
    `cfgopt doctor --write-environment` wrote on the node, or a table `{ liger-kernel = "0.6.3" }`);
 2. the job's requirement files (the closest folder, at or above the config's and up to the repository root,
-   whose requirements*.txt, uv.lock, poetry.lock, setup.py or pyproject.toml `[project] dependencies` name
-   LLaMA-Factory): the packages listed there, LLaMA-Factory's extras included, and no others;
+   whose requirements*.txt, uv.lock, poetry.lock, setup.py or pyproject.toml (`[project] dependencies`, poetry's
+   `[tool.poetry.dependencies]`) name LLaMA-Factory): the packages listed there, LLaMA-Factory's extras included,
+   and no others;
 3. a snapshot `cfgopt-environment.json` written by `cfgopt doctor --write-environment` on the node, in that
    folder walk;
 4. else the stated default: what LLaMA-Factory's release installs for the target's platform, with the
@@ -23,21 +24,26 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cfgopt.knowledge import pins
-from cfgopt.knowledge.requirement_pins import (
-    CHECKED,
-    admitted,
+from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
+from cfgopt.text.requirements import (
+    Pin,
     exact_version,
-    flash_attn_not_for_rocm,
+    is_requirement_file,
+    line_pins,
+    lock_pins,
+    logical_lines,
+    normalise,
     platform_of_build,
+    poetry_dependencies,
+    project_dependencies,
+    reaches,
+    requirement_lines,
+    string_pins,
 )
-from cfgopt.text.patterns import lazy
 from cfgopt.text.user_files import parse_json, read_text_bounded
-from cfgopt.text.user_text import integer
 
 if TYPE_CHECKING:
     from cfgopt.knowledge.targets import Target
@@ -77,11 +83,6 @@ EXTRAS = {
     "vllm": ("vllm",),
     "sglang": ("sglang",),
 }
-
-
-def normalise(name: str) -> str:
-    """A distribution or import name as pip compares them: `Liger-Kernel` == `liger_kernel`."""
-    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def spec_for(distribution: str, llamafactory_version: str) -> str:
@@ -141,55 +142,36 @@ def assumed(llamafactory_version: str, platform: str) -> Environment:
 
 # --------------------------------------------------------------------------- reading what the project states
 
-_REQUIREMENT_LINE = lazy(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*([^;#@]*)")
-# a quoted string, found in one linear pass (one character class, nothing to backtrack into: a line of 30 KB with
-# an unclosed quote stays linear); its text is then read as a requirement by the anchored _REQUIREMENT_LINE
-_QUOTED_STRING = lazy(r"""["']([^"'\n]*)["']""")
-_PROJECT_DEPENDENCIES = lazy(r"^\[project\][^\[]*?^dependencies\s*=\s*\[(.*?)^\]", re.MULTILINE | re.DOTALL)
 
-
-def _add_requirement(packages: dict[str, str], text: str) -> None:
-    """One PEP 508 requirement (`name[extra,...] spec ; marker`) into `packages`, LLaMA-Factory's extras expanded."""
-    match = _REQUIREMENT_LINE.match(text)
-    if match is None:
-        return
-    name = normalise(match.group(1))
-    packages.setdefault(name, match.group(3).strip().rstrip(","))
-    if name in ("llamafactory", "llama_factory") and match.group(2):
-        for extra in match.group(2).split(","):
-            for dist in EXTRAS.get(normalise(extra.strip()), ()):
-                packages.setdefault(dist, "")
+def _add_requirements(packages: dict[str, str], found: list[Pin]) -> dict[str, str]:
+    """The requirements into `packages` (the first of each name wins), LLaMA-Factory's extras expanded."""
+    for pin in found:
+        packages.setdefault(pin.name, pin.spec)
+        if pin.name in ("llamafactory", "llama_factory"):
+            for extra in pin.extras:
+                for dist in EXTRAS.get(extra, ()):
+                    packages.setdefault(dist, "")
+    return packages
 
 
 def _requirements_txt(text: str, path: Path | None = None, texts: Texts | None = None) -> dict[str, str]:
-    """A requirements file's packages, those of the files its `-r` lines include too (`pins.requirement_lines`)."""
-    packages: dict[str, str] = {}
-    lines = pins.requirement_lines(path, text, lambda p: _text_of(p, texts)) if path else pins.logical_lines(text)
-    for line in lines:
-        body = pins.requirement_of(line)
-        if body and not body.startswith(("#", "-", "git+", "http")):
-            _add_requirement(packages, body)
-    return packages
+    """A requirements file's packages, those of the files its `-r` lines include too."""
+    lines = requirement_lines(path, text, lambda p: _text_of(p, texts)) if path else logical_lines(text)
+    return _add_requirements({}, line_pins(lines))
 
 
-def _quoted_requirements(text: str) -> dict[str, str]:
-    packages: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.lstrip().startswith("#"):  # a requirement commented out is not one
-            for quoted in _QUOTED_STRING.findall(line.split(" #", 1)[0]):
-                _add_requirement(packages, quoted)
-    return packages
+def _setup_py(text: str) -> dict[str, str]:
+    return _add_requirements({}, string_pins(text, "python"))
 
 
 def _pyproject(text: str) -> dict[str, str]:
-    """`[project] dependencies` only: optional dependencies (test, dev, ...) are not what the job installs."""
-    match = _PROJECT_DEPENDENCIES.search(text)
-    return _quoted_requirements(match.group(1)) if match else {}
+    """`[project] dependencies` and poetry's `[tool.poetry.dependencies]` only: optional dependencies and groups
+    (test, dev, ...) are not what the job installs."""
+    return _add_requirements({}, (project_dependencies(text) or []) + (poetry_dependencies(text) or []))
 
 
 def _lock(text: str) -> dict[str, str]:
-    found, _ = pins.requirement_pins("uv.lock", text)  # the lock files' `name` / `version` pairs, as pins reads them
-    return {pin.name: pin.spec for pin in found}
+    return {pin.name: pin.spec for pin in lock_pins(text)}
 
 
 def _snapshot(text: str) -> dict[str, str] | None:
@@ -204,7 +186,7 @@ def _snapshot(text: str) -> dict[str, str] | None:
     return {normalise(str(k)): "==" + str(v) if v else "" for k, v in packages.items()}
 
 
-_READERS = {"uv.lock": _lock, "poetry.lock": _lock, "pyproject.toml": _pyproject, "setup.py": _quoted_requirements}
+_READERS = {"uv.lock": _lock, "poetry.lock": _lock, "pyproject.toml": _pyproject, "setup.py": _setup_py}
 
 
 def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
@@ -232,10 +214,6 @@ def _text_of(path: Path, texts: Texts | None) -> str:
         return ""
 
 
-def _is_requirement_name(name: str) -> bool:
-    return name in _READERS or (name.startswith("requirements") and name.endswith(".txt"))
-
-
 def _names_llamafactory(packages: dict[str, str]) -> bool:
     return "llamafactory" in packages or "llama_factory" in packages
 
@@ -250,7 +228,7 @@ def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment
     stated: dict[str, str] = {}
     files: list[str] = []
     for name in names:
-        if _is_requirement_name(name):
+        if is_requirement_file(name):
             found = read_packages(folder / name, texts)
             if found and _names_llamafactory(found):
                 files.append(name)
@@ -337,17 +315,7 @@ def _as_spec(value: Any) -> str:
 def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
     """Does the environment's transformers reach `floor`? Known from an exact pin or a lower bound at or above it;
     a probed node is taken at its word (verify/tune run what is installed there)."""
-    if env.source.startswith(PROBED):
-        return True
-    spec = env.packages.get("transformers", "")
-    for clause in spec.split(","):
-        clause = clause.strip()
-        for op in ("==", ">=", "~=", ">"):
-            if clause.startswith(op):
-                parts = [integer(p) for p in re.findall(r"[0-9]+", clause[len(op) :])[: len(floor)]]
-                if parts and None not in parts and tuple(parts) >= floor:  # type: ignore[operator]
-                    return True
-    return False
+    return env.source.startswith(PROBED) or reaches(env.packages.get("transformers", ""), floor)
 
 
 def probed(packages: dict[str, bool]) -> Environment:

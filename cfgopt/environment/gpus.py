@@ -67,7 +67,7 @@ def resolve_target(
 ) -> Resolved:
     """The one resolution of a run's target, for `lint`, `fix` and `estimate` (and what `verify` / `tune` should
     ask): `stated` is the highest layer that names one (a `--target` name, a project config's name or custom
-    table) with `source` naming that layer; None falls back to the GPUs of this machine (`cfgopt.knowledge.detect`,
+    table) with `source` naming that layer; None falls back to the GPUs of this machine (`cfgopt.environment.gpus`,
     under `root` in tests), whose count fills `gpus` when no layer states it."""
     if isinstance(stated, dict):
         return Resolved(custom_target(stated, source), source, gpus, gpus_source)

@@ -1,0 +1,508 @@
+r"""Requirements and versions as pip reads them: the one reader of every file and string that states a package.
+
+Every consumer reads through here, so they agree on what a file states: the repository's pins
+(`cfgopt.environment.pins`), the job's environment (`cfgopt.environment.stated`), the linted requirement files
+(`cfgopt.loaders.requirement_files`), the version ranges (`cfgopt.knowledge.versions`) and `cfgopt doctor`.
+
+- names: `normalise` (PEP 503, with `_`: `Liger-Kernel` == `liger_kernel`), `installed_distribution` (a
+  `.dist-info` folder's name and version);
+- requirements: one PEP 508 string (`parse_requirement`: `name[extras] spec ; marker` or `name @ url`, with its
+  spans); requirements files as pip reads them (`logical_lines`: `\` continuations; `requirement_lines`: `-r`
+  includes; `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`);
+  pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; poetry's
+  `[tool.poetry.dependencies]`, `poetry_dependencies`; every quoted requirement, `string_pins`; poetry's
+  `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); uv.lock / poetry.lock (`lock_pins`);
+  a LLaMA-Factory source tree's `VERSION` (`source_version`); every pin of a file as the requirement rules lint it
+  (`requirement_pins`);
+- versions: `version_key` (numeric order), `pip_version` (PEP 440's parts), `parse_spec` / `clause_admits` /
+  `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches` (a lower bound at or above a release),
+  `exact_version`, `final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build`
+  (`+cu121`, `+rocm6.2`).
+
+tests/repository/test_closed_classes.py fails on a pattern elsewhere in cfgopt/ that reads a requirement or a version.
+
+A small parser of its own, not `packaging`: importing `packaging.requirements` made `cfgopt lint` of one config
+about 10% slower, `packaging.version` with `packaging.specifiers` about 3% (paired runs, bench/results.md), and
+poetry's `^` / `~` are no PEP 440. TOML is read as text, not parsed: parsing would load tomllib on every lint run
+in a repository that pins DeepSpeed (tests/rules/test_signal_over_noise.py compares the two readings).
+Nothing here reads a file (`-r` includes go through the caller's `read`). Every pattern is compiled at first use
+(`lazy`), and no two quantifiers in one can match the same characters one after the other (`\s*(...)?\s*`
+would): a 3 KB line takes milliseconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from cfgopt.text.patterns import lazy
+from cfgopt.text.user_text import integer
+
+# --------------------------------------------------------------------------- names
+_SEPARATORS = lazy(r"[-_.]+")
+
+
+def normalise(name: str) -> str:
+    """A distribution or import name as pip compares them: `Liger-Kernel` == `liger_kernel` == `liger.kernel`."""
+    return _SEPARATORS.sub("_", name).lower()
+
+
+def installed_distribution(folder_name: str) -> tuple[str, str] | None:
+    """The distribution an installed `.dist-info` / `.egg-info` folder names, as `importlib.metadata` reads it:
+    (normalised name, the version in the name, "" where it has none; an egg's `-py3.11` tag cut); None for any
+    other folder. `torch-2.5.1+rocm6.2.dist-info` -> ("torch", "2.5.1+rocm6.2")."""
+    stem, dot, suffix = folder_name.rpartition(".")
+    if not dot or suffix not in ("dist-info", "egg-info"):
+        return None
+    name, _, version = stem.partition("-")
+    return normalise(name), version.split("-py")[0]
+
+
+# --------------------------------------------------------------------------- one requirement
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+# The specifier keeps its trailing blanks, stripped by `parse_requirement`.
+_REQUIREMENT = lazy(rf"^\s*({_NAME})\s*(?:\[([^\]]*)\]\s*)?((?:[<>=!~^][^;#@]*)?)(?:;.*)?$")
+_DIRECT = lazy(rf"^\s*({_NAME})\s*(?:\[([^\]]*)\]\s*)?@\s*(\S+)")
+
+
+class Pin(NamedTuple):
+    """One requirement as written: the name (normalised), its specifier or `@ url` ("" for a bare name), their
+    spans, and the extras it asks for (normalised)."""
+
+    name: str
+    spec: str
+    name_start: int
+    name_end: int
+    spec_start: int
+    spec_end: int
+    extras: tuple[str, ...] = ()
+
+
+def _extras(text: str | None) -> tuple[str, ...]:
+    return tuple(normalise(e.strip()) for e in (text or "").split(",") if e.strip())
+
+
+def parse_requirement(text: str, offset: int = 0) -> Pin | None:
+    """A PEP 508 requirement (`name[extra] spec ; marker` or `name @ url`) starting at `offset` in a file; None
+    when the text is none (a specifier starts with an operator)."""
+    direct = _DIRECT.match(text)
+    if direct is not None:
+        name, url = direct.group(1), direct.group(3)
+        name_at, spec_at = direct.start(1) + offset, direct.start(3) + offset
+        extras = _extras(direct.group(2))
+        return Pin(normalise(name), "@ " + url, name_at, name_at + len(name), spec_at, spec_at + len(url), extras)
+    match = _REQUIREMENT.match(text)
+    if match is None:
+        return None
+    name, spec = match.group(1), match.group(3).strip().rstrip(",")
+    name_at = match.start(1) + offset
+    spec_at = match.start(3) + offset if spec else name_at
+    spec_end = spec_at + len(spec) if spec else name_at + len(name)
+    return Pin(normalise(name), spec, name_at, name_at + len(name), spec_at, spec_end, _extras(match.group(2)))
+
+
+# --------------------------------------------------------------------------- requirements files (pip)
+_LINE_OPTIONS = lazy(r"\s-")  # a requirement's own options (`--hash=...`, `--config-settings`) follow it
+# pip's `-r FILE` / `--requirement FILE` (src/pip/_internal/req/req_file.py): the included file's requirements
+# are the including file's, its path relative to the including file's folder; nesting is bounded here.
+_INCLUDE = lazy(r"^\s*(?:-r|--requirement)(?:\s*=\s*|\s+)(\S+)")
+_COMMENT_LINE = lazy(r"(^|\s+)#")
+_INDEX_OPTION = lazy(r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
+MAX_INCLUDES = 16
+NOT_REQUIREMENTS = ("#", "-", "git+", "http")  # how a requirements file's lines that name no package start
+
+
+def requirement_of(line: str) -> str:
+    """A requirements file's logical line without its comment and its per-requirement options (pip's
+    `break_args_options`: the options start at the first word that starts with `-`)."""
+    line = line.split(" #", 1)[0]
+    option = _LINE_OPTIONS.search(line)
+    return (line[: option.start()] if option else line).strip()
+
+
+def logical_lines(text: str) -> list[str]:
+    """The lines pip reads (`join_lines`): a line ending in `\\` is joined with the next, except a comment."""
+    out: list[str] = []
+    pending: list[str] = []
+    for line in text.splitlines():
+        if line.endswith("\\") and not _COMMENT_LINE.match(line):
+            pending.append(line[:-1])
+            continue
+        out.append("".join(pending) + line)
+        pending = []
+    if pending:
+        out.append("".join(pending))
+    return out
+
+
+def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> list[str]:
+    """The logical lines of a requirements file, followed by those of the files its `-r` lines include
+    (`read(path)` gives a file's text, "" when it cannot be read); each file once, at most MAX_INCLUDES."""
+    seen = {os.path.realpath(path)}
+    lines: list[str] = []
+    queue = [(path, text)]
+    while queue:
+        current, body = queue.pop(0)
+        for line in logical_lines(body):
+            lines.append(line)
+            include = _INCLUDE.match(line)
+            if include is None or "://" in include.group(1) or len(seen) > MAX_INCLUDES:
+                continue
+            target = current.parent / os.path.expanduser(include.group(1))
+            key = os.path.realpath(target)
+            if key not in seen:
+                seen.add(key)
+                queue.append((target, read(target)))
+    return lines
+
+
+def line_pins(lines: list[str]) -> list[Pin]:
+    """The requirements of a requirements file's logical lines (`logical_lines`, `requirement_lines`), in order;
+    the spans are of each line."""
+    pins: list[Pin] = []
+    for line in lines:
+        body = requirement_of(line)
+        if body and not body.startswith(NOT_REQUIREMENTS) and (pin := parse_requirement(body)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def _requirement_txt_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """A requirements file's pins with their spans in the file, line by line, and the index URLs it names."""
+    pins: list[Pin] = []
+    indexes: list[tuple[str, int, int]] = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        body = line.split(" #", 1)[0].rstrip("\r\n").removesuffix("\\")  # a continuation's `\\` is no pin's
+        cut = _LINE_OPTIONS.search(body)
+        body = body[: cut.start()] if cut and not body.lstrip().startswith("-") else body  # `pin --hash=...`
+        option = _INDEX_OPTION.match(body)
+        if option is not None:
+            indexes.append((option.group(1), offset + option.start(1), offset + option.end(1)))
+        elif body.strip() and not body.lstrip().startswith(NOT_REQUIREMENTS):
+            pin = parse_requirement(body, offset)
+            if pin is not None:
+                pins.append(pin)
+        offset += len(line)
+    return pins, indexes
+
+
+# --------------------------------------------------------------------------- pyproject.toml, setup.py, locks
+# A string or a comment of setup.py (Python) or a TOML file, in one linear pass: each alternative consumes what
+# it matches without overlap, and none can fail (a string runs to its line's or the text's end, a lone backslash
+# included), so no start is scanned twice. Basic strings take backslash escapes; TOML's '...' literal strings do not.
+_BASIC_STRINGS = r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\[\s\S]?)*(?:"|$)'
+_PYTHON_SINGLE = r"'''(?:[^'\\]|\\[\s\S]?|'(?!''))*(?:'''|\Z)|'(?:[^'\\\n]|\\[\s\S]?)*(?:'|$)"
+_TOML_LITERAL = r"'''[\s\S]*?(?:'''|\Z)|'[^'\n]*(?:'|$)"
+_TOKENS = {
+    "python": lazy(f"{_BASIC_STRINGS}|{_PYTHON_SINGLE}|#[^\\n]*", re.MULTILINE),
+    "toml": lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|#[^\\n]*", re.MULTILINE),
+}
+# the same strings, or the `]` that closes an array (read in comment-blanked text)
+_ARRAY_TOKENS = lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|\\]", re.MULTILINE)
+_TABLE = lazy(r"^[ \t]*\[([^\]\n]*)\][ \t]*$", re.MULTILINE)
+_DEPENDENCIES = lazy(r"^[ \t]*dependencies[ \t]*=[ \t]*\[", re.MULTILINE)
+_POETRY = lazy(
+    rf"""^[ \t]*["']?({_NAME})["']?[ \t]*=[ \t]*"""
+    r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",
+    re.MULTILINE,
+)
+_POETRY_EXTRAS = lazy(r"\bextras[ \t]*=[ \t]*\[([^\]\n]*)\]")
+_QUOTED_WORDS = lazy(r"""["']([^"'\n]*)["']""")
+_LOCKED = lazy(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
+_SOURCE_VERSION = lazy(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
+_URL = lazy(r"""https?://[^\s"'\]},]+""")
+
+
+def blank_comments(text: str, syntax: str = "toml") -> str:
+    """The text with every comment blanked, offsets kept (a pin commented out, on its own line or after code,
+    is not a pin); a `#` inside a string is no comment. `syntax`: "python" (setup.py) or "toml"."""
+    return _TOKENS[syntax].sub(lambda m: " " * len(m.group()) if m.group().startswith("#") else m.group(), text)
+
+
+def _string(m: re.Match[str]) -> tuple[str, int] | None:
+    """A string literal's text and where it starts (None: the token is no string, or a string never closed)."""
+    token = m.group()
+    if token[:1] not in ('"', "'"):
+        return None
+    quote = 3 if token[:3] in ('"""', "'''") else 1
+    if len(token) < 2 * quote or not token.endswith(token[:quote]):
+        return None
+    return token[quote:-quote], m.start() + quote
+
+
+def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
+    """Every string of a pyproject.toml or setup.py (`syntax` "toml" / "python"; comments left out) that reads as a
+    requirement, bare names included, with its spans, in order."""
+    pins: list[Pin] = []
+    for m in _TOKENS[syntax].finditer(blank_comments(text, syntax)):
+        found = _string(m)
+        if found is not None and (pin := parse_requirement(*found)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def project_dependencies(text: str) -> list[Pin] | None:
+    """pyproject.toml's `[project] dependencies` (PEP 621: what `pip install .` installs), on one line or several,
+    with their spans; None when the file declares none."""
+    text = blank_comments(text)
+    tables = list(_TABLE.finditer(text))
+    project = next((i for i, table in enumerate(tables) if table.group(1).strip() == "project"), None)
+    if project is None:
+        return None
+    end = tables[project + 1].start() if project + 1 < len(tables) else len(text)
+    key = _DEPENDENCIES.search(text, tables[project].end(), end)
+    if key is None:
+        return None
+    pins: list[Pin] = []
+    for m in _ARRAY_TOKENS.finditer(text, key.end()):
+        if m.group() == "]":
+            break
+        found = _string(m)
+        if found is not None and (pin := parse_requirement(*found)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def poetry_dependencies(text: str) -> list[Pin] | None:
+    """pyproject.toml's `[tool.poetry.dependencies]` (what `poetry install` installs without a group; `python` is
+    no package), with their spans and extras; None when the file has no such table. Poetry's `2.5.1` is `==2.5.1`
+    for `exact_version`; its `^` / `~` are read by `parse_spec`."""
+    text = blank_comments(text)
+    tables = list(_TABLE.finditer(text))
+    index = next((i for i, t in enumerate(tables) if t.group(1).strip() == "tool.poetry.dependencies"), None)
+    if index is None:
+        return None
+    end = tables[index + 1].start() if index + 1 < len(tables) else len(text)
+    pins: list[Pin] = []
+    for m in _POETRY.finditer(text, tables[index].end(), end):
+        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
+        name = normalise(m.group(1))
+        if name != "python":
+            line_end = text.find("\n", m.start())
+            listed = _POETRY_EXTRAS.search(text[m.start() : line_end if line_end >= 0 else None])
+            extras = _extras(",".join(_QUOTED_WORDS.findall(listed.group(1)))) if listed else ()
+            spec = "" if m.group(group).strip() == "*" else m.group(group).strip()
+            pins.append(Pin(name, spec, m.start(1), m.end(1), m.start(group), m.end(group), extras))
+    return pins
+
+
+def poetry_pins(text: str, names: frozenset[str], syntax: str = "toml") -> list[Pin]:
+    """poetry's `name = "spec"` / `name = { version = "spec" }` lines for the packages `names` (normalised: any
+    TOML string has that shape), in order; comments left out."""
+    pins: list[Pin] = []
+    for m in _POETRY.finditer(blank_comments(text, syntax)):
+        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
+        name = normalise(m.group(1))
+        if name in names:
+            pins.append(Pin(name, m.group(group).strip(), m.start(1), m.end(1), m.start(group), m.end(group)))
+    return pins
+
+
+def lock_pins(text: str) -> list[Pin]:
+    """uv.lock / poetry.lock: `[[package]]` tables, `name` then the exact `version` that installs (`==version`)."""
+    return [
+        Pin(normalise(m.group(1)), "==" + m.group(2), m.start(1), m.end(1), m.start(2), m.end(2))
+        for m in _LOCKED.finditer(text)
+    ]
+
+
+def source_version(text: str) -> str | None:
+    """The release a LLaMA-Factory source tree states (`VERSION = "0.9.5"` in src/llamafactory/extras/env.py)."""
+    match = _SOURCE_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+# --------------------------------------------------------------------------- requirement files as linted files
+# The requirement rules (cfgopt/rules/env*) lint the same files `cfgopt.environment.pins` reads, for every package
+# they name and with the position of each pin; `cfgopt.loaders.requirement_files` builds a Source from these.
+REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py")
+# poetry's `name = "spec"` lines are any TOML string; only these names are taken as pins from them
+POETRY_PACKAGES = frozenset(
+    normalise(n)
+    for n in [
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "flash-attn",
+        "bitsandbytes",
+        "deepspeed",
+        "transformers",
+        "datasets",
+        "accelerate",
+        "peft",
+        "trl",
+        "llamafactory",
+        "liger-kernel",
+        "unsloth",
+    ]
+)
+
+
+def is_requirement_file(name: str) -> bool:
+    """A file that states requirements (the pins, the environment and the requirement rules read it), by name."""
+    return name in REQUIREMENT_FILES or (name.startswith("requirements") and name.endswith(".txt"))
+
+
+def _manifest_pins(text: str, syntax: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """pyproject.toml / setup.py: quoted requirements with a specifier or a URL, poetry lines; index URLs."""
+    pins = [pin for pin in string_pins(text, syntax) if pin.spec]
+    pins += poetry_pins(text, POETRY_PACKAGES, syntax)
+    indexes = [(m.group(0), m.start(), m.end()) for m in _URL.finditer(blank_comments(text, syntax))]
+    return sorted(pins, key=lambda p: p.name_start), indexes
+
+
+def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """Every pin of a requirement file (any package) with its span, and the package index URLs it names."""
+    if file_name in ("uv.lock", "poetry.lock"):
+        return lock_pins(text), []
+    if file_name in ("pyproject.toml", "setup.py"):
+        return _manifest_pins(text, "python" if file_name == "setup.py" else "toml")
+    return _requirement_txt_pins(text)
+
+
+# --------------------------------------------------------------------------- versions
+_DIGITS = lazy(r"[0-9]*", re.ASCII)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """`"0.16.4"` -> `(0, 16, 4)`: numeric order, so 0.9.10 sorts after 0.9.5 (non-digits end a part)."""
+    return tuple(integer(_DIGITS.match(part).group()) or 0 for part in version.split("."))  # type: ignore[union-attr]
+
+
+# A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
+_PEP440 = lazy(
+    r"^v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
+    r"(?:[-_.]?(?P<dev>dev)[-_.]?\d*)?"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
+    re.IGNORECASE,
+)
+
+
+class PipVersion(NamedTuple):
+    """A version as pip reports it, in parts: the release (`0.9.6`) and which of the other parts it has."""
+
+    release: str
+    pre: bool  # `rc1`, `a0`, `beta`
+    post: bool  # `.post1`, `-1`
+    dev: bool  # `.dev0`
+    local: bool  # `+cu121`
+
+    @property
+    def is_release(self) -> bool:
+        return not (self.pre or self.post or self.dev or self.local)
+
+
+def pip_version(value: str) -> PipVersion | None:
+    """`0.9.6.dev0` -> PipVersion("0.9.6", dev=True, ...); None when the value is no PEP 440 version."""
+    match = _PEP440.match(value)
+    if match is None:
+        return None
+    pre, post, dev, local = (match.group(part) is not None for part in ("pre", "post", "dev", "local"))
+    return PipVersion(match.group("release"), pre, post, dev, local)
+
+
+_CLAUSE = lazy(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+_PAD = 4
+
+
+def _padded(version: str) -> tuple[int, ...]:
+    key = tuple(version_key(version.rstrip(".*")))
+    return (key + (0,) * _PAD)[:_PAD]
+
+
+def clause_admits(op: str, bound: str, version: str) -> bool:
+    """Does one clause of a specifier (`parse_spec`) admit `version`? Releases compared as numbers, 4 parts."""
+    v, w = _padded(version), _padded(bound)
+    wild = bound.endswith(".*")
+    width = len(version_key(bound.rstrip(".*")))
+    if op in ("==", "===", ""):
+        return v[:width] == w[:width] if wild else v == w
+    if op == "!=":
+        return v[:width] != w[:width] if wild else v != w
+    if op == ">=":
+        return v >= w
+    if op == "<=":
+        return v <= w
+    if op == ">":
+        return v > w
+    if op == "<":
+        return v < w
+    if op == "~=":  # PEP 440: >= bound, same release up to the last part but one
+        return v >= w and v[: max(width - 1, 1)] == w[: max(width - 1, 1)]
+    if op == "~":  # poetry: ~0.16.4 = >=0.16.4,<0.17
+        return v >= w and v[: min(width, 2)] == w[: min(width, 2)]
+    if op == "^":  # poetry: first non-zero part fixed (^0.16.4 = >=0.16.4,<0.17)
+        lead = next((i for i, part in enumerate(w[:width]) if part), width - 1)
+        return v >= w and v[: lead + 1] == w[: lead + 1]
+    return False
+
+
+def parse_spec(spec: str) -> list[tuple[str, str]]:
+    """`">=0.16,<0.20"` -> [(">=", "0.16"), ("<", "0.20")]; `"*"` / `""` -> [] (any); ValueError if unreadable."""
+    clauses: list[tuple[str, str]] = []
+    for raw in spec.replace(" ", "").split(","):
+        if raw in ("", "*"):
+            continue
+        match = _CLAUSE.match(raw)
+        if match is None:
+            raise ValueError(f"not a version specifier: {raw!r}")
+        clauses.append((match.group(1) or "==", match.group(2)))
+    return clauses
+
+
+def spec_admits(spec: str, version: str) -> bool:
+    """Does a specifier (`>=0.16,<0.20`, poetry's `^0.16`) admit `version`? ValueError if it cannot be read."""
+    return all(clause_admits(op, bound, version) for op, bound in parse_spec(spec))
+
+
+def reaches(spec: str, floor: tuple[int, ...]) -> bool:
+    """Does every version a specifier admits reach `floor`, as far as its clauses say: an exact pin or a lower
+    bound (`==`, `>=`, `~=`, `>`) at or above it; False where unknown or unreadable."""
+    try:
+        clauses = parse_spec(spec)
+    except ValueError:
+        return False
+    lower = (bound for op, bound in clauses if op in ("==", "===", ">=", "~=", ">"))
+    return any(version_key(bound.rstrip(".*"))[: len(floor)] >= floor for bound in lower)
+
+
+# an exact pin of a final release, and a clause on plain release numbers: what is compared exactly (ENV005)
+_FINAL_PIN = lazy(r"==\s*(\d+(?:\.\d+)*)")
+_NUMERIC_CLAUSE = lazy(r"(?:===?|!=|<=|>=|<|>|~=)\s*\d+(?:\.\d+)*(?:\.\*)?")
+
+
+def final_release(spec: str) -> str | None:
+    """`==2.5.1` -> "2.5.1": an exact pin of a final release (no local, post, pre or dev part); None otherwise."""
+    match = _FINAL_PIN.fullmatch(spec)
+    return match.group(1) if match else None
+
+
+def numeric_spec(spec: str) -> bool:
+    """Is every clause of a specifier an operator on plain release numbers (`>=2.4,<2.6`, `==2.5.*`)?"""
+    return all(_NUMERIC_CLAUSE.fullmatch(clause.strip()) for clause in spec.split(","))
+
+
+_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
+# PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
+_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+
+
+def platform_of_build(text: str) -> str:
+    """ "cuda" / "rocm" for a local version (`+cu121`, `+rocm6.2`) or a PyTorch index URL, else ""."""
+    found = _LOCAL.search(text) or _INDEX.search(text)
+    if found is None:
+        return ""
+    return "rocm" if found.group(1).lower().startswith("rocm") else "cuda"
+
+
+def exact_version(spec: str) -> str | None:
+    """`==2.5.1+cu121` / `2.5.1` (poetry) / a lock's `==4.46.0` -> the public version; None for a range."""
+    match = _EXACT.match(spec.strip())
+    return match.group(1) if match else None
