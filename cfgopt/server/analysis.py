@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt.text.diagnostics import Applicability, Diagnostic
-from cfgopt.text.document import real_path
+from cfgopt.text.document import line_starts, real_path
 
 if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
@@ -34,7 +34,6 @@ Position = tuple[int, int]  # (line, UTF-16 character), both 0-based
 # A document longer than this (characters) is linted when opened and saved, not at each change: a lint of a
 # 5 MB YAML takes over a second, and the server answers one request at a time.
 LARGE = 1 << 20
-_LSP_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class Span(NamedTuple):
@@ -70,7 +69,7 @@ class LineIndex:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0, *(m.end() for m in _LSP_BREAK.finditer(text))]
+        self.starts = line_starts(text, "lsp")
 
     def position(self, offset: int) -> Position:
         offset = max(0, min(offset, len(self.text)))

@@ -30,7 +30,18 @@ LINE_BREAKS = {
     "yaml": lazy("\r\n|[\r\n\x85\u2028\u2029]"),
     "json": lazy("\r\n|[\r\n]"),
     "script": lazy("\n"),
+    # the Language Server Protocol's lines (the editor's): `\r\n`, `\n`, `\r` only, U+2028 and U+0085 are
+    # characters there; cfgopt/server maps its positions with this entry, the CLI with the file's own syntax
+    "lsp": lazy("\r\n|[\r\n]"),
 }
+
+
+def line_starts(text: str, syntax: str) -> list[int]:
+    """The offsets where lines start in `text` as `syntax` breaks them (a key of LINE_BREAKS): the one position
+    mapping of the CLI (`Document.line_starts`) and of the language server (`server.analysis.LineIndex`)."""
+    return [0, *(m.end() for m in LINE_BREAKS[syntax].finditer(text))]
+
+
 # The breaks an editor may not show as one, by syntax (none for a script: bash breaks at `\n` only).
 _UNUSUAL_BREAKS = {
     "yaml": lazy("\r(?!\n)|[\x85\u2028\u2029]"),
@@ -125,7 +136,7 @@ class Document:
     @property
     def line_starts(self) -> list[int]:
         if not self._line_starts:
-            self._line_starts = [0, *(m.end() for m in LINE_BREAKS[self._syntax].finditer(self.text))]
+            self._line_starts = line_starts(self.text, self._syntax)
         return self._line_starts
 
     def unusual_line_break(self) -> str | None:

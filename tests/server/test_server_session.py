@@ -213,3 +213,15 @@ def test_a_bad_project_config_is_one_line(seed: Path) -> None:
     assert session.hover(yaml, (0, 0)) is None and session.complete(yaml, (0, 0)) == []
     assert session.fix_all(yaml, unsafe=True) == {}
     assert not re.search(r"Traceback|File \"", problem.message)
+
+
+def test_the_server_and_the_cli_map_positions_with_one_table() -> None:
+    """One position mapping (cfgopt.text.document.line_starts): the server asks it for the protocol's lines
+    (`\\n`, `\\r\\n`, `\\r`), the CLI for the file's own syntax; a U+2028 in a YAML comment breaks a line for PyYAML
+    and not for the editor."""
+    from cfgopt.server.analysis import LineIndex
+    from cfgopt.text.document import line_starts
+
+    text = "# a\u2028b\nflash_attn: sdpa\r\nx: 1\r"
+    assert LineIndex(text).starts == line_starts(text, "lsp") == [0, 6, 24, 29]
+    assert line_starts(text, "yaml") == [0, 4, 6, 24, 29]
