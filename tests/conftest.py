@@ -167,3 +167,11 @@ def _temporary_folders_are_one_repository(tmp_path_factory: pytest.TempPathFacto
     job's environment and project configs: a `.git` folder at the root of the tests' temporary folders ends that
     walk there, so a stray requirements.txt or cfgopt-environment.json in /tmp never judges a test's files."""
     (tmp_path_factory.getbasetemp() / ".git").mkdir(exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def verify_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One `--cache-dir` for the CPU runs of verify's real trainer: the tiny model, its tokenizer and the synthetic
+    data are built once a session (each build is a few seconds of the 2-core machine); the cache is keyed by what it
+    holds and written atomically, so the runs share it in any order."""
+    return tmp_path_factory.mktemp("verify-cache")

@@ -41,7 +41,7 @@ def _write_case(tmp_path: Path, flash: str) -> Path:
 
 
 @pytest.mark.oracle
-def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path) -> None:
+def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path, verify_cache: Path) -> None:
     pytest.importorskip("llamafactory")
     cfg = _write_case(tmp_path, "true")  # the seed's mistake: crashes at model load, fixed to sdpa
     proc = subprocess.run(
@@ -58,7 +58,7 @@ def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path) -> None:
             "--mode",
             "synthetic",  # no GPU in CI: a CPU run of a tiny model
             "--cache-dir",
-            str(tmp_path / "cache"),
+            str(verify_cache),
             "--json",
             str(tmp_path / "report.json"),
         ],
@@ -96,7 +96,7 @@ seed: 7
 
 
 @pytest.mark.oracle
-def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path) -> None:
+def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path, verify_cache: Path) -> None:
     """Original vs a fixed config with another optimizer, micro-batch split and seed, through the real runner
     and trainer: verify gives both runs the original's seed and data order, so step 1 (before any update)
     has the same loss, and the steps are compared one to one, loss and grad norm."""
@@ -110,7 +110,7 @@ def test_cpu_smoke_run_compares_the_loss_step_by_step(tmp_path: Path) -> None:
         .replace("seed: 7", "seed: 99\noptim: adafactor")
     )
     command = [sys.executable, "-m", "cfgopt", "verify", str(cfg), "--fixed", str(fixed), "--steps", "3"]
-    command += ["--target", "cpu", "--mode", "synthetic", "--cache-dir", str(tmp_path / "cache")]
+    command += ["--target", "cpu", "--mode", "synthetic", "--cache-dir", str(verify_cache)]
     proc = subprocess.run(
         [*command, "--json", str(tmp_path / "report.json")],
         cwd=tmp_path,

@@ -219,7 +219,7 @@ learning_rate: 1.0e-4
 
 
 @pytest.mark.oracle
-def test_a_neat_packed_cpu_run_counts_no_more_than_it_ran(tmp_path: Path) -> None:
+def test_a_neat_packed_cpu_run_counts_no_more_than_it_ran(tmp_path: Path, verify_cache: Path) -> None:
     """The real trainer on the CPU: neat packing under SDPA hands the trainer LLaMA-Factory's 4D block mask."""
     pytest.importorskip("llamafactory")
     from tiny_model import TINY
@@ -230,7 +230,7 @@ def test_a_neat_packed_cpu_run_counts_no_more_than_it_ran(tmp_path: Path) -> Non
     cfg.write_text(NEAT_PACKED)
     report = tmp_path / "report.json"
     args = ["--only-original", "--steps", "3", "--target", "cpu", "--mode", "synthetic"]
-    args += ["--cache-dir", str(tmp_path / "cache"), "--json", str(report)]
+    args += ["--cache-dir", str(verify_cache), "--json", str(report)]
     proc = subprocess.run(
         [sys.executable, "-m", "cfgopt", "verify", str(cfg), *args],
         cwd=tmp_path,
