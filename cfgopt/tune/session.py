@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from cfgopt.environment import probe
 from cfgopt.job.job import lf_values
 from cfgopt.plan import space
 from cfgopt.tune import search
@@ -87,7 +88,7 @@ class RealSession:
 
     def platform(self) -> space.Platform:
         if self._platform is None:
-            self._platform = space.probe_platform()
+            self._platform = probe.probe_platform()
         return self._platform
 
     def _plan(self) -> Any:
@@ -184,7 +185,7 @@ def load_tune_job(
         settings, platform = run_settings(target, gpus, say, source)
     else:
         platform = session.platform()
-        settings = Settings(target_name=target, gpus=gpus, packages=space.packages_of(platform), target_source=source)
+        settings = Settings(target_name=target, gpus=gpus, packages=probe.packages_of(platform), target_source=source)
     try:
         return load_job(args.config, settings), platform, ""
     except JobError as exc:

@@ -25,7 +25,7 @@ def run_settings(target: str | None, gpus: int, say, source: str = "") -> tuple[
     """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
     the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
     the probed platform."""
-    from cfgopt.plan.space import packages_of, probe_platform
+    from cfgopt.environment.probe import packages_of, probe_platform
 
     platform = probe_platform()
     packages = packages_of(platform)

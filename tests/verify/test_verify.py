@@ -360,12 +360,12 @@ time.sleep(120)
 """
 
 DRIVER = """import sys
-from cfgopt.plan import space
+from cfgopt.environment import probe
 from cfgopt.verify import preflight, runner
 
 # the real command, with the trainer replaced by FAKE_WORKER and no GPU or package probing
 preflight.check = lambda args, command: None
-space.probe_platform = lambda *a, **k: space.Platform()
+probe.probe_platform = lambda *a, **k: probe.Platform()
 runner.worker_command = lambda mode, spec, torchrun=None: [sys.executable, sys.argv[1], str(spec)]
 from cfgopt.cli import main
 
