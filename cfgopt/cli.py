@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import os
 import sys
 from types import ModuleType
@@ -65,7 +64,7 @@ SUBCOMMANDS = {
 
 
 def _command(name: str) -> ModuleType:
-    return importlib.import_module(f"cfgopt.commands.{name}")
+    return __import__(f"cfgopt.commands.{name}", fromlist=["_"])  # importlib.import_module, without its import
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

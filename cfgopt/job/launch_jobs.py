@@ -10,7 +10,6 @@ engine (`Project.link`, `Project.diagnostics`).
 
 from __future__ import annotations
 
-import copy
 import posixpath
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -145,7 +144,7 @@ def gpus_by_file(sources: list[Source]) -> dict[Path, tuple[int, str]]:
 
 def with_launched_gpus(settings: Settings, count: int, where: str) -> Settings:
     """The file's settings with the GPU count its launches state."""
-    launched = copy.copy(settings)
+    launched = settings.copied()
     launched.gpus, launched.gpus_source = count, where
     return launched
 

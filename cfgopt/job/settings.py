@@ -127,6 +127,12 @@ class Settings:
             return stated.probed(self.packages)
         return stated.assumed(self.llamafactory_version, self.target.platform)
 
+    def copied(self) -> Settings:
+        """A shallow copy (as `copy.copy`, whose module the lint path need not load): lists stay shared."""
+        twin = object.__new__(Settings)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
     @property
     def target(self) -> Target:
         """The target judged for, or `targets.UNSTATED` (no platform, no memory size) when there is none."""

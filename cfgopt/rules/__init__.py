@@ -11,7 +11,6 @@ and judged by its class, so a stale catalog costs time; only a new opt-in rule m
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -36,7 +35,7 @@ def rule_modules() -> tuple[str, ...]:
 
 @cache
 def _rule_class(module_name: str) -> type[Rule]:
-    module = importlib.import_module(f"{__name__}.{module_name}")
+    module = __import__(f"{__name__}.{module_name}", fromlist=["_"])  # importlib.import_module, without its import
     classes = [
         c
         for c in vars(module).values()

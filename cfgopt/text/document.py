@@ -235,6 +235,8 @@ def shown(text: str) -> str:
     """User-derived text (a key, a value, a file name, a message quoting them) as a human report prints it: each
     character of `_UNSHOWABLE` written as `\\xNN` / `\\uNNNN`, so the text stays on its line, changes no colour
     and always encodes. The machine formats escape with their own syntax instead (JSON, XML)."""
+    if text.isascii() and text.isprintable():  # the common case, without compiling the pattern: ASCII's
+        return text  # unprintable characters (C0 controls, DEL) are exactly its share of `_UNSHOWABLE`
     return _UNSHOWABLE.sub(_escaped, text) if _UNSHOWABLE.search(text) else text
 
 
