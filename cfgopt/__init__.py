@@ -1,11 +1,9 @@
-"""cfgopt: lint and auto-fix LLaMA-Factory training YAML and the DeepSpeed JSON it points to."""
+"""cfgopt: lint and auto-fix LLaMA-Factory training YAML and the DeepSpeed JSON it points to.
 
-__version__ = "0.1.0"
+The Python API is `cfgopt.lint_text` and `cfgopt.fix_text` (cfgopt/api.py); the command line is cfgopt/cli.py.
+"""
 
+from cfgopt.api import fix_text, lint_text
+from cfgopt.version import __version__
 
-def __getattr__(name: str):  # the API is imported on first use, so `cfgopt lint` pays nothing for it
-    if name in ("lint_text", "fix_text"):
-        from cfgopt import api
-
-        return getattr(api, name)
-    raise AttributeError(name)
+__all__ = ["__version__", "fix_text", "lint_text"]

@@ -10,14 +10,15 @@ temporary folder, where nothing is found): the text is written to a temporary fo
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cfgopt.job.settings import Settings
-from cfgopt.lint.engine import build_project
-from cfgopt.lint.fixer import fix_paths
-from cfgopt.text.diagnostics import Diagnostic
-from cfgopt.text.document import real_path
+if TYPE_CHECKING:
+    from cfgopt.job.settings import Settings
+    from cfgopt.text.diagnostics import Diagnostic
+
+# The package's face (`cfgopt/__init__.py`) hands this module's two functions on, so `import cfgopt` loads it on
+# every command line: what the functions use is imported when one is called.
 
 _SUFFIX = {
     "yaml": ".yaml",
@@ -33,6 +34,8 @@ _SUFFIX = {
 def _settings(
     target: str | None, gpus: int | None, select: list[str] | None, ignore: list[str] | None, unsafe_fixes: bool = False
 ) -> Settings:
+    from cfgopt.job.settings import Settings
+
     settings = Settings(gpus=gpus, select=list(select or []), ignore=list(ignore or []), unsafe_fixes=unsafe_fixes)
     if target:
         settings.target_name = target
@@ -60,6 +63,11 @@ def lint_text(
     base_dir: Path | None = None,
 ) -> list[Diagnostic]:
     """Diagnostics for one config given as text (`kind`: yaml, json or script)."""
+    import tempfile
+
+    from cfgopt.lint.engine import build_project
+    from cfgopt.text.document import real_path
+
     settings = _settings(target, gpus, select, ignore)
     with tempfile.TemporaryDirectory(prefix="cfgopt-api-", dir=base_dir) as tmp:
         path = _write(text, kind, name, base_dir, Path(tmp))
@@ -80,6 +88,11 @@ def fix_text(
     base_dir: Path | None = None,
 ) -> tuple[str, list[Diagnostic]]:
     """The fixed text (span edits only; unchanged when nothing applies) and the diagnostics left in it."""
+    import tempfile
+
+    from cfgopt.lint.fixer import fix_paths
+    from cfgopt.text.document import real_path
+
     settings = _settings(target, gpus, select, ignore, unsafe_fixes)
     with tempfile.TemporaryDirectory(prefix="cfgopt-api-", dir=base_dir) as tmp:
         path = _write(text, kind, name, base_dir, Path(tmp))

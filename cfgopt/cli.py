@@ -14,9 +14,9 @@ import os
 import sys
 from types import ModuleType
 
-from cfgopt import __version__
 from cfgopt.commands import UsageError
 from cfgopt.text.user_text import integer
+from cfgopt.version import __version__
 
 
 def _terminal_columns() -> int:

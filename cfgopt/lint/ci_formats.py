@@ -141,8 +141,8 @@ def _fingerprint(d: Diagnostic, uri: str) -> str:
 
 def sarif_log(diags: list[Diagnostic], problems: list, judged: dict | None = None) -> dict:
     """`judged`: each file's settings (`report.files_judged`), carried as the properties of its artifact."""
-    from cfgopt import __version__
     from cfgopt.rules import by_code
+    from cfgopt.version import __version__
 
     used = sorted({d.code for d in diags})
     rules = [r for r in (by_code(code) for code in used) if r is not None]

@@ -10,9 +10,9 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from cfgopt import __version__
 from cfgopt.server.analysis import Session, Span, TextEdit, line_index, span_of
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Severity
+from cfgopt.version import __version__
 
 _SEVERITY = {
     Severity.ERROR: lsp.DiagnosticSeverity.Error,

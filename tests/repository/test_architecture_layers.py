@@ -24,10 +24,6 @@ MAX_CLIMBS = 3
 # (importing module, imported module) -> why it climbs. At most MAX_CLIMBS, each with its reason.
 CLIMBS: dict[tuple[str, str], str] = {}
 
-# `from cfgopt import __version__` is no climb: every module loads `cfgopt/__init__.py` before itself (a package is
-# loaded before its modules), and `__version__` is its constant (only `lint_text` / `fix_text` load the API).
-FACE_NAMES = {"__version__"}
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -71,8 +67,6 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[tuple[str, 
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
             base = node.module or ""
-            if base == "cfgopt" and {alias.name for alias in node.names} <= FACE_NAMES:
-                continue
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
         else:
             assert not isinstance(node, ast.ImportFrom), f"{path}:{node.lineno}: a relative import"
@@ -161,7 +155,6 @@ def test_the_checks_see_lazy_and_type_checking_imports(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from cfgopt.lint.engine import LintProject\n"
         "def f():\n    from cfgopt.plan import planner\n"
-        "from cfgopt import __version__\n"
     )
     path = tmp_path / "m.py"
     path.write_text(source)
