@@ -167,6 +167,19 @@ def test_plan_assets_synthetic_for_unknown_local_model(tmp_path: Path) -> None:
     assert shaped.model_config["hidden_size"] == 4096 and shaped.model_config["num_hidden_layers"] == 32
 
 
+def test_plan_assets_says_when_real_data_meets_the_synthetic_tokenizer(tmp_path: Path) -> None:
+    """The job's own dataset with a stand-in model: verify says its tokens are the synthetic tokenizer's."""
+    cfg = _write_case(tmp_path, "sdpa")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset_info.json").write_text('{"mine": {"file_name": "mine.json"}}')
+    config = {"model_name_or_path": "meta-llama/Meta-Llama-3-8B", "dataset": "mine", "dataset_dir": str(data)}
+    own = runner.plan_assets(config, cfg, "auto", tmp_path / "cache")
+    assert own.dataset is None and runner.OWN_DATA_SYNTHETIC_TOKENIZER in own.notes
+    synthetic = runner.plan_assets({**config, "dataset": "absent"}, cfg, "auto", tmp_path / "cache")
+    assert runner.OWN_DATA_SYNTHETIC_TOKENIZER not in synthetic.notes
+
+
 def test_run_is_killed_as_a_process_group_on_timeout(tmp_path: Path) -> None:
     script = (
         "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
