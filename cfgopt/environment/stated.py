@@ -25,8 +25,9 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from cfgopt.environment import DISTRIBUTIONS, Environment
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
 from cfgopt.text.requirements import (
     Pin,
@@ -50,17 +51,7 @@ if TYPE_CHECKING:
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
 Texts = dict[str, str]  # real path -> text that stands in for the file on disk (a fix not yet written)
-HOW_TO_STATE = "--environment FILE, or `cfgopt doctor --write-environment` on the node"
 ASSUMED = "assumed"  # `environment = "assumed"`: the stated default, even where requirement files exist
-
-# Import name (what `Job.has_package` is asked) -> distribution name (what requirement files list).
-DISTRIBUTIONS = {
-    "liger_kernel": "liger-kernel",
-    "flash_attn": "flash-attn",
-    "bitsandbytes": "bitsandbytes",
-    "torchao": "torchao",
-    "deepspeed": "deepspeed",
-}
 
 # What LLaMA-Factory's release installs (its core dependencies, pyproject.toml / setup.py of each tag) and the
 # documented extras a plan may need, with their specifiers: setup.py `extra_require` in 0.9.0-0.9.3,
@@ -95,34 +86,6 @@ def spec_for(distribution: str, llamafactory_version: str) -> str:
     if name == "torchao":
         return TORCHAO_SPEC
     return ""
-
-
-class Environment(NamedTuple):
-    """The packages of the node a job trains on: normalised name -> version or specifier ("" where unstated)."""
-
-    packages: dict[str, str]
-    source: str  # as outputs name it: "requirements.txt", "--environment env.json", "assumed: ..."
-    assumed: bool = False
-    # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
-    requirement_file: Path | None = None
-    explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
-    # what a node has installed (a `cfgopt doctor` snapshot, or probed by verify/tune there), not what a requirement
-    # file asks pip for: its builds are the node's own, so a pin's build is not judged (ENV001's question)
-    installed: bool = False
-
-    def has(self, name: str) -> bool:
-        """Is the package (import or distribution name) in the environment?"""
-        return normalise(DISTRIBUTIONS.get(name, name)) in self.packages
-
-    @property
-    def where(self) -> str:
-        """The environment as a sentence names it: `requirements.txt`, or `the assumed environment`."""
-        return "the assumed environment" if self.assumed else self.source
-
-    def describe(self) -> str:
-        """`environment: requirements.txt` / `environment: assumed: ... (--environment FILE)` (summary lines,
-        --show-settings, plans)."""
-        return f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
 
 
 @functools.lru_cache(maxsize=32)  # read by every rule that asks for a package: built once per release and platform

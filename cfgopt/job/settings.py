@@ -28,7 +28,7 @@ from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import real_path
 
 if TYPE_CHECKING:
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
     from cfgopt.knowledge.versions import VersionRange
 
 

@@ -238,7 +238,7 @@ def test_a_package_not_in_the_environment_is_the_reason(tmp_path: Path) -> None:
     """Llama-3-8B full fine-tuning on one H200: only 8-bit AdamW fits (pure bf16 and Adafactor train worse,
     bench/verify/results.md). In an environment without bitsandbytes no plan fits, and the output says what it
     would bring; MEM001 names the optimizer and that its package is missing; with it, the plan takes it."""
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
 
     path = tmp_path / "full.yaml"
     path.write_text(SEED_LIKE.format(extra="").replace("finetuning_type: lora", "finetuning_type: full"))

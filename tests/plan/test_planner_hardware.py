@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt.environment.stated import Environment, fa2_refusal, found_environment
+from cfgopt.environment import Environment
+from cfgopt.environment.stated import fa2_refusal, found_environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import TARGETS, UNSTATED
