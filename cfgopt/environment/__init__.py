@@ -6,6 +6,7 @@ repository's dependency pins (`pins`: the releases that judge a config), this ma
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,22 +24,53 @@ DISTRIBUTIONS = {
 }
 
 
+class Origin(Enum):
+    """Where the packages of the job's node were learned (`Environment.origin`)."""
+
+    STATED = "stated"  # requirement or lock files, `--environment FILE`, the project config's table: what pip is asked
+    SNAPSHOT = "snapshot"  # a `cfgopt doctor --write-environment` file, written on the node
+    INSTALLED = "installed"  # the node's dist-info folders, read there by `cfgopt doctor`
+    PROBED = "probed"  # imported on the node by the child process of `verify` / `tune` (no versions)
+    ASSUMED = "assumed"  # nothing stated: what LLaMA-Factory's release installs for the target's platform
+
+
+def _key(name: str) -> str:
+    """An import or distribution name as `Environment.packages` keys it."""
+    return normalise(DISTRIBUTIONS.get(name, name))
+
+
 class Environment(NamedTuple):
-    """The packages of the node a job trains on: normalised name -> version or specifier ("" where unstated)."""
+    """The packages of the node a job trains on and where they were learned: normalised distribution name ->
+    specifier (`==2.5.1+rocm6.2` installed or pinned, `>=0.6` a range, "" where no version is known)."""
 
     packages: dict[str, str]
     source: str  # as outputs name it: "requirements.txt", "--environment env.json", "assumed: ..."
-    assumed: bool = False
+    origin: Origin = Origin.STATED
     # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
     requirement_file: Path | None = None
     explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
-    # what a node has installed (a `cfgopt doctor` snapshot, or probed by verify/tune there), not what a requirement
-    # file asks pip for: its builds are the node's own, so a pin's build is not judged (ENV001's question)
-    installed: bool = False
 
     def has(self, name: str) -> bool:
         """Is the package (import or distribution name) in the environment?"""
-        return normalise(DISTRIBUTIONS.get(name, name)) in self.packages
+        return _key(name) in self.packages
+
+    def version(self, name: str) -> str | None:
+        """The package's exact version as installed or pinned (`2.5.1+rocm6.2` for `==2.5.1+rocm6.2`); None when
+        it is absent or only a range or nothing names its version."""
+        spec = self.packages.get(_key(name), "")
+        version = spec.lstrip("=").strip() if spec.startswith("==") else ""
+        return version if version and not any(c in version for c in ",*<>!~ ") else None
+
+    @property
+    def assumed(self) -> bool:
+        """Nothing was stated: the output says what is assumed and how to state it."""
+        return self.origin is Origin.ASSUMED
+
+    @property
+    def installed(self) -> bool:
+        """What the node has installed, not what a requirement file asks pip for: its builds are the node's own, so
+        a pin's build is not judged (ENV001's question)."""
+        return self.origin in (Origin.SNAPSHOT, Origin.INSTALLED, Origin.PROBED)
 
     @property
     def where(self) -> str:

@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cfgopt.environment import DISTRIBUTIONS, Environment
+from cfgopt.environment import DISTRIBUTIONS, Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
 from cfgopt.text.requirements import (
     Pin,
@@ -100,7 +100,7 @@ def assumed(llamafactory_version: str, platform: str) -> Environment:
         packages["bitsandbytes"] = BITSANDBYTES_EXTRA
         extras.append("bitsandbytes")
     what = f"LLaMA-Factory {llamafactory_version} with its {' and '.join(extras)} extras"
-    return Environment(packages, f"{ASSUMED}: {what}", assumed=True)
+    return Environment(packages, f"{ASSUMED}: {what}", Origin.ASSUMED)
 
 
 # --------------------------------------------------------------------------- reading what the project states
@@ -203,7 +203,7 @@ def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment
     if SNAPSHOT_NAME in names:
         found = read_packages(folder / SNAPSHOT_NAME)
         if found is not None:
-            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)", installed=True)
+            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)", Origin.SNAPSHOT)
     return None
 
 
@@ -265,8 +265,8 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
             f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot"
         )
     txt = path if path.suffix == ".txt" else None
-    snapshot = path.suffix == ".json"
-    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt, explicit=True, installed=snapshot)
+    origin = Origin.SNAPSHOT if path.suffix == ".json" else Origin.STATED
+    return Environment(packages, f"{_shown(path)} ({where})", origin, requirement_file=txt, explicit=True)
 
 
 def _as_spec(value: Any) -> str:
@@ -278,13 +278,13 @@ def _as_spec(value: Any) -> str:
 def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
     """Does the environment's transformers reach `floor`? Known from an exact pin or a lower bound at or above it;
     a probed node is taken at its word (verify/tune run what is installed there)."""
-    return env.source.startswith(PROBED) or reaches(env.packages.get("transformers", ""), floor)
+    return env.origin is Origin.PROBED or reaches(env.packages.get("transformers", ""), floor)
 
 
 def probed(packages: dict[str, bool]) -> Environment:
     """What `verify` / `tune` found importable on the machine they run on (the node itself)."""
     have = {normalise(DISTRIBUTIONS.get(name, name)): "" for name, ok in packages.items() if ok}
-    return Environment(have, f"{PROBED} (verify/tune run on the node)", installed=True)
+    return Environment(have, f"{PROBED} (verify/tune run on the node)", Origin.PROBED)
 
 
 PROBED = "this machine, probed"
