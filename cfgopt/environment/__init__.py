@@ -34,7 +34,7 @@ class Origin(Enum):
     ASSUMED = "assumed"  # nothing stated: what LLaMA-Factory's release installs for the target's platform
 
 
-def _key(name: str) -> str:
+def package_key(name: str) -> str:
     """An import or distribution name as `Environment.packages` keys it."""
     return normalise(DISTRIBUTIONS.get(name, name))
 
@@ -52,12 +52,12 @@ class Environment(NamedTuple):
 
     def has(self, name: str) -> bool:
         """Is the package (import or distribution name) in the environment?"""
-        return _key(name) in self.packages
+        return package_key(name) in self.packages
 
     def version(self, name: str) -> str | None:
         """The package's exact version as installed or pinned (`2.5.1+rocm6.2` for `==2.5.1+rocm6.2`); None when
         it is absent or only a range or nothing names its version."""
-        spec = self.packages.get(_key(name), "")
+        spec = self.packages.get(package_key(name), "")
         version = spec.lstrip("=").strip() if spec.startswith("==") else ""
         return version if version and not any(c in version for c in ",*<>!~ ") else None
 

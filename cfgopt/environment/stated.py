@@ -17,7 +17,7 @@ read from what the project states, in this order (`environment_for`), and every 
 
 The interpreter cfgopt runs in never decides (only `cfgopt doctor`, run on the node, reads it); so the same
 files and settings give the same findings and fixes on any machine. `verify` and `tune` run on the node and
-state what they probe there (`Settings.packages`).
+state what they probe there (`cfgopt.environment.probe.environment_of`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cfgopt.environment import DISTRIBUTIONS, Environment, Origin
+from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
 from cfgopt.text.requirements import (
     Pin,
@@ -279,15 +279,6 @@ def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
     """Does the environment's transformers reach `floor`? Known from an exact pin or a lower bound at or above it;
     a probed node is taken at its word (verify/tune run what is installed there)."""
     return env.origin is Origin.PROBED or reaches(env.packages.get("transformers", ""), floor)
-
-
-def probed(packages: dict[str, bool]) -> Environment:
-    """What `verify` / `tune` found importable on the machine they run on (the node itself)."""
-    have = {normalise(DISTRIBUTIONS.get(name, name)): "" for name, ok in packages.items() if ok}
-    return Environment(have, f"{PROBED} (verify/tune run on the node)", Origin.PROBED)
-
-
-PROBED = "this machine, probed"
 
 
 def fa2_refusal(env: Environment, target: Target) -> str | None:
