@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
-from cfgopt.text.requirements import normalise
+from cfgopt.text.requirements import normalise, parse_spec
 
 HOW_TO_STATE = "--environment FILE, or `cfgopt doctor --write-environment` on the node"
 
@@ -55,11 +55,15 @@ class Environment(NamedTuple):
         return package_key(name) in self.packages
 
     def version(self, name: str) -> str | None:
-        """The package's exact version as installed or pinned (`2.5.1+rocm6.2` for `==2.5.1+rocm6.2`); None when
-        it is absent or only a range or nothing names its version."""
+        """The package's exact version as installed or pinned, local label kept (`2.5.1+rocm6.2` for
+        `==2.5.1+rocm6.2`); None when it is absent, or only a range or nothing names its version."""
         spec = self.packages.get(package_key(name), "")
-        version = spec.lstrip("=").strip() if spec.startswith("==") else ""
-        return version if version and not any(c in version for c in ",*<>!~ ") else None
+        try:
+            clauses = parse_spec(spec)
+        except ValueError:  # no PEP 440 version (an egg's `1.0_dev`): what a node installed is still its version
+            return spec.removeprefix("==") if self.installed and spec.startswith("==") else None
+        op, version = clauses[0] if len(clauses) == 1 else ("", "")
+        return version if op in ("==", "===") and "*" not in version else None
 
     @property
     def assumed(self) -> bool:
