@@ -1,8 +1,13 @@
-"""The environment a job trains in and the machine cfgopt runs on, read from files, never by importing the packages:
-the environment the project states for the job (`stated`: `Environment`, what the rules and the planner ask), the
-repository's dependency pins (`pins`: the releases that judge a config), this machine's GPUs from /proc and /sys
-(`gpus`: the target when none is stated), and the node's installed stack (`node`: what `cfgopt doctor` checks).
-`cfgopt.knowledge` keeps the facts they are judged against."""
+"""The environment a job trains in and the machine cfgopt runs on, read from files, never by importing the packages.
+
+`Environment` (here) is the one answer to "what packages and versions does the job's node have, and where did we
+learn it" (`Origin`), whoever asks: the rules and the planner (`Job.environment`), `cfgopt doctor`, `verify` and
+`tune`. Each reader builds it: the environment the project states for the job (`stated`: requirement and lock files,
+`--environment`, a doctor snapshot, else the assumed default), the node's installed stack that `cfgopt doctor` reads
+(`node`: `Stack.environment`), and what the machine `verify` and `tune` run on can import (`probe`:
+`environment_of`). Beside them: the repository's dependency pins (`pins`: the releases that judge a config) and this
+machine's GPUs from /proc and /sys (`gpus`: the target when none is stated). `cfgopt.knowledge` keeps the facts they
+are judged against."""
 
 from __future__ import annotations
 
