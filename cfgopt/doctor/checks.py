@@ -1,4 +1,5 @@
-"""The doctor's findings: the environment (`Stack`) against each training job, one line each with a code.
+"""The doctor's findings: the node (`Stack`, its packages an `Environment`) against each training job, one line
+each with a code.
 
 Codes (docs/doctor.md): DOC001 attention, DOC002 Liger, DOC003 DeepSpeed CPU Adam, DOC004 FORCE_TORCHRUN,
 DOC005 visible devices, DOC006 datasets, DOC007 model path, DOC008 disk space, DOC009 Python, DOC010 torch's
@@ -64,7 +65,7 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
 def environment_findings(stack: Stack) -> Iterator[Diagnostic]:
     yield from _torch_runtime(stack)
     yield from _visible_devices(stack)
-    lf = stack.version("llamafactory")
+    lf = stack.environment.version("llamafactory")
     floor = PYTHON_FLOOR.get(".".join(lf.split(".")[:3])) if lf else None
     if floor and stack.python[:2] < floor:
         yield finding(
@@ -86,15 +87,16 @@ def _expandable_segments(stack: Stack) -> Iterator[Diagnostic]:
     (launcher.py, `OPTIM_TORCH` on by default); ROCm builds of torch honour it only from 2.11 (pytorch PR #177974,
     backported to release/2.11 by ROCm/pytorch PR #3106) and warn `expandable_segments not supported on this
     platform` before."""
-    if stack.torch_runtime != "rocm" or not stack.has("llamafactory") or stack.env.get("OPTIM_TORCH") == "0":
+    packages = stack.environment
+    if stack.torch_runtime != "rocm" or not packages.has("llamafactory") or stack.env.get("OPTIM_TORCH") == "0":
         return
-    version = _version_tuple(stack.version("torch"))
+    version = _version_tuple(packages.version("torch"))
     if version and version < (2, 11):
         yield finding(
             "DOC011",
             Severity.INFO,
             f"LLaMA-Factory's launcher sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for torchrun launches, "
-            f"which ROCm torch {stack.version('torch')} ignores (expandable segments came to ROCm in torch 2.11): "
+            f"which ROCm torch {packages.version('torch')} ignores (expandable segments came to ROCm in torch 2.11): "
             "memory fragments as without it; OPTIM_TORCH=0 leaves the variable unset",
         )
 
@@ -106,10 +108,11 @@ def _torch_runtime(stack: Stack) -> Iterator[Diagnostic]:
     wanted = "rocm" if vendor == "amd" else "cuda"
     if stack.torch_runtime != wanted:
         build = {"rocm": "a ROCm build", "cuda": "a CUDA build", "cpu": "a CPU-only build"}[stack.torch_runtime]
+        torch = stack.environment.version("torch")
         yield finding(
             "DOC010",
             Severity.ERROR,
-            f"torch {stack.version('torch')} is {build}, and this node's GPUs are {stack.gpu_name} ({vendor.upper()}):"
+            f"torch {torch} is {build}, and this node's GPUs are {stack.gpu_name} ({vendor.upper()}):"
             f" torch will find no GPU; install the {wanted.upper()} build (ENV001 lists where it comes from)",
         )
 
@@ -167,7 +170,7 @@ def job_findings(job: Any, stack: Stack) -> Iterator[Diagnostic]:
 def _llamafactory(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     """The trainer itself: a node image with torch and transformers but no LLaMA-Factory (the H200's image, say)
     runs nothing of the config (bench/h200/doctor.md)."""
-    if not stack.has("llamafactory"):
+    if not stack.environment.has("llamafactory"):
         message = (
             "LLaMA-Factory is not installed in this environment: `llamafactory-cli` is not found "
             "(pip install llamafactory, or run doctor in the environment the job starts in)"
@@ -179,7 +182,7 @@ def _attention(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     if job.value("flash_attn") != "fa2":
         return
     src = job.source
-    version = stack.version("flash_attn")
+    version = stack.environment.version("flash_attn")
     if version is None or _version_tuple(version) < FLASH_ATTN_FLOOR:
         why = "not installed" if version is None else f"{version}, below the 2.3.3 transformers accepts"
         yield finding(
@@ -233,7 +236,7 @@ def _flash_attn_arch(job: Any, stack: Stack, version: str) -> Iterator[Diagnosti
 def _liger(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     if not job.on("enable_liger_kernel"):
         return
-    if not stack.has("liger_kernel"):
+    if not stack.environment.has("liger_kernel"):
         yield finding(
             "DOC002",
             Severity.ERROR,
@@ -243,20 +246,16 @@ def _liger(job: Any, stack: Stack) -> Iterator[Diagnostic]:
             "enable_liger_kernel",
         )
         return
-    triton = [n for n in ("pytorch_triton_rocm", "triton", "pytorch_triton") if stack.has(n)]
+    triton = [n for n in ("pytorch_triton_rocm", "triton", "pytorch_triton") if stack.environment.has(n)]
+    pypi_triton = stack.environment.version("triton")
     if not triton:
         message = "liger-kernel is installed without Triton: its kernels cannot compile"
         yield finding("DOC002", Severity.ERROR, message, job.source, "enable_liger_kernel")
-    elif (
-        stack.torch_runtime == "rocm"
-        and triton == ["triton"]
-        and stack.version("triton")
-        and "+rocm" not in (stack.version("triton") or "")
-    ):
+    elif stack.torch_runtime == "rocm" and triton == ["triton"] and pypi_triton and "+rocm" not in pypi_triton:
         yield finding(
             "DOC002",
             Severity.WARNING,
-            f"liger-kernel on ROCm with PyPI's triton {stack.version('triton')} (a CUDA build): Liger's kernels need "
+            f"liger-kernel on ROCm with PyPI's triton {pypi_triton} (a CUDA build): Liger's kernels need "
             "the ROCm Triton (pytorch-triton-rocm, installed with ROCm torch)",
             job.source,
             "enable_liger_kernel",
@@ -272,7 +271,7 @@ def _bitsandbytes(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     if not why:
         return
     key = why.partition(":")[0]
-    version = stack.version("bitsandbytes")
+    version = stack.environment.version("bitsandbytes")
     if version is None:
         message = f"`{why}` needs bitsandbytes, which is not installed"
         yield finding("DOC012", Severity.ERROR, message, job.source, key)
@@ -299,7 +298,7 @@ def _deepspeed(job: Any, stack: Stack) -> Iterator[Diagnostic]:
     if not known or ds is None:
         return
     src = job.source
-    if not stack.has("deepspeed"):
+    if not stack.environment.has("deepspeed"):
         yield finding("DOC003", Severity.ERROR, "the config uses DeepSpeed, which is not installed", src, "deepspeed")
         return
     if _offload_device(ds) and "cpu_adam" not in stack.deepspeed_prebuilt | stack.jit_cache:

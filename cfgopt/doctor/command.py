@@ -128,7 +128,7 @@ SNAPSHOT_PACKAGES = (
 
 def snapshot(stack: Stack) -> dict:
     """The node's training packages as `cfgopt-environment.json` holds them (cfgopt.environment.stated reads it)."""
-    packages = {name: stack.packages[name] for name in SNAPSHOT_PACKAGES if name in stack.packages}
+    packages = {name: version for name in SNAPSHOT_PACKAGES if (version := stack.environment.version(name))}
     return {
         "written_by": "cfgopt doctor --write-environment",
         "stack": summary(stack),

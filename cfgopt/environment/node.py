@@ -10,9 +10,9 @@ import sys
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cfgopt.environment import gpus
+from cfgopt.environment import Environment, Origin, gpus
 from cfgopt.knowledge.targets import TARGETS, Target
-from cfgopt.text.requirements import installed_distribution, normalise
+from cfgopt.text.requirements import installed_distribution
 from cfgopt.text.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table
@@ -20,6 +20,7 @@ from cfgopt.text.user_files import open_regular, read_head
 _ELF_HEAD_BYTES = 8 * 1024 * 1024
 # torch/version.py's `cuda = '12.4'` / `hip: Optional[str] = '6.2...'`: the GPU runtime torch was built for
 _RUNTIME_LINE = re.compile(r"^(cuda|hip|rocm)\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+INSTALLED_SOURCE = "this node's packages (cfgopt doctor)"  # how outputs name what doctor read
 ENV_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
@@ -43,7 +44,7 @@ class Stack(NamedTuple):
     """The environment as read: every field from a file or a variable, None / "" where absent."""
 
     python: tuple[int, int, int]
-    packages: dict[str, str]  # normalised distribution name -> version
+    environment: Environment  # the installed distributions (`Origin.INSTALLED`): `has`, `version`
     site_dirs: tuple[str, ...]
     torch_runtime: str  # "rocm", "cuda", "cpu" or "" (no torch)
     torch_runtime_version: str  # torch's HIP / CUDA version ("6.2.41133", "12.4")
@@ -63,12 +64,6 @@ class Stack(NamedTuple):
     def gpu_count(self) -> int:
         return len(self.gpu_models)
 
-    def has(self, package: str) -> bool:
-        return normalise(package) in self.packages
-
-    def version(self, package: str) -> str | None:
-        return self.packages.get(normalise(package))
-
 
 def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping[str, str] | None = None) -> Stack:
     """The environment of this node; `root` prefixes every system path (tests point it at a fake tree), `site_dirs`
@@ -77,12 +72,13 @@ def read_stack(root: str = "/", site_dirs: list[str] | None = None, env: Mapping
     dirs = tuple(d for d in (site_dirs if site_dirs is not None else sys.path) if d and os.path.isdir(d))
     packages = _distributions(dirs)
     runtime, runtime_version = _torch_build(dirs, packages)
+    installed = {name: "==" + version for name, version in packages.items()}
     models = tuple(gpus.gpu_models(root))
     target, name = _target_of(models)
     path = env.get("PATH", "")
     return Stack(
         python=tuple(sys.version_info[:3]),  # type: ignore[arg-type]
-        packages=packages,
+        environment=Environment(installed, INSTALLED_SOURCE, Origin.INSTALLED),
         site_dirs=dirs,
         torch_runtime=runtime,
         torch_runtime_version=runtime_version,
@@ -257,7 +253,7 @@ def _jit_cache(env: Mapping[str, str]) -> frozenset[str]:
 def summary(stack: Stack) -> str:
     """One line: Python, torch and its runtime, the ROCm / CUDA release, the GPUs, the packages that matter."""
     py = ".".join(map(str, stack.python))
-    torch = stack.version("torch")
+    torch = stack.environment.version("torch")
     if torch is None:
         torch_text = "torch not installed"
     else:
@@ -269,5 +265,5 @@ def summary(stack: Stack) -> str:
     system += [f"CUDA toolkit {stack.cuda_version}"] if stack.cuda_version else []
     gpus = f"{stack.gpu_count} x {stack.gpu_name}" if stack.gpu_models else "no GPU found"
     wanted = ("llamafactory", "transformers", "deepspeed", "peft", "trl", "flash_attn", "liger_kernel", "bitsandbytes")
-    have = [f"{n.replace('_', '-')} {stack.packages[n]}" for n in wanted if n in stack.packages]
+    have = [f"{n.replace('_', '-')} {v}" for n in wanted if (v := stack.environment.version(n))]
     return "; ".join([f"Python {py}", torch_text, *system, gpus, ", ".join(have) or "no training packages"])

@@ -1,12 +1,16 @@
 """What the machine `verify` and `tune` run on offers (CUDA, the GPUs, flash-attn, Liger, DeepSpeed, bitsandbytes,
 torchao), asked of a child Python process that imports them: never on the lint path, which judges the job's
-stated environment (`cfgopt.environment.stated`). `Platform` is the planner's input (`cfgopt.plan.space`)."""
+stated environment (`cfgopt.environment.stated`). `Platform` is the planner's input (`cfgopt.plan.space`);
+`environment_of` gives what it offers as the one `Environment` type (`Origin.PROBED`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Iterable
+
+from cfgopt.environment import Environment, Origin, package_key
 
 
 class Platform:
@@ -34,15 +38,30 @@ class Platform:
         return f"Platform({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
 
-def packages_of(platform: Platform) -> dict[str, bool]:
-    """The optional packages a probed platform has, by import name: the environment `verify` and `tune` plan for
-    (cfgopt.environment.stated.probed)."""
+def importable_packages(platform: Platform) -> dict[str, bool]:
+    """The optional packages a plan may use, by import name, and whether the probed platform can import them."""
     return {
         "liger_kernel": platform.liger,
         "flash_attn": platform.flash_attn,
         "bitsandbytes": platform.bitsandbytes,  # the planner's 8-bit AdamW
         "torchao": platform.torchao,  # 8-bit AdamW with bf16 stochastic rounding
     }
+
+
+PROBED = "this machine, probed"
+
+
+def probed_environment(importable: Iterable[str]) -> Environment:
+    """The environment `verify` and `tune` plan for: the packages (import names) found importable on the machine
+    they run on, the node itself; the probe asks no versions."""
+    return Environment(
+        {package_key(name): "" for name in importable}, f"{PROBED} (verify/tune run on the node)", Origin.PROBED
+    )
+
+
+def environment_of(platform: Platform) -> Environment:
+    """What a probed platform offers a plan, as the one `Environment` type."""
+    return probed_environment(name for name, ok in importable_packages(platform).items() if ok)
 
 
 _PROBE = r"""

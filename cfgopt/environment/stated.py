@@ -17,7 +17,7 @@ read from what the project states, in this order (`environment_for`), and every 
 
 The interpreter cfgopt runs in never decides (only `cfgopt doctor`, run on the node, reads it); so the same
 files and settings give the same findings and fixes on any machine. `verify` and `tune` run on the node and
-state what they probe there (`Settings.packages`).
+state what they probe there (`cfgopt.environment.probe.environment_of`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
 from cfgopt.text.requirements import (
     Pin,
@@ -50,17 +51,7 @@ if TYPE_CHECKING:
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
 Texts = dict[str, str]  # real path -> text that stands in for the file on disk (a fix not yet written)
-HOW_TO_STATE = "--environment FILE, or `cfgopt doctor --write-environment` on the node"
 ASSUMED = "assumed"  # `environment = "assumed"`: the stated default, even where requirement files exist
-
-# Import name (what `Job.has_package` is asked) -> distribution name (what requirement files list).
-DISTRIBUTIONS = {
-    "liger_kernel": "liger-kernel",
-    "flash_attn": "flash-attn",
-    "bitsandbytes": "bitsandbytes",
-    "torchao": "torchao",
-    "deepspeed": "deepspeed",
-}
 
 # What LLaMA-Factory's release installs (its core dependencies, pyproject.toml / setup.py of each tag) and the
 # documented extras a plan may need, with their specifiers: setup.py `extra_require` in 0.9.0-0.9.3,
@@ -97,34 +88,6 @@ def spec_for(distribution: str, llamafactory_version: str) -> str:
     return ""
 
 
-class Environment(NamedTuple):
-    """The packages of the node a job trains on: normalised name -> version or specifier ("" where unstated)."""
-
-    packages: dict[str, str]
-    source: str  # as outputs name it: "requirements.txt", "--environment env.json", "assumed: ..."
-    assumed: bool = False
-    # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
-    requirement_file: Path | None = None
-    explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
-    # what a node has installed (a `cfgopt doctor` snapshot, or probed by verify/tune there), not what a requirement
-    # file asks pip for: its builds are the node's own, so a pin's build is not judged (ENV001's question)
-    installed: bool = False
-
-    def has(self, name: str) -> bool:
-        """Is the package (import or distribution name) in the environment?"""
-        return normalise(DISTRIBUTIONS.get(name, name)) in self.packages
-
-    @property
-    def where(self) -> str:
-        """The environment as a sentence names it: `requirements.txt`, or `the assumed environment`."""
-        return "the assumed environment" if self.assumed else self.source
-
-    def describe(self) -> str:
-        """`environment: requirements.txt` / `environment: assumed: ... (--environment FILE)` (summary lines,
-        --show-settings, plans)."""
-        return f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
-
-
 @functools.lru_cache(maxsize=32)  # read by every rule that asks for a package: built once per release and platform
 def assumed(llamafactory_version: str, platform: str) -> Environment:
     """The stated default: LLaMA-Factory's core install, with the extras a plan uses (bitsandbytes on NVIDIA only:
@@ -137,7 +100,7 @@ def assumed(llamafactory_version: str, platform: str) -> Environment:
         packages["bitsandbytes"] = BITSANDBYTES_EXTRA
         extras.append("bitsandbytes")
     what = f"LLaMA-Factory {llamafactory_version} with its {' and '.join(extras)} extras"
-    return Environment(packages, f"{ASSUMED}: {what}", assumed=True)
+    return Environment(packages, f"{ASSUMED}: {what}", Origin.ASSUMED)
 
 
 # --------------------------------------------------------------------------- reading what the project states
@@ -240,7 +203,7 @@ def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment
     if SNAPSHOT_NAME in names:
         found = read_packages(folder / SNAPSHOT_NAME)
         if found is not None:
-            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)", installed=True)
+            return Environment(found, f"{_shown(folder / SNAPSHOT_NAME)} (cfgopt doctor)", Origin.SNAPSHOT)
     return None
 
 
@@ -302,8 +265,8 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
             f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot"
         )
     txt = path if path.suffix == ".txt" else None
-    snapshot = path.suffix == ".json"
-    return Environment(packages, f"{_shown(path)} ({where})", requirement_file=txt, explicit=True, installed=snapshot)
+    origin = Origin.SNAPSHOT if path.suffix == ".json" else Origin.STATED
+    return Environment(packages, f"{_shown(path)} ({where})", origin, requirement_file=txt, explicit=True)
 
 
 def _as_spec(value: Any) -> str:
@@ -315,16 +278,7 @@ def _as_spec(value: Any) -> str:
 def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
     """Does the environment's transformers reach `floor`? Known from an exact pin or a lower bound at or above it;
     a probed node is taken at its word (verify/tune run what is installed there)."""
-    return env.source.startswith(PROBED) or reaches(env.packages.get("transformers", ""), floor)
-
-
-def probed(packages: dict[str, bool]) -> Environment:
-    """What `verify` / `tune` found importable on the machine they run on (the node itself)."""
-    have = {normalise(DISTRIBUTIONS.get(name, name)): "" for name, ok in packages.items() if ok}
-    return Environment(have, f"{PROBED} (verify/tune run on the node)", installed=True)
-
-
-PROBED = "this machine, probed"
+    return env.origin is Origin.PROBED or reaches(env.packages.get("transformers", ""), floor)
 
 
 def fa2_refusal(env: Environment, target: Target) -> str | None:

@@ -26,7 +26,7 @@ from cfgopt.text.source import Kind, Source
 from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
     from cfgopt.job import data_profile
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema

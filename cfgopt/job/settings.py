@@ -28,7 +28,7 @@ from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import real_path
 
 if TYPE_CHECKING:
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
     from cfgopt.knowledge.versions import VersionRange
 
 
@@ -49,10 +49,8 @@ class Settings:
         detected: str = "",  # GPUs found on this machine that no target matches ("2 x NVIDIA RTX A6000")
         select: list[str] | None = None,  # codes or prefixes; empty = the default selection
         extend_select: list[str] | None = None,  # added to the default selection (or to `select`)
-        # Optional packages the machine has (import name -> importable): `verify` and `tune` probe the node they run
-        # on. Lint and fix never do: their environment is what the project states (`environment`), else assumed.
-        packages: dict[str, bool] | None = None,
-        # The job's environment as the project states it (cfgopt.environment.stated); None: `packages`, else assumed.
+        # The packages of the job's node: as the project states them (lint, fix: cfgopt.environment.stated), or as
+        # `verify` and `tune` probe the node they run on (cfgopt.environment.probe); None: the stated default.
         environment: Environment | None = None,
         ignore: list[str] | None = None,
         fail_on: Severity = Severity.WARNING,
@@ -81,8 +79,7 @@ class Settings:
         self.detected = detected
         self.select: list[str] = list(select or [])
         self.extend_select: list[str] = list(extend_select or [])
-        self.packages = packages
-        self.stated_environment = environment
+        self.given_environment = environment
         self.ignore: list[str] = list(ignore or [])
         self.fail_on = fail_on
         self.unsafe_fixes = unsafe_fixes
@@ -117,14 +114,12 @@ class Settings:
 
     @property
     def environment(self) -> Environment:
-        """The packages of the node the job trains on (cfgopt.environment.stated): as stated, as probed where
-        verify/tune run, else the stated default for the release and the target's platform."""
+        """The packages of the node the job trains on: as given (stated, or probed where verify/tune run), else
+        the stated default for the release and the target's platform (cfgopt.environment.stated.assumed)."""
+        if self.given_environment is not None:
+            return self.given_environment
         from cfgopt.environment import stated
 
-        if self.stated_environment is not None:
-            return self.stated_environment
-        if self.packages is not None:
-            return stated.probed(self.packages)
         return stated.assumed(self.llamafactory_version, self.target.platform)
 
     def copied(self) -> Settings:

@@ -25,7 +25,7 @@ from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 
 if TYPE_CHECKING:
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
     from cfgopt.knowledge.versions import VersionRange
 
 CONFIG_NAMES = (".cfgopt.toml", "cfgopt.toml", "pyproject.toml")

@@ -185,7 +185,8 @@ def load_tune_job(
         settings, platform = run_settings(target, gpus, say, source)
     else:
         platform = session.platform()
-        settings = Settings(target_name=target, gpus=gpus, packages=probe.packages_of(platform), target_source=source)
+        environment = probe.environment_of(platform)
+        settings = Settings(target_name=target, gpus=gpus, environment=environment, target_source=source)
     try:
         return load_job(args.config, settings), platform, ""
     except JobError as exc:

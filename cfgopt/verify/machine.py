@@ -25,17 +25,16 @@ def run_settings(target: str | None, gpus: int, say, source: str = "") -> tuple[
     """What `verify` and `tune` judge and plan for: the target and GPUs the runs use, and the optional packages
     the machine has (probed in a child Python: a fix needing a missing package is left out, with a message), and
     the probed platform."""
-    from cfgopt.environment.probe import packages_of, probe_platform
+    from cfgopt.environment.probe import environment_of, importable_packages, probe_platform
 
     platform = probe_platform()
-    packages = packages_of(platform)
-    for name, present in packages.items():
+    for name, present in importable_packages(platform).items():
         if not present:
             say(f"{name} is not importable here: fixes that need it are left out")
     settings = Settings(
         target_name=target,
         gpus=gpus,
-        packages=packages,
+        environment=environment_of(platform),
         extend_select=["PF", "MEM"],
         target_source=source,
         gpus_source="--gpus",

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
-from cfgopt.environment.stated import Environment, assumed, found_environment, read_packages
+from cfgopt.environment import Environment
+from cfgopt.environment.stated import assumed, found_environment, read_packages
 from cfgopt.lint.engine import lint_paths
 from cfgopt.lint.project_config import CommandLine, Resolver
 

@@ -382,9 +382,9 @@ def test_the_doctor_reads_dist_info_without_importing(tmp_path: Path) -> None:
     fake_dist(site, "llamafactory", "0.9.4")
     imported_before = "deepspeed" in sys.modules  # (the oracle tests of the same session may have imported it)
     stack = read_stack(str(tmp_path), site_dirs=[str(site)], env={})
-    assert (stack.version("deepspeed"), stack.version("llamafactory")) == ("0.16.9", "0.9.4")
-    assert resolve_version("deepspeed", installed=stack.version("deepspeed")) == "0.16.4"
-    assert resolve_version("llamafactory", installed=stack.version("llamafactory")) == "0.9.4"
+    assert (stack.environment.version("deepspeed"), stack.environment.version("llamafactory")) == ("0.16.9", "0.9.4")
+    assert resolve_version("deepspeed", installed=stack.environment.version("deepspeed")) == "0.16.4"
+    assert resolve_version("llamafactory", installed=stack.environment.version("llamafactory")) == "0.9.4"
     assert resolve_version("llamafactory") == "0.9.5"
     assert ("deepspeed" in sys.modules) == imported_before  # detection never imports the package
 
@@ -397,8 +397,8 @@ def test_the_doctors_reading_agrees_with_importlib_metadata(tmp_path: Path) -> N
 
     stack = read_stack(str(tmp_path), env={})
     for name in ("pytest", "pydantic", "pydantic_core", "PyYAML", "pyyaml"):
-        assert stack.version(name) == importlib.metadata.version(name), name
-    assert stack.version("no-such-distribution-cfgopt") is None
+        assert stack.environment.version(name) == importlib.metadata.version(name), name
+    assert stack.environment.version("no-such-distribution-cfgopt") is None
 
 
 def test_the_installed_release_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rule_cases import ROOT, run_cli
 
-from cfgopt.environment.stated import Environment
+from cfgopt.environment import Environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.plan import space

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli, summary_of
 
+from cfgopt.environment.probe import probed_environment
 from cfgopt.job.loader import JobError, load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge import schema
@@ -129,10 +130,10 @@ def test_a_missing_package_leaves_its_knob_out(tmp_path: Path) -> None:
     assumed = plan_for(_job(tmp_path, "packing: true\n", gpus=1))
     assert assumed is not None and assumed.best.liger
     assert "uses liger-kernel (assumed: LLaMA-Factory 0.9.5" in description(assumed)
-    absent = plan_for(_job(tmp_path, "packing: true\n", gpus=1, packages={"liger_kernel": False}))
+    absent = plan_for(_job(tmp_path, "packing: true\n", gpus=1, environment=probed_environment([])))
     assert absent is not None and not absent.best.liger
     assert "with liger-kernel (not in this machine, probed" in description(absent)
-    present = plan_for(_job(tmp_path, "packing: true\n", gpus=1, packages={"liger_kernel": True}))
+    present = plan_for(_job(tmp_path, "packing: true\n", gpus=1, environment=probed_environment(["liger_kernel"])))
     assert present is not None and present.best.liger and "uses" not in description(present)
 
 
@@ -221,7 +222,9 @@ def test_a_refused_setting_is_named_and_quoted() -> None:
 def test_memory_rejections_say_what_tune_says() -> None:
     """One H200, Llama-3-8B full fine-tuning: keeping ZeRO-3 does not fit; the note gives the estimate in tune's
     words (`pruned: memory` rows: "estimated peak ... GiB does not fit")."""
-    settings = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
+    settings = Settings(
+        target_name="h200", gpus=1, extend_select=ADVICE, environment=probed_environment(["bitsandbytes"])
+    )
     plan = plan_for(load_job(LLAMA3_FULL_FP16, settings))
     assert plan is not None and plan.drop_deepspeed
     memory_rejected = {k: r for k, r in plan.rejected.items() if r.kind == reasons.MEMORY}
@@ -238,7 +241,7 @@ def test_a_package_not_in_the_environment_is_the_reason(tmp_path: Path) -> None:
     """Llama-3-8B full fine-tuning on one H200: only 8-bit AdamW fits (pure bf16 and Adafactor train worse,
     bench/verify/results.md). In an environment without bitsandbytes no plan fits, and the output says what it
     would bring; MEM001 names the optimizer and that its package is missing; with it, the plan takes it."""
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
 
     path = tmp_path / "full.yaml"
     path.write_text(SEED_LIKE.format(extra="").replace("finetuning_type: lora", "finetuning_type: full"))
@@ -251,7 +254,8 @@ def test_a_package_not_in_the_environment_is_the_reason(tmp_path: Path) -> None:
     _, out, _ = run_cli(["lint", str(path), "--target", "h200", "--gpus", "1", "--environment", str(node)])
     assert "optim: adamw_bnb_8bit without DeepSpeed (~" in out and "needs bitsandbytes, which" in out
     assert "no speed plan fits the job's environment" in out
-    installed = Settings(target_name="h200", gpus=1, extend_select=ADVICE, packages={"bitsandbytes": True})
+    probed = probed_environment(["bitsandbytes"])
+    installed = Settings(target_name="h200", gpus=1, extend_select=ADVICE, environment=probed)
     known = plan_for(load_job(path, installed))
     assert known is not None and known.best.optim == "adamw_bnb_8bit" and known.best.precision == "bf16"
     assert "pure bf16 not planned: it trains worse" in description(known)

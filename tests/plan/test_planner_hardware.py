@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from rule_cases import run_cli
 
-from cfgopt.environment.stated import Environment, fa2_refusal, found_environment
+from cfgopt.environment import Environment, Origin
+from cfgopt.environment.stated import fa2_refusal, found_environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import TARGETS, UNSTATED
@@ -82,7 +83,7 @@ def test_mi300x_plans_no_fa2_on_a_cuda_flash_attn_and_says_why(tmp_path: Path) -
 
 def test_fa2_refusal_names_each_reason() -> None:
     reqs = Environment({"flash_attn": "==2.7.4"}, "requirements.txt")
-    snapshot = reqs._replace(source="env.json (--environment)", installed=True)
+    snapshot = reqs._replace(source="env.json (--environment)", origin=Origin.SNAPSHOT)
     assert "older than Ampere" in (fa2_refusal(reqs, TARGETS["t4"]) or "")
     assert "not AMD's build" in (fa2_refusal(reqs, TARGETS["mi300x"]) or "")
     assert fa2_refusal(snapshot, TARGETS["mi300x"]) is None  # what the node has installed is its own build

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT
 
+from cfgopt.environment.probe import probed_environment
 from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge import methods
@@ -43,9 +44,8 @@ def values_for(stage: str, ftype: str = "lora", **extra) -> dict[str, list]:
 def _plan(tmp_path: Path, stage: str, ftype: str = "lora", extra: str = ""):
     path = tmp_path / f"{stage}_{ftype}.yaml"
     path.write_text(CONFIG.format(stage=stage, ftype=ftype, extra=extra))
-    settings = Settings(
-        target_name="h200", gpus=1, extend_select=["PF", "MEM"], packages={"liger_kernel": True, "bitsandbytes": True}
-    )
+    probed = probed_environment(["liger_kernel", "bitsandbytes"])
+    settings = Settings(target_name="h200", gpus=1, extend_select=["PF", "MEM"], environment=probed)
     return plan_for(load_job(path, settings))
 
 

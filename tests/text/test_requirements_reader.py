@@ -101,7 +101,7 @@ def test_a_direct_reference_keeps_its_url_for_every_reader(tmp_path: Path) -> No
     packages = read_packages(path) or {}
     assert packages["flash_attn"] == "@ " + wheel
     assert requirement_pins("requirements.txt", path.read_text())[0][1].spec == "@ " + wheel
-    from cfgopt.environment.stated import Environment
+    from cfgopt.environment import Environment
 
     env = Environment(packages, "requirements.txt")
     assert fa2_refusal(env, TARGETS["mi300x"]) is None

@@ -575,13 +575,14 @@ def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) ->
 
 def test_tune_says_why_the_plan_left_settings_out() -> None:
     """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.plan.reasons)."""
+    from cfgopt.environment.probe import probed_environment
     from cfgopt.job.loader import load_job
     from cfgopt.job.settings import Settings
     from cfgopt.tune.candidates import planned_start
 
     config = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"
-    packages = {"liger_kernel": True, "flash_attn": False, "bitsandbytes": True}
-    job = load_job(config, Settings(target_name="h200", gpus=8, packages=packages, extend_select=["PF", "MEM"]))
+    probed = probed_environment(["liger_kernel", "bitsandbytes"])  # flash-attn not importable
+    job = load_job(config, Settings(target_name="h200", gpus=8, environment=probed, extend_select=["PF", "MEM"]))
     said: list[str] = []
     assert planned_start(job, KNOBS, said.append) is not None
     assert any(line.startswith("pure bf16 not planned: it trains worse") for line in said)
