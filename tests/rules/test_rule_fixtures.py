@@ -6,7 +6,17 @@ import re
 from pathlib import Path
 
 import pytest
-from rule_cases import CASES_DIR, all_cases, case_args, copy_inputs, fix_in, input_files, lint_blocks, parse_expected
+from rule_cases import (
+    CASES_DIR,
+    all_cases,
+    case_args,
+    fix_in,
+    input_files,
+    job_folder,
+    lint_blocks,
+    parse_expected,
+    working_copy,
+)
 
 from cfgopt.rules import all_rules
 
@@ -18,7 +28,8 @@ def test_case_diagnostics(case: Path) -> None:
     """Position, code, severity, message and fix (applicability and description) of every diagnostic: a
     changed wording fails here until `python scripts/update_rule_fixtures.py` rewrites the snapshot."""
     expected = parse_expected((case / "expected.txt").read_text())
-    assert lint_blocks(case, case_args(case)) == expected
+    with job_folder(case) as folder:
+        assert lint_blocks(folder, case_args(case)) == expected
 
 
 BLOCK = re.compile(
@@ -41,7 +52,7 @@ def test_case_reports_its_own_rule(case: Path) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_case_fix(case: Path, tmp_path: Path) -> None:
     args = case_args(case)
-    work = copy_inputs(case, tmp_path / "case")
+    work = working_copy(case, tmp_path / "case")
     fix_in(work, args)
     fixed_dir = case / "fixed"
     for original in input_files(case):
