@@ -34,10 +34,13 @@ from pathlib import Path
 import yaml
 
 from cfgopt.cli import main as cfgopt_main
-from cfgopt.lint.engine import resolve_reference
+from cfgopt.job.project import resolve_reference
 from cfgopt.plan.speed_knobs import PLANNED_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from rule_cases import shared_files  # noqa: E402  (a rule case's data kept once: fixtures/rules/*/*/shared.txt)
+
 DEFAULT_FOLDERS = (ROOT / "fixtures", ROOT / "bench" / "planner" / "examples")
 JUDGED = ("h200:1", "h200:2", "h200:8", "mi300x:1", "mi300x:2", "mi300x:8")
 LOUD = ("warning", "error")
@@ -115,6 +118,8 @@ def check(config: Path, judged: str) -> list[dict]:
     cwd = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="cfgopt-leftovers-") as tmp:
         copy_job(root, [*named, *siblings], Path(tmp))
+        for rel, source in shared_files(config.resolve().parent).items():
+            copy_job(source.parent, [source], Path(tmp) / config.resolve().parent.relative_to(root) / rel.parent)
         names = [str(f.relative_to(root)) for f in named]
         os.chdir(tmp)
         try:

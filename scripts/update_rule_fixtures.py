@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 
-from rule_cases import all_cases, case_args, copy_inputs, fix_in, input_files, lint_blocks, render_expected
+from rule_cases import all_cases, case_args, fix_in, input_files, job_folder, lint_blocks, render_expected, working_copy
 
 
 def main(argv: list[str]) -> int:
@@ -24,9 +24,10 @@ def main(argv: list[str]) -> int:
         if wanted and case.parent.name not in wanted:
             continue
         args = case_args(case)
-        (case / "expected.txt").write_text(render_expected(lint_blocks(case, args)))
+        with job_folder(case) as folder:
+            (case / "expected.txt").write_text(render_expected(lint_blocks(folder, args)))
         with tempfile.TemporaryDirectory() as tmp:
-            work = copy_inputs(case, Path(tmp) / "case")
+            work = working_copy(case, Path(tmp) / "case")
             fix_in(work, args)
             changed = [f for f in input_files(case) if (work / f.name).read_bytes() != f.read_bytes()]
             fixed_dir = case / "fixed"

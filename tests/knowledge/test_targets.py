@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from rule_cases import CASES_DIR, case_args, input_files, run_cli, summary_of
+from rule_cases import CASES_DIR, case_args, input_files, job_folder, run_cli, summary_of
 
 from cfgopt.environment import gpus
 from cfgopt.environment.gpus import resolve_target as resolve
@@ -331,8 +331,9 @@ def test_hardware_checks_are_quiet_without_a_target() -> None:
             while "--target" in args:
                 i = args.index("--target")
                 del args[i : i + 2]
-            files = [str(f) for f in input_files(case)]
-            _, out, _ = run_cli(["lint", "--format", "json", *files, *args, "--target", "none"])
+            with job_folder(case) as folder:
+                files = [str(f) for f in input_files(folder)]
+                _, out, _ = run_cli(["lint", "--format", "json", *files, *args, "--target", "none"])
             assert not [d for d in json.loads(out)["diagnostics"] if d["code"] == code], case
     assert UNSTATED.bf16 and not UNSTATED.stated and not UNSTATED.memory_gib
 

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from rule_cases import all_cases, case_args, input_files, run_cli
+from rule_cases import all_cases, case_args, input_files, job_folder, run_cli
 from sampling import params
 
 from cfgopt.knowledge.schema import shipped_versions
@@ -32,9 +32,9 @@ def _named(text: str, lf: str, ds: str) -> list[str]:
 def test_messages_name_the_versions_judged(lf: str, ds: str) -> None:
     wrong: list[str] = []
     for case in all_cases():
-        files = [str(f) for f in input_files(case)]
-        argv = ["lint", "--format", "json", *files, *case_args(case)]
-        _, out, _ = run_cli([*argv, "--llamafactory-version", lf, "--deepspeed-version", ds])
+        with job_folder(case) as folder:
+            argv = ["lint", "--format", "json", *map(str, input_files(folder)), *case_args(case)]
+            _, out, _ = run_cli([*argv, "--llamafactory-version", lf, "--deepspeed-version", ds])
         for d in json.loads(out)["diagnostics"]:
             for text in (d["message"], (d.get("fix") or {}).get("description", "")):
                 others = _named(text, lf, ds)

@@ -9,7 +9,7 @@ import re
 from functools import cache
 
 import pytest
-from rule_cases import all_cases, case_args, input_files, run_cli
+from rule_cases import all_cases, case_args, input_files, job_folder, run_cli
 
 # Quoted material (`...`, '...') is the real tool's or the user's text: not proofread here.
 QUOTED = re.compile(r"`[^`]*`|'[^']*'")
@@ -28,8 +28,9 @@ def messages() -> list[tuple[str, str, str]]:
     """(case, severity, message) for every diagnostic of every fixture case."""
     out = []
     for case in all_cases():
-        files = [str(f) for f in input_files(case)]
-        _, text, _ = run_cli(["lint", "--format", "json", *files, *case_args(case)])
+        with job_folder(case) as folder:
+            files = [str(f) for f in input_files(folder)]
+            _, text, _ = run_cli(["lint", "--format", "json", *files, *case_args(case)])
         for d in json.loads(text)["diagnostics"]:
             out.append((f"{case.parent.name}/{case.name}", d["severity"], d["message"]))
     return out

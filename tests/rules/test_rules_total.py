@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rule_cases import all_cases, copy_inputs, input_files
+from rule_cases import all_cases, input_files, working_copy
 from sampling import params
 
 from cfgopt.cli import main
@@ -234,7 +234,7 @@ def test_every_rule_fixture_launched_by_a_line_is_total(
 ) -> None:
     """Each rule fixture's YAML named by a launch line with an override (the line's job: the YAML's keys under
     it), linted through the line alone."""
-    folder = copy_inputs(case, tmp_path)
+    folder = working_copy(case, tmp_path)
     yamls = [p.name for p in input_files(case) if p.suffix in (".yaml", ".yml")]
     line = "".join(f"FORCE_TORCHRUN=1 NPROC_PER_NODE=8 llamafactory-cli train {y} learning_rate=1e-4\n" for y in yamls)
     (folder / "launch.sh").write_text(line)

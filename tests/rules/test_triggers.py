@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from oracle_harness import CORPUS
-from rule_cases import ROOT
+from rule_cases import ROOT, job_folder
 from sampling import params
 
 from cfgopt.lint.engine import build_project
@@ -37,7 +37,8 @@ def _findings(folder: Path, target: str, skip: bool) -> list[tuple[str, int, int
 def test_triggers_never_hide_a_finding(target: str) -> None:
     different = []
     for folder in _folders():
-        with_skip, without = _findings(folder, target, True), _findings(folder, target, False)
+        with job_folder(folder) as where:  # a rule case with its shared data in place
+            with_skip, without = _findings(where, target, True), _findings(where, target, False)
         if with_skip != without:
             missing = sorted(set(without) - set(with_skip))
             different.append(f"{folder.relative_to(ROOT)}: {missing[:3]}")

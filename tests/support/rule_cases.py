@@ -12,6 +12,14 @@ with every input file as `cfgopt fix --write --unsafe-fixes` must leave it.
 
 (`fix: none` when there is no fix). Paths in messages are written relative to the case folder (`<case>/`)
 or the current directory (`<cwd>/`), so the snapshot is the same on every machine.
+
+A case that reads a large file kept once elsewhere in the repository (a dataset of fixtures/data/) names it in
+`shared.txt`, one `DEST <- SOURCE` a line (DEST inside the case, SOURCE from the repository root, `#` comments):
+
+    data/long.json <- fixtures/data/long/data/long.json
+
+instead of carrying a copy. `job_folder(case)` and `working_copy` put it in place in a temporary folder; read a
+case through them, never its folder as it lies.
 `python scripts/update_rule_fixtures.py` rewrites expected.txt and fixed/ from the current behaviour;
 review the diff before committing it.
 """
@@ -25,6 +33,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from repo_paths import ROOT
@@ -43,7 +53,9 @@ template: llama3
 output_dir: out
 bf16: true
 """
-META_FILES = {"case.json", "expected.txt"}
+SHARED = "shared.txt"  # the files a case reads from elsewhere in the repository: `DEST <- SOURCE` a line
+META_FILES = {"case.json", "expected.txt", SHARED}
+NOT_COPIED = {"expected.txt", "fixed"}  # what a working copy of a case leaves behind
 
 
 def all_cases() -> list[Path]:
@@ -150,14 +162,46 @@ def parse_expected(text: str) -> list[str]:
     return [block.strip("\n") for block in text.split("\n\n") if block.strip()]
 
 
-def copy_inputs(case: Path, dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in input_files(case):
-        shutil.copy2(f, dest / f.name)
-    meta = case / "case.json"
-    if meta.exists():
-        shutil.copy2(meta, dest / "case.json")
+def shared_files(case: Path) -> dict[Path, Path]:
+    """The files the case's shared.txt names: where each goes, relative to the case -> its one copy in the
+    repository. ValueError on a line that is not `DEST <- SOURCE` or a DEST outside the case."""
+    manifest = case / SHARED
+    if not manifest.is_file():
+        return {}
+    out: dict[Path, Path] = {}
+    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        dest, arrow, source = (part.strip() for part in line.partition(" <- "))
+        if not (arrow and dest and source) or Path(dest).is_absolute() or ".." in Path(dest).parts:
+            raise ValueError(f"{manifest}:{number}: expected `DEST <- SOURCE`, DEST inside the case: {line!r}")
+        out[Path(dest)] = ROOT / source
+    return out
+
+
+def working_copy(case: Path, dest: Path) -> Path:
+    """The case as a job in `dest` (made): its files and folders (data, a local model) and case.json, the files
+    of its shared.txt put in place; expected.txt and fixed/ left behind."""
+
+    def left_behind(folder: str, names: list[str]) -> set[str]:
+        return NOT_COPIED & set(names) if Path(folder) == case else set()
+
+    shutil.copytree(case, dest, ignore=left_behind, dirs_exist_ok=True)
+    for rel, source in shared_files(case).items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest / rel)
     return dest
+
+
+@contextlib.contextmanager
+def job_folder(case: Path) -> Iterator[Path]:
+    """Where to lint the case: its own folder, or, when it shares files, a working copy in a temporary folder
+    (the case folder in the repository is never written)."""
+    if not shared_files(case):
+        yield case
+        return
+    with tempfile.TemporaryDirectory(prefix="cfgopt-case-") as tmp:
+        yield working_copy(case, Path(tmp) / case.name)
 
 
 def fix_in(folder: Path, args: list[str]) -> int:
