@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
 from cfgopt.text.source import Kind, Source
+from cfgopt.text.user_text import is_int
 from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
@@ -453,7 +454,7 @@ class Job:
         from cfgopt.job.data_location import is_profiled
 
         profile, cutoff = self.data_profile, values.get("cutoff_len")
-        if not is_profiled(profile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
+        if not is_profiled(profile) or not is_int(cutoff):
             return None
         key = f"data_fill:{cutoff}"  # the planner asks for every candidate: the profile is cut once per cutoff_len
         if key not in self.memo:

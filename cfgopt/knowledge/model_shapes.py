@@ -18,6 +18,7 @@ import re
 from typing import NamedTuple
 
 from cfgopt.knowledge.model_family import LocalModel, naming_component
+from cfgopt.text.user_text import positive_int
 
 
 class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 3-5 ms of a lint run
@@ -116,7 +117,7 @@ MAX_DIMENSION = 2**31 - 1
 
 def _dimension(value: object) -> bool:
     """A positive integer (not a bool) up to MAX_DIMENSION."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_DIMENSION
+    return positive_int(value, MAX_DIMENSION) is not None
 
 
 def _from_config(data: object, name: str) -> ModelShape | None:
