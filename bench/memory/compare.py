@@ -38,6 +38,7 @@ from cfgopt.knowledge.model_shapes import _from_config, shape_for  # noqa: E402
 from cfgopt.knowledge.packing import packing_on  # noqa: E402
 from cfgopt.knowledge.schema import llamafactory  # noqa: E402
 from cfgopt.knowledge.targets import TARGETS  # noqa: E402
+from cfgopt.loaders.model_config import local_model  # noqa: E402
 from cfgopt.memory import activations, states  # noqa: E402
 from cfgopt.memory import estimate as memory  # noqa: E402
 
@@ -125,7 +126,10 @@ def compare_one(path: Path) -> dict[str, Any]:
     elif isinstance(config.get("deepspeed"), dict):
         ds = config["deepspeed"]
     spec = meta.get("shape") or config.get("model_name_or_path")
-    shape = _from_config(spec, name) if isinstance(spec, dict) else shape_for(str(spec), config_path.parent)
+    if isinstance(spec, dict):
+        shape = _from_config(spec, name)
+    else:
+        shape = shape_for(str(spec), local_model(str(spec), config_path.parent))
     if shape is None:
         raise SystemExit(f"{path.name}: unknown model shape {spec!r}: give meta.json a config.json dict")
     target = TARGETS[meta.get("target", "h200")]

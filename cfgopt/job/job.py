@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
 from cfgopt.text.source import Kind, Source
+from cfgopt.text.user_text import is_int
 from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema
     from cfgopt.knowledge.accelerate_plan import AcceleratePlan
+    from cfgopt.knowledge.model_family import LocalModel
     from cfgopt.knowledge.model_shapes import ModelShape
     from cfgopt.knowledge.targets import Target
     from cfgopt.memory import estimate as memory
@@ -326,7 +328,7 @@ class Job:
         """Does `enable_liger_kernel` patch this model (its family: `model_family.liger_patches`)?"""
         from cfgopt.knowledge.model_family import liger_patches
 
-        return liger_patches(self.value("model_name_or_path"), self.path.parent)
+        return liger_patches(self.value("model_name_or_path"), self.local_model)
 
     # -- DeepSpeed ----------------------------------------------------------------------------------
     @property
@@ -452,7 +454,7 @@ class Job:
         from cfgopt.job.data_location import is_profiled
 
         profile, cutoff = self.data_profile, values.get("cutoff_len")
-        if not is_profiled(profile) or not isinstance(cutoff, int) or isinstance(cutoff, bool):
+        if not is_profiled(profile) or not is_int(cutoff):
             return None
         key = f"data_fill:{cutoff}"  # the planner asks for every candidate: the profile is cut once per cutoff_len
         if key not in self.memo:
@@ -475,12 +477,23 @@ class Job:
 
     # -- the model and its memory -------------------------------------------------------------------
     @property
+    def local_model(self) -> LocalModel | None:
+        """The model's folder and config.json where `model_name_or_path` is a local folder holding one (read
+        once, by `cfgopt/loaders/model_config.py`; relative to this config's folder, then the current one). The
+        model facts of knowledge/ (`model_family`, `model_shapes`) and the rules take it from here."""
+        if "local_model" not in self.memo:
+            from cfgopt.loaders.model_config import local_model
+
+            self.memo["local_model"] = local_model(self.value("model_name_or_path"), self.path.parent)
+        return self.memo["local_model"]
+
+    @property
     def shape(self) -> ModelShape | None:
         if "shape" not in self.memo:
             from cfgopt.knowledge.model_shapes import shape_for
 
             name = self.value("model_name_or_path")
-            self.memo["shape"] = shape_for(name, self.path.parent) if isinstance(name, str) else None
+            self.memo["shape"] = shape_for(name, self.local_model) if isinstance(name, str) else None
         return self.memo["shape"]
 
     def estimate(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cfgopt.knowledge.targets import MAX_GPUS
-from cfgopt.text.user_text import integer
+from cfgopt.text.user_text import integer, is_int
 
 # FullyShardedDataParallelPlugin's names, in torch's ShardingStrategy order (accelerate `FSDP_SHARDING_STRATEGY`:
 # an integer 1-5 in an older config is the same list's index + 1).
@@ -61,7 +61,7 @@ def _flag(value: Any) -> bool | None:
 
 def _count(value: Any) -> int | None:
     """A positive count as the YAML gives it (an int) or the line writes it (digits); None otherwise."""
-    count = value if isinstance(value, int) and not isinstance(value, bool) else integer(value, strip=True)
+    count = value if is_int(value) else integer(value, strip=True)
     return count if count is not None and 0 < count <= MAX_GPUS else None
 
 
@@ -163,7 +163,7 @@ def _zero_of(data: dict[str, Any], options: dict[str, str | None]) -> tuple[int,
         return given if given is not None else block.get(key, default)
 
     raw = value("zero_stage", 2)
-    stage = raw if isinstance(raw, int) and not isinstance(raw, bool) else integer(raw, strip=True)
+    stage = raw if is_int(raw) else integer(raw, strip=True)
     devices = [str(value(k, "none")).strip().lower() for k in ("offload_optimizer_device", "offload_param_device")]
     if stage not in (0, 1, 2, 3) or any(d not in ("none", "cpu", "nvme") for d in devices):
         return None

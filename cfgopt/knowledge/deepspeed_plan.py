@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from cfgopt.text.user_text import is_int, is_number
+
 
 class DeepSpeedPlan(NamedTuple):
     stage: int | None  # None: no DeepSpeed
@@ -75,7 +77,7 @@ _MAX_BUCKET = 1e15
 
 def _plain_number(value: Any) -> bool:
     """A finite int or float within what the memory model counts with (a bool is no number here)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return False
     return -_MAX_BUCKET <= value <= _MAX_BUCKET  # False for NaN too
 
@@ -93,7 +95,7 @@ def deepspeed_plan(deepspeed: dict[str, Any] | None, config: dict[str, Any]) -> 
         stage = zero.get("stage", 0)
     else:
         return DeepSpeedPlan(stage=None, known=False)
-    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in (0, 1, 2, 3):
+    if not is_int(stage) or stage not in (0, 1, 2, 3):
         return DeepSpeedPlan(stage=None, known=False)
 
     def device(block: str) -> bool:

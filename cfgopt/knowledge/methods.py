@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cfgopt.text.user_text import is_int, positive_int
+
 STAGES = ("pt", "sft", "rm", "dpo", "kto", "ppo")
 
 # Stages whose data processor packs sequences: `pt` groups texts (data/processor/pretrain.py) and `sft` packs with
@@ -87,7 +89,7 @@ def ppo_sequence(config: dict[str, Any], cutoff: int) -> int:
     """PPO trains on the prompt (truncated to cutoff_len) and its response (up to `max_new_tokens`, 1024 by
     default: hparams/generating_args.py): tokens per sequence."""
     new = config.get("max_new_tokens")
-    new = new if isinstance(new, int) and not isinstance(new, bool) and 0 < new < 2**31 else 1024
+    new = positive_int(new, 2**31 - 1) or 1024
     return cutoff + new
 
 
@@ -96,7 +98,7 @@ def neat_fa2_fails(model: Any, micro: Any) -> bool:
     installed, LLaMA-Factory 0.9.5's collator feeds neat-packed rows through the varlen path and asserts one row
     per micro-batch (`bsz should be 1 for neat packing`), and refuses gemma4 and gpt-oss models
     (data/collator.py L527-528, L489-493; LF019)."""
-    return (isinstance(micro, int) and not isinstance(micro, bool) and micro > 1) or neat_fa2_refused_model(model)
+    return (is_int(micro) and micro > 1) or neat_fa2_refused_model(model)
 
 
 def neat_fa2_refused_model(model: Any) -> bool:

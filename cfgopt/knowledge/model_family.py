@@ -2,12 +2,10 @@
 knows how (LF037's architecture, the Liger family of `Job.liger_patches_model`, the shapes table of
 `model_shapes`).
 
-Two sources, the better first:
+Pure facts: no file is read here. Two sources, the better first:
 
-1. a local model folder's `config.json` (`model_type`, `architectures`), read through the bounded reader
-   (`user_files.read_bounded`: a FIFO or a device named `config.json` is not read, a huge file is refused), with
-   a relative path tried against the config's folder, then the current folder (as LLaMA-Factory, started from
-   either, would resolve it);
+1. a local model folder's `config.json` (`model_type`, `architectures`), read by the job's loader
+   (`cfgopt/loaders/model_config.py`, once per job: `Job.local_model`) and handed in as a `LocalModel`;
 2. the name: every path component, nearest first, and the first that names a model family is the model's name
    (`/data/chatglm2-6b/model` is ChatGLM2; `.../models--Qwen--Qwen2.5-7B/snapshots/<hash>` is Qwen2.5-7B); a
    path none of whose components names a family keeps its last component.
@@ -23,7 +21,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.user_files import model_config
 
 # Words that name a model family in a folder or hub name (lower case). Only used to pick which path component
 # names the model; each caller then matches its own patterns against that component.
@@ -48,10 +45,16 @@ LIGER_NAMES = lazy(
     re.IGNORECASE,
 )
 
-CONFIG_JSON = "config.json"
 SOURCE_CONFIG = "config.json"
 SOURCE_NAME = "name"
 SOURCE_PARENT = "parent folder"
+
+
+class LocalModel(NamedTuple):
+    """A local model folder and its `config.json` as a JSON object (read by `cfgopt/loaders/model_config.py`)."""
+
+    folder: Path
+    config: dict[str, Any]
 
 
 class ModelName(NamedTuple):
@@ -80,26 +83,15 @@ def naming_component(ref: str) -> tuple[str, bool]:
     return parts[0], True
 
 
-def local_config(ref: str, folder: Path | None) -> tuple[dict[str, Any], Path] | None:
-    """The model folder's config.json (as a dict) and the folder, when `ref` is a local folder holding one that
-    reads as JSON; None otherwise (a hub id, a missing folder, a FIFO, a device, a file too large). Read by
-    `user_files.model_config`, the one reader of a model's config.json."""
-    found = model_config(ref.strip(), folder)
-    if found is None or not isinstance(found[1], dict):
-        return None
-    return found[1], found[0]
-
-
-def model_name(ref: object, folder: Path | None = None) -> ModelName | None:
-    """What `model_name_or_path` says of the model (None when it is not a non-empty string)."""
+def model_name(ref: object, local: LocalModel | None = None) -> ModelName | None:
+    """What `model_name_or_path` says of the model (None when it is not a non-empty string), with its local
+    config.json where one was read (`local`)."""
     if not isinstance(ref, str) or not ref.strip():
         return None
     text, last = naming_component(ref)
-    found = local_config(ref, folder)
-    if found is not None:
-        data, _ = found
-        model_type = data.get("model_type")
-        architectures = data.get("architectures")
+    if local is not None:
+        model_type = local.config.get("model_type")
+        architectures = local.config.get("architectures")
         architectures = tuple(a for a in architectures if isinstance(a, str)) if isinstance(architectures, list) else ()
         return ModelName(text, model_type if isinstance(model_type, str) else "", architectures, SOURCE_CONFIG)
     return ModelName(text, "", (), SOURCE_NAME if last else SOURCE_PARENT)
@@ -110,9 +102,9 @@ def family_text(name: ModelName) -> str:
     return name.model_type.lower() if name.model_type else name.text
 
 
-def liger_patches(ref: object, folder: Path | None = None) -> bool:
-    """Whether LLaMA-Factory's `enable_liger_kernel` patches this model."""
-    name = model_name(ref, folder)
+def liger_patches(ref: object, local: LocalModel | None = None) -> bool:
+    """Whether LLaMA-Factory's `enable_liger_kernel` patches this model (`local`: its config.json, where read)."""
+    name = model_name(ref, local)
     if name is None:
         return False
     if name.model_type:

@@ -1,11 +1,11 @@
 """Model shapes for the memory reasoning of the speed rules, without loading anything heavy.
 
-`shape_for(model_name_or_path, config_dir_hint)` reads a local `config.json` when the path is a local
-folder (relative paths tried against the config's folder and the current directory; `cfgopt/knowledge/model_family.py`
-reads it, bounded), else matches a built-in table of common decoder-only families by the path component that
-names the model, case-insensitively (`meta-llama/Meta-Llama-3-8B-Instruct` -> Llama-3-8B, and so is
-`/ckpt/Meta-Llama-3-8B-Instruct/checkpoint-500`). Unknown models give None, and the rules that need
-a size stay silent.
+`shape_for(model_name_or_path, local)` takes the shape from a local model folder's `config.json` where one was
+read (`local`: read by `cfgopt/loaders/model_config.py`, for a job once, `Job.local_model`; nothing is read here),
+else matches a built-in table of common decoder-only families by the path component that names the model,
+case-insensitively (`meta-llama/Meta-Llama-3-8B-Instruct` -> Llama-3-8B, and so is
+`/ckpt/Meta-Llama-3-8B-Instruct/checkpoint-500`). Unknown models give None, and the rules that need a size stay
+silent.
 
 `num_parameters` counts embeddings (twice when untied), per layer the attention projections (GQA, with
 biases and q/k norms where the family has them), the SwiGLU MLP (3 matrices) and the RMSNorm weights,
@@ -15,10 +15,10 @@ and the final norm. It reproduces the published counts (Llama-3-8B: 8,030,261,24
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import NamedTuple
 
-from cfgopt.knowledge.model_family import local_config, naming_component
+from cfgopt.knowledge.model_family import LocalModel, naming_component
+from cfgopt.text.user_text import positive_int
 
 
 class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 3-5 ms of a lint run
@@ -96,13 +96,13 @@ _TABLE: tuple[tuple[str, ModelShape], ...] = tuple(  # patterns as text: `shape_
 _WORD_END = r"(?![0-9.])"  # `qwen3-8b` must not match `qwen3-8b0...`; `-4b` must not match `-4.5b`
 
 
-def shape_for(model_name_or_path: str, config_dir_hint: Path | None = None) -> ModelShape | None:
+def shape_for(model_name_or_path: str, local: LocalModel | None = None) -> ModelShape | None:
+    """The shape of the model `model_name_or_path` names: its config.json's where read (`local`), else the
+    built-in table's row for its name; None when neither knows it."""
     if not isinstance(model_name_or_path, str) or not model_name_or_path.strip():
         return None
-    local = local_config(model_name_or_path, config_dir_hint)
     if local is not None:
-        data, folder = local
-        return _from_config(data, folder.name)
+        return _from_config(local.config, local.folder.name)
     name, _ = naming_component(model_name_or_path)  # `/ckpt/Qwen3-8B/checkpoint-500` is Qwen3-8B
     for pattern, shape in _TABLE:
         if re.search(r"(?:^|[^a-z0-9])" + pattern + _WORD_END, name):
@@ -117,7 +117,7 @@ MAX_DIMENSION = 2**31 - 1
 
 def _dimension(value: object) -> bool:
     """A positive integer (not a bool) up to MAX_DIMENSION."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_DIMENSION
+    return positive_int(value, MAX_DIMENSION) is not None
 
 
 def _from_config(data: object, name: str) -> ModelShape | None:

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from cfgopt.text.user_text import is_int
+
 Problem = tuple[tuple[str, ...], str]  # (location inside the section, DeepSpeed's message)
 
 
@@ -91,7 +93,7 @@ def _zenflow(section: dict[str, Any]) -> list[Problem]:
         if isinstance(value, str) and value != "auto":
             out.append(((key,), f'If {key} is a string, it must be "auto"'))
     update = section.get("update_interval", "auto")
-    if isinstance(update, int) and not isinstance(update, bool) and update < 1:
+    if is_int(update) and update < 1:
         out.append((("update_interval",), "If update_interval is a number, it must be at least 1"))
     return out
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cfgopt.text.document import shown
+from cfgopt.text.user_text import is_number
 
 # The most GPUs a run is judged for (`--gpus`, a project config's `gpus`, a launcher's count): the memory model
 # counts up to it, and every command refuses more alike (a launcher stating more is read as not stated).
@@ -170,7 +171,7 @@ def custom_target(table: dict[str, Any], where: str) -> Target:
     name, memory, vendor = table["name"], table["memory-gib"], table["vendor"]
     if not isinstance(name, str) or not name.strip() or name == NONE:
         raise TargetError(f"{where}: name: expected a name, got {name!r}")
-    if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 < memory < 1e6:
+    if not is_number(memory) or not 0 < memory < 1e6:
         raise TargetError(f"{where}: memory-gib: expected {CUSTOM_KEYS['memory-gib']}, got {memory!r}")
     if vendor not in VENDORS:
         raise TargetError(f"{where}: vendor: expected {CUSTOM_KEYS['vendor']}, got {vendor!r}")
@@ -181,7 +182,7 @@ def custom_target(table: dict[str, Any], where: str) -> Target:
             raise TargetError(f"{where}: {key}: expected true or false, got {value!r}")
         flags[key] = value
     peak = table.get("peak-bf16-tflops", 0.0)
-    if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not 0 <= peak < 1e7:
+    if not is_number(peak) or not 0 <= peak < 1e7:
         raise TargetError(f"{where}: peak-bf16-tflops: expected a number >= 0, got {peak!r}")
     platform = VENDORS[vendor]
     gib = 0.0 if platform == "cpu" else float(memory)

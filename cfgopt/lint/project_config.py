@@ -23,6 +23,7 @@ from cfgopt.text.document import shown
 from cfgopt.text.patterns import lazy
 from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
+from cfgopt.text.user_text import positive_int
 
 if TYPE_CHECKING:
     from cfgopt.environment import Environment
@@ -189,7 +190,7 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
             except TargetError as exc:
                 raise ConfigError(str(exc)) from None
         elif key == "gpus":
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+            if positive_int(value, MAX_GPUS) is None:
                 raise ConfigError(f"{where}: expected an integer from 1 to {MAX_GPUS}, got {value!r}")
         elif key in _CODE_LISTS:
             value = check_codes(_str_list(value, where), where)

@@ -27,6 +27,7 @@ import yaml
 from cfgopt.text.document import Document
 from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
+from cfgopt.text.user_text import is_int
 
 try:  # libyaml: same marks (character offsets), much faster
     from yaml import CSafeLoader as _BaseLoader
@@ -334,7 +335,7 @@ def _omegaconf_refuses(value: Any, depth: int = 0) -> str | None:
                 return "a null key (KeyValidationError)"
             if isinstance(key, pathlib.PurePath):
                 return f"a key of type {type(key).__name__} (KeyValidationError)"
-            if isinstance(key, int) and not isinstance(key, bool) and str(key) in texts:
+            if is_int(key) and str(key) in texts:
                 return f"conflicting integer and string keys {key} and '{key}' (KeyValidationError)"
             problem = _omegaconf_refuses(item, depth + 1)
             if problem:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cfgopt.text.user_text import is_int
+
 
 def get(config: dict[str, Any], key: str) -> Any:
     """`config` holds the values LLaMA-Factory sees, defaults included (`cfgopt.job.job.lf_values`): no default here."""
@@ -22,11 +24,9 @@ def integer_at(config: dict[str, Any], key: str) -> int | None:
     """An integer value (an integral float counts), None for anything else: a bool, a list, NaN, an infinity, or
     a number beyond +-MAX_COUNT, which the model does not count with."""
     value = get(config, key)
-    if isinstance(value, bool):
-        return None
     if isinstance(value, float):
         value = int(value) if value.is_integer() else None  # NaN and the infinities are not integers
-    if isinstance(value, int) and -MAX_COUNT <= value <= MAX_COUNT:
+    if is_int(value) and -MAX_COUNT <= value <= MAX_COUNT:
         return value
     return None
 

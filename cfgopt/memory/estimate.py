@@ -43,6 +43,7 @@ from cfgopt.memory.method import Method, largest_trainable, method_of
 from cfgopt.memory.result import HEADROOM, MemoryEstimate
 from cfgopt.memory.sharding import ddp_buckets, fsdp_buffers, fsdp_states, mixed_precision
 from cfgopt.memory.states import States, late_embedding_gradient, model_states, quantization_bits
+from cfgopt.text.user_text import is_number
 
 __all__ = [
     "DEFAULT_FILL",
@@ -424,7 +425,7 @@ def _uncalibrated(
     if not half:
         out.append("fp32 training")
     dropout = get(config, "lora_dropout")
-    if ftype == "lora" and isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
+    if ftype == "lora" and is_number(dropout) and dropout > 0:
         out.append("lora_dropout > 0 (measured with HF + PEFT only)")
     return out
 

@@ -13,6 +13,7 @@ from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, layer_params, module_dims
 from cfgopt.memory.config_values import get, integer_at, split_names
+from cfgopt.text.user_text import is_number
 
 LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
 OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)
@@ -51,7 +52,7 @@ def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list
         rank = integer_at(config, "lora_rank") or 8
         method = Method(trained, L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained))
         dropout = get(config, "lora_dropout")
-        if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and dropout > 0:
+        if is_number(dropout) and dropout > 0:
             method.extra_per_layer += LORA_DROPOUT_BYTES * sum(dims[m][0] for m in trained)
         extra_modules = [m for m in split_names(get(config, "additional_target")) if m in ("embed_tokens", "lm_head")]
         method.trainable += V * h * len(extra_modules)

@@ -28,6 +28,8 @@ import functools
 import math
 from typing import TYPE_CHECKING
 
+from cfgopt.text.user_text import positive_int
+
 if TYPE_CHECKING:
     from cfgopt.job.data_lengths import Padding
     from cfgopt.job.data_profile import DataProfile
@@ -100,7 +102,7 @@ def data_term(profile: object, cutoff: object, stage: str) -> DataTerm | None:
     from cfgopt.job.data_location import is_profiled
     from cfgopt.knowledge import methods
 
-    usable = isinstance(cutoff, int) and not isinstance(cutoff, bool) and cutoff > 0
+    usable = positive_int(cutoff) is not None
     if not is_profiled(profile) or not profile.samples or not usable or not methods.packing_applies(stage):
         return None
     return DataTerm(profile, cutoff)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.environment.probe import Platform
 from cfgopt.knowledge import methods
+from cfgopt.text.user_text import positive_int
 
 KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero", "precision", "optim")
 
@@ -177,7 +178,7 @@ _MAX_KNOB = 2**31 - 1  # a micro-batch or accumulation beyond it is no knob valu
 
 
 def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_KNOB else default
+    return positive_int(value, _MAX_KNOB) or default
 
 
 def baseline_knobs(config: dict[str, Any], ds: dict[str, Any] | None) -> Knobs:

@@ -12,6 +12,7 @@ from cfgopt.plan import space
 from cfgopt.plan.candidates import fa2_refused
 from cfgopt.plan.reasons import MEMORY, NUMERICS, why_not
 from cfgopt.plan.speed_knobs import PACKAGES
+from cfgopt.text.user_text import positive_int
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -206,7 +207,7 @@ def _longer_row(job: Job, plan: SpeedPlan, run: Runtime) -> str:
     cutoff = job.value("cutoff_len")
     if not (_neat_planned(job, plan) and k.attn == "fa2" and run.fa2 and k.micro == 1 < b.micro):
         return ""
-    if not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff <= 0:
+    if positive_int(cutoff) is None:
         return ""
     return (
         f"neat packing with fa2 runs one row per micro-batch (LF019); `cutoff_len: {cutoff * b.micro}` would keep "

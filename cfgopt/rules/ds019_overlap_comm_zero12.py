@@ -5,10 +5,11 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.deepspeed import as_number, zero_block, zero_stage
+from cfgopt.rules.support.deepspeed import zero_block, zero_stage
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
+from cfgopt.text.user_text import as_float
 
 DEFAULT_BUCKET = 5e8  # DeepSpeedZeroConfig reduce_bucket_size / allgather_bucket_size
 
@@ -53,7 +54,7 @@ class OverlapCommZero12(Rule):
         sizes = []
         for key in ("reduce_bucket_size", "allgather_bucket_size"):
             e = zero.node.get(key)
-            value = DEFAULT_BUCKET if e is None else as_number(e.node.value)
+            value = DEFAULT_BUCKET if e is None else as_float(e.node.value)
             sizes.append(value)
         memory = ""
         if all(v is not None and math.isfinite(v) for v in sizes):  # no size to say for NaN or 1e400 (DS005's)

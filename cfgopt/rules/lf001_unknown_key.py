@@ -9,6 +9,7 @@ from cfgopt.rules.support.llamafactory import fields_for, group_of, top_entries
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
+from cfgopt.text.user_text import is_number
 
 # The WebUI's own widget ids (webui/runner.py L126-290) that blogs copy into YAML, with the keys the
 # WebUI writes for each value. None = the value maps to no key (delete).
@@ -171,7 +172,7 @@ class UnknownKey(Rule):
             return None
         if "val_size" in present:
             return "LLaMA-Factory's held-out split is `val_size` (already set)", None
-        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        number = value if is_number(value) else None
         if isinstance(value, str):  # a command-line word: `--train_size 0.8`
             try:
                 number = float(value)

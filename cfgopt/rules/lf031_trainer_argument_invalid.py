@@ -5,16 +5,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import number, top_entries
+from cfgopt.rules.support.llamafactory import top_entries
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
-from cfgopt.text.user_text import is_int
-
-
-def _num(value: Any) -> float | None:
-    """A number as TrainingArguments compares it (a bool is none here); a 400-digit integer is the infinity of
-    its sign, NaN stays NaN (`support.llamafactory.number`)."""
-    return None if isinstance(value, bool) else number(value)
+from cfgopt.text.user_text import as_float, is_int
 
 
 def _step_problem(key: str, value: Any) -> str | None:
@@ -83,7 +77,7 @@ class TrainerArgumentInvalid(Rule):
                 yield report(
                     "torch_empty_cache_steps", f"`torch_empty_cache_steps` must be a positive integer, not {value!r}"
                 )
-        logging_steps = _num(get("logging_steps", 500))
+        logging_steps = as_float(get("logging_steps", 500))
         if "logging_steps" in entries and strategy["logging"] == "steps" and logging_steps == 0:
             yield report("logging_steps", "`logging_steps: 0` with the steps logging strategy")
         for kind in ("logging", "eval", "save"):
@@ -102,7 +96,7 @@ class TrainerArgumentInvalid(Rule):
             yield report(
                 "lr_scheduler_type", f"`lr_scheduler_type: {scheduler}` needs an eval strategy (eval_strategy is no)"
             )
-        warmup = _num(data.get("warmup_steps"))
+        warmup = as_float(data.get("warmup_steps"))
         # transformers 5.6 copies a set warmup_ratio over warmup_steps before this check (training_args.py L1511)
         if "warmup_steps" in entries and warmup is not None and warmup < 0 and data.get("warmup_ratio") is None:
             yield report("warmup_steps", "`warmup_steps` is negative")

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
-from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_PARENT, model_name
+from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_PARENT, LocalModel, model_name
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -41,10 +40,11 @@ _PLAIN_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
 _OTHER_MODULES = lazy(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
 
 
-def model_type_of(name: object, folder: Path) -> tuple[str, bool]:
-    """(transformers' `model_type` of a model, whether it is certain): its local config.json's, else by the path
-    component that names it ("" when unknown; not certain when that is a folder above the last component)."""
-    found = model_name(name, folder)
+def model_type_of(name: object, local: LocalModel | None) -> tuple[str, bool]:
+    """(transformers' `model_type` of a model, whether it is certain): its local config.json's (`local`, where
+    read), else by the path component that names it ("" when unknown; not certain when that is a folder above the
+    last component)."""
+    found = model_name(name, local)
     if found is None:
         return "", False
     if found.source == SOURCE_CONFIG:
@@ -68,7 +68,7 @@ class LoraTargetNotInModel(Rule):
         "(`Target modules {...} not found in the base model`). `q_proj,v_proj` on ChatGLM (whose attention is one "
         "`query_key_value` module) is the common case. A name that matches nothing next to one that matches is "
         "silently not adapted (a warning). The architecture comes from a local `config.json` (`model_type`, read "
-        "bounded: `cfgopt/knowledge/model_family.py`) or the model's name (the families of the built-in shapes table, "
+        "bounded: `cfgopt/loaders/model_config.py`) or the model's name (the families of the built-in shapes table, "
         "and "
         "ChatGLM), taken from the nearest path component that names a model family (`/data/chatglm3-6b/model` is "
         "ChatGLM): a name read from a folder above the last component is not certain, and its finding is a "
@@ -124,5 +124,5 @@ class LoraTargetNotInModel(Rule):
 
     @staticmethod
     def _modules(ctx: Context) -> tuple[str, bool, frozenset[str] | None]:
-        model_type, certain = model_type_of(value_of(ctx, "model_name_or_path"), ctx.source.document.path.parent)
+        model_type, certain = model_type_of(value_of(ctx, "model_name_or_path"), ctx.job.local_model)
         return model_type, certain, MODULES.get(model_type)

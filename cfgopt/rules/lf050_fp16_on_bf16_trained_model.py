@@ -42,7 +42,7 @@ class Fp16OnBf16TrainedModel(Rule):
         fp16 = entry_of(ctx, "fp16")
         if fp16 is None or not training(ctx) or not on(ctx, "fp16") or on(ctx, "bf16"):
             return  # both on: LF004
-        name = model_name(value_of(ctx, "model_name_or_path", None), ctx.source.document.path.parent)
+        name = model_name(value_of(ctx, "model_name_or_path", None), ctx.job.local_model)
         if name is None or not _trained_in_bf16(family_text(name)):
             return
         target = ctx.settings.target

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.knowledge.model_family import local_config, naming_component
+from cfgopt.knowledge.model_family import naming_component
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, deepspeed_zero3, entry_of, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -75,9 +75,9 @@ class QuantizedCheckpointUnderZero3(Rule):
 def _quantization(ref: str, ctx: Context) -> tuple[str | None, bool]:
     """The quantization method of a pre-quantized checkpoint, and whether its config.json says so (else its
     name); None: not one (or not known)."""
-    found = local_config(ref, ctx.source.document.path.parent)
-    if found is not None:
-        quant = found[0].get("quantization_config")
+    local = ctx.job.local_model
+    if local is not None:
+        quant = local.config.get("quantization_config")
         method = quant.get("quant_method") if isinstance(quant, dict) else None
         return (str(method).lower() if method else None), True
     name, _ = naming_component(ref)

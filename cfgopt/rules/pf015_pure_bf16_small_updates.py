@@ -8,6 +8,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, report, training, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.user_text import is_number
 
 # Below this learning rate most AdamW steps are smaller than half a bf16 ulp of a typical weight (|w| ~ 0.02:
 # a step of about lr against 2^-9 x 0.02 = 4e-5), so they round away.
@@ -56,7 +57,7 @@ class PureBf16SmallUpdates(Rule):
         if space.optim_of(ctx.job.values()) == space.SR_OPTIM:
             return  # stochastic rounding keeps the small updates (on average): what this rule warns of is answered
         lr = value_of(ctx, "learning_rate")
-        if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not 0 < lr < LARGEST_ROUNDED_LR:
+        if not is_number(lr) or not 0 < lr < LARGEST_ROUNDED_LR:
             return
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
         after = estimate_ctx(ctx, n, pure_bf16=False, bf16=True)

@@ -7,6 +7,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import lf_value
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
+from cfgopt.text.user_text import is_number
 
 
 class MissingTrainerSyncedKey(Rule):
@@ -103,4 +104,4 @@ class MissingTrainerSyncedKey(Rule):
 
 
 def _same(a: object, b: float) -> bool:
-    return isinstance(a, (int, float)) and not isinstance(a, bool) and float(a) == b
+    return is_number(a) and float(a) == b

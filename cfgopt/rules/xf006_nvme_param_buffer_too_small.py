@@ -7,6 +7,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, training
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.user_text import is_number
 
 # DeepSpeed's default `offload_param.buffer_size` (runtime/zero/offload_config.py: `pp_int(1e8)` elements)
 DEFAULT_BUFFER = 100_000_000
@@ -63,7 +64,7 @@ class NvmeParamBufferTooSmall(Rule):
             return
         shape = job.shape
         buffer = offload.get("buffer_size", DEFAULT_BUFFER)
-        if shape is None or isinstance(buffer, bool) or not isinstance(buffer, (int, float)) or buffer <= 0:
+        if shape is None or not is_number(buffer) or buffer <= 0:
             return
         hardware = job.hardware(1)
         largest = _largest_parameter(shape)

@@ -165,24 +165,6 @@ def read_text_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> st
     return read_bounded(path, limit).decode("utf-8", errors="replace")
 
 
-def model_config(ref: str, hint: Path | None) -> tuple[Path, object] | None:
-    """A local model folder's `config.json`, parsed: (folder, data) for the first of `ref` (an absolute path),
-    else `hint / ref` then `ref` that holds one; None when none does, or it cannot be read or parsed. The one
-    reader of a model's config.json (the memory model's shapes, LF037, verify's synthetic model)."""
-
-    path = Path(ref).expanduser()
-    candidates = [path] if path.is_absolute() else [p for p in ((hint / path) if hint else None, path) if p]
-    for folder in candidates:
-        try:
-            config_file = folder / "config.json"
-            if not config_file.is_file():
-                continue
-            return folder, parse_json(read_bounded(config_file))
-        except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8 / JSON, or nested too deeply
-            return None
-    return None
-
-
 def _never_a_project_folder(folder: Path) -> bool:
     home = os.path.realpath(os.path.expanduser("~"))
     return str(folder) in (home, os.path.realpath(os.sep))

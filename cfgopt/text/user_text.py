@@ -1,5 +1,5 @@
-"""Integers in text cfgopt did not write: a GPU count in a launch script, a DeepSpeed value written as a string,
-`CUDA_VISIBLE_DEVICES`, a version's parts, an environment variable.
+"""Integers in text, and numbers in parsed values, cfgopt did not write: a GPU count in a launch script, a DeepSpeed
+value written as a string, `CUDA_VISIBLE_DEVICES`, a version's parts, an environment variable, a YAML count.
 
 `str.isdigit()` is true for `²` and `①`, which `int()` refuses (ValueError), and `int()` takes `٣` (an Arabic-
 Indic digit), `1_000` and surrounding spaces, which a shell word, JSON or a version number never mean as a
@@ -7,13 +7,18 @@ number. `integer` is the one reading of such text: ASCII digits only, an optiona
 (unknown: the caller judges nothing, never raises). `tests/repository/test_closed_classes.py` fails on an `int(` of user
 text elsewhere.
 
-`is_int` is the one test of a parsed value (YAML, JSON) for an integer: `bool` is a subclass of `int`, so
-`isinstance(True, int)` holds, and `batch_size: true` must not count as a batch of one.
+Numbers in parsed values (YAML, JSON, TOML) are read here too: `bool` is a subclass of `int`, so
+`isinstance(True, int)` holds, and `batch_size: true` must not count as a batch of one. `is_int` (an integer),
+`is_number` (an integer or a float), `positive_int` (a count, up to a limit) and `as_float` (a number as a float,
+never OverflowError) are the one reading of "a number that is not a bool"; `tests/repository/test_closed_classes.py`
+fails on the guard re-typed elsewhere. A plain `isinstance(x, bool)` stays where the question is "is it a bool".
 """
 
 from __future__ import annotations
 
+import math
 import re
+from typing import TypeGuard
 
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _SIGNED = re.compile(r"[+-]?[0-9]+", re.ASCII)
@@ -32,9 +37,33 @@ def integer(text: object, *, signed: bool = False, strip: bool = False) -> int |
     return int(text)
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """Is `value` an int and not a bool (YAML's `true` and JSON's `true` are no count)?"""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """Is `value` an int or a float and not a bool? (NaN and the infinities are numbers here: a caller that
+    compares with a range refuses them, as NaN fails every comparison.)"""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def positive_int(value: object, most: int | None = None) -> int | None:
+    """`value` when it is an int (not a bool) above 0 and, where `most` is given, at most `most`; else None."""
+    if is_int(value) and value > 0 and (most is None or value <= most):
+        return value
+    return None
+
+
+def as_float(value: object) -> float | None:
+    """A number (not a bool) as a float, None for anything else; an integer beyond the float range is the
+    infinity of its sign, which compares with every finite threshold as the integer does (never OverflowError)."""
+    if not is_number(value):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def is_integer(text: object, *, signed: bool = False, strip: bool = False) -> bool:

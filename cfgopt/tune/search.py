@@ -37,6 +37,7 @@ from cfgopt.knowledge import methods
 from cfgopt.plan import reasons
 from cfgopt.plan.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
 from cfgopt.plan.space import KNOB_NAMES, Knobs
+from cfgopt.text.user_text import is_number
 from cfgopt.text.writer import write_new
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
@@ -445,13 +446,13 @@ def _brief(row: Row) -> str:
 
 def _peak_of(estimate: Any) -> float | None:
     """The peak in GiB from whatever the memory model returns (an object, a dict or a number)."""
-    if isinstance(estimate, (int, float)) and not isinstance(estimate, bool):
+    if is_number(estimate):
         return float(estimate)
     for name in ("peak_gib", "peak", "total_gib", "total"):
         value = estimate.get(name) if isinstance(estimate, dict) else getattr(estimate, name, None)
         if callable(value):
             value = value()
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             return float(value)
     return None
 

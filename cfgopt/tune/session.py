@@ -130,12 +130,13 @@ class RealSession:
     def fits(self) -> search.Fits:
         from cfgopt.knowledge.model_shapes import shape_for
         from cfgopt.knowledge.targets import TARGETS
+        from cfgopt.loaders.model_config import local_model
         from cfgopt.verify import runner
 
         name = self.target_name or runner.detect_target()
         target = TARGETS.get(name)
         ref = str(self.config.get("model_name_or_path", ""))
-        shape = shape_for(ref, self.config_path.parent)
+        shape = shape_for(ref, local_model(ref, self.config_path.parent))
         assets = self._plan()
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))

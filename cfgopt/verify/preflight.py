@@ -110,10 +110,11 @@ def cpu_blocker(config: dict[str, Any], config_path: Path, cache_dir: Path) -> s
 def _cpu_memory_problem(config: dict[str, Any], config_path: Path) -> str | None:
     """`--mode synthetic` without a GPU: only for a model whose CPU run fits this machine's memory."""
     from cfgopt.knowledge.model_shapes import shape_for
+    from cfgopt.loaders.model_config import local_model
     from cfgopt.verify.synthetic import available_memory_bytes, cpu_bytes_needed
 
     ref = config.get("model_name_or_path")
-    shape = shape_for(ref, config_path.parent) if isinstance(ref, str) else None
+    shape = shape_for(ref, local_model(ref, config_path.parent)) if isinstance(ref, str) else None
     if shape is None:
         return None  # a local config.json without a known shape: planning sized it
     needed = cpu_bytes_needed(shape.num_parameters, str(config.get("finetuning_type", "lora")))

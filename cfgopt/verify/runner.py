@@ -23,7 +23,8 @@ from typing import Any
 
 from cfgopt.job.project import resolve_reference
 from cfgopt.knowledge.model_shapes import ModelShape, shape_for
-from cfgopt.text.user_files import model_config, read_bounded
+from cfgopt.loaders.model_config import local_model, model_config
+from cfgopt.text.user_files import read_bounded
 from cfgopt.verify.processes import kill_tree
 
 HARMLESS = {
@@ -161,7 +162,7 @@ def plan_assets(config: dict[str, Any], config_path: Path, mode: str, cache_dir:
             raise ValueError(f"model `{ref}` is not a local folder with weights; --mode real needs one")
         found = model_config(ref, config_path.parent)  # config_path's folder first, then the current one
         local_config = found[1] if found is not None and isinstance(found[1], dict) else None
-        shape = shape_for(ref, config_path.parent)
+        shape = shape_for(ref, local_model(ref, config_path.parent))
         assets.parameters = shape.num_parameters if shape is not None else None
         if local_config is None:
             if shape is None:

@@ -1,17 +1,20 @@
 """Which model a config trains (cfgopt/knowledge/model_family.py): every path component, nearest first, and a local
-config.json read through the bounded reader, so that a FIFO or a device named config.json never hangs a lint."""
+config.json where the job's loader read one (`LocalModel`; the reading is tests/loaders/test_model_config.py's)."""
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from pathlib import Path
 
 import pytest
 
-from cfgopt.knowledge import model_family
-from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_NAME, SOURCE_PARENT, liger_patches, model_name
+from cfgopt.knowledge.model_family import (
+    SOURCE_CONFIG,
+    SOURCE_NAME,
+    SOURCE_PARENT,
+    LocalModel,
+    liger_patches,
+    model_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -25,19 +28,16 @@ from cfgopt.knowledge.model_family import SOURCE_CONFIG, SOURCE_NAME, SOURCE_PAR
         ("/data/unnamed/model", "model", SOURCE_NAME),
     ],
 )
-def test_the_component_that_names_the_model(tmp_path: Path, ref: str, text: str, source: str) -> None:
-    assert model_name(ref, tmp_path)[::3] == (text, source)
+def test_the_component_that_names_the_model(ref: str, text: str, source: str) -> None:
+    assert model_name(ref)[::3] == (text, source)
 
 
-def test_a_local_config_json_says_the_family(tmp_path: Path) -> None:
-    folder = tmp_path / "chatglm2-6b" / "model"
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text(
-        json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}), encoding="utf-8"
-    )
-    found = model_name("chatglm2-6b/model", tmp_path)
+def test_a_local_config_json_says_the_family() -> None:
+    local = LocalModel(Path("chatglm2-6b/model"), {"model_type": "llama", "architectures": ["LlamaForCausalLM", 1]})
+    found = model_name("chatglm2-6b/model", local)
     assert (found.model_type, found.architectures, found.source) == ("llama", ("LlamaForCausalLM",), SOURCE_CONFIG)
-    assert liger_patches("chatglm2-6b/model", tmp_path)
+    assert liger_patches("chatglm2-6b/model", local)
+    assert not liger_patches("chatglm2-6b/model")  # by its name: ChatGLM2
 
 
 @pytest.mark.parametrize(
@@ -50,48 +50,22 @@ def test_a_local_config_json_says_the_family(tmp_path: Path) -> None:
         ("meta-llama/Llama-4-Scout-17B-16E", False),
     ],
 )
-def test_liger_family_from_the_name(tmp_path: Path, ref: str, expected: bool) -> None:
-    assert liger_patches(ref, tmp_path) is expected
+def test_liger_family_from_the_name(ref: str, expected: bool) -> None:
+    assert liger_patches(ref) is expected
 
 
 @pytest.mark.parametrize(("model_type", "expected"), [("qwen3_vl", False), ("qwen2_moe", False), ("qwen3_5", True)])
-def test_liger_family_from_the_model_type(tmp_path: Path, model_type: str, expected: bool) -> None:
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.json").write_text(json.dumps({"model_type": model_type}), encoding="utf-8")
-    assert liger_patches("m", tmp_path) is expected
+def test_liger_family_from_the_model_type(model_type: str, expected: bool) -> None:
+    assert liger_patches("m", LocalModel(Path("m"), {"model_type": model_type})) is expected
 
 
-HANG_BOUND_S = 120  # a blocking read never returns; a loaded machine is slow, not stuck
+def test_a_config_json_without_a_string_model_type_says_none() -> None:
+    found = model_name("qwen3-8b", LocalModel(Path("qwen3-8b"), {"model_type": 3, "architectures": "Qwen3"}))
+    assert (found.model_type, found.architectures, found.source) == ("", (), SOURCE_CONFIG)
 
 
-def _within(seconds: float, call) -> object:
-    """`call()` on a thread; fails when it does not return in time (a blocking read)."""
-    result: list[object] = []
-    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
-    worker.start()
-    worker.join(seconds)
-    assert not worker.is_alive(), "the config.json read blocked"
-    return result[0]
-
-
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-def test_a_fifo_named_config_json_is_not_read(tmp_path: Path) -> None:
-    (tmp_path / "qwen3-8b").mkdir()
-    os.mkfifo(tmp_path / "qwen3-8b" / "config.json")
-    found = _within(HANG_BOUND_S, lambda: model_name("qwen3-8b", tmp_path))
-    assert found.source == SOURCE_NAME and found.model_type == ""
-
-
-@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
-def test_dev_zero_named_config_json_is_not_read(tmp_path: Path) -> None:
-    (tmp_path / "qwen3-8b").mkdir()
-    (tmp_path / "qwen3-8b" / "config.json").symlink_to("/dev/zero")
-    found = _within(HANG_BOUND_S, lambda: model_name("qwen3-8b", tmp_path))
-    assert found.source == SOURCE_NAME
-
-
-def test_a_config_json_that_is_not_json_falls_back_to_the_name(tmp_path: Path) -> None:
-    (tmp_path / "qwen3-8b").mkdir()
-    (tmp_path / "qwen3-8b" / "config.json").write_bytes(b"\xff not json")
-    assert model_name("qwen3-8b", tmp_path).source == SOURCE_NAME
-    assert model_family.local_config("qwen3-8b", tmp_path) is None
+def test_knowledge_reads_no_file(tmp_path: Path) -> None:
+    """A local folder with a config.json changes nothing here: only the loader's `LocalModel` does."""
+    (tmp_path / "chatglm2-6b").mkdir()
+    (tmp_path / "chatglm2-6b" / "config.json").write_text('{"model_type": "llama"}', encoding="utf-8")
+    assert model_name(str(tmp_path / "chatglm2-6b")).source == SOURCE_NAME

@@ -145,6 +145,23 @@ def test_no_cycle_between_packages() -> None:
     assert not package_cycles(), f"packages that import each other: {package_cycles()}"
 
 
+# What reads a file a user, a config or the machine names (`cfgopt/text/user_files.py`): knowledge/ holds facts and
+# the tools' snapshots, never such a read (a model's config.json is read by cfgopt/loaders/model_config.py).
+USER_FILE_READER = "cfgopt.text.user_files"
+
+
+def test_knowledge_reads_no_user_file() -> None:
+    known = modules()
+    reading = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for module, path in known.items()
+        if module.startswith("cfgopt.knowledge.")
+        for imported, line in imports(module, path, known)
+        if imported == USER_FILE_READER
+    ]
+    assert not reading, f"knowledge/ holds pure facts: read the file on the floor that loads it: {reading}"
+
+
 def test_few_modules_directly_in_the_package() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules directly in cfgopt/: {top}"

@@ -8,6 +8,10 @@ bypasses it.
 - **An integer in user text**: only through `cfgopt/text/user_text.py` (`²` passes `isdigit()`, not `int()`). The
   scan finds every `int(` and every `isdigit()` / `isdecimal()` / `isnumeric()`; each one outside the owner is in
   `ALLOWED_INTS` with why its input is no user text, or why Python's own `int()` is the consumer's reading.
+- **A number in a parsed value** (YAML, JSON, TOML): only through `cfgopt/text/user_text.py` (`is_int`, `is_number`,
+  `positive_int`, `as_float`): `bool` subclasses `int`, and `batch_size: true` is no batch of one. The scan finds
+  every test that pairs `isinstance(x, bool)` with `isinstance(x, int)` or `isinstance(x, (int, float))` on the same
+  value in one expression (the guard re-typed); a plain `isinstance(x, bool)` ("is it a bool") stays free.
 - **A user string printed**: through `document.shown`. Every command that prints is run on a project whose file
   names, target name and keys carry escape sequences, line breaks and bidi controls: nothing raw comes out.
 - **A requirement, a package name or a version parsed**: only by `cfgopt/text/requirements.py` (four readers that
@@ -135,6 +139,81 @@ def test_nothing_bypasses_the_owner(kind: str, allowed: dict) -> None:
     stale = sorted(set(allowed) - {(module, scope) for module, scope, _ in calls})
     assert not stale, f"allow-list entries that match nothing: {stale}"
     assert all(reason.strip() for reason in allowed.values())
+
+
+# --------------------------------------------------------------------------- one reading of a number that is no bool
+
+NUMBER_OWNER = "cfgopt/text/user_text.py"
+_NUMBER_TYPES = ({"int"}, {"int", "float"})
+
+
+def _isinstance_of(node: ast.AST) -> tuple[str, set[str]] | None:
+    """(the value tested, the type names) of an `isinstance(value, T)` / `isinstance(value, (T, U))` call, where
+    `not` around it is looked through; None for anything else."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node = node.operand
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance" and len(node.args) == 2):
+        return None
+    types = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+    if not all(isinstance(t, ast.Name) for t in types):
+        return None
+    return ast.dump(node.args[0]), {t.id for t in types}  # type: ignore[attr-defined]
+
+
+def _terms(node: ast.BoolOp) -> list[ast.AST]:
+    """The operands of a chain of `and` / `or`, nested chains flattened."""
+    out: list[ast.AST] = []
+    for value in node.values:
+        out.extend(_terms(value) if isinstance(value, ast.BoolOp) else [value])
+    return out
+
+
+def retyped_number_guards(tree: ast.AST) -> list[int]:
+    """The lines of every `and` / `or` that tests one value both for a bool and for an int (or a number)."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.BoolOp):
+            continue
+        tests = [found for found in map(_isinstance_of, _terms(node)) if found is not None]
+        bools = {value for value, types in tests if types == {"bool"}}
+        if any(value in bools and types in _NUMBER_TYPES for value, types in tests):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_no_number_guard_is_retyped() -> None:
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(ROOT).as_posix() != NUMBER_OWNER
+        for line in retyped_number_guards(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert not found, f"use {NUMBER_OWNER} (is_int, is_number, positive_int, as_float): {found}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "ok = isinstance(x, int) and not isinstance(x, bool)",
+        "bad = isinstance(x, bool) or not isinstance(x, (int, float)) or x <= 0",
+        "n = all(isinstance(v, (float, int)) and not isinstance(v, bool) for v in (a, b))",
+        "if y and (isinstance(o.v, int) and not isinstance(o.v, bool)):\n    pass",
+    ],
+)
+def test_the_scan_sees_each_shape_of_the_guard(source: str) -> None:
+    assert retyped_number_guards(ast.parse(source)) == [1]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "flag = value if isinstance(value, bool) else default",
+        "other = isinstance(x, int) and not isinstance(y, bool)",
+        "hashable = isinstance(v, (str, int, float, bool)) and v in mapping",
+    ],
+)
+def test_the_scan_leaves_a_plain_bool_test(source: str) -> None:
+    assert retyped_number_guards(ast.parse(source)) == []
 
 
 # --------------------------------------------------------------------------- one reader of requirements and versions

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from cfgopt.loaders.model_config import local_model
 from cfgopt.rules.lf037_lora_target_not_in_model import model_type_of
 
 
@@ -25,15 +26,15 @@ from cfgopt.rules.lf037_lora_target_not_in_model import model_type_of
         ("some/unknown-model", ""),
     ],
 )
-def test_model_type_from_the_name(tmp_path, name, expected):
-    assert model_type_of(name, tmp_path) == (expected, bool(expected))
+def test_model_type_from_the_name(name, expected):
+    assert model_type_of(name, None) == (expected, bool(expected))
 
 
 def test_a_local_config_json_wins(tmp_path):
     folder = tmp_path / "models" / "my-llama-3-8b"
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"model_type": "chatglm"}), encoding="utf-8")
-    assert model_type_of("models/my-llama-3-8b", tmp_path) == ("chatglm", True)
+    assert model_type_of("models/my-llama-3-8b", local_model("models/my-llama-3-8b", tmp_path)) == ("chatglm", True)
 
 
 @pytest.mark.parametrize(
@@ -46,8 +47,8 @@ def test_a_local_config_json_wins(tmp_path):
         ("/data/chatglm-runs/merged", ("chatglm", False)),
     ],
 )
-def test_model_type_from_every_path_component(tmp_path, name, expected):
-    assert model_type_of(name, tmp_path) == expected
+def test_model_type_from_every_path_component(name, expected):
+    assert model_type_of(name, None) == expected
 
 
 TINY = {

@@ -3,7 +3,6 @@ snapshot does (its version, for messages, is `ctx.ds_label`)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema, schema_validators
@@ -181,17 +180,6 @@ def offload_device(source: Source, block: str) -> str:
     entry = source.find(("zero_optimization", block, "device"))
     value = entry.node.value if entry is not None else None
     return value if value in ("cpu", "nvme") else "none"
-
-
-def as_number(value: Any) -> float | None:
-    """A JSON number as a float (a bool is none); an integer beyond the float range is the infinity of its sign,
-    which compares with every finite threshold as the integer does."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
 
 
 _TRUE_STRINGS = {"true", "yes", "on", "1", "t", "y"}

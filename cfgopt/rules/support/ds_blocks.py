@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.text.requirements import version_key
 from cfgopt.text.source import Source
+from cfgopt.text.user_text import is_int, is_number
 
 # The HF Trainer's `fill_match` keys of an optimizer block -> the TrainingArguments fields it fills them from
 # (transformers 5.6.0 integrations/deepspeed.py:160-167; 4.41.2 :161-168).
@@ -94,7 +95,7 @@ def same_number(a: Any, b: Any) -> bool:
     """Equal as the optimizer sees them: numbers (and lists of numbers) compared as floats."""
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_number(x, y) for x, y in zip(a, b, strict=True))
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    numbers = is_number(a) and is_number(b)
     try:
         return numbers and math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
     except OverflowError:  # a 400-digit integer: equal only to itself
@@ -134,9 +135,7 @@ def ignores_learning_rate(kind: str, params: dict[str, Any], ds_version: str) ->
 
 
 def _finite(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+    return is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def schedule_curve(kind: str, params: dict[str, Any], ds_version: str) -> str:
