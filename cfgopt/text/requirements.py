@@ -433,7 +433,8 @@ def _yaml_item(line: str, offset: int) -> tuple[str, int] | None:
         return None
     value = body[1:].lstrip(" \t")
     at = offset + len(line) - len(value)
-    if value[:1] in ('"', "'") and (close := value.find(value[0], 1)) > 0:
+    close = value.find(value[0], 1) if value[:1] in ('"', "'") else -1
+    if close > 0 and not value[close + 1 :].split(" #", 1)[0].strip():  # a quoted scalar (a quoted key is no item)
         return value[1:close], at + 1
     return value.split(" #", 1)[0].rstrip(), at
 
