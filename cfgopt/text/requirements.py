@@ -419,7 +419,7 @@ CONDA_NAMES = {"pytorch": "torch"}  # a conda package's name -> the distribution
 _NOT_PACKAGES = frozenset({"python", "pip"})  # the interpreter and the installer, which every environment has
 _CONDA_DEPENDENCIES = lazy(r"^dependencies[ \t]*:[ \t]*(?:#[^\r\n]*)?\r?$", re.MULTILINE)
 _CONDA_PIP_KEY = lazy(r"""(["']?)pip\1[ \t]*:""")
-_CONDA_SPEC = lazy(r"([^ \t=<>!~]+)(.*)")  # match_spec.py step 6: the name, then the version and build
+_CONDA_SPEC = lazy(r"([^ \t=<>!~]+)([ \t=<>!~].*)?")  # match_spec.py step 6: the name, then version and build
 _CONDA_BUILD_EQUALS = lazy(r"(?<=[^<>=!~,|])=")  # `1.2=build`: an `=` that ends a version, not an operator
 _CONDA_NAME = lazy(_NAME)
 _CONDA_OPERATORS = ("==", "!=", "<=", ">=", "~=", "<", ">", "=")
@@ -532,11 +532,11 @@ def conda_pin(spec: str, offset: int = 0) -> Pin | None:
     name = CONDA_NAMES.get(name, name)
     if name in _NOT_PACKAGES:
         return None
-    version = "" if unread else _conda_version(_conda_version_of(match.group(2)))
+    rest = match.group(2) or ""
+    version = "" if unread else _conda_version(_conda_version_of(rest))
     name_at, name_end = at + match.start(1), at + match.end(1)
-    rest = match.group(2)
-    spec_at = at + match.start(2) + len(rest) - len(rest.lstrip())
-    spec_end = at + match.start(2) + len(rest.rstrip())
+    spec_at = name_end + len(rest) - len(rest.lstrip())
+    spec_end = name_end + len(rest.rstrip())
     spec_at, spec_end = (spec_at, spec_end) if version else (name_at, name_end)
     return Pin(name, version, name_at, name_end, spec_at, spec_end)
 
