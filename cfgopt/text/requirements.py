@@ -327,8 +327,9 @@ def source_version(text: str) -> str | None:
 
 # --------------------------------------------------------------------------- setup.cfg (setuptools)
 # setuptools reads setup.cfg with configparser (setuptools 84.2 dist.py `_parse_config_files`: `ConfigParser()`,
-# keys case-sensitive): a line whose text starts with `#` or `;` is a comment, even inside a value; a line indented
-# deeper than its option's continues the value; a section header is `[name]`, an option `key = value` (or `:`).
+# section names case-sensitive; an [options] key's `-` and capitals read as `_` and lower case, with a deprecation
+# warning): a line whose text starts with `#` or `;` is a comment, even inside a value; a line indented deeper
+# than its option's continues the value; a section header is `[name]`, an option `key = value` (or `:`).
 # Its requirement lists (config/setupcfg.py `_parse_requirements_list`): a value of several lines holds one
 # requirement a line, a value of one line is split at `;`; a `file:` value names files to read (not followed
 # here); `_reqs.parse` cuts a ` #` comment.
@@ -398,7 +399,8 @@ def setup_cfg_pins(text: str, extras: bool = True) -> list[Pin]:
     pins: list[Pin] = []
     for option in _ini_options(text):
         wanted = _SETUP_CFG_LISTS.get(option.section)
-        if wanted == option.key or (wanted == "" and extras):
+        key = option.key.replace("-", "_").lower()  # dist.py `_enforce_underscore`, `_enforce_option_lowercase`
+        if wanted == key or (wanted == "" and extras):
             pins += _setup_cfg_list(option)
     return sorted(pins, key=lambda p: p.name_start)
 

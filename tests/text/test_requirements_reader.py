@@ -189,6 +189,7 @@ def test_setup_cfg_lists_are_read_as_configparser_and_setuptools_read_them() -> 
     assert [(p.name, p.spec) for p in setup_cfg_pins(one_line)] == [("torch", ">=2.4"), ("transformers", "==4.46.0")]
     assert setup_cfg_pins("[options]\ninstall_requires = file: requirements.in\n") == []  # files are not followed
     assert setup_cfg_pins("[tool]\ninstall_requires = torch==1.0\n") == []
+    assert len(setup_cfg_pins("[options]\nInstall-Requires = torch==1.0\n")) == 1  # setuptools' deprecated spelling
     linted, indexes = requirement_pins("setup.cfg", SETUP_CFG)
     assert [p.name for p in linted] == ["llamafactory", "deepspeed", "bitsandbytes", "peft", "pytest"]
     assert indexes == []
