@@ -133,3 +133,15 @@ def test_no_fix_edits_a_setup_cfg_or_an_environment_yml(tmp_path: Path, name: st
     run_cli(["fix", ".", "--write", "--unsafe-fixes", "--target", "h200", "--gpus", "1"])
     assert (repo / name).read_text() == text
     assert "enable_liger_kernel" not in (repo / "configs" / "train.yaml").read_text()
+
+
+def test_an_environment_yaml_that_names_no_package_judged_is_read_as_any_yaml(tmp_path: Path, monkeypatch) -> None:
+    """A file is a requirement file by its name, but an `environment.yaml` that lists none of the packages judged
+    is read as before: a LLaMA-Factory config of that name is linted and fixed as one (its fixes checked as YAML)."""
+    repo = _repository(tmp_path, "environment.yml", "name: tools\ndependencies:\n  - numpy\n")
+    (repo / "environment.yaml").write_text(LORA)
+    monkeypatch.chdir(repo)
+    _, report, _ = run_cli(["lint", "--format", "json", "environment.yaml", "environment.yml"])
+    assert {d["file"] for d in json.loads(report)["diagnostics"]} == {"environment.yaml"}
+    run_cli(["fix", "environment.yaml", "--write", "--unsafe-fixes", "--target", "h200", "--gpus", "1"])
+    assert "enable_liger_kernel: true" in (repo / "environment.yaml").read_text()
