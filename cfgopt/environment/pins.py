@@ -2,7 +2,8 @@
 
 A config lives in a repository that says which releases it runs with: `requirements*.txt`, `pyproject.toml`
 (PEP 621 dependencies and optional dependencies, dependency groups, poetry), `uv.lock` / `poetry.lock`
-(exact), `setup.py` (quoted requirement strings), or, in a LLaMA-Factory fork, the fork's own source tree
+(exact), `setup.py` (quoted requirement strings), `setup.cfg` (`install_requires`, `extras_require`), a conda
+`environment.yml` (conda specs and its `- pip:` list), or, in a LLaMA-Factory fork, the fork's own source tree
 (`src/llamafactory/extras/env.py` `VERSION`). `find_pins` walks up from the config's folder to the
 repository root (the folder holding `.git`, else the filesystem root); per package the closest folder that
 states it wins, and inside one folder a lock file (what really installs) beats a manifest. Every file is
@@ -17,11 +18,13 @@ from pathlib import Path
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.text.requirements import (
     Pin,
+    conda_environment_requirements,
     line_pins,
     lock_pins,
     normalise,
     poetry_pins,
     requirement_lines,
+    setup_cfg_pins,
     source_version,
     string_pins,
 )
@@ -91,6 +94,18 @@ def _setup_py(path: Path) -> dict[str, str]:
     return _first_specs(_stated(string_pins(_read(path), "python")))
 
 
+def _setup_cfg(path: Path) -> dict[str, str]:
+    """`install_requires` and `extras_require`: requirement lists, so a bare name states a package (any release)."""
+    found = setup_cfg_pins(_read(path))
+    return _first_specs([pin for pin in found if not pin.spec.startswith("@")])
+
+
+def _conda_environment(path: Path) -> dict[str, str]:
+    """environment.yml: its `- pip:` lines (with their `-r` includes) before its conda specs, as pip installs last."""
+    found = conda_environment_requirements(path, _read(path), _read)
+    return _first_specs([pin for pin in found if not pin.spec.startswith("@")])
+
+
 def _llamafactory_source(folder: Path) -> dict[str, str]:
     """A LLaMA-Factory checkout or fork: its configs run with the LLaMA-Factory in the same tree."""
     version = source_version(_read(folder.joinpath(*_LF_SOURCE)))
@@ -103,6 +118,9 @@ _READERS = (
     ("poetry.lock", _lock),
     ("pyproject.toml", _pyproject),
     ("setup.py", _setup_py),
+    ("setup.cfg", _setup_cfg),
+    ("environment.yml", _conda_environment),
+    ("environment.yaml", _conda_environment),
 )
 
 

@@ -7,9 +7,9 @@ read from what the project states, in this order (`environment_for`), and every 
 1. `--environment PATH` or the project config's `environment` (a requirements or lock file, a snapshot that
    `cfgopt doctor --write-environment` wrote on the node, or a table `{ liger-kernel = "0.6.3" }`);
 2. the job's requirement files (the closest folder, at or above the config's and up to the repository root,
-   whose requirements*.txt, uv.lock, poetry.lock, setup.py or pyproject.toml (`[project] dependencies`, poetry's
-   `[tool.poetry.dependencies]`) name LLaMA-Factory): the packages listed there, LLaMA-Factory's extras included,
-   and no others;
+   whose requirements*.txt, uv.lock, poetry.lock, setup.py, setup.cfg (`install_requires`), pyproject.toml
+   (`[project] dependencies`, poetry's `[tool.poetry.dependencies]`) or conda environment.yml name LLaMA-Factory):
+   the packages listed there, LLaMA-Factory's extras included, and no others;
 3. a snapshot `cfgopt-environment.json` written by `cfgopt doctor --write-environment` on the node, in that
    folder walk;
 4. else the stated default: what LLaMA-Factory's release installs for the target's platform, with the
@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
 from cfgopt.text.requirements import (
+    CONDA_ENVIRONMENT_FILES,
     Pin,
+    conda_environment_requirements,
     exact_version,
     is_requirement_file,
     line_pins,
@@ -42,6 +44,7 @@ from cfgopt.text.requirements import (
     project_dependencies,
     reaches,
     requirement_lines,
+    setup_cfg_pins,
     string_pins,
 )
 from cfgopt.text.user_files import parse_json, read_text_bounded
@@ -127,6 +130,11 @@ def _setup_py(text: str) -> dict[str, str]:
     return _add_requirements({}, string_pins(text, "python"))
 
 
+def _setup_cfg(text: str) -> dict[str, str]:
+    """`[options] install_requires` only: extras are not what the job installs (as a pyproject.toml's)."""
+    return _add_requirements({}, setup_cfg_pins(text, extras=False))
+
+
 def _pyproject(text: str) -> dict[str, str]:
     """`[project] dependencies` and poetry's `[tool.poetry.dependencies]` only: optional dependencies and groups
     (test, dev, ...) are not what the job installs."""
@@ -149,7 +157,13 @@ def _snapshot(text: str) -> dict[str, str] | None:
     return {normalise(str(k)): "==" + str(v) if v else "" for k, v in packages.items()}
 
 
-_READERS = {"uv.lock": _lock, "poetry.lock": _lock, "pyproject.toml": _pyproject, "setup.py": _setup_py}
+_READERS = {
+    "uv.lock": _lock,
+    "poetry.lock": _lock,
+    "pyproject.toml": _pyproject,
+    "setup.py": _setup_py,
+    "setup.cfg": _setup_cfg,
+}
 
 
 def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
@@ -162,6 +176,8 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
         return None
     if path.suffix == ".json":
         return _snapshot(text)
+    if path.name in CONDA_ENVIRONMENT_FILES:  # its `- pip:` lines may include files (`-r`)
+        return _add_requirements({}, conda_environment_requirements(path, text, lambda p: _text_of(p, texts)))
     reader = _READERS.get(path.name)
     return reader(text) if reader is not None else _requirements_txt(text, path, texts)
 

@@ -217,15 +217,18 @@ class Project:
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"
         settings = self.settings_of(path)
-        if loader == "script":
-            from cfgopt.loaders.command_loader import find_commands  # the shell lexer: for scripts only
-
-            sources.extend(find_commands(doc, settings.lf_schema))
-        elif loader == "requirements":
+        if loader == "requirements":
             from cfgopt.loaders.requirement_files import load_requirements  # the requirement files: only when present
 
             found = load_requirements(doc)
             sources.extend([found] if found is not None else [])
+            if found is not None or path.suffix.lower() not in discovery.CONFIG_SUFFIXES:
+                return
+            loader = "yaml"  # an environment.yml that names no package judged: read as any YAML file
+        if loader == "script":
+            from cfgopt.loaders.command_loader import find_commands  # the shell lexer: for scripts only
+
+            sources.extend(find_commands(doc, settings.lf_schema))
         elif loader == "json":
             src = load_json(doc)
             if src.error is None:

@@ -288,7 +288,7 @@ class _Fixer:
         self.loaders: dict[Path, str] = {}
         for src in project.sources:
             key = real_path(src.document.path)
-            self.loaders[key] = "json" if src.kind == Kind.DEEPSPEED else discovery.loader_for(src.document.path)
+            self.loaders[key] = _loader_of(src)
         for key, doc in project.documents.items():
             self.result.originals[key] = doc.text
             self.result.bom[key] = doc.has_bom
@@ -479,6 +479,15 @@ class _Fixer:
         if any(s.restricts_fixes for s in result.file_settings.values()):
             strip_unfixable(diags, result.settings_of)
         result.remaining = diags
+
+
+def _loader_of(src: Source) -> str:
+    """The loader the damage check parses a file with: its kind's (an environment.yml read as a YAML config is YAML,
+    a DeepSpeed config named otherwise is JSON), else its name's."""
+    if src.kind == Kind.DEEPSPEED:
+        return "json"
+    loader = discovery.loader_for(src.document.path)
+    return "yaml" if loader == "requirements" and src.kind != Kind.REQUIREMENTS else loader
 
 
 def _left_alone_id(diag: Diagnostic) -> tuple[Path, str, str]:

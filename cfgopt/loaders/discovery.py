@@ -67,7 +67,9 @@ def iter_files(paths: list[Path], unreadable: list[tuple[Path, str]] | None = No
 
 def loader_for(path: Path) -> str:
     if is_requirement_file(path.name):
-        return "requirements"  # requirements*.txt, pyproject.toml, the lock files, setup.py (cfgopt.text.requirements)
+        # requirements*.txt, pyproject.toml, the lock files, setup.py, setup.cfg, a conda environment.yml
+        # (cfgopt.text.requirements)
+        return "requirements"
     suffix = path.suffix.lower()
     if suffix == ".json":
         return "json"

@@ -1,7 +1,8 @@
 """Requirement files as linted files: the packages a job's environment installs, each pin with its span.
 
 The files are those `cfgopt.environment.pins` reads for the LLaMA-Factory / DeepSpeed releases (requirements*.txt,
-pyproject.toml, uv.lock, poetry.lock, setup.py), read by the one reader (`cfgopt.text.requirements`); here every
+pyproject.toml, uv.lock, poetry.lock, setup.py, setup.cfg, a conda environment.yml), read by the one reader
+(`cfgopt.text.requirements`; a conda spec's version in PEP 440's words, `pytorch=2.5` as torch `==2.5.*`); here every
 pin is kept, so the requirement rules (ENV0xx) can judge the builds (a CUDA torch on a ROCm target), the versions
 the selected LLaMA-Factory release accepts, and bitsandbytes on ROCm. The root is a mapping from the normalised
 package name to the specifier as written (`==2.5.1+cu121`, `@ https://...whl`, `""` for a bare name); the package

@@ -55,7 +55,8 @@ class ChangedDefault(Rule):
         "`version-index.json`), not from a list in this rule; a key is reported only where it takes effect (its "
         "block is present and not switched off). By default it compares only the releases the project allows "
         "(a `deepspeed-version` range in the project config, or the repository's own dependency pins: "
-        "requirements*.txt, pyproject.toml, uv.lock, poetry.lock, setup.py); with none stated, or an exact pin, "
+        "requirements*.txt, pyproject.toml, uv.lock, poetry.lock, setup.py, setup.cfg, environment.yml); with none "
+        "stated, or an exact pin, "
         "it is quiet unless selected by name (`--extend-select DS090`), which compares every shipped release."
     )
     fails_when = "Never: the run starts; it clips, pins or skips steps differently from the same JSON elsewhere."

@@ -11,9 +11,11 @@ Every consumer reads through here, so they agree on what a file states: the repo
   includes; `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`);
   pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; poetry's
   `[tool.poetry.dependencies]`, `poetry_dependencies`; every quoted requirement, `string_pins`; poetry's
-  `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); uv.lock / poetry.lock (`lock_pins`);
-  a LLaMA-Factory source tree's `VERSION` (`source_version`); every pin of a file as the requirement rules lint it
-  (`requirement_pins`);
+  `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); setup.cfg (`install_requires` and
+  `extras_require`, `setup_cfg_pins`); a conda environment.yml (conda match specs read as PEP 440, `conda_pin`,
+  and the `- pip:` list: `conda_environment_pins`, `conda_environment_requirements`); uv.lock / poetry.lock
+  (`lock_pins`); a LLaMA-Factory source tree's `VERSION` (`source_version`); every pin of a file as the
+  requirement rules lint it (`requirement_pins`);
 - versions: `version_key` (numeric order), `pip_version` (PEP 440's parts), `parse_spec` / `clause_admits` /
   `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches` (a lower bound at or above a release),
   `exact_version`, `final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build`
@@ -24,7 +26,8 @@ tests/repository/test_closed_classes.py fails on a pattern elsewhere in cfgopt/ 
 A small parser of its own, not `packaging`: importing `packaging.requirements` made `cfgopt lint` of one config
 about 10% slower, `packaging.version` with `packaging.specifiers` about 3% (paired runs, bench/results.md), and
 poetry's `^` / `~` are no PEP 440. TOML is read as text, not parsed: parsing would load tomllib on every lint run
-in a repository that pins DeepSpeed (tests/rules/test_signal_over_noise.py compares the two readings).
+in a repository that pins DeepSpeed (tests/rules/test_signal_over_noise.py compares the two readings); setup.cfg
+and environment.yml are read as text too, as configparser and conda read their lists (no YAML parse of them).
 Nothing here reads a file (`-r` includes go through the caller's `read`). Every pattern is compiled at first use
 (`lazy`), and no two quantifiers in one can match the same characters one after the other (`\s*(...)?\s*`
 would): a 3 KB line takes milliseconds, not minutes.
@@ -176,18 +179,24 @@ def _requirement_txt_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, in
     indexes: list[tuple[str, int, int]] = []
     offset = 0
     for line in text.splitlines(keepends=True):
-        body = line.split(" #", 1)[0].rstrip("\r\n").removesuffix("\\")  # a continuation's `\\` is no pin's
-        cut = _LINE_OPTIONS.search(body)
-        body = body[: cut.start()] if cut and not body.lstrip().startswith("-") else body  # `pin --hash=...`
-        option = _INDEX_OPTION.match(body)
-        if option is not None:
-            indexes.append((option.group(1), offset + option.start(1), offset + option.end(1)))
-        elif body.strip() and not body.lstrip().startswith(NOT_REQUIREMENTS):
-            pin = parse_requirement(body, offset)
-            if pin is not None:
-                pins.append(pin)
+        _read_requirement_line(line, offset, pins, indexes)
         offset += len(line)
     return pins, indexes
+
+
+def _read_requirement_line(line: str, offset: int, pins: list[Pin], indexes: list[tuple[str, int, int]]) -> None:
+    """One line of a requirements file, starting at `offset` in its file: its pin into `pins`, or the index URL
+    of an index option into `indexes`."""
+    body = line.split(" #", 1)[0].rstrip("\r\n").removesuffix("\\")  # a continuation's `\\` is no pin's
+    cut = _LINE_OPTIONS.search(body)
+    body = body[: cut.start()] if cut and not body.lstrip().startswith("-") else body  # `pin --hash=...`
+    option = _INDEX_OPTION.match(body)
+    if option is not None:
+        indexes.append((option.group(1), offset + option.start(1), offset + option.end(1)))
+    elif body.strip() and not body.lstrip().startswith(NOT_REQUIREMENTS):
+        pin = parse_requirement(body, offset)
+        if pin is not None:
+            pins.append(pin)
 
 
 # --------------------------------------------------------------------------- pyproject.toml, setup.py, locks
@@ -316,10 +325,247 @@ def source_version(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+# --------------------------------------------------------------------------- setup.cfg (setuptools)
+# setuptools reads setup.cfg with configparser (setuptools 84.2 dist.py `_parse_config_files`: `ConfigParser()`,
+# section names case-sensitive; an [options] key's `-` and capitals read as `_` and lower case, with a deprecation
+# warning): a line whose text starts with `#` or `;` is a comment, even inside a value; a line indented deeper
+# than its option's continues the value; a section header is `[name]`, an option `key = value` (or `:`).
+# Its requirement lists (config/setupcfg.py `_parse_requirements_list`): a value of several lines holds one
+# requirement a line, a value of one line is split at `;`; a `file:` value names files to read (not followed
+# here); `_reqs.parse` cuts a ` #` comment.
+_INI_SECTION = lazy(r"\[(.+)\]")  # configparser's SECTCRE, matched at the start of the stripped line
+_INI_OPTION = lazy(r"([^=:]*)[=:][ \t]*")  # OPTCRE: the key runs to the first `=` or `:`
+_SETUP_CFG_LISTS = {"options": "install_requires", "options.extras_require": ""}  # "": every key (an extra)
+
+
+class _IniOption(NamedTuple):
+    section: str
+    key: str
+    lines: list[tuple[str, int]]  # the value's lines that hold text, each with its offset in the file
+    one_line: bool  # the value is on the key's line only
+
+
+def _ini_options(text: str) -> list[_IniOption]:
+    """Every option of an INI file as configparser reads it (blank and comment lines dropped)."""
+    options: list[_IniOption] = []
+    section = ""
+    current: list[tuple[str, int]] | None = None  # the lines of the option being read
+    indent = offset = 0
+    for raw in text.split("\n"):
+        line = raw.rstrip("\r")
+        stripped = line.strip()
+        level = len(line) - len(line.lstrip())
+        start = offset + level
+        offset += len(raw) + 1
+        if not stripped or stripped[0] in "#;":
+            continue  # configparser: a blank or comment line neither ends nor continues a value
+        if current is not None and level > indent:
+            current.append((stripped, start))
+            continue
+        indent, current = level, None
+        header = _INI_SECTION.match(stripped)
+        option = _INI_OPTION.match(stripped) if header is None else None
+        if header is not None:
+            section = header.group(1)
+        elif option is not None:
+            value = stripped[option.end() :]
+            current = [(value, start + option.end())] if value else []
+            options.append(_IniOption(section, option.group(1).rstrip(), current, bool(value)))
+    return options
+
+
+def _setup_cfg_list(option: _IniOption) -> list[Pin]:
+    """The requirements of one setup.cfg list value (`_parse_requirements_list`), with their spans."""
+    items = option.lines
+    if not items or items[0][0].startswith("file:"):
+        return []
+    if option.one_line and len(items) == 1:
+        text, at = items[0]
+        items, cursor = [], 0
+        for chunk in text.split(";"):
+            items.append((chunk, at + cursor))
+            cursor += len(chunk) + 1
+    pins: list[Pin] = []
+    for item, at in items:
+        body = item.split(" #", 1)[0].rstrip()
+        if body.strip() and not body.lstrip().startswith("#") and (pin := parse_requirement(body, at)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def setup_cfg_pins(text: str, extras: bool = True) -> list[Pin]:
+    """setup.cfg's `[options] install_requires` (what `pip install .` installs) and, with `extras`, every list of
+    `[options.extras_require]`, bare names included, with their spans, in order."""
+    pins: list[Pin] = []
+    for option in _ini_options(text):
+        wanted = _SETUP_CFG_LISTS.get(option.section)
+        key = option.key.replace("-", "_").lower()  # dist.py `_enforce_underscore`, `_enforce_option_lowercase`
+        if wanted == key or (wanted == "" and extras):
+            pins += _setup_cfg_list(option)
+    return sorted(pins, key=lambda p: p.name_start)
+
+
+# --------------------------------------------------------------------------- conda environment.yml
+# `conda env create` reads environment.yml's `dependencies:`: conda match specs, and a `- pip:` list that conda
+# writes, one item a line, into a requirements file in the environment file's folder and hands to `pip install -U
+# -r` (conda/env/installers/pip.py `_pip_install_via_requirements`): pip's lines, `-r` includes relative to that
+# folder; pip runs after conda, so its pin of a package is the one that stays.
+# A match spec (conda/models/match_spec.py `_parse_spec_str`; docs.conda.io/projects/conda/en/latest/user-guide/
+# concepts/pkg-specs.html "Package match specifications"): `channel::name version build`, `#` starts a comment.
+# `numpy=1.11` is fuzzy, conda's `1.11*` (1.11, 1.11.0, 1.11.18; not 1.110): PEP 440's `==1.11.*`; `numpy==1.11`
+# and `numpy 1.11` are exact (1.11, 1.11.0); `numpy=1.11=build` names a build, and the version is exact; `*` is
+# any; `,` is and; `>=1.*` is `>=1` (conda drops the `.*`); `|` (or) has no PEP 440 form and, as a
+# `[version=...]` bracket, is read as unknown ("", as a bare name).
+CONDA_ENVIRONMENT_FILES = ("environment.yml", "environment.yaml")
+CONDA_NAMES = {"pytorch": "torch"}  # a conda package's name -> the distribution pip knows it as
+_NOT_PACKAGES = frozenset({"python", "pip"})  # the interpreter and the installer, which every environment has
+_CONDA_DEPENDENCIES = lazy(r"^dependencies[ \t]*:[ \t]*(?:#[^\r\n]*)?\r?$", re.MULTILINE)
+_CONDA_PIP_KEY = lazy(r"""(["']?)pip\1[ \t]*:""")
+_CONDA_SPEC = lazy(r"([^ \t=<>!~]+)([ \t=<>!~].*)?")  # match_spec.py step 6: the name, then version and build
+_CONDA_BUILD_EQUALS = lazy(r"(?<=[^<>=!~,|])=")  # `1.2=build`: an `=` that ends a version, not an operator
+_CONDA_NAME = lazy(_NAME)
+_CONDA_OPERATORS = ("==", "!=", "<=", ">=", "~=", "<", ">", "=")
+_OPERATOR_CHARS = "<>=!~,|"
+
+
+def _yaml_item(line: str, offset: int) -> tuple[str, int] | None:
+    """A block sequence item's scalar (`- x`, `- "x"  # comment`) and where it starts; None for no item."""
+    body = line.lstrip(" ")
+    if not (body == "-" or body.startswith(("- ", "-\t"))):
+        return None
+    value = body[1:].lstrip(" \t")
+    at = offset + len(line) - len(value)
+    close = value.find(value[0], 1) if value[:1] in ('"', "'") else -1
+    if close > 0 and not value[close + 1 :].split(" #", 1)[0].strip():  # a quoted scalar (a quoted key is no item)
+        return value[1:close], at + 1
+    return value.split(" #", 1)[0].rstrip(), at
+
+
+def conda_environment_items(text: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """environment.yml's `dependencies:` block list: the conda match specs and the `- pip:` list's lines, each as
+    (text, offset in the file), in order. A flow list (`[a, b]`) is not read."""
+    key = _CONDA_DEPENDENCIES.search(text)
+    if key is None:
+        return [], []
+    conda: list[tuple[str, int]] = []
+    pip: list[tuple[str, int]] = []
+    offset = key.end() + 1
+    indent = -1  # the items' indentation (YAML lets it be the key's own)
+    in_pip = False
+    for raw in text[offset:].split("\n"):
+        line, here = raw.rstrip("\r"), offset
+        offset += len(raw) + 1
+        if not line.strip() or line.lstrip(" ").startswith("#"):
+            continue
+        level = len(line) - len(line.lstrip(" "))
+        item = _yaml_item(line, here)
+        if (indent < 0 and item is None) or level < indent or (level == indent and item is None):
+            break  # no block list, or the next key
+        indent = level if indent < 0 else indent
+        if item is None or not item[0]:
+            continue
+        if level == indent:
+            in_pip = _CONDA_PIP_KEY.fullmatch(item[0]) is not None
+            conda += [] if in_pip else [item]
+        elif in_pip:
+            pip.append(item)
+    return conda, pip
+
+
+def _conda_version(version: str) -> str:
+    """A conda version spec (`1.11*`, `>=2.4,<2.6`, `2.5.1`) in PEP 440's words (`==1.11.*`, ...); "" for any,
+    and for what PEP 440 cannot state (`|`) or is not read."""
+    if not version or "|" in version or version == "*":
+        return ""
+    clauses: list[str] = []
+    for clause in version.split(","):
+        op = next((o for o in _CONDA_OPERATORS if clause.startswith(o)), "")
+        bound = clause[len(op) :]
+        wild = bound.endswith("*") or op == "="  # `=1.2` inside a spec: conda's startswith
+        bound = bound.rstrip("*").rstrip(".")
+        if op in ("", "=", "=="):
+            clauses.append("==" + bound + (".*" if wild else ""))
+        elif op == "!=":
+            clauses.append("!=" + bound + (".*" if wild else ""))
+        else:
+            clauses.append(op + bound)  # an order: conda ignores a trailing `.*`
+    spec = ",".join(clauses)
+    try:
+        parse_spec(spec)
+    except ValueError:
+        return ""
+    return spec
+
+
+def _conda_version_of(rest: str) -> str:
+    """The conda version spec in a match spec's text after the name (match_spec.py `_parse_version_plus_build`,
+    then its `=1.2` -> `1.2*`): `=1.2` -> `1.2*`, `=1.2=b` and `=1.2 b` -> `1.2`, `>=1 , <2 b` -> `>=1,<2`."""
+    words: list[str] = []
+    for word in rest.split():
+        if words and words[-1][-1] not in _OPERATOR_CHARS and word[0] not in _OPERATOR_CHARS:
+            break  # the build string
+        words.append(word)
+    joined = "".join(words)
+    cut = _CONDA_BUILD_EQUALS.search(joined)
+    version = joined[: cut.start()] if cut else joined
+    build = cut is not None or len(words) < len(rest.split())
+    tail = version[1:]
+    if version.startswith("=") and not tail.startswith("=") and not any(c in tail for c in "=,|"):
+        return tail if build or tail.endswith("*") else tail + "*"
+    return version
+
+
+def conda_pin(spec: str, offset: int = 0) -> Pin | None:
+    """A conda match spec (`conda-forge::pytorch=2.5`, `numpy >=1.8,<2`) as a pin: the distribution as pip names
+    it (`pytorch` -> torch), the version in PEP 440's words (`==2.5.*`), the spans of the text as written; None
+    for no package (a URL or a package file, `python`, `pip`)."""
+    text = spec.split("#", 1)[0].rstrip()
+    if text.endswith((".tar.bz2", ".conda")):
+        return None
+    bracket = text.find("[")
+    unread = bracket >= 0  # `name[version=...]`: the brackets override the version; not read
+    text = text[:bracket] if unread else text
+    body = text.rsplit(":", 2)[-1]  # `channel::name`, `channel/subdir::name`
+    at = offset + len(text) - len(body)
+    match = _CONDA_SPEC.fullmatch(body)
+    if match is None or _CONDA_NAME.fullmatch(match.group(1)) is None:
+        return None
+    name = normalise(match.group(1))
+    name = CONDA_NAMES.get(name, name)
+    if name in _NOT_PACKAGES:
+        return None
+    rest = match.group(2) or ""
+    version = "" if unread else _conda_version(_conda_version_of(rest))
+    name_at, name_end = at + match.start(1), at + match.end(1)
+    spec_at = name_end + len(rest) - len(rest.lstrip())
+    spec_end = name_end + len(rest.rstrip())
+    spec_at, spec_end = (spec_at, spec_end) if version else (name_at, name_end)
+    return Pin(name, version, name_at, name_end, spec_at, spec_end)
+
+
+def conda_environment_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """Every pin of an environment.yml with its span in the file (the conda specs and the `- pip:` list's
+    requirements, in order) and the package index URLs its pip lines name."""
+    conda, pip = conda_environment_items(text)
+    pins = [pin for item in conda if (pin := conda_pin(*item)) is not None]
+    indexes: list[tuple[str, int, int]] = []
+    for line, at in pip:
+        _read_requirement_line(line, at, pins, indexes)
+    return sorted(pins, key=lambda p: p.name_start), indexes
+
+
+def conda_environment_requirements(path: Path, text: str, read: Callable[[Path], str]) -> list[Pin]:
+    """What an environment.yml installs: its pip lines' requirements first (the files their `-r` lines include
+    too: pip installs after conda), then its conda specs; the pip pins' spans are of their lines."""
+    conda, pip = conda_environment_items(text)
+    pip_pins = line_pins(requirement_lines(path, "\n".join(line for line, _ in pip), read))
+    return pip_pins + [pin for item in conda if (pin := conda_pin(*item)) is not None]
+
+
 # --------------------------------------------------------------------------- requirement files as linted files
 # The requirement rules (cfgopt/rules/env*) lint the same files `cfgopt.environment.pins` reads, for every package
 # they name and with the position of each pin; `cfgopt.loaders.requirement_files` builds a Source from these.
-REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py")
+REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py", "setup.cfg", *CONDA_ENVIRONMENT_FILES)
 # poetry's `name = "spec"` lines are any TOML string; only these names are taken as pins from them
 POETRY_PACKAGES = frozenset(
     normalise(n)
@@ -361,6 +607,10 @@ def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[s
         return lock_pins(text), []
     if file_name in ("pyproject.toml", "setup.py"):
         return _manifest_pins(text, "python" if file_name == "setup.py" else "toml")
+    if file_name == "setup.cfg":
+        return setup_cfg_pins(text), []
+    if file_name in CONDA_ENVIRONMENT_FILES:
+        return conda_environment_pins(text)
     return _requirement_txt_pins(text)
 
 

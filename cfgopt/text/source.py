@@ -22,7 +22,8 @@ class Kind(str, Enum):
     DEEPSPEED = "deepspeed"
     LF_V1 = "llamafactory-v1"
     ACCELERATE = "accelerate"
-    # requirements*.txt, pyproject.toml, uv.lock, poetry.lock, setup.py: the packages the job installs
+    # requirements*.txt, pyproject.toml, uv.lock, poetry.lock, setup.py, setup.cfg, environment.yml: the packages
+    # the job installs
     REQUIREMENTS = "requirements"
     UNKNOWN = "unknown"
 
