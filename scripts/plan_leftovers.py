@@ -34,8 +34,8 @@ from pathlib import Path
 import yaml
 
 from cfgopt.cli import main as cfgopt_main
-from cfgopt.job.project import resolve_reference
 from cfgopt.plan.speed_knobs import PLANNED_CODES
+from cfgopt.project.project import resolve_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))

@@ -54,10 +54,10 @@ def configs() -> list[Path]:
 def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[str]:
     """One row: the plan's description and notes, or why there is none; `node`: in the NODE environment."""
     from cfgopt.environment.stated import Environment
-    from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
     from cfgopt.plan.planner import plan_for
     from cfgopt.plan.wording import description, with_packages_words
+    from cfgopt.project.loader import JobError, load_job
 
     environment = Environment(dict(NODE), "node: " + ", ".join(NODE)) if node else None
     head = f"## {path.relative_to(ROOT).as_posix()} on {gpus} x {target}" + (

@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grid(args: argparse.Namespace) -> int:
     config_path = args.config
-    from cfgopt.job.loader import load_job
     from cfgopt.job.settings import Settings
+    from cfgopt.project.loader import load_job
 
     job = load_job(config_path, Settings(gpus=args.gpus))  # the one YAML + DeepSpeed JSON loader
     config, (_, user_ds) = job.data, job.deepspeed

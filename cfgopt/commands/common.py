@@ -235,7 +235,7 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
         return None
     if len(args.paths) > 1:
         usage_error(args, "- (stdin) cannot be combined with other paths")
-    from cfgopt.job.project import MAX_FILE_BYTES
+    from cfgopt.project.project import MAX_FILE_BYTES
     from cfgopt.text.document import wide_encoding
     from cfgopt.text.user_files import UnsafeFileError, read_stream
 

@@ -131,10 +131,10 @@ _VERDICT_WORDS = {
 
 def run(args: argparse.Namespace) -> int:
     from cfgopt.commands import UsageError
-    from cfgopt.job.loader import JobError, load_job
     from cfgopt.knowledge.versions import VersionError
     from cfgopt.lint.project_config import ConfigError
     from cfgopt.memory import estimate as memory
+    from cfgopt.project.loader import JobError, load_job
 
     if args.fill is not None and not 0 < args.fill <= 1:
         sys.stderr.write("cfgopt estimate: error: --fill must be in (0, 1]\n")

@@ -1,2 +1,2 @@
 """One training job: the settings it is judged with, its values with the release's defaults, hardware,
-environment, data, launch line, and the one loader (`job.loader.load_job`)."""
+environment and data (the files of a run and the loader that makes a job of one: `cfgopt.project`)."""

@@ -1,4 +1,4 @@
-"""Lint a set of paths: the project's files read and linked (`job.project`), then the selected rules run over
+"""Lint a set of paths: the project's files read and linked (`project.project`), then the selected rules run over
 them, the suppressions applied, the project-level rules and the speed plans, and the diagnostics collected.
 
 `LintProject` is the project as the engine lints it. It reads through an overlay of in-memory texts, so the fixer
@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cfgopt.job import launch_jobs
-from cfgopt.job import project as job_project
-from cfgopt.job.project import FileProblem, Project
 from cfgopt.job.settings import PerFileSettings, Settings, judged_with
 from cfgopt.knowledge.targets import HARDWARE_CHECKS
+from cfgopt.project import launch_jobs
+from cfgopt.project import project as job_project
+from cfgopt.project.project import FileProblem, Project
 from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import ProjectView, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 class LintProject(Project):
-    """The project as the engine lints it: its files (`job.project.Project`) and the rules run over them."""
+    """The project as the engine lints it: its files (`project.project.Project`) and the rules run over them."""
 
     # Skip rules none of whose trigger keys a file has (`Rule.triggers`); False in tests comparing findings.
     skip_untriggered = True
@@ -200,7 +200,7 @@ def build_project(
     skip: set[Path] | None = None,
     any_reference: bool = False,
 ) -> LintProject:
-    """Read and link the files under `paths` (`job.project.build_project`), ready for the rules."""
+    """Read and link the files under `paths` (`project.project.build_project`), ready for the rules."""
     return job_project.build_project(paths, settings, overlay, recognised_only, skip, any_reference, LintProject)
 
 

@@ -59,13 +59,13 @@ class FixResult:
     not_fixed: dict[Path, str] = field(default_factory=dict)
     files: int = 0  # config files checked (0: a warning, as for lint)
     file_settings: dict[Path, Settings] = field(default_factory=dict)  # each file's, by resolved path
-    # references found other than from the current folder (job.project.Project.found_elsewhere)
+    # references found other than from the current folder (project.project.Project.found_elsewhere)
     found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
 
     before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
-    # references not read (job.project.Project.not_read)
+    # references not read (project.project.Project.not_read)
     not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
-    skipped_folders: list = field(default_factory=list)  # job.project.Project.skipped_folders
+    skipped_folders: list = field(default_factory=list)  # project.project.Project.skipped_folders
     # a hard-linked file's names, all read by this run and judged together (`_hard_links`): the writer's `names`
     links: dict[Path, list[Path]] = field(default_factory=dict)
 

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from pathlib import Path
 
-    from cfgopt.job.project import Context
     from cfgopt.plan.speed_plan import SpeedPlan, StoppedJob
+    from cfgopt.project.project import Context
     from cfgopt.text.source import Source
 
 

@@ -858,7 +858,7 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         "argparse_errors": [],
         "trainer": launch.trainer,
         # accelerate's own options (`--config_file`, `--use_fsdp`, `--fsdp_*`): the value's text, None where known
-        # only at run time; the engine reads the config file they name (`cfgopt.job.launch_jobs.accelerate_config`)
+        # only at run time; the engine reads the config file they name (`cfgopt.project.launch_jobs.accelerate_config`)
         "launcher_options": _accelerate_options(launch),
         "launch_errors": [],  # (start, end, message, replacement or None): the line stops before training (LF044)
         "unknown": [],  # spans of values known only at run time: no finding is about them

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from cfgopt.job.project import Context
+from cfgopt.project.project import Context
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from cfgopt.text.source import Entry, Kind, Node, Source
 

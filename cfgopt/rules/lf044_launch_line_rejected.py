@@ -29,7 +29,7 @@ class LaunchLineRejected(Rule):
         "`OmegaConf.from_cli(sys.argv[2:])`, `json.load(Path(...))`), v0.9.3 L63-70, v0.9.2 L64-69 and v0.9.1 "
         "L59-70 (a YAML only with `len(sys.argv) == 2`)",
         "omegaconf 2.4 `merge_with_dotlist`: a word without `=` is a key with the value None",
-        "confirmed with llamafactory 0.9.5 `read_args` / `get_train_args` (tests/job/test_launch_jobs.py)",
+        "confirmed with llamafactory 0.9.5 `read_args` / `get_train_args` (tests/project/test_launch_jobs.py)",
     )
     example = "llamafactory-cli train cfg.yaml --template qwen   ->  llamafactory-cli train cfg.yaml template=qwen"
     fix_safety = (

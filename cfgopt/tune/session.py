@@ -174,8 +174,8 @@ def load_tune_job(
 ) -> tuple[Any, space.Platform | None, str]:
     """The job tuned, judged for the target and GPUs the runs use and the packages the machine has, with the
     probed platform; (None, None, why) when the config cannot be read. A given session is asked instead."""
-    from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
+    from cfgopt.project.loader import JobError, load_job
     from cfgopt.verify.machine import run_settings, run_target
 
     if session is None:

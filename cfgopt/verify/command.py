@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.job.job import Job
-from cfgopt.job.loader import JobError, load_job
-from cfgopt.job.project import resolve_reference
 from cfgopt.job.settings import Settings
 from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.project.loader import JobError, load_job
+from cfgopt.project.project import resolve_reference
 from cfgopt.text.document import Document, real_path
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.writer import write_report

@@ -46,8 +46,8 @@ def check(args: argparse.Namespace, command: str) -> int | None:
             f"needs {', '.join(PACKAGES)} installed (missing: {', '.join(missing)}); "
             "see the README's verify / tune prerequisites",
         )
-    from cfgopt.job.loader import JobError, load_job
     from cfgopt.job.settings import Settings
+    from cfgopt.project.loader import JobError, load_job
 
     try:
         config = load_job(args.config, Settings()).values()

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cfgopt.job.project import resolve_reference
 from cfgopt.knowledge.model_shapes import ModelShape, shape_for
 from cfgopt.loaders.model_config import local_model, model_config
+from cfgopt.project.project import resolve_reference
 from cfgopt.text.user_files import read_bounded
 from cfgopt.verify.processes import kill_tree
 

@@ -90,7 +90,7 @@ def test_huge_file_is_refused_without_reading_it(tmp_path: Path, monkeypatch: py
     with big.open("wb") as handle:  # 100 MB, sparse: cheap to create
         handle.truncate(100 * 1024 * 1024)
     good_file(tmp_path)
-    from cfgopt.job import project
+    from cfgopt.project import project
 
     read: list[str] = []
     real_read = project.read_bounded
@@ -180,7 +180,7 @@ def test_folder_with_ten_thousand_files(tmp_path: Path, monkeypatch: pytest.Monk
     for i in range(10_000):
         (folder / f"f{i:05d}.yaml").write_text(f"name: item{i}\nvalue: {i}\n")
     good_file(folder)
-    from cfgopt.job import project
+    from cfgopt.project import project
 
     reads: list[str] = []
     real_read = project.read_bounded

@@ -14,8 +14,8 @@ import pytest
 
 from cfgopt.job import data_lengths, data_profile
 from cfgopt.job.data_profile import DataProfile, NotLocal, Sample
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
+from cfgopt.project.loader import load_job
 
 ROOT = Path(__file__).resolve().parents[2]  # tests/job/: run as a script too (--write)
 CASES = ROOT / "fixtures" / "data"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from repo_paths import ROOT
 
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
+from cfgopt.project.loader import load_job
 
 CASES = ROOT / "fixtures" / "data"
 

@@ -67,8 +67,8 @@ def _jsonable(value: Any) -> bool:
 
 
 def _cases_of(path: Path) -> list[dict[str, Any]]:
-    from cfgopt.job.loader import JobError, load_job
     from cfgopt.lint.project_config import CommandLine, Resolver
+    from cfgopt.project.loader import JobError, load_job
 
     settings = Resolver(CommandLine(target="h200", gpus=1)).settings_for(path)
     try:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from cfgopt.job.job import lf_values
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge import methods, schema
 from cfgopt.knowledge.model_shapes import ModelShape, shape_for
@@ -17,6 +16,7 @@ from cfgopt.knowledge.targets import TARGETS
 from cfgopt.memory import estimate as memory
 from cfgopt.memory.base import BNB4_BYTES, BNB4_DOUBLE_QUANT_BYTES, linear_params, module_dims
 from cfgopt.memory.stages import DORA_OUTPUT_BYTES, KTO_SPLIT_LOGITS_BYTES_PER_VOCAB, NO_GRAD_LOGPS_BYTES_PER_VOCAB
+from cfgopt.project.loader import load_job
 
 L8 = shape_for("meta-llama/Meta-Llama-3-8B")  # untied embeddings
 L1 = ModelShape("Llama-3.2-1B", 2048, 8192, 16, 32, 8, 128256, True)  # tied embeddings

@@ -10,12 +10,12 @@ from pathlib import Path
 from rule_cases import ROOT, run_cli
 
 from cfgopt.environment import Environment
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.plan import space
 from cfgopt.plan.expected_speed import NEAT_WITHOUT_FA2
 from cfgopt.plan.planner import plan_for
 from cfgopt.plan.wording import FA2_FALLS_BACK, description
+from cfgopt.project.loader import load_job
 
 EXAMPLES = ROOT / "bench" / "planner" / "examples" / "train_full"
 QWEN25_FA2 = EXAMPLES / "qwen25_7b_full_sft_ds3.yaml"  # flash_attn: fa2, 4 x 2, cutoff 12000, stock ZeRO-3 JSON

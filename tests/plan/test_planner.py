@@ -11,7 +11,6 @@ import pytest
 from rule_cases import ROOT, run_cli, summary_of
 
 from cfgopt.environment.probe import probed_environment
-from cfgopt.job.loader import JobError, load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge import schema
 from cfgopt.memory import estimate as memory
@@ -19,6 +18,7 @@ from cfgopt.plan import reasons, space
 from cfgopt.plan.planner import plan_for
 from cfgopt.plan.speed_knobs import OWNERS, PLANNED_CODES
 from cfgopt.plan.wording import description
+from cfgopt.project.loader import JobError, load_job
 from cfgopt.tune import search
 
 SEED_LIKE = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from rule_cases import ROOT, run_cli
 
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.lint.fixer import apply_edits
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.plan.knob_edits import stage_edits
 from cfgopt.plan.planner import plan_for
+from cfgopt.project.loader import load_job
 from cfgopt.text.document import Document
 from cfgopt.text.source import Kind
 

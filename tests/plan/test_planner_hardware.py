@@ -11,11 +11,11 @@ from rule_cases import run_cli
 
 from cfgopt.environment import Environment, Origin
 from cfgopt.environment.stated import fa2_refusal, found_environment
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import TARGETS, UNSTATED
 from cfgopt.plan.planner import plan_for
 from cfgopt.plan.wording import description
+from cfgopt.project.loader import load_job
 
 # A Llama-3-8B LoRA SFT with room to plan (the seed's model, batch and ZeRO-3 left out: one file, no JSON)
 CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct

@@ -10,13 +10,13 @@ import pytest
 from rule_cases import ROOT
 
 from cfgopt.environment.probe import probed_environment
-from cfgopt.job.loader import load_job
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.model_shapes import shape_for
 from cfgopt.knowledge.targets import TARGETS
 from cfgopt.plan import space
 from cfgopt.plan.planner import plan_for
+from cfgopt.project.loader import load_job
 from cfgopt.tune import search
 
 CONFIG = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct

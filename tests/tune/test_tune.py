@@ -550,11 +550,11 @@ def test_command_drops_deepspeed_on_one_gpu(tmp_path: Path, capsys: pytest.Captu
 def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) -> None:
     """One writer (cfgopt.plan.knob_edits) for tune's winner and the speed plan's fix: a precision switch renamed where
     it stands (its comment kept), new keys at the end, the same text from both for the same knobs."""
-    from cfgopt.job.loader import load_job
     from cfgopt.job.settings import Settings
     from cfgopt.lint.fixer import apply_edits
     from cfgopt.plan.planner import plan_edits
     from cfgopt.plan.speed_plan import SpeedPlan
+    from cfgopt.project.loader import load_job
     from cfgopt.tune.winner import plan_fix
 
     path = tmp_path / "cfg.yaml"
@@ -576,8 +576,8 @@ def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) ->
 def test_tune_says_why_the_plan_left_settings_out() -> None:
     """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.plan.reasons)."""
     from cfgopt.environment.probe import probed_environment
-    from cfgopt.job.loader import load_job
     from cfgopt.job.settings import Settings
+    from cfgopt.project.loader import load_job
     from cfgopt.tune.candidates import planned_start
 
     config = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"

@@ -2,7 +2,7 @@
 linked to the DeepSpeed JSON it names, a launch line to its YAML, a requirement file to the configs it installs
 for; each file's settings asked of the resolver once; each file's `Context` (its links and its job).
 
-`job.loader.load_job` takes one job from it (estimate, verify, tune); the engine (`lint.engine.LintProject`) runs
+`project.loader.load_job` takes one job from it (estimate, verify, tune); the engine (`lint.engine.LintProject`) runs
 the rules over it. It reads through an overlay of in-memory texts, so the fixer can re-lint its edited versions
 together with the files around them before anything is written.
 """
@@ -15,13 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from cfgopt.job import launch_jobs
 from cfgopt.job.settings import PerFileSettings, Settings, per_file
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
 from cfgopt.loaders import discovery
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
+from cfgopt.project import launch_jobs
 from cfgopt.text.document import Document, DocumentError, encode, real_path
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.timelimit import TimeLimitExceeded, time_limit
@@ -278,7 +278,7 @@ class Project:
                 self.file_settings[key] = launch_jobs.with_launched_gpus(settings, count, where)
 
     def _link_launch(self, src: Source) -> None:
-        """A line naming a YAML: the YAML read and merged under the line's overrides (`cfgopt.job.launch_jobs`); a
+        """A line naming a YAML: the YAML read and merged under the line's overrides (`cfgopt.project.launch_jobs`); a
         YAML that is nowhere is the line's error; one not read, or named through an expansion, leaves it open."""
         self.context(src)
         word, start, end, literal = src.command["yaml"]

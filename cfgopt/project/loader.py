@@ -1,12 +1,13 @@
 """`load_job`: the job of one training YAML and the DeepSpeed JSON it names, read and linked as the lint engine
-reads them (`job.project`), for `estimate`, `verify` and `tune`; apart from `cfgopt.job.job`, which the rules read."""
+reads them (`project.project`), for `estimate`, `verify` and `tune`; apart from `cfgopt.job.job`, which the rules
+read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cfgopt.job.project import Project, build_project, missing_reason
+from cfgopt.project.project import Project, build_project, missing_reason
 from cfgopt.text.source import Kind
 from cfgopt.text.user_files import looked_at
 
