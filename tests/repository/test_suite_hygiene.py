@@ -151,6 +151,7 @@ def test_the_tests_mirror_the_package() -> None:
     assert misplaced == []
     folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
     assert folders <= packages | ACROSS_PACKAGES.keys() | SHARED.keys()
+    assert packages - folders == set(), "a package of cfgopt/ without its folder of tests"
     names = [m.name for m in modules]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
 
