@@ -625,7 +625,7 @@ def _setup_cfg_list(option: _IniOption, label: str) -> list[Pin]:
             items.append((chunk, at + cursor))
             cursor += len(chunk) + 1
         parts = [chunk.strip() for chunk, _ in items if chunk.strip()]
-        if len(parts) == 2 and parts[1].startswith(tuple(_MARKER_VARIABLES)) and not _pep508_requirement(parts[1], 0):
+        if len(parts) == 2 and parts[1].startswith(_MARKER_VARIABLES) and not _pep508_requirement(parts[1], 0):
             raise _IniRefused(f"{label}: `;` splits a requirement from its marker: {text!r}")
     pins: list[Pin] = []
     joined = False  # the item before ended in `\`: `_reqs.parse` joins the two (not read here)
@@ -697,17 +697,28 @@ def _yaml_item(line: str, offset: int) -> tuple[str, int] | None:
     return value.split(" #", 1)[0].rstrip(), at
 
 
+def _yaml_mapping(text: str, item: tuple[str, int]) -> bool:
+    """Is a block sequence item of `text` a mapping (`- pip: [a, b]`), not a string? Its unquoted text holds a
+    `: ` or ends in `:` (a match spec never does: a channel's is `::name`)."""
+    value, at = item
+    quoted = text[at - 1 : at] in ("'", '"')
+    return not quoted and (value.endswith(":") or ": " in value or ":\t" in value)
+
+
 def conda_environment_items(text: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
     """environment.yml's `dependencies:` block list: the conda match specs and the `- pip:` list's lines, each as
-    (text, offset in the file), in order. A flow list (`[a, b]`) is not read."""
+    (text, offset in the file), in order. Not read: a flow list (`[a, b]`), a mapping item other than `pip:`, an
+    item continued on the next lines (a plain scalar YAML folds: its text is not one line's), a file that has the
+    key twice (PyYAML keeps the last, conda's ruamel.yaml refuses the file)."""
     key = _CONDA_DEPENDENCIES.search(text)
-    if key is None:
+    if key is None or _CONDA_DEPENDENCIES.search(text, key.end()) is not None:
         return [], []
     conda: list[tuple[str, int]] = []
     pip: list[tuple[str, int]] = []
     offset = key.end() + 1
     indent = -1  # the items' indentation (YAML lets it be the key's own)
     in_pip = False
+    last: list[tuple[str, int]] | None = None  # the list the last item went to, while a line may continue it
     for raw in text[offset:].split("\n"):
         line, here = raw.rstrip("\r"), offset
         offset += len(raw) + 1
@@ -718,13 +729,20 @@ def conda_environment_items(text: str) -> tuple[list[tuple[str, int]], list[tupl
         if (indent < 0 and item is None) or level < indent or (level == indent and item is None):
             break  # no block list, or the next key
         indent = level if indent < 0 else indent
+        if item is None and last:
+            last.pop()  # a deeper line that is no item continues the scalar before it
         if item is None or not item[0]:
+            last = None
             continue
+        last = None
         if level == indent:
             in_pip = _CONDA_PIP_KEY.fullmatch(item[0]) is not None
-            conda += [] if in_pip else [item]
+            if not in_pip and not _yaml_mapping(text, item):
+                conda.append(item)
+                last = conda
         elif in_pip:
             pip.append(item)
+            last = pip
     return conda, pip
 
 
