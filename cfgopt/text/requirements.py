@@ -393,9 +393,10 @@ def _physical_lines(text: str) -> list[tuple[str, int]]:
     return lines
 
 
-def _ini_options(text: str) -> list[_IniOption]:
-    """Every option of an INI file as configparser (strict) reads it, blank and comment lines dropped;
-    `_IniRefused` where configparser raises."""
+def _ini_options(text: str) -> tuple[list[str], list[_IniOption]]:
+    """The sections and every option of an INI file as configparser (strict) reads them, blank and comment lines
+    dropped; `_IniRefused` where configparser raises."""
+    sections: list[str] = []
     options: list[_IniOption] = []
     added: set[tuple[str, ...]] = set()
     section: str | None = None
@@ -417,6 +418,7 @@ def _ini_options(text: str) -> list[_IniOption]:
             if (section,) in added and section != _INI_DEFAULT:
                 raise _IniRefused(f"section [{section}] twice")
             added.add((section,))
+            sections.append(section)
             continue
         option = _INI_OPTION.match(stripped)
         if section is None or option is None or not option.group(1).strip():
@@ -428,7 +430,7 @@ def _ini_options(text: str) -> list[_IniOption]:
         value = stripped[option.end() :]
         current = _IniOption(section, key, [(value, offset + level + option.end())] if value else [], bool(value), True)
         options.append(current)
-    return options
+    return sections, options
 
 
 def _interpolated(value: str, scope: dict[str, str], depth: int = 1) -> str:
@@ -451,11 +453,11 @@ def _interpolated(value: str, scope: dict[str, str], depth: int = 1) -> str:
     return "".join(out) + value[start:]
 
 
-def _setuptools_options(options: list[_IniOption]) -> dict[str, dict[str, _IniOption]]:
+def _setuptools_options(names: list[str], options: list[_IniOption]) -> dict[str, dict[str, _IniOption]]:
     """Each section's options as setuptools takes them (`parser.options(section)`: the section's, then
     [DEFAULT]'s; every value read through interpolation; [options] keys in `_` and lower case, last wins)."""
     defaults = {o.key: o for o in options if o.section == _INI_DEFAULT}
-    sections: dict[str, dict[str, _IniOption]] = {}
+    sections: dict[str, dict[str, _IniOption]] = {name: {} for name in names if name != _INI_DEFAULT}
     for option in options:
         if option.section != _INI_DEFAULT:
             sections.setdefault(option.section, {})[option.key] = option
@@ -648,14 +650,15 @@ def setup_cfg_pins(text: str, extras: bool = True) -> list[Pin]:
     setuptools refuses the file."""
     pins: list[Pin] = []
     try:
-        sections = _setuptools_options(_ini_options(text))
+        sections = _setuptools_options(*_ini_options(text))
         python = sections.get("options", {}).get("python_requires")
         if python is not None and not _is_specifier(python.value.replace("%%", "%")):
             raise _IniRefused("python_requires is no version specifier")  # setupcfg.py parses it: SpecifierSet
         install = sections.get("options", {}).get("install_requires")
         pins += _setup_cfg_list(install, "install_requires") if install is not None else []
-        for key, option in sections.get("options.extras_require", {}).items() if extras else ():
-            pins += _setup_cfg_list(option, f"extras_require[{key}]")
+        for key, option in sections.get("options.extras_require", {}).items():
+            extra = _setup_cfg_list(option, f"extras_require[{key}]")  # read even when not kept: it may refuse
+            pins += extra if extras else []
     except _IniRefused:
         return []
     return sorted(pins, key=lambda p: p.name_start)
