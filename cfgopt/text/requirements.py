@@ -583,8 +583,8 @@ def _pep508_requirement(text: str, offset: int) -> Pin | None:
             return None
         found = parse_requirement(text, offset)
         return found if found is not None and found.spec == "@ " + url[0] else None
-    spec, _, marker = rest.partition(";")
-    if _ and not _is_marker(marker.strip()):
+    spec, semicolon, marker = rest.partition(";")
+    if semicolon and not _is_marker(marker.strip()):
         return None
     if spec.lstrip().startswith("("):
         inner, close, after = spec.lstrip()[1:].partition(")")
@@ -595,21 +595,10 @@ def _pep508_requirement(text: str, offset: int) -> Pin | None:
     if ")" in spec or "(" in spec or not _is_specifier(spec):
         return None
     written = spec.strip().rstrip(",").rstrip()
-    name_at = offset + head.start(1)
-    if not written:
-        return Pin(
-            normalise(head.group(1)), "", name_at, offset + head.end(1), name_at, offset + head.end(1), _extras(extras)
-        )
-    spec_at = offset + at + len(spec) - len(spec.lstrip())
-    return Pin(
-        normalise(head.group(1)),
-        written,
-        name_at,
-        offset + head.end(1),
-        spec_at,
-        spec_at + len(written),
-        _extras(extras),
-    )
+    name_at, name_end = offset + head.start(1), offset + head.end(1)
+    spec_at = offset + at + len(spec) - len(spec.lstrip()) if written else name_at
+    spec_end = spec_at + len(written) if written else name_end
+    return Pin(normalise(head.group(1)), written, name_at, name_end, spec_at, spec_end, _extras(extras))
 
 
 def _setup_cfg_list(option: _IniOption, label: str) -> list[Pin]:
