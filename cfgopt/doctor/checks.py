@@ -19,7 +19,7 @@ from cfgopt.environment.node import GFX_OF, Stack, flash_attn_archs
 from cfgopt.knowledge.rocm_env import judge_variable
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import Document
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Source
 from cfgopt.text.user_files import parse_json, read_bounded
 from cfgopt.text.user_text import integer

@@ -15,7 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
-from cfgopt.text.requirements import normalise, parse_spec
+from cfgopt.text.requirements.requirement import normalise
+from cfgopt.text.requirements.versions import parse_spec
 
 HOW_TO_STATE = "--environment FILE, or `cfgopt doctor --write-environment` on the node"
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from cfgopt.environment import Environment, Origin, gpus
 from cfgopt.knowledge.targets import TARGETS, Target
-from cfgopt.text.requirements import installed_distribution
+from cfgopt.text.requirements.requirement import installed_distribution
 from cfgopt.text.user_files import open_regular, read_head
 
 # How far into a compiled extension the runtime libraries it links are looked for: the ELF dynamic string table

@@ -16,18 +16,9 @@ import os
 from pathlib import Path
 
 from cfgopt.knowledge.versions import VersionRange
-from cfgopt.text.requirements import (
-    Pin,
-    conda_environment_requirements,
-    line_pins,
-    lock_pins,
-    normalise,
-    poetry_pins,
-    requirement_lines,
-    setup_cfg_pins,
-    source_version,
-    string_pins,
-)
+from cfgopt.text.requirements.manifests import lock_pins, poetry_pins, source_version, string_pins
+from cfgopt.text.requirements.pip_files import line_pins, requirement_lines
+from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.user_files import read_text_bounded
 
 # distribution names as pip normalises them (LLaMA-Factory was published as `llmtuner` before 0.6)
@@ -96,12 +87,16 @@ def _setup_py(path: Path) -> dict[str, str]:
 
 def _setup_cfg(path: Path) -> dict[str, str]:
     """`install_requires` and `extras_require`: requirement lists, so a bare name states a package (any release)."""
+    from cfgopt.text.requirements.setup_cfg import setup_cfg_pins  # each format's reader loads with its file
+
     found = setup_cfg_pins(_read(path))
     return _first_specs([pin for pin in found if not pin.spec.startswith("@")])
 
 
 def _conda_environment(path: Path) -> dict[str, str]:
     """environment.yml: its `- pip:` lines (with their `-r` includes) before its conda specs, as pip installs last."""
+    from cfgopt.text.requirements.conda import conda_environment_requirements
+
     found = conda_environment_requirements(path, _read(path), _read)
     return _first_specs([pin for pin in found if not pin.spec.startswith("@")])
 

@@ -29,24 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
-from cfgopt.text.requirements import (
-    CONDA_ENVIRONMENT_FILES,
-    Pin,
-    conda_environment_requirements,
-    exact_version,
-    is_requirement_file,
-    line_pins,
-    lock_pins,
-    logical_lines,
-    normalise,
-    platform_of_build,
-    poetry_dependencies,
-    project_dependencies,
-    reaches,
-    requirement_lines,
-    setup_cfg_pins,
-    string_pins,
-)
+from cfgopt.text.requirements.files import CONDA_ENVIRONMENT_FILES, is_requirement_file
+from cfgopt.text.requirements.manifests import lock_pins, poetry_dependencies, project_dependencies, string_pins
+from cfgopt.text.requirements.pip_files import line_pins, logical_lines, requirement_lines
+from cfgopt.text.requirements.requirement import Pin, normalise
+from cfgopt.text.requirements.versions import exact_version, platform_of_build, reaches
 from cfgopt.text.user_files import parse_json, read_text_bounded
 
 if TYPE_CHECKING:
@@ -132,6 +119,8 @@ def _setup_py(text: str) -> dict[str, str]:
 
 def _setup_cfg(text: str) -> dict[str, str]:
     """`[options] install_requires` only: extras are not what the job installs (as a pyproject.toml's)."""
+    from cfgopt.text.requirements.setup_cfg import setup_cfg_pins  # each format's reader loads with its file
+
     return _add_requirements({}, setup_cfg_pins(text, extras=False))
 
 
@@ -177,6 +166,8 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
     if path.suffix == ".json":
         return _snapshot(text)
     if path.name in CONDA_ENVIRONMENT_FILES:  # its `- pip:` lines may include files (`-r`)
+        from cfgopt.text.requirements.conda import conda_environment_requirements
+
         return _add_requirements({}, conda_environment_requirements(path, text, lambda p: _text_of(p, texts)))
     reader = _READERS.get(path.name)
     return reader(text) if reader is not None else _requirements_txt(text, path, texts)

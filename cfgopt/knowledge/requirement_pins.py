@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from cfgopt.text.requirements import normalise, platform_of_build, spec_admits
+from cfgopt.text.requirements.requirement import normalise
+from cfgopt.text.requirements.versions import platform_of_build, spec_admits
 
 
 def flash_attn_not_for_rocm(spec: str) -> bool:

@@ -18,7 +18,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 LLAMAFACTORY_VERSION = "0.9.5"

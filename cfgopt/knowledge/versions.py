@@ -24,12 +24,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions
-from cfgopt.text.requirements import (
-    parse_spec,
-    pip_version,
-    spec_admits,
-    version_key,
-)
+from cfgopt.text.requirements.versions import parse_spec, pip_version, spec_admits, version_key
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
 INDEX_FILE = "version-index.json"

@@ -301,7 +301,7 @@ class Resolver:
     def with_texts(self, texts: dict[Path, str]) -> Resolver:
         """The same options, with edited requirement files read from `texts` (`cfgopt fix` re-lints with them:
         a pin a fix added changes the job's environment, and so its plan)."""
-        from cfgopt.text.requirements import is_requirement_file
+        from cfgopt.text.requirements.files import is_requirement_file
 
         edited = {os.path.realpath(p): t for p, t in texts.items() if is_requirement_file(Path(p).name)}
         if not edited:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements import is_requirement_file
+from cfgopt.text.requirements.files import is_requirement_file
 from cfgopt.text.source import Kind
 from cfgopt.text.user_files import looked_at
 

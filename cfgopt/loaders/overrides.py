@@ -36,7 +36,7 @@ JSON_UNREADABLE = ((0, 9, 5),)  # read_args: `json.load(Path(sys.argv[1]).absolu
 
 def read(source: Source, words: list[Word], lf: LlamaFactorySchema, fields) -> tuple[list[Entry], dict[str, Any]]:
     """The entries and values the words after the YAML add to the job, and the line's failures."""
-    from cfgopt.text.requirements import version_key
+    from cfgopt.text.requirements.versions import version_key
 
     release = version_key(lf.version)[:3]
     config, start, end, _ = source.command["yaml"]

@@ -13,7 +13,7 @@ are in `command["indexes"]`.
 from __future__ import annotations
 
 from cfgopt.text.document import Document
-from cfgopt.text.requirements import requirement_pins
+from cfgopt.text.requirements.files import requirement_pins
 from cfgopt.text.source import Entry, Kind, Node, Source
 
 # A file is linted only when it names one of these (a pyproject.toml of an unrelated project is not ours).

@@ -11,7 +11,7 @@ from cfgopt.rules.support.deepspeed import zero_stage
 from cfgopt.rules.support.ds_blocks import POSITIVE_WARMUP_FROM, REQUIRED_SCHEDULER_PARAMS, WARMUP_SCHEDULERS
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Entry, Kind
 from cfgopt.text.user_text import is_int
 

@@ -6,7 +6,7 @@ from cfgopt.knowledge.bitsandbytes import ROCM_EVIDENCE, ROCM_FIRST, uses_bitsan
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import exact_version, pins_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import parse_spec
+from cfgopt.text.requirements.versions import parse_spec
 from cfgopt.text.source import Kind
 from cfgopt.text.user_text import integer
 

@@ -7,7 +7,7 @@ from cfgopt.knowledge.versions import VersionRange
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import TORCH_FAMILY
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import final_release, numeric_spec
+from cfgopt.text.requirements.versions import final_release, numeric_spec
 from cfgopt.text.source import Kind
 
 

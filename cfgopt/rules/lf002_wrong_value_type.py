@@ -10,7 +10,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Entry, Kind
 
 _TRUE_WORDS = ("true", "yes", "on", "1")

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Kind
 
 # The first release whose `_parse_args` also reads a `.yml` file (0.9.0 reads `.yaml` only).

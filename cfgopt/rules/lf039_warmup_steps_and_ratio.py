@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, number
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 
 
 class WarmupStepsAndRatio(Rule):

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import is_train_group, report, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Kind
 
 # The first release that picks a default template when none is named (0.9.0 and 0.9.1 stop).

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, on
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Kind
 
 # The first release that accepts `split_special_tokens` with a fast tokenizer.

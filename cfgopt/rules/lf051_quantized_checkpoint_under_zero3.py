@@ -7,7 +7,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, deepspeed_zero3, entry_of, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 
 # 0.9.4 and later dequantize FP8 and MXFP4 checkpoints at load (FineGrainedFP8Config / Mxfp4Config(dequantize=True))
 # and refuse only the other PTQ methods under ZeRO-3 (v0.9.4 model/model_utils/quantization.py L97-101).

@@ -18,7 +18,7 @@ from cfgopt.rules.support.ds_blocks import (
     trainer_warmup,
 )
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Entry, Kind, Source
 
 # A scheduler that never decays: a warning even for a DeepSpeed JSON judged alone, as is one that ignores the

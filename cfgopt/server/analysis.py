@@ -158,7 +158,7 @@ class Session:
         """Saved: a large document, or one that reads the saved file, is linted now; a project config or
         requirement file saved re-lints every group (they are read from disk)."""
         from cfgopt.lint.project_config import CONFIG_NAMES
-        from cfgopt.text.requirements import is_requirement_file
+        from cfgopt.text.requirements.files import is_requirement_file
 
         if path.name in CONFIG_NAMES or is_requirement_file(path.name):
             return [p for group in self._all_groups() for p in self._lint(group)]

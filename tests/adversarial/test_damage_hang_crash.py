@@ -16,7 +16,7 @@ from rule_cases import TRAIN, cfgopt_process, run_cli
 from work_counter import assert_linear, backtracking_hazards
 
 from cfgopt.environment import pins
-from cfgopt.text import requirements
+from cfgopt.text.requirements import files, manifests, requirement
 
 SAFE_FIX = "lr_scheduler_type: Cosine\n"  # LF003: a safe fix, to `cosine`
 
@@ -132,7 +132,7 @@ def test_a_long_line_in_a_requirement_file_is_read_in_linear_time(tmp_path: Path
     (tmp_path / name).write_text(text)
     (tmp_path / "train.yaml").write_text(TRAIN)
     # linear: the step count of the Python around the patterns (the patterns' own shape: the test below)
-    assert_linear(lambda n: requirements.requirement_pins(name, text * n), 2)
+    assert_linear(lambda n: files.requirement_pins(name, text * n), 2)
     pins.pins_in(tmp_path)
     cli("lint", ".", cwd=tmp_path)
 
@@ -141,14 +141,14 @@ def test_a_long_line_in_a_requirement_file_is_read_in_linear_time(tmp_path: Path
 def test_the_requirement_patterns_are_linear(text: str) -> None:
     """No shape that backtracks (a nested quantifier, or `\\s*(?:x)?\\s*`: 42 s on a 3 KB line before), and
     the hostile lines are still matched."""
-    for pattern in (requirements._REQUIREMENT, requirements._DIRECT):
+    for pattern in (requirement._REQUIREMENT, requirement._DIRECT):
         assert backtracking_hazards(pattern.compiled) == [], pattern.pattern
         pattern.match(text * 4)
     # the string scanners (one pass, each alternative consuming what it matches) find the quoted requirements
-    for pattern in (requirements._TOKENS["toml"], requirements._TOKENS["python"], requirements._ARRAY_TOKENS):
+    for pattern in (manifests._TOKENS["toml"], manifests._TOKENS["python"], manifests._ARRAY_TOKENS):
         pattern.findall(text * 4)
-    requirements.string_pins(text * 4)
-    requirements.project_dependencies("[project]\ndependencies = [" + text * 4)
+    manifests.string_pins(text * 4)
+    manifests.project_dependencies("[project]\ndependencies = [" + text * 4)
 
 
 def _hostile(path: Path, kind: str) -> None:
@@ -393,10 +393,10 @@ def test_a_commented_out_pin_does_not_decide_the_release(tmp_path: Path) -> None
     run = cli("lint", "--show-settings", "train.yaml", cwd=tmp_path)
     out = run.stdout.decode()
     assert "0.9.4" in out and "0.9.1" not in out and "0.16.4" in out and "0.14.5" not in out
-    found, _ = requirements.requirement_pins("setup.py", (tmp_path / "setup.py").read_text())
+    found, _ = files.requirement_pins("setup.py", (tmp_path / "setup.py").read_text())
     assert [p.name + p.spec for p in found] == ["torch>=2.0", "llamafactory==0.9.4", "deepspeed==0.16.4"]
     toml = '[project]\ndependencies = [\n  "llamafactory==0.9.4",  # "deepspeed==0.14.5"\n  "x # y",\n]\n'
-    assert [p.name for p in requirements.requirement_pins("pyproject.toml", toml)[0]] == ["llamafactory"]
+    assert [p.name for p in files.requirement_pins("pyproject.toml", toml)[0]] == ["llamafactory"]
 
 
 PATH_TAGS = """\

@@ -257,7 +257,7 @@ def test_a_requirement_files_includes_are_its_requirements(tmp_path: Path) -> No
 
 
 def test_hashed_pins_are_read_without_their_options(tmp_path: Path) -> None:
-    from cfgopt.text.requirements import requirement_pins
+    from cfgopt.text.requirements.files import requirement_pins
 
     text = "llamafactory==0.9.5 \\\n    --hash=sha256:abc\ntorch==2.5.1 --hash=sha256:def\n"
     (tmp_path / "requirements.txt").write_text(text)

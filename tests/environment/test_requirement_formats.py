@@ -1,5 +1,5 @@
 """setup.cfg and a conda environment.yml state a job's environment as requirements.txt does: the same pins judge
-the same LLaMA-Factory and DeepSpeed releases and give the same packages (cfgopt/text/requirements.py,
+the same LLaMA-Factory and DeepSpeed releases and give the same packages (cfgopt/text/requirements/,
 cfgopt/environment/pins.py, cfgopt/environment/stated.py), the requirement rules lint them, and no fix edits them."""
 
 from __future__ import annotations

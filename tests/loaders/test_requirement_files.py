@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rule_cases import run_cli
 
-from cfgopt.text.requirements import requirement_pins
+from cfgopt.text.requirements.files import requirement_pins
 
 TRAIN = """\
 model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct

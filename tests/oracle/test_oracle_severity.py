@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from rule_cases import CASES_DIR, all_cases, case_args
 
-from cfgopt.text.requirements import is_requirement_file
+from cfgopt.text.requirements.files import is_requirement_file
 
 pytest.importorskip("llamafactory")
 pytest.importorskip("deepspeed")

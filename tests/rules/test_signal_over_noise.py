@@ -18,7 +18,7 @@ from rule_cases import run_cli
 from cfgopt.environment import pins
 from cfgopt.knowledge import versions
 from cfgopt.knowledge.versions import VersionRange
-from cfgopt.text.requirements import line_pins
+from cfgopt.text.requirements.pip_files import line_pins
 
 DS_JSON = (
     '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}'

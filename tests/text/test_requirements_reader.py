@@ -1,4 +1,4 @@
-"""The one requirement reader (cfgopt/text/requirements.py): every consumer (the pins that choose the release, the
+"""The one requirement reader (cfgopt/text/requirements/): every consumer (the pins that choose the release, the
 job's environment, the linted requirement files) reads a file the same way, so they cannot disagree."""
 
 from __future__ import annotations
@@ -12,19 +12,12 @@ from rule_cases import run_cli
 from cfgopt.environment import pins
 from cfgopt.environment.stated import fa2_refusal, read_packages
 from cfgopt.knowledge.targets import TARGETS
-from cfgopt.text.requirements import (
-    conda_environment_items,
-    conda_pin,
-    normalise,
-    parse_requirement,
-    pip_version,
-    project_dependencies,
-    reaches,
-    requirement_pins,
-    setup_cfg_pins,
-    spec_admits,
-    version_key,
-)
+from cfgopt.text.requirements.conda import conda_environment_items, conda_pin
+from cfgopt.text.requirements.files import requirement_pins
+from cfgopt.text.requirements.manifests import project_dependencies
+from cfgopt.text.requirements.requirement import normalise, parse_requirement
+from cfgopt.text.requirements.setup_cfg import setup_cfg_pins
+from cfgopt.text.requirements.versions import pip_version, reaches, spec_admits, version_key
 
 TRAIN = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
 stage: sft

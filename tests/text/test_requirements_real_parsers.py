@@ -1,4 +1,4 @@
-"""The setup.cfg and environment.yml readers (cfgopt/text/requirements.py) against the real parsers: seeded
+"""The setup.cfg and environment.yml readers (cfgopt/text/requirements/) against the real parsers: seeded
 generated files of the shapes users write, read by cfgopt and by setuptools 84.2 (`read_configuration`, then
 `_reqs.parse` as its build does) or PyYAML's `safe_load` (conda's structure) with `packaging` (pip's lines).
 cfgopt reads the same requirements, or none where the real reader refuses the file; never a wrong pin, and every
@@ -18,15 +18,10 @@ from packaging.specifiers import SpecifierSet
 from setuptools import _reqs
 from setuptools.config.setupcfg import read_configuration
 
-from cfgopt.text.requirements import (
-    CONDA_NAMES,
-    Pin,
-    conda_environment_items,
-    conda_environment_pins,
-    normalise,
-    requirement_of,
-    setup_cfg_pins,
-)
+from cfgopt.text.requirements.conda import CONDA_NAMES, conda_environment_items, conda_environment_pins
+from cfgopt.text.requirements.pip_files import requirement_of
+from cfgopt.text.requirements.requirement import Pin, normalise
+from cfgopt.text.requirements.setup_cfg import setup_cfg_pins
 
 CASES = 250  # seeds per reader: every shape below comes up many times, in a few seconds
 

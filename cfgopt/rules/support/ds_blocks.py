@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from cfgopt.text.requirements import version_key
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Source
 from cfgopt.text.user_text import is_int, is_number
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 # the facts live on lower floors (the planner reads them too); the rules import them from here
 from cfgopt.knowledge.requirement_pins import CHECKED, DECLARED, admitted, flash_attn_not_for_rocm
 from cfgopt.rules.base import Context
-from cfgopt.text.requirements import exact_version, platform_of_build
+from cfgopt.text.requirements.versions import exact_version, platform_of_build
 from cfgopt.text.source import Entry
 
 __all__ = [

@@ -1,0 +1,165 @@
+"""pyproject.toml (PEP 621's `[project] dependencies`, poetry's tables), setup.py, uv.lock / poetry.lock and a
+LLaMA-Factory source tree's `VERSION`, read as text: every quoted requirement with its span (`string_pins`),
+poetry's `name = "spec"` lines (`poetry_pins`), the locked versions (`lock_pins`)."""
+
+from __future__ import annotations
+
+import re
+
+from cfgopt.text.patterns import lazy
+from cfgopt.text.requirements.requirement import NAME, Pin, extras_of, normalise, parse_requirement
+
+# --------------------------------------------------------------------------- pyproject.toml, setup.py, locks
+# A string or a comment of setup.py (Python) or a TOML file, in one linear pass: each alternative consumes what
+# it matches without overlap, and none can fail (a string runs to its line's or the text's end, a lone backslash
+# included), so no start is scanned twice. Basic strings take backslash escapes; TOML's '...' literal strings do not.
+_BASIC_STRINGS = r'"""(?:[^"\\]|\\[\s\S]?|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\[\s\S]?)*(?:"|$)'
+_PYTHON_SINGLE = r"'''(?:[^'\\]|\\[\s\S]?|'(?!''))*(?:'''|\Z)|'(?:[^'\\\n]|\\[\s\S]?)*(?:'|$)"
+_TOML_LITERAL = r"'''[\s\S]*?(?:'''|\Z)|'[^'\n]*(?:'|$)"
+_TOKENS = {
+    "python": lazy(f"{_BASIC_STRINGS}|{_PYTHON_SINGLE}|#[^\\n]*", re.MULTILINE),
+    "toml": lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|#[^\\n]*", re.MULTILINE),
+}
+# the same strings, or the `]` that closes an array (read in comment-blanked text)
+_ARRAY_TOKENS = lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|\\]", re.MULTILINE)
+_TABLE = lazy(r"^[ \t]*\[([^\]\n]*)\][ \t]*$", re.MULTILINE)
+_DEPENDENCIES = lazy(r"^[ \t]*dependencies[ \t]*=[ \t]*\[", re.MULTILINE)
+_POETRY = lazy(
+    rf"""^[ \t]*["']?({NAME})["']?[ \t]*=[ \t]*"""
+    r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",
+    re.MULTILINE,
+)
+_POETRY_EXTRAS = lazy(r"\bextras[ \t]*=[ \t]*\[([^\]\n]*)\]")
+_QUOTED_WORDS = lazy(r"""["']([^"'\n]*)["']""")
+_LOCKED = lazy(r'^name[ \t]*=[ \t]*"([^"\n]+)"[ \t]*\r?\nversion[ \t]*=[ \t]*"([^"\n]+)"', re.MULTILINE)
+_SOURCE_VERSION = lazy(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE)
+INDEX_URL = lazy(r"""https?://[^\s"'\]},]+""")
+
+
+def blank_comments(text: str, syntax: str = "toml") -> str:
+    """The text with every comment blanked, offsets kept (a pin commented out, on its own line or after code,
+    is not a pin); a `#` inside a string is no comment. `syntax`: "python" (setup.py) or "toml"."""
+    return _TOKENS[syntax].sub(lambda m: " " * len(m.group()) if m.group().startswith("#") else m.group(), text)
+
+
+def _string(m: re.Match[str]) -> tuple[str, int] | None:
+    """A string literal's text and where it starts (None: the token is no string, or a string never closed)."""
+    token = m.group()
+    if token[:1] not in ('"', "'"):
+        return None
+    quote = 3 if token[:3] in ('"""', "'''") else 1
+    if len(token) < 2 * quote or not token.endswith(token[:quote]):
+        return None
+    return token[quote:-quote], m.start() + quote
+
+
+def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
+    """Every string of a pyproject.toml or setup.py (`syntax` "toml" / "python"; comments left out) that reads as a
+    requirement, bare names included, with its spans, in order."""
+    pins: list[Pin] = []
+    for m in _TOKENS[syntax].finditer(blank_comments(text, syntax)):
+        found = _string(m)
+        if found is not None and (pin := parse_requirement(*found)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def project_dependencies(text: str) -> list[Pin] | None:
+    """pyproject.toml's `[project] dependencies` (PEP 621: what `pip install .` installs), on one line or several,
+    with their spans; None when the file declares none."""
+    text = blank_comments(text)
+    tables = list(_TABLE.finditer(text))
+    project = next((i for i, table in enumerate(tables) if table.group(1).strip() == "project"), None)
+    if project is None:
+        return None
+    end = tables[project + 1].start() if project + 1 < len(tables) else len(text)
+    key = _DEPENDENCIES.search(text, tables[project].end(), end)
+    if key is None:
+        return None
+    pins: list[Pin] = []
+    for m in _ARRAY_TOKENS.finditer(text, key.end()):
+        if m.group() == "]":
+            break
+        found = _string(m)
+        if found is not None and (pin := parse_requirement(*found)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def poetry_dependencies(text: str) -> list[Pin] | None:
+    """pyproject.toml's `[tool.poetry.dependencies]` (what `poetry install` installs without a group; `python` is
+    no package), with their spans and extras; None when the file has no such table. Poetry's `2.5.1` is `==2.5.1`
+    for `exact_version`; its `^` / `~` are read by `parse_spec`."""
+    text = blank_comments(text)
+    tables = list(_TABLE.finditer(text))
+    index = next((i for i, t in enumerate(tables) if t.group(1).strip() == "tool.poetry.dependencies"), None)
+    if index is None:
+        return None
+    end = tables[index + 1].start() if index + 1 < len(tables) else len(text)
+    pins: list[Pin] = []
+    for m in _POETRY.finditer(text, tables[index].end(), end):
+        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
+        name = normalise(m.group(1))
+        if name != "python":
+            line_end = text.find("\n", m.start())
+            listed = _POETRY_EXTRAS.search(text[m.start() : line_end if line_end >= 0 else None])
+            extras = extras_of(",".join(_QUOTED_WORDS.findall(listed.group(1)))) if listed else ()
+            spec = "" if m.group(group).strip() == "*" else m.group(group).strip()
+            pins.append(Pin(name, spec, m.start(1), m.end(1), m.start(group), m.end(group), extras))
+    return pins
+
+
+def poetry_pins(text: str, names: frozenset[str], syntax: str = "toml") -> list[Pin]:
+    """poetry's `name = "spec"` / `name = { version = "spec" }` lines for the packages `names` (normalised: any
+    TOML string has that shape), in order; comments left out."""
+    pins: list[Pin] = []
+    for m in _POETRY.finditer(blank_comments(text, syntax)):
+        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
+        name = normalise(m.group(1))
+        if name in names:
+            pins.append(Pin(name, m.group(group).strip(), m.start(1), m.end(1), m.start(group), m.end(group)))
+    return pins
+
+
+def lock_pins(text: str) -> list[Pin]:
+    """uv.lock / poetry.lock: `[[package]]` tables, `name` then the exact `version` that installs (`==version`)."""
+    return [
+        Pin(normalise(m.group(1)), "==" + m.group(2), m.start(1), m.end(1), m.start(2), m.end(2))
+        for m in _LOCKED.finditer(text)
+    ]
+
+
+def source_version(text: str) -> str | None:
+    """The release a LLaMA-Factory source tree states (`VERSION = "0.9.5"` in src/llamafactory/extras/env.py)."""
+    match = _SOURCE_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+# poetry's `name = "spec"` lines are any TOML string; only these names are taken as pins from them
+POETRY_PACKAGES = frozenset(
+    normalise(n)
+    for n in [
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "flash-attn",
+        "bitsandbytes",
+        "deepspeed",
+        "transformers",
+        "datasets",
+        "accelerate",
+        "peft",
+        "trl",
+        "llamafactory",
+        "liger-kernel",
+        "unsloth",
+    ]
+)
+
+
+def manifest_pins(text: str, syntax: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
+    """pyproject.toml / setup.py: quoted requirements with a specifier or a URL, poetry lines; index URLs."""
+    pins = [pin for pin in string_pins(text, syntax) if pin.spec]
+    pins += poetry_pins(text, POETRY_PACKAGES, syntax)
+    indexes = [(m.group(0), m.start(), m.end()) for m in INDEX_URL.finditer(blank_comments(text, syntax))]
+    return sorted(pins, key=lambda p: p.name_start), indexes

@@ -1,0 +1,154 @@
+"""Versions and specifiers as pip compares them: `version_key` (numeric order), `pip_version` (PEP 440's parts),
+`parse_spec` / `clause_admits` / `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches`, `exact_version`,
+`final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build` (`+cu121`, `+rocm6.2`)."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from cfgopt.text.patterns import lazy
+from cfgopt.text.user_text import integer
+
+# --------------------------------------------------------------------------- versions
+_DIGITS = lazy(r"[0-9]*", re.ASCII)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """`"0.16.4"` -> `(0, 16, 4)`: numeric order, so 0.9.10 sorts after 0.9.5 (non-digits end a part)."""
+    return tuple(integer(_DIGITS.match(part).group()) or 0 for part in version.split("."))  # type: ignore[union-attr]
+
+
+# A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
+_PEP440 = lazy(
+    r"^v?(?P<release>\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(?P<pre>a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?\d*|-\d+)?"
+    r"(?:[-_.]?(?P<dev>dev)[-_.]?\d*)?"
+    r"(?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?$",
+    re.IGNORECASE,
+)
+
+
+class PipVersion(NamedTuple):
+    """A version as pip reports it, in parts: the release (`0.9.6`) and which of the other parts it has."""
+
+    release: str
+    pre: bool  # `rc1`, `a0`, `beta`
+    post: bool  # `.post1`, `-1`
+    dev: bool  # `.dev0`
+    local: bool  # `+cu121`
+
+    @property
+    def is_release(self) -> bool:
+        return not (self.pre or self.post or self.dev or self.local)
+
+
+def pip_version(value: str) -> PipVersion | None:
+    """`0.9.6.dev0` -> PipVersion("0.9.6", dev=True, ...); None when the value is no PEP 440 version."""
+    match = _PEP440.match(value)
+    if match is None:
+        return None
+    pre, post, dev, local = (match.group(part) is not None for part in ("pre", "post", "dev", "local"))
+    return PipVersion(match.group("release"), pre, post, dev, local)
+
+
+_CLAUSE = lazy(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+_PAD = 4
+
+
+def _padded(version: str) -> tuple[int, ...]:
+    key = tuple(version_key(version.rstrip(".*")))
+    return (key + (0,) * _PAD)[:_PAD]
+
+
+def clause_admits(op: str, bound: str, version: str) -> bool:
+    """Does one clause of a specifier (`parse_spec`) admit `version`? Releases compared as numbers, 4 parts."""
+    v, w = _padded(version), _padded(bound)
+    wild = bound.endswith(".*")
+    width = len(version_key(bound.rstrip(".*")))
+    if op in ("==", "===", ""):
+        return v[:width] == w[:width] if wild else v == w
+    if op == "!=":
+        return v[:width] != w[:width] if wild else v != w
+    if op == ">=":
+        return v >= w
+    if op == "<=":
+        return v <= w
+    if op == ">":
+        return v > w
+    if op == "<":
+        return v < w
+    if op == "~=":  # PEP 440: >= bound, same release up to the last part but one
+        return v >= w and v[: max(width - 1, 1)] == w[: max(width - 1, 1)]
+    if op == "~":  # poetry: ~0.16.4 = >=0.16.4,<0.17
+        return v >= w and v[: min(width, 2)] == w[: min(width, 2)]
+    if op == "^":  # poetry: first non-zero part fixed (^0.16.4 = >=0.16.4,<0.17)
+        lead = next((i for i, part in enumerate(w[:width]) if part), width - 1)
+        return v >= w and v[: lead + 1] == w[: lead + 1]
+    return False
+
+
+def parse_spec(spec: str) -> list[tuple[str, str]]:
+    """`">=0.16,<0.20"` -> [(">=", "0.16"), ("<", "0.20")]; `"*"` / `""` -> [] (any); ValueError if unreadable."""
+    clauses: list[tuple[str, str]] = []
+    for raw in spec.replace(" ", "").split(","):
+        if raw in ("", "*"):
+            continue
+        match = _CLAUSE.match(raw)
+        if match is None:
+            raise ValueError(f"not a version specifier: {raw!r}")
+        clauses.append((match.group(1) or "==", match.group(2)))
+    return clauses
+
+
+def spec_admits(spec: str, version: str) -> bool:
+    """Does a specifier (`>=0.16,<0.20`, poetry's `^0.16`) admit `version`? ValueError if it cannot be read."""
+    return all(clause_admits(op, bound, version) for op, bound in parse_spec(spec))
+
+
+def reaches(spec: str, floor: tuple[int, ...]) -> bool:
+    """Does every version a specifier admits reach `floor`, as far as its clauses say: an exact pin or a lower
+    bound (`==`, `>=`, `~=`, `>`) at or above it; False where unknown or unreadable."""
+    try:
+        clauses = parse_spec(spec)
+    except ValueError:
+        return False
+    lower = (bound for op, bound in clauses if op in ("==", "===", ">=", "~=", ">"))
+    return any(version_key(bound.rstrip(".*"))[: len(floor)] >= floor for bound in lower)
+
+
+# an exact pin of a final release, and a clause on plain release numbers: what is compared exactly (ENV005)
+_FINAL_PIN = lazy(r"==\s*(\d+(?:\.\d+)*)")
+_NUMERIC_CLAUSE = lazy(r"(?:===?|!=|<=|>=|<|>|~=)\s*\d+(?:\.\d+)*(?:\.\*)?")
+
+
+def final_release(spec: str) -> str | None:
+    """`==2.5.1` -> "2.5.1": an exact pin of a final release (no local, post, pre or dev part); None otherwise."""
+    match = _FINAL_PIN.fullmatch(spec)
+    return match.group(1) if match else None
+
+
+def numeric_spec(spec: str) -> bool:
+    """Is every clause of a specifier an operator on plain release numbers (`>=2.4,<2.6`, `==2.5.*`)?"""
+    return all(_NUMERIC_CLAUSE.fullmatch(clause.strip()) for clause in spec.split(","))
+
+
+_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
+# PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
+_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+
+
+def platform_of_build(text: str) -> str:
+    """ "cuda" / "rocm" for a local version (`+cu121`, `+rocm6.2`) or a PyTorch index URL, else ""."""
+    found = _LOCAL.search(text) or _INDEX.search(text)
+    if found is None:
+        return ""
+    return "rocm" if found.group(1).lower().startswith("rocm") else "cuda"
+
+
+def exact_version(spec: str) -> str | None:
+    """`==2.5.1+cu121` / `2.5.1` (poetry) / a lock's `==4.46.0` -> the public version; None for a range."""
+    match = _EXACT.match(spec.strip())
+    return match.group(1) if match else None
