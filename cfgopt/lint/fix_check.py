@@ -49,8 +49,8 @@ def apply_edits(text: str, edits: list[Edit]) -> tuple[str, list[tuple[int, int]
 
 
 def parse(path: Path, text: str, loader: str, lf_schema: Any = None) -> Parsed:
-    from cfgopt.loaders.command_loader import find_commands
     from cfgopt.loaders.json_loader import load_json
+    from cfgopt.loaders.launch import find_commands
     from cfgopt.loaders.yaml_loader import load_yaml
 
     doc = Document(path=path, text=text)

@@ -226,7 +226,7 @@ class Project:
                 return
             loader = "yaml"  # an environment.yml that names no package judged: read as any YAML file
         if loader == "script":
-            from cfgopt.loaders.command_loader import find_commands  # the shell lexer: for scripts only
+            from cfgopt.loaders.launch import find_commands  # the shell lexer: for scripts only
 
             sources.extend(find_commands(doc, settings.lf_schema))
         elif loader == "json":

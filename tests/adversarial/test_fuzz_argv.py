@@ -19,7 +19,7 @@ from sampling import examples
 
 from cfgopt.job.settings import Settings
 from cfgopt.lint.fixer import fix_paths
-from cfgopt.loaders.command_loader import find_commands
+from cfgopt.loaders.launch import find_commands
 from cfgopt.text.document import Document, encode
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

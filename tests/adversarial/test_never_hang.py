@@ -301,11 +301,11 @@ def test_time_limit_is_a_no_op_outside_the_main_thread() -> None:
 def test_doubling_assignments_end(tmp_path: Path) -> None:
     """Issue 43: `A=$A$A` doubles a value per line; 40 lines in a 370-byte script would build a terabyte. A value
     past `shell.MAX_EXPANDED` is known only at run time."""
-    from cfgopt.loaders import command_loader
+    from cfgopt.loaders import launch
 
     text = "A=x\n" + "A=$A$A\n" * 40 + "llamafactory-cli train --template $A\n"
     script = tmp_path / "t.sh"
     script.write_text(text)
     lint_and_fix_end(script)
-    (source,) = command_loader.find_commands(Document.from_bytes(script, text.encode()))
+    (source,) = launch.find_commands(Document.from_bytes(script, text.encode()))
     assert source.command["unknown"]  # the template's value is not followed past the bound

@@ -12,7 +12,7 @@ from rule_cases import cfgopt_process
 from work_counter import assert_linear
 
 from cfgopt.loaders import shell
-from cfgopt.loaders.command_loader import find_commands
+from cfgopt.loaders.launch import find_commands
 from cfgopt.text.document import Document
 
 ARGS = "--stage sft --model_name_or_path m --do_train --dataset d --template llama3 --output_dir out"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
+from cfgopt.loaders.launch import find_commands
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document
 

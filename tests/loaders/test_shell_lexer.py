@@ -159,7 +159,7 @@ def test_finding_commands_stays_linear(text: str) -> None:
     """Many commands nested in one another's `$(`, or thousands of heredocs: no quadratic rescan."""
     from pathlib import Path
 
-    from cfgopt.loaders.command_loader import find_commands
+    from cfgopt.loaders.launch import find_commands
     from cfgopt.text.document import Document
 
     find_commands(Document(path=Path("run.sh"), text=text))

@@ -15,7 +15,7 @@ from repo_paths import ROOT
 
 from cfgopt.job.settings import Settings
 from cfgopt.lint.engine import build_project
-from cfgopt.loaders.command_loader import find_commands
+from cfgopt.loaders.launch import find_commands
 from cfgopt.text.document import Document
 
 YAML = """\

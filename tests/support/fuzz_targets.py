@@ -15,8 +15,8 @@ from cfgopt.job.settings import Settings
 from cfgopt.knowledge import schema
 from cfgopt.lint.engine import build_project
 from cfgopt.lint.fixer import fix_paths
-from cfgopt.loaders.command_loader import find_commands
 from cfgopt.loaders.json_loader import load_json
+from cfgopt.loaders.launch import find_commands
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.text.document import Document, DocumentError
 
