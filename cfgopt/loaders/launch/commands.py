@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cfgopt.loaders import shell
-from cfgopt.loaders.launch.cut_off import _cut_off
-from cfgopt.loaders.launch.environment import _Environment
-from cfgopt.loaders.launch.functions import _function_bodies, _locals
-from cfgopt.loaders.launch.options import _words
-from cfgopt.loaders.launch.prefixes import _ASSIGNMENT, _head
+from cfgopt.loaders.launch.cut_off import cut_off_arguments
+from cfgopt.loaders.launch.environment import ScriptEnvironment
+from cfgopt.loaders.launch.functions import function_bodies, local_names
+from cfgopt.loaders.launch.options import word_set
+from cfgopt.loaders.launch.prefixes import ASSIGNMENT, program_name
 from cfgopt.loaders.launch.shapes import launch_of
-from cfgopt.loaders.launch.source import _source
+from cfgopt.loaders.launch.source import launch_source
 from cfgopt.loaders.shell import Word
 from cfgopt.text.document import Document
 from cfgopt.text.source import Source
@@ -37,7 +37,7 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
 
 # Commands that may create a file named among their arguments: a launch of a YAML one of them names is not judged
 # missing (the file exists by the time the launch runs).
-_WRITERS = _words("cp mv ln install rsync scp tee wget curl sed awk yq jq envsubst python python3 touch dd truncate")
+_WRITERS = word_set("cp mv ln install rsync scp tee wget curl sed awk yq jq envsubst python python3 touch dd truncate")
 _CONTROL = {"if": 1, "while": 1, "until": 1, "for": 1, "select": 1, "fi": -1, "done": -1}
 _CONTROL.update(dict.fromkeys(("then", "else", "elif", "do", "!", "{"), 0))
 
@@ -53,10 +53,10 @@ class _Reader:
 
     def __init__(self, doc: Document, lf: LlamaFactorySchema, commands: list[shell.Command]) -> None:
         self.doc, self.lf, self.commands = doc, lf, commands
-        self.environment = _Environment(doc.text)
+        self.environment = ScriptEnvironment(doc.text)
         self.sources: dict[int, Source] = {}  # by the index of the launch's command
-        self.functions, self.headers = _function_bodies(doc.text, commands)
-        called = {_head(c.words) for i, c in enumerate(commands) if c.depth == 0 and i not in self.headers}
+        self.functions, self.headers = function_bodies(doc.text, commands)
+        called = {program_name(c.words) for i, c in enumerate(commands) if c.depth == 0 and i not in self.headers}
         # the commands of the bodies of called functions: read at the calls, not where they are written
         self.deferred = {i for name, (a, b) in self.functions.items() if name in called for i in range(a, b)}
         self.budget = CALL_BUDGET * len(commands) + 1000
@@ -85,11 +85,11 @@ class _Reader:
             if launch is not None:
                 covered = command.end
                 if i not in self.sources:
-                    self.sources[i] = _source(self.doc, launch, self.environment, self.lf)
+                    self.sources[i] = launch_source(self.doc, launch, self.environment, self.lf)
                     self.sources[i].command["written"] = self._written_before()
-                    self.sources[i].command["cut_off"] = _cut_off(self.doc.text, self.commands, i)
+                    self.sources[i].command["cut_off"] = cut_off_arguments(self.doc.text, self.commands, i)
             else:
-                if _head(words) in _WRITERS:
+                if program_name(words) in _WRITERS:
                     self.written.extend(w.text for w in words if w.literal)
                 if command.depth == 0 and not self._call(command.words, conditional):
                     self.environment.read(command.words, conditional)
@@ -130,7 +130,7 @@ class _Reader:
 
     def _call(self, words: list[Word], conditional: bool = False) -> bool:
         """A call of a function the script defines: its body read now; its `local` names get their values back."""
-        name = _head(words)
+        name = program_name(words)
         body = self.functions.get(name)
         if body is None:
             return False
@@ -139,7 +139,7 @@ class _Reader:
         if self.budget <= 0 or name in self.stack:  # recursion, or past the budget: what any function sets is unknown
             for command in (self.commands[i] for a, b in self.functions.values() for i in range(a, b)):
                 for word in command.words:
-                    if _ASSIGNMENT.match(word.text):
+                    if ASSIGNMENT.match(word.text):
                         self.environment.static[word.text.partition("=")[0].rstrip("+")] = None
             self.conditional_calls -= conditional
             return True
@@ -147,7 +147,7 @@ class _Reader:
         self.run(*body)
         self.stack.pop()
         self.conditional_calls -= conditional
-        for local in _locals(self.commands[body[0] : body[1]]):
+        for local in local_names(self.commands[body[0] : body[1]]):
             if local in before:
                 self.environment.static[local] = before[local]
             else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cfgopt.loaders import shell
 
 
-def _cut_off(text: str, commands: list[shell.Command], i: int) -> tuple[int, int, int, str] | None:
+def cut_off_arguments(text: str, commands: list[shell.Command], i: int) -> tuple[int, int, int, str] | None:
     """Arguments the launch at `i` was meant to have but bash runs as a command of their own: the next command
     starts with an option word (`--bf16 ...`, a program no one names so), because a commented-out line or a line
     without its `\\` ended the launch. (where the launch ends, the cut words' start and end, why it ended)."""

@@ -1,4 +1,4 @@
-"""The environment of a script as it runs, top to bottom (`_Environment`): each shell variable's static value,
+"""The environment of a script as it runs, top to bottom (`ScriptEnvironment`): each shell variable's static value,
 each array's elements, the tracked launcher variables exported (`TRACKED_ENV`: the visible-devices lists,
 `NPROC_PER_NODE`, `NNODES`, `FORCE_TORCHRUN`), and a command's words with them expanded as bash expands them.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from cfgopt.loaders import shell
-from cfgopt.loaders.launch.prefixes import _ASSIGNMENT, _NAME, _skip_prefixes
+from cfgopt.loaders.launch.prefixes import ASSIGNMENT, VARIABLE_NAME, skip_prefixes
 from cfgopt.loaders.shell import Word
 
 # Environment variables a launch reads that cfgopt keeps track of through a script (`export` and prefixes).
@@ -16,7 +16,7 @@ VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_
 TRACKED_ENV = frozenset({*VISIBLE_DEVICES, "NPROC_PER_NODE", "NNODES", "FORCE_TORCHRUN"})
 
 
-class _Environment:
+class ScriptEnvironment:
     """What the script has set so far, in the order it runs where the text tells it: every shell variable's value
     where it is static (`YAML=configs/x.yaml`, `OUT=${BASE}/out`, `OPTS+=" --bf16"`), each array's elements
     (`ARGS=(--bf16 --template qwen)`, `ARGS+=(...)`), or None where it is known only at run time (`template=$1`,
@@ -71,7 +71,7 @@ class _Environment:
             if indexed:  # `ARGS[2]=x`: the array changes where cfgopt does not follow it
                 self.arrays[indexed.group(1)] = None
         assignments: dict[str, Word] = {}
-        k = _skip_prefixes(words, 0, assignments)
+        k = skip_prefixes(words, 0, assignments)
         words = words[k:]
         if not words:
             for word in assignments.values():
@@ -81,7 +81,7 @@ class _Environment:
         if head in ("export", "declare", "typeset", "local", "readonly"):
             exporting = head == "export" or any(w.text.startswith("-") and "x" in w.text for w in words)
             for word in words[1:]:
-                if _ASSIGNMENT.match(word.text):
+                if ASSIGNMENT.match(word.text):
                     self._assign(word, export=exporting, conditional=conditional)
                 elif exporting and word.text in TRACKED_ENV:
                     self.exported[word.text] = self.variables.get(word.text)
@@ -93,7 +93,7 @@ class _Environment:
             self.static[words[1].text] = None
         elif head in ("read", "mapfile", "readarray", "getopts"):
             for word in words[1:]:
-                if _NAME.fullmatch(word.text):
+                if VARIABLE_NAME.fullmatch(word.text):
                     self.static[word.text] = None
                     self.arrays[word.text] = None
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 from cfgopt.loaders import shell
-from cfgopt.loaders.launch.prefixes import _NAME, _skip_prefixes
+from cfgopt.loaders.launch.prefixes import VARIABLE_NAME, skip_prefixes
 from cfgopt.loaders.shell import Word
 
 _FUNCTION_HEADER = re.compile(r"[ \t]*\([ \t]*\)")
 
 
-def _function_bodies(text: str, commands: list[shell.Command]) -> tuple[dict[str, tuple[int, int]], set[int]]:
+def function_bodies(text: str, commands: list[shell.Command]) -> tuple[dict[str, tuple[int, int]], set[int]]:
     """Each function of the script (`f() { ...; }`, `function f { ... }`): the command indexes of its body, from
     the command that opens its `{` to the one that closes it (`f() ( ... )` is not followed); and the headers
     (`f()` alone), which run nothing. A function written twice: the last one, as bash defines it again."""
@@ -57,11 +57,11 @@ def _defined_function(text: str, command: shell.Command) -> tuple[str | None, bo
     return None, False
 
 
-def _locals(body: list[shell.Command]) -> set[str]:
+def local_names(body: list[shell.Command]) -> set[str]:
     """The names a body declares `local` (or `declare` / `typeset`, local inside a function)."""
     names = set()
     for command in body:
-        words = command.words[_skip_prefixes(command.words, 0, {}) :]
+        words = command.words[skip_prefixes(command.words, 0, {}) :]
         if words and words[0].text in ("local", "declare", "typeset"):
-            names.update(w.text.partition("=")[0].rstrip("+") for w in words[1:] if _NAME.match(w.text))
+            names.update(w.text.partition("=")[0].rstrip("+") for w in words[1:] if VARIABLE_NAME.match(w.text))
     return names

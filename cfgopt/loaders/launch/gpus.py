@@ -8,8 +8,8 @@ import os
 import re
 
 from cfgopt.knowledge.targets import MAX_GPUS
-from cfgopt.loaders.launch.environment import VISIBLE_DEVICES, _Environment
-from cfgopt.loaders.launch.options import _UNKNOWN_OPTIONS, _count
+from cfgopt.loaders.launch.environment import VISIBLE_DEVICES, ScriptEnvironment
+from cfgopt.loaders.launch.options import UNKNOWN_OPTIONS, gpu_count
 from cfgopt.loaders.launch.shapes import Launch
 from cfgopt.loaders.shell import Word
 from cfgopt.text.document import Document
@@ -17,7 +17,7 @@ from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.user_text import integer
 
 
-def launcher_gpus(launch: Launch, environment: _Environment, doc: Document) -> tuple[int, str] | None:
+def launcher_gpus(launch: Launch, environment: ScriptEnvironment, doc: Document) -> tuple[int, str] | None:
     """How many GPUs (processes) the launch starts in all, and what says so; None when unknown. The processes
     per node times the nodes (`--nnodes`, `--num_nodes`, `NNODES`), where both are stated."""
     env = {**environment.exported, **launch.env}
@@ -37,10 +37,10 @@ def _per_node(launch: Launch, env: dict[str, Word | None], doc: Document) -> tup
         return launch.processes  # one rank per process the wrapper starts
     hosts = _hostfile(opts.get("--hostfile"), doc) if kind == "deepspeed" else None
     for option in ("--num_gpus", "--num_accelerators", "--nproc_per_node", "--nproc-per-node", "--num_processes"):
-        count = _count(opts.get(option))
+        count = gpu_count(opts.get(option))
         if count is not None and option in opts and not hosts:
             return count, f"`{option} {count}`"
-    if _UNKNOWN_OPTIONS in opts:
+    if UNKNOWN_OPTIONS in opts:
         return None
     hosts = _hostfile(opts.get("--hostfile"), doc) if kind == "deepspeed" and "--include" not in opts else None
     if hosts:
@@ -56,7 +56,7 @@ def _per_node(launch: Launch, env: dict[str, Word | None], doc: Document) -> tup
         return None  # the count is in accelerate's config file
     nproc = env.get("NPROC_PER_NODE")
     if kind == "cli" and nproc is not None:
-        count = _count(Word(nproc.text.partition("=")[2], 0, 0, nproc.literal))
+        count = gpu_count(Word(nproc.text.partition("=")[2], 0, 0, nproc.literal))
         if count:
             return count, _where(nproc, doc)
     for name in VISIBLE_DEVICES:
@@ -96,7 +96,7 @@ def _hostfile(word: Word | None, doc: Document) -> list[tuple[str, int]] | None:
 def _hostfile_gpus(hosts: list[tuple[str, int]], opts: dict[str, Word]) -> tuple[int, str] | None:
     """DeepSpeed's runner over a hostfile (`apply_num_nodes_and_gpus`): the first `--num_nodes` hosts, each with
     `--num_gpus` slots or all of its own."""
-    nodes, per_host = _count(opts.get("--num_nodes")), _count(opts.get("--num_gpus"))
+    nodes, per_host = gpu_count(opts.get("--num_nodes")), gpu_count(opts.get("--num_gpus"))
     if ("--num_nodes" in opts and nodes is None) or ("--num_gpus" in opts and per_host is None):
         return None
     used = hosts[:nodes] if nodes else hosts
@@ -114,12 +114,12 @@ def _nodes(launch: Launch, env: dict[str, Word | None], doc: Document) -> tuple[
         return None  # the hostfile's hosts are counted already
     options = {"torchrun": ("--nnodes",), "deepspeed": ("--num_nodes",)}.get(launch.kind, ())
     for option in options:
-        count = _count(launch.options.get(option))
+        count = gpu_count(launch.options.get(option))
         if count is not None and count > 1:
             return count, f"`{option} {count}`"
     word = env.get("NNODES")
     if launch.kind == "cli" and word is not None:
-        count = _count(Word(word.text.partition("=")[2], 0, 0, word.literal))
+        count = gpu_count(Word(word.text.partition("=")[2], 0, 0, word.literal))
         if count is not None and count > 1:
             return count, _where(word, doc)
     return None

@@ -1,6 +1,6 @@
 """What runs a command without being it, skipped to reach the program a command runs: `VAR=value` assignments,
 reserved words (`do`, `then`, `!`), `nohup`, `time -p`, `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`,
-`coproc`; and the program's name as written (`_head`). Shared by the environment, the launch shapes and the
+`coproc`; and the program's name as written (`program_name`). Shared by the environment, the launch shapes and the
 function reader.
 """
 
@@ -10,24 +10,24 @@ import re
 
 from cfgopt.loaders.shell import Word
 
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _head(words: list[Word]) -> str:
+def program_name(words: list[Word]) -> str:
     """The command's program name as written ("" when it is an expansion)."""
-    k = _skip_prefixes(words, 0, {})
+    k = skip_prefixes(words, 0, {})
     return words[k].text if k < len(words) and words[k].literal else ""
 
 
-def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
+def skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
     """The index of the word naming the program, past reserved words, `VAR=value` assignments, a one-line
     function's head (`function f {`), `coproc [NAME]` and the commands that run another one (`nohup`, `time -p`,
     `env -u X A=1`, `nice -n 5`, `timeout 1h`, `sudo -E`)."""
     while k < len(words):
         word = words[k]
         text = word.text
-        if _ASSIGNMENT.match(text):
+        if ASSIGNMENT.match(text):
             env[text.partition("=")[0]] = word
             k += 1
         elif not word.literal:
@@ -39,7 +39,7 @@ def _skip_prefixes(words: list[Word], k: int, env: dict[str, Word]) -> int:
         elif text == "function":  # `function f { ...; }` on one line: the body's first command follows
             k += 2
         elif text == "coproc":  # `coproc CMD ...`, `coproc NAME { CMD ...; }`
-            named = k + 2 < len(words) and words[k + 2].text == "{" and _NAME.fullmatch(words[k + 1].text)
+            named = k + 2 < len(words) and words[k + 2].text == "{" and VARIABLE_NAME.fullmatch(words[k + 1].text)
             k += 2 if named else 1
         else:
             return k

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from cfgopt.loaders.launch.options import _count, _options, _script_path, _wrapper_options
-from cfgopt.loaders.launch.prefixes import _skip_prefixes
+from cfgopt.loaders.launch.options import gpu_count, is_script_path, read_options, wrapper_options
+from cfgopt.loaders.launch.prefixes import skip_prefixes
 from cfgopt.loaders.shell import Word
 
-_SUBCOMMAND_GROUP = {
+SUBCOMMAND_GROUP = {
     "train": "train",
     "chat": "infer",
     "export": "infer",
@@ -53,7 +53,7 @@ class Launch(NamedTuple):
 def launch_of(words: list[Word]) -> Launch | None:
     """The LLaMA-Factory launch a simple command is, or None."""
     env: dict[str, Word] = {}
-    k = _skip_prefixes(words, 0, env)
+    k = skip_prefixes(words, 0, env)
     if k >= len(words) or not words[k].literal:
         return None
     name = words[k]
@@ -88,7 +88,7 @@ def _wrapped(wrapper: str, words: list[Word], k: int, env: dict[str, Word]) -> L
     launch = launch_of(words[inner:])
     if launch is None:
         return None
-    options = _wrapper_options(words[k:inner])
+    options = wrapper_options(words[k:inner])
     shown = f"{wrapper} {launch.launcher}"
     launch = launch._replace(launcher=shown, env={**env, **launch.env}, processes=_processes(wrapper, options))
     nodes = options.get("--nodes") or options.get("-N")
@@ -102,15 +102,15 @@ def _wrapped(wrapper: str, words: list[Word], k: int, env: dict[str, Word]) -> L
 def _processes(wrapper: str, options: dict[str, Word]) -> tuple[int, str] | None:
     if wrapper != "srun":
         for option in ("-np", "-n", "--np", "-c"):
-            count = _count(options.get(option))
+            count = gpu_count(options.get(option))
             if count is not None:
                 return count, f"`{wrapper} {option} {count}`"
         return None
-    count = _count(options.get("--ntasks") or options.get("-n"))
+    count = gpu_count(options.get("--ntasks") or options.get("-n"))
     if count is not None:
         return count, f"`srun --ntasks {count}`"
-    per_node = _count(options.get("--ntasks-per-node"))
-    nodes = _count(options.get("--nodes") or options.get("-N")) or (None if per_node is None else 1)
+    per_node = gpu_count(options.get("--ntasks-per-node"))
+    nodes = gpu_count(options.get("--nodes") or options.get("-N")) or (None if per_node is None else 1)
     if per_node is not None and nodes is not None:
         return per_node * nodes, f"`srun --ntasks-per-node {per_node}` x {nodes} node(s)"
     return None
@@ -119,7 +119,7 @@ def _processes(wrapper: str, options: dict[str, Word]) -> tuple[int, str] | None
 def _cli(
     name: Word, kind: str, shown: str, rest: list[Word], options: dict[str, Word], env: dict[str, Word]
 ) -> Launch | None:
-    if not rest or rest[0].text not in _SUBCOMMAND_GROUP:
+    if not rest or rest[0].text not in SUBCOMMAND_GROUP:
         return None
     return Launch(name, kind, shown, rest[0].text, rest[0], rest[1:], options, env)
 
@@ -127,7 +127,7 @@ def _cli(
 def _python(name: Word, words: list[Word], k: int, env: dict[str, Word]) -> Launch | None:
     """`python [-u] src/train.py ...`, `python -m llamafactory.cli train ...`, `python -m torch.distributed.run
     ...` (torchrun)."""
-    options, k = _options(words, k, "python")
+    options, k = read_options(words, k, "python")
     module = options.get("-m")
     if "-c" in options:
         return None
@@ -135,7 +135,7 @@ def _python(name: Word, words: list[Word], k: int, env: dict[str, Word]) -> Laun
         if module.text in ("torch.distributed.run", "torch.distributed.launch"):
             return _launcher(name, "torchrun", words, k, env, f"python -m {module.text}")
         return _entry_point(name, "python", f"python -m {module.text}", module.text, True, words[k:], options, env)
-    if k >= len(words) or not _script_path(words[k]):
+    if k >= len(words) or not is_script_path(words[k]):
         return None
     shown = f"python {words[k].text}"
     return _entry_point(name, "python", shown, words[k].text, False, words[k + 1 :], options, env)
@@ -144,8 +144,8 @@ def _python(name: Word, words: list[Word], k: int, env: dict[str, Word]) -> Laun
 def _launcher(name: Word, kind: str, words: list[Word], k: int, env: dict[str, Word], shown: str = "") -> Launch | None:
     """`deepspeed [options] SCRIPT ...`, `torchrun [options] SCRIPT ...`, `accelerate launch [options] SCRIPT
     ...`: the options before the script are the launcher's."""
-    options, k = _options(words, k, kind)
-    if k >= len(words) or not _script_path(words[k]):
+    options, k = read_options(words, k, kind)
+    if k >= len(words) or not is_script_path(words[k]):
         return None
     module = any(flag in options for flag in ("-m", "--module"))
     shown = f"{shown or kind} {words[k].text}"
@@ -173,7 +173,7 @@ def _entry_point(
     if path.endswith(("llamafactory/launcher.py", "train_bash.py")):
         return Launch(name, kind, shown, "train", None, rest, options, env)
     if path == "src/train.py" or path.endswith("/src/train.py"):
-        signed = (rest and _is_config(rest[0])) or any(w.text.partition("=")[0] in _SIGNATURE_KEYS for w in rest)
+        signed = (rest and is_config(rest[0])) or any(w.text.partition("=")[0] in _SIGNATURE_KEYS for w in rest)
         if signed:
             return Launch(name, kind, shown, "train", None, rest, options, env)
     if path.endswith(".py") and _hf_trainer_arguments(rest):
@@ -198,5 +198,5 @@ def _hf_trainer_arguments(words: list[Word]) -> bool:
     return False
 
 
-def _is_config(word: Word) -> bool:
+def is_config(word: Word) -> bool:
     return word.text.endswith(CONFIG_SUFFIXES) and not word.text.startswith("-")

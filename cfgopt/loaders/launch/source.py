@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cfgopt.loaders import overrides, shell
-from cfgopt.loaders.launch.environment import _Environment
+from cfgopt.loaders.launch.environment import ScriptEnvironment
 from cfgopt.loaders.launch.gpus import launcher_gpus
-from cfgopt.loaders.launch.shapes import _SUBCOMMAND_GROUP, Launch, _is_config
+from cfgopt.loaders.launch.shapes import SUBCOMMAND_GROUP, Launch, is_config
 from cfgopt.loaders.shell import Word
 from cfgopt.text.document import Document
 from cfgopt.text.source import Argument, Entry, Kind, Node, Source
@@ -34,7 +34,7 @@ def launcher_precision(launch: Launch, env: dict[str, Word]) -> str | None:
     return None
 
 
-def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaFactorySchema) -> Source:
+def launch_source(doc: Document, launch: Launch, environment: ScriptEnvironment, lf: LlamaFactorySchema) -> Source:
     """The source of one launch: its arguments as entries, argparse's conversion applied; after a YAML, the
     line's overrides as the selected release's `read_args` reads them (the engine merges the YAML under them)."""
     args = launch.args
@@ -45,7 +45,7 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         "launcher": launch.launcher,
         "launcher_kind": launch.kind,
         "subcommand": launch.subcommand,
-        "group": _SUBCOMMAND_GROUP[launch.subcommand],
+        "group": SUBCOMMAND_GROUP[launch.subcommand],
         "start": launch.name.start,
         "end": end,
         "yaml": None,
@@ -62,7 +62,7 @@ def _source(doc: Document, launch: Launch, environment: _Environment, lf: LlamaF
         "unknown": [],  # spans of values known only at run time: no finding is about them
     }
     fields = lf.group(source.command["group"])
-    if args and _is_config(args[0]):
+    if args and is_config(args[0]):
         first = args[0]
         source.command["yaml"] = (first.text, first.start, first.end, first.literal)
         entries, value = overrides.read(source, args[1:], lf, fields)
