@@ -40,8 +40,6 @@ def find_commands(doc: Document, lf: LlamaFactorySchema | None = None) -> list[S
 _WRITERS = word_set("cp mv ln install rsync scp tee wget curl sed awk yq jq envsubst python python3 touch dd truncate")
 _CONTROL = {"if": 1, "while": 1, "until": 1, "for": 1, "select": 1, "fi": -1, "done": -1}
 _CONTROL.update(dict.fromkeys(("then", "else", "elif", "do", "!", "{"), 0))
-
-
 # Commands read through calls, per command of the script: `f1() { f0; f0; }`, `f2() { f1; f1; }` ... doubles
 # the work per level, so past this budget a call's assignments become values known only at run time.
 CALL_BUDGET = 32

@@ -22,11 +22,7 @@ SUBCOMMAND_GROUP = {
     "eval": "eval",
 }
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
-
-
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
-
-
 # Keys only LLaMA-Factory's arguments have: a `src/train.py` of another project is not LLaMA-Factory's.
 _SIGNATURE_KEYS = ("--stage", "--finetuning_type", "--template")
 
