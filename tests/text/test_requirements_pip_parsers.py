@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import setuptools  # noqa: F401 (before pip: pip's imports would load the stdlib's distutils, which setuptools refuses)
+import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pip._internal.network.session import PipSession
@@ -24,6 +25,8 @@ from cfgopt.environment import pins as repository_pins
 from cfgopt.environment.pins import NAMES as NAMED
 from cfgopt.environment.stated import EXTRAS as LLAMAFACTORY_EXTRAS
 from cfgopt.environment.stated import read_packages
+from cfgopt.text.requirements.files import requirement_pins
+from cfgopt.text.requirements.manifests import POETRY_PACKAGES, lock_pins, poetry_dependencies, project_dependencies
 from cfgopt.text.requirements.pip_files import line_pins, requirement_lines, requirements_txt_pins
 from cfgopt.text.requirements.requirement import Pin, normalise
 
@@ -56,7 +59,7 @@ def _span_errors(text: str, pins: list[Pin]) -> list[str]:
     wrong = []
     for pin in pins:
         name, spec = text[pin.name_start : pin.name_end], text[pin.spec_start : pin.spec_end]
-        if normalise(name) != pin.name or spec != (pin.spec.removeprefix("@ ") if pin.spec else name):
+        if normalise(name) != pin.name or spec not in (pin.spec.removeprefix("@ ") if pin.spec else (name, "*")):
             wrong.append(f"{pin}: {name!r} {spec!r}")
     return wrong
 
@@ -368,3 +371,342 @@ def test_an_include_is_read_as_optparse_reads_it(tmp_path: Path) -> None:
     assert _txt_reads("--requirement=base.txt\n", tmp_path)[0] == [("deepspeed", "==0.15.4")]
     assert _txt_reads("-r=base.txt\n", tmp_path)[0] == []
     assert _txt_reads("torch -r base.txt\n", tmp_path)[0] == [("torch", "")]
+
+
+# --------------------------------------------------------------------------- pyproject.toml: a seeded generator
+PEP508 = [
+    "torch>=2.4",
+    "torch==2.5.1+cu121",
+    "deepspeed>=0.15,<0.17",
+    "deepspeed[autotuning] == 0.16.4",
+    "llamafactory[liger-kernel]==0.9.4",
+    "LLaMA-Factory>=0.9.3 ; python_version >= '3.9'",
+    "flash-attn @ https://example.com/flash_attn-2.6.3-cp311-linux_x86_64.whl",
+    "peft",
+    "liger-kernel (>=0.5)",
+    "transformers>=4.46<4.50",
+    "deepspeed >= 0.15 is needed",
+]
+TOML_DISTRACTORS = [
+    'description = "Fine-tune with deepspeed >= 0.15 and LLaMA-Factory"',
+    'requires-python = ">=3.9"',
+    'keywords = ["deepspeed", "llm"]',
+    'classifiers = ["Programming Language :: Python :: 3"]',
+    'dynamic = ["version"]',
+]
+
+
+def _toml_string(r: random.Random, value: str) -> str:
+    """A TOML string whose value is `value`: basic, literal, multi-line, or with an escape."""
+    shape = r.random()
+    if shape < 0.15 and "'" not in value:
+        return f"'{value}'"
+    if shape < 0.22:
+        return f'"""{value}"""'
+    if shape < 0.27 and "'" not in value:
+        return f"'''\n{value}'''"
+    if shape < 0.32 and ">" in value:
+        return '"' + value.replace(">", "\\u003e", 1) + '"'
+    if shape < 0.35:
+        return '"' + value.replace('"', '\\"') + "\\t" + '"'  # an escaped blank: packaging takes it
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def _toml_array(r: random.Random, values: list[str]) -> str:
+    """An array of strings on one line or several, with trailing commas and comments (one holding `]`)."""
+    items = [_toml_string(r, v) for v in values]
+    if r.random() < 0.4:
+        return "[" + ", ".join(items) + r.choice(["", ","] if items else [""]) + "]" + r.choice(["", "  # deps"])
+    out = "[" + r.choice(["", "  # what the job installs"]) + "\n"
+    for item in items:
+        out += r.choice(["", "", '    # "torch==1.0", ]\n'])
+        out += "    " + item + r.choice([",", ",", " ,", ",  # note"]) + "\n"
+    return out + r.choice(["]", "  ]", '    # "deepspeed==0.1",\n]'])
+
+
+def _pyproject(r: random.Random) -> str:
+    """A pyproject.toml: PEP 621 dependencies and extras, dependency groups, poetry's tables, tool tables."""
+    parts = []
+    if r.random() < 0.8:
+        project = ['name = "job"', 'version = "0.1.0"', *r.sample(TOML_DISTRACTORS, r.randint(0, 3))]
+        project += [f"dependencies = {_toml_array(r, r.sample(PEP508, r.randint(0, 4)))}"] * (r.random() < 0.85)
+        r.shuffle(project)
+        parts.append("[project]\n" + "\n".join(project))
+        if r.random() < 0.4:
+            extras = [f"{k} = {_toml_array(r, r.sample(PEP508, r.randint(0, 3)))}" for k in ("gpu", "dev")]
+            parts.append("[project.optional-dependencies]\n" + "\n".join(extras))
+        if r.random() < 0.3:
+            parts.append('[project.scripts]\nllamafactory = "llamafactory.cli:main"\ndeepspeed = "ds.launch:main"')
+    if r.random() < 0.3:
+        groups = _toml_array(r, r.sample(PEP508, r.randint(0, 3)))
+        parts.append(f'[dependency-groups]\ntest = {groups}\nall = [{{include-group = "test"}}, "peft>=0.12"]')
+    if r.random() < 0.4:
+        parts.append('[tool.poetry]\nname = "job"\n[tool.poetry.dependencies]\n' + _poetry_table(r))
+        if r.random() < 0.4:
+            parts.append("[tool.poetry.group.dev.dependencies]\n" + _poetry_table(r))
+    if r.random() < 0.3:
+        parts.append('[build-system]\nrequires = ["setuptools>=61", "wheel"]\nbuild-backend = "setuptools.build_meta"')
+    if r.random() < 0.3:
+        parts.append('[tool.ruff]\ntarget-version = "py311"\n[tool.pytest.ini_options]\naddopts = "-x"')
+    r.shuffle(parts)
+    return "\n\n".join(parts) + "\n"
+
+
+POETRY_VALUES = [
+    '"^2.4"',
+    "'2.5.1'",
+    '"*"',
+    '">=0.15,<0.17"',
+    '{ version = "~0.16.4", extras = ["autotuning"] }',
+    "{version = '^0.9.4', extras = ['liger-kernel', 'metrics']}",
+    '{ git = "https://github.com/hiyouga/LLaMA-Factory.git", rev = "v0.9.4" }',
+    '{ url = "https://example.com/torch-2.5.1-cp311-linux_x86_64.whl" }',
+    '[{ version = "2.4", python = "<3.12" }, { version = "2.5", python = ">=3.12" }]',
+]
+POETRY_NAMES = ["torch", "deepspeed", "llamafactory", '"flash-attn"', "liger-kernel", "Peft"]
+
+
+def _poetry_table(r: random.Random) -> str:
+    lines = ['python = "^3.10"'] * (r.random() < 0.7)
+    for name in r.sample(POETRY_NAMES, r.randint(1, 4)):
+        if r.random() < 0.1:
+            lines.append(f'{name}.version = "^2.4"')  # a dotted key: the table form written flat
+        else:
+            lines.append(f"{name} = {r.choice(POETRY_VALUES)}" + r.choice(["", "", "  # pinned"]))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- pyproject.toml: tomllib's reading
+Key = tuple[str, str, tuple[str, ...]]  # (normalised name, specifier as compared, normalised extras)
+
+
+def _spec_key(spec: str) -> str:
+    """A specifier as compared: PEP 440's in packaging's order, poetry's (`^2.4`) or a URL as written."""
+    if spec.startswith("@"):
+        return spec
+    if spec.strip() == "*":
+        return ""  # poetry's any release
+    try:
+        return str(SpecifierSet(spec))
+    except InvalidSpecifier:
+        return spec.strip()
+
+
+def _key(pin: Pin) -> Key:
+    return pin.name, _spec_key(pin.spec), tuple(sorted(pin.extras))
+
+
+def _pep508_keys(values: object) -> list[tuple[Key, str]]:
+    """The requirement strings of a TOML array that packaging parses, each with its string."""
+    found = []
+    for value in values if isinstance(values, list) else []:
+        read = _packaging_read(value) if isinstance(value, str) else None
+        if read is not None:
+            found.append(((read[0], _spec_key(read[1]), read[2]), value))
+    return found
+
+
+def _poetry_keys(table: object) -> list[tuple[Key, str]]:
+    """poetry's dependencies with a version (a string, or a table's `version`), `python` left out."""
+    found = []
+    for name, value in (table if isinstance(table, dict) else {}).items():
+        spec = value if isinstance(value, str) else value.get("version") if isinstance(value, dict) else None
+        if normalise(name) != "python" and isinstance(spec, str):
+            extras = value.get("extras", []) if isinstance(value, dict) else []
+            found.append(((normalise(name), _spec_key(spec), tuple(sorted(map(normalise, extras)))), spec))
+    return found
+
+
+def _toml_reads(data: dict) -> dict[str, list[tuple[Key, str]]]:
+    """tomllib's requirements of a pyproject.toml, by where they are."""
+    project, tool = data.get("project", {}), data.get("tool", {})
+    poetry = tool.get("poetry", {})
+    return {
+        "dependencies": _pep508_keys(project.get("dependencies")),
+        "optional": [k for v in project.get("optional-dependencies", {}).values() for k in _pep508_keys(v)],
+        "groups": [k for v in data.get("dependency-groups", {}).values() for k in _pep508_keys(v)],
+        "build": _pep508_keys(data.get("build-system", {}).get("requires")),
+        "poetry": _poetry_keys(poetry.get("dependencies")),
+        "poetry-groups": [k for g in poetry.get("group", {}).values() for k in _poetry_keys(g.get("dependencies"))],
+    }
+
+
+def _unread_allowed(text: str, written: str, name: str) -> bool:
+    """A requirement cfgopt may leave unread: its string is not in the file as written (an escape) or it is a
+    poetry dotted key (`torch.version = ...`)."""
+    keys = (line.split("=", 1)[0].strip() for line in text.splitlines())
+    dotted = any(key.endswith(".version") and normalise(key[:-8].strip('"')) == name for key in keys)
+    return written not in text or dotted
+
+
+def _compare(text: str, mine: set[Key], real: list[tuple[Key, str]], lenient: bool = False) -> str:
+    """ "" when cfgopt's reads are among the real ones, and each real one it leaves out may be left out."""
+    keys = {key for key, _ in real}
+    wrong = {key for key in mine - keys if key[1] or not lenient}
+    missing = [(key, w) for key, w in real if key not in mine and not _unread_allowed(text, w, key[0])]
+    return f"wrong {sorted(wrong)}, missing {missing}" if wrong or missing else ""
+
+
+def test_pyproject_environment_is_what_tomllib_reads(tmp_path: Path) -> None:
+    """The job's environment (`project_dependencies`, `poetry_dependencies`, `read_packages`): `[project]
+    dependencies` and poetry's main table as tomllib and packaging read them; never another pin."""
+
+    def check(seed: int) -> str:
+        text = _pyproject(random.Random(seed))
+        reads = _toml_reads(tomllib.loads(text))
+        mine = {_key(p) for p in (project_dependencies(text) or []) + (poetry_dependencies(text) or [])}
+        spans = _span_errors(text, (project_dependencies(text) or []) + (poetry_dependencies(text) or []))
+        problem = _compare(text, mine, reads["dependencies"] + reads["poetry"])
+        path = tmp_path / "pyproject.toml"
+        path.write_text(text)
+        named = {(n, _spec_key(s)) for n, s in (read_packages(path) or {}).items()}
+        known = {k[:2] for k, _ in reads["dependencies"] + reads["poetry"]} | {(n, "") for n, _ in named}
+        if problem or spans or not named <= known:
+            return f"seed {seed}: {problem} {spans} {named - known}\n{text}"
+        return ""
+
+    assert _first_failures(range(CASES), check) == []
+
+
+def test_pyproject_pins_and_linted_pins_are_what_tomllib_reads(tmp_path: Path) -> None:
+    """The repository's pins (`pins_in`: every requirement, extras and groups too) and the linted file's pins
+    (`requirement_pins`): each a requirement tomllib and packaging read there, with its span; none left out but
+    what is written with an escape or as a dotted key."""
+
+    def check(seed: int) -> str:
+        text = _pyproject(random.Random(seed))
+        reads = [k for found in _toml_reads(tomllib.loads(text)).values() for k in found]
+        linted, _ = requirement_pins("pyproject.toml", text)
+        with_spec = [(key, w) for key, w in reads if key[1] and key[0] in POETRY_PACKAGES | {key[0]}]
+        mine = {(*_key(p)[:2], ()) for p in linted}
+        problem = _compare(text, mine, [((k[0], k[1], ()), w) for k, w in with_spec], lenient=True)
+        problem += (
+            str(mine - {(k[0], k[1], ()) for k, _ in reads}) if mine - {(k[0], k[1], ()) for k, _ in reads} else ""
+        )
+        path = tmp_path / "pyproject.toml"
+        path.write_text(text)
+        specs = {(n, k[1]) for k, _ in reads for package, names in NAMED.items() if (n := package) and k[0] in names}
+        pinned = {(package, _spec_key(spec)) for package, spec in repository_pins._pyproject(path).items()}
+        if problem or _span_errors(text, linted) or not pinned <= specs:
+            return f"seed {seed}: {problem} {_span_errors(text, linted)} {pinned - specs}\n{text}"
+        return ""
+
+    assert _first_failures(range(CASES), check) == []
+
+
+# --------------------------------------------------------------------------- uv.lock / poetry.lock
+LOCKED = [("torch", "2.5.1+cu121"), ("deepspeed", "0.16.4"), ("LLaMA-Factory", "0.9.4"), ("liger_kernel", "0.5.2")]
+
+
+def _lock_package(r: random.Random, name: str, version: str, nl: str) -> str:
+    """One `[[package]]` table as uv or poetry writes it, or in a shape a person might (keys swapped, a comment,
+    indented, literal strings), or one without a version (uv's editable project)."""
+    shape = r.random()
+    name_line, version_line = f'name = "{name}"', f'version = "{version}"'
+    if shape < 0.1:
+        body = [version_line, name_line]
+    elif shape < 0.15:
+        body = [name_line, "# pinned", version_line]
+    elif shape < 0.2:
+        body = [f"  {name_line}", f"  {version_line}"]
+    elif shape < 0.25:
+        body = [f"name = '{name}'", f"version = '{version}'"]
+    elif shape < 0.3:
+        body = [f"{name_line}  # the build", version_line]
+    elif shape < 0.35:
+        body = [name_line]  # no version (uv's editable project: its source follows)
+    else:
+        body = [name_line, version_line]
+    if r.random() < 0.5:  # uv
+        body += ['source = { registry = "https://pypi.org/simple" }', 'dependencies = [{ name = "filelock" }]']
+        body += ["", "[package.metadata]", 'requires-dist = [{ name = "torch", specifier = ">=2.4" }]']
+    else:  # poetry
+        body += ['description = "Tensors"', "optional = false", "", "[package.dependencies]", 'filelock = "*"']
+    return "[[package]]" + nl + nl.join(body) + nl
+
+
+def _lock(r: random.Random) -> str:
+    nl = r.choice(["\n", "\n", "\r\n"])
+    head = r.choice(["version = 1" + nl + 'requires-python = ">=3.10"' + nl, "# This file is generated" + nl])
+    packages = r.sample(LOCKED, r.randint(0, 4))
+    tables = [_lock_package(r, name, version, nl) for name, version in packages]
+    tail = r.choice(["", "[metadata]" + nl + 'lock-version = "2.0"' + nl + 'content-hash = "abc"' + nl])
+    return head + nl + nl.join(tables) + nl + tail
+
+
+def test_lock_pins_are_what_tomllib_reads() -> None:
+    """uv.lock / poetry.lock: each pin is a `[[package]]` table's name and exact version as tomllib reads them,
+    spans on their text; a table in another shape is left out, never misread."""
+
+    def check(seed: int) -> str:
+        text = _lock(random.Random(seed))
+        real = {
+            (normalise(p["name"]), "==" + p["version"])
+            for p in tomllib.loads(text).get("package", [])
+            if "version" in p
+        }
+        pins = lock_pins(text)
+        mine = {(p.name, p.spec) for p in pins}
+        written = {(n, v) for n, v in real if f'name = "{text_name(n, text)}"\nversion' in text.replace("\r\n", "\n")}
+        spans = [
+            p
+            for p in pins
+            if normalise(text[p.name_start : p.name_end]) != p.name or "==" + text[p.spec_start : p.spec_end] != p.spec
+        ]
+        if not mine <= real or not written <= mine or spans:
+            return f"seed {seed}: cfgopt {sorted(mine)}, tomllib {sorted(real)}, spans {spans}\n{text}"
+        return ""
+
+    assert _first_failures(range(CASES), check) == []
+
+
+def text_name(name: str, text: str) -> str:
+    """The name as written in the lock (its normalised form given)."""
+    return next((n for n, _ in LOCKED if normalise(n) == name), name)
+
+
+# --------------------------------------------------------------------------- pyproject.toml: each disagreement, kept
+def _pyproject_reads(text: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(the job's environment, the linted file's pins) of a pyproject.toml."""
+    stated = (project_dependencies(text) or []) + (poetry_dependencies(text) or [])
+    return [(p.name, p.spec) for p in stated], [(p.name, p.spec) for p in requirement_pins("pyproject.toml", text)[0]]
+
+
+def test_a_pyproject_string_packaging_cannot_parse_is_no_pin() -> None:
+    """A build backend parses each dependency with packaging: `transformers>=4.46<4.50` and a sentence in a
+    description are no pins (they were `>=4.46<4.50`, `>= 0.15 is needed`)."""
+    text = (
+        '[project]\ndescription = "deepspeed >= 0.15 is needed"\n'
+        'dependencies = ["transformers>=4.46<4.50", "torch>=2.4"]\n'
+    )
+    assert _pyproject_reads(text) == ([("torch", ">=2.4")], [("torch", ">=2.4")])
+
+
+def test_a_pyproject_string_with_an_escape_is_not_read() -> None:
+    """`"torch>=2.4\\t"` is `torch>=2.4` and a tab to tomllib; its text in the file is another: not read (it was
+    the unreadable `>=2.4\\t`)."""
+    assert _pyproject_reads('[project]\ndependencies = ["torch>=2.4\\t", "peft>=0.12"]\n')[0] == [("peft", ">=0.12")]
+
+
+def test_a_pyproject_specifier_in_brackets_is_read() -> None:
+    """`liger-kernel (>=0.5)`, which packaging reads, is a pin (it was none)."""
+    assert (
+        _pyproject_reads('[project]\ndependencies = ["liger-kernel (>=0.5)"]\n') == ([("liger_kernel", ">=0.5")],) * 2
+    )
+
+
+def test_a_poetry_dotted_key_is_no_package() -> None:
+    """`llamafactory.version = "^0.9.4"` is the key `version` of the table `llamafactory` (TOML's dotted key): not
+    read (it was the package `llamafactory_version`)."""
+    text = '[tool.poetry.dependencies]\nllamafactory.version = "^0.9.4"\ndeepspeed = "^0.16"\n'
+    assert _pyproject_reads(text) == ([("deepspeed", "^0.16")],) * 2
+
+
+def test_a_script_named_as_a_package_is_no_pin(tmp_path: Path) -> None:
+    """`[project.scripts] llamafactory = "llamafactory.cli:main"` is an entry point: the repository's pins and the
+    linted file read no release from it (they read `llamafactory.cli:main`); a table of dependencies is read."""
+    text = '[project.scripts]\nllamafactory = "llamafactory.cli:main"\n'
+    text += '[tool.poetry.group.dev.dependencies]\ndeepspeed = "^0.16"\n'
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert repository_pins._pyproject(tmp_path / "pyproject.toml") == {"deepspeed": "^0.16"}
+    assert _pyproject_reads(text)[1] == [("deepspeed", "^0.16")]
