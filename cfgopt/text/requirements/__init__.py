@@ -7,8 +7,9 @@ Every consumer reads through here, so they agree on what a file states: the repo
 - names: `normalise` (PEP 503, with `_`: `Liger-Kernel` == `liger_kernel`), `installed_distribution` (a
   `.dist-info` folder's name and version);
 - requirements: one PEP 508 string (`parse_requirement`: `name[extras] spec ; marker` or `name @ url`, with its
-  spans); requirements files as pip reads them (`logical_lines`: `\` continuations; `requirement_lines`: `-r`
-  includes; `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`);
+  spans; `pep508_requirement`: only what packaging parses); requirements files as pip 23.2.1 reads them
+  (`logical_lines`: `\` continuations; `requirement_lines`: `-r` includes; `requirement_of`: comments and
+  per-requirement options such as `--hash` cut; `line_pins`; `requirements_txt_pins` with spans in the file);
   pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; poetry's
   `[tool.poetry.dependencies]`, `poetry_dependencies`; every quoted requirement, `string_pins`; poetry's
   `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); setup.cfg (`install_requires` and

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements.requirement import NAME, Pin, extras_of, normalise, parse_requirement
+from cfgopt.text.requirements.requirement import NAME, Pin, extras_of, normalise, pep508_requirement
 
 # --------------------------------------------------------------------------- pyproject.toml, setup.py, locks
 # A string or a comment of setup.py (Python) or a TOML file, in one linear pass: each alternative consumes what
@@ -24,8 +24,9 @@ _TOKENS = {
 _ARRAY_TOKENS = lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|\\]", re.MULTILINE)
 _TABLE = lazy(r"^[ \t]*\[([^\]\n]*)\][ \t]*$", re.MULTILINE)
 _DEPENDENCIES = lazy(r"^[ \t]*dependencies[ \t]*=[ \t]*\[", re.MULTILINE)
+# a key: TOML's bare key has no `.` (`torch.version = ...` is a dotted key, not read), a quoted one may
 _POETRY = lazy(
-    rf"""^[ \t]*["']?({NAME})["']?[ \t]*=[ \t]*"""
+    rf"""^[ \t]*(?:"({NAME})"|'({NAME})'|([A-Za-z0-9_-]+))[ \t]*=[ \t]*"""
     r"""(?:"([^"\n]*)"|'([^'\n]*)'|\{[^}\n]*?\bversion[ \t]*=[ \t]*["']([^"'\n]*)["'])""",
     re.MULTILINE,
 )
@@ -43,14 +44,17 @@ def blank_comments(text: str, syntax: str = "toml") -> str:
 
 
 def _string(m: re.Match[str]) -> tuple[str, int] | None:
-    """A string literal's text and where it starts (None: the token is no string, or a string never closed)."""
+    """A string literal's text and where it starts (None: the token is no string, a string never closed, or one
+    holding a backslash, whose escapes make its value another text than the file's). A multi-line string's
+    newline right after its opening quotes is no part of it (TOML trims it)."""
     token = m.group()
     if token[:1] not in ('"', "'"):
         return None
     quote = 3 if token[:3] in ('"""', "'''") else 1
-    if len(token) < 2 * quote or not token.endswith(token[:quote]):
+    if len(token) < 2 * quote or not token.endswith(token[:quote]) or "\\" in token:
         return None
-    return token[quote:-quote], m.start() + quote
+    trim = len(token) - len(token[quote:].removeprefix("\r").removeprefix("\n")) - quote if quote == 3 else 0
+    return token[quote + trim : -quote], m.start() + quote + trim
 
 
 def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
@@ -59,7 +63,7 @@ def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
     pins: list[Pin] = []
     for m in _TOKENS[syntax].finditer(blank_comments(text, syntax)):
         found = _string(m)
-        if found is not None and (pin := parse_requirement(*found)) is not None:
+        if found is not None and (pin := pep508_requirement(*found)) is not None:
             pins.append(pin)
     return pins
 
@@ -81,9 +85,14 @@ def project_dependencies(text: str) -> list[Pin] | None:
         if m.group() == "]":
             break
         found = _string(m)
-        if found is not None and (pin := parse_requirement(*found)) is not None:
+        if found is not None and (pin := pep508_requirement(*found)) is not None:
             pins.append(pin)
     return pins
+
+
+def _poetry_groups(m: re.Match[str]) -> tuple[int, int]:
+    """The groups of a `_POETRY` match that hold the package's name and its specifier."""
+    return next(i for i in (1, 2, 3) if m.group(i) is not None), next(i for i in (4, 5, 6) if m.group(i) is not None)
 
 
 def poetry_dependencies(text: str) -> list[Pin] | None:
@@ -98,26 +107,31 @@ def poetry_dependencies(text: str) -> list[Pin] | None:
     end = tables[index + 1].start() if index + 1 < len(tables) else len(text)
     pins: list[Pin] = []
     for m in _POETRY.finditer(text, tables[index].end(), end):
-        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
-        name = normalise(m.group(1))
+        key, group = _poetry_groups(m)
+        name = normalise(m.group(key))
         if name != "python":
             line_end = text.find("\n", m.start())
             listed = _POETRY_EXTRAS.search(text[m.start() : line_end if line_end >= 0 else None])
             extras = extras_of(",".join(_QUOTED_WORDS.findall(listed.group(1)))) if listed else ()
             spec = "" if m.group(group).strip() == "*" else m.group(group).strip()
-            pins.append(Pin(name, spec, m.start(1), m.end(1), m.start(group), m.end(group), extras))
+            pins.append(Pin(name, spec, m.start(key), m.end(key), m.start(group), m.end(group), extras))
     return pins
 
 
 def poetry_pins(text: str, names: frozenset[str], syntax: str = "toml") -> list[Pin]:
     """poetry's `name = "spec"` / `name = { version = "spec" }` lines for the packages `names` (normalised: any
-    TOML string has that shape), in order; comments left out."""
+    TOML string has that shape), in order; comments left out. In a TOML file only a table of dependencies is
+    read (`[tool.poetry.dependencies]`, its groups', `[tool.pixi.pypi-dependencies]`): `[project.scripts]`'s
+    `deepspeed = "ds.launch:main"` is no pin."""
+    text = blank_comments(text, syntax)
+    tables = list(_TABLE.finditer(text)) if syntax == "toml" else []
     pins: list[Pin] = []
-    for m in _POETRY.finditer(blank_comments(text, syntax)):
-        group = next(i for i in (2, 3, 4) if m.group(i) is not None)
-        name = normalise(m.group(1))
-        if name in names:
-            pins.append(Pin(name, m.group(group).strip(), m.start(1), m.end(1), m.start(group), m.end(group)))
+    for m in _POETRY.finditer(text):
+        key, group = _poetry_groups(m)
+        name = normalise(m.group(key))
+        table = next((t.group(1).strip() for t in reversed(tables) if t.start() < m.start()), None)
+        if name in names and (syntax != "toml" or (table or "").endswith("dependencies")):
+            pins.append(Pin(name, m.group(group).strip(), m.start(key), m.end(key), m.start(group), m.end(group)))
     return pins
 
 

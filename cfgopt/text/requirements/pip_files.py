@@ -1,53 +1,167 @@
-r"""requirements*.txt as pip reads it: `\` continuations (`logical_lines`), `-r` includes through the caller's
-reader (`requirement_lines`), comments and per-requirement options cut (`requirement_of`), the pins (`line_pins`)
-and the package indexes it names."""
+r"""requirements*.txt as pip 23.2.1 reads it (src/pip/_internal/req/req_file.py): `\` continuations
+(`logical_lines`), `-r` includes through the caller's reader (`requirement_lines`), comments and per-requirement
+options cut (`requirement_of`), the pins (`line_pins`, `requirements_txt_pins` with their spans in the file) and the
+package indexes it names.
+
+pip reads a file in these steps, and so does this module: a UTF-8 BOM is dropped (`auto_decode`); the text is split
+with `str.splitlines`; a line ending in `\` joins the next, its `\`s at both ends stripped, unless it is a comment
+line (`#` first after blanks), and a comment line ends a join (`join_lines`); a `#` at the start or after a blank
+starts a comment (`COMMENT_RE`); the line is stripped; `${NAME}` is the node's environment variable
+(`expand_env_variables`: a requirement naming one is not read here, its text is the node's); the words up to the
+first one starting with `-` (words split at spaces) are the requirement (`break_args_options`), the rest are
+options; a line of options only is an option line (`-r` / `--requirement` includes a file, the first one only;
+`-c` / `--constraint` names constraints, which install nothing and are not followed; the index options). The
+requirement is parsed as packaging parses it (`pep508_requirement`): a path, a URL, an editable (`-e`) or text
+packaging refuses is no pin.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements.requirement import Pin, parse_requirement
+from cfgopt.text.requirements.requirement import Pin, pep508_requirement
 
-# --------------------------------------------------------------------------- requirements files (pip)
-_LINE_OPTIONS = lazy(r"\s-")  # a requirement's own options (`--hash=...`, `--config-settings`) follow it
-# pip's `-r FILE` / `--requirement FILE` (src/pip/_internal/req/req_file.py): the included file's requirements
-# are the including file's, its path relative to the including file's folder; nesting is bounded here.
-_INCLUDE = lazy(r"^\s*(?:-r|--requirement)(?:\s*=\s*|\s+)(\S+)")
-_COMMENT_LINE = lazy(r"(^|\s+)#")
-_INDEX_OPTION = lazy(r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
+_COMMENT = lazy(r"(?:^|\s)#")  # pip's COMMENT_RE `(^|\s+)#.*$`, without its quadratic `\s+` (the line is stripped)
+_ENVIRONMENT_VARIABLE = lazy(r"\$\{[A-Z0-9_]+\}")  # pip's ENV_VAR_RE
+_WORD = lazy(r"\S+")
+# options that take a value (pip's SUPPORTED_OPTIONS and SUPPORTED_OPTIONS_REQ), short and long
+_VALUE_OPTIONS = frozenset(
+    [
+        *("-r", "-c", "-e", "-i", "-f", "--requirement", "--constraint", "--editable", "--index-url"),
+        *("--extra-index-url", "--find-links", "--no-binary", "--only-binary", "--trusted-host", "--use-feature"),
+        *("--global-option", "--hash", "--config-settings"),
+    ]
+)
+_INDEX_OPTIONS = frozenset(["-i", "--index-url", "--extra-index-url", "-f", "--find-links"])
 MAX_INCLUDES = 16
-NOT_REQUIREMENTS = ("#", "-", "git+", "http")  # how a requirements file's lines that name no package start
 
 
-def requirement_of(line: str) -> str:
-    """A requirements file's logical line without its comment and its per-requirement options (pip's
-    `break_args_options`: the options start at the first word that starts with `-`)."""
-    line = line.split(" #", 1)[0]
-    option = _LINE_OPTIONS.search(line)
-    return (line[: option.start()] if option else line).strip()
+class _Segment(NamedTuple):
+    """A piece of a logical line: where it starts in the line and in the file (-1: no text of the file)."""
+
+    at: int
+    file_at: int
+
+
+class _LogicalLine(NamedTuple):
+    text: str
+    segments: tuple[_Segment, ...]
+
+    def in_file(self, start: int, end: int) -> int:
+        """The file offset of the line's text[start:end] when it is one piece of the file; -1 otherwise."""
+        for i, segment in enumerate(self.segments):
+            limit = self.segments[i + 1].at if i + 1 < len(self.segments) else len(self.text)
+            if segment.at <= start < limit:
+                return segment.file_at + start - segment.at if end <= limit and segment.file_at >= 0 else -1
+        return -1
+
+
+def _is_comment_line(line: str) -> bool:
+    return line.lstrip().startswith("#")  # COMMENT_RE.match: `#` first, or after blanks
+
+
+def _joined_lines(text: str) -> list[_LogicalLine]:
+    """The lines pip reads (`join_lines`), each with where its pieces are in the file."""
+    out: list[_LogicalLine] = []
+    parts: list[str] = []
+    segments: list[_Segment] = []
+    offset = 1 if text.startswith("\ufeff") else 0
+    for raw in text[offset:].splitlines(keepends=True):
+        line = raw.splitlines()[0]
+        at, file_at = sum(map(len, parts)), offset
+        offset += len(raw)
+        if line.endswith("\\") and not _is_comment_line(line):
+            stripped = line.strip("\\")
+            parts.append(stripped)
+            segments.append(_Segment(at, file_at + len(line) - len(line.lstrip("\\"))))
+            continue
+        if _is_comment_line(line) and parts:  # pip prefixes a comment line with " ": it ends the join
+            parts.append(" ")
+            segments.append(_Segment(at, -1))
+            at += 1
+        parts.append(line)
+        segments.append(_Segment(at, file_at))
+        out.append(_LogicalLine("".join(parts), tuple(segments)))
+        parts, segments = [], []
+    if parts:
+        out.append(_LogicalLine("".join(parts), tuple(segments)))
+    return out
 
 
 def logical_lines(text: str) -> list[str]:
     """The lines pip reads (`join_lines`): a line ending in `\\` is joined with the next, except a comment."""
-    out: list[str] = []
-    pending: list[str] = []
-    for line in text.splitlines():
-        if line.endswith("\\") and not _COMMENT_LINE.match(line):
-            pending.append(line[:-1])
-            continue
-        out.append("".join(pending) + line)
-        pending = []
-    if pending:
-        out.append("".join(pending))
-    return out
+    return [line.text for line in _joined_lines(text)]
+
+
+def _without_comment(line: str) -> str:
+    comment = _COMMENT.search(line)
+    return line[: comment.start()] if comment is not None else line
+
+
+def _split_line(line: str) -> tuple[str, int, str]:
+    """A logical line as pip splits it: the requirement text (`""` on an option line), where it starts in the line,
+    and the options after it; comment cut, blanks stripped (`ignore_comments`, `break_args_options`)."""
+    body = _without_comment(line).rstrip()
+    start = len(body) - len(body.lstrip())
+    body = body[start:]
+    if body.startswith("-"):
+        return "", start, body
+    cut = body.find(" -")
+    return (body, start, "") if cut < 0 else (body[:cut], start, body[cut + 1 :])
+
+
+def requirement_of(line: str) -> str:
+    """A requirements file's logical line without its comment and its per-requirement options (pip's
+    `break_args_options`: the options start at the first word, split at spaces, that starts with `-`)."""
+    return _split_line(line)[0].strip()
+
+
+def _options(text: str, at: int) -> list[tuple[str, str, int]]:
+    """An option line's options with their values and where each value starts (`at`: where `text` starts), as
+    optparse reads them (`-rFILE`, `-r FILE`, `--requirement=FILE`, `--requirement FILE`); none where a value is
+    quoted (shlex would unquote it: not read here)."""
+    if "'" in text or '"' in text:
+        return []
+    words = [(m.group(), at + m.start()) for m in _WORD.finditer(text)]
+    found: list[tuple[str, str, int]] = []
+    i = 0
+    while i < len(words):
+        word, start = words[i]
+        name, equals, value = word.partition("=") if word.startswith("--") else (word[:2], "", word[2:])
+        value_at = start + len(name) + len(equals)
+        if name in _VALUE_OPTIONS and not equals and not value and i + 1 < len(words):
+            i += 1
+            value, value_at = words[i]
+        found.append((name, value, value_at))
+        i += 1
+    return found
+
+
+def _pin_of(requirement: str, at: int) -> Pin | None:
+    """The pin of a requirement line's text starting at `at` (None: no pin, or one naming an environment variable,
+    which pip substitutes on the node)."""
+    if not requirement or _ENVIRONMENT_VARIABLE.search(requirement):
+        return None
+    return pep508_requirement(requirement, at)
+
+
+def _include_of(line: str) -> str | None:
+    """The file a line's `-r` includes (pip follows the first `-r` of an option line), None for none."""
+    requirement, start, options = _split_line(line)
+    if requirement:
+        return None
+    include = next((v for name, v, _ in _options(options, start) if name in ("-r", "--requirement")), None)
+    return include if include and not _ENVIRONMENT_VARIABLE.search(include) else None
 
 
 def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> list[str]:
     """The logical lines of a requirements file, followed by those of the files its `-r` lines include
-    (`read(path)` gives a file's text, "" when it cannot be read); each file once, at most MAX_INCLUDES."""
+    (`read(path)` gives a file's text, "" when it cannot be read; pip joins the path to the including file's
+    folder); each file once, at most MAX_INCLUDES."""
     seen = {os.path.realpath(path)}
     lines: list[str] = []
     queue = [(path, text)]
@@ -55,10 +169,10 @@ def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> lis
         current, body = queue.pop(0)
         for line in logical_lines(body):
             lines.append(line)
-            include = _INCLUDE.match(line)
-            if include is None or "://" in include.group(1) or len(seen) > MAX_INCLUDES:
+            include = _include_of(line)
+            if include is None or "://" in include or len(seen) > MAX_INCLUDES:
                 continue
-            target = current.parent / os.path.expanduser(include.group(1))
+            target = current.parent / include
             key = os.path.realpath(target)
             if key not in seen:
                 seen.add(key)
@@ -71,33 +185,52 @@ def line_pins(lines: list[str]) -> list[Pin]:
     the spans are of each line."""
     pins: list[Pin] = []
     for line in lines:
-        body = requirement_of(line)
-        if body and not body.startswith(NOT_REQUIREMENTS) and (pin := parse_requirement(body)) is not None:
+        requirement, start, _ = _split_line(line)
+        if (pin := _pin_of(requirement, start)) is not None:
             pins.append(pin)
     return pins
 
 
 def requirements_txt_pins(text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:
-    """A requirements file's pins with their spans in the file, line by line, and the index URLs it names."""
+    """A requirements file's pins with their spans in the file, and the index URLs it names; a pin whose name or
+    specifier is split by a `\\` continuation is not read (no span holds it)."""
     pins: list[Pin] = []
     indexes: list[tuple[str, int, int]] = []
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        read_requirement_line(line, offset, pins, indexes)
-        offset += len(line)
+    for line in _joined_lines(text):
+        found: list[tuple[str, int, int]] = []
+        for pin in _line_pins(line.text, found):
+            name_at = line.in_file(pin.name_start, pin.name_end)
+            spec_at = line.in_file(pin.spec_start, pin.spec_end)
+            if name_at >= 0 and spec_at >= 0:
+                pins.append(_moved(pin, name_at, spec_at))
+        for url, start, end in found:
+            if (url_at := line.in_file(start, end)) >= 0:
+                indexes.append((url, url_at, url_at + len(url)))
     return pins, indexes
 
 
+def _moved(pin: Pin, name_at: int, spec_at: int) -> Pin:
+    return pin._replace(
+        name_start=name_at,
+        name_end=name_at + pin.name_end - pin.name_start,
+        spec_start=spec_at,
+        spec_end=spec_at + pin.spec_end - pin.spec_start,
+    )
+
+
+def _line_pins(line: str, indexes: list[tuple[str, int, int]]) -> list[Pin]:
+    """One logical line's pin (spans in the line) into the list returned, its index URLs into `indexes`."""
+    requirement, start, options = _split_line(line)
+    if requirement:
+        pin = _pin_of(requirement, start)
+        return [pin] if pin is not None else []
+    indexes += [(value, at, at + len(value)) for name, value, at in _options(options, start) if name in _INDEX_OPTIONS]
+    return []
+
+
 def read_requirement_line(line: str, offset: int, pins: list[Pin], indexes: list[tuple[str, int, int]]) -> None:
-    """One line of a requirements file, starting at `offset` in its file: its pin into `pins`, or the index URL
-    of an index option into `indexes`."""
-    body = line.split(" #", 1)[0].rstrip("\r\n").removesuffix("\\")  # a continuation's `\\` is no pin's
-    cut = _LINE_OPTIONS.search(body)
-    body = body[: cut.start()] if cut and not body.lstrip().startswith("-") else body  # `pin --hash=...`
-    option = _INDEX_OPTION.match(body)
-    if option is not None:
-        indexes.append((option.group(1), offset + option.start(1), offset + option.end(1)))
-    elif body.strip() and not body.lstrip().startswith(NOT_REQUIREMENTS):
-        pin = parse_requirement(body, offset)
-        if pin is not None:
-            pins.append(pin)
+    """One line of a requirements file (no continuation), starting at `offset` in its file: its pin into `pins`,
+    the index URLs of its index options into `indexes`."""
+    found: list[tuple[str, int, int]] = []
+    pins += [_moved(pin, pin.name_start + offset, pin.spec_start + offset) for pin in _line_pins(line, found)]
+    indexes += [(url, at + offset, end + offset) for url, at, end in found]

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements.requirement import NAME, Pin, extras_of, normalise, parse_requirement
+from cfgopt.text.requirements.requirement import Pin, is_specifier, pep508_requirement
 
 # --------------------------------------------------------------------------- setup.cfg (setuptools)
 # setuptools reads setup.cfg with configparser (setuptools 84.2 dist.py `_parse_config_files`: `ConfigParser()`
@@ -160,131 +159,6 @@ def _setuptools_options(names: list[str], options: list[_IniOption]) -> dict[str
     return taken
 
 
-_MARKER_VALUES = frozenset(
-    [
-        "python_version",
-        "python_full_version",
-        "os_name",
-        "sys_platform",
-        "platform_release",
-        "platform_system",
-        "platform_version",
-        "platform_machine",
-        "platform_python_implementation",
-        "python_implementation",
-        "implementation_name",
-        "implementation_version",
-        "extra",
-        "extras",
-        "dependency_groups",
-    ]
-)  # packaging's marker variables (`os.name` as `os_name`)
-_MARKER_OPS = frozenset({"===", "==", "~=", "!=", "<=", ">=", "<", ">", "in", "not in"})
-_MARKER_TOKEN = lazy(r"""[ \t]+|\(|\)|'[^']*'|"[^"]*"|===|==|~=|!=|<=|>=|<|>|\bnot[ \t]+in\b|[A-Za-z_][A-Za-z0-9_.]*""")
-
-
-def _marker_value(token: str) -> bool:
-    return token[:1] in ("'", '"') or token.replace(".", "_") in _MARKER_VALUES
-
-
-def _marker_item(tokens: list[str], at: int) -> int:
-    """The end of one marker item (`value op value`) or bracketed marker at `tokens[at]`; -1 where none."""
-    if at < len(tokens) and tokens[at] == "(":
-        end = _marker_end(tokens, at + 1)
-        return end + 1 if 0 <= end < len(tokens) and tokens[end] == ")" else -1
-    if at + 2 >= len(tokens):
-        return -1
-    op = " ".join(tokens[at + 1].split())
-    if _marker_value(tokens[at]) and op in _MARKER_OPS and _marker_value(tokens[at + 2]):
-        return at + 3
-    return -1
-
-
-def _marker_end(tokens: list[str], at: int) -> int:
-    """The end of `item (and|or item)*` from `tokens[at]`; -1 where the marker is none."""
-    at = _marker_item(tokens, at)
-    while 0 <= at < len(tokens) and tokens[at] in ("and", "or"):
-        at = _marker_item(tokens, at + 1)
-    return at
-
-
-def _is_marker(text: str) -> bool:
-    """PEP 508's environment marker as packaging parses it: quoted strings and its variables compared, joined by
-    `and` / `or`, in brackets or not."""
-    tokens: list[str] = []
-    start = 0
-    for m in _MARKER_TOKEN.finditer(text):
-        if m.start() != start:
-            return False
-        start = m.end()
-        if not m.group().isspace():
-            tokens.append(m.group())
-    return start == len(text) and bool(tokens) and _marker_end(tokens, 0) == len(tokens)
-
-
-# One clause of a version specifier as packaging reads it (specifiers.py `Specifier._specifier_regex_str`): `===`
-# anything; `==` / `!=` a version with a `.*` or a local part; `~=` two release parts at least; the orders no local.
-_V_RELEASE = r"v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*"
-_V_SUFFIXES = (
-    r"(?:[-_.]?(?:alpha|beta|preview|pre|a|b|c|rc)[-_.]?[0-9]*)?"
-    r"(?:-[0-9]+|[-_.]?(?:post|rev|r)[-_.]?[0-9]*)?(?:[-_.]?dev[-_.]?[0-9]*)?"
-)
-_SPEC_CLAUSE = lazy(
-    rf"===\s*[^\s;)]+|(?:==|!=)\s*{_V_RELEASE}(?:\.\*|{_V_SUFFIXES}(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?)"
-    rf"|~=\s*v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+{_V_SUFFIXES}|(?:<=|>=|<|>)\s*{_V_RELEASE}{_V_SUFFIXES}",
-    re.IGNORECASE | re.ASCII,
-)
-_PEP508_HEAD = lazy(rf"[ \t]*({NAME})[ \t]*(?:\[([^\]]*)\][ \t]*)?")
-_IDENTIFIER = lazy(rf"{NAME}")
-
-
-def _identifier(text: str) -> bool:
-    """PEP 508's name: letters and digits first and last, `-_.` between."""
-    return _IDENTIFIER.fullmatch(text) is not None and text[-1].isalnum()
-
-
-def _is_specifier(text: str) -> bool:
-    """A version specifier list packaging accepts (`>= 2.4 , < 2.6`, `==2.5.*`, a trailing `,`)."""
-    clauses = text.split(",")
-    if len(clauses) > 1 and not clauses[-1].strip():
-        clauses.pop()  # packaging takes a trailing comma
-    return not text.strip() or all(_SPEC_CLAUSE.fullmatch(c.strip()) for c in clauses)
-
-
-def _pep508_requirement(text: str, offset: int) -> Pin | None:
-    """A requirement packaging parses (setuptools' `_reqs.parse`), with its spans; None where it raises.
-    `name (>=1.0)` is read too; the marker is checked, not kept."""
-    head = _PEP508_HEAD.match(text)
-    extras = head.group(2) if head else None
-    if head is None or not _identifier(head.group(1)):
-        return None
-    if extras is not None and extras.strip() and not all(_identifier(e.strip()) for e in extras.split(",")):
-        return None
-    rest, at = text[head.end() :], head.end()
-    if rest.startswith("@"):
-        url = rest[1:].lstrip(" \t").split(None, 1)
-        if not url or (len(url) > 1 and not (url[1].startswith(";") and _is_marker(url[1][1:].strip()))):
-            return None
-        found = parse_requirement(text, offset)
-        return found if found is not None and found.spec == "@ " + url[0] else None
-    spec, semicolon, marker = rest.partition(";")
-    if semicolon and not _is_marker(marker.strip()):
-        return None
-    if spec.lstrip().startswith("("):
-        inner, close, after = spec.lstrip()[1:].partition(")")
-        if not close or after.strip():
-            return None
-        at += len(spec) - len(spec.lstrip()) + 1
-        spec = inner
-    if ")" in spec or "(" in spec or not _is_specifier(spec):
-        return None
-    written = spec.strip().rstrip(",").rstrip()
-    name_at, name_end = offset + head.start(1), offset + head.end(1)
-    spec_at = offset + at + len(spec) - len(spec.lstrip()) if written else name_at
-    spec_end = spec_at + len(written) if written else name_end
-    return Pin(normalise(head.group(1)), written, name_at, name_end, spec_at, spec_end, extras_of(extras))
-
-
 def _setup_cfg_list(option: _IniOption, label: str) -> list[Pin]:
     """The requirements of one setup.cfg list value (`_parse_requirements_list`, then `_reqs.parse`), with their
     spans; `_IniRefused` where setuptools raises on it."""
@@ -300,7 +174,7 @@ def _setup_cfg_list(option: _IniOption, label: str) -> list[Pin]:
             items.append((chunk, at + cursor))
             cursor += len(chunk) + 1
         parts = [chunk.strip() for chunk, _ in items if chunk.strip()]
-        if len(parts) == 2 and parts[1].startswith(_MARKER_VARIABLES) and not _pep508_requirement(parts[1], 0):
+        if len(parts) == 2 and parts[1].startswith(_MARKER_VARIABLES) and not pep508_requirement(parts[1], 0):
             raise _IniRefused(f"{label}: `;` splits a requirement from its marker: {text!r}")
     pins: list[Pin] = []
     joined = False  # the item before ended in `\`: `_reqs.parse` joins the two (not read here)
@@ -312,7 +186,7 @@ def _setup_cfg_list(option: _IniOption, label: str) -> list[Pin]:
         if body.endswith("\\") or joined:
             joined = body.endswith("\\")
             continue
-        if (pin := _pep508_requirement(body, at)) is not None:
+        if (pin := pep508_requirement(body, at)) is not None:
             pins.append(pin)
     return pins
 
@@ -325,7 +199,7 @@ def setup_cfg_pins(text: str, extras: bool = True) -> list[Pin]:
     try:
         sections = _setuptools_options(*_ini_options(text))
         python = sections.get("options", {}).get("python_requires")
-        if python is not None and not _is_specifier(python.value.replace("%%", "%")):
+        if python is not None and not is_specifier(python.value.replace("%%", "%")):
             raise _IniRefused("python_requires is no version specifier")  # setupcfg.py parses it: SpecifierSet
         install = sections.get("options", {}).get("install_requires")
         pins += _setup_cfg_list(install, "install_requires") if install is not None else []
