@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import setuptools  # noqa: F401 (before pip: pip's imports would load the stdlib's distutils, which setuptools refuses)
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the `tomli` the package depends on there
+    import tomli as tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pip._internal.network.session import PipSession
-from pip._internal.req.req_file import ParsedLine, RequirementsFileParser, get_line_parser
+
+with warnings.catch_warnings():  # pip's and setuptools' own import warnings (pkg_resources, distutils): not ours
+    warnings.simplefilter("ignore")
+    import setuptools  # noqa: F401 (before pip: pip's imports would load the stdlib's distutils, which it refuses)
+    from pip._internal.network.session import PipSession
+    from pip._internal.req.req_file import ParsedLine, RequirementsFileParser, get_line_parser
 
 from cfgopt.environment import pins as repository_pins
 from cfgopt.environment.pins import NAMES as NAMED
@@ -168,7 +176,9 @@ def _requirements_tree(r: random.Random, root: Path, split: list[str] | None = N
 
 
 # --------------------------------------------------------------------------- requirements*.txt: pip's reading
-_SESSION = PipSession()
+with warnings.catch_warnings():  # the session reads the installed distributions: pip's pkg_resources warns
+    warnings.simplefilter("ignore", DeprecationWarning)
+    _SESSION = PipSession()
 
 
 def _pip_reads(main: Path) -> tuple[list[Read], list[Read], list[str]] | None:
