@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +28,15 @@ with warnings.catch_warnings():  # pip's and setuptools' own import warnings (pk
     warnings.simplefilter("ignore")
     import setuptools  # noqa: F401 (before pip: pip's imports would load the stdlib's distutils, which it refuses)
     from pip._internal.network.session import PipSession
-    from pip._internal.req.req_file import ParsedLine, RequirementsFileParser, get_line_parser
+    from pip._internal.req.req_file import (
+        COMMENT_RE,
+        ParsedLine,
+        RequirementsFileParser,
+        break_args_options,
+        get_line_parser,
+    )
+
+from sampling import full
 
 from cfgopt.environment import pins as repository_pins
 from cfgopt.environment.pins import NAMES as NAMED
@@ -38,7 +47,8 @@ from cfgopt.text.requirements.manifests import POETRY_PACKAGES, lock_pins, poetr
 from cfgopt.text.requirements.pip_files import line_pins, requirement_lines, requirements_txt_pins
 from cfgopt.text.requirements.requirement import Pin, normalise
 
-CASES = 300  # seeds per reader: every shape below comes up many times, in a few seconds
+# seeds per reader: every shape below comes up many times in the default sample; --full runs 2,000
+CASES = 2000 if full() else 300
 Read = tuple[str, str, tuple[str, ...]]  # (normalised name, specifier or `@ url`, normalised extras)
 
 
@@ -60,6 +70,11 @@ def _pin_read(pin: Pin) -> Read:
     except InvalidSpecifier:
         spec = "unreadable: " + pin.spec
     return pin.name, spec, tuple(sorted(pin.extras))
+
+
+def _pip_requirement_text(line: str) -> str:
+    """The requirement pip reads from one joined line: its comment cut (`(^|\\s+)#.*$`), its options split off."""
+    return break_args_options(COMMENT_RE.sub("", line).strip())[0]
 
 
 def _span_errors(text: str, pins: list[Pin]) -> list[str]:
@@ -141,7 +156,8 @@ def _requirement_line(r: random.Random, split: list[str]) -> str:
         return requirement + end + options.lstrip(" ") + comment
     at = r.randint(1, max(len(requirement) - 1, 1))
     if shape < 0.3 and requirement[at:][:1] not in ("", "-"):  # a word starting `-` after the join: an option
-        split.append(requirement[:at] + before.rstrip("\\") + after + requirement[at:])
+        # the whole joined line: a comment glued to a URL is part of the requirement pip reads (`#egg=x#glued`)
+        split.append(requirement[:at] + before.rstrip("\\") + after + requirement[at:] + options + comment)
         return requirement[:at] + end + requirement[at:] + options + comment
     return requirement + options + comment
 
@@ -256,7 +272,7 @@ def test_requirements_txt_linted_pins_are_what_pip_reads(tmp_path: Path) -> None
             found += pins
             spans += _span_errors(text, pins)
         mine, expected = set(_cfgopt_reads(found)), set(real[0] + real[1])
-        unspanned = {_packaging_read(text) for text in split}  # no span holds a name or specifier split in two
+        unspanned = {_packaging_read(_pip_requirement_text(line)) for line in split}  # no span holds a split name
         if not (mine <= expected and expected - mine <= unspanned) or spans:
             return f"seed {seed}: cfgopt {mine}, pip {real[0]} {real[1]}, spans {spans}\n{_shown(root)}"
         return ""
@@ -541,12 +557,23 @@ def _toml_reads(data: dict) -> dict[str, list[tuple[Key, str]]]:
     }
 
 
+def _escaped_strings(text: str) -> set[str]:
+    """What the file's one-line basic strings written with a backslash escape read as (tomllib decodes them)."""
+    found = set()
+    for literal in re.findall(r'"(?:[^"\\\n]|\\.)*\\(?:[^"\\\n]|\\.)*"', text):
+        try:
+            found.add(tomllib.loads(f"x = {literal}")["x"])
+        except tomllib.TOMLDecodeError:
+            continue
+    return found
+
+
 def _unread_allowed(text: str, written: str, name: str) -> bool:
-    """A requirement cfgopt may leave unread: its string is not in the file as written (an escape) or it is a
-    poetry dotted key (`torch.version = ...`)."""
+    """A requirement cfgopt may leave unread: a string written with an escape (here, even where the same text is
+    also written plainly in another table) or a poetry dotted key (`torch.version = ...`)."""
     keys = (line.split("=", 1)[0].strip() for line in text.splitlines())
     dotted = any(key.endswith(".version") and normalise(key[:-8].strip('"')) == name for key in keys)
-    return written not in text or dotted
+    return written not in text or written in _escaped_strings(text) or dotted
 
 
 def _compare(text: str, mine: set[Key], real: list[tuple[Key, str]], lenient: bool = False) -> str:

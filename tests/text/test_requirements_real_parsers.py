@@ -15,6 +15,7 @@ import pytest
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from sampling import full
 from setuptools import _reqs
 from setuptools.config.setupcfg import read_configuration
 
@@ -23,7 +24,8 @@ from cfgopt.text.requirements.pip_files import requirement_of
 from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.requirements.setup_cfg import setup_cfg_pins
 
-CASES = 250  # seeds per reader: every shape below comes up many times, in a few seconds
+# seeds per reader: every shape below comes up many times in the default sample; --full runs 2,000
+CASES = 2000 if full() else 250
 
 # --------------------------------------------------------------------------- setup.cfg: a seeded generator
 NAMES = ["torch", "flash-attn", "Flash_Attn", "deepspeed", "transformers", "Liger.Kernel", "peft", "numpy"]
