@@ -12,7 +12,7 @@ import os
 import random
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,6 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the `tomli` the package depends on there
     import tomli as tomllib
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 with warnings.catch_warnings():  # pip's and setuptools' own import warnings (pkg_resources, distutils): not ours
@@ -36,6 +35,7 @@ with warnings.catch_warnings():  # pip's and setuptools' own import warnings (pk
         get_line_parser,
     )
 
+from requirement_reads import Read, first_failures, packaging_read, pin_read
 from sampling import full
 
 from cfgopt.environment import pins as repository_pins
@@ -49,27 +49,6 @@ from cfgopt.text.requirements.requirement import Pin, normalise
 
 # seeds per reader: every shape below comes up many times in the default sample; --full runs 2,000
 CASES = 2000 if full() else 300
-Read = tuple[str, str, tuple[str, ...]]  # (normalised name, specifier or `@ url`, normalised extras)
-
-
-def _requirement_read(req: Requirement) -> Read:
-    spec = "@ " + req.url if req.url else str(req.specifier)
-    return normalise(req.name), spec, tuple(sorted(normalise(e) for e in req.extras))
-
-
-def _packaging_read(text: str) -> Read | None:
-    try:
-        return _requirement_read(Requirement(text))
-    except InvalidRequirement:
-        return None
-
-
-def _pin_read(pin: Pin) -> Read:
-    try:
-        spec = pin.spec if pin.spec.startswith("@") else str(SpecifierSet(pin.spec))
-    except InvalidSpecifier:
-        spec = "unreadable: " + pin.spec
-    return pin.name, spec, tuple(sorted(pin.extras))
 
 
 def _pip_requirement_text(line: str) -> str:
@@ -85,11 +64,6 @@ def _span_errors(text: str, pins: list[Pin]) -> list[str]:
         if normalise(name) != pin.name or spec not in (pin.spec.removeprefix("@ ") if pin.spec else (name, "*")):
             wrong.append(f"{pin}: {name!r} {spec!r}")
     return wrong
-
-
-def _first_failures(seeds: range, check: Callable[[int], str]) -> list[str]:
-    failures = [message for seed in seeds if (message := check(seed))]
-    return failures[:3]
 
 
 # --------------------------------------------------------------------------- requirements*.txt: a seeded generator
@@ -205,7 +179,7 @@ def _pip_reads(main: Path) -> tuple[list[Read], list[Read], list[str]] | None:
     parser = _RecordingParser(_SESSION, get_line_parser(None))
     try:
         for line in parser.parse(str(main), False):
-            if line.is_requirement and not line.is_editable and (read := _packaging_read(line.requirement)):
+            if line.is_requirement and not line.is_editable and (read := packaging_read(line.requirement)):
                 (constraints if line.constraint else requirements).append(read)
     except Exception:  # noqa: BLE001 (pip's errors: the file installs nothing)
         return None
@@ -225,7 +199,7 @@ class _RecordingParser(RequirementsFileParser):
 
 
 def _cfgopt_reads(pins: list[Pin]) -> list[Read]:
-    return sorted({_pin_read(pin) for pin in pins})
+    return sorted({pin_read(pin) for pin in pins})
 
 
 def test_requirements_txt_pins_are_what_pip_reads(tmp_path: Path) -> None:
@@ -245,14 +219,14 @@ def test_requirements_txt_pins_are_what_pip_reads(tmp_path: Path) -> None:
         spans = [error for line in lines for error in _span_errors(line, line_pins([line]))]
         repository = repository_pins._requirements(main)  # the pins' first specifier of deepspeed, llamafactory
         pinned = all(
-            any((name, _pin_read(Pin(name, spec, 0, 0, 0, 0))[1]) in {r[:2] for r in mine} for name in NAMED[package])
+            any((name, pin_read(Pin(name, spec, 0, 0, 0, 0))[1]) in {r[:2] for r in mine} for name in NAMED[package])
             for package, spec in repository.items()
         )
         if mine != real[0] or spans or not pinned or not _first_of_each(read_packages(main) or {}, mine):
             return f"seed {seed}: cfgopt {mine}, pip {real[0]}, spans {spans}\n{_shown(root)}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 def test_requirements_txt_linted_pins_are_what_pip_reads(tmp_path: Path) -> None:
@@ -272,12 +246,12 @@ def test_requirements_txt_linted_pins_are_what_pip_reads(tmp_path: Path) -> None
             found += pins
             spans += _span_errors(text, pins)
         mine, expected = set(_cfgopt_reads(found)), set(real[0] + real[1])
-        unspanned = {_packaging_read(_pip_requirement_text(line)) for line in split}  # no span holds a split name
+        unspanned = {packaging_read(_pip_requirement_text(line)) for line in split}  # no span holds a split name
         if not (mine <= expected and expected - mine <= unspanned) or spans:
             return f"seed {seed}: cfgopt {mine}, pip {real[0]} {real[1]}, spans {spans}\n{_shown(root)}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 def _first_of_each(packages: dict[str, str], reads: list[Read]) -> bool:
@@ -292,7 +266,7 @@ def _first_of_each(packages: dict[str, str], reads: list[Read]) -> bool:
         for dist in LLAMAFACTORY_EXTRAS.get(e, ())
     }
     named = {name for name, _ in pairs}
-    read_as = {name: _pin_read(Pin(name, spec, 0, 0, 0, 0))[1] for name, spec in packages.items()}
+    read_as = {name: pin_read(Pin(name, spec, 0, 0, 0, 0))[1] for name, spec in packages.items()}
     return set(packages) == named | extras and all(
         (n, s) in pairs or (n in extras and s == "") for n, s in read_as.items()
     )
@@ -526,7 +500,7 @@ def _pep508_keys(values: object) -> list[tuple[Key, str]]:
     """The requirement strings of a TOML array that packaging parses, each with its string."""
     found = []
     for value in values if isinstance(values, list) else []:
-        read = _packaging_read(value) if isinstance(value, str) else None
+        read = packaging_read(value) if isinstance(value, str) else None
         if read is not None:
             found.append(((read[0], _spec_key(read[1]), read[2]), value))
     return found
@@ -602,7 +576,7 @@ def test_pyproject_environment_is_what_tomllib_reads(tmp_path: Path) -> None:
             return f"seed {seed}: {problem} {spans} {named - known}\n{text}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 def test_pyproject_pins_and_linted_pins_are_what_tomllib_reads(tmp_path: Path) -> None:
@@ -628,7 +602,7 @@ def test_pyproject_pins_and_linted_pins_are_what_tomllib_reads(tmp_path: Path) -
             return f"seed {seed}: {problem} {_span_errors(text, linted)} {pinned - specs}\n{text}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 # --------------------------------------------------------------------------- uv.lock / poetry.lock
@@ -694,7 +668,7 @@ def test_lock_pins_are_what_tomllib_reads() -> None:
             return f"seed {seed}: cfgopt {sorted(mine)}, tomllib {sorted(real)}, spans {spans}\n{text}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 def text_name(name: str, text: str) -> str:

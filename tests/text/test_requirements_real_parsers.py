@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from requirement_reads import Read, first_failures, pin_read, requirement_read
 from sampling import full
 from setuptools import _reqs
 from setuptools.config.setupcfg import read_configuration
@@ -97,14 +96,6 @@ def _setup_cfg(r: random.Random) -> str:
 
 
 # --------------------------------------------------------------------------- setup.cfg: the real reader
-Read = tuple[str, str, tuple[str, ...]]  # (normalised name, specifier or `@ url`, normalised extras)
-
-
-def _requirement_read(req: Requirement) -> Read:
-    spec = "@ " + req.url if req.url else str(req.specifier)
-    return normalise(req.name), spec, tuple(sorted(normalise(e) for e in req.extras))
-
-
 def _setuptools_reads(path: Path, text: str) -> list[Read] | None:
     """The requirements setuptools reads (install_requires, then every extra), each item as its build parses it
     (`_reqs.parse_strings`, `packaging`; an item it cannot parse is none); None where reading the file raises."""
@@ -120,15 +111,10 @@ def _setuptools_reads(path: Path, text: str) -> list[Read] | None:
     for items in lists:
         for item in _reqs.parse_strings(list(items)):
             try:
-                found.append(_requirement_read(Requirement(item)))
+                found.append(requirement_read(Requirement(item)))
             except InvalidRequirement:
                 continue
     return sorted(found)
-
-
-def _pin_read(pin: Pin) -> Read:
-    spec = pin.spec if pin.spec.startswith("@") else str(SpecifierSet(pin.spec))
-    return pin.name, spec, tuple(sorted(pin.extras))
 
 
 def _spans_hold(text: str, pins: list[Pin]) -> bool:
@@ -142,11 +128,6 @@ def _spans_hold(text: str, pins: list[Pin]) -> bool:
     return True
 
 
-def _first_failures(seeds: range, check: Callable[[int], str]) -> list[str]:
-    failures = [message for seed in seeds if (message := check(seed))]
-    return failures[:3]
-
-
 def test_setup_cfg_pins_are_what_setuptools_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Generated setup.cfg files: cfgopt's pins are setuptools' requirements (a list value holding `%`, which
     interpolation rewrites, is not read: its pins are then a part of them); none where setuptools raises."""
@@ -156,14 +137,14 @@ def test_setup_cfg_pins_are_what_setuptools_reads(tmp_path: Path, monkeypatch: p
     def check(seed: int) -> str:
         text = _setup_cfg(random.Random(seed))
         pins = setup_cfg_pins(text)
-        mine, real = sorted(_pin_read(pin) for pin in pins), _setuptools_reads(path, text)
+        mine, real = sorted(pin_read(pin) for pin in pins), _setuptools_reads(path, text)
         rewritten = "%" in text.split("[options]", 1)[-1]
         agrees = mine == (real or []) or (rewritten and real is not None and set(mine) <= set(real))
         if not agrees or not _spans_hold(text, pins):
             return f"seed {seed}: cfgopt {mine}, setuptools {real}\n{text}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 def test_setup_cfg_install_requires_alone_is_what_setuptools_installs(tmp_path: Path) -> None:
@@ -171,7 +152,7 @@ def test_setup_cfg_install_requires_alone_is_what_setuptools_installs(tmp_path: 
     path = tmp_path / "setup.cfg"
     for seed in range(0, CASES, 5):
         text = _setup_cfg(random.Random(seed))
-        mine = sorted(_pin_read(pin) for pin in setup_cfg_pins(text, extras=False))
+        mine = sorted(pin_read(pin) for pin in setup_cfg_pins(text, extras=False))
         path.write_bytes(text.encode())
         try:
             with warnings.catch_warnings():
@@ -184,7 +165,7 @@ def test_setup_cfg_install_requires_alone_is_what_setuptools_installs(tmp_path: 
             real = []
             for item in _reqs.parse_strings(list(items)):
                 try:
-                    real.append(_requirement_read(Requirement(item)))
+                    real.append(requirement_read(Requirement(item)))
                 except InvalidRequirement:
                     continue
             assert mine == sorted(real), text
@@ -306,7 +287,7 @@ def test_environment_yml_entries_are_what_yaml_reads() -> None:
             return f"seed {seed}: cfgopt {mine_conda} {mine_pip}, YAML {real_conda} {real_pip}\n{text}"
         return ""
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 def _written_name(text: str, pin: Pin) -> str:
@@ -325,16 +306,16 @@ def test_environment_yml_pip_pins_are_what_packaging_reads() -> None:
         by_line = {at: pin for pin in pins for line, at in pip if at <= pin.name_start < at + len(line)}
         for line, at in pip:
             try:
-                real: Read | None = _requirement_read(Requirement(requirement_of(line)))
+                real: Read | None = requirement_read(Requirement(requirement_of(line)))
             except InvalidRequirement:
                 real = None
-            mine = _pin_read(by_line[at]) if at in by_line else None
+            mine = pin_read(by_line[at]) if at in by_line else None
             if mine != real:
                 return f"seed {seed}: {line!r}: cfgopt {mine}, packaging {real}"
         conda_names = all(CONDA_NAMES.get(n, n) == pin.name for pin in pins if (n := _written_name(text, pin)))
         return "" if _spans_hold(text, list(by_line.values())) and conda_names else f"seed {seed}: spans\n{text}"
 
-    assert _first_failures(range(CASES), check) == []
+    assert first_failures(range(CASES), check) == []
 
 
 # --------------------------------------------------------------------------- each disagreement found, kept
