@@ -4,12 +4,9 @@ cannot be true (issue 41: a neat-packed run under SDPA printed 27,928,027 tokens
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from repo_paths import ROOT
+from llamafactory_child import LlamaFactoryChild
 from verify_runs import VerifyRun
 
 from cfgopt.verify import comparison
@@ -96,13 +93,10 @@ def test_never_more_than_the_ids() -> None:
     assert real_tokens({"input_ids": ids, "attention_mask": wide}) == 3
 
 
-# LLaMA-Factory's data package imports torchaudio (data/mm_plugin.py), which this host may lack: a child with
-# the worker's placeholder builds the masks with LLaMA-Factory's own code, so this process's modules stay as
-# they are.
+# Run in the session's LLaMA-Factory child (tests/support/llamafactory_child.py: the worker's placeholder for
+# torchaudio, this process's modules as they are): the masks built by LLaMA-Factory's own code.
 _LLAMAFACTORY_MASKS = """
 import json, torch
-from cfgopt.verify.worker import _torchaudio_placeholder
-_torchaudio_placeholder()
 from llamafactory.data.collator import SFTDataCollatorWith4DAttentionMask, prepare_4d_attention_mask
 from cfgopt.verify.tokens import real_tokens, count_batch
 index = torch.tensor([[1, 1, 2, 2, 2, 3, 3, 0], [1, 1, 1, 1, 1, 1, 2, 0]])
@@ -121,11 +115,8 @@ print(json.dumps(out))
 """
 
 
-def test_llamafactory_neat_packing_masks_are_counted_right() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _LLAMAFACTORY_MASKS], capture_output=True, text=True, env=env, timeout=600
-    )
+def test_llamafactory_neat_packing_masks_are_counted_right(llamafactory_child: LlamaFactoryChild) -> None:
+    done = llamafactory_child.run(_LLAMAFACTORY_MASKS)
     if done.returncode != 0 and "No module named 'llamafactory'" in done.stderr:
         pytest.skip("llamafactory (the oracle extra) is not installed")
     assert done.returncode == 0, done.stderr[-2000:]
