@@ -190,8 +190,9 @@ def _verify(cfg: Path, cache_dir: Path, *extra: str) -> tuple[subprocess.Complet
 
 @pytest.mark.oracle
 # dpo in the default run (a pairwise batch: both sequences of a sample counted); kto, rm and pt, a real trainer
-# run of 11-16 s each on the 2-core machine, with --full: the default run stays under 6 minutes there. What kto's
-# run adds, its KL inputs left out of the count, test_verify_tokens.py checks on a batch of the collator's keys.
+# run of 11-16 s each on the 2-core machine, with --full: the default run stays under 6 minutes there. By default
+# kto's KL inputs are left out of the count on a batch of its collator's keys (test_verify_tokens.py), and
+# LLaMA-Factory reads its synthetic rows as KTO rows (above); its trainer runs with --full.
 @pytest.mark.parametrize(
     "stage", ["dpo", *(pytest.param(stage, marks=pytest.mark.slow) for stage in ("kto", "rm", "pt"))]
 )
