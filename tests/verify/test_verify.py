@@ -14,6 +14,7 @@ import pytest
 from rule_cases import ROOT
 from sampling import params
 from tiny_model import TINY
+from verify_runs import VerifyRun
 
 from cfgopt.verify import comparison, runner, synthetic_meta
 
@@ -41,34 +42,10 @@ def _write_case(tmp_path: Path, flash: str) -> Path:
 
 
 @pytest.mark.oracle
-def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path, verify_cache: Path) -> None:
-    pytest.importorskip("llamafactory")
-    cfg = _write_case(tmp_path, "true")  # the seed's mistake: crashes at model load, fixed to sdpa
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cfgopt",
-            "verify",
-            str(cfg),
-            "--steps",
-            "4",
-            "--target",
-            "cpu",
-            "--mode",
-            "synthetic",  # no GPU in CI: a CPU run of a tiny model
-            "--cache-dir",
-            str(verify_cache),
-            "--json",
-            str(tmp_path / "report.json"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)},
-    )
-    data = json.loads((tmp_path / "report.json").read_text())
+def test_cpu_smoke_run_of_the_real_trainer(neat_packed_fix_run: VerifyRun) -> None:
+    """The seed's mistake (`flash_attn: true`) crashes the real trainer at model load; verify fixes it to sdpa
+    and the fixed config trains. The run is tests/verify/conftest.py's, shared with test_verify_tokens.py."""
+    proc, data = neat_packed_fix_run.proc, neat_packed_fix_run.report
     assert "Unknown attention type: True" in data["original"]["error"]  # the real model-load crash
     fixed = data["fixed"]
     assert fixed.get("error") is None, proc.stderr[-3000:]
@@ -76,8 +53,7 @@ def test_cpu_smoke_run_of_the_real_trainer(tmp_path: Path, verify_cache: Path) -
     assert fixed["attn_implementation"] == "sdpa" and fixed["loss_finite"]
     assert any("LF003" in f for f in data["fixes"])
     assert proc.returncode == 0  # the original crashed and the fixed config trains: what verify is for
-    assert not (tmp_path / "users_output_dir").exists()  # never writes into the user's output_dir
-    assert not list(Path("/tmp").glob("cfgopt-verify-*/original.json")) or True
+    assert not (neat_packed_fix_run.folder / "users_output_dir").exists()  # never writes into the user's output_dir
 
 
 FULL_CONFIG = """model_name_or_path: tiny

@@ -4,13 +4,10 @@ cannot be true (issue 41: a neat-packed run under SDPA printed 27,928,027 tokens
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from repo_paths import ROOT
+from llamafactory_child import LlamaFactoryChild
+from verify_runs import VerifyRun
 
 from cfgopt.verify import comparison
 from cfgopt.verify.tokens import count_batch, real_tokens, step_capacity
@@ -96,13 +93,10 @@ def test_never_more_than_the_ids() -> None:
     assert real_tokens({"input_ids": ids, "attention_mask": wide}) == 3
 
 
-# LLaMA-Factory's data package imports torchaudio (data/mm_plugin.py), which this host may lack: a child with
-# the worker's placeholder builds the masks with LLaMA-Factory's own code, so this process's modules stay as
-# they are.
+# Run in the session's LLaMA-Factory child (tests/support/llamafactory_child.py: the worker's placeholder for
+# torchaudio, this process's modules as they are): the masks built by LLaMA-Factory's own code.
 _LLAMAFACTORY_MASKS = """
 import json, torch
-from cfgopt.verify.worker import _torchaudio_placeholder
-_torchaudio_placeholder()
 from llamafactory.data.collator import SFTDataCollatorWith4DAttentionMask, prepare_4d_attention_mask
 from cfgopt.verify.tokens import real_tokens, count_batch
 index = torch.tensor([[1, 1, 2, 2, 2, 3, 3, 0], [1, 1, 1, 1, 1, 1, 2, 0]])
@@ -121,11 +115,8 @@ print(json.dumps(out))
 """
 
 
-def test_llamafactory_neat_packing_masks_are_counted_right() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _LLAMAFACTORY_MASKS], capture_output=True, text=True, env=env, timeout=600
-    )
+def test_llamafactory_neat_packing_masks_are_counted_right(llamafactory_child: LlamaFactoryChild) -> None:
+    done = llamafactory_child.run(_LLAMAFACTORY_MASKS)
     if done.returncode != 0 and "No module named 'llamafactory'" in done.stderr:
         pytest.skip("llamafactory (the oracle extra) is not installed")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -203,50 +194,20 @@ def test_capacity_counts_pairwise_rows_and_the_collators_padding() -> None:
     assert step_capacity(1, 1, 1, 1001) == 1008  # pad_to_multiple_of=8
 
 
-NEAT_PACKED = """model_name_or_path: tiny
-stage: sft
-do_train: true
-finetuning_type: lora
-lora_target: all
-dataset: alpaca_en_demo
-template: llama3
-cutoff_len: 256
-neat_packing: true
-output_dir: out
-per_device_train_batch_size: 2
-learning_rate: 1.0e-4
-"""
-
-
 @pytest.mark.oracle
-def test_a_neat_packed_cpu_run_counts_no_more_than_it_ran(tmp_path: Path, verify_cache: Path) -> None:
-    """The real trainer on the CPU: neat packing under SDPA hands the trainer LLaMA-Factory's 4D block mask."""
-    pytest.importorskip("llamafactory")
-    from tiny_model import TINY
-
-    (tmp_path / "tiny").mkdir()
-    (tmp_path / "tiny" / "config.json").write_text(json.dumps(TINY))
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(NEAT_PACKED)
-    report = tmp_path / "report.json"
-    args = ["--only-original", "--steps", "3", "--target", "cpu", "--mode", "synthetic"]
-    args += ["--cache-dir", str(verify_cache), "--json", str(report)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "cfgopt", "verify", str(cfg), *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "DISABLE_VERSION_CHECK": "1", "PYTHONPATH": str(ROOT)},
-    )
-    data = json.loads(report.read_text())
-    original = data["original"]
-    assert original.get("error") is None and "cannot_measure" not in original, proc.stderr[-3000:]
-    assert original["attn_implementation"] == "sdpa" and original["warmup_steps_excluded"] == 1
-    for step in data["per_step"]["original"]:
+def test_a_neat_packed_cpu_run_counts_no_more_than_it_ran(neat_packed_fix_run: VerifyRun) -> None:
+    """The real trainer on the CPU: neat packing under SDPA hands the trainer LLaMA-Factory's 4D block mask. The
+    run is the fixed side of tests/verify/conftest.py's (shared with test_verify.py's smoke run): the job with
+    neat packing and 2 rows of 256 a step, its `flash_attn: true` fixed to sdpa and nothing else changed."""
+    proc, data = neat_packed_fix_run.proc, neat_packed_fix_run.report
+    assert [fix.split()[0] for fix in data["fixes"]] == ["LF003"], data["fixes"]  # the job as written, but sdpa
+    fixed = data["fixed"]
+    assert fixed.get("error") is None and "cannot_measure" not in fixed, proc.stderr[-3000:]
+    assert fixed["attn_implementation"] == "sdpa" and fixed["warmup_steps_excluded"] == 1
+    for step in data["per_step"]["fixed"]:
         # 2 packed rows of 256: the old count summed the 4D mask (about 2 x 256 x 256 / 2)
         assert 0 < step["real_tokens"] <= step["padded_tokens"] <= 2 * 256
-    assert original["real_tokens_per_s"] > 0
+    assert fixed["real_tokens_per_s"] > 0
 
 
 def test_one_slow_steady_step_moves_the_figure_little() -> None:
