@@ -26,12 +26,23 @@ def hardware_gpus(job: Job) -> int:
 # 2.290 vs 1.930 s; Qwen2.5-7B LoRA r32 cutoff 4096, 1 x 16: 6.991 vs 5.838 s (both 0.84x); Llama-3-8B full, 2 x 1:
 # 0.765 vs 0.705 s (0.92x: the optimizer step, which the mask does not touch, is a larger share of a full step).
 NEAT_WITHOUT_FA2 = {"lora": (1.930 / 2.290 + 5.838 / 6.991) / 2, "full": 0.705 / 0.765}
+# where those were measured, as the plan's words cite them: at cutoff 1024 the seed's Llama-3-8B LoRA ran neat packing
+# at 0.92x plain packing (1.016 vs 0.934 s, bench/verify/results.md), a cost not yet ranked by cutoff (bench/planner)
+NEAT_MEASURED_ON = {
+    "lora": "LoRA at cutoff 2048 and 4096; 1.09x at 1024",
+    "full": "full fine-tuning at cutoff 2048",
+}
+
+
+def neat_method(job: Job) -> str:
+    """The method neat packing's cost was measured for that the job's is ("full" or "lora"): freeze, like full,
+    steps an optimizer over whole layers."""
+    return "full" if methods.full_weight_method(job.values()) else "lora"
 
 
 def neat_mask_cost(job: Job) -> float:
-    """Neat packing's speed under SDPA relative to plain packing, for the job's fine-tuning method (freeze, like
-    full, steps an optimizer over whole layers)."""
-    return NEAT_WITHOUT_FA2["full" if methods.full_weight_method(job.values()) else "lora"]
+    """Neat packing's speed under SDPA relative to plain packing, for the job's fine-tuning method."""
+    return NEAT_WITHOUT_FA2[neat_method(job)]
 
 
 def fa2_runs(job: Job) -> bool:
@@ -56,6 +67,7 @@ class Runtime(NamedTuple):
 
     fa2: bool = False  # flash-attn installed: `fa2` runs FlashAttention-2 (else SDPA)
     neat_cost: float = NEAT_WITHOUT_FA2["lora"]  # neat packing under SDPA, relative to plain packing
+    neat_measured_on: str = NEAT_MEASURED_ON["lora"]  # where neat_cost was measured, in the plan's words
     sr_small: bool = False  # a model below SR_FASTER_FROM (or of unknown size): stochastic rounding is slower
     user_neat: bool = False  # the user's `neat_packing`: every packed candidate is neat, not only the plan's own
 
@@ -75,7 +87,8 @@ def runtime_of(job: Job) -> Runtime:
     if stochastic_rounding_ok(job):  # the size matters only where stochastic rounding is a candidate (and the
         shape = job.shape  # model's shape is not read on a lint that plans without it: start-up)
         small = shape is None or shape.num_parameters < SR_FASTER_FROM
-    return Runtime(fa2_runs(job), neat_mask_cost(job), small, job.on("neat_packing"))
+    neat = NEAT_MEASURED_ON[neat_method(job)]
+    return Runtime(fa2_runs(job), neat_mask_cost(job), neat, small, job.on("neat_packing"))
 
 
 def plan_speed(

@@ -195,8 +195,8 @@ def _plain_packing_alternative(job: Job, plan: SpeedPlan, run: Runtime) -> str:
         return ""
     return (
         f"display only: `packing: true` ran {1 / run.neat_cost:.2f}x neat packing's speed at the same shape under "
-        "SDPA (H200, bench/planner/README.md) but lets packed samples attend to each other (what the job trains on "
-        "changes: yours to choose)"
+        f"SDPA (H200, {run.neat_measured_on}; bench/planner/README.md) but lets packed samples attend to each "
+        "other (what the job trains on changes: yours to choose)"
     )
 
 
