@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,7 +40,8 @@ _NATIVE_ORDER = {
     "utf-16": ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")),
     "utf-32": ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be")),
 }
-_WINDOWS_ONLY = frozenset({"mbcs", "oem"})  # Windows' code pages: LookupError on a Linux node
+# Windows' code pages and their aliases (as Python normalises a name): LookupError on a Linux node, said so on any
+_WINDOWS_ONLY = frozenset({"mbcs", "ansi", "dbcs", "oem"})
 
 
 class RequirementsDecodeError(ValueError):
@@ -63,11 +65,15 @@ def _decode(data: bytes, codec: str, at: int, failed: str) -> str:
     else:
         codec = marks[0][1] if marks else codec
     try:
-        return data.decode(codec)
+        with warnings.catch_warnings():  # unicode_escape's "invalid escape sequence": pip's noise, not cfgopt's
+            warnings.simplefilter("ignore")
+            return data.decode(codec)
     except UnicodeDecodeError as exc:
         where = f"byte {at + exc.start}: {data[exc.start : exc.start + 1]!r}"
-    except ValueError as exc:  # a UnicodeError of its own (idna: "label empty or too long")
-        where = str(exc)
+    except LookupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (whatever else a codec raises, punycode's UnicodeError: pip stops too)
+        where = f"{type(exc).__name__}: {exc}"
     raise RequirementsDecodeError(f"{failed} ({where})")
 
 
@@ -81,17 +87,17 @@ def _coding_comment(data: bytes) -> tuple[int, str] | None:
 
 
 def _by_coding_comment(data: bytes, number: int, name: str) -> str:
+    if name.lower().replace("-", "_") in _WINDOWS_ONLY:
+        raise RequirementsDecodeError(
+            f"its coding comment (line {number}) names {name!r}, a Windows code page: pip on a Linux node stops "
+            f"with LookupError"
+        )
     try:
         codec = codecs.lookup(name).name
     except LookupError as exc:
         raise RequirementsDecodeError(
             f"its coding comment (line {number}) names {name!r}, no encoding pip can decode with (LookupError: {exc})"
         ) from None
-    if codec in _WINDOWS_ONLY:
-        raise RequirementsDecodeError(
-            f"its coding comment (line {number}) names {name!r}, a Windows code page: pip on a Linux node stops "
-            f"with LookupError"
-        )
     failed = f"not {name} text as its coding comment says"
     try:
         return _decode(data, codec if codec in _NATIVE_ORDER else name, 0, failed)
