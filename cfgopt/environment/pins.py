@@ -7,7 +7,9 @@ A config lives in a repository that says which releases it runs with: `requireme
 (`src/llamafactory/extras/env.py` `VERSION`). `find_pins` walks up from the config's folder to the
 repository root (the folder holding `.git`, else the filesystem root); per package the closest folder that
 states it wins, and inside one folder a lock file (what really installs) beats a manifest. Every file is
-read as text, TOML included, by `cfgopt.text.requirements` (no parser is loaded on the lint path).
+read as text, TOML included, by `cfgopt.text.requirements` (no parser is loaded on the lint path); a file pip reads
+(requirements*.txt, the `-r` includes, a conda `- pip:` list's includes) is decoded as pip decodes it, and one pip
+cannot decode states no pins.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import os
 from pathlib import Path
 
 from cfgopt.knowledge.versions import VersionRange
+from cfgopt.text.requirements.files import is_requirements_txt
 from cfgopt.text.requirements.manifests import lock_pins, poetry_pins, source_version, string_pins
+from cfgopt.text.requirements.pip_encoding import read_requirements
 from cfgopt.text.requirements.pip_files import line_pins, requirement_lines
 from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.user_files import read_text_bounded
@@ -41,6 +45,15 @@ def _read(path: Path) -> str:
         return ""
 
 
+def _read_requirements(path: Path) -> str:
+    """A file pip reads as a requirements file, as pip decodes it (a byte order mark, a coding comment, else
+    UTF-8), or "" when it cannot be read or decoded (pip fails on it: it states no pins)."""
+    try:
+        return read_requirements(path)
+    except (OSError, ValueError):
+        return ""
+
+
 def _first_specs(pins: list[Pin]) -> dict[str, str]:
     """Per package of NAMES, the specifier of its first pin (a bare name: "", any release)."""
     out: dict[str, str] = {}
@@ -52,7 +65,7 @@ def _first_specs(pins: list[Pin]) -> dict[str, str]:
 
 
 def _requirements(path: Path) -> dict[str, str]:
-    found = line_pins(requirement_lines(path, _read(path), _read))
+    found = line_pins(requirement_lines(path, _read_requirements(path), _read_requirements))
     return _first_specs([pin for pin in found if not pin.spec.startswith("@")])  # `name @ url`: no release
 
 
@@ -97,7 +110,7 @@ def _conda_environment(path: Path) -> dict[str, str]:
     """environment.yml: its `- pip:` lines (with their `-r` includes) before its conda specs, as pip installs last."""
     from cfgopt.text.requirements.conda import conda_environment_requirements
 
-    found = conda_environment_requirements(path, _read(path), _read)
+    found = conda_environment_requirements(path, _read(path), _read_requirements)
     return _first_specs([pin for pin in found if not pin.spec.startswith("@")])
 
 
@@ -130,7 +143,7 @@ def pins_in(folder: Path) -> dict[str, VersionRange]:
     for name, reader in _READERS:
         if name in names:
             found.append((name, reader(folder / name)))
-    found += [(n, _requirements(folder / n)) for n in names if n.startswith("requirements") and n.endswith(".txt")]
+    found += [(n, _requirements(folder / n)) for n in names if is_requirements_txt(n)]
     if "src" in names:
         found.append(("src/llamafactory/extras/env.py", _llamafactory_source(folder)))
     for name, specs in found:

@@ -31,6 +31,7 @@ from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
 from cfgopt.text.requirements.files import CONDA_ENVIRONMENT_FILES, is_requirement_file
 from cfgopt.text.requirements.manifests import lock_pins, poetry_dependencies, project_dependencies, string_pins
+from cfgopt.text.requirements.pip_encoding import RequirementsDecodeError, read_requirements
 from cfgopt.text.requirements.pip_files import line_pins, logical_lines, requirement_lines
 from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.requirements.versions import exact_version, platform_of_build, reaches
@@ -155,13 +156,25 @@ _READERS = {
 }
 
 
+def _pip_reads(path: Path) -> bool:
+    """Is the file read as a requirements file pip reads (`read_packages` reads any other name so: `-r FILE`)?"""
+    return path.suffix != ".json" and path.name not in CONDA_ENVIRONMENT_FILES and path.name not in _READERS
+
+
+def _file_text(path: Path) -> str:
+    """A file's text: a requirements file as pip decodes it (RequirementsDecodeError where pip cannot), any other
+    as UTF-8 (their readers' own encoding), undecodable bytes replaced."""
+    return read_requirements(path) if _pip_reads(path) else read_text_bounded(path)
+
+
 def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
     """The packages one file states (a requirement or lock file, or a doctor snapshot); None when it cannot be
-    read or is no such file. `texts` (real path -> text) stand in for files on disk: `cfgopt fix`'s edits."""
+    read, pip cannot decode it, or it is no such file. `texts` (real path -> text) stand in for files on disk:
+    `cfgopt fix`'s edits."""
     given = (texts or {}).get(os.path.realpath(path))
     try:
-        text = given if given is not None else read_text_bounded(path)
-    except (OSError, UnicodeDecodeError):
+        text = given if given is not None else _file_text(path)
+    except (OSError, ValueError):
         return None
     if path.suffix == ".json":
         return _snapshot(text)
@@ -174,13 +187,13 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
 
 
 def _text_of(path: Path, texts: Texts | None) -> str:
-    """A file's text as `read_packages` reads it ("" when it cannot be read)."""
+    """A file a `-r` line includes, as pip decodes it ("" when it cannot be read or decoded)."""
     given = (texts or {}).get(os.path.realpath(path))
     if given is not None:
         return given
     try:
-        return read_text_bounded(path)
-    except (OSError, UnicodeDecodeError):
+        return read_requirements(path)
+    except (OSError, ValueError):
         return ""
 
 
@@ -269,11 +282,23 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
     packages = read_packages(path)
     if packages is None:
         raise EnvironmentOptionError(
-            f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot"
+            f"{where}: {value} cannot be read as a requirements/lock file or a doctor snapshot{_undecodable(path)}"
         )
     txt = path if path.suffix == ".txt" else None
     origin = Origin.SNAPSHOT if path.suffix == ".json" else Origin.STATED
     return Environment(packages, f"{_shown(path)} ({where})", origin, requirement_file=txt, explicit=True)
+
+
+def _undecodable(path: Path) -> str:
+    """Why pip cannot decode the requirements file `path`, as " (words)"; "" when that is not why it was not read."""
+    try:
+        if _pip_reads(path):
+            read_requirements(path)
+    except RequirementsDecodeError as exc:
+        return f" ({exc})"
+    except OSError:
+        pass
+    return ""
 
 
 def _as_spec(value: Any) -> str:

@@ -250,6 +250,8 @@ def _refusals(project: LintProject, scope: set[Path], paths: list[Path], before:
             out.setdefault(key, READ_ONLY)  # refused before planning, so that its job's other files stay in step
         if key in unjudged:
             out.setdefault(key, HARD_LINKED)
+        if doc.encoding is not None:  # a requirements file pip decodes otherwise: written back as UTF-8 it would change
+            out.setdefault(key, f"pip reads it as {doc.encoding}, not UTF-8; cfgopt writes UTF-8 and does not edit it")
         unusual = doc.unusual_line_break()
         if unusual:
             out.setdefault(

@@ -149,7 +149,9 @@ class Project:
         if key in self.documents:
             return self.documents[key]
         if key in self.overlay:
-            doc = Document.from_bytes(path, encode(self.overlay[key]))
+            # text already (stdin, an editor's buffer, a fix's edit): its UTF-8 is read as UTF-8, whatever a
+            # requirements file's coding comment says
+            doc = Document.from_bytes(path, encode(self.overlay[key]), as_pip_reads=False)
             original = self._read_original(path)
             doc.has_bom = doc.has_bom or (original.has_bom if original else False)  # stdin keeps its own BOM
         else:

@@ -37,7 +37,9 @@ class PlanNeedsPackage(Rule):
         "Unsafe: adds a pin with the range LLaMA-Factory's release documents for the extra (requirements*.txt "
         "only), on a line of its own (after an empty line where the file ends in a `\\` continuation, which pip "
         "would join it to) in the file's line endings; the node must then install it. No fix in a hash-checking "
-        "file (`--hash`, `--require-hashes`): pip refuses a pin without hashes there, and with it the whole file."
+        "file (`--hash`, `--require-hashes`): pip refuses a pin without hashes there, and with it the whole file. "
+        "A file pip decodes as other than UTF-8 (UTF-16 by its byte order mark, latin-1 by its coding comment) is "
+        "not written: `cfgopt fix` writes UTF-8, so it says why and leaves the file byte for byte."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

@@ -12,7 +12,9 @@ are derived from it here and nowhere else. Lines end where the file's own consum
 The fixer refuses a file with a line break other than `\n` and `\r\n` where its consumer breaks lines
 (`unusual_line_break`): few editors show them as line breaks, and an edit that adds a line could not match them.
 A file that is not UTF-8 is refused with the reason; UTF-16 and UTF-32 (by their BOM, or the NUL bytes of
-ASCII text in them) are named as such, since LLaMA-Factory, OmegaConf and the HF Trainer all read UTF-8.
+ASCII text in them) are named as such, since LLaMA-Factory, OmegaConf and the HF Trainer all read UTF-8. A
+requirements*.txt is decoded as pip decodes it (`cfgopt.text.requirements.pip_encoding`: a byte order mark, a coding
+comment, else UTF-8); one that is not UTF-8 byte for byte says how in `Document.encoding`, and no fix edits it.
 """
 
 from __future__ import annotations
@@ -66,10 +68,14 @@ class DocumentError(Exception):
 
 
 class Document:
-    def __init__(self, path: Path, text: str, has_bom: bool = False) -> None:
+    def __init__(self, path: Path, text: str, has_bom: bool = False, encoding: str | None = None) -> None:
         self.path = path
         self.text = text  # decoded, BOM stripped; line endings kept as they are in the file
-        self.has_bom = has_bom
+        self.has_bom = has_bom  # a UTF-8 byte order mark, written back
+        # None: the file is the text's UTF-8 (after its BOM). Else how pip decodes it, in words ("UTF-16
+        # (little-endian) by its byte order mark", "latin-1 by its coding comment"): offsets are into the decoded
+        # text, and the fixer does not edit it (`encode` writes UTF-8).
+        self.encoding = encoding
         self._line_starts: list[int] = []
         self._syntax = _SYNTAX_BY_SUFFIX.get(Path(path).suffix.lower(), "yaml")
 
@@ -88,7 +94,13 @@ class Document:
         return f"Document({self.path!r}, {len(self.text)} characters)"
 
     @classmethod
-    def from_bytes(cls, path: Path, raw: bytes) -> Document:
+    def from_bytes(cls, path: Path, raw: bytes, as_pip_reads: bool | None = None) -> Document:
+        """The document of a file's bytes; a requirements*.txt (by its name, or `as_pip_reads`) decoded as pip
+        decodes it."""
+        from cfgopt.text.requirements.files import is_requirements_txt
+
+        if as_pip_reads if as_pip_reads is not None else is_requirements_txt(Path(path).name):
+            return cls._from_requirements_bytes(path, raw)
         wide = wide_encoding(raw)
         if wide is not None:
             # Both open the file with encoding="utf-8": the byte order mark is no UTF-8, and without one the NUL
@@ -112,6 +124,42 @@ class Document:
         if has_bom:
             text = text[1:]
         return cls(path=path, text=text, has_bom=has_bom)
+
+    @classmethod
+    def _from_requirements_bytes(cls, path: Path, raw: bytes) -> Document:
+        """A requirements file as pip reads it (`pip_encoding.decode_requirements`). Without a UTF-16 / UTF-32
+        mark, the checks of any file come first, as before: the NUL bytes of UTF-16 text (pip reads them as UTF-8
+        and fails on the requirement they give), a binary file."""
+        from cfgopt.text.requirements.pip_encoding import (
+            BOMS,
+            UTF8_BOM,
+            RequirementsDecodeError,
+            decode_requirements,
+            is_utf8,
+        )
+
+        wide_mark = raw.startswith(tuple(mark for mark, _, _ in BOMS if mark != UTF8_BOM))
+        wide = None if wide_mark else wide_encoding(raw)
+        if wide is not None:
+            raise DocumentError(
+                f"{wide}: pip reads a requirements file without a byte order mark or a coding comment as UTF-8 and "
+                f"fails on the NUL characters; re-save it as UTF-8"
+            )
+        if not wide_mark and b"\x00" in raw[:8192]:
+            raise DocumentError("binary file (contains NUL bytes)")
+        try:
+            decoded = decode_requirements(raw)
+        except RequirementsDecodeError as exc:
+            raise DocumentError(str(exc)) from None
+        if "\x00" in decoded.text[:8192]:
+            if raw.startswith(b"\xff\xfe\x00\x00"):  # UTF-32's little-endian mark starts with UTF-16's
+                raise DocumentError(
+                    f"{wide_encoding(raw)}: pip reads a file starting with FF FE as UTF-16 and fails on the NUL "
+                    f"characters that gives; re-save it as UTF-8"
+                )
+            raise DocumentError("binary file (contains NUL bytes)")
+        encoding = None if is_utf8(decoded, raw) else decoded.encoding
+        return cls(path=path, text=decoded.text, has_bom=decoded.bom == UTF8_BOM, encoding=encoding)
 
     @classmethod
     def read(cls, path: Path) -> Document:

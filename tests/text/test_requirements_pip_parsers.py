@@ -44,6 +44,7 @@ from cfgopt.environment.stated import EXTRAS as LLAMAFACTORY_EXTRAS
 from cfgopt.environment.stated import read_packages
 from cfgopt.text.requirements.files import requirement_pins
 from cfgopt.text.requirements.manifests import POETRY_PACKAGES, lock_pins, poetry_dependencies, project_dependencies
+from cfgopt.text.requirements.pip_encoding import decode_requirements, read_requirements
 from cfgopt.text.requirements.pip_files import line_pins, requirement_lines, requirements_txt_pins
 from cfgopt.text.requirements.requirement import Pin, normalise
 
@@ -213,8 +214,7 @@ def test_requirements_txt_pins_are_what_pip_reads(tmp_path: Path) -> None:
         real = _pip_reads(main)
         if real is None:
             return f"seed {seed}: pip raises"
-        text = main.read_text(encoding="utf-8", errors="replace")
-        lines = requirement_lines(main, text, _read_or_empty)
+        lines = requirement_lines(main, read_requirements(main), _read_or_empty)
         mine = _cfgopt_reads(line_pins(lines))
         spans = [error for line in lines for error in _span_errors(line, line_pins([line]))]
         repository = repository_pins._requirements(main)  # the pins' first specifier of deepspeed, llamafactory
@@ -241,7 +241,7 @@ def test_requirements_txt_linted_pins_are_what_pip_reads(tmp_path: Path) -> None
         found: list[Pin] = []
         spans: list[str] = []
         for path in real[2]:
-            text = Path(path).read_bytes().decode().removeprefix("\ufeff")  # the Document's text: BOM cut
+            text = read_requirements(path)  # the Document's text: decoded as pip decodes it, the BOM cut
             pins, _ = requirements_txt_pins(text)
             found += pins
             spans += _span_errors(text, pins)
@@ -274,8 +274,8 @@ def _first_of_each(packages: dict[str, str], reads: list[Read]) -> bool:
 
 def _read_or_empty(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_requirements(path)
+    except (OSError, ValueError):
         return ""
 
 
@@ -290,8 +290,9 @@ def _txt_reads(text: str, tmp_path: Path | None = None) -> tuple[list[tuple[str,
     if tmp_path is not None:
         path.write_bytes(text.encode())
     read = _read_or_empty if tmp_path is not None else (lambda _: "")
+    text = decode_requirements(text.encode()).text  # as pip decodes the file: a BOM cut
     environment = [(p.name, p.spec) for p in line_pins(requirement_lines(path, text, read))]
-    linted, _ = requirements_txt_pins(text.removeprefix("\ufeff"))
+    linted, _ = requirements_txt_pins(text)
     return environment, [(p.name, p.spec) for p in linted]
 
 
@@ -353,7 +354,7 @@ def test_a_comment_line_ends_a_continuation() -> None:
 
 def test_a_bom_is_no_part_of_the_first_requirement(tmp_path: Path) -> None:
     """pip drops a UTF-8 BOM (`auto_decode`): the first line is a pin for the pins and the environment too (it was
-    none there; the linted Document drops the BOM itself)."""
+    none there); every reader drops it when decoding (`decode_requirements`)."""
     assert _txt_reads("\ufefftorch==2.5.1\n", tmp_path) == ([("torch", "==2.5.1")],) * 2
     assert read_packages(tmp_path / "requirements.txt") == {"torch": "==2.5.1"}
 

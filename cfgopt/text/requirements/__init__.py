@@ -8,8 +8,10 @@ Every consumer reads through here, so they agree on what a file states: the repo
   `.dist-info` folder's name and version);
 - requirements: one PEP 508 string (`parse_requirement`: `name[extras] spec ; marker` or `name @ url`, with its
   spans; `pep508_requirement`: only what packaging parses); requirements files as pip 23.2.1 reads them
-  (`logical_lines`: `\` continuations; `requirement_lines`: `-r` includes; `requirement_of`: comments and
-  per-requirement options such as `--hash` cut; `line_pins`; `requirements_txt_pins` with spans in the file);
+  (`decode_requirements` / `read_requirements`: the bytes decoded as pip decodes them, a byte order mark or a
+  coding comment, else UTF-8; `logical_lines`: `\` continuations; `requirement_lines`: `-r` includes;
+  `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`;
+  `requirements_txt_pins` with spans in the file);
   pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; poetry's
   `[tool.poetry.dependencies]`, `poetry_dependencies`; every quoted requirement, `string_pins`; poetry's
   `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); setup.cfg (`install_requires` and
@@ -29,7 +31,7 @@ about 10% slower, `packaging.version` with `packaging.specifiers` about 3% (pair
 poetry's `^` / `~` are no PEP 440. TOML is read as text, not parsed: parsing would load tomllib on every lint run
 in a repository that pins DeepSpeed (tests/rules/test_signal_over_noise.py compares the two readings); setup.cfg
 and environment.yml are read as text too, as configparser and conda read their lists (no YAML parse of them).
-Nothing here reads a file (`-r` includes go through the caller's `read`). Every pattern is compiled at first use
-(`lazy`), and no two quantifiers in one can match the same characters one after the other (`\s*(...)?\s*`
-would): a 3 KB line takes milliseconds, not minutes.
+Nothing here reads a file but `read_requirements` (through `user_files.read_bounded`; `-r` includes go through the
+caller's `read`). Every pattern is compiled at first use (`lazy`), and no two quantifiers in one can match the
+same characters one after the other (`\s*(...)?\s*` would): a 3 KB line takes milliseconds, not minutes.
 """

@@ -14,9 +14,14 @@ CONDA_ENVIRONMENT_FILES = ("environment.yml", "environment.yaml")
 REQUIREMENT_FILES = ("uv.lock", "poetry.lock", "pyproject.toml", "setup.py", "setup.cfg", *CONDA_ENVIRONMENT_FILES)
 
 
+def is_requirements_txt(name: str) -> bool:
+    """A requirements*.txt: a file pip reads (`-r`), decoded as pip decodes it (`pip_encoding`)."""
+    return name.startswith("requirements") and name.endswith(".txt")
+
+
 def is_requirement_file(name: str) -> bool:
     """A file that states requirements (the pins, the environment and the requirement rules read it), by name."""
-    return name in REQUIREMENT_FILES or (name.startswith("requirements") and name.endswith(".txt"))
+    return name in REQUIREMENT_FILES or is_requirements_txt(name)
 
 
 def requirement_pins(file_name: str, text: str) -> tuple[list[Pin], list[tuple[str, int, int]]]:

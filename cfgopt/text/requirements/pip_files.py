@@ -3,8 +3,9 @@ r"""requirements*.txt as pip 23.2.1 reads it (src/pip/_internal/req/req_file.py)
 options cut (`requirement_of`), the pins (`line_pins`, `requirements_txt_pins` with their spans in the file) and the
 package indexes it names.
 
-pip reads a file in these steps, and so does this module: a UTF-8 BOM is dropped (`auto_decode`); the text is split
-with `str.splitlines`; a line ending in `\` joins the next, its `\`s at both ends stripped, unless it is a comment
+pip reads a file in these steps, and so does this module: the bytes are decoded (`auto_decode`: a byte order mark, a
+coding comment, else UTF-8; `pip_encoding`, the callers' reads), the mark dropped; the text is split with
+`str.splitlines`; a line ending in `\` joins the next, its `\`s at both ends stripped, unless it is a comment
 line (`#` first after blanks), and a comment line ends a join (`join_lines`); a `#` at the start or after a blank
 starts a comment (`COMMENT_RE`); the line is stripped; `${NAME}` is the node's environment variable
 (`expand_env_variables`: a requirement naming one is not read here, its text is the node's); the words up to the
@@ -69,8 +70,8 @@ def _joined_lines(text: str) -> list[_LogicalLine]:
     out: list[_LogicalLine] = []
     parts: list[str] = []
     segments: list[_Segment] = []
-    offset = 1 if text.startswith("\ufeff") else 0
-    for raw in text[offset:].splitlines(keepends=True):
+    offset = 0
+    for raw in text.splitlines(keepends=True):
         line = raw.splitlines()[0]
         at, file_at = sum(map(len, parts)), offset
         offset += len(raw)
@@ -160,8 +161,8 @@ def _include_of(line: str) -> str | None:
 
 def requirement_lines(path: Path, text: str, read: Callable[[Path], str]) -> list[str]:
     """The logical lines of a requirements file, followed by those of the files its `-r` lines include
-    (`read(path)` gives a file's text, "" when it cannot be read; pip joins the path to the including file's
-    folder); each file once, at most MAX_INCLUDES."""
+    (`read(path)` gives a file's text as pip decodes it, `pip_encoding.read_requirements`, "" when it cannot be read
+    or decoded; pip joins the path to the including file's folder); each file once, at most MAX_INCLUDES."""
     seen = {os.path.realpath(path)}
     lines: list[str] = []
     queue = [(path, text)]
