@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from job_configs import LORA_8B
 from rule_cases import ROOT
 
 from cfgopt.environment import Environment
@@ -20,22 +21,6 @@ from cfgopt.lint.project_config import CommandLine, Resolver
 
 FULL_FT = ROOT / "bench" / "planner" / "examples" / "train_full" / "llama3_full_sft_fp16.yaml"
 DS_Z3 = ROOT / "bench" / "planner" / "examples" / "deepspeed" / "ds_z3_config.json"
-
-LORA = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-lora_target: all
-dataset: alpaca_en_demo
-template: llama3
-cutoff_len: 4096
-output_dir: saves/lora
-per_device_train_batch_size: 4
-gradient_accumulation_steps: 4
-learning_rate: 1.0e-4
-bf16: true
-flash_attn: sdpa
-"""
 
 
 def _repository(tmp_path: Path) -> Path:
@@ -103,7 +88,7 @@ def test_a_requirement_file_without_bitsandbytes_says_why_no_plan_fits(tmp_path:
 
 def _lora_plan(tmp_path: Path, requirements: str | None, command: str = "fix") -> str:
     repo = _repository(tmp_path)
-    (repo / "train.yaml").write_text(LORA)
+    (repo / "train.yaml").write_text(LORA_8B)
     if requirements is not None:
         (repo / "requirements.txt").write_text(requirements)
     unsafe = ["--unsafe-fixes"] if command == "fix" else []
@@ -126,7 +111,7 @@ def test_without_liger_kernel_the_output_names_what_it_would_bring(tmp_path: Pat
 
 def test_the_plan_keeps_samples_apart_and_leaves_no_warning_it_decided_to_keep(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
-    (repo / "train.yaml").write_text(LORA + "max_samples: 1000\n")
+    (repo / "train.yaml").write_text(LORA_8B + "max_samples: 1000\n")
     _cfgopt(["fix", ".", "--write", "--unsafe-fixes", "--target", "h200", "--gpus", "1"], repo)
     fixed = (repo / "train.yaml").read_text()
     assert "neat_packing: true" in fixed and "packing: true\n" not in fixed.replace("neat_packing", "")
@@ -139,7 +124,7 @@ def test_the_plan_keeps_samples_apart_and_leaves_no_warning_it_decided_to_keep(t
 def test_pf005_is_quiet_where_the_environment_has_no_flash_attn(tmp_path: Path) -> None:
     """Keeping packed samples apart without flash-attn costs a block mask: the price, not a mistake."""
     repo = _repository(tmp_path)
-    (repo / "train.yaml").write_text(LORA + "neat_packing: true\n")
+    (repo / "train.yaml").write_text(LORA_8B + "neat_packing: true\n")
     out = _cfgopt(["lint", "train.yaml", "--select", "PF005", "--format", "json"], repo)
     assert json.loads(out.stdout)["diagnostics"] == []
     (repo / "requirements.txt").write_text("llamafactory==0.9.5\nflash-attn==2.7.4\n")
@@ -159,7 +144,7 @@ def test_the_order_of_sources(tmp_path: Path) -> None:
     (repo / "requirements.txt").write_text("llamafactory==0.9.5\nbitsandbytes\n")
     env = found_environment(sub, {})
     assert env is not None and env.has("bitsandbytes") and not env.has("torchao")
-    (sub / "train.yaml").write_text(LORA)
+    (sub / "train.yaml").write_text(LORA_8B)
     explicit = tmp_path / "node.txt"
     explicit.write_text("llamafactory==0.9.4\nliger-kernel==0.6.3\n")
     settings = Resolver(CommandLine(environment=str(explicit))).settings_for(sub / "train.yaml")
@@ -170,14 +155,14 @@ def test_the_order_of_sources(tmp_path: Path) -> None:
 def test_a_snapshot_names_the_release_judged(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     (repo / "cfgopt-environment.json").write_text(json.dumps({"packages": {"llamafactory": "0.9.3"}}))
-    (repo / "train.yaml").write_text(LORA)
+    (repo / "train.yaml").write_text(LORA_8B)
     assert Resolver().settings_for(repo / "train.yaml").llamafactory_version == "0.9.3"
 
 
 def test_a_project_table_states_the_environment(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     (repo / "cfgopt.toml").write_text('[environment]\nllamafactory = "0.9.5"\ntorchao = "0.17.0"\n')
-    (repo / "train.yaml").write_text(LORA)
+    (repo / "train.yaml").write_text(LORA_8B)
     env = Resolver().settings_for(repo / "train.yaml").environment
     assert env.has("torchao") and not env.has("liger_kernel") and "environment" in env.source
 
@@ -211,7 +196,7 @@ def test_the_assumed_default(platform: str, bnb: bool) -> None:
 def test_the_summary_line_names_the_environment(tmp_path: Path) -> None:
     repo = _repository(tmp_path)
     (repo / "requirements.txt").write_text("llamafactory==0.9.5\n")
-    (repo / "train.yaml").write_text(LORA)
+    (repo / "train.yaml").write_text(LORA_8B)
     out = _cfgopt(["lint", "train.yaml", "--show-settings"], repo)
     assert "# environment: requirements.txt" in out.stdout
     result = lint_paths([repo / "train.yaml"], Resolver(CommandLine(target="h200", gpus=1), cwd=repo))
@@ -247,7 +232,7 @@ def test_a_requirement_files_includes_are_its_requirements(tmp_path: Path) -> No
     (repo / "reqs").mkdir()
     (repo / "reqs" / "lf.txt").write_text("llamafactory==0.9.3\nliger-kernel>=0.5.5\n-r ../requirements.txt\n")
     (repo / "requirements.txt").write_text("-r reqs/lf.txt\ntorch==2.5.1\n")
-    (repo / "train.yaml").write_text(LORA)
+    (repo / "train.yaml").write_text(LORA_8B)
     out = _cfgopt(["lint", ".", "--format", "json", "--target", "h200", "--gpus", "1"], repo)
     report = json.loads(out.stdout)
     assert {f["llamafactory_version"] for f in report["files"]} == {"0.9.3"}
@@ -276,7 +261,7 @@ def test_hashed_pins_are_read_without_their_options(tmp_path: Path) -> None:
 )
 def test_env004_adds_its_pin_as_pip_reads_the_file(tmp_path: Path, requirements: str, expected: str | None) -> None:
     repo = _repository(tmp_path)
-    (repo / "train.yaml").write_text(LORA)
+    (repo / "train.yaml").write_text(LORA_8B)
     (repo / "requirements.txt").write_bytes(requirements.encode())
     # the default selection: ENV004's pin is written only with the plan that uses it (the speed findings' fix)
     args = ["fix", ".", "--write", "--unsafe-fixes", "--target", "h200", "--gpus", "1"]

@@ -10,26 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
+from job_configs import LORA_8B
 from rule_cases import run_cli
 
 from cfgopt.environment.pins import find_pins
 from cfgopt.environment.stated import EnvironmentOptionError, found_environment, read_packages, stated_environment
 
-LORA = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-lora_target: all
-dataset: alpaca_en_demo
-template: llama3
-cutoff_len: 4096
-output_dir: saves/lora
-per_device_train_batch_size: 4
-gradient_accumulation_steps: 4
-learning_rate: 1.0e-4
-bf16: true
-flash_attn: sdpa
-"""
 PINS = "llamafactory==0.9.3\r\ndeepspeed==0.15.4\r\n"
 LATIN1 = b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + PINS.encode()
 ENCODED = {"latin-1 with its coding comment": LATIN1, "UTF-16 with its byte order mark": PINS.encode("utf-16")}
@@ -40,7 +26,7 @@ def _repository(tmp_path: Path, requirements: bytes, name: str = "requirements.t
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "configs").mkdir()
-    (repo / "configs" / "train.yaml").write_text(LORA)
+    (repo / "configs" / "train.yaml").write_text(LORA_8B)
     (repo / name).write_bytes(requirements)
     return repo
 

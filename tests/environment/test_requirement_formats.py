@@ -8,26 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from job_configs import LORA_8B
 from rule_cases import run_cli
 
 from cfgopt.environment.pins import find_pins
 from cfgopt.environment.stated import found_environment, read_packages
 
-LORA = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-lora_target: all
-dataset: alpaca_en_demo
-template: llama3
-cutoff_len: 4096
-output_dir: saves/lora
-per_device_train_batch_size: 4
-gradient_accumulation_steps: 4
-learning_rate: 1.0e-4
-bf16: true
-flash_attn: sdpa
-"""
 # the same pins in each format: LLaMA-Factory 0.9.4 with its liger-kernel extra, a DeepSpeed series, torch
 STATED = {
     "requirements.txt": "llamafactory[liger-kernel]==0.9.4\ndeepspeed==0.15.*\ntorch==2.5.1\n",
@@ -63,7 +49,7 @@ def _repository(tmp_path: Path, name: str, text: str) -> Path:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "configs").mkdir()
-    (repo / "configs" / "train.yaml").write_text(LORA)
+    (repo / "configs" / "train.yaml").write_text(LORA_8B)
     (repo / name).write_text(text)
     return repo
 
@@ -139,7 +125,7 @@ def test_an_environment_yaml_that_names_no_package_judged_is_read_as_any_yaml(tm
     """A file is a requirement file by its name, but an `environment.yaml` that lists none of the packages judged
     is read as before: a LLaMA-Factory config of that name is linted and fixed as one (its fixes checked as YAML)."""
     repo = _repository(tmp_path, "environment.yml", "name: tools\ndependencies:\n  - numpy\n")
-    (repo / "environment.yaml").write_text(LORA)
+    (repo / "environment.yaml").write_text(LORA_8B)
     monkeypatch.chdir(repo)
     _, report, _ = run_cli(["lint", "--format", "json", "environment.yaml", "environment.yml"])
     assert {d["file"] for d in json.loads(report)["diagnostics"]} == {"environment.yaml"}
