@@ -62,6 +62,24 @@ def table(result: search.SearchResult, on_cpu: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _measured(result: search.SearchResult) -> int:
+    return sum(row.status == search.MEASURED for row in result.rows)
+
+
+def _not_run(result: search.SearchResult) -> str:
+    """The other candidates by status, and what to do where the budget stopped them: "59 others: 40 pruned: memory,
+    19 not run: budget; --budget MINUTES runs more"."""
+    counts: dict[str, int] = {}
+    for row in result.rows:
+        if row is not result.baseline:
+            counts[row.status] = counts.get(row.status, 0) + 1
+    if not counts:
+        return "no other candidate"
+    said = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda item: -item[1]))
+    budget = search.NOT_RUN_BUDGET in counts
+    return f"{sum(counts.values())} others: {said}" + ("; --budget MINUTES runs more" if budget else "")
+
+
 def verdict(result: search.SearchResult, memory_note: str, gpus: int) -> int:
     """What the search found, printed; 1 when nothing could be measured or the config as it is crashed."""
     base_tps, winner = result.baseline.tokens_per_s, result.winner
@@ -74,6 +92,10 @@ def verdict(result: search.SearchResult, memory_note: str, gpus: int) -> int:
     if winner is None:
         print("no candidate could be measured: nothing to change")
         code = 1
+    elif winner is result.baseline and _measured(result) == 1:
+        # nothing was compared: "the fastest measured" would read as a verdict on the config (a 2-minute budget spent
+        # on its own 79 s run on the H200, bench/planner/README.md)
+        print(f"only the config as it is was measured, nothing compared with it ({_not_run(result)}): nothing changed")
     elif winner is result.baseline:
         print("the config as it is was the fastest measured: nothing to change")
     else:

@@ -19,7 +19,7 @@ from tiny_model import TINY
 
 from cfgopt.plan import space
 from cfgopt.text.document import Document
-from cfgopt.tune import command, search
+from cfgopt.tune import command, report, search
 from cfgopt.tune.candidates import make_candidates
 from cfgopt.tune.options import KNOBS, add_arguments
 from cfgopt.tune.session import RealSession, measurement_from
@@ -773,3 +773,18 @@ def test_stochastic_rounding_is_one_knob_value_with_pure_bf16() -> None:
     full = {"finetuning_type": "full", "stage": "sft"}
     assert space.SR_OPTIM in space.optim_values(full, base, space.Platform(cuda=True, torchao=True))
     assert space.SR_OPTIM not in space.optim_values(full, base, space.Platform(cuda=True))
+
+
+def test_a_search_that_measured_only_the_config_says_nothing_was_compared(capsys: pytest.CaptureFixture) -> None:
+    """The H200's 2-minute tune of a 7B LoRA (bench/planner/README.md): the config's own run took 79 s and nothing
+    else fit the budget. "The fastest measured" would read as a verdict on the config: the words say that nothing
+    was compared, why, and how to run more."""
+    _, cands = make(cfg(), knobs=("attn", "gc"))
+    runner = FakeRunner(capacity=1e9, wall=60.0)
+    result = search.search(cands, runner, budget_s=90.0, patience=0)
+    assert len(runner.calls) == 1 and result.winner is result.baseline
+    assert report.verdict(result, "", 1) == 0
+    out = capsys.readouterr().out
+    assert "fastest measured" not in out
+    assert "only the config as it is was measured, nothing compared with it" in out
+    assert "not run: budget; --budget MINUTES runs more): nothing changed" in out
