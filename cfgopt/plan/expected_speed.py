@@ -35,8 +35,8 @@ NEAT_MEASURED_ON = {
 
 
 def neat_method(job: Job) -> str:
-    """The method neat packing's cost was measured for that the job's is ("full" or "lora"): freeze, like full,
-    steps an optimizer over whole layers."""
+    """Which measurement of neat packing's cost holds for the job: "full" (freeze too: it steps an optimizer over
+    whole layers, like full) or "lora"."""
     return "full" if methods.full_weight_method(job.values()) else "lora"
 
 
