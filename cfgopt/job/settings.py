@@ -113,6 +113,14 @@ class Settings:
         return deepspeed(self.deepspeed_version)
 
     @property
+    def llamafactory_releases(self) -> tuple[str, ...]:
+        """The LLaMA-Factory releases the job is judged for (`versions.judged_releases`): the range the project
+        allows, else the selected release."""
+        from cfgopt.knowledge.versions import judged_releases
+
+        return judged_releases(self.llamafactory_version, self.llamafactory_range)
+
+    @property
     def environment(self) -> Environment:
         """The packages of the node the job trains on: as given (stated, or probed where verify/tune run), else
         the stated default for the release and the target's platform (cfgopt.environment.stated.assumed)."""

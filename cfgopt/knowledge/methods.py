@@ -8,8 +8,10 @@ Methods: `full`, `freeze`, `lora`, `qlora` (LoRA over a `quantization_bit` base)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.user_text import is_int, positive_int
 
 STAGES = ("pt", "sft", "rm", "dpo", "kto", "ppo")
@@ -93,11 +95,24 @@ def ppo_sequence(config: dict[str, Any], cutoff: int) -> int:
     return cutoff + new
 
 
+# The first LLaMA-Factory release whose SFT collator checks neat packing under FlashAttention-2 (one row per
+# micro-batch; no gemma4 / gpt-oss): 0.9.5's data/collator.py L489-493, L527-528, added by commit 833f6027b
+# (2026-03-20), after 0.9.4. In the 0.9.3 and 0.9.4 wheels `SFTDataCollatorWith4DAttentionMask.__call__`
+# (data/collator.py L242-251, L252-261) only skips the 4-D mask under fa2, and neat-packed rows of any micro-batch
+# go through the `_get_unpad_data` patch (model/model_utils/packing.py L110-116).
+NEAT_FA2_CHECKED_FROM = (0, 9, 5)
+
+
+def neat_fa2_checked_in(releases: Iterable[str]) -> tuple[str, ...]:
+    """The LLaMA-Factory releases among `releases` whose collator makes the checks of `neat_fa2_fails`."""
+    return tuple(v for v in releases if version_key(v)[:3] >= NEAT_FA2_CHECKED_FROM)
+
+
 def neat_fa2_fails(model: Any, micro: Any) -> bool:
-    """Does an SFT run with `neat_packing` and `flash_attn: fa2` stop at its first batch? With flash-attn
-    installed, LLaMA-Factory 0.9.5's collator feeds neat-packed rows through the varlen path and asserts one row
-    per micro-batch (`bsz should be 1 for neat packing`), and refuses gemma4 and gpt-oss models
-    (data/collator.py L527-528, L489-493; LF019)."""
+    """Does an SFT run with `neat_packing` and `flash_attn: fa2` stop at its first batch, in a release that checks
+    (`neat_fa2_checked_in`)? With flash-attn installed, LLaMA-Factory 0.9.5's collator feeds neat-packed rows
+    through the varlen path and asserts one row per micro-batch (`bsz should be 1 for neat packing`), and refuses
+    gemma4 and gpt-oss models (data/collator.py L527-528, L489-493; LF019)."""
     return (is_int(micro) and micro > 1) or neat_fa2_refused_model(model)
 
 

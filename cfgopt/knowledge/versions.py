@@ -206,6 +206,18 @@ def _shipped_in(package: str, spec: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def judged_releases(version: str, rng: VersionRange | None) -> tuple[str, ...]:
+    """The shipped snapshots a job is judged for: those its project's range reaches where that is wider than one
+    release (`llamafactory>=0.9.3`: 0.9.3, 0.9.4 and 0.9.5), else the selected one, `version` (an exact pin, an
+    explicit `--*-version`, or none stated). A rule whose failure exists in some releases only fires where one of
+    these has it, and names them where the range is wider."""
+    if rng is not None and not rng.exact:
+        reached = rng.shipped()
+        if reached:
+            return reached
+    return (version,)
+
+
 def resolve_range(rng: VersionRange) -> str:
     """The snapshot that judges a project pinned to `rng`: an exact pin snaps to its series; a range gets the
     newest shipped series it reaches (what a fresh install picks); a range below or above every snapshot gets

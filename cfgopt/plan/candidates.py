@@ -10,7 +10,7 @@ from cfgopt.job.job import Job
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.plan import space
-from cfgopt.plan.expected_speed import fa2_runs, hardware_gpus, stochastic_rounding_ok
+from cfgopt.plan.expected_speed import hardware_gpus, stochastic_rounding_ok
 from cfgopt.plan.reasons import REFUSED, Rejection
 from cfgopt.plan.speed_knobs import OWNERS, liger_plannable
 
@@ -199,11 +199,13 @@ def kept_combinations(
 
 def neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
     """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
-    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model)? Only
-    in an environment with flash-attn (`fa2_runs`): the one the plan is made for judges every check."""
+    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model), in a
+    release judged that checks (`methods.neat_fa2_checked_in`: 0.9.5, not 0.9.3 or 0.9.4)? Without flash-attn in
+    the job's environment `fa2` runs SDPA and nothing asserts, but the file would stop once flash-attn is installed
+    (LF019 warns of it): the same candidate with `flash_attn: sdpa`, what runs there at the same speed, is kept."""
     model, user_neat = job.value("model_name_or_path"), job.on("neat_packing")
-    # the collator asserts only where `fa2` runs: without flash-attn it falls back to SDPA (`fa2_runs`)
-    sft = methods.stage_of(job.values()) == "sft" and fa2_runs(job)
+    checked = methods.neat_fa2_checked_in(job.settings.llamafactory_releases)
+    sft = methods.stage_of(job.values()) == "sft" and bool(checked)
 
     def fails(k: space.Knobs) -> bool:
         neat = user_neat or (k.packing and not base.packing)

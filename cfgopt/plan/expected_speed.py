@@ -47,8 +47,8 @@ def neat_mask_cost(job: Job) -> float:
 
 def fa2_runs(job: Job) -> bool:
     """Does `flash_attn: fa2` run FlashAttention-2 in the job's environment? Without the flash-attn package
-    LLaMA-Factory warns and falls back to SDPA (model/model_utils/attention.py), so a check that needs fa2 to bite
-    (LF019's one row per micro-batch) does not constrain the plan there."""
+    LLaMA-Factory 0.9.5 warns "FlashAttention-2 is not installed." and leaves the attention to transformers, which
+    picks SDPA (model/model_utils/attention.py L77-82), so the plan ranks such a candidate as SDPA."""
     return job.has_package("flash_attn")
 
 

@@ -9,8 +9,9 @@ searches the knobs jointly, the way `cfgopt tune` would rank them before running
 - candidates (`cfgopt.plan.candidates`): `cfgopt.plan.space` (micro-batch x accumulation with the global batch kept,
   checkpointing, attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only
   for SFT that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there),
-  and judged in the job's environment (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA, and LF019 does
-  not bind there);
+  and judged in the job's environment (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA; neat packing
+  with several rows then runs as `flash_attn: sdpa`, written, so the file does not stop at LF019's assertion once
+  flash-attn is installed);
 - fit (here): the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
   estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
 - rank (here): `cfgopt.plan.priors` (the H200 measurements tune uses, as `expected_speed.plan_speed` runs them), then
@@ -90,7 +91,13 @@ def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         "target": repr(settings.target),
         "environment": [env.source, sorted(env.packages.items()), env.assumed],
         "selection": [settings.select, settings.extend_select, settings.ignore, settings.named("PF009")],
-        "releases": [settings.llamafactory_version, settings.deepspeed_version, settings.gpus, settings.gpus_source],
+        "releases": [
+            settings.llamafactory_releases,  # the range the project allows: LF019's check is 0.9.5's only
+            settings.llamafactory_version,
+            settings.deepspeed_version,
+            settings.gpus,
+            settings.gpus_source,
+        ],
         "knobs": list(knobs),
         "folder": str(job.path.parent),  # a local model's config.json is read from beside the config
         "group": job.group,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cfgopt.knowledge import methods
+from cfgopt.knowledge.versions import release_spans
 from cfgopt.plan import space
 from cfgopt.plan.candidates import fa2_refused
 from cfgopt.plan.reasons import MEMORY, NUMERICS, why_not
@@ -169,6 +170,7 @@ def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[A
     or its speed at this model size, said and never applied (ruff's display-only fixes)."""
     found = [
         _fa2_fallback(job, plan, run),
+        _sdpa_for_neat(job, plan, run),
         _plain_packing_alternative(job, plan, run),
         _longer_row(job, plan, run),
         _stochastic_rounding(plan, run, values),
@@ -182,10 +184,27 @@ def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
 
 
 def _fa2_fallback(job: Job, plan: SpeedPlan, run: Runtime) -> str:
-    if plan.best.attn != "fa2" or run.fa2:
+    return FA2_FALLS_BACK if plan.best.attn == "fa2" and not run.fa2 else ""
+
+
+def _sdpa_for_neat(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """Neat packing planned with several rows per micro-batch (or on a gemma4 / gpt-oss model) where `fa2` runs
+    SDPA: the plan writes `flash_attn: sdpa`, what runs (so the speed it expects is the one it ranked), because with
+    `fa2` the file stops at the first batch once flash-attn is installed (LF019; `candidates.neat_fa2_check`)."""
+    b, k = plan.base, plan.best
+    if not (b.attn == "fa2" and k.attn == "sdpa" and not run.fa2 and _neat_planned(job, plan)):
         return ""
-    neat = _neat_planned(job, plan) and methods.stage_of(job.values()) == "sft"
-    return FA2_FALLS_BACK + (": LF019's one row per micro-batch does not bind" if neat else "")
+    checked = methods.neat_fa2_checked_in(job.settings.llamafactory_releases)
+    model = job.value("model_name_or_path")
+    if not checked or methods.stage_of(job.values()) != "sft" or not methods.neat_fa2_fails(model, k.micro):
+        return ""
+    refused = methods.neat_fa2_refused_model(model)
+    rows = "on a gemma4/gpt-oss model" if refused else f"at {k.micro} rows per micro-batch"
+    return (
+        f"`flash_attn: sdpa` written: what `fa2` runs here (flash-attn not in the environment), at the same expected "
+        f"speed; with `fa2` neat packing {rows} would stop at the first batch once flash-attn is installed "
+        f"(LLaMA-Factory {release_spans(list(checked))}, LF019)"
+    )
 
 
 def _plain_packing_alternative(job: Job, plan: SpeedPlan, run: Runtime) -> str:
@@ -207,6 +226,8 @@ def _longer_row(job: Job, plan: SpeedPlan, run: Runtime) -> str:
     cutoff = job.value("cutoff_len")
     if not (_neat_planned(job, plan) and k.attn == "fa2" and run.fa2 and k.micro == 1 < b.micro):
         return ""
+    if not methods.neat_fa2_checked_in(job.settings.llamafactory_releases):
+        return ""  # 0.9.3, 0.9.4: neat packing with fa2 takes any micro-batch, the one row is the memory's choice
     if positive_int(cutoff) is None:
         return ""
     return (

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cfgopt.knowledge.methods import neat_fa2_refused_model
+from cfgopt.knowledge.methods import neat_fa2_checked_in, neat_fa2_refused_model
+from cfgopt.knowledge.versions import release_spans
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, is_train_group, on, report, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -15,7 +16,10 @@ class NeatPackingBatchSize(Rule):
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
     triggers = frozenset({"neat_packing"})
-    summary = "`neat_packing` with `flash_attn: fa2` needs `per_device_train_batch_size: 1` (and not gemma4/gpt-oss)"
+    summary = (
+        "`neat_packing` with `flash_attn: fa2` needs `per_device_train_batch_size: 1` (and not gemma4/gpt-oss) "
+        "from LLaMA-Factory 0.9.5"
+    )
     why = (
         "Confidence: certain when flash-attn is installed (a warning, not an error: without the flash-attn "
         "package LLaMA-Factory falls back to SDPA and the collator never asserts). With FlashAttention-2, "
@@ -23,8 +27,12 @@ class NeatPackingBatchSize(Rule):
         "feeds neat-packed rows through the varlen path and asserts one row per micro-batch; it also refuses "
         "gemma4 and gpt-oss models. (Without an importable flash-attn, `fa2` silently falls back to SDPA and "
         "neither check runs, see PF003; the message says so where the job's environment has no flash-attn, and "
-        "the speed plan keeps the micro-batch there.) Pack more tokens per row instead: `cutoff_len` sets the row "
-        "length."
+        "there the speed plan, where it packs neatly with several rows per micro-batch, writes `flash_attn: sdpa`: "
+        "what runs, and no stop once flash-attn is installed.) Both checks came "
+        "with LLaMA-Factory 0.9.5: 0.9.3 and 0.9.4 run neat packing with fa2 at any micro-batch, so the rule fires "
+        "only where a release judged (the pin, `--llamafactory-version`, or every release the project's range "
+        "allows) is 0.9.5 or later, and names it where the range is wider. Pack more tokens per row instead: "
+        "`cutoff_len` sets the row length."
     )
     fails_when = (
         "At the first batch, after tokenisation and model load: `AssertionError: bsz should be 1 for neat packing`."
@@ -32,6 +40,9 @@ class NeatPackingBatchSize(Rule):
     evidence = (
         "llamafactory 0.9.5 data/collator.py L527-528 (assert), L489-493 (gemma4, gpt_oss)",
         "LLaMA-Factory commit 833f6027b (2026-03-20) added the assertion",
+        "llamafactory 0.9.3 / 0.9.4 wheels: data/collator.py L242-251 / L252-261 (`SFTDataCollatorWith4DAttentionMask"
+        ".__call__`: no assertion, no model check; fa2 only skips the 4-D mask), model/model_utils/packing.py "
+        "L110-116 (neat-packed rows of any micro-batch through the `_get_unpad_data` patch)",
     )
     example = (
         "neat_packing: true\nflash_attn: fa2\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 2\n"
@@ -44,6 +55,9 @@ class NeatPackingBatchSize(Rule):
             return
         if value_of(ctx, "stage") != "sft":
             return  # LF010
+        where = _releases(ctx)
+        if where is None:
+            return  # no release judged checks (0.9.3, 0.9.4): neat packing runs with fa2 at any micro-batch
         bsz = value_of(ctx, "per_device_train_batch_size")
         if is_int(bsz) and bsz > 1:
             yield report(
@@ -51,7 +65,8 @@ class NeatPackingBatchSize(Rule):
                 ctx,
                 ("per_device_train_batch_size",),
                 f"`neat_packing` with `fa2` and `per_device_train_batch_size: {bsz}`: the first batch fails with "
-                f"`AssertionError: bsz should be 1 for neat packing` (when flash-attn is installed){_judged(ctx)}",
+                f"`AssertionError: bsz should be 1 for neat packing` (when flash-attn is installed){where}"
+                f"{_judged(ctx)}",
             )
         if neat_fa2_refused_model(value_of(ctx, "model_name_or_path")):
             yield report(
@@ -59,8 +74,23 @@ class NeatPackingBatchSize(Rule):
                 ctx,
                 ("neat_packing",),
                 "`neat_packing` with `fa2` on a gemma4/gpt-oss model: the collator stops with `Neat packing is not "
-                "supported for gemma4, gpt_oss models for now.`",
+                f"supported for gemma4, gpt_oss models for now.`{where}",
             )
+
+
+def _releases(ctx: Context) -> str | None:
+    """Which judged releases check (`neat_fa2_checked_in`), as the message names them: "" where all do (the one
+    release selected), None where none does, else the releases that check and those of the range that do not."""
+    judged = ctx.settings.llamafactory_releases
+    checked = neat_fa2_checked_in(judged)
+    if not checked:
+        return None
+    if checked == judged:
+        return ""
+    others = [v for v in judged if v not in checked]
+    rng = ctx.settings.llamafactory_range
+    allows = f", which {rng.origin} also allows," if rng is not None else ""
+    return f" under LLaMA-Factory {release_spans(list(checked))} ({release_spans(others)}{allows} do not check)"
 
 
 def _judged(ctx: Context) -> str:

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.plan.planner import planned_batch, planned_estimate
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import SMALL_TOKENS, TRAIN_KINDS, report, value_of
+from cfgopt.rules.support.llamafactory import SMALL_TOKENS, TRAIN_KINDS, neat_fa2_one_row, report
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -41,8 +41,8 @@ class MicroBatchHeadroom(Rule):
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        if value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2" and ctx.job.has_package("flash_attn"):
-            return  # batch size must stay 1 (LF019; without flash-attn `fa2` runs SDPA and nothing asserts)
+        if neat_fa2_one_row(ctx):
+            return  # batch size must stay 1 (LF019)
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
         now = estimate_ctx(ctx, n)
         if now is None or now.gradient_accumulation < 2 or now.micro_batch * now.seq_len <= SMALL_TOKENS:

@@ -6,6 +6,7 @@ from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import (
     SMALL_TOKENS,
     TRAIN_KINDS,
+    neat_fa2_one_row,
     number,
     report,
     tokens_per_micro_batch,
@@ -57,8 +58,8 @@ class SmallMicroBatch(Rule):
         bsz = number(value_of(ctx, "per_device_train_batch_size"))
         if tokens is None or accum is None or bsz is None or tokens > SMALL_TOKENS or accum < 2 or bsz < 1:
             return
-        if value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2" and ctx.job.has_package("flash_attn"):
-            return  # batch size must stay 1 (LF019; without flash-attn `fa2` runs SDPA and nothing asserts)
+        if neat_fa2_one_row(ctx):
+            return  # batch size must stay 1 (LF019)
         measured = _MEASURED.get(str(value_of(ctx, "stage") or "sft"), _MEASURED["sft"])
         yield report(
             self,

@@ -366,6 +366,23 @@ def test_installed_llamafactory_snaps() -> None:
         resolve_version("llamafactory", "0.8.3", None)
 
 
+@pytest.mark.parametrize(
+    ("selected", "spec", "judged"),
+    [
+        ("0.9.5", None, ("0.9.5",)),  # nothing stated: the selected (newest) release
+        ("0.9.3", "==0.9.3", ("0.9.3",)),  # an exact pin reaches one release
+        ("0.9.5", ">=0.9.3", ("0.9.3", "0.9.4", "0.9.5")),  # a range: every shipped release it allows
+        ("0.9.4", ">=0.9.3,<0.9.5", ("0.9.3", "0.9.4")),
+        ("0.9.0", "<0.8", ("0.9.0",)),  # a range that reaches no snapshot: the one that judges it
+    ],
+)
+def test_the_releases_a_job_is_judged_for(selected: str, spec: str | None, judged: tuple[str, ...]) -> None:
+    """What a rule whose failure exists in some releases only (LF019: 0.9.5's) asks: the range the project allows,
+    else the selected release."""
+    rng = versions.VersionRange("llamafactory", spec, "requirements.txt") if spec else None
+    assert versions.judged_releases(selected, rng) == judged
+
+
 def fake_dist(site: Path, name: str, version: str) -> None:
     info = site / f"{name}-{version}.dist-info"
     info.mkdir(parents=True)

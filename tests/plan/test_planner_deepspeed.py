@@ -124,7 +124,8 @@ def test_mem003_names_the_plans_settings_where_only_they_fit_zero2(tmp_path: Pat
 def test_the_plan_packs_neatly_with_fa2_at_one_row_only_where_flash_attn_runs(tmp_path: Path) -> None:
     """`flash_attn: fa2` and the default micro-batch of 8. With flash-attn in the job's environment the neat packing
     the plan turns on takes one row per micro-batch (LF019), so the plan writes 1 x 8 with it, or no packing;
-    without it (the assumed environment) `fa2` runs SDPA, nothing asserts, and the micro-batch stays (issue 41)."""
+    without it (the assumed environment) `fa2` runs SDPA, nothing asserts, and the micro-batch stays (issue 41),
+    with `flash_attn: sdpa` written: what runs, and no LF019 once flash-attn is installed."""
     path = tmp_path / "train.yaml"
     node = tmp_path / "node.txt"
     node.write_text("llamafactory==0.9.5\nliger-kernel>=0.6.3\nflash-attn==2.8.3\n")
@@ -138,7 +139,8 @@ def test_the_plan_packs_neatly_with_fa2_at_one_row_only_where_flash_attn_runs(tm
     out = _fix(options, path)
     text = path.read_text()
     assert "neat_packing: true" in text and "per_device_train_batch_size" not in text
-    assert "fa2 falls back to SDPA here (flash-attn not in the environment)" in out
+    assert "flash_attn: sdpa" in text and "LF019" not in _warned(_lint(options, path))
+    assert "`flash_attn: sdpa` written: what `fa2` runs here (flash-attn not in the environment)" in out
 
 
 def _json_source(text: str):

@@ -168,6 +168,17 @@ def tokens_per_micro_batch(ctx: Context) -> float | None:
     return tokens if math.isfinite(tokens) else None
 
 
+def neat_fa2_one_row(ctx: Context) -> bool:
+    """Must the micro-batch stay at one row (LF019)? Neat packing with `fa2` where flash-attn is in the job's
+    environment (without it `fa2` runs SDPA and nothing asserts) and a release judged asserts it (0.9.5, not 0.9.3
+    or 0.9.4: `methods.neat_fa2_checked_in`): the micro-batch advice (PF007, MEM005) stays silent there."""
+    from cfgopt.knowledge.methods import neat_fa2_checked_in
+
+    if not (value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2"):
+        return False
+    return ctx.job.has_package("flash_attn") and bool(neat_fa2_checked_in(ctx.settings.llamafactory_releases))
+
+
 def packing_on(ctx: Context) -> bool:
     """LLaMA-Factory packs (`Job.packing`)."""
     return ctx.job.packing
