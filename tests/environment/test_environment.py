@@ -86,6 +86,24 @@ def test_a_requirement_file_without_bitsandbytes_says_why_no_plan_fits(tmp_path:
     assert "ENV004" in text  # on the requirement file: the pin it lacks
 
 
+def test_env004_names_the_jobs_config_and_how_it_is_launched(tmp_path: Path) -> None:
+    """Finding 11 of a new user's hour: the message began with `train.sh:`, the script that only launches the
+    config the plan is about. It names the config (relative to the requirement file), then the launch."""
+    repo = _repository(tmp_path)
+    (repo / "configs").mkdir()
+    (repo / "configs" / "sft.yaml").write_text(LORA_8B)
+    (repo / "requirements.txt").write_text("llamafactory==0.9.5\n")
+    (repo / "train.sh").write_text("#!/bin/sh\nFORCE_TORCHRUN=1 llamafactory-cli train configs/sft.yaml\n")
+    args = ["lint", ".", "--select", "ENV004", "--format", "json", "--target", "h200", "--gpus", "1"]
+    [finding] = json.loads(_cfgopt(args, repo).stdout)["diagnostics"]
+    assert finding["message"].startswith(
+        "configs/sft.yaml as train.sh line 2 launches it: with liger-kernel (not in this file) the plan would be"
+    )
+    (repo / "train.sh").unlink()  # the config alone: named by itself
+    [finding] = json.loads(_cfgopt(args, repo).stdout)["diagnostics"]
+    assert finding["message"].startswith("configs/sft.yaml: with liger-kernel (not in this file)")
+
+
 def _lora_plan(tmp_path: Path, requirements: str | None, command: str = "fix") -> str:
     repo = _repository(tmp_path)
     (repo / "train.yaml").write_text(LORA_8B)
