@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cfgopt.environment.stated import spec_for
+from cfgopt.project.launch_jobs import launch_line
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import pins_of
 from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
@@ -91,8 +92,7 @@ def _job_named(config: Source, requirements: Source) -> str:
     folder = real_path(requirements.document.path).parent
     if config.kind != Kind.LF_CLI:
         return _relative(config, folder)
-    line = config.document.position(config.command.get("start", 0))[0]
-    script = f"{_relative(config, folder)} line {line}"
+    script = f"{_relative(config, folder)} line {launch_line(config)}"
     base = config.command.get("base")
     if base is None:
         return f"the job {script} launches"
