@@ -88,7 +88,7 @@ def launched_gpus(sources: list[Source]) -> None:
 
 
 # `llamafactory-cli train` starts torchrun when FORCE_TORCHRUN is on or more than one GPU is visible, else it trains
-# in one plain process (llamafactory 0.9.5 launcher.py:57-61). "On" as 0.9.5's `is_env_enabled` reads it
+# in one plain process (llamafactory 0.9.5 launcher.py:57-62). "On" as 0.9.5's `is_env_enabled` reads it
 # (extras/misc.py:258-260: "true", "y" or "1", any case); 0.9.0's cli.py took "true" or "1" only, so a "y" there
 # is taken as on: never a reminder where the launch may be right. Only the CLI reads the variable: `python
 # src/train.py` is one process whatever it says. These launchers start the processes themselves.

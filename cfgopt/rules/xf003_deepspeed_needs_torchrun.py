@@ -21,16 +21,17 @@ class DeepspeedNeedsTorchrun(Rule):
     why = (
         "Confidence: certain for the code, unknown for the launch. `llamafactory-cli train` starts torchrun only "
         "when FORCE_TORCHRUN is set or more than one GPU is visible; otherwise it runs one plain process, and "
-        "LLaMA-Factory refuses DeepSpeed without a distributed launch. cfgopt sees neither the environment nor "
-        "the launcher, so with `--gpus 1` it only reminds. A launch it sees decides: quiet for a launch line that "
-        "sets FORCE_TORCHRUN on (its prefix or the script's `export`; a value known only at run time counts) or "
-        "starts `deepspeed`, `torchrun` or `accelerate launch`, and for a YAML that every launch line of the same "
-        "run starts so; a YAML launched without names the line. "
+        "LLaMA-Factory refuses DeepSpeed without a distributed launch. cfgopt does not see the node's environment, "
+        "so with `--gpus 1` it reminds, unless a launch it sees decides: quiet for a launch line that sets "
+        "FORCE_TORCHRUN on (its prefix or the script's `export`; a value known only at run time counts) or starts "
+        "`deepspeed`, `torchrun` or `accelerate launch`, and for a YAML that every launch line of the same run "
+        "starts so; at a YAML launched without, the finding names the line. "
         "On one GPU DeepSpeed shards nothing; see PF050/PF051 for what it costs."
     )
     fails_when = "At argument parsing (seconds): `Please use `FORCE_TORCHRUN=1` to launch DeepSpeed training.`"
     evidence = (
-        "llamafactory 0.9.5 launcher.py:60-61 (torchrun only with FORCE_TORCHRUN or > 1 device)",
+        "llamafactory 0.9.5 launcher.py:60-61 (torchrun only with FORCE_TORCHRUN or > 1 device), "
+        "extras/misc.py:258-260 (`is_env_enabled`: on for `true`, `y` or `1`, any case)",
         "llamafactory 0.9.5 hparams/parser.py:353-354 (G12 in docs/evidence/llamafactory.md §1.6)",
         "https://github.com/ROCm/gpuaidev/pull/119",
     )

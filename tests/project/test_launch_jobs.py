@@ -570,7 +570,7 @@ def test_a_deepspeed_hostfile_beside_the_script_counts_its_hosts(tmp_path: Path,
     ],
 )
 def test_which_launch_starts_torchrun(tmp_path: Path, script: str, started: bool | None) -> None:
-    """llamafactory 0.9.5 launcher.py:57-61: torchrun with FORCE_TORCHRUN on or more than one visible GPU."""
+    """llamafactory 0.9.5 launcher.py:57-62: torchrun with FORCE_TORCHRUN on or more than one visible GPU."""
     (tmp_path / "x.yaml").write_text(YAML)
     [line] = lines_of(project(tmp_path, script))
     assert starts_torchrun(line) is started
