@@ -17,6 +17,7 @@ from typing import Any
 
 from cfgopt.environment.node import GFX_OF, Stack, flash_attn_archs
 from cfgopt.knowledge.rocm_env import judge_variable
+from cfgopt.project.launch_jobs import FORCE_TORCHRUN_ON, starts_torchrun
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import Document
 from cfgopt.text.requirements.versions import version_key
@@ -323,7 +324,8 @@ def _deepspeed(job: Any, stack: Stack) -> Iterator[Diagnostic]:
                 src,
                 "deepspeed",
             )
-    if visible_gpus(stack) == 1 and stack.env.get("FORCE_TORCHRUN", "").lower() not in ("1", "true", "y", "yes"):
+    forced = stack.env.get("FORCE_TORCHRUN", "").lower() in FORCE_TORCHRUN_ON
+    if visible_gpus(stack) == 1 and not forced and not _launched_with_torchrun(src):
         launcher = (src.command or {}).get("launcher_kind")
         if launcher in (None, "cli"):
             yield finding(
@@ -334,6 +336,15 @@ def _deepspeed(job: Any, stack: Stack) -> Iterator[Diagnostic]:
                 src,
                 "deepspeed",
             )
+
+
+def _launched_with_torchrun(src: Source) -> bool:
+    """Does the job's launch, where the run sees it, start torchrun whatever the node's FORCE_TORCHRUN: its own
+    line, or every line of the run that launches its YAML (`FORCE_TORCHRUN=1 llamafactory-cli train cfg.yaml`)?
+    A value known only at run time counts, as in XF003."""
+    command = src.command or {}
+    lines = [src] if command.get("launcher_kind") else command.get("launched_by") or []
+    return bool(lines) and all(starts_torchrun(line) is not False for line in lines)
 
 
 def _dataset_names(value: Any) -> list[str]:

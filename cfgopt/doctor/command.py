@@ -136,12 +136,22 @@ def snapshot(stack: Stack) -> dict:
     }
 
 
+# Why no snapshot is written where LLaMA-Factory is not installed: lint would not take it as the node's (a machine
+# that cannot train is no training node: cfgopt.environment.stated), and nothing else reads it.
+NOT_A_TRAINING_NODE = (
+    "{path}: not written: LLaMA-Factory is not installed here, so this is not the node the job trains on; run "
+    "`cfgopt doctor --write-environment` on the training node (or point --site-packages DIR at its packages)"
+)
+
+
 def _write_environment(stack: Stack, path: Path) -> str | None:
     """Write the snapshot atomically; the reason it could not be written, else None."""
     import json
 
     from cfgopt.text.writer import atomic_write
 
+    if not stack.environment.has("llamafactory"):
+        return NOT_A_TRAINING_NODE.format(path=path)
     data = (json.dumps(snapshot(stack), indent=2) + "\n").encode()
     if path.is_symlink() or (path.exists() and not path.is_file()):
         return f"{path}: not a regular file; the environment snapshot is not written through it"

@@ -55,6 +55,8 @@ class Environment(NamedTuple):
     # a requirements*.txt the job installs from: where an unsafe fix adds a pin the plan needs
     requirement_file: Path | None = None
     explicit: bool = False  # named by `--environment` or the project config: its releases beat the repository's pins
+    # a stated file found on the way and not used, and why ("cfgopt-environment.json not used: ..."): said beside it
+    passed_over: str = ""
 
     def has(self, name: str) -> bool:
         """Is the package (import or distribution name) in the environment?"""
@@ -89,5 +91,6 @@ class Environment(NamedTuple):
 
     def describe(self) -> str:
         """`environment: requirements.txt` / `environment: assumed: ... (--environment FILE)` (summary lines,
-        --show-settings, plans)."""
-        return f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
+        --show-settings, plans), then a stated file passed over and why."""
+        judged = f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
+        return judged + (f"; {self.passed_over}" if self.passed_over else "")

@@ -11,7 +11,7 @@ read from what the project states, in this order (`environment_for`), and every 
    (`[project] dependencies`, poetry's `[tool.poetry.dependencies]`) or conda environment.yml name LLaMA-Factory):
    the packages listed there, LLaMA-Factory's extras included, and no others;
 3. a snapshot `cfgopt-environment.json` written by `cfgopt doctor --write-environment` on the node, in that
-   folder walk;
+   folder walk (one that names no LLaMA-Factory is passed over, and the output says so: no training node wrote it);
 4. else the stated default: what LLaMA-Factory's release installs for the target's platform, with the
    documented extras a plan uses (liger-kernel; bitsandbytes on NVIDIA), said as "assumed".
 
@@ -240,25 +240,51 @@ def _shown(path: Path) -> str:
     return path.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
+# A snapshot is the node's installed stack; one without LLaMA-Factory was written where the job cannot train (the
+# doctor of a laptop or CI machine, before `doctor` refused to write it), so it is passed over, and the output says so.
+SNAPSHOT_WITHOUT_LLAMAFACTORY = (
+    "{source} not used: it names no LLaMA-Factory, so it was written on a machine the job cannot train on "
+    "(write it on the training node: `cfgopt doctor --write-environment`)"
+)
+
+
+def _not_a_training_node(env: Environment) -> bool:
+    """Is `env` a doctor snapshot without LLaMA-Factory (not the packages of any node the job trains on)?"""
+    return env.origin is Origin.SNAPSHOT and not _names_llamafactory(env.packages)
+
+
+def _noting(found: Environment | None, note: str) -> Environment:
+    """`found` with a file passed over below it; None (the stated default) as an empty assumed environment that
+    carries the note (`Settings.environment` puts the default in its place)."""
+    if found is None:
+        return Environment({}, ASSUMED, Origin.ASSUMED, passed_over=note)
+    return found._replace(passed_over=note)
+
+
 def found_environment(
     folder: Path, cache: dict[str, Environment | None] | None = None, texts: Texts | None = None
 ) -> Environment | None:
-    """The closest stated environment at or above `folder`, up to the repository root (the folder with `.git`)."""
+    """The closest stated environment at or above `folder`, up to the repository root (the folder with `.git`);
+    a snapshot passed over on the way (`_not_a_training_node`) is named on what is found, the default included."""
     known = {} if cache is None else cache
     current = os.path.realpath(folder)
-    visited: list[str] = []
+    visited: list[tuple[str, str]] = []  # (folder, why its snapshot was passed over, or "")
     found: Environment | None = None
     while True:
         if current in known:
             found = known[current]
             break
-        visited.append(current)
         found = _folder_environment(Path(current), texts)
+        passed = found is not None and _not_a_training_node(found)
+        note = SNAPSHOT_WITHOUT_LLAMAFACTORY.format(source=found.source) if found is not None and passed else ""
+        found = None if note else found
+        visited.append((current, note))
         parent = os.path.dirname(current)
         if found is not None or parent == current or os.path.exists(os.path.join(current, ".git")):
             break
         current = parent
-    for seen in visited:
+    for seen, note in reversed(visited):  # from the top down: the closest snapshot passed over is the one named
+        found = _noting(found, note) if note else found
         known.setdefault(seen, found)
     return found
 
@@ -286,7 +312,13 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
         )
     txt = path if path.suffix == ".txt" else None
     origin = Origin.SNAPSHOT if path.suffix == ".json" else Origin.STATED
-    return Environment(packages, f"{_shown(path)} ({where})", origin, requirement_file=txt, explicit=True)
+    env = Environment(packages, f"{_shown(path)} ({where})", origin, requirement_file=txt, explicit=True)
+    if _not_a_training_node(env):
+        raise EnvironmentOptionError(
+            f"{where}: {value} is a doctor snapshot that names no LLaMA-Factory: not the training node's packages "
+            "(write it there: `cfgopt doctor --write-environment`)"
+        )
+    return env
 
 
 def _undecodable(path: Path) -> str:

@@ -210,6 +210,7 @@ def judged_settings(settings: Settings) -> dict:
         "deepspeed_version": settings.deepspeed_version,
         "environment": env.source,
         "environment_assumed": env.assumed,
+        "environment_passed_over": env.passed_over or None,  # a stated file not used, and why
     }
 
 

@@ -123,12 +123,15 @@ class Settings:
     @property
     def environment(self) -> Environment:
         """The packages of the node the job trains on: as given (stated, or probed where verify/tune run), else
-        the stated default for the release and the target's platform (cfgopt.environment.stated.assumed)."""
-        if self.given_environment is not None:
-            return self.given_environment
+        the stated default for the release and the target's platform (cfgopt.environment.stated.assumed), with the
+        stated file passed over on the way, if any."""
+        given = self.given_environment
+        if given is not None and not given.assumed:
+            return given
         from cfgopt.environment import stated
 
-        return stated.assumed(self.llamafactory_version, self.target.platform)
+        default = stated.assumed(self.llamafactory_version, self.target.platform)
+        return default._replace(passed_over=given.passed_over) if given is not None else default
 
     def copied(self) -> Settings:
         """A shallow copy (as `copy.copy`, whose module the lint path need not load): lists stay shared."""

@@ -87,6 +87,34 @@ def launched_gpus(sources: list[Source]) -> None:
             src.command["launcher_gpus"] = lines[0].command["launcher_gpus"]
 
 
+# `llamafactory-cli train` starts torchrun when FORCE_TORCHRUN is on or more than one GPU is visible, else it trains
+# in one plain process (llamafactory 0.9.5 launcher.py:57-62). "On" as 0.9.5's `is_env_enabled` reads it
+# (extras/misc.py:258-260: "true", "y" or "1", any case); 0.9.0's cli.py took "true" or "1" only, so a "y" there
+# is taken as on: never a reminder where the launch may be right. Only the CLI reads the variable: `python
+# src/train.py` is one process whatever it says. These launchers start the processes themselves.
+FORCE_TORCHRUN_ON = ("true", "y", "1")
+DISTRIBUTED_LAUNCHERS = ("deepspeed", "torchrun", "accelerate")
+
+
+def starts_torchrun(line: Source) -> bool | None:
+    """Does the launch line start LLaMA-Factory distributed whatever the GPU count? True: a distributed launcher,
+    or `llamafactory-cli` with FORCE_TORCHRUN on (the line's prefix or the script's `export`); False: one plain
+    process where one GPU is visible; None: FORCE_TORCHRUN's value is known only at run time."""
+    kind = line.command.get("launcher_kind")
+    if kind in DISTRIBUTED_LAUNCHERS:
+        return True
+    env = line.command.get("env") or {}
+    if kind != "cli" or "FORCE_TORCHRUN" not in env:
+        return False
+    value = env["FORCE_TORCHRUN"]
+    return None if value is None else value.lower() in FORCE_TORCHRUN_ON
+
+
+def launch_line(line: Source) -> int:
+    """The 1-based line of the script where the launch's command word stands (`llamafactory-cli`)."""
+    return line.document.position(line.command.get("start", 0))[0]
+
+
 _CONFIG_FILE = ("--config_file", "--config-file")
 
 

@@ -3,12 +3,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from cfgopt.environment.stated import spec_for
+from cfgopt.project.launch_jobs import launch_line
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.requirements import pins_of
 from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
-from cfgopt.text.source import Kind
+from cfgopt.text.document import real_path
+from cfgopt.text.source import Kind, Source
 
 
 class PlanNeedsPackage(Rule):
@@ -54,7 +57,7 @@ class PlanNeedsPackage(Rule):
 
             more = plan.with_packages
             anchor = next(iter(pins_of(ctx, ("llamafactory", "llama_factory"))), None)
-            message = f"{config.document.path.name}: {with_packages_words(more, 'this file')}"
+            message = f"{_job_named(config, src)}: {with_packages_words(more, 'this file')}"
             yield (
                 self.at_entry(ctx, anchor, message, fix=self._fix(ctx, more.packages))
                 if anchor is not None
@@ -80,6 +83,24 @@ class PlanNeedsPackage(Rule):
         if last.endswith("\\"):  # pip joins a line ending in `\\` with the next: an empty line ends the joining
             sep += newline
         return self.fix(f"Add {', '.join(packages)}", [Edit(len(text), len(text), sep + lines)], safe=False)
+
+
+def _job_named(config: Source, requirements: Source) -> str:
+    """The job whose plan it is, as the message names it: its config (relative to the requirement file's folder,
+    where all its consumers are), and for a launch line how it is launched (`configs/sft.yaml as train.sh line 5
+    launches it`); a line that names no YAML is the job itself (`the job train.sh line 5 launches`)."""
+    folder = real_path(requirements.document.path).parent
+    if config.kind != Kind.LF_CLI:
+        return _relative(config, folder)
+    script = f"{_relative(config, folder)} line {launch_line(config)}"
+    base = config.command.get("base")
+    if base is None:
+        return f"the job {script} launches"
+    return f"{_relative(base, folder)} as {script} launches it"
+
+
+def _relative(source: Source, folder: Path) -> str:
+    return Path(os.path.relpath(real_path(source.document.path), folder)).as_posix()
 
 
 # pip's hash-checking mode: on for the whole install when any requirement carries `--hash` (or the option is given)

@@ -183,6 +183,19 @@ def test_force_torchrun_for_deepspeed_on_one_gpu(tmp_path: Path) -> None:
     assert found == []
     _, found = findings(tmp_path / "eight", nvidia_root(tmp_path / "eight", 8), folder, cfg=cfg)
     assert found == []
+    _, found = findings(tmp_path / "one", one, folder, {"FORCE_TORCHRUN": "yes"}, cfg)
+    assert codes(found) == ["DOC004"]  # 0.9.5's is_env_enabled takes "true", "y" or "1" only
+
+
+@pytest.mark.parametrize(("prefix", "expected"), [("FORCE_TORCHRUN=1 ", []), ("", ["DOC004"])])
+def test_a_launch_line_that_forces_torchrun_is_the_jobs_launch(tmp_path: Path, prefix: str, expected: list) -> None:
+    """The script beside the YAML launches it with FORCE_TORCHRUN=1: the node's variable does not decide (XF003)."""
+    (tmp_path / "ds.json").write_text('{"train_batch_size": "auto", "zero_optimization": {"stage": 2}}')
+    config(tmp_path, "deepspeed: ds.json\n")
+    (tmp_path / "train.sh").write_text(f"{prefix}llamafactory-cli train train.yaml\n")
+    folder = site(tmp_path, "cuda", deepspeed="0.16.4")
+    _, found = findings(tmp_path / "one", nvidia_root(tmp_path / "one", 1), folder, cfg=tmp_path / "train.sh")
+    assert codes(found) == expected
 
 
 def test_visible_devices_variable_matches_the_gpu_count(tmp_path: Path) -> None:

@@ -86,6 +86,24 @@ def test_a_requirement_file_without_bitsandbytes_says_why_no_plan_fits(tmp_path:
     assert "ENV004" in text  # on the requirement file: the pin it lacks
 
 
+def test_env004_names_the_jobs_config_and_how_it_is_launched(tmp_path: Path) -> None:
+    """Finding 11 of a new user's hour: the message began with `train.sh:`, the script that only launches the
+    config the plan is about. It names the config (relative to the requirement file), then the launch."""
+    repo = _repository(tmp_path)
+    (repo / "configs").mkdir()
+    (repo / "configs" / "sft.yaml").write_text(LORA_8B)
+    (repo / "requirements.txt").write_text("llamafactory==0.9.5\n")
+    (repo / "train.sh").write_text("#!/bin/sh\nFORCE_TORCHRUN=1 llamafactory-cli train configs/sft.yaml\n")
+    args = ["lint", ".", "--select", "ENV004", "--format", "json", "--target", "h200", "--gpus", "1"]
+    [finding] = json.loads(_cfgopt(args, repo).stdout)["diagnostics"]
+    assert finding["message"].startswith(
+        "configs/sft.yaml as train.sh line 2 launches it: with liger-kernel (not in this file) the plan would be"
+    )
+    (repo / "train.sh").unlink()  # the config alone: named by itself
+    [finding] = json.loads(_cfgopt(args, repo).stdout)["diagnostics"]
+    assert finding["message"].startswith("configs/sft.yaml: with liger-kernel (not in this file)")
+
+
 def _lora_plan(tmp_path: Path, requirements: str | None, command: str = "fix") -> str:
     repo = _repository(tmp_path)
     (repo / "train.yaml").write_text(LORA_8B)
@@ -212,6 +230,74 @@ def test_doctor_writes_a_snapshot_that_lint_reads(tmp_path: Path) -> None:
     assert data["packages"] == {"liger_kernel": "0.6.4", "llamafactory": "0.9.5"}  # training packages only
     env = found_environment(repo, {})
     assert isinstance(env, Environment) and env.has("liger-kernel")
+
+
+def test_doctor_writes_no_snapshot_where_llamafactory_is_not_installed(tmp_path: Path) -> None:
+    """A laptop's doctor (torch and the rest, no LLaMA-Factory) is not the training node: one line, exit 2, and
+    no file that lint would have to pass over."""
+    repo = _repository(tmp_path)
+    site = _fake_site(tmp_path, {"torch": "2.5.1", "liger_kernel": "0.6.4"})
+    out = _cfgopt(["doctor", "--write-environment", "--site-packages", str(site), "--root", str(tmp_path)], repo)
+    assert out.returncode == 2 and not (repo / "cfgopt-environment.json").exists()
+    assert out.stderr.splitlines() == [
+        "cfgopt doctor: cfgopt-environment.json: not written: LLaMA-Factory is not installed here, so this is not "
+        "the node the job trains on; run `cfgopt doctor --write-environment` on the training node (or point "
+        "--site-packages DIR at its packages)"
+    ]
+
+
+def _laptop_snapshot(folder: Path) -> None:
+    """What `cfgopt doctor --write-environment` wrote on a machine with no training packages before it refused."""
+    snapshot = {"written_by": "cfgopt doctor --write-environment", "stack": "no training packages", "packages": {}}
+    (folder / "cfgopt-environment.json").write_text(json.dumps(snapshot))
+
+
+def test_a_snapshot_without_llamafactory_is_not_the_jobs_environment(tmp_path: Path) -> None:
+    """Finding 5 of a new user's hour: such a snapshot took the place of the assumed default, and plans lost Liger
+    and 8-bit AdamW. The default is judged, and the output says which and why the snapshot was not used."""
+    repo = _repository(tmp_path)
+    _laptop_snapshot(repo)
+    (repo / "train.yaml").write_text(LORA_8B)
+    settings = Resolver().settings_for(repo / "train.yaml")
+    env = settings.environment
+    assert env.assumed and env.has("liger_kernel") and env.has("bitsandbytes")
+    assert "cfgopt-environment.json (cfgopt doctor) not used: it names no LLaMA-Factory" in env.passed_over
+    out = _cfgopt(["lint", "train.yaml", "--target", "h100", "--gpus", "1"], repo)
+    summary = out.stderr.splitlines()[-2:]  # the summary goes to stderr when stdout is not a terminal
+    assert summary[0].startswith("  environment: assumed: LLaMA-Factory 0.9.5 with its liger-kernel and bitsandbytes")
+    assert summary[1] == (
+        "  cfgopt-environment.json (cfgopt doctor) not used: it names no LLaMA-Factory, so it was written on a "
+        "machine the job cannot train on (write it on the training node: `cfgopt doctor --write-environment`)"
+    )
+    report = json.loads(_cfgopt(["lint", "train.yaml", "--format", "json"], repo).stdout)
+    assert report["files"][0]["environment_passed_over"] == summary[1].strip()
+
+
+def test_the_walk_goes_on_past_a_snapshot_without_llamafactory(tmp_path: Path) -> None:
+    """A requirement file above it is the closest environment that can be the job's; the snapshot is named."""
+    repo = _repository(tmp_path)
+    sub = repo / "configs"
+    sub.mkdir()
+    _laptop_snapshot(sub)
+    (repo / "requirements.txt").write_text("llamafactory==0.9.4\n")
+    cache: dict = {}
+    env = found_environment(sub, cache)
+    assert env is not None and env.source.endswith("repo/requirements.txt") and env.has("llamafactory")
+    assert "not used" in env.passed_over
+    above = found_environment(repo, cache)  # the cache holds the note only below the snapshot
+    assert above is not None and above.passed_over == ""
+
+
+def test_a_named_snapshot_without_llamafactory_is_refused(tmp_path: Path) -> None:
+    repo = _repository(tmp_path)
+    _laptop_snapshot(repo)
+    (repo / "train.yaml").write_text(LORA_8B)
+    out = _cfgopt(["lint", "train.yaml", "--environment", "cfgopt-environment.json"], repo)
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [
+        "cfgopt: error: --environment: cfgopt-environment.json is a doctor snapshot that names no LLaMA-Factory: "
+        "not the training node's packages (write it there: `cfgopt doctor --write-environment`)"
+    ]
 
 
 def test_a_long_line_with_an_unclosed_quote_is_read_in_linear_time(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from repo_paths import ROOT
 from cfgopt.job.settings import Settings
 from cfgopt.lint.engine import build_project
 from cfgopt.loaders.launch import find_commands
+from cfgopt.project.launch_jobs import starts_torchrun
 from cfgopt.text.document import Document
 
 YAML = """\
@@ -548,3 +549,68 @@ def test_a_deepspeed_hostfile_beside_the_script_counts_its_hosts(tmp_path: Path,
     script = f"deepspeed {options} src/train.py {ARGS} --template qwen\n"
     (src,) = find_commands(Document(path=tmp_path / "run.sh", text=script))
     assert src.command["launcher_gpus"][0] == gpus
+
+
+# ---------------------------------------------------------------- does the launch start torchrun (XF003)
+
+
+@pytest.mark.parametrize(
+    ("script", "started"),
+    [
+        ("FORCE_TORCHRUN=1 llamafactory-cli train x.yaml\n", True),
+        ("export FORCE_TORCHRUN=true\nllamafactory-cli train x.yaml\n", True),
+        ("FORCE_TORCHRUN=Y llamafactory-cli train x.yaml\n", True),  # 0.9.5's is_env_enabled: any case
+        ("FORCE_TORCHRUN=0 llamafactory-cli train x.yaml\n", False),
+        ("FORCE_TORCHRUN=yes llamafactory-cli train x.yaml\n", False),  # not one of "true", "y", "1"
+        ("FORCE_TORCHRUN=1\nllamafactory-cli train x.yaml\n", False),  # not exported: the CLI never sees it
+        ("FORCE_TORCHRUN=$1 llamafactory-cli train x.yaml\n", None),  # known only at run time
+        ("llamafactory-cli train x.yaml\n", False),
+        ("torchrun --nproc_per_node 1 src/train.py x.yaml\n", True),
+        ("FORCE_TORCHRUN=1 python src/train.py x.yaml\n", False),  # only the CLI reads it
+    ],
+)
+def test_which_launch_starts_torchrun(tmp_path: Path, script: str, started: bool | None) -> None:
+    """llamafactory 0.9.5 launcher.py:57-62: torchrun with FORCE_TORCHRUN on or more than one visible GPU."""
+    (tmp_path / "x.yaml").write_text(YAML)
+    [line] = lines_of(project(tmp_path, script))
+    assert starts_torchrun(line) is started
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("FORCE_TORCHRUN=1 llamafactory-cli train x.yaml\n", None),
+        ("FORCE_TORCHRUN=${FT} llamafactory-cli train x.yaml\n", None),
+        (
+            "FORCE_TORCHRUN=1 llamafactory-cli train x.yaml\nllamafactory-cli train x.yaml output_dir=b\n",
+            "`deepspeed` on 1 GPU: run.sh line 2 launches it without FORCE_TORCHRUN=1 (or torchrun), so LLaMA-Factory "
+            "stops with `Please use FORCE_TORCHRUN=1 to launch DeepSpeed training`",
+        ),
+        (
+            "FORCE_TORCHRUN=1 python src/train.py x.yaml\n",
+            "`deepspeed` on 1 GPU: run.sh line 1 runs it in one process (`python src/train.py` reads no "
+            "FORCE_TORCHRUN; launch with torchrun), so LLaMA-Factory stops with `Please use FORCE_TORCHRUN=1 to "
+            "launch DeepSpeed training`",
+        ),
+    ],
+)
+def test_xf003_at_a_yaml_follows_the_lines_that_launch_it(tmp_path: Path, script: str, message: str | None) -> None:
+    """A new user's hour, finding 12: with `--gpus 1`, XF003 reminded of FORCE_TORCHRUN=1 at a YAML that the
+    script linted beside it launches with FORCE_TORCHRUN=1. The launch the run sees decides."""
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2}}\n')
+    (tmp_path / "x.yaml").write_text(YAML + "deepspeed: ds.json\n")
+    (tmp_path / "run.sh").write_text(script)
+    found = lint(tmp_path, "x.yaml", "--gpus", "1", "--select", "XF003")
+    assert [(d["file"], d["message"]) for d in found] == ([("x.yaml", message)] if message else [])
+    alone = subprocess.run(  # the YAML linted without its script: its launch is not seen, the reminder stays
+        [sys.executable, "-m", "cfgopt", "lint", "--format", "json", "x.yaml", "--gpus", "1", "--select", "XF003"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+    )
+    assert [d["message"] for d in json.loads(alone.stdout)["diagnostics"]] == [
+        "`deepspeed` on 1 GPU: launch with FORCE_TORCHRUN=1 (or torchrun), else LLaMA-Factory stops with `Please use "
+        "FORCE_TORCHRUN=1 to launch DeepSpeed training`"
+    ]
