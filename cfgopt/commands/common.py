@@ -297,8 +297,9 @@ def warn_if_nothing_checked(args: argparse.Namespace, result) -> None:
 
         shown = escaped(" ".join(str(p) for p in args.paths))
         sys.stderr.write(
-            f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON or "
-            "scripts calling llamafactory-cli)\n"
+            f"cfgopt: warning: no config files found in {shown} (LLaMA-Factory YAML, DeepSpeed JSON, scripts "
+            "calling llamafactory-cli, or requirement files of the training stack: torch, LLaMA-Factory, "
+            "DeepSpeed ...)\n"
         )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import add_format_argument, add_target_arguments
-from cfgopt.text.document import shown
+from cfgopt.text.document import display_path, shown
 
 if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
@@ -51,7 +51,7 @@ def _deepspeed_path(job, ds, ref) -> str | None:
     if isinstance(ref, dict):
         return "inline"
     if ref:
-        return str(job.deepspeed_source.document.path)
+        return display_path(job.deepspeed_source.document.path)  # relative, as every report shows a path
     return f"accelerate's DeepSpeed plugin, {job.distributed.config}"
 
 

@@ -123,9 +123,11 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
         report.render_applied_fixes(result.applied, args.write, sys.stderr)
     if machine:  # every finding left, whatever --fail-on and --exit-zero decide about the exit code
         _render_remaining(args, result, result.remaining, sys.stdout)
+    elif args.statistics:  # as on lint (ruff's `check --fix --statistics`): the table of what is left, alone
+        report.render_statistics(result.remaining, sys.stdout)
     elif remaining and args.write and not args.exit_zero:  # --exit-zero: not fix's to fail on (pre-commit)
         _render_remaining(args, result, remaining, sys.stderr)
-    if not args.quiet and not machine:
+    if not args.quiet and not machine and not args.statistics:
         report.render_found_elsewhere(result.found_elsewhere)
         render_not_read(result.not_read)
         _fix_summary(result, remaining, args.write, settings, args.paths)
@@ -154,7 +156,7 @@ def _render_remaining(args: argparse.Namespace, result: FixResult, remaining: li
 def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) -> set[Path]:
     """Print each fixed file's diff (without --write, or with --diff) and write it (with --write); the files
     that could not be written, each reported with why. `machine`: stdout holds the report alone (no diff, and no
-    line per fix on stderr: the report is what a program reads)."""
+    line per fix on stderr: the report is what a program reads; nor with --statistics, whose table stands alone)."""
     from cfgopt.lint import report
     from cfgopt.text.document import encode
     from cfgopt.text.document import shown as escape
@@ -164,7 +166,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
     for path in sorted(result.fixed):
         before, after = result.originals[path], result.fixed[path]
         shown = escape(report.display_path(path))  # a file name may carry `\n+++ b/x` or an escape sequence
-        if not args.write and not machine:
+        if not args.write and not machine and not args.statistics:
             write_file_text("".join(unified_diff(before, after, shown)))
         if args.write:
             bom = "\ufeff" if result.bom.get(path) else ""
@@ -175,7 +177,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
                 sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
                 unwritten.add(path)
                 continue
-        for description in [] if args.quiet or machine else result.applied.get(path, []):
+        for description in [] if args.quiet or machine or args.statistics else result.applied.get(path, []):
             sys.stderr.write(escape(f"{shown}: {'fixed' if args.write else 'would fix'}: {description}") + "\n")
     return unwritten
 

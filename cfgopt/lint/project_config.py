@@ -19,7 +19,7 @@ from cfgopt.environment.gpus import Resolved, resolve_target
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import MAX_GPUS, TARGETS, TargetError, check_name, custom_target
 from cfgopt.text.diagnostics import Severity
-from cfgopt.text.document import shown
+from cfgopt.text.document import display_path, shown
 from cfgopt.text.patterns import lazy
 from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
@@ -79,16 +79,16 @@ def read_table(path: Path) -> dict[str, Any] | None:
     except UnsafeFileError as exc:
         raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        raise ConfigError(f"{display_path(path)}: cannot read: {exc}") from None
     if path.name == "pyproject.toml" and not _MENTIONS_TABLE.search(text):
         return None  # skip parsing the common case: a pyproject.toml without a [tool.cfgopt] table
     toml = _toml()
     try:
         data = toml.loads(text)
     except toml.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        raise ConfigError(f"{display_path(path)}: invalid TOML: {exc}") from None
     except RecursionError:  # tomllib parses nested arrays recursively
-        raise ConfigError(f"{path}: invalid TOML: nested too deeply to read") from None
+        raise ConfigError(f"{display_path(path)}: invalid TOML: nested too deeply to read") from None
     if path.name == "pyproject.toml":
         table = data.get("tool", {}).get("cfgopt") if isinstance(data.get("tool"), dict) else None
         return table if isinstance(table, dict) else None
@@ -215,7 +215,7 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
 
 
 def load_options(path: Path, table: dict[str, Any]) -> dict[str, Any]:
-    where = f"{path} [tool.cfgopt]" if path.name == "pyproject.toml" else str(path)
+    where = f"{display_path(path)} [tool.cfgopt]" if path.name == "pyproject.toml" else display_path(path)
     return check_options(table, where)
 
 
@@ -375,7 +375,8 @@ class Resolver:
 
         cli = self.cli
         merged = {**options, **self.overrides}
-        origin = {k: (f"--config {k}" if k in self.overrides else f"{config_file}: {k}") for k in merged}
+        shown_file = display_path(config_file) if config_file is not None else ""
+        origin = {k: (f"--config {k}" if k in self.overrides else f"{shown_file}: {k}") for k in merged}
 
         # rule selection: a layer that selects resets the layers below it (ruff's rule)
         select: list[str] = []
@@ -486,7 +487,7 @@ def show_settings(settings: Settings, path: Path) -> str:
 
     lines = [
         f"# settings for {path}",
-        f"# config file: {settings.config_file if settings.config_file else '(none: defaults)'}",
+        f"# config file: {display_path(settings.config_file) if settings.config_file else '(none: defaults)'}",
         f"target = {_target_toml(settings)}  # {settings.target_source or 'stated'}"
         if settings.target_stated
         else "# target: not stated (hardware rules quiet)",

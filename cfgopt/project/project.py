@@ -222,7 +222,7 @@ class Project:
         if loader == "requirements":
             from cfgopt.loaders.requirement_files import load_requirements  # the requirement files: only when present
 
-            found = load_requirements(doc)
+            found = load_requirements(doc, named=explicit)
             sources.extend([found] if found is not None else [])
             if found is not None or path.suffix.lower() not in discovery.CONFIG_SUFFIXES:
                 return

@@ -16,12 +16,22 @@ class ParseError(Rule):
     why = (
         "LLaMA-Factory reads YAML with OmegaConf (YAML 1.1, duplicate keys rejected); the HF Trainer reads the "
         "DeepSpeed JSON with plain `json.load` (no comments, no trailing commas, no BOM). A file that fails "
-        "there never starts training."
+        "there never starts training. pip reads a requirements*.txt line by line and stops at the first "
+        "requirement that is no PEP 508 string (`llamafactory==`, `torch=2.5.1`) or whose marker does not parse: "
+        "it installs nothing from the file. A path, URL or archive line is the node's to resolve and is not judged, "
+        "nor a legacy specifier pip before 24.1 may still match (`torch>=latest`)."
     )
-    fails_when = "At start-up: `OmegaConf.load` or `json.load` raises before any argument is checked."
+    fails_when = (
+        "At start-up: `OmegaConf.load` or `json.load` raises before any argument is checked; at install: `pip "
+        "install -r` stops with `Invalid requirement` (before pip 24.1, a legacy `==` finds no release) or "
+        "`InvalidMarker`."
+    )
     evidence = (
         "llamafactory 0.9.5 hparams/parser.py `read_args` (OmegaConf.load)",
         "accelerate 1.11 utils/deepspeed.py `HfDeepSpeedConfig` (json.load)",
+        "pip 23.2.1 req/constructors.py `parse_req_from_line` (the marker split off and parsed alone, then "
+        "`get_requirement`: `Invalid requirement`); tests/text/test_requirements_pip_refuses.py compares it and "
+        "packaging 26 (pip 24.1 and later) with cfgopt's reading",
     )
     example = '{\n  // ZeRO-2\n  "zero_optimization": {"stage": 2}\n}   ->  remove the comment'
     fix_safety = "No fix: cfgopt does not guess what a broken file meant. Exit code 2."

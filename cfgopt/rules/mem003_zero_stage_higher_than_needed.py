@@ -8,6 +8,7 @@ from cfgopt.plan.wording import shape
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, value_of
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
+from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
 
 
@@ -81,9 +82,9 @@ class ZeroStageHigherThanNeeded(Rule):
                 ctx,
                 entry,
                 f"ZeRO-{current.zero_stage} is more than {est.model} ({ft}) needs on "
-                f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of a "
-                f"{target.memory_gib:g} GiB {target.name} (now {current.required_gib:.0f}); the higher stage only "
-                f"adds communication{kept}",
+                f"{where}: with {lower} the estimated peak is about {est.required_gib:.0f} GiB per GPU of "
+                f"{a(format(target.memory_gib, 'g'))} GiB {target.name} (now {current.required_gib:.0f}); the higher "
+                f"stage only adds communication{kept}",
                 key="deepspeed",
             )
             return
@@ -95,6 +96,6 @@ class ZeroStageHigherThanNeeded(Rule):
                 entry,
                 f"ZeRO-{current.zero_stage} is more than {current.model} ({ft}) needs on {where} with the speed "
                 f"plan's settings ({shape(planned)}): their estimated peak is about {planned.est_gib:.0f} GiB per GPU "
-                f"of a {target.memory_gib:g} GiB {target.name}; the higher stage only adds communication",
+                f"of {a(format(target.memory_gib, 'g'))} GiB {target.name}; the higher stage only adds communication",
                 key="deepspeed",
             )

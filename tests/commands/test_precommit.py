@@ -2,11 +2,13 @@
 a `.pre-commit-config.yaml` whose `repo: local` hooks are the shipped `.pre-commit-hooks.yaml` entries run
 by this checkout's interpreter (so the test needs no commit and no network), and `pre-commit run --all-files`:
 lint fails, fix rewrites (pre-commit fails the hook because files changed), and a second run passes.
-Unrelated YAML/JSON/shell files pass silently; the project config's `exclude` holds for named files."""
+Unrelated YAML/JSON/shell files pass silently; the project config's `exclude` holds for named files; the requirement
+files cfgopt judges reach the hooks too (their `files` pattern), so a pin pip cannot install fails the commit."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,9 +92,47 @@ def test_hooks_file_is_well_formed() -> None:
     hooks = shipped_hooks()
     assert set(hooks) == {"cfgopt-lint", "cfgopt-fix"}
     for hook in hooks.values():
-        assert hook["language"] == "python" and set(hook["types_or"]) == {"yaml", "json", "shell"}
+        assert hook["language"] == "python" and hook["types"] == ["text"] and "types_or" not in hook
         assert "--force-exclude" in hook["entry"] and hook["require_serial"] is True
+    assert hooks["cfgopt-fix"]["files"] == hooks["cfgopt-lint"]["files"]
     assert hooks["cfgopt-fix"]["entry"].startswith("cfgopt fix --write")
+
+
+# (path in the repository, handed to the hooks): what a folder walk of cfgopt reads (cfgopt.loaders.discovery)
+HANDED_OVER = [
+    ("configs/sft.yaml", True),
+    ("configs/SFT.YML", True),
+    ("ds_z3.json", True),
+    ("scripts/train.sh", True),
+    ("run.bash", True),
+    ("requirements.txt", True),
+    ("envs/requirements-dev.txt", True),
+    ("pyproject.toml", True),
+    ("uv.lock", True),
+    ("poetry.lock", True),
+    ("setup.py", True),
+    ("setup.cfg", True),
+    ("environment.yml", True),
+    ("README.md", False),
+    ("train.py", False),
+    ("data/alpaca.jsonl", False),
+    ("notes.txt", False),
+    ("my_requirements.txt", False),  # pip reads any name with -r; cfgopt judges requirements*.txt only
+    ("Pipfile", False),
+]
+
+
+@pytest.mark.parametrize(("path", "handed"), HANDED_OVER)
+def test_files_pattern_hands_over_what_a_folder_walk_reads(path: str, handed: bool) -> None:
+    """pre-commit passes a file when `files` matches its path (re.search) and it has every tag of `types`."""
+    from cfgopt.loaders.discovery import CONFIG_SUFFIXES, SCRIPT_SUFFIXES
+    from cfgopt.text.requirements.files import is_requirement_file
+
+    suffix = Path(path).suffix.lower()
+    walked = suffix in CONFIG_SUFFIXES or suffix in SCRIPT_SUFFIXES or is_requirement_file(Path(path).name)
+    assert walked == handed
+    for hook in shipped_hooks().values():
+        assert bool(re.search(hook["files"], path)) == handed, (hook["id"], path)
 
 
 def test_lint_fails_fix_rewrites_second_run_passes(repo: Path) -> None:
@@ -119,6 +159,15 @@ def test_lint_fails_fix_rewrites_second_run_passes(repo: Path) -> None:
     third = run_hooks(repo, [fix, lint])
     assert third.returncode == 0, third.stdout + third.stderr
     assert "Passed" in third.stdout
+
+
+def test_a_requirements_file_pip_cannot_install_fails_the_lint_hook(repo: Path) -> None:
+    """Issue: the hooks took only YAML, JSON and shell files, so ENV005 (pip's ResolutionImpossible) never failed a
+    commit. torch 2.5.1 requires triton==3.1.0 (its PyPI metadata, shipped with cfgopt)."""
+    (repo / "requirements.txt").write_text("torch==2.5.1\ntriton==3.0.0\n")
+    run = run_hooks(repo, [local_hook(shipped_hooks()["cfgopt-lint"], args=["--select", "ENV005"])])
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "requirements.txt:2:7: error ENV005" in run.stdout
 
 
 def test_safe_fix_hook_with_only_safe_problems(repo: Path) -> None:

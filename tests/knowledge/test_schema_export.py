@@ -105,3 +105,48 @@ def test_every_accepted_corpus_file_validates(exported) -> None:
         if found:
             bad[v["file"]] = found[:3]
     assert checked > 100 and bad == {}
+
+
+def _titles(out: Path) -> tuple[str, str]:
+    lf, ds = (json.loads((out / f"{n}.schema.json").read_text())["title"] for n in ("llamafactory-train", "deepspeed"))
+    return lf, ds
+
+
+def test_releases_are_those_lint_judges_the_folder_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help says "default: as for lint": the repository's pins (or the project config's versions) decide, by
+    lint's own resolution; a flag wins, and --isolated ignores them as lint's does."""
+    (tmp_path / ".git").mkdir()  # the repository root: pins are not looked for above it
+    (tmp_path / "requirements.txt").write_text("llamafactory[torch,metrics]==0.9.3\ndeepspeed==0.16.4\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["schema", "export", "--out", ".schemas"])
+    lf, ds = _titles(tmp_path / ".schemas")
+    assert code == 0 and "0.9.3" in lf and "0.16.4" in ds
+    assert "for LLaMA-Factory 0.9.3 and DeepSpeed 0.16.4 (requirements.txt: LLaMA-Factory ==0.9.3" in out
+    settings = run_cli(["lint", "--show-settings", "."])[1]
+    assert 'llamafactory-version = "0.9.3"' in settings and 'deepspeed-version = "0.16.4"' in settings
+    assert run_cli(["schema", "export", "--out", ".schemas", "--llamafactory-version", "0.9.4"])[0] == 0
+    lf, ds = _titles(tmp_path / ".schemas")
+    assert "0.9.4" in lf and "0.16.4" in ds
+    assert run_cli(["schema", "export", "--out", ".schemas", "--isolated"])[0] == 0
+    lf, ds = _titles(tmp_path / ".schemas")
+    assert "0.9.5" in lf and "0.19.8" in ds
+    (tmp_path / "cfgopt.toml").write_text('llamafactory-version = "0.9.2"\n')
+    assert run_cli(["schema", "export", "--out", ".schemas"])[0] == 0
+    assert "0.9.2" in _titles(tmp_path / ".schemas")[0]
+
+
+def test_the_modeline_hint_says_a_relative_path_is_read_from_the_yaml_files_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """yaml-language-server resolves a relative `$schema` path against the YAML file's folder
+    (redhat-developer/yaml-language-server src/languageservice/services/yamlSchemaService.ts,
+    `getSchemaForResource`), so a config in configs/ needs `../`; an absolute --out needs no note."""
+    monkeypatch.chdir(tmp_path)
+    _, out, _ = run_cli(["schema", "export", "--out", ".schemas"])
+    lines = out.splitlines()
+    assert lines[0] == "wrote .schemas/llamafactory-train.schema.json"
+    assert "In a YAML config: # yaml-language-server: $schema=.schemas/llamafactory-train.schema.json" in lines
+    assert "$schema=../.schemas/llamafactory-train.schema.json" in out
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-schemas"
+    _, out, _ = run_cli(["schema", "export", "--out", str(elsewhere)])
+    assert f"$schema={elsewhere}/llamafactory-train.schema.json" in out and "../" not in out

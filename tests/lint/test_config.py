@@ -119,7 +119,7 @@ def test_show_settings_names_the_config_file(tmp_path: Path) -> None:
     )
     code, out, _ = run_cli(["lint", "--show-settings", str(work / "llama3_lora_sft.yaml")])
     assert code == 0
-    assert f"config file: {(work / 'cfgopt.toml').resolve()}" in out
+    assert f"config file: {(work / 'cfgopt.toml').resolve()}" in out  # outside the working directory: as it is
     for line in (
         'select = ["LF"]',
         'extend-select = ["DS001"]',
@@ -131,6 +131,25 @@ def test_show_settings_names_the_config_file(tmp_path: Path) -> None:
         '"*.json" = ["DS"]',
     ):
         assert line in out, line
+
+
+def test_config_file_paths_are_shown_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As every report shows a path: the same project gives the same bytes from any checkout path (--show-settings,
+    where a version came from, and a config file's errors)."""
+    work = seed_project(tmp_path)
+    (work / "pyproject.toml").write_text("[tool.cfgopt]\nllamafactory-version = '>=0.9.3,<0.9.5'\n")
+    monkeypatch.chdir(work)
+    code, out, _ = run_cli(["lint", "--show-settings", "."])
+    assert code == 0 and "# config file: pyproject.toml\n" in out and str(work) not in out
+    assert "# pyproject.toml: llamafactory-version: LLaMA-Factory >=0.9.3,<0.9.5" in out
+    (work / "pyproject.toml").write_text("[tool.cfgopt]\nllamafactory-version = '0.7'\n")
+    code, _, err = run_cli(["lint", "."])
+    assert code == 2 and err.startswith("cfgopt: error: pyproject.toml: llamafactory-version: no LLaMA-Factory")
+    (work / "pyproject.toml").write_text("[tool.cfgopt\n")
+    code, _, err = run_cli(["lint", "."])
+    assert code == 2 and err.startswith("cfgopt: error: pyproject.toml: invalid TOML") and str(work) not in err
 
 
 def test_per_file_ignores_for_json(tmp_path: Path) -> None:

@@ -215,6 +215,29 @@ def test_statistics_print_only_the_table_one_row_per_rule() -> None:
     )
 
 
+def test_fix_statistics_print_only_the_table_of_what_the_fixes_leave(tmp_path: Path) -> None:
+    """The same option on fix (README: "means the same on every subcommand"): the table instead of the diff, the
+    fix lines and the summary, one row per rule left after the fixes (with --write too); json as before."""
+    import shutil
+
+    work = tmp_path / "seed"
+    shutil.copytree(SEED, work)
+    before = {p.name: p.read_text() for p in work.iterdir()}
+    code, out, err = run_cli(["fix", "--statistics", str(work)])
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert code == 1 and rows and all(len(row) == 3 for row in rows), out
+    assert "---" not in out and "would fix" not in err and "Would fix" not in err
+    assert {p.name: p.read_text() for p in work.iterdir()} == before  # without --write: nothing written
+    _, as_json, _ = run_cli(["fix", "--statistics", "--format", "json", str(work)])
+    assert [(int(n), c) for n, c, _ in rows] == [(r["count"], r["code"]) for r in json.loads(as_json)]
+    assert rows != [line.split("\t") for line in lint("--statistics", str(work))[1].splitlines()]  # fixes counted
+    code, out, err = run_cli(["fix", "--statistics", "--write", str(work)])
+    assert code == 1 and [line.split("\t") for line in out.splitlines()] == rows
+    assert "fixed:" not in err and "Fixed" not in err
+    assert {p.name: p.read_text() for p in work.iterdir()} != before
+    assert out == lint("--statistics", str(work))[1]  # what lint now finds in the written files
+
+
 def test_exit_zero() -> None:
     code, _, _ = lint("--format", "concise", "--exit-zero", "fixtures/seed/llama3_lora_sft.yaml")
     assert code == 0

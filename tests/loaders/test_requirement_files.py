@@ -112,3 +112,40 @@ def test_builds_and_indexes_with_other_metadata_are_not_judged(tmp_path: Path) -
     assert not [d for d in lint(str(req)) if d["code"] == "ENV005"]
     req.write_text("torch==2.5.1+cu121\ntriton==3.2.0\ndatasets==3.5.0\ntqdm>=4.60\n")
     assert not [d for d in lint(str(req)) if d["code"] == "ENV005"]
+
+
+def test_a_line_pip_stops_on_is_a_parse_error_of_the_file(tmp_path: Path) -> None:
+    """Issue (a new user's first hour, 8): `llamafactory==` in a named requirements-dev.txt was skipped with "no
+    config files found" and exit 0, though pip stops on it. It is CFG001, exit 2; the other files are still judged."""
+    req = tmp_path / "requirements-dev.txt"
+    req.write_text("# dev tools\nllamafactory==\n")
+    (tmp_path / "train.yaml").write_text(TRAIN + "flash_attn: true\n")
+    code, out, err = run_cli(["lint", "--format", "json", str(req), str(tmp_path / "train.yaml")])
+    found = json.loads(out)["diagnostics"]
+    assert code == 2 and "no config files found" not in err
+    assert [(d["code"], d["line"], d["column"]) for d in found if d["file"].endswith(".txt")] == [("CFG001", 2, 1)]
+    message = found[0]["message"]
+    assert message.startswith("invalid requirement `llamafactory==`")
+    assert "pip stops with `Invalid requirement`" in message
+    assert any(d["code"] == "LF003" for d in found)  # the YAML beside it: still linted
+    req.write_text("torch=2.5.1\n")
+    assert "did you mean `==`?" in lint(str(req))[0]["message"]
+
+
+def test_a_folder_walk_reports_a_refused_line_only_in_a_file_of_the_training_stack(tmp_path: Path) -> None:
+    """Walking a folder (and for pre-commit, --recognised-only), a requirements file is the job's when it names a
+    package judged, on the refused line or another; one named on the command line is judged whatever it names."""
+    (tmp_path / "requirements-dev.txt").write_text("llamafactory==\n")
+    docs = tmp_path / "requirements-docs.txt"
+    docs.write_text("sphinx=7.0\n")
+    assert [(Path(d["file"]).name, d["code"]) for d in lint(str(tmp_path))] == [("requirements-dev.txt", "CFG001")]
+    assert [d["code"] for d in lint("--recognised-only", str(docs))] == []
+    assert [d["code"] for d in lint(str(docs))] == ["CFG001"]
+    docs.write_text("sphinx==7.0\n")
+    code, _, err = run_cli(["lint", str(docs)])
+    assert code == 0 and "Checked 1 file(s)" in err and "no config files found" not in err
+
+
+def test_the_warning_for_no_files_names_requirement_files(tmp_path: Path) -> None:
+    code, _, err = run_cli(["lint", str(tmp_path)])
+    assert code == 0 and "no config files found" in err and "requirement files" in err

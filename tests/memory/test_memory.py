@@ -261,7 +261,7 @@ def test_estimate_command_unknown_model_and_errors(tmp_path: Path) -> None:
     assert code == 2 and "nowhere.json" in err
 
 
-def test_estimate_command_local_config_and_deepspeed(tmp_path: Path) -> None:
+def test_estimate_command_local_config_and_deepspeed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = tmp_path / "tiny"
     model.mkdir()
     (model / "config.json").write_text(
@@ -289,6 +289,11 @@ def test_estimate_command_local_config_and_deepspeed(tmp_path: Path) -> None:
     data = json.loads(out)
     assert code == 0 and data["model"] == "tiny" and data["zero_stage"] == 2
     assert data["total_params"] == L1.num_parameters
+    monkeypatch.chdir(tmp_path)  # the DeepSpeed JSON as every report shows a path: relative, never this machine's
+    _, out, _ = run_cli(["estimate", cfg.name, "--target", "mi300x", "--gpus", "4"])
+    assert out.splitlines()[0].endswith(", ZeRO-2 (ds.json)") and str(tmp_path) not in out
+    _, out, _ = run_cli(["estimate", cfg.name, "--target", "mi300x", "--gpus", "4", "--format", "json"])
+    assert json.loads(out)["deepspeed"] == "ds.json"
 
 
 # --------------------------------------------------------------------------------------------- rules

@@ -11,7 +11,8 @@ Every consumer reads through here, so they agree on what a file states: the repo
   (`decode_requirements` / `read_requirements`: the bytes decoded as pip decodes them, a byte order mark or a
   coding comment, else UTF-8; `logical_lines`: `\` continuations; `requirement_lines`: `-r` includes;
   `requirement_of`: comments and per-requirement options such as `--hash` cut; `line_pins`;
-  `requirements_txt_pins` with spans in the file);
+  `requirements_txt_pins` with spans in the file; `refused_requirement`: the first line every pip stops on, with
+  `legacy_operators`, how pip before 24.1 reads a requirement packaging 22+ refuses);
   pyproject.toml (the `[project] dependencies` array on one line or several, `project_dependencies`; poetry's
   `[tool.poetry.dependencies]`, `poetry_dependencies`; every quoted requirement, `string_pins`; poetry's
   `name = "spec"` lines anywhere, `poetry_pins`); setup.py (`string_pins`); setup.cfg (`install_requires` and

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.requirements.requirement import Pin, pep508_requirement
+from cfgopt.text.requirements.requirement import (
+    NAME,
+    Pin,
+    is_marker,
+    legacy_operators,
+    normalise,
+    pep508_requirement,
+)
 
 _COMMENT = lazy(r"(?:^|\s)#")  # pip's COMMENT_RE `(^|\s+)#.*$`, without its quadratic `\s+` (the line is stripped)
 _ENVIRONMENT_VARIABLE = lazy(r"\$\{[A-Z0-9_]+\}")  # pip's ENV_VAR_RE
@@ -39,6 +46,25 @@ _VALUE_OPTIONS = frozenset(
 )
 _INDEX_OPTIONS = frozenset(["-i", "--index-url", "--extra-index-url", "-f", "--find-links"])
 MAX_INCLUDES = 16
+# What pip takes for a path, a URL or an archive before it parses a requirement (req/constructors.py
+# `parse_req_from_line`: `_looks_like_path`, `is_url`, `is_archive_file`): whether it installs is the node's to say.
+_ARCHIVES = (
+    ".whl",
+    ".zip",
+    ".tar.gz",
+    ".tgz",
+    ".tar",
+    ".tar.bz2",
+    ".tbz",
+    ".tar.xz",
+    ".txz",
+    ".tlz",
+    ".tar.lz",
+    ".tar.lzma",
+)
+_SCHEME = lazy(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_NAME = lazy(NAME)
+_TRAILING_UNDERSCORE = lazy(r"_(?!\w)")  # packaging 22+'s IDENTIFIER `\b[a-zA-Z0-9][a-zA-Z0-9._-]*\b` ends there
 
 
 class _Segment(NamedTuple):
@@ -235,3 +261,62 @@ def read_requirement_line(line: str, offset: int, pins: list[Pin], indexes: list
     found: list[tuple[str, int, int]] = []
     pins += [_moved(pin, pin.name_start + offset, pin.spec_start + offset) for pin in _line_pins(line, found)]
     indexes += [(url, at + offset, end + offset) for url, at, end in found]
+
+
+class RefusedRequirement(NamedTuple):
+    """A requirement line pip stops on: its text as pip reads it, where it starts in the file, the name it starts
+    with (normalised; "" for none), `marker`: what pip stops on is the marker after `;` (`InvalidMarker`), else
+    the requirement before it (`Invalid requirement`), and `legacy`: pip before 24.1 parses that requirement (a
+    legacy `==`) and then finds no release equal to it."""
+
+    text: str
+    start: int
+    name: str
+    marker: bool = False
+    legacy: bool = False
+
+
+def _read_as_path_or_url(requirement: str) -> bool:
+    """pip reads it as a path, a URL or an archive file, not as a requirement string (`parse_req_from_line`)."""
+    name = requirement.split(";", 1)[0].strip()
+    if name.endswith("]") and "[" in name:
+        name = name[: name.rindex("[")]  # `_strip_extras`: `./pkg.whl[extra]`
+    looks_like_path = "/" in name or "\\" in name or name.startswith(".")
+    return looks_like_path or _SCHEME.match(name) is not None or name.lower().endswith(_ARCHIVES)
+
+
+def _stops_on(requirement: str) -> tuple[bool, bool] | None:
+    """Whether pip stops on a requirement as `parse_req_from_line` reads it, the marker split off at the first `;`
+    and parsed alone (an empty one is none): (on the marker, legacy) as `RefusedRequirement` says, None where
+    some pip reads it: packaging 22+ (`pep508_requirement`), or packaging 21.3's legacy specifiers other than `==`,
+    which may match a release, or a name or extra ending in `_`, which packaging 22+'s tokenizer takes."""
+    before, semicolon, marker = requirement.partition(";")
+    if semicolon and marker.strip() and not is_marker(marker.strip()):
+        return True, False
+    if pep508_requirement(before) is not None or _TRAILING_UNDERSCORE.search(before):
+        return None
+    operators = legacy_operators(before)
+    if operators and any(op != "==" for op in operators):
+        return None  # `name>=latest`: pip before 24.1 may install a release for it
+    return False, bool(operators)
+
+
+def refused_requirement(text: str) -> RefusedRequirement | None:
+    """The first requirement of a requirements file that every pip stops on (`_stops_on`), None where there is
+    none. A path, URL or archive (the node's to resolve) and a line naming a `${VARIABLE}` are not judged."""
+    for line in _joined_lines(text):
+        requirement, start, _ = _split_line(line.text)
+        if not requirement or _ENVIRONMENT_VARIABLE.search(requirement) or _read_as_path_or_url(requirement):
+            continue
+        stops = _stops_on(requirement)
+        if stops is None:
+            continue
+        at = line.in_file(start, start + 1)
+        name = _NAME.match(requirement)
+        return RefusedRequirement(
+            requirement,
+            at if at >= 0 else line.segments[0].file_at,
+            normalise(name.group()) if name else "",
+            *stops,
+        )
+    return None

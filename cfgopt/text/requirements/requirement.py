@@ -124,7 +124,7 @@ def _marker_end(tokens: list[str], at: int) -> int:
     return at
 
 
-def _is_marker(text: str) -> bool:
+def is_marker(text: str) -> bool:
     """PEP 508's environment marker as packaging parses it: quoted strings and its variables compared, joined by
     `and` / `or`, in brackets or not."""
     tokens: list[str] = []
@@ -180,12 +180,12 @@ def pep508_requirement(text: str, offset: int = 0) -> Pin | None:
     rest, at = text[head.end() :], head.end()
     if rest.startswith("@"):
         url = rest[1:].lstrip(" \t").split(None, 1)
-        if not url or (len(url) > 1 and not (url[1].startswith(";") and _is_marker(url[1][1:].strip()))):
+        if not url or (len(url) > 1 and not (url[1].startswith(";") and is_marker(url[1][1:].strip()))):
             return None
         found = parse_requirement(text, offset)
         return found if found is not None and found.spec == "@ " + url[0] else None
     spec, semicolon, marker = rest.partition(";")
-    if semicolon and not _is_marker(marker.strip()):
+    if semicolon and not is_marker(marker.strip()):
         return None
     if spec.lstrip().startswith("("):
         inner, close, after = spec.lstrip()[1:].partition(")")
@@ -200,3 +200,37 @@ def pep508_requirement(text: str, offset: int = 0) -> Pin | None:
     spec_at = offset + at + len(spec) - len(spec.lstrip()) if written else name_at
     spec_end = spec_at + len(written) if written else name_end
     return Pin(normalise(head.group(1)), written, name_at, name_end, spec_at, spec_end, extras_of(extras))
+
+
+# --------------------------------------------------------------------------- as pip before 24.1 parses it
+# packaging 21.3, vendored by pip up to 24.0, reads a clause its PEP 440 grammar refuses as a LegacySpecifier
+# (specifiers.py `LegacySpecifier._regex_str`): one of these operators, then any version without `,;)` or blanks.
+_LEGACY_CLAUSE = lazy(r"\s*(==|!=|<=|>=|<|>)\s*[^,;\s)]*\s*")
+
+
+def legacy_operators(text: str) -> tuple[str, ...] | None:
+    """A requirement packaging 22+ refuses (`pep508_requirement` None; pip 24.1 and later stop with `Invalid
+    requirement`) as packaging 21.3 reads it (pip before 24.1): the operators of the clauses it takes as legacy
+    specifiers (`name==` -> `("==",)`, `name>=latest` -> `(">=",)`), or None where 21.3 refuses it too. A legacy
+    `==` equals no PEP 440 release, so that pip finds none to install; another operator may match one."""
+    head = _PEP508_HEAD.match(text)
+    if head is None or not _identifier(head.group(1)):
+        return None
+    extras = head.group(2)
+    if extras is not None and extras.strip() and not all(_identifier(e.strip()) for e in extras.split(",")):
+        return None
+    spec, semicolon, marker = text[head.end() :].partition(";")
+    if spec.lstrip().startswith("@") or (semicolon and not is_marker(marker.strip())):
+        return None
+    spec = spec.strip()
+    if spec.startswith("(") and spec.endswith(")"):
+        spec = spec[1:-1]
+    operators: list[str] = []
+    for clause in spec.split(","):
+        if _SPEC_CLAUSE.fullmatch(clause.strip()):
+            continue
+        legacy = _LEGACY_CLAUSE.fullmatch(clause)
+        if legacy is None:
+            return None
+        operators.append(legacy.group(1))
+    return tuple(operators) or None
