@@ -102,12 +102,15 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
         args.paths,
         resolver,
         recognised_only=args.recognised_only,
-        fix_references=args.fix_references,
+        # `cfgopt fix -` writes stdin's text alone: a file it names is not fixed either (its findings remain, judged
+        # with the fixed text, and stdin's fixes are not planned against edits that are never written)
+        fix_references=args.fix_references and overlay is None,
         overlay=overlay,
     )
     if overlay is not None:
         key = next(iter(overlay))
         return _fix_stdin(args, settings, result, key, overlay[key])
+    result.note_partial_fixes()
     print_problems(result.problems, result.skipped_folders)
     if not result.problems:
         warn_if_nothing_checked(args, result)
@@ -241,9 +244,11 @@ def _unsafe(diag) -> bool:
 
 def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path, overlay_text: str) -> int:
     """`cfgopt fix -`: the fixed text on stdout (the input unchanged when nothing applies), messages on
-    stderr; exit 1 when findings at or above --fail-on remain, 2 when it could not be read."""
+    stderr; exit 1 when findings at or above --fail-on remain (in stdin's text or in a file it names, judged with
+    the fixed text, as `cfgopt lint -` counts them), 2 when it could not be read."""
     from cfgopt.lint import report
-    from cfgopt.text.document import real_path
+    from cfgopt.lint.fixer import STDIN_PART
+    from cfgopt.text.document import shown
 
     bom = "\ufeff" if result.bom.get(key) else ""  # a BOM read on stdin is written back
     if key in result.originals:
@@ -251,12 +256,16 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path, 
     else:  # not linted (--force-exclude on an excluded name): echoed as it came, as ruff does; never dropped
         write_file_text(overlay_text)
     print_problems(result.problems)
-    # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written.
-    remaining = [
-        d for d in result.remaining if real_path(d.path) == key and d.severity >= result.settings_of(d.path).fail_on
-    ]
+    # Only stdin's own text is fixed: a DeepSpeed JSON it names is read for context, never written, so its findings
+    # remain (counted), and a speed plan part of which it holds is applied in part (said on stderr).
     result.applied = {k: v for k, v in result.applied.items() if k == key}
     result.fixed = {k: v for k, v in result.fixed.items() if k == key}
+    result.note_partial_fixes(lambda _: STDIN_PART)
+    remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
+    if not args.quiet:
+        for part in result.plan_parts:  # the fix lines stdin does not print: the one applied in part is said
+            if part.key == key and part.noted:
+                sys.stderr.write(shown(f"{report.display_path(key)}: fixed: {part.noted}") + "\n")
     if remaining and not args.quiet:
         report.render_concise(remaining, sys.stderr)
     if not args.quiet:

@@ -42,6 +42,27 @@ MAX_ROUNDS = 3
 FixId = tuple[Path, str, str, str]
 
 
+# Why the other part of a fix applied in part was not written, and how to write it (`FixResult.note_partial_fixes`)
+OUTSIDE_PART = "that file is not named on the command line; --fix-references writes it"
+STDIN_PART = "only the text read from stdin is written; `cfgopt fix` of the saved file with --fix-references writes it"
+REFUSED_PART = "that file is not fixed, see why above"
+NOT_APPLIED = "its fix there was not applied, see what remains there"
+NOT_WRITTEN = "that file was not written, see above"
+
+
+@dataclass
+class PlanPart:
+    """An applied fix part of which another file's fix writes (`Fix.other_part`: a speed plan's ZeRO stage, in the
+    job's DeepSpeed JSON), so that the fix is said to be applied in part where that file's part is not written."""
+
+    key: Path  # the file the fix was applied to
+    applied: str  # its entry in `FixResult.applied`
+    other: Path  # the other file (real path)
+    other_key: str  # the key the other part's finding stands on
+    words: str  # the other part, in words
+    noted: str = ""  # its entry in `FixResult.applied` once said to be applied in part
+
+
 @dataclass
 class FixResult:
     originals: dict[Path, str] = field(default_factory=dict)  # resolved path -> text before
@@ -68,14 +89,16 @@ class FixResult:
     skipped_folders: list = field(default_factory=list)  # project.project.Project.skipped_folders
     # a hard-linked file's names, all read by this run and judged together (`_hard_links`): the writer's `names`
     links: dict[Path, list[Path]] = field(default_factory=dict)
+    plan_parts: list[PlanPart] = field(default_factory=list)  # applied fixes another file's fix completes
+    refused: dict[Path, str] = field(default_factory=dict)  # files no fix is applied to, and why (`_refusals`)
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
         return judged_with(self.file_settings, path)
 
-    def leave_unfixed(self, paths: set[Path]) -> None:
-        """`paths` were not written after all: take their fixes back out of what is reported as fixed, and count
-        their findings as they are on disk."""
+    def leave_unfixed(self, paths: set[Path], why: str = NOT_WRITTEN) -> None:
+        """`paths` were not written after all (`why`, for a fix another file's part of which they held): take their
+        fixes back out of what is reported as fixed, and count their findings as they are on disk."""
         for key in paths:
             self.fixed.pop(key, None)
             self.applied.pop(key, None)
@@ -83,6 +106,29 @@ class FixResult:
         self.remaining = [d for d in self.remaining if real_path(d.path) not in paths] + [
             d for d in self.before if real_path(d.path) in paths
         ]
+        self.note_partial_fixes(lambda _: why)
+
+    def note_partial_fixes(self, why: Callable[[Path], str] | None = None) -> None:
+        """Each applied fix whose other part (`PlanPart`) was not written is said to be applied in part: which part
+        was not, why and how to write it (`why`, of the other file; by default the reason it was refused). Called by
+        the command that shows the fixes, which knows what it writes (`cfgopt fix -` writes stdin's text alone)."""
+        why = why or self.why_part_unwritten
+        for part in self.plan_parts:
+            entries = self.applied.get(part.key, [])
+            if part.noted or part.applied not in entries:
+                continue
+            if part.other in self.fixed and part.other_key in self.applied_keys.get(part.other, []):
+                continue
+            code, _, description = part.applied.partition(" ")
+            part.noted = f"{code} in part ({part.words} not written: {why(part.other)}): {description}"
+            entries[entries.index(part.applied)] = part.noted
+
+    def why_part_unwritten(self, other: Path) -> str:
+        """Why the other part of a fix applied in part, in the file `other`, was not written (`PlanPart`)."""
+        refused = self.refused.get(other)
+        if refused is None:
+            return NOT_APPLIED
+        return OUTSIDE_PART if refused == _OUTSIDE else REFUSED_PART
 
 
 # --------------------------------------------------------------------------- the fix policy
@@ -295,6 +341,7 @@ class _Fixer:
             self.result.originals[key] = doc.text
             self.result.bom[key] = doc.has_bom
         self.refused = _refusals(project, write_scope(paths, project, fix_references), paths, self.before)
+        self.result.refused = self.refused
         # findings on a JSON the speed plan leaves alone (its readers drop `deepspeed:`): no later pass fixes them
         self.left_alone = {
             _left_alone_id(d) for d in self.before if d.fix is not None and d.fix.description == LEFT_ALONE
@@ -352,6 +399,11 @@ class _Fixer:
     def accept(self, key: Path, text: str, diags: list[Diagnostic]) -> None:
         for name in self.names(key):
             self.overlay[name] = text
+        for d in diags:
+            other = d.fix.other_part  # type: ignore[union-attr]
+            if other is not None:
+                applied = f"{d.code} {d.fix.description}"  # type: ignore[union-attr]
+                self.result.plan_parts.append(PlanPart(key, applied, real_path(other.path), other.key, other.words))
         self.result.applied.setdefault(key, []).extend(f"{d.code} {d.fix.description}" for d in diags)  # type:
         # ignore[union-attr]
         self.result.applied_keys.setdefault(key, []).extend(d.key for d in diags)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cfgopt.plan.speed_knobs import LEFT_ALONE, OWNERS
-from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix
+from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix, OtherPart
 from cfgopt.text.document import real_path
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def attach_plans(
     (excluded, not checked)."""
     from cfgopt.plan.planner import plan_edits, plan_for
     from cfgopt.plan.speed_plan import StoppedJob
-    from cfgopt.plan.wording import description
+    from cfgopt.plan.wording import description, json_part_words
 
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
@@ -61,8 +61,10 @@ def attach_plans(
             _say_why_no_plan(found, plan)
             continue
         moved = _move_to_json(context, ctx, plan, found, hidden)
+        other_part = None
         if moved is not None:
             finding, on_json = moved
+            other_part = OtherPart(on_json.path, on_json.key, json_part_words(plan))
             diags[next(i for i, d in enumerate(diags) if d is finding)] = on_json
             owners[id(on_json)] = src
             found = [d for d in found if d is not finding]
@@ -78,7 +80,8 @@ def attach_plans(
             continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in live:
             d.fix = None
-        carrier.fix = Fix(description(plan), Applicability.UNSAFE, made, planned=True)
+        # the JSON's part is the moved finding's: the fixer says "in part" where that one is not written
+        carrier.fix = Fix(description(plan), Applicability.UNSAFE, made, planned=True, other_part=other_part)
     diags[:] = sorted((d for d in diags if id(d) not in drop), key=Diagnostic.sort_key)
     _drop_answered_json_fixes(context, diags, owners)
 

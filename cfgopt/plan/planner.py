@@ -43,6 +43,7 @@ from cfgopt.plan.candidates import (
     values_for,
 )
 from cfgopt.plan.expected_speed import data_term_of, plan_speed, runtime_of
+from cfgopt.plan.json_fixes import json_as_fixed
 from cfgopt.plan.priors import rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, Rejection, does_not_fit
 from cfgopt.plan.speed_knobs import PACKAGES, liger_plannable
@@ -91,6 +92,8 @@ def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
         "target": repr(settings.target),
         "environment": [env.source, sorted(env.packages.items()), env.assumed],
         "selection": [settings.select, settings.extend_select, settings.ignore, settings.named("PF009")],
+        # the offloads the run's MEM002 / PF051 remove from the JSON: the plan is estimated without them
+        "json_fixes": json_as_fixed(job, job.hardware(GPUS_IF_UNSTATED_SPEND).gpus).removed,
         "releases": [
             settings.llamafactory_releases,  # the range the project allows: LF019's check is 0.9.5's only
             settings.llamafactory_version,
@@ -176,12 +179,17 @@ def _unchanged(richer: SpeedPlan, with_packages: WithPackages) -> SpeedPlan:
 
 
 def _estimate(job: Job, k: space.Knobs, base: space.Knobs, n: int):
+    """The memory estimate of candidate `k`: its YAML keys set, and the job's DeepSpeed JSON as the run leaves it (at
+    the lower stage where `k` lowers it), without the offloads MEM002 / PF051 remove in the same run (`json_as_fixed`)
+    so that the plan fits, and states the peak of, the files the user gets."""
     changes = plan_keys(k, base)
     if k.zero == "none" and base.zero != "none":
         return job.estimate(n, deepspeed=None, **changes)
+    fixed = json_as_fixed(job, n)
     if k.zero != base.zero:  # the job's own JSON at the lower stage (`lower_stage`)
-        _, ds = job.deepspeed
-        return job.estimate(n, deepspeed=at_stage(ds or {}, LOWER_STAGE), **changes)
+        return job.estimate(n, deepspeed=at_stage(fixed.deepspeed or {}, LOWER_STAGE), **changes)
+    if fixed.removed:
+        return job.estimate(n, deepspeed=fixed.deepspeed, **changes)
     return job.estimate(n, **changes)
 
 

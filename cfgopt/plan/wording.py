@@ -62,7 +62,7 @@ def shape(plan: SpeedPlan) -> str:
     if plan.drop_deepspeed:
         parts.append("no DeepSpeed")
     if plan.deepspeed_stage is not None:
-        parts.append(f"ZeRO-{plan.deepspeed_stage} (in {plan.deepspeed_file})")
+        parts.append(json_part_words(plan))
     rounded = k.optim == space.SR_OPTIM  # pure bf16 with stochastic rounding: one change, in one phrase
     if k.precision != b.precision and not (rounded and k.precision == "pure_bf16"):
         parts.append(_PRECISION_WORDS.get(k.precision, k.precision))
@@ -250,6 +250,11 @@ def _stochastic_rounding(plan: SpeedPlan, run: Runtime, values: dict[str, list[A
         return f"{_SR_WORDS} planned for memory: nothing faster fits ({_SR_SMALL_MEASURED})"
     slower = "slower at this model size, planned only where nothing else fits"
     return f"{_SR_WORDS} not planned: {slower} ({_SR_SMALL_MEASURED})"
+
+
+def json_part_words(plan: SpeedPlan) -> str:
+    """The part of the plan written in the job's DeepSpeed JSON, as `shape` names it."""
+    return f"ZeRO-{plan.deepspeed_stage} (in {plan.deepspeed_file})"
 
 
 def json_fix_words(config: Source, plan: SpeedPlan) -> str:

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 
 from cfgopt.loaders import edits
+from cfgopt.plan.json_fixes import unneeded_offloads
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
+from cfgopt.rules.support.deepspeed import zero_block, zero_stage
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -23,9 +23,11 @@ class OffloadNotNeeded(Rule):
         "`offload_param` the ZeRO-3 weight partitions) to host memory: every step then copies gradients and "
         "weights over PCIe and runs the optimizer on the CPU (measured 4.79x slower for an 8B LoRA on one H200). "
         "It pays only when the run does not fit otherwise. Reported when every LLaMA-Factory config using this "
-        "file is a training run of a known model whose estimated peak without that offload (same ZeRO stage) "
-        "stays within 90% of the target's memory. With `--gpus` unstated one GPU is assumed (the most memory per "
-        "GPU). Optimizer offload for LoRA needs no estimate and is PF051's."
+        "file is a training run of a known model whose estimated peak without that offload (same ZeRO stage; "
+        "`offload_param` judged without the optimizer's offload too where that is reported, as both fixes apply "
+        "together) stays within 90% of the target's memory. With `--gpus` unstated one GPU is assumed (the most "
+        "memory per GPU). Optimizer offload for LoRA needs no estimate and is PF051's. The speed plan and MEM003 "
+        "judge the JSON without the offloads reported here."
     )
     fails_when = "Never: the run is slower than it needs to be."
     evidence = (
@@ -41,31 +43,24 @@ class OffloadNotNeeded(Rule):
         src = ctx.source
         zero = zero_block(src)
         stage = zero_stage(src)
-        if zero is None or not stage or not ctx.consumers or not isinstance(src.data, dict):
+        if zero is None or not ctx.consumers or not isinstance(src.data, dict):
             return
-        lora_only = all(ctx.job_of(c).value("finetuning_type") == "lora" for c in ctx.consumers)
-        n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
-        for block in ("offload_optimizer", "offload_param"):
+        jobs = [ctx.job_of(c) for c in ctx.consumers]
+        target = ctx.settings.target
+        removed: list[str] = []  # judged one after the other: the JSON without all of them fits (`unneeded_offloads`)
+        for block, estimates in unneeded_offloads(jobs, src.data, stage, gpus(ctx, GPUS_IF_UNSTATED_SPEND)):
             entry = zero.node.get(block)
-            if entry is None or offload_device(src, block) == "none":
-                continue
-            if block == "offload_param" and stage != 3:
-                continue
-            if block == "offload_optimizer" and lora_only:
-                continue  # PF051: nothing worth offloading, whatever the model
-            without = copy.deepcopy(src.data)
-            without["zero_optimization"].pop(block, None)
-            estimates = [ctx.job_of(c).estimate(n, deepspeed=without) for c in ctx.consumers]
-            if not estimates or any(e is None or not e.fits_with_headroom() for e in estimates):
+            if entry is None:
                 continue
             worst = max(estimates, key=lambda e: e.required_gib)
-            target = ctx.settings.target
             what = "optimizer states" if block == "offload_optimizer" else "parameters"
+            also = " (nor the optimizer states, above)" if removed else ""
+            removed.append(block)
             where = f"{worst.gpus} GPU(s)" if ctx.settings.gpus else "even on 1 GPU"
             yield self.at_entry(
                 ctx,
                 entry,
-                f"{block}: without offloading the {what}, {worst.model} ({worst.finetuning_type}, ZeRO-{stage}, "
+                f"{block}: without offloading the {what}{also}, {worst.model} ({worst.finetuning_type}, ZeRO-{stage}, "
                 f"{where}) needs about {worst.required_gib:.0f} GiB per GPU of {a(format(target.memory_gib, 'g'))} "
                 f"GiB {target.name}: the offload only slows every step down",
                 fix=self.fix(f"Remove `{block}`", edits.delete_entry(src, entry), safe=False),

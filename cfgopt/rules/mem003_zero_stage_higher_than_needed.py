@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.knowledge.deepspeed_plan import at_stage
+from cfgopt.plan.json_fixes import json_as_fixed, removed_words
 from cfgopt.plan.planner import plan_for
 from cfgopt.plan.wording import shape
 from cfgopt.rules.base import Context, Rule
@@ -25,7 +26,8 @@ class ZeroStageHigherThanNeeded(Rule):
         "(1.5x the traffic, and the frozen base of a LoRA run as well). The fastest setting is the lowest stage "
         "that fits. Reported for ZeRO-3 when the estimated peak per GPU without DeepSpeed (LoRA, OFT) or with "
         "ZeRO-2 (full, freeze; then without DeepSpeed) stays within 90% of the target's memory for this model, "
-        "GPU count and batch (with offload too: MEM002 / PF051 then also report the offload, on the JSON), or "
+        "GPU count and batch (ZeRO-2 judged without the offloads MEM002 / PF051 remove from the JSON in the same run, "
+        "and with the others kept), or "
         "with ZeRO-2 and the job's speed plan's settings where the plan writes ZeRO-2 (a smaller micro-batch that "
         "fits). ZeRO-1/2 are not reported: they move as "
         "much data as plain data parallel. With `--gpus` unstated one GPU is assumed (the most memory per GPU "
@@ -62,7 +64,9 @@ class ZeroStageHigherThanNeeded(Rule):
             return  # PF050
         # LoRA/OFT states are tiny: plain data parallel first. Full/freeze: ZeRO-2 keeps its memory small at the
         # same communication volume as plain data parallel, so it comes first.
-        candidates = [(0, None), (2, at_stage(ds, 2))]
+        # ZeRO-2 in the JSON as this run leaves it: without the offloads MEM002 / PF051 remove from it, as the plan
+        fixed = json_as_fixed(ctx.job, n)
+        candidates = [(0, None), (2, at_stage(fixed.deepspeed or ds, 2))]
         if current.finetuning_type in ("full", "freeze") and n > 1:
             candidates.reverse()  # on one GPU ZeRO shards nothing: no DeepSpeed first (measured 4.4x faster)
         target = ctx.settings.target
@@ -75,6 +79,8 @@ class ZeroStageHigherThanNeeded(Rule):
             if est is None or not est.fits_with_headroom():
                 continue
             lower = "no DeepSpeed (plain data parallel)" if stage == 0 else f"ZeRO-{stage}"
+            gone = removed_words(fixed.removed, ("offload_optimizer",)) if stage else ""  # below 3: no offload_param
+            lower += f" and {gone}" if gone else ""
             kept = ""
             if stage == 0 and planned is not None and planned.config_changed and planned.best.zero == planned.base.zero:
                 kept = f"; the speed plan keeps it and spends the memory on {shape(planned)} instead"

@@ -44,6 +44,15 @@ class Edit(NamedTuple):
     text: str
 
 
+class OtherPart(NamedTuple):
+    """The part of a fix that another file's finding carries (a speed plan's ZeRO stage, written in its DeepSpeed
+    JSON): the fixer says the fix was applied in part where that part is not written."""
+
+    path: Path  # the other file
+    key: str  # the key its finding stands on (dotted)
+    words: str  # the part, as the fix's description names it: "ZeRO-2 (in ds_z3.json)"
+
+
 class Fix(NamedTuple):
     description: str
     applicability: Applicability
@@ -51,6 +60,7 @@ class Fix(NamedTuple):
     # A speed plan (cfgopt/plan/planner.py): made from the file as it is, so the fixer applies it only once the
     # file's other fixes are in (it is planned again on the fixed text, and never fights a rule's fix).
     planned: bool = False
+    other_part: OtherPart | None = None  # what of the description another file's fix writes
 
 
 class Diagnostic:
