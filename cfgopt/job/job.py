@@ -331,6 +331,20 @@ class Job:
 
         return liger_patches(self.value("model_name_or_path"), self.local_model)
 
+    @property
+    def soft_capped_attention(self) -> bool:
+        """Does the model soft-cap its attention logits (Gemma 2: `model_family.soft_capped_attention`)? Then `fa2`
+        without flash-attn runs eager attention, not SDPA, and SDPA would change what it computes."""
+        from cfgopt.knowledge.model_family import soft_capped_attention
+
+        return soft_capped_attention(self.value("model_name_or_path"), self.local_model)
+
+    @property
+    def fa2_fallback(self) -> str:
+        """The `flash_attn` value `fa2` runs as without flash-attn: `disabled` (eager) for a soft-capped model, else
+        `sdpa` (LLaMA-Factory leaves it to transformers: model/model_utils/attention.py L46-58, L77-82)."""
+        return "disabled" if self.soft_capped_attention else "sdpa"
+
     # -- DeepSpeed ----------------------------------------------------------------------------------
     @property
     def deepspeed(self) -> tuple[bool, dict[str, Any] | None]:
@@ -512,8 +526,9 @@ class Job:
                 return None
         values = self.values(**changes)
         if values.get("flash_attn") == "fa2" and not self.has_package("flash_attn"):
-            # without flash-attn `fa2` runs SDPA (LLaMA-Factory falls back): neat packing's 4D mask is then held
-            values = {**values, "flash_attn": "sdpa"}
+            # without flash-attn `fa2` runs SDPA, or eager for Gemma 2 (LLaMA-Factory falls back): neat packing's 4D
+            # mask is then held
+            values = {**values, "flash_attn": self.fa2_fallback}
         fill = self.data_fill(values) if fill is None else fill
         distributed = self.distributed
         key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{distributed!r}:{sorted(changes.items())!r}"

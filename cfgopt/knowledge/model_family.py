@@ -110,3 +110,21 @@ def liger_patches(ref: object, local: LocalModel | None = None) -> bool:
     if name.model_type:
         return name.model_type in LIGER_MODEL_TYPES
     return bool(LIGER_NAMES.search(name.text))
+
+
+# Gemma 2 soft-caps its attention logits, which only eager attention and FlashAttention-2 compute: LLaMA-Factory
+# turns `flash_attn: fa2` (and `auto`) without flash-attn into eager for it ("FlashAttention-2 is not installed, use
+# eager attention.") and warns that SDPA drops the soft-capping (model/model_utils/attention.py L46-58 in 0.9.5;
+# the same branch in 0.9.3 and 0.9.4). SDPA in its place changes what the model computes.
+SOFT_CAPPED_MODEL_TYPES = frozenset({"gemma2"})
+SOFT_CAPPED_NAMES = lazy(r"gemma-?2(?=[-_.]|$)", re.IGNORECASE)  # gemma-2-9b, gemma2-2b; not gemma-2b (Gemma 1)
+
+
+def soft_capped_attention(ref: object, local: LocalModel | None = None) -> bool:
+    """Does this model soft-cap its attention logits (Gemma 2): eager where `fa2` has no flash-attn, and no SDPA?"""
+    name = model_name(ref, local)
+    if name is None:
+        return False
+    if name.model_type:
+        return name.model_type in SOFT_CAPPED_MODEL_TYPES
+    return bool(SOFT_CAPPED_NAMES.search(name.text))

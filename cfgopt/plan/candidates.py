@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from cfgopt.job.job import Job
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.deepspeed_plan import at_stage
+from cfgopt.knowledge.versions import release_spans
 from cfgopt.plan import space
 from cfgopt.plan.expected_speed import hardware_gpus, stochastic_rounding_ok
-from cfgopt.plan.reasons import REFUSED, Rejection
+from cfgopt.plan.reasons import NUMERICS, REFUSED, Rejection
 from cfgopt.plan.speed_knobs import OWNERS, liger_plannable
 
 if TYPE_CHECKING:
@@ -164,11 +165,12 @@ def kept_combinations(
     values: dict[str, list[Any]],
     batch_pinned: bool,
     rejected: dict[space.Knobs, Rejection],
-    neat_fails: Callable[[space.Knobs], bool],
+    job_refusal: Callable[[space.Knobs], Rejection | None],
 ) -> list[space.Knobs]:
     """Every combination tune's space allows; Liger is not turned on under ZeRO-3 (a known backward failure,
-    LF027) nor where the plan lowers ZeRO-3 (`_LIGER_AFTER_STAGE`), nor neat packing with fa2 where it fails
-    (`neat_fails`, LF019); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape
+    LF027) nor where the plan lowers ZeRO-3 (`_LIGER_AFTER_STAGE`), nor what the job itself refuses
+    (`job_refusal`: neat packing that fails, SDPA for Gemma 2); with a DeepSpeed JSON that states the batch itself
+    (`batch_pinned`), the batch shape
     moves only where DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its
     JSON's stops the run (XF002). Those left out go into `rejected` with their reason."""
 
@@ -182,9 +184,9 @@ def kept_combinations(
             # file outside the fix's scope), and alone it would run Liger under ZeRO-3
             rejected[k] = Rejection(REFUSED, "liger", _LIGER_AFTER_STAGE)
             return False
-        if neat_fails(k):
-            knob = "packing" if k.packing != base.packing else "attn" if k.attn != base.attn else None
-            rejected[k] = Rejection(REFUSED, knob, "neat packing with fa2 takes one row per micro-batch (LF019)")
+        why = job_refusal(k)
+        if why is not None:
+            rejected[k] = why
             return False
         if batch_pinned and k.zero != "none" and (k.micro, k.ga) != (base.micro, base.ga):
             rejected[k] = Rejection(REFUSED, "micro", "the DeepSpeed JSON states the batch itself (XF002)")
@@ -197,12 +199,75 @@ def kept_combinations(
     return out
 
 
+def job_refusal(job: Job, base: space.Knobs) -> Callable[[space.Knobs], Rejection | None]:
+    """Why the job refuses a candidate (None: it does not), for `kept_combinations`: neat packing where LLaMA-Factory
+    0.9.4 stops it at start-up (`neat_transformers_refusal`, LF054), neat packing with fa2 where the first batch
+    fails (`neat_fa2_check`, LF019), and SDPA for a model that soft-caps its attention (Gemma 2)."""
+    neat_fa2_fails = neat_fa2_check(job, base)
+    transformers_refuses = neat_transformers_refusal(job)
+    soft_capped = job.soft_capped_attention
+
+    def refused(k: space.Knobs) -> Rejection | None:
+        if transformers_refuses and k.packing and not base.packing:
+            return Rejection(REFUSED, "packing", transformers_refuses)
+        if soft_capped and k.attn == "sdpa" != base.attn:
+            return Rejection(NUMERICS, "attn", SOFT_CAPPING_NUMERICS)
+        if neat_fa2_fails(k):
+            knob = "packing" if k.packing != base.packing else "attn" if k.attn != base.attn else None
+            return Rejection(REFUSED, knob, "neat packing with fa2 takes one row per micro-batch (LF019)")
+        return None
+
+    return refused
+
+
+# What SDPA would change for Gemma 2 (`Job.soft_capped_attention`), in the words of the plan's notes.
+SOFT_CAPPING_NUMERICS = (
+    'Gemma 2 soft-caps its attention logits, which SDPA drops (LLaMA-Factory: "the SDPA attention does not support '
+    'it"): what the model computes would change; it runs eager attention without flash-attn'
+)
+
+
+def neat_transformers_refused(job: Job) -> tuple[tuple[str, ...], bool | None] | None:
+    """Where a release judged stops neat packing at start-up with transformers 4.53 or newer (LLaMA-Factory 0.9.4,
+    `methods.transformers_refuses_neat`) and the job's environment does not keep transformers below it: (those
+    releases, True where its transformers is refused for certain, None where it is not known: a fresh install of
+    0.9.4 takes 4.57.1); None where nothing refuses. LF054 judges a config that sets `neat_packing` the same way."""
+    if methods.stage_of(job.values()) != "sft":
+        return None  # 0.9.4 refuses neat packing outside SFT first (LF010)
+    spec = job.environment.packages.get("transformers", "")
+    return methods.neat_transformers_refused(job.settings.llamafactory_releases, spec)
+
+
+def neat_transformers_refusal(job: Job) -> str | None:
+    """Why the plan turns no neat packing on, in the words of its notes (None: nothing against it)."""
+    refused = neat_transformers_refused(job)
+    if refused is None:
+        return None
+    env = job.environment
+    spec = env.packages.get("transformers", "")
+    stated = f"transformers{spec} in {env.where}" if spec else f"{env.where} states no transformers version"
+    return (
+        f"LLaMA-Factory {release_spans(list(refused[0]))} stops neat packing at start-up with transformers 4.53 or "
+        f"newer ({stated}; LF054)"
+    )
+
+
+def neat_transformers_stops(job: Job) -> str | None:
+    """Why the user's own `neat_packing` stops the job at start-up for certain (LF054's error), in one line: every
+    release judged refuses it with the transformers of the job's environment; None otherwise."""
+    refused = neat_transformers_refused(job) if job.on("neat_packing") else None
+    if refused is None or refused[1] is not True or refused[0] != job.settings.llamafactory_releases:
+        return None
+    return neat_transformers_refusal(job)
+
+
 def neat_fa2_check(job: Job, base: space.Knobs) -> Callable[[space.Knobs], bool]:
     """Does a candidate run neat packing (the user's, or the packing the plan turns on) with fa2 where the first
-    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 / gpt-oss model), in a
-    release judged that checks (`methods.neat_fa2_checked_in`: 0.9.5, not 0.9.3 or 0.9.4)? Without flash-attn in
-    the job's environment `fa2` runs SDPA and nothing asserts, but the file would stop once flash-attn is installed
-    (LF019 warns of it): the same candidate with `flash_attn: sdpa`, what runs there at the same speed, is kept."""
+    batch fails (`methods.neat_fa2_fails`: a micro-batch of more than one row, or a gemma4 model), in a release
+    judged that checks (`methods.neat_fa2_checked_in`: 0.9.5, not 0.9.3 or 0.9.4)? Without flash-attn in the job's
+    environment `fa2` runs SDPA (eager for Gemma 2) and nothing asserts, but the file would stop once flash-attn is
+    installed (LF019 warns of it): the same candidate with what runs there (`Job.fa2_fallback`), at the same speed,
+    is kept."""
     model, user_neat = job.value("model_name_or_path"), job.on("neat_packing")
     checked = methods.neat_fa2_checked_in(job.settings.llamafactory_releases)
     sft = methods.stage_of(job.values()) == "sft" and bool(checked)

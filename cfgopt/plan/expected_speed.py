@@ -48,7 +48,8 @@ def neat_mask_cost(job: Job) -> float:
 def fa2_runs(job: Job) -> bool:
     """Does `flash_attn: fa2` run FlashAttention-2 in the job's environment? Without the flash-attn package
     LLaMA-Factory 0.9.5 warns "FlashAttention-2 is not installed." and leaves the attention to transformers, which
-    picks SDPA (model/model_utils/attention.py L77-82), so the plan ranks such a candidate as SDPA."""
+    picks SDPA (model/model_utils/attention.py L77-82), or runs Gemma 2 with eager attention (L46-53), so the plan
+    ranks such a candidate as what runs (`Job.fa2_fallback`)."""
     return job.has_package("flash_attn")
 
 
@@ -65,7 +66,8 @@ SR_SMALL_SPEED = 0.72
 class Runtime(NamedTuple):
     """What the job's environment runs of a candidate's knobs, for its speed (`runtime_of`)."""
 
-    fa2: bool = False  # flash-attn installed: `fa2` runs FlashAttention-2 (else SDPA)
+    fa2: bool = False  # flash-attn installed: `fa2` runs FlashAttention-2 (else `fa2_fallback`)
+    fa2_fallback: str = "sdpa"  # what `fa2` runs without flash-attn: SDPA, or eager for Gemma 2 (`Job.fa2_fallback`)
     neat_cost: float = NEAT_WITHOUT_FA2["lora"]  # neat packing under SDPA, relative to plain packing
     neat_measured_on: str = NEAT_MEASURED_ON["lora"]  # where neat_cost was measured, in the plan's words
     sr_small: bool = False  # a model below SR_FASTER_FROM (or of unknown size): stochastic rounding is slower
@@ -82,13 +84,13 @@ def stochastic_rounding_ok(job: Job) -> bool:
 
 
 def runtime_of(job: Job) -> Runtime:
-    """What the job's environment runs: fa2 or SDPA, neat packing's cost for its method, the model's size."""
+    """What the job's environment runs: fa2 or its fallback, neat packing's cost for its method, the model's size."""
     small = True
     if stochastic_rounding_ok(job):  # the size matters only where stochastic rounding is a candidate (and the
         shape = job.shape  # model's shape is not read on a lint that plans without it: start-up)
         small = shape is None or shape.num_parameters < SR_FASTER_FROM
     neat = NEAT_MEASURED_ON[neat_method(job)]
-    return Runtime(fa2_runs(job), neat_mask_cost(job), neat, small, job.on("neat_packing"))
+    return Runtime(fa2_runs(job), job.fa2_fallback, neat_mask_cost(job), neat, small, job.on("neat_packing"))
 
 
 def plan_speed(
@@ -99,11 +101,12 @@ def plan_speed(
     data: DataTerm | None = None,
     runtime: Runtime | None = None,
 ) -> float:
-    """tune's prior for `k` as the job's environment runs it (`runtime`: `fa2` without flash-attn is SDPA), with
-    the cost of neat packing's block mask where the plan packs without fa2 running, stochastic rounding's speed at
-    the model's size, and what padding costs it on the job's own data (`data`: cfgopt.plan.data_speed)."""
+    """tune's prior for `k` as the job's environment runs it (`runtime`: `fa2` without flash-attn is SDPA, or eager
+    for Gemma 2), with the cost of neat packing's block mask where the plan packs without fa2 running, stochastic
+    rounding's speed at the model's size, and what padding costs it on the job's own data (`data`:
+    cfgopt.plan.data_speed)."""
     runtime = runtime or Runtime()
-    ran = k if k.attn != "fa2" or runtime.fa2 else k._replace(attn="sdpa")
+    ran = k if k.attn != "fa2" or runtime.fa2 else k._replace(attn=runtime.fa2_fallback)
     neat_mask = k.packing and (runtime.user_neat or not base.packing) and ran.attn != "fa2"
     on_data = data.factor(k) if data is not None else 1.0
     speed = prior_speed(ran, n, stage) * (runtime.neat_cost if neat_mask else 1.0) * on_data

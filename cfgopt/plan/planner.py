@@ -8,10 +8,11 @@ searches the knobs jointly, the way `cfgopt tune` would rank them before running
 
 - candidates (`cfgopt.plan.candidates`): `cfgopt.plan.space` (micro-batch x accumulation with the global batch kept,
   checkpointing, attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only
-  for SFT that does not set it; Liger only for a model it patches; fa2 only where flash-attn is known to be there),
-  and judged in the job's environment (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA; neat packing
-  with several rows then runs as `flash_attn: sdpa`, written, so the file does not stop at LF019's assertion once
-  flash-attn is installed);
+  for SFT that does not set it, and none where LLaMA-Factory 0.9.4 may refuse it with the environment's
+  transformers, LF054; Liger only for a model it patches; fa2 only where flash-attn is known to be there; no SDPA
+  for Gemma 2, whose soft-capping it drops: `candidates.job_refusal`), and judged in the job's environment
+  (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA, eager for Gemma 2; neat packing with several rows
+  then runs as that, written, so the file does not stop at LF019's assertion once flash-attn is installed);
 - fit (here): the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
   estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
 - rank (here): `cfgopt.plan.priors` (the H200 measurements tune uses, as `expected_speed.plan_speed` runs them), then
@@ -34,9 +35,10 @@ from cfgopt.plan import space
 from cfgopt.plan.candidates import (
     LOWER_STAGE,
     job_platform,
+    job_refusal,
     json_pins_batch,
     kept_combinations,
-    neat_fa2_check,
+    neat_transformers_stops,
     plan_keys,
     planned_knobs,
     platform_with_extras,
@@ -207,7 +209,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
-    candidates = kept_combinations(base, values, json_pins_batch(ds), rejected, neat_fa2_check(job, base))
+    candidates = kept_combinations(base, values, json_pins_batch(ds), rejected, job_refusal(job, base))
     for i, k in enumerate(candidates):
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
@@ -304,12 +306,15 @@ def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
 
 def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
     """The plan, or where the job's environment stops it at start-up (ENV002: a checked package outside the
-    release's range) or gives it no GPU (ENV001: torch built for the other platform), a plan that changes nothing
-    and says why: a gain is no gain for a job that does not start."""
+    release's range; LF054: the user's neat packing with a transformers LLaMA-Factory 0.9.4 refuses) or gives it no
+    GPU (ENV001: torch built for the other platform), a plan that changes nothing and says why: a gain is no gain
+    for a job that does not start."""
     from cfgopt.environment.stated import stops_at_start, torch_finds_no_gpu
 
     env = job.environment
-    why = stops_at_start(env, job.settings.llamafactory_version, job.lf_label) or torch_finds_no_gpu(
-        env, job.settings.target
+    why = (
+        stops_at_start(env, job.settings.llamafactory_version, job.lf_label)
+        or neat_transformers_stops(job)
+        or torch_finds_no_gpu(env, job.settings.target)
     )
     return StoppedJob(plan, why) if plan is not None and why else plan

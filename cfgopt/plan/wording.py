@@ -163,14 +163,21 @@ def explain(
 # --------------------------------------------------------------------------- remarks: what runs, what is the user's
 
 FA2_FALLS_BACK = "fa2 falls back to SDPA here (flash-attn not in the environment)"
+# Gemma 2 (`Job.soft_capped_attention`): LLaMA-Factory runs it with eager attention, which keeps its soft-capping
+FA2_FALLS_BACK_EAGER = (
+    "fa2 falls back to eager attention here for Gemma 2 (flash-attn not in the environment; SDPA would drop its "
+    "soft-capping)"
+)
+# the words for the `flash_attn` value that `fa2` runs as without flash-attn (`Runtime.fa2_fallback`)
+_FALLBACK_WORDS = {"sdpa": "", "disabled": "eager attention, "}
 
 
 def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> list[str]:
-    """What the description ends with: `fa2` that runs as SDPA, and the choices that change what the job trains on
-    or its speed at this model size, said and never applied (ruff's display-only fixes)."""
+    """What the description ends with: `fa2` that runs as SDPA (eager for Gemma 2), and the choices that change what
+    the job trains on or its speed at this model size, said and never applied (ruff's display-only fixes)."""
     found = [
         _fa2_fallback(job, plan, run),
-        _sdpa_for_neat(job, plan, run),
+        _fallback_for_neat(job, plan, run),
         _plain_packing_alternative(job, plan, run),
         _longer_row(job, plan, run),
         _stochastic_rounding(plan, run, values),
@@ -184,26 +191,30 @@ def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
 
 
 def _fa2_fallback(job: Job, plan: SpeedPlan, run: Runtime) -> str:
-    return FA2_FALLS_BACK if plan.best.attn == "fa2" and not run.fa2 else ""
+    if plan.best.attn != "fa2" or run.fa2:
+        return ""
+    return FA2_FALLS_BACK if run.fa2_fallback == "sdpa" else FA2_FALLS_BACK_EAGER
 
 
-def _sdpa_for_neat(job: Job, plan: SpeedPlan, run: Runtime) -> str:
-    """Neat packing planned with several rows per micro-batch (or on a gemma4 / gpt-oss model) where `fa2` runs
-    SDPA: the plan writes `flash_attn: sdpa`, what runs (so the speed it expects is the one it ranked), because with
-    `fa2` the file stops at the first batch once flash-attn is installed (LF019; `candidates.neat_fa2_check`)."""
+def _fallback_for_neat(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """Neat packing planned with several rows per micro-batch (or on a gemma4 model) where `fa2` runs without
+    flash-attn: the plan writes what runs (`flash_attn: sdpa`, or `disabled` for Gemma 2, whose soft-capping SDPA
+    drops), so the speed it expects is the one it ranked, because with `fa2` the file stops at the first batch once
+    flash-attn is installed (LF019; `candidates.neat_fa2_check`)."""
     b, k = plan.base, plan.best
-    if not (b.attn == "fa2" and k.attn == "sdpa" and not run.fa2 and _neat_planned(job, plan)):
+    if not (b.attn == "fa2" and k.attn == run.fa2_fallback and not run.fa2 and _neat_planned(job, plan)):
         return ""
     checked = methods.neat_fa2_checked_in(job.settings.llamafactory_releases)
     model = job.value("model_name_or_path")
     if not checked or methods.stage_of(job.values()) != "sft" or not methods.neat_fa2_fails(model, k.micro):
         return ""
     refused = methods.neat_fa2_refused_model(model)
-    rows = "on a gemma4/gpt-oss model" if refused else f"at {k.micro} rows per micro-batch"
+    rows = "on a gemma4 model" if refused else f"at {k.micro} rows per micro-batch"
+    gemma2 = " for Gemma 2" if k.attn == "disabled" else ""
     return (
-        f"`flash_attn: sdpa` written: what `fa2` runs here (flash-attn not in the environment), at the same expected "
-        f"speed; with `fa2` neat packing {rows} would stop at the first batch once flash-attn is installed "
-        f"(LLaMA-Factory {release_spans(list(checked))}, LF019)"
+        f"`flash_attn: {k.attn}` written: {_FALLBACK_WORDS[k.attn]}what `fa2` runs here{gemma2} (flash-attn not in "
+        f"the environment), at the same expected speed; with `fa2` neat packing {rows} would stop at the first batch "
+        f"once flash-attn is installed (LLaMA-Factory {release_spans(list(checked))}, LF019)"
     )
 
 

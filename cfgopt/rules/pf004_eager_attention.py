@@ -17,11 +17,14 @@ class EagerAttention(Rule):
         "Confidence: likely at cutoff_len > 1024 (warning), contested below (info). `disabled` selects the "
         "`eager` implementation, which materialises the full attention matrix. On an H200 (8B LoRA), eager at "
         "4x2048 tokens ran out of 139 GiB where SDPA used 82 GiB; at Alpaca lengths (longest batch 832 tokens) "
-        "eager and SDPA ran at the same speed. A few models need eager (LLaMA-Factory forces it where so)."
+        "eager and SDPA ran at the same speed. A few models need eager (LLaMA-Factory forces it where so). Gemma 2 "
+        "soft-caps its attention logits, which SDPA drops: without flash-attn eager is what LLaMA-Factory runs it "
+        "with (quiet there); with flash-attn the faster kernel that keeps the soft-capping is `fa2`."
     )
     fails_when = "Never fails by itself: slower, and out of memory at long sequences."
     evidence = (
-        "llamafactory 0.9.5 model/model_utils/attention.py L67-68 (`disabled` -> eager)",
+        "llamafactory 0.9.5 model/model_utils/attention.py L67-68 (`disabled` -> eager), L46-58 (Gemma 2: eager "
+        "where flash-attn is missing; SDPA 'does not support' its soft-capping)",
         "docs/evidence/rocm_perf.md §1.4 (H200: eager OOM at 4x2048, SDPA 82 GiB)",
         "bench/h200/measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
     )
@@ -37,13 +40,18 @@ class EagerAttention(Rule):
         entry = entry_of(ctx, "flash_attn")
         if entry is None or entry.node.value != "disabled":
             return
+        faster = "SDPA"
+        if ctx.job.soft_capped_attention:
+            if not ctx.job.has_package("flash_attn"):
+                return  # Gemma 2: eager keeps its soft-capping, which SDPA drops; fa2 needs flash-attn
+            faster = "fa2 (which keeps Gemma 2's soft-capping; SDPA drops it)"
         cutoff = number(value_of(ctx, "cutoff_len")) or 0
         long = cutoff > 1024
         yield self.at_entry(
             ctx,
             entry,
             f"`flash_attn: disabled` trains with eager attention (full L x L matrix) at cutoff_len {cutoff:g}: "
-            + ("much more memory and slower than SDPA" if long else "little difference at this length"),
+            + (f"much more memory and slower than {faster}" if long else "little difference at this length"),
             on="value",
             severity=None if long else Severity.INFO,
         )

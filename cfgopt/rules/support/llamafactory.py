@@ -171,12 +171,30 @@ def tokens_per_micro_batch(ctx: Context) -> float | None:
 def neat_fa2_one_row(ctx: Context) -> bool:
     """Must the micro-batch stay at one row (LF019)? Neat packing with `fa2` where flash-attn is in the job's
     environment (without it `fa2` runs SDPA and nothing asserts) and a release judged asserts it (0.9.5, not 0.9.3
-    or 0.9.4: `methods.neat_fa2_checked_in`): the micro-batch advice (PF007, MEM005) stays silent there."""
-    from cfgopt.knowledge.methods import neat_fa2_checked_in
+    or 0.9.4: `methods.neat_fa2_checked_in`), on a model that runs fa2 (not gpt-oss: `methods.fa3_kernel_model`):
+    the micro-batch advice (PF007, MEM005) stays silent there."""
+    from cfgopt.knowledge.methods import fa3_kernel_model, neat_fa2_checked_in
 
     if not (value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2"):
         return False
+    if fa3_kernel_model(value_of(ctx, "model_name_or_path")):
+        return False
     return ctx.job.has_package("flash_attn") and bool(neat_fa2_checked_in(ctx.settings.llamafactory_releases))
+
+
+def checking_releases(ctx: Context, checked: tuple[str, ...]) -> str:
+    """Which of the releases judged (`Settings.llamafactory_releases`) make a check that exists in some releases
+    only (`checked`, not empty), as a message names them: "" where every one does (the one release selected), else
+    " under LLaMA-Factory 0.9.5 (0.9.3 and 0.9.4, which requirements.txt also allows, do not check)"."""
+    from cfgopt.knowledge.versions import release_spans
+
+    judged = ctx.settings.llamafactory_releases
+    if checked == judged:
+        return ""
+    others = [v for v in judged if v not in checked]
+    rng = ctx.settings.llamafactory_range
+    allows = f", which {rng.origin} also allows," if rng is not None else ""
+    return f" under LLaMA-Factory {release_spans(list(checked))} ({release_spans(others)}{allows} do not check)"
 
 
 def packing_on(ctx: Context) -> bool:

@@ -1,6 +1,7 @@
 """Versions and specifiers as pip compares them: `version_key` (numeric order), `pip_version` (PEP 440's parts),
-`parse_spec` / `clause_admits` / `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches`, `exact_version`,
-`final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build` (`+cu121`, `+rocm6.2`)."""
+`parse_spec` / `clause_admits` / `spec_admits` (PEP 440, and poetry's `^` / `~`), `reaches` / `stays_below`,
+`exact_version`, `final_release` / `numeric_spec` (what ENV005 compares exactly), `platform_of_build` (`+cu121`,
+`+rocm6.2`)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,29 @@ def reaches(spec: str, floor: tuple[int, ...]) -> bool:
         return False
     lower = (bound for op, bound in clauses if op in ("==", "===", ">=", "~=", ">"))
     return any(version_key(bound.rstrip(".*"))[: len(floor)] >= floor for bound in lower)
+
+
+def stays_below(spec: str, ceiling: tuple[int, ...]) -> bool:
+    """Does every version a specifier admits stay below `ceiling`, as far as its clauses say: an exact pin below it
+    or an upper bound at or under it (`<4.53`, `<=4.52.4`, `~=4.52.0`, `==4.52.*`); False where unknown or
+    unreadable (`reaches`' counterpart)."""
+    try:
+        clauses = parse_spec(spec)
+    except ValueError:
+        return False
+    return any(_clause_below(op, bound, ceiling) for op, bound in clauses)
+
+
+def _clause_below(op: str, bound: str, ceiling: tuple[int, ...]) -> bool:
+    top = (ceiling + (0,) * _PAD)[:_PAD]
+    wild = bound.endswith(".*")
+    parts = version_key(bound.rstrip(".*"))
+    if op in ("<", "<=", "==", "===") and not wild:
+        return _padded(bound) <= top if op == "<" else _padded(bound) < top
+    if (op in ("==", "===") and wild) or (op == "~=" and len(parts) > 1):
+        cut = parts if wild else parts[:-1]  # 4.52.* and ~=4.52.0: below 4.53; ~=4.52: below 5
+        return _padded(".".join(map(str, (*cut[:-1], cut[-1] + 1)))) <= top
+    return False
 
 
 # an exact pin of a final release, and a clause on plain release numbers: what is compared exactly (ENV005)
