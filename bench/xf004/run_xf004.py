@@ -6,6 +6,8 @@ The HF Trainer (what LLaMA-Factory trains with) runs a 2-layer random-init Llama
   missing : the DeepSpeed JSON has no `gradient_accumulation_steps` (accelerate writes 1 into it)
   auto    : the DeepSpeed JSON says "auto" (the Trainer fills 4)
   missing_with_batch : as `missing`, plus `"train_batch_size": "auto"` (the Trainer fills 2 x 4 x GPUs)
+  batch_only : `"train_batch_size": "auto"` and neither `train_micro_batch_size_per_gpu` nor accumulation
+               (DeepSpeed derives its micro batch from the other two: runtime/config.py `_set_batch_related_parameters`)
 and records the Trainer's `state.global_step`, the DeepSpeed engine's `global_steps`, `global_samples`,
 `micro_steps` and `gradient_accumulation_steps()`, the optimizer steps counted by a hook, the logged losses
 and a checksum of the trained weights. If the claim held, `missing` would take 4x the optimizer steps.
@@ -49,6 +51,9 @@ def ds_config(variant: str, bf16: bool) -> dict:
         cfg["gradient_accumulation_steps"] = "auto"
     elif variant == "missing_with_batch":  # `train_batch_size` present, accumulation missing
         cfg["train_batch_size"] = "auto"
+    elif variant == "batch_only":  # no micro batch key for accelerate to fill: DeepSpeed derives it
+        del cfg["train_micro_batch_size_per_gpu"]
+        cfg["train_batch_size"] = "auto"
     elif variant != "missing":
         raise SystemExit(f"unknown variant {variant!r}")
     if not bf16:
@@ -71,6 +76,7 @@ def measurements(variant: str, ds: dict, trainer, optimizer_steps: list[int], lo
         "engine_global_samples": engine.global_samples,
         "engine_micro_steps": engine.micro_steps,
         "engine_gradient_accumulation_steps": engine.gradient_accumulation_steps(),
+        "engine_train_micro_batch_size_per_gpu": engine.train_micro_batch_size_per_gpu(),
         "engine_train_batch_size": engine.train_batch_size(),
         "accelerator_gradient_accumulation_steps": trainer.accelerator.gradient_accumulation_steps,
         "micro_batches_fed": ACCUMULATION * MAX_STEPS,

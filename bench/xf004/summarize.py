@@ -10,12 +10,13 @@ import json
 import sys
 from pathlib import Path
 
-VARIANTS = ("missing", "auto", "missing_with_batch")
+VARIANTS = ("missing", "auto", "missing_with_batch", "batch_only")
 COLUMNS = (
     ("trainer_global_step", "Trainer global_step"),
     ("trainer_optimizer_step_callbacks", "optimizer steps (callback)"),
     ("engine_global_steps", "engine global_steps"),
     ("engine_gradient_accumulation_steps", "engine gradient_accumulation_steps()"),
+    ("engine_train_micro_batch_size_per_gpu", "engine train_micro_batch_size_per_gpu()"),
     ("engine_train_batch_size", "engine train_batch_size()"),
     ("engine_global_samples", "engine global_samples"),
     ("accelerator_gradient_accumulation_steps", "accelerator gradient_accumulation_steps"),

@@ -7,6 +7,7 @@ import yaml
 from cfgopt.knowledge import schema
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.integer_fields import integer_use
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.patterns import lazy
@@ -31,6 +32,25 @@ def _string_switch_crashes(key: str, value: str, version: str) -> bool:
     except ValueError:
         return True
     return key == "use_badam"
+
+
+# Fields LLaMA-Factory's `__post_init__` runs through `split_arg`, which splits a string on commas and returns
+# anything else unchanged (0.9.5 hparams/finetuning_args.py L561-573, data_args.py L148-154, L169; the same in
+# 0.9.3 and 0.9.4): a YAML list there is the list the code wants, not a wrong type.
+SPLIT_ON_COMMAS = frozenset(
+    {
+        "dataset",
+        "eval_dataset",
+        "interleave_probs",
+        "freeze_trainable_modules",
+        "freeze_extra_modules",
+        "lora_target",
+        "oft_target",
+        "additional_target",
+        "galore_target",
+        "apollo_target",
+    }
+)
 
 
 # PyYAML's YAML 1.1 float needs a dot and a signed exponent, so to a release that read YAML with it
@@ -75,12 +95,27 @@ class WrongValueType(Rule):
     why = (
         '`HfArgumentParser.parse_dict` does no type conversion: a quoted `"1e-4"` stays a string and crashes '
         'where it is used (optimizer creation, the data loader, model load), and a quoted `"false"` is a '
-        "non-empty string, so the feature is silently switched *on*. On the command line argparse converts "
-        "and rejects a bad value at once (`invalid int value`, `Truthy value expected`)."
+        "non-empty string, so the feature is silently switched *on*. An integral float in an int field "
+        "(`lora_rank: 8.0`, or `max_steps: 1e4`, which OmegaConf reads as a float) is passed on as a float too: an "
+        "error where the code that uses it needs a real int (`range()`, a slice, a DataLoader's batch size, "
+        "PEFT's layer shapes) and the job gets there, a warning where it is converted or harmless. A list in a "
+        "field LLaMA-Factory splits on commas (`dataset`, `eval_dataset`, `lora_target`, `additional_target`, "
+        "`freeze_trainable_modules`, ...: `split_arg` returns a list unchanged) is used as that list and not "
+        "reported. On the command line argparse converts and rejects a bad value at once (`invalid int value`, "
+        "`Truthy value expected`)."
     )
     fails_when = (
         "Quoted numbers: when the value is first used, often after tokenisation and model load "
         "(LLaMA-Factory #4149: `TypeError: '<=' not supported`). Strings for booleans: never; the run is wrong. "
+        "Integral floats, where the code that needs the int is reached: at start-up (`seed`, "
+        "`torch_empty_cache_steps`); loading and tokenising the data (`max_samples` for a dataset with at least "
+        "that many rows, `preprocessing_num_workers` unless streaming, `preprocessing_batch_size`; `cutoff_len` "
+        "at the first batch when packing SFT or pre-training, else at the first example that reaches it); at model "
+        "load (`lora_rank`, `pissa_iter`, `oft_rank`, `oft_block_size` for a new adapter, "
+        "`freeze_trainable_layers`); at train start (`per_device_train_batch_size`, `gradient_accumulation_steps`, "
+        "`max_steps` > 0, `dataloader_num_workers` > 0, `dataloader_prefetch_factor`, `data_seed`) or the first "
+        "evaluation (`per_device_eval_batch_size`). A list in a numeric field: where it is first used "
+        "(`num_train_epochs: [3]`: `math.ceil` in the Trainer's loop, at train start). "
         "Command line: at once, argparse exit 2. From 0.9.2, a string in `use_badam` (or one that is no integer "
         "in `use_galore` / `use_apollo`) stops the start-up checks: they add the three switches up. Up to 0.9.3, "
         "an unquoted `1e-4` too: those releases read YAML with PyYAML, for which it is a string."
@@ -94,13 +129,30 @@ class WrongValueType(Rule):
         "llamafactory 0.9.3 hparams/parser.py L65 `yaml.safe_load(...)` (0.9.0-0.9.2: transformers "
         "`HfArgumentParser.parse_yaml_file`, also `yaml.safe_load`); 0.9.4 L75 `OmegaConf.load`: PyYAML reads "
         "`1e-4` as a string, OmegaConf as a float",
+        "llamafactory 0.9.5 hparams/parser.py L529 (`transformers.set_seed`); data/loader.py L157-159 "
+        "(`select(range(min(max_samples, len(dataset))))`), L250, L258 (`map(num_proc=..., batch_size=...)`); "
+        "data/processor/supervised.py L218-220 (packed padding), pretrain.py L37, L43-47, processor_utils.py "
+        "L76-88 (truncation by `cutoff_len`); model/adapter.py L80-92 (freeze layers), L235, L245-246 (LoRA / OFT "
+        "rank), L265-270 (PiSSA)",
+        "transformers 5.6.0 training_args.py L1681-1684 (`torch_empty_cache_steps` must be an int), trainer.py "
+        "L2324, L2336 (`math.ceil(num_train_epochs)`); torch utils/data/sampler.py L323 (batch size must be an "
+        "int); peft 0.18.1 tuners/lora/layer.py L334-336 (`int()` of the PiSSA iterations), tuners/oft/layer.py "
+        "L446-466",
+        "tests/oracle/test_integral_floats.py raises each integral-float failure with the real libraries on the "
+        "CPU (a Trainer with `gradient_accumulation_steps=2.0`: `TypeError: 'float' object cannot be interpreted "
+        "as an integer`)",
+        "llamafactory 0.9.5 hparams/finetuning_args.py L561-573, data_args.py L148-154: `split_arg` splits a "
+        "string on commas and returns anything else unchanged",
     )
-    example = 'learning_rate: "1e-4"  ->  learning_rate: 1.0e-4\nbf16: "false"          ->  bf16: false'
+    example = (
+        'learning_rate: "1e-4"  ->  learning_rate: 1.0e-4\nbf16: "false"          ->  bf16: false\n'
+        "max_steps: 1e4         ->  max_steps: 10000"
+    )
     fix_safety = (
         "Safe: unquoting a quoted number, `1e-4` written `1.0e-4` for a release that reads YAML with PyYAML (the "
-        "same float to every reader), or a quoted GaLore / APOLLO / BAdam switch that stops the start-up (it can "
-        "only crash as it is). Unsafe: another quoted boolean, because the run currently behaves as `true` and the "
-        "fix changes that to what the text says."
+        "same float to every reader), an integral float written as the integer, or a quoted GaLore / APOLLO / "
+        "BAdam switch that stops the start-up (it can only crash as it is). Unsafe: another quoted boolean, "
+        "because the run currently behaves as `true` and the fix changes that to what the text says."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -116,7 +168,8 @@ class WrongValueType(Rule):
                 continue
             value = node.value
             if isinstance(value, (list, dict)) and not {"list", "dict", "any"} & set(spec.types):
-                yield self._container_value(ctx, entry, spec)
+                if not (isinstance(value, list) and entry.key in SPLIT_ON_COMMAS):
+                    yield self._container_value(ctx, entry, spec)
                 continue
             if spec.numeric_only and isinstance(value, float) and not node.style and self._read_as_string(ctx, node):
                 yield self._pyyaml_float(ctx, entry)
@@ -133,20 +186,7 @@ class WrongValueType(Rule):
                     severity=Severity.WARNING,
                 )
             elif "int" in spec.types and "float" not in spec.types and isinstance(value, float):
-                integral = value.is_integer()
-                fix = (
-                    self.fix(f"Write `{int(value)}`", edits.replace_value(src, entry, int(value)), safe=True)
-                    if integral
-                    else None
-                )
-                yield self.at_entry(
-                    ctx,
-                    entry,
-                    f"`{entry.key}` must be an integer but is the float {value!r}",
-                    on="value",
-                    severity=Severity.WARNING if integral else Severity.ERROR,
-                    fix=fix,
-                )
+                yield self._float_for_integer(ctx, entry, value)
             elif value is None and not spec.nullable and spec.default is not None:
                 yield self.at_entry(
                     ctx,
@@ -221,6 +261,20 @@ class WrongValueType(Rule):
             fix=fix,
         )
 
+    def _float_for_integer(self, ctx: Context, entry: Entry, value: float) -> Diagnostic:
+        """A float in an int field: an error where it is no whole number, or where the code that uses it needs
+        a real int and the job gets there (`integer_fields`); else a warning (converted or harmless there)."""
+        said = f"`{entry.key}` must be an integer but is the float {value!r}"
+        if not value.is_integer():
+            return self.at_entry(ctx, entry, said, on="value")
+        fix = self.fix(f"Write `{int(value)}`", edits.replace_value(ctx.source, entry, int(value)), safe=True)
+        where = integer_use(ctx, entry.key, value)
+        if where is None:
+            return self.at_entry(ctx, entry, said, on="value", severity=Severity.WARNING, fix=fix)
+        return self.at_entry(
+            ctx, entry, f"{said}, which {ctx.lf_label} passes on unconverted: {where}", on="value", fix=fix
+        )
+
     def _command_line_value(self, ctx: Context, entry: Entry, spec: schema.FieldSpec) -> Iterator[Diagnostic]:
         """A `--key value` argparse converts before LLaMA-Factory sees it: a bad one is exit 2 at once."""
         raw = entry.node.raw
@@ -237,12 +291,17 @@ class WrongValueType(Rule):
     def _container_value(self, ctx: Context, entry: Entry, spec: schema.FieldSpec) -> Diagnostic:
         """A list or mapping where the field takes a single value."""
         value = entry.node.value
-        # Numbers are compared at start-up (HF's *_steps checks), and the GaLore/APOLLO/BAdam switches are
-        # added up (finetuning_args.py L598): both crash with TypeError. Other booleans are just truthy.
-        crashes = spec.numeric_only or entry.key in ("use_galore", "use_apollo", "use_badam")
-        consequence = (
-            " and its start-up checks crash on it (TypeError)" if crashes else ": a non-empty list counts as true"
-        )
+        # The GaLore/APOLLO/BAdam switches are added up at start-up (finetuning_args.py L598); a number crashes
+        # where it is first used (`num_train_epochs: [3]`: `math.ceil` in the Trainer's loop); both TypeError.
+        # A boolean is just truthy; what other code makes of a list is not judged.
+        switch = entry.key in ADDED_SWITCHES
+        crashes = spec.numeric_only or switch
+        if switch:
+            consequence = " and its start-up check, which adds the three switches up, crashes on it (TypeError)"
+        elif crashes:
+            consequence = " and the run crashes where it is first used (TypeError)"
+        else:
+            consequence = ": a non-empty one counts as true" if spec.is_bool else ""
         return self.at_entry(
             ctx,
             entry,

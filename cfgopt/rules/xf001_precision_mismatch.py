@@ -44,9 +44,14 @@ class PrecisionMismatch(Rule):
                     yield self.at_entry(
                         ctx,
                         entry,
-                        f"`{block}.enabled` is {str(entry.node.value).lower()} here but `{keys[0]}` is "
+                        f"`{block}.enabled` is {_shown(entry.node.value)} here but `{keys[0]}` is "
                         f"{str(hf).lower()} in {consumer.document.path.name}: the HF Trainer stops at train start "
                         f"(`ds {block}.enabled={entry.node.value} vs hf {'|'.join(keys)}={hf}`)",
                         on="value",
                         fix=self.fix('Set it to "auto"', edits.replace_value(src, entry, "auto"), safe=True),
                     )
+
+
+def _shown(value: object) -> str:
+    """The JSON value as the user wrote it: a string is named one (`"true"` is not the boolean true)."""
+    return f"the string {value!r}" if isinstance(value, str) else str(value).lower()

@@ -569,8 +569,9 @@ def known_difference(case: Case) -> str | None:
     """The documented, deliberate differences (docs/oracle-differences.md). Returns the row id, or None.
 
     KD1 quoted-number: the oracle accepts (parse_dict does not convert) and cfgopt's only errors are LF002
-        on a numeric field holding a string, or an int field holding a non-integral float: the run crashes
-        later (optimizer / model load), which the parse-time oracle cannot see.
+        on a numeric field holding a string, or an int field holding a non-integral float, or an integral one
+        where the code that uses it needs an int (`max_steps: 1e4`): the run crashes later (data loading,
+        optimizer / model load, train start), which the parse-time oracle cannot see.
     KD2 auto-batch-standalone: a DeepSpeed JSON judged on its own (no training config) that the oracle rejects
         with a batch-size error only because it filled the "auto" batch values from *default*
         TrainingArguments (micro 8, accumulation 1), while some training config makes the same file valid:

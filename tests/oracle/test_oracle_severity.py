@@ -58,6 +58,10 @@ CITED: dict[str, str] = {
     "template to use.` (the CPU oracle runs 0.9.5, which picks a default template; confirmed with 0.9.1)",
     "LF042/launch-yaml-with-template/notemplate.yaml": "llamafactory 0.9.1 hparams/parser.py `get_train_args`: "
     "`Please specify which template to use.` (as LF042/release-091: the oracle runs 0.9.5)",
+    "LF002/integral-floats/train.yaml": "an integral float passes `parse_dict` unconverted and reaches code that "
+    "needs an int: `[pad_token_id] * pad_length` when packing (llamafactory 0.9.5 data/processor/supervised.py "
+    "L218-220), PEFT's LoRA layers, the Trainer's DataLoader and loop, after tokenisation and model load "
+    "(tests/oracle/test_integral_floats.py raises each with the real library)",
     "LF002/pyyaml-float-093/train.yaml": "llamafactory 0.9.3 hparams/parser.py L65 reads the YAML with "
     "`yaml.safe_load`, for which `1e-4` is the string '1e-4'; `parse_dict` passes it on and the optimizer's "
     "`0.0 <= lr` raises TypeError at Trainer creation (LLaMA-Factory #4149; the CPU oracle runs 0.9.5, which reads "

@@ -76,6 +76,9 @@ ALLOWED_INTS = {
     ("cfgopt/rules/ds005_invalid_value.py", "InvalidValue._numbers"): "int() of a bool (True is 1)",
     ("cfgopt/rules/ds007_batch_size_arithmetic.py", "BatchSizeArithmetic.check"): "int() of a bool",
     ("cfgopt/rules/lf002_wrong_value_type.py", "WrongValueType.check"): "int() of a bool",
+    ("cfgopt/rules/lf002_wrong_value_type.py", "WrongValueType._float_for_integer"): "int() of a parsed float "
+    "that is_integer() holds: the integer it stands for",
+    ("cfgopt/rules/support/integer_fields.py", "integer_use"): "int() of a parsed float that is_integer() holds",
     ("cfgopt/rules/lf002_wrong_value_type.py", "_as_number"): "HfArgumentParser converts a command-line value "
     "with int(): its reading, `٣` and `1_000` included, is LLaMA-Factory's",
     ("cfgopt/rules/support/deepspeed.py", "zero_stage"): "DeepSpeed's own int(stage) of a JSON value, mirrored; "

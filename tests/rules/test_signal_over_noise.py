@@ -231,15 +231,32 @@ def test_xf004_missing_accumulation_alone_is_not_reported(tmp_path: Path) -> Non
     assert codes("--select", "XF004", str(folder)) == []
 
 
-def test_xf004_missing_accumulation_with_train_batch_size_is_an_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("micro", ['"auto"', "1"])
+def test_xf004_missing_accumulation_with_both_batch_keys_is_an_error(tmp_path: Path, micro: str) -> None:
+    """Measured: DeepSpeed's batch assertion stops the run (`4 != 1 * 1 * 1`)."""
     folder = xf004_case(
         tmp_path,
-        '{"train_batch_size": "auto", "gradient_clipping": "auto", "zero_optimization": {"stage": 2}}',
+        f'{{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": {micro}, "gradient_clipping": "auto", '
+        '"zero_optimization": {"stage": 2}}',
         "gradient_accumulation_steps: 4\n",
     )
     code, out, _ = run_cli(["lint", "--format", "json", "--select", "XF004", str(folder)])
     (diag,) = json.loads(out)["diagnostics"]
     assert code == 1 and diag["severity"] == "error" and "Check batch related parameters" in diag["message"]
+
+
+@pytest.mark.parametrize("batch", ['"auto"', "4"])
+def test_xf004_train_batch_size_without_micro_batch_runs_and_is_an_info(tmp_path: Path, batch: str) -> None:
+    """Measured (bench/xf004 `batch_only`): DeepSpeed derives the micro batch, the run trains as configured."""
+    folder = xf004_case(
+        tmp_path,
+        f'{{"train_batch_size": {batch}, "gradient_clipping": "auto", "zero_optimization": {{"stage": 2}}}}',
+        "gradient_accumulation_steps: 4\n",
+    )
+    code, out, _ = run_cli(["lint", "--format", "json", "--select", "XF004", "--gpus", "1", str(folder)])
+    (diag,) = json.loads(out)["diagnostics"]
+    assert code == 0 and diag["severity"] == "info", diag
+    assert "(1 x 4 = 4 per GPU)" in diag["message"] and "the run trains as train.yaml says" in diag["message"]
 
 
 @pytest.mark.parametrize(
