@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.loaders.json_loader import COMMENTS_HINT
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
@@ -16,12 +17,16 @@ class ParseError(Rule):
     why = (
         "LLaMA-Factory reads YAML with OmegaConf (YAML 1.1, duplicate keys rejected); the HF Trainer reads the "
         "DeepSpeed JSON with plain `json.load` (no comments, no trailing commas, no BOM). A file that fails "
-        "there never starts training."
+        "there never starts training. DeepSpeed's own loader (`deepspeed.initialize(config=PATH)`, "
+        "`--deepspeed_config`) reads a path with hjson, which accepts comments and trailing commas: a JSON that no "
+        "config of the run reads is judged as the HF Trainer reads it (as a LLaMA-Factory `deepspeed:` file is), and "
+        "the message says so and names both readers, as CFG002 does for a repeated key."
     )
     fails_when = "At start-up: `OmegaConf.load` or `json.load` raises before any argument is checked."
     evidence = (
         "llamafactory 0.9.5 hparams/parser.py `read_args` (OmegaConf.load)",
         "accelerate 1.11 utils/deepspeed.py `HfDeepSpeedConfig` (json.load)",
+        "deepspeed 0.19.8 runtime/config.py L444 `DeepSpeedConfig` (a path: `hjson.load`)",
     )
     example = '{\n  // ZeRO-2\n  "zero_optimization": {"stage": 2}\n}   ->  remove the comment'
     fix_safety = "No fix: cfgopt does not guess what a broken file meant. Exit code 2."
@@ -37,5 +42,17 @@ class ParseError(Rule):
                 code=self.code,
                 name=self.name,
                 severity=self.severity,
-                message=err.message,
+                message=err.message + _readers(ctx) if COMMENTS_HINT in err.message else err.message,
             )
+
+
+def _readers(ctx: Context) -> str:
+    """Who rejects a JSON's comments or trailing commas: the HF Trainer reading it for a config of the run, or,
+    where none reads it, the assumption and the reader that accepts them."""
+    if ctx.consumers:
+        return f"; the HF Trainer reads the file for {ctx.consumers[0].document.path.name} with json.load"
+    return (
+        "; no config of the run reads this JSON: judged as the HF Trainer reads a `deepspeed:` file (json.load), "
+        "while DeepSpeed's own loader (hjson: `deepspeed.initialize(config=PATH)`, `--deepspeed_config`) accepts "
+        "comments and trailing commas"
+    )
