@@ -290,7 +290,7 @@ def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
 def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
     """The plan, or where the job's environment stops it at start-up (ENV002: a checked package outside the
     release's range) or gives it no GPU (ENV001: torch built for the other platform), or bash never passes the
-    launch its arguments (LF054: a script with CRLF line endings), a plan that changes nothing and says why: a gain is
+    launch its arguments (LF055: a script with CRLF line endings), a plan that changes nothing and says why: a gain is
     no gain for a job that does not start, and no flag edit helps a launch that never gets its flags."""
     from cfgopt.environment.stated import stops_at_start, torch_finds_no_gpu
 
@@ -304,8 +304,8 @@ def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
 
 
 def _crlf_launch(job: Job) -> str:
-    """Why a launch's flags never reach it as written (LF054), or ""."""
+    """Why a launch's flags never reach it as written (LF055), or ""."""
     found = job.source.command.get("carriage_return") if job.source.command else None
     if found is None or not (found.failure or found.dropped):
         return ""
-    return "the script has CRLF line endings: bash does not pass the launch its arguments as written (LF054)"
+    return "the script has CRLF line endings: bash does not pass the launch its arguments as written (LF055)"

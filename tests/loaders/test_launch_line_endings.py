@@ -1,4 +1,4 @@
-"""A launch in a script with CRLF line endings (LF054): what bash passes it, checked against bash itself (a stand-in
+"""A launch in a script with CRLF line endings (LF055): what bash passes it, checked against bash itself (a stand-in
 `llamafactory-cli` that prints its arguments) and, as an oracle, against llamafactory 0.9.5's `get_train_args` on
 those arguments; the rule's verdict, its fix and the plan it stops."""
 
@@ -116,7 +116,7 @@ def _lint(tmp_path: Path, text: str, *args: str, crlf: bool = True) -> list[dict
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_lf054_is_an_error_only_where_the_launch_fails(tmp_path: Path, name: str) -> None:
     text, does = CASES[name]
-    found = [d for d in _lint(tmp_path, text, "--select", "LF054") if d["code"] == "LF054"]
+    found = [d for d in _lint(tmp_path, text, "--select", "LF055") if d["code"] == "LF055"]
     expected = {"fails": ["error"], "value": ["warning"], "runs": []}[does]
     assert [d["severity"] for d in found] == expected
 
@@ -124,15 +124,15 @@ def test_lf054_is_an_error_only_where_the_launch_fails(tmp_path: Path, name: str
 def test_the_fix_turns_every_line_ending_to_lf_and_converges(tmp_path: Path) -> None:
     text = f"#!/usr/bin/env bash\n# LoRA\nllamafactory-cli train \\\n  {ARGS} \\\n  --output_dir out\n"
     (tmp_path / "train.sh").write_bytes(_crlf(text).encode())
-    run_cli(["fix", "--write", "--select", "LF054", str(tmp_path / "train.sh")])
+    run_cli(["fix", "--write", "--select", "LF055", str(tmp_path / "train.sh")])
     assert (tmp_path / "train.sh").read_bytes() == text.encode()
-    assert "fixed:" not in run_cli(["fix", "--write", "--select", "LF054", str(tmp_path / "train.sh")])[2]
+    assert "fixed:" not in run_cli(["fix", "--write", "--select", "LF055", str(tmp_path / "train.sh")])[2]
 
 
 def test_no_fix_where_a_heredoc_holds_a_crlf_line(tmp_path: Path) -> None:
     """The heredoc's text is data written elsewhere (and its `EOF` + CR line ends it only as written)."""
     text = f"cat > notes.txt <<EOF\nrun\nEOF\nllamafactory-cli train \\\n  {ARGS} --output_dir out\n"
-    (found,) = [d for d in _lint(tmp_path, text, "--select", "LF054")]
+    (found,) = [d for d in _lint(tmp_path, text, "--select", "LF055")]
     assert found["fix"] is None and "no fix: a heredoc" in found["message"]
 
 

@@ -87,7 +87,7 @@ class _Reader:
                     self.sources[i] = launch_source(self.doc, launch, self.environment, self.lf)
                     self.sources[i].command["written"] = self._written_before()
                     self.sources[i].command["cut_off"] = cut_off_arguments(self.doc.text, self.commands, i)
-                    if "\r" in self.doc.text:  # a CRLF script: what bash passes the launch (LF054)
+                    if "\r" in self.doc.text:  # a CRLF script: what bash passes the launch (LF055)
                         self.sources[i].command["carriage_return"] = carriage_return(
                             self.doc, launch, command, self.environment, self.lf, self.sources[i]
                         )

@@ -1,4 +1,4 @@
-"""A launch in a script with CRLF line endings (LF054): what bash passes it, where cfgopt reads the script as the
+"""A launch in a script with CRLF line endings (LF055): what bash passes it, where cfgopt reads the script as the
 user sees it.
 
 bash ends a line at `\\n` only: a CR is an ordinary character of the line. So the CR that ends a CRLF line joins the

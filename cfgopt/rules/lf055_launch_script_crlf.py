@@ -14,7 +14,7 @@ _HOW = {
 
 
 class LaunchScriptCrlf(Rule):
-    code = "LF054"
+    code = "LF055"
     name = "launch-script-crlf"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_CLI})
