@@ -59,6 +59,7 @@ def add_arguments(fix: argparse.ArgumentParser) -> None:
 def _print_not_fixed(result: FixResult) -> None:
     """Fixes withheld (with the reason, at the finding) and files not written (with why)."""
     from cfgopt.lint import report
+    from cfgopt.plan.speed_knobs import LEFT_ALONE
     from cfgopt.text.document import shown  # a key or path may carry control characters: escaped, never raw
 
     for ident, diag in result.withheld.items():
@@ -71,6 +72,10 @@ def _print_not_fixed(result: FixResult) -> None:
             )
             + "\n"
         )
+    for diag in result.left_alone:  # a JSON whose readers the speed plan took off DeepSpeed
+        line, col = diag.line_column
+        where = f"{report.display_path(diag.path)}:{line}:{col}: {diag.code}"
+        sys.stderr.write(shown(f"{where} fix not applied: {diag.fix.description}: {LEFT_ALONE}") + "\n")
     for path, why in sorted(result.not_fixed.items()):
         sys.stderr.write(shown(f"{report.display_path(path)}: not fixed: {why}") + "\n")
 

@@ -29,7 +29,7 @@ from cfgopt.lint.engine import LintProject, build_project
 from cfgopt.lint.fix_check import apply_edits as _apply_tracked
 from cfgopt.lint.fix_check import damage
 from cfgopt.loaders import discovery
-from cfgopt.plan.speed_knobs import LEFT_ALONE
+from cfgopt.plan.speed_knobs import JSON_SPEED_CODES, LEFT_ALONE
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Severity
 from cfgopt.text.document import real_path
 from cfgopt.text.source import Kind, Source
@@ -76,6 +76,9 @@ class FixResult:
     # Fixes not applied because, applied, they would make the file worse or damage it; the reason by id.
     withheld: dict[FixId, Diagnostic] = field(default_factory=dict)
     withheld_why: dict[FixId, str] = field(default_factory=dict)
+    # DeepSpeed JSON speed findings left as they are because every config reading the JSON drops `deepspeed:` by
+    # its speed plan (`_left_alone_by_plans`), as they remain
+    left_alone: list[Diagnostic] = field(default_factory=list)
     # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
     not_fixed: dict[Path, str] = field(default_factory=dict)
     files: int = 0  # config files checked (0: a warning, as for lint)
@@ -374,7 +377,25 @@ class _Fixer:
             out.append(d)
         # a speed plan waits while its file has other fixes to apply: it is made again from the fixed text
         busy = {real_path(d.path) for d in out if not d.fix.planned}  # type: ignore[union-attr]
-        return [d for d in out if not (d.fix.planned and real_path(d.path) in busy)]  # type: ignore[union-attr]
+        out = [d for d in out if not (d.fix.planned and real_path(d.path) in busy)]  # type: ignore[union-attr]
+        return self._after_configs(out)
+
+    def _after_configs(self, out: list[Diagnostic]) -> list[Diagnostic]:
+        """A DeepSpeed JSON's speed fix (`JSON_SPEED_CODES`) waits while another file of its job has a fix to apply:
+        the configs' fixes, their speed plan last, decide whether any config still reads the JSON, and one the
+        plan leaves unread is left as it is (its rules judge it again from the fixed texts), in this run as in
+        the next."""
+        pending = {real_path(d.path) for d in out}
+
+        def waits(d: Diagnostic) -> bool:
+            key = real_path(d.path)
+            return (
+                d.code in JSON_SPEED_CODES
+                and self.loaders.get(key) == "json"
+                and bool((self.job(key) - {key}) & pending)
+            )
+
+        return [d for d in out if not waits(d)]
 
     def relint(self, texts: dict[Path, str]) -> list[Diagnostic]:
         settings = self.settings
@@ -533,6 +554,7 @@ class _Fixer:
         if any(s.restricts_fixes for s in result.file_settings.values()):
             strip_unfixable(diags, result.settings_of)
         result.remaining = diags
+        result.left_alone = _left_alone_by_plans(self.before, diags)
 
 
 def _loader_of(src: Source) -> str:
@@ -546,6 +568,23 @@ def _loader_of(src: Source) -> str:
 
 def _left_alone_id(diag: Diagnostic) -> tuple[Path, str, str]:
     return real_path(diag.path), diag.code, diag.key
+
+
+def _left_alone_by_plans(before: list[Diagnostic], after: list[Diagnostic]) -> list[Diagnostic]:
+    """The JSON speed findings (`JSON_SPEED_CODES`) whose fix this run leaves unapplied because the plans drop every
+    reader of their JSON: fixable before (or already `LEFT_ALONE`), display-only once no config reads the JSON."""
+    was = {
+        _left_alone_id(d)
+        for d in before
+        if d.code in JSON_SPEED_CODES
+        and d.fix is not None
+        and (d.fix.applicability != Applicability.DISPLAY or d.fix.description == LEFT_ALONE)
+    }
+    return [
+        d
+        for d in after
+        if _left_alone_id(d) in was and d.fix is not None and d.fix.applicability == Applicability.DISPLAY
+    ]
 
 
 def _non_overlapping(candidates: list[Diagnostic]) -> dict[Path, list[Diagnostic]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cfgopt.plan.speed_knobs import LEFT_ALONE, OWNERS
+from cfgopt.plan.speed_knobs import JSON_SPEED_CODES, LEFT_ALONE, OWNERS
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix, OtherPart
 from cfgopt.text.document import real_path
 
@@ -167,22 +167,19 @@ def _kept_by(plan: SpeedPlan, code: str) -> bool:
     return all(k in plan.searched and getattr(plan.best, k) == getattr(plan.base, k) for k in knobs)
 
 
-# DeepSpeed JSON fixes that change only how DeepSpeed runs (its offload; DS023: the dtype it reduces gradients in):
-# moot where every config using the JSON drops DeepSpeed, and the README promises that JSON is left as it is.
-_JSON_SPEED_FIXES = frozenset({"PF051", "MEM002", "DS023"})
-
-
 def _drop_answered_json_fixes(
     context: Callable[[Source], Context], diags: list[Diagnostic], owners: dict[int, Source]
 ) -> None:
     """A plan that removes `deepspeed:` from every config using a JSON leaves that JSON alone: editing it in the
     same run (an offload removed from a file no job reads any more) is a change nobody asked for, and the file
-    may be shared. Its findings keep their message; their fix says so (`LEFT_ALONE`, display-only)."""
+    may be shared (`speed_knobs.JSON_SPEED_CODES`: the fixes that change only how DeepSpeed runs; the README
+    promises that JSON is left as it is). Its findings keep their message; their fix says so (`LEFT_ALONE`,
+    display-only)."""
     from cfgopt.plan.planner import plan_for
 
     for d in diags:
         src = owners.get(id(d))
-        if d.code not in _JSON_SPEED_FIXES or d.fix is None or src is None or src.kind.is_llamafactory:
+        if d.code not in JSON_SPEED_CODES or d.fix is None or src is None or src.kind.is_llamafactory:
             continue
         consumers = context(src).consumers
         plans = [plan_for(context(c).job) for c in consumers]

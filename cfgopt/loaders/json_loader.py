@@ -17,6 +17,9 @@ from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
 
 _WS = " \t\n\r"
+# What a JSON error that looks like a comment or a trailing comma adds; which reader rejects them is CFG001's to say
+# (the HF Trainer's json.load does; DeepSpeed's own loader, hjson, does not)
+COMMENTS_HINT = "comments and trailing commas are not JSON"
 _LONG_INTEGER = lazy(r"-?\d{4301,}")  # beyond sys.get_int_max_str_digits()'s default of 4300
 _CONSTANTS = {
     "true": True,
@@ -109,7 +112,7 @@ def load_json(doc: Document, kind: Kind = Kind.UNKNOWN) -> Source:
     except json.JSONDecodeError as exc:
         hint = ""
         if exc.msg.startswith("Expecting property name") or "//" in doc.text or "/*" in doc.text:
-            hint = " (comments and trailing commas are not JSON; the HF Trainer reads the file with json.load)"
+            hint = f" ({COMMENTS_HINT})"
         source.error = ParseError(f"invalid JSON: {exc.msg}{hint}", exc.pos)
         return source
     except RecursionError:

@@ -25,7 +25,8 @@ from cfgopt.text.user_text import is_integer
 
 BLANKS = " \t"
 # Characters that end an unquoted word. A lone CR is a blank here (bash would keep it in the word, but a
-# script with CRLF line endings is read as the user sees it, as the rest of cfgopt does).
+# script with CRLF line endings is read as the user sees it, as the rest of cfgopt does; what bash passes a launch
+# there is `cfgopt.loaders.launch.line_endings`' to say, LF055).
 _WORD_END = " \t\r\n;&|()<>"
 MAX_NESTING = 64
 _NAME_CHARS = "_@*#?$!-"

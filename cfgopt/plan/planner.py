@@ -307,8 +307,9 @@ def plan_edits(source: Source, plan: SpeedPlan) -> list[Edit] | None:
 def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
     """The plan, or where the job's environment stops it at start-up (ENV002: a checked package outside the
     release's range; LF054: the user's neat packing with a transformers LLaMA-Factory 0.9.4 refuses) or gives it no
-    GPU (ENV001: torch built for the other platform), a plan that changes nothing and says why: a gain is no gain
-    for a job that does not start."""
+    GPU (ENV001: torch built for the other platform), or bash never passes the launch its arguments (LF055: a
+    script with CRLF line endings), a plan that changes nothing and says why: a gain is no gain for a job that
+    does not start, and no flag edit helps a launch that never gets its flags."""
     from cfgopt.environment.stated import stops_at_start, torch_finds_no_gpu
 
     env = job.environment
@@ -316,5 +317,14 @@ def _unless_stopped(job: Job, plan: SpeedPlan | None) -> SpeedPlan | None:
         stops_at_start(env, job.settings.llamafactory_version, job.lf_label)
         or neat_transformers_stops(job)
         or torch_finds_no_gpu(env, job.settings.target)
+        or _crlf_launch(job)
     )
     return StoppedJob(plan, why) if plan is not None and why else plan
+
+
+def _crlf_launch(job: Job) -> str:
+    """Why a launch's flags never reach it as written (LF055), or ""."""
+    found = job.source.command.get("carriage_return") if job.source.command else None
+    if found is None or not (found.failure or found.dropped):
+        return ""
+    return "the script has CRLF line endings: bash does not pass the launch its arguments as written (LF055)"

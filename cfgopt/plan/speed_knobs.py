@@ -37,6 +37,11 @@ PACKAGES = {
 # display-only fix, and never applied by the same `cfgopt fix` on a later pass (the fixer keeps the file's finding
 # unfixed there, though the JSON then has no reader left to tell it apart from a JSON linted on its own).
 LEFT_ALONE = "Left as it is: every config that reads this JSON drops DeepSpeed in its speed plan"
+# The DeepSpeed JSON fixes that tune how DeepSpeed runs the job (its offload: PF051, MEM002; the dtype it reduces
+# gradients in: DS023): moot where every config reading the JSON drops DeepSpeed by its plan (`LEFT_ALONE`), so the
+# fixer applies them only once the configs' own fixes, the plan among them, are in. DS023 offers no fix on a JSON that
+# no config of the run reads (its reason is the job's accelerate), so a JSON the plan left alone stays so.
+JSON_SPEED_CODES = frozenset({"PF051", "MEM002", "DS023"})
 
 
 def liger_plannable(job: Job) -> bool:

@@ -22,8 +22,10 @@ class RocmBf16CommunicationFp32(Rule):
         "accelerate 1.14 (PR #4025) started setting `communication_data_type: fp32` for bf16 on ROCm when unset, "
         "because 'bf16 DeepSpeed training can silently produce NaN weights' there; LLaMA-Factory 0.9.5 pins "
         "accelerate <= 1.11, which does not, so the file has to say it. fp32 doubles the reduction volume (small "
-        'for LoRA gradients). Judged for `--target` on ROCm; with bf16 "auto" and no LLaMA-Factory config using '
-        "the file the precision is unknown, so it is only noted."
+        "for LoRA gradients). Judged for `--target` on ROCm. The reason is the job's stack (its accelerate), so a "
+        'JSON that no config of the run reads is only noted (with bf16 "auto" its precision is unknown too), its '
+        "fix shown, not applied: the JSON a speed plan leaves unread (every config reading it drops `deepspeed:`) "
+        "stays as it is, in that run and the next."
     )
     fails_when = "Silently: NaN weights reported with bf16 reductions on ROCm."
     evidence = (
@@ -34,7 +36,10 @@ class RocmBf16CommunicationFp32(Rule):
         "deepspeed 0.19.8 runtime/config.py:216-230 (`communication_data_type`, default None = training dtype)",
     )
     example = '"bf16": {"enabled": "auto"} on MI300X   ->  add "communication_data_type": "fp32"'
-    fix_safety = "Unsafe: fp32 reductions double the gradient communication volume."
+    fix_safety = (
+        "Unsafe: fp32 reductions double the gradient communication volume. Display-only on a JSON that no config "
+        "of the run reads."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -46,26 +51,36 @@ class RocmBf16CommunicationFp32(Rule):
         if entry is None:
             return
         value = entry.node.value
-        severity = Severity.WARNING
         if value == "auto":
             lf = ctx.settings.lf_schema
-            if ctx.consumers:
-                if not any(lf_precision(c, "bf16", lf) for c in ctx.consumers):
-                    return
-            else:
-                severity = Severity.INFO
+            if ctx.consumers and not any(lf_precision(c, "bf16", lf) for c in ctx.consumers):
+                return
         elif value is not True:
             return
+        message = (
+            f"bf16 on {target.device} without `communication_data_type`: gradients are reduced in bf16; "
+            f'set "fp32" (what accelerate >= 1.14 does on ROCm; {ctx.lf_label} pins accelerate <= 1.11)'
+        )
+        if not ctx.consumers:
+            message += f"; {_UNREAD}"
         yield self.at_entry(
             ctx,
             entry,
-            f"bf16 on {target.device} without `communication_data_type`: gradients are reduced in bf16; "
-            f'set "fp32" (what accelerate >= 1.14 does on ROCm; {ctx.lf_label} pins accelerate <= 1.11)',
+            message,
             on="value",
-            severity=severity,
+            severity=Severity.WARNING if ctx.consumers else Severity.INFO,
             fix=self.fix(
                 'Add "communication_data_type": "fp32"',
                 edits.insert_entry(src, None, "communication_data_type", "fp32"),
                 safe=False,
+                display_only=not ctx.consumers,
             ),
         )
+
+
+# Why a JSON read by no config of the run is not fixed: the dtype is the job's (its accelerate) and no job is in view;
+# a JSON the speed plan left unread (its configs dropped `deepspeed:`) stays as it is on every later run.
+_UNREAD = (
+    "no config of the run reads this JSON, so its fix is only shown (name the config that uses it; where a speed "
+    "plan drops `deepspeed:`, the JSON is left as it is)"
+)

@@ -233,6 +233,57 @@ def test_a_json_the_plan_stops_reading_gets_no_new_key(tmp_path: Path) -> None:
     assert "communication_data_type" not in (tmp_path / "ds.json").read_text()  # not on a later pass either
 
 
+MI300X_8 = ["--target", "mi300x", "--gpus", "8"]
+
+
+def _texts(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_a_json_the_plan_stops_reading_is_left_alone_in_one_run(tmp_path: Path) -> None:
+    """The only config reading a bf16 JSON drops `deepspeed:` by its plan: the first fix says why DS023 is not
+    applied, and the second finds nothing to do (the JSON, read by no config now, gets DS023's fix display-only)."""
+    (tmp_path / "ds.json").write_text('{\n  "zero_optimization": {"stage": 3},\n  "bf16": {"enabled": true}\n}\n')
+    _project(tmp_path, "llamafactory==0.9.5\n", extra="bf16: true\nflash_attn: sdpa\ndeepspeed: ds.json\n")
+    _, _, said = run_cli(["fix", "--write", "--unsafe-fixes", *MI300X_8, str(tmp_path)])
+    assert "deepspeed:" not in (tmp_path / "cfg.yaml").read_text()
+    assert "communication_data_type" not in (tmp_path / "ds.json").read_text()
+    assert 'DS023 fix not applied: Add "communication_data_type": "fp32": Left as it is: every config' in said
+    after = _texts(tmp_path)
+    code, _, again = run_cli(["fix", "--write", "--unsafe-fixes", *MI300X_8, str(tmp_path)])
+    assert (code, _texts(tmp_path)) == (0, after) and "fixed:" not in again and "fix not applied" not in again
+
+
+def test_the_seed_json_gets_no_speed_fix_once_the_plan_drops_it(tmp_path: Path) -> None:
+    """The seed: the YAML's own fixes come first, then its plan drops `deepspeed:` (so does the script's): DS023
+    waits for them and leaves the JSON's reduction dtype alone; what DeepSpeed rejects in any use (the misspelt
+    key, no batch size) is fixed, as a later run would fix it. One run reaches the fixed point."""
+    import shutil
+
+    from rule_cases import ROOT
+
+    shutil.copytree(ROOT / "fixtures" / "seed", tmp_path / "seed")
+    folder = tmp_path / "seed"
+    run_cli(["fix", "--write", "--unsafe-fixes", *MI300X_8, str(folder)])
+    ds = (folder / "ds_z3_config.json").read_text()
+    assert "communication_data_type" not in ds and "stage3_parition_grads" not in ds
+    assert "deepspeed" not in (folder / "llama3_lora_sft.yaml").read_text() + (folder / "train.sh").read_text()
+    after = _texts(folder)
+    code, _, again = run_cli(["fix", "--write", "--unsafe-fixes", *MI300X_8, str(folder)])
+    assert (code, _texts(folder)) == (0, after) and "fixed:" not in again
+
+
+def test_a_json_a_kept_reader_uses_gets_ds023_after_the_configs_fixes(tmp_path: Path) -> None:
+    """DS023 waits for the config's own fixes only: where its reader keeps DeepSpeed, the same run adds the key."""
+    (tmp_path / "ds.json").write_text('{\n  "zero_optimization": {"stage": 3},\n  "bf16": {"enabled": true}\n}\n')
+    _project(tmp_path, "llamafactory==0.9.5\n", extra="compute_type: bf16\ndeepspeed: ds.json\n")
+    options = [*MI300X_8, "--select", "LF001,DS023", str(tmp_path)]
+    run_cli(["fix", "--write", "--unsafe-fixes", *options])
+    assert "bf16: true" in (tmp_path / "cfg.yaml").read_text()
+    assert '"communication_data_type": "fp32"' in (tmp_path / "ds.json").read_text()
+    assert "fixed:" not in run_cli(["fix", "--write", "--unsafe-fixes", *options])[2]
+
+
 def test_lf003_names_the_kernel_sdpa_runs_on_the_target(tmp_path: Path) -> None:
     """torch's flash SDPA kernel needs sm80 as FlashAttention-2 does: on a V100 SDPA is memory-efficient."""
     import json

@@ -20,7 +20,8 @@ One module per concern, in the order a script passes through them:
 - `options`: the options of launchers, `python` and MPI / Slurm wrappers, read as words;
 - `gpus`: the GPU count a launch states (`launcher_gpus`);
 - `source`: the `Source` of one launch, its arguments as argparse reads them;
-- `cut_off`: a launch cut in two by a missing `\\` or a commented-out line (LF053).
+- `cut_off`: a launch cut in two by a missing `\\` or a commented-out line (LF053);
+- `line_endings`: what bash passes a launch in a script with CRLF line endings (LF055).
 """
 
 from __future__ import annotations

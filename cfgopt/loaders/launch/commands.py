@@ -10,6 +10,7 @@ from cfgopt.loaders import shell
 from cfgopt.loaders.launch.cut_off import cut_off_arguments
 from cfgopt.loaders.launch.environment import ScriptEnvironment
 from cfgopt.loaders.launch.functions import function_bodies, local_names
+from cfgopt.loaders.launch.line_endings import carriage_return
 from cfgopt.loaders.launch.options import word_set
 from cfgopt.loaders.launch.prefixes import ASSIGNMENT, program_name
 from cfgopt.loaders.launch.shapes import launch_of
@@ -86,6 +87,10 @@ class _Reader:
                     self.sources[i] = launch_source(self.doc, launch, self.environment, self.lf)
                     self.sources[i].command["written"] = self._written_before()
                     self.sources[i].command["cut_off"] = cut_off_arguments(self.doc.text, self.commands, i)
+                    if "\r" in self.doc.text:  # a CRLF script: what bash passes the launch (LF055)
+                        self.sources[i].command["carriage_return"] = carriage_return(
+                            self.doc, launch, command, self.environment, self.lf, self.sources[i]
+                        )
             else:
                 if program_name(words) in _WRITERS:
                     self.written.extend(w.text for w in words if w.literal)
