@@ -209,12 +209,32 @@ class Project:
         try:
             doc = self.read_document(path)
         except (DocumentError, OSError) as exc:
-            if explicit or kind_hint is not None or path.suffix.lower() in discovery.CONFIG_SUFFIXES:
+            if explicit or kind_hint is not None or self._is_ours_unread(path, exc):
                 self.problems.append(FileProblem(path, str(exc)))
             return
         if explicit and not doc.text.strip():
             self.problems.append(FileProblem(path, "empty file: no configuration to check"))
             return
+        self._recognise(doc, explicit, kind_hint, sources)
+
+    def _is_ours_unread(self, path: Path, exc: Exception) -> bool:
+        """A found file (a walk, pre-commit) that cannot be read: its error is reported only when it is one of
+        ours. A file not UTF-8 (UTF-16, Latin-1, binary) is recognised on its text as well as it decodes
+        (`DocumentError.sniffed`), as a readable file is, so an unrelated one passes silently as any other
+        YAML/JSON does; a file that cannot be opened at all is reported by its suffix."""
+        if path.suffix.lower() not in discovery.CONFIG_SUFFIXES:
+            return False
+        sniffed = exc.sniffed if isinstance(exc, DocumentError) else None
+        if sniffed is None:
+            return True
+        found: list[Source] = []
+        self._recognise(Document(path, sniffed), False, None, found)
+        return bool(found)
+
+    def _recognise(self, doc: Document, explicit: bool, kind_hint: Kind | None, sources: list[Source]) -> None:
+        """Parse a document by its loader and add it to `sources` when it is a kind cfgopt checks (or was named,
+        `explicit`, or is named by a config, `kind_hint`)."""
+        path = doc.path
         loader = discovery.loader_for(path)
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"
