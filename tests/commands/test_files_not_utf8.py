@@ -80,3 +80,55 @@ def test_a_file_named_without_recognised_only_is_reported(tmp_path: Path) -> Non
     names = write(tmp_path, UNRELATED)
     code, out, _ = run_cli(["lint", "--format", "json", *names])
     assert (code, problems(out)) == (2, set(UNRELATED))
+
+
+# ---------------------------------------------------------------- stdin (cfgopt/commands/common.py `read_stdin`)
+
+
+def run_stdin(argv: list[str], raw: bytes, monkeypatch: pytest.MonkeyPatch) -> tuple[int, bytes, str]:
+    """`cfgopt ARGV` with `raw` on stdin: (exit code, stdout's bytes, what a pipeline gets, and stderr)."""
+    import contextlib
+    import io
+    import sys
+
+    from cfgopt.cli import main
+
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True), io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8"))
+    monkeypatch.setattr(sys, "stdout", out)
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.buffer.getvalue(), err.getvalue()
+
+
+STDIN_NOT_UTF8 = [
+    ("latin1", (CONFIG + "# caf\u00e9\n").encode("latin-1"), "cfg.yaml: error: not UTF-8 text (byte "),
+    ("utf16", CONFIG.encode("utf-16"), "cfg.yaml: error: UTF-16 encoded (little-endian, with a byte order mark): "),
+    ("binary", b"\x7fELF\x02\x01\x01\x00\x00\x00" * 10, "cfg.yaml: error: binary file (contains NUL bytes)"),
+]
+
+
+@pytest.mark.parametrize(("raw", "said"), [case[1:] for case in STDIN_NOT_UTF8], ids=[c[0] for c in STDIN_NOT_UTF8])
+def test_fix_stdin_not_utf8_echoes_the_bytes(raw: bytes, said: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline writing stdout back (`cfgopt fix - < cfg.yaml | sponge cfg.yaml`, an editor) keeps the file: it
+    was emptied. The error is the file's own line, without the usage text of a usage error."""
+    code, out, err = run_stdin(["fix", "-", "--stdin-filename", "cfg.yaml"], raw, monkeypatch)
+    assert (code, out) == (2, raw)
+    assert said in err and "usage:" not in err
+
+
+@pytest.mark.parametrize(("raw", "said"), [case[1:] for case in STDIN_NOT_UTF8], ids=[c[0] for c in STDIN_NOT_UTF8])
+def test_lint_stdin_not_utf8_is_one_line_as_for_a_file(
+    raw: bytes, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = run_stdin(["lint", "-", "--stdin-filename", "cfg.yaml"], raw, monkeypatch)
+    assert code == 2 and "usage:" not in err
+    [line] = [line for line in err.splitlines() if ": error: " in line]
+    (tmp_path / "cfg.yaml").write_bytes(raw)
+    monkeypatch.chdir(tmp_path)
+    assert line.startswith(said) and line in run_cli(["lint", "cfg.yaml"])[2]  # a file's line, word for word
+
+
+def test_fix_stdin_utf16_json_is_named_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = run_stdin(["fix", "-"], OURS["ds16.json"], monkeypatch)
+    assert (code, out) == (2, OURS["ds16.json"]) and "stdin.json: error: UTF-16 encoded" in err

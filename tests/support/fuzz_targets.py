@@ -457,7 +457,7 @@ def check_outputs(name: str, raw: bytes, encoding: str) -> None:
                 sys.stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8")
                 sys.stdout = io.TextIOWrapper(out, encoding=encoding, write_through=True)
                 sys.stderr = io.TextIOWrapper(io.BytesIO(), encoding=encoding, write_through=True)
-                with contextlib.suppress(SystemExit):  # a usage error (stdin not UTF-8) exits 2 through argparse
+                with contextlib.suppress(SystemExit):  # a usage error exits 2 through argparse
                     assert main(argv) in (0, 1, 2), argv
                 sys.stdout.flush()
                 if argv[1] == "-":
