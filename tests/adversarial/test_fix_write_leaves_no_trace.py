@@ -1,0 +1,65 @@
+"""`cfgopt fix --write` replaces a config atomically (cfgopt/text/writer.py) and leaves nothing else behind: no
+temp file when SIGTERM or SIGHUP stops it mid-write (as Ctrl-C never did), the file's extended attributes (and so
+its POSIX ACL) kept, and a write that fails said in the user's words, with the user's path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from rule_cases import HANG_BOUND_S, ROOT
+
+SEED = ROOT / "fixtures" / "seed"
+
+# A child `cfgopt fix --write` whose first fsync of a temp file sends the signal to its own process: the signal
+# arrives while the temp file exists, every time, whatever the machine's speed.
+SIGNAL_AT_FSYNC = textwrap.dedent(
+    """
+    import os, signal, sys
+    from cfgopt.cli import main
+
+    real_fsync, sent = os.fsync, []
+
+    def fsync(fd):
+        if not sent and os.readlink(f"/proc/self/fd/{fd}").endswith(".cfgopt-tmp"):
+            sent.append(fd)
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        return real_fsync(fd)
+
+    os.fsync = fsync
+    sys.exit(main(["fix", "--write", *sys.argv[2:]]))
+    """
+)
+
+
+def seed_copy(folder: Path) -> Path:
+    folder.mkdir()
+    for name in ("ds_z3_config.json", "llama3_lora_sft.yaml"):
+        shutil.copy(SEED / name, folder / name)
+    return folder
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to tell the temp file's descriptor")
+@pytest.mark.parametrize(("name", "code"), [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_termination_mid_write_leaves_no_temp_file(tmp_path: Path, name: str, code: int) -> None:
+    """A CI timeout or a cancelled pre-commit run (SIGTERM), a closed terminal (SIGHUP): Python's default is to
+    die at once, and `.ds_z3_config.json.XXXX.cfgopt-tmp` stayed beside the config for the next `git add .`."""
+    work = seed_copy(tmp_path / "seed")
+    run = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AT_FSYNC, name, "."],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DISABLE_VERSION_CHECK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=HANG_BOUND_S,
+    )
+    assert run.returncode == code, run.stderr
+    assert f"cfgopt: terminated ({name})" in run.stderr and "Traceback" not in run.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["ds_z3_config.json", "llama3_lora_sft.yaml"]
+    # the file being written when the signal came is the old one, whole
+    assert (work / "ds_z3_config.json").read_bytes() == (SEED / "ds_z3_config.json").read_bytes()
