@@ -6,13 +6,14 @@ one of its names with the change (`atomic_write(..., names=N)`, the fixer's hard
 under all its names): a write to one name is a write to all of them, and the other names may be another job's
 config (an 8B job's ZeRO-2 written into a 70B job's JSON).
 
-Normally atomic: a temp file with a fresh random name in the same folder, fsync, the original mode, then
-os.replace; a reader (or a crash) sees the old file or the new one, never half of one, and the temp file is
-removed whatever fails. A hard-linked file whose names were all judged is written in place instead, since
-os.replace would give the name a new inode and silently split it from its other names: the new text is first
-written and fsynced to a temp file beside it (so that a complete copy exists before the file is touched), then
-copied into the file itself, truncated and fsynced; should that fail, the old text is put back (or, failing that
-too, the error names the temp file holding the new text)."""
+Normally atomic: a temp file with a fresh random name in the same folder, fsync, the original mode (owner and
+extended attributes, so a POSIX ACL too, where permitted), then os.replace; a reader (or a crash) sees the old file
+or the new one, never half of one, and the temp file is removed whatever fails (Ctrl-C too, and SIGTERM or SIGHUP
+where the command turns them into an interrupt: `cfgopt.text.termination`). A hard-linked file whose names were all
+judged is written in place instead, since os.replace would give the name a new inode and silently split it from its
+other names: the new text is first written and fsynced to a temp file beside it (so that a complete copy exists
+before the file is touched), then copied into the file itself, truncated and fsynced; should that fail, the old text
+is put back (or, failing that too, the error names the temp file holding the new text)."""
 
 from __future__ import annotations
 
@@ -143,11 +144,28 @@ def _replace(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) 
         if owner is not None:
             with contextlib.suppress(PermissionError, AttributeError):
                 os.chown(tmp, *owner)
+        _copy_xattrs(path, tmp)  # after chown, which may clear some of them
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _copy_xattrs(source: Path, target: str) -> None:
+    """The extended attributes of the file being replaced onto its replacement: a user's notes (`user.*`), a POSIX
+    ACL (`system.posix_acl_access`, which lets a colleague write the config), an SELinux label. Best effort: where
+    the platform has no xattr calls, the file system none, or one may not be set (`trusted.*` needs privileges),
+    the write goes on without it."""
+    if not hasattr(os, "listxattr"):  # Linux only in the standard library
+        return
+    try:
+        names = os.listxattr(source, follow_symlinks=False)
+    except OSError:  # gone (a new file), or a file system without extended attributes
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.setxattr(target, name, os.getxattr(source, name, follow_symlinks=False), follow_symlinks=False)
 
 
 def _write_in_place(path: Path, data: bytes, current: bytes) -> None:

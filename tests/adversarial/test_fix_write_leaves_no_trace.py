@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from rule_cases import HANG_BOUND_S, ROOT
+from rule_cases import HANG_BOUND_S, ROOT, run_cli
 
 SEED = ROOT / "fixtures" / "seed"
 
@@ -63,3 +64,37 @@ def test_a_termination_mid_write_leaves_no_temp_file(tmp_path: Path, name: str, 
     assert sorted(p.name for p in work.iterdir()) == ["ds_z3_config.json", "llama3_lora_sft.yaml"]
     # the file being written when the signal came is the old one, whole
     assert (work / "ds_z3_config.json").read_bytes() == (SEED / "ds_z3_config.json").read_bytes()
+
+
+# ---------------------------------------------------------------- extended attributes (cfgopt/text/writer.py)
+
+# A POSIX ACL as the kernel stores it (acl_ea.h): version 2, then (tag, permissions, id) per entry; here user
+# 1234 may read and write, as `setfacl -m u:1234:rw` gives.
+UNDEFINED_ID = 0xFFFFFFFF
+ACL_ENTRIES = [(0x01, 6, UNDEFINED_ID), (0x02, 6, 1234), (0x04, 4, UNDEFINED_ID), (0x10, 6, UNDEFINED_ID)]
+ACL_ENTRIES += [(0x20, 4, UNDEFINED_ID)]  # user, the named user, group, mask, other
+POSIX_ACL = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in ACL_ENTRIES)
+
+
+def set_or_skip(path: Path, name: str, value: bytes) -> None:
+    if not hasattr(os, "setxattr"):
+        pytest.skip("no extended attribute calls on this platform")
+    try:
+        os.setxattr(path, name, value)
+    except OSError as exc:  # a file system without them (tmpfs without user xattrs), or not permitted here
+        pytest.skip(f"{name} cannot be set here: {exc.strerror}")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("user.note", b"keep me"), ("system.posix_acl_access", POSIX_ACL)], ids=["user", "acl"]
+)
+def test_fix_write_keeps_the_extended_attributes(tmp_path: Path, name: str, value: bytes) -> None:
+    """The atomic replace puts a new inode at the name: mode and owner were copied, a user's note and the ACL that
+    lets a colleague write the config were lost."""
+    work = seed_copy(tmp_path / "seed")
+    config = work / "llama3_lora_sft.yaml"
+    set_or_skip(config, name, value)
+    inode = config.stat().st_ino
+    assert run_cli(["fix", "--write", str(work)])[0] in (0, 1)
+    assert config.stat().st_ino != inode  # replaced, not written in place
+    assert os.getxattr(config, name) == value
