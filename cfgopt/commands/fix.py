@@ -162,7 +162,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
     from cfgopt.lint import report
     from cfgopt.text.document import encode
     from cfgopt.text.document import shown as escape
-    from cfgopt.text.writer import ChangedOnDisk, atomic_write
+    from cfgopt.text.writer import ChangedOnDisk, atomic_write, why_not_written
 
     unwritten: set[Path] = set()
     for path in sorted(result.fixed):
@@ -176,7 +176,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
                 names = len(result.links.get(path, [path]))  # hard links all judged with the change (fixer)
                 atomic_write(path, encode(bom + after), expected=encode(bom + before), names=names)
             except (ChangedOnDisk, OSError) as exc:
-                sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
+                sys.stderr.write(escape(f"{shown}: error: not written: {why_not_written(path, exc)}") + "\n")
                 unwritten.add(path)
                 continue
         for description in [] if args.quiet or machine else result.applied.get(path, []):

@@ -18,6 +18,7 @@ is put back (or, failing that too, the error names the temp file holding the new
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -34,6 +35,32 @@ def _temp_prefix(path: Path) -> str:
     """`.NAME.` for the temp file beside `path`, NAME cut to TEMP_NAME_BYTES bytes (whole characters)."""
     name = os.fsencode(path.name)[:TEMP_NAME_BYTES]
     return "." + name.decode("utf-8", errors="ignore") + "."
+
+
+# The OS's reasons a write fails, in the user's words (`why_not_written`); the OS's own words follow in brackets.
+_OS_REASONS = {
+    errno.EROFS: "its file system is read-only",
+    errno.ENOSPC: "no space left on its device",
+    errno.EDQUOT: "its disk quota is used up",
+}
+
+
+def why_not_written(path: Path, exc: BaseException) -> str:
+    """Why writing `path` failed, for a message that names the file itself as the user gave it: never a path. The
+    OS's errors name the temp file by its absolute path (`[Errno 1] Operation not permitted: '/home/.../.x.yaml.
+    q1w2e3r4.cfgopt-tmp'`), which means nothing to the user: they are said in words, with the OS's word in
+    brackets. The writer's own refusals read "PATH reason" and are given as "it reason"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            # the temp file beside it, or the folder, could not be made: the folder is what the user can change
+            where = "it is" if exc.filename is not None and Path(exc.filename) == path else "its folder is"
+            return f"{where} not writable ({exc.strerror})"
+        reason = _OS_REASONS.get(exc.errno or 0)
+        return f"{reason} ({exc.strerror})" if reason else exc.strerror
+    text = str(exc)
+    if text.startswith(f"{path}: "):
+        return text.removeprefix(f"{path}: ")
+    return "it " + text.removeprefix(f"{path} ") if text.startswith(f"{path} ") else text
 
 
 class LinkAtOutput(OSError):
@@ -188,7 +215,10 @@ def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
         try:
             _overwrite(path, current)
         except OSError:
-            raise OSError(f"{path}: writing it in place failed ({exc}); the fixed text is in {tmp}") from exc
+            why = exc.strerror or exc
+            raise OSError(
+                f"{path}: writing it in place failed ({why}); the fixed text is beside it in {Path(tmp).name}"
+            ) from exc
         os.unlink(tmp)
         raise
     os.unlink(tmp)

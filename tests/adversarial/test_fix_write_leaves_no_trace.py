@@ -4,6 +4,7 @@ its POSIX ACL) kept, and a write that fails said in the user's words, with the u
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import struct
@@ -98,3 +99,54 @@ def test_fix_write_keeps_the_extended_attributes(tmp_path: Path, name: str, valu
     assert run_cli(["fix", "--write", str(work)])[0] in (0, 1)
     assert config.stat().st_ino != inode  # replaced, not written in place
     assert os.getxattr(config, name) == value
+
+
+# ---------------------------------------------------------------- a write that fails, said (writer.why_not_written)
+
+
+def _folder_not_writable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an immutable folder (or one of mode 555, for a user other than root) gives: the temp file cannot be
+    made, and the OS names it by its absolute path."""
+    import tempfile
+
+    def mkstemp(prefix: str, suffix: str, dir: Path) -> tuple[int, str]:
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(Path(dir).resolve() / f"{prefix}x{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def _changed_on_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cfgopt.text.writer.read_bounded", lambda path, limit: b"edited meanwhile\n")
+
+
+@pytest.mark.parametrize(
+    ("fail", "said"),
+    [
+        (_folder_not_writable, "its folder is not writable (Operation not permitted)"),
+        (_changed_on_disk, "it changed on disk while cfgopt was fixing it; not overwritten"),
+    ],
+)
+def test_a_failed_write_is_said_in_words_with_the_users_path(tmp_path: Path, monkeypatch, fail, said: str) -> None:
+    """It was `not written: [Errno 1] Operation not permitted: '/home/.../.ds_z3_config.json.hqyew54q.cfgopt-tmp'`:
+    the OS's words, and a temp file's absolute path on this machine that the user never named."""
+    seed_copy(tmp_path / "seed")
+    monkeypatch.chdir(tmp_path)
+    fail(monkeypatch)
+    code, _, err = run_cli(["fix", "--write", "seed"])
+    assert code == 2
+    assert f"seed/ds_z3_config.json: error: not written: {said}\n" in err
+    assert str(tmp_path) not in err and "Errno" not in err and "cfgopt-tmp" not in err
+    assert sorted(p.name for p in (tmp_path / "seed").iterdir()) == ["ds_z3_config.json", "llama3_lora_sft.yaml"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into a folder of mode 555")
+def test_a_real_folder_that_is_not_writable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = seed_copy(tmp_path / "seed")
+    monkeypatch.chdir(tmp_path)
+    folder.chmod(0o555)
+    try:
+        code, _, err = run_cli(["fix", "--write", "seed"])
+    finally:
+        folder.chmod(0o755)
+    assert code == 2 and "seed/ds_z3_config.json: error: not written: its folder is not writable (" in err
+    assert str(tmp_path) not in err
