@@ -72,6 +72,10 @@ def _print_not_fixed(result: FixResult) -> None:
             )
             + "\n"
         )
+    for diag, description, why in result.unoffered:  # a flow mapping or a merge: no fix could be written
+        line, col = diag.line_column
+        where = f"{report.display_path(diag.path)}:{line}:{col}: {diag.code}"
+        sys.stderr.write(shown(f"{where} not fixed: {description}: {why}") + "\n")
     for path, why in sorted(result.not_fixed.items()):
         sys.stderr.write(shown(f"{report.display_path(path)}: not fixed: {why}") + "\n")
 
