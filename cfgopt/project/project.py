@@ -97,6 +97,22 @@ class Context:
         return ds_label(self.settings)
 
 
+def _overlay_bytes(text: str) -> bytes:
+    """An overlay text (an editor's buffer, stdin, a fix's edit) as the bytes its file would hold. An editor may
+    send a lone surrogate (U+D800), which no UTF-8 file can hold and no tool can read: DocumentError saying where,
+    so the document gets that one line (the language server: a diagnostic at its top) rather than nothing."""
+    try:
+        return encode(text)
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        where = f"U+{ord(text[exc.start]):04X} on line {line}"
+        raise DocumentError(
+            f"the text holds a lone surrogate ({where}), which UTF-8 cannot encode: it cannot be checked until it "
+            "is removed",
+            text.encode("utf-8", "replace").decode("utf-8"),  # only to recognise the kind (`_is_ours_unread`)
+        ) from None
+
+
 class Project:
     def __init__(
         self,
@@ -151,7 +167,7 @@ class Project:
         if key in self.overlay:
             # text already (stdin, an editor's buffer, a fix's edit): its UTF-8 is read as UTF-8, whatever a
             # requirements file's coding comment says
-            doc = Document.from_bytes(path, encode(self.overlay[key]), as_pip_reads=False)
+            doc = Document.from_bytes(path, _overlay_bytes(self.overlay[key]), as_pip_reads=False)
             original = self._read_original(path)
             doc.has_bom = doc.has_bom or (original.has_bom if original else False)  # stdin keeps its own BOM
         else:
