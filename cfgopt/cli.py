@@ -160,8 +160,10 @@ def _main(words: list[str]) -> int:
             sys.stderr.write(exc.code.rstrip("\n") + "\n")
             return 2
         raise
-    except KeyboardInterrupt:
-        sys.stderr.write("cfgopt: interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP where a command turned them into one
+        from cfgopt.text import termination
+
+        sys.stderr.write(f"cfgopt: {termination.describe(exc)}\n")
+        return termination.exit_code(exc)
     except BrokenPipeError:
         return 0

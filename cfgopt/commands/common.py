@@ -226,8 +226,13 @@ STDIN = Path("-")
 
 def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
     """`-` as the path: stdin's text, linted as --stdin-filename (default stdin.yaml, or stdin.json when it
-    starts with `{`). Returns the overlay {path: text} and rewrites `args.paths`; None without `-`."""
-    from cfgopt.text.document import real_path
+    starts with `{`). Returns the overlay {path: text} and rewrites `args.paths`; None without `-`.
+
+    Bytes that are not UTF-8 (Latin-1, UTF-16, binary) are held as read (lone surrogates, as a script's are), so
+    stdin is read as a file with these bytes is: the same one-line error (`cfg.yaml: error: not UTF-8 text ...`),
+    exit 2, and `fix -` echoes them unchanged, as on a parse error: an editor or `| sponge` taking stdout as the
+    new text keeps the file."""
+    from cfgopt.text.document import real_path, sniffed_text
 
     if STDIN not in args.paths:
         if args.stdin_filename is not None:
@@ -236,21 +241,18 @@ def read_stdin(args: argparse.Namespace) -> dict[Path, str] | None:
     if len(args.paths) > 1:
         usage_error(args, "- (stdin) cannot be combined with other paths")
     from cfgopt.project.project import MAX_FILE_BYTES
-    from cfgopt.text.document import wide_encoding
     from cfgopt.text.user_files import UnsafeFileError, read_stream
 
     try:  # bounded as a file is: `< /dev/zero` never reads until memory runs out
         raw = read_stream(sys.stdin.buffer, MAX_FILE_BYTES)
     except UnsafeFileError as exc:  # bad input, not a usage error: one line, exit 2
         raise SystemExit(f"cfgopt: error: {exc}") from None
-    wide = wide_encoding(raw)
-    if wide is not None:
-        usage_error(args, f"stdin is {wide}: LLaMA-Factory and the HF Trainer read configs as UTF-8; send UTF-8")
-    try:  # the same bytes rule as a file: UTF-8, a BOM allowed and kept (the document records it for the output)
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        usage_error(args, f"stdin is not UTF-8 text ({exc.reason} at byte {exc.start})")
-    shown = text.removeprefix("\ufeff").lstrip()
+    # the bytes as read: `Document.from_bytes` judges them as a file's (a BOM is kept, the document records it)
+    text = raw.decode("utf-8", "surrogateescape")
+    try:
+        shown = raw.decode("utf-8").removeprefix("\ufeff").lstrip()
+    except UnicodeDecodeError:
+        shown = sniffed_text(raw).lstrip()  # only to name it: UTF-16 JSON is still stdin.json
     if args.stdin_filename is not None and args.stdin_filename.is_dir():
         usage_error(args, "--stdin-filename names a folder; give the name of the file stdin stands for")
     name = args.stdin_filename or Path("stdin.json" if shown.startswith("{") else "stdin.yaml")

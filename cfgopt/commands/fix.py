@@ -26,6 +26,7 @@ from cfgopt.commands.common import (
     write_file_text,
 )
 from cfgopt.job.settings import Settings
+from cfgopt.text import termination
 
 if TYPE_CHECKING:
     from cfgopt.lint.fixer import FixResult
@@ -76,6 +77,10 @@ def _print_not_fixed(result: FixResult) -> None:
         line, col = diag.line_column
         where = f"{report.display_path(diag.path)}:{line}:{col}: {diag.code}"
         sys.stderr.write(shown(f"{where} fix not applied: {diag.fix.description}: {LEFT_ALONE}") + "\n")
+    for diag, description, why in result.unoffered:  # a flow mapping or a merge: no fix could be written
+        line, col = diag.line_column
+        where = f"{report.display_path(diag.path)}:{line}:{col}: {diag.code}"
+        sys.stderr.write(shown(f"{where} not fixed: {description}: {why}") + "\n")
     for path, why in sorted(result.not_fixed.items()):
         sys.stderr.write(shown(f"{report.display_path(path)}: not fixed: {why}") + "\n")
 
@@ -123,7 +128,10 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
     for path, why in result.reverted.items():
         sys.stderr.write(shown(f"{report.display_path(path)}: error: fixes not applied: {why}") + "\n")
     machine = args.format in MACHINE_FORMATS  # the report alone on stdout, as `lint` writes it
-    unwritten = _show_and_write(args, result, machine)
+    # SIGTERM / SIGHUP (a CI timeout, a cancelled pre-commit run, a closed terminal) while writing stop the run as
+    # Ctrl-C does: the writer removes its temp file, and the files already written stay whole
+    with termination.interrupt_on_termination():
+        unwritten = _show_and_write(args, result, machine)
     if unwritten:
         result.leave_unfixed(unwritten)  # the summary and the exit code count what the files now hold
     remaining = [d for d in result.remaining if d.severity >= result.settings_of(d.path).fail_on]
@@ -168,7 +176,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
     from cfgopt.lint import report
     from cfgopt.text.document import encode
     from cfgopt.text.document import shown as escape
-    from cfgopt.text.writer import ChangedOnDisk, atomic_write
+    from cfgopt.text.writer import ChangedOnDisk, atomic_write, why_not_written
 
     unwritten: set[Path] = set()
     for path in sorted(result.fixed):
@@ -182,7 +190,7 @@ def _show_and_write(args: argparse.Namespace, result: FixResult, machine: bool) 
                 names = len(result.links.get(path, [path]))  # hard links all judged with the change (fixer)
                 atomic_write(path, encode(bom + after), expected=encode(bom + before), names=names)
             except (ChangedOnDisk, OSError) as exc:
-                sys.stderr.write(escape(f"{shown}: error: not written: {exc}") + "\n")
+                sys.stderr.write(escape(f"{shown}: error: not written: {why_not_written(path, exc)}") + "\n")
                 unwritten.add(path)
                 continue
         for description in [] if args.quiet or machine or args.statistics else result.applied.get(path, []):

@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt.job.settings import PerFileSettings, Settings, judged_with
+from cfgopt.lint import unwritable
 from cfgopt.lint.engine import LintProject, build_project
 from cfgopt.lint.fix_check import apply_edits as _apply_tracked
 from cfgopt.lint.fix_check import damage
+from cfgopt.lint.unwritable import Unoffered
 from cfgopt.loaders import discovery
 from cfgopt.plan.speed_knobs import JSON_SPEED_CODES, LEFT_ALONE
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Severity
@@ -94,6 +96,8 @@ class FixResult:
     links: dict[Path, list[Path]] = field(default_factory=dict)
     plan_parts: list[PlanPart] = field(default_factory=list)  # applied fixes another file's fix completes
     refused: dict[Path, str] = field(default_factory=dict)  # files no fix is applied to, and why (`_refusals`)
+    # findings left with no fix that the job written in block style would get fixed, with why (`lint.unwritable`)
+    unoffered: list[Unoffered] = field(default_factory=list)
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""
@@ -337,9 +341,12 @@ class _Fixer:
         self.result.files = len({real_path(src.document.path) for src in project.sources} - project.quiet)
         self.skip = {real_path(p.path) for p in project.problems}
         self.loaders: dict[Path, str] = {}
+        self.styled: set[Path] = set()  # LLaMA-Factory YAML with a flow mapping or a merge (`lint.unwritable`)
         for src in project.sources:
             key = real_path(src.document.path)
             self.loaders[key] = _loader_of(src)
+            if src.kind.is_llamafactory and self.loaders[key] == "yaml" and unwritable.styled(src):
+                self.styled.add(key)
         for key, doc in project.documents.items():
             self.result.originals[key] = doc.text
             self.result.bom[key] = doc.has_bom
@@ -524,7 +531,23 @@ class _Fixer:
                 result.withheld.clear()
                 result.withheld_why.clear()
         self.verify(diags)
+        self.explain_unoffered(result.remaining)
         return result
+
+    def explain_unoffered(self, diags: list[Diagnostic]) -> None:
+        """The findings with no fix that the job written in block style gets a fix for, with why: the files in
+        flow style or with merges linted again in block style (`cfgopt.lint.unwritable`), never written."""
+        keys = {real_path(d.path) for d in diags if d.fix is None} & self.styled
+        texts = {key: self.text(key) for key in keys if key not in self.refused}
+        blocks = {key: block for key in texts if (block := unwritable.block_text(key, texts[key])) is not None}
+        if not blocks:
+            return
+        in_block_style = self.relint({**self.overlay, **blocks})
+
+        def applies(diag: Diagnostic) -> bool:
+            return may_apply(diag, self.settings_of(diag.path))
+
+        self.result.unoffered = unwritable.explain(diags, in_block_style, {k: texts[k] for k in blocks}, applies)
 
     def verify(self, diags: list[Diagnostic]) -> None:
         """Every changed file still parses and has no more errors than before; else it is left as it was."""

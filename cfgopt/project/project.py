@@ -97,6 +97,22 @@ class Context:
         return ds_label(self.settings)
 
 
+def _overlay_bytes(text: str) -> bytes:
+    """An overlay text (an editor's buffer, stdin, a fix's edit) as the bytes its file would hold. An editor may
+    send a lone surrogate (U+D800), which no UTF-8 file can hold and no tool can read: DocumentError saying where,
+    so the document gets that one line (the language server: a diagnostic at its top) rather than nothing."""
+    try:
+        return encode(text)
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        where = f"U+{ord(text[exc.start]):04X} on line {line}"
+        raise DocumentError(
+            f"the text holds a lone surrogate ({where}), which UTF-8 cannot encode: it cannot be checked until it "
+            "is removed",
+            text.encode("utf-8", "replace").decode("utf-8"),  # only to recognise the kind (`_is_ours_unread`)
+        ) from None
+
+
 class Project:
     def __init__(
         self,
@@ -151,7 +167,7 @@ class Project:
         if key in self.overlay:
             # text already (stdin, an editor's buffer, a fix's edit): its UTF-8 is read as UTF-8, whatever a
             # requirements file's coding comment says
-            doc = Document.from_bytes(path, encode(self.overlay[key]), as_pip_reads=False)
+            doc = Document.from_bytes(path, _overlay_bytes(self.overlay[key]), as_pip_reads=False)
             original = self._read_original(path)
             doc.has_bom = doc.has_bom or (original.has_bom if original else False)  # stdin keeps its own BOM
         else:
@@ -209,12 +225,32 @@ class Project:
         try:
             doc = self.read_document(path)
         except (DocumentError, OSError) as exc:
-            if explicit or kind_hint is not None or path.suffix.lower() in discovery.CONFIG_SUFFIXES:
+            if explicit or kind_hint is not None or self._is_ours_unread(path, exc):
                 self.problems.append(FileProblem(path, str(exc)))
             return
         if explicit and not doc.text.strip():
             self.problems.append(FileProblem(path, "empty file: no configuration to check"))
             return
+        self._recognise(doc, explicit, kind_hint, sources)
+
+    def _is_ours_unread(self, path: Path, exc: Exception) -> bool:
+        """A found file (a walk, pre-commit) that cannot be read: its error is reported only when it is one of
+        ours. A file not UTF-8 (UTF-16, Latin-1, binary) is recognised on its text as well as it decodes
+        (`DocumentError.sniffed`), as a readable file is, so an unrelated one passes silently as any other
+        YAML/JSON does; a file that cannot be opened at all is reported by its suffix."""
+        if path.suffix.lower() not in discovery.CONFIG_SUFFIXES:
+            return False
+        sniffed = exc.sniffed if isinstance(exc, DocumentError) else None
+        if sniffed is None:
+            return True
+        found: list[Source] = []
+        self._recognise(Document(path, sniffed), False, None, found)
+        return bool(found)
+
+    def _recognise(self, doc: Document, explicit: bool, kind_hint: Kind | None, sources: list[Source]) -> None:
+        """Parse a document by its loader and add it to `sources` when it is a kind cfgopt checks (or was named,
+        `explicit`, or is named by a config, `kind_hint`)."""
+        path = doc.path
         loader = discovery.loader_for(path)
         if kind_hint == Kind.DEEPSPEED:
             loader = "json"

@@ -234,6 +234,9 @@ class Session:
                 result = _lint_paths(members, self._overlay())
             except _config_errors() as exc:  # the project config cannot be used: one line, never a traceback
                 return self._problem(members, f"cfgopt: project config not used: {_one_line(exc)}")
+            except Exception as exc:  # noqa: BLE001 - never silent: a document that cannot be linted says so at its top
+                why = f"{type(exc).__name__}: {_one_line(exc)}"
+                return self._problem(members, f"cfgopt: internal error ({why}); please report this")
             group.reads = set(result.checked) | set(result.file_settings)
             joining = [
                 p

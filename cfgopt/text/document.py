@@ -64,7 +64,13 @@ def encode(text: str) -> bytes:
 
 
 class DocumentError(Exception):
-    """The file cannot be read as text (I/O error, not UTF-8, binary)."""
+    """The file cannot be read as text (I/O error, not UTF-8, binary). `sniffed`: for bytes that could be read but
+    are not UTF-8, their text as well as it decodes (`sniffed_text`), only to recognise what kind of file it is,
+    so an unrelated file that a walk or pre-commit hands over passes silently; never linted or edited."""
+
+    def __init__(self, message: str, sniffed: str | None = None) -> None:
+        super().__init__(message)
+        self.sniffed = sniffed
 
 
 class Document:
@@ -108,15 +114,17 @@ class Document:
             fails = "with UnicodeDecodeError" if "with a byte order mark" in wide else "on its NUL bytes"
             raise DocumentError(
                 f"{wide}: LLaMA-Factory (OmegaConf.load) and the HF Trainer (accelerate's json.load) read configs as "
-                f"UTF-8 and stop {fails}; re-save it as UTF-8"
+                f"UTF-8 and stop {fails}; re-save it as UTF-8",
+                sniffed_text(raw),
             )
         if b"\x00" in raw[:8192]:
-            raise DocumentError("binary file (contains NUL bytes)")
+            raise DocumentError("binary file (contains NUL bytes)", sniffed_text(raw))
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             if _SYNTAX_BY_SUFFIX.get(Path(path).suffix.lower()) != "script":
-                raise DocumentError(f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r})") from None
+                where = f"byte {exc.start}: {raw[exc.start : exc.start + 1]!r}"
+                raise DocumentError(f"not UTF-8 text ({where})", sniffed_text(raw)) from None
             # bash runs bytes: a GBK or Latin-1 comment is no error. Each byte that is not UTF-8 stands for itself
             # (a lone surrogate), so the tokenizer reads what bash reads and `encode` gives the bytes back.
             text = raw.decode("utf-8", "surrogateescape")
@@ -232,6 +240,18 @@ _WIDE_BOMS = (
     (b"\xff\xfe", "UTF-16 (little-endian)"),
     (b"\xfe\xff", "UTF-16 (big-endian)"),
 )
+
+
+def sniffed_text(raw: bytes) -> str:
+    """Bytes that are not UTF-8 as text good enough to tell what kind of file they are (the keys of a config
+    are ASCII): UTF-16 / UTF-32 decoded by the encoding `wide_encoding` finds, anything else as Latin-1, which
+    decodes every byte. Never the text a tool reads: only `DocumentError.sniffed` holds it."""
+    wide = wide_encoding(raw)
+    if wide is None:
+        return raw.decode("latin-1")
+    codec = ("utf-32" if wide.startswith("UTF-32") else "utf-16") + ("-le" if "little-endian" in wide else "-be")
+    text = raw.decode(codec, "replace")
+    return text.removeprefix(BOM)
 
 
 def wide_encoding(raw: bytes) -> str | None:

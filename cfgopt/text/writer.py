@@ -6,17 +6,19 @@ one of its names with the change (`atomic_write(..., names=N)`, the fixer's hard
 under all its names): a write to one name is a write to all of them, and the other names may be another job's
 config (an 8B job's ZeRO-2 written into a 70B job's JSON).
 
-Normally atomic: a temp file with a fresh random name in the same folder, fsync, the original mode, then
-os.replace; a reader (or a crash) sees the old file or the new one, never half of one, and the temp file is
-removed whatever fails. A hard-linked file whose names were all judged is written in place instead, since
-os.replace would give the name a new inode and silently split it from its other names: the new text is first
-written and fsynced to a temp file beside it (so that a complete copy exists before the file is touched), then
-copied into the file itself, truncated and fsynced; should that fail, the old text is put back (or, failing that
-too, the error names the temp file holding the new text)."""
+Normally atomic: a temp file with a fresh random name in the same folder, fsync, the original mode (owner and
+extended attributes, so a POSIX ACL too, where permitted), then os.replace; a reader (or a crash) sees the old file
+or the new one, never half of one, and the temp file is removed whatever fails (Ctrl-C too, and SIGTERM or SIGHUP
+where the command turns them into an interrupt: `cfgopt.text.termination`). A hard-linked file whose names were all
+judged is written in place instead, since os.replace would give the name a new inode and silently split it from its
+other names: the new text is first written and fsynced to a temp file beside it (so that a complete copy exists
+before the file is touched), then copied into the file itself, truncated and fsynced; should that fail, the old text
+is put back (or, failing that too, the error names the temp file holding the new text)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -33,6 +35,32 @@ def _temp_prefix(path: Path) -> str:
     """`.NAME.` for the temp file beside `path`, NAME cut to TEMP_NAME_BYTES bytes (whole characters)."""
     name = os.fsencode(path.name)[:TEMP_NAME_BYTES]
     return "." + name.decode("utf-8", errors="ignore") + "."
+
+
+# The OS's reasons a write fails, in the user's words (`why_not_written`); the OS's own words follow in brackets.
+_OS_REASONS = {
+    errno.EROFS: "its file system is read-only",
+    errno.ENOSPC: "no space left on its device",
+    errno.EDQUOT: "its disk quota is used up",
+}
+
+
+def why_not_written(path: Path, exc: BaseException) -> str:
+    """Why writing `path` failed, for a message that names the file itself as the user gave it: never a path. The
+    OS's errors name the temp file by its absolute path (`[Errno 1] Operation not permitted: '/home/.../.x.yaml.
+    q1w2e3r4.cfgopt-tmp'`), which means nothing to the user: they are said in words, with the OS's word in
+    brackets. The writer's own refusals read "PATH reason" and are given as "it reason"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            # the temp file beside it, or the folder, could not be made: the folder is what the user can change
+            where = "it is" if exc.filename is not None and Path(exc.filename) == path else "its folder is"
+            return f"{where} not writable ({exc.strerror})"
+        reason = _OS_REASONS.get(exc.errno or 0)
+        return f"{reason} ({exc.strerror})" if reason else exc.strerror
+    text = str(exc)
+    if text.startswith(f"{path}: "):
+        return text.removeprefix(f"{path}: ")
+    return "it " + text.removeprefix(f"{path} ") if text.startswith(f"{path} ") else text
 
 
 class LinkAtOutput(OSError):
@@ -143,11 +171,28 @@ def _replace(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) 
         if owner is not None:
             with contextlib.suppress(PermissionError, AttributeError):
                 os.chown(tmp, *owner)
+        _copy_xattrs(path, tmp)  # after chown, which may clear some of them
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _copy_xattrs(source: Path, target: str) -> None:
+    """The extended attributes of the file being replaced onto its replacement: a user's notes (`user.*`), a POSIX
+    ACL (`system.posix_acl_access`, which lets a colleague write the config), an SELinux label. Best effort: where
+    the platform has no xattr calls, the file system none, or one may not be set (`trusted.*` needs privileges),
+    the write goes on without it."""
+    if not hasattr(os, "listxattr"):  # Linux only in the standard library
+        return
+    try:
+        names = os.listxattr(source, follow_symlinks=False)
+    except OSError:  # gone (a new file), or a file system without extended attributes
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.setxattr(target, name, os.getxattr(source, name, follow_symlinks=False), follow_symlinks=False)
 
 
 def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
@@ -170,7 +215,10 @@ def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
         try:
             _overwrite(path, current)
         except OSError:
-            raise OSError(f"{path}: writing it in place failed ({exc}); the fixed text is in {tmp}") from exc
+            why = exc.strerror or exc
+            raise OSError(
+                f"{path}: writing it in place failed ({why}); the fixed text is beside it in {Path(tmp).name}"
+            ) from exc
         os.unlink(tmp)
         raise
     os.unlink(tmp)

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cfgopt.text import termination
 from cfgopt.tune import report, search, winner
 from cfgopt.tune.candidates import CannotSearch, candidates_for
 from cfgopt.tune.session import Session, load_tune_job, real_session
@@ -111,5 +112,5 @@ def run(args: argparse.Namespace, session: Session | None = None) -> int:
             sys.stderr.write(f"cfgopt tune: {exc}\n")
             return 2
         except KeyboardInterrupt as exc:
-            sys.stderr.write(f"cfgopt tune: {processes.describe(exc)}; finished runs are in the cache\n")
-            return processes.exit_code(exc)
+            sys.stderr.write(f"cfgopt tune: {termination.describe(exc)}; finished runs are in the cache\n")
+            return termination.exit_code(exc)

@@ -103,7 +103,7 @@ def render_diff(config_path: Path, plan: FixPlan) -> str:
 
 def write_fix(config_path: Path, doc: Document, plan: FixPlan) -> list[str]:
     """Write the plan; returns the problems (empty: written)."""
-    from cfgopt.text.writer import ChangedOnDisk, atomic_write, write_new
+    from cfgopt.text.writer import ChangedOnDisk, atomic_write, why_not_written, write_new
 
     if plan.problems:
         return plan.problems
@@ -113,11 +113,11 @@ def write_fix(config_path: Path, doc: Document, plan: FixPlan) -> list[str]:
         try:
             write_new(plan.ds_file, plan.ds_text.encode("utf-8"))
         except OSError as exc:
-            return [f"{plan.ds_file}: not written: {exc} (nothing written)"]
+            return [f"{plan.ds_file}: not written: {why_not_written(plan.ds_file, exc)} (nothing written)"]
     try:
         atomic_write(config_path, doc.to_bytes(plan.yaml_after), expected=doc.to_bytes())
     except (ChangedOnDisk, OSError) as exc:
-        return [f"{config_path}: not written: {exc}"]
+        return [f"{config_path}: not written: {why_not_written(config_path, exc)}"]
     return []
 
 

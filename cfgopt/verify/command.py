@@ -13,6 +13,7 @@ from cfgopt.lint.fixer import fix_paths
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.project.loader import JobError, load_job
 from cfgopt.project.project import resolve_reference
+from cfgopt.text import termination
 from cfgopt.text.document import Document, real_path
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.writer import write_report
@@ -259,5 +260,5 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"cfgopt verify: {exc}\n")
             return 2
         except KeyboardInterrupt as exc:
-            sys.stderr.write(f"cfgopt verify: {processes.describe(exc)}; runs stopped\n")
-            return processes.exit_code(exc)
+            sys.stderr.write(f"cfgopt verify: {termination.describe(exc)}; runs stopped\n")
+            return termination.exit_code(exc)

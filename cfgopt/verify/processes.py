@@ -2,8 +2,9 @@
 
 A CI job's timeout sends SIGTERM (a closed terminal SIGHUP), not Ctrl-C. Python's default for both is to die
 at once, which leaves the trainer and its children running (at full CPU or on the GPU) and the temporary
-work folder on disk. `interrupt_on_termination` turns them into an interrupt like Ctrl-C, so that the same
-path runs: the runner kills the children and the command removes its folders.
+work folder on disk. `interrupt_on_termination` (cfgopt.text.termination, which `fix --write` uses too) turns
+them into an interrupt like Ctrl-C, so that the same path runs: the runner kills the children and the command
+removes its folders.
 
 Killing "the process group" of the child is not enough: torchrun starts each worker in a session of its own
 (torch.distributed.elastic's subprocess handler), so `kill_tree` kills every process descended from the
@@ -19,56 +20,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cfgopt.text.termination import interrupt_on_termination
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.user_text import integer
-
-TERMINATING = (signal.SIGTERM, signal.SIGHUP)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised as an interrupt so every `except KeyboardInterrupt` cleans up the same way."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def exit_code(exc: KeyboardInterrupt) -> int:
-    """The shell's convention: 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP)."""
-    return 128 + (exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
-
-
-def describe(exc: KeyboardInterrupt) -> str:
-    return f"terminated ({signal.Signals(exc.signum).name})" if isinstance(exc, Terminated) else "interrupted"
-
-
-@contextlib.contextmanager
-def interrupt_on_termination() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise `Terminated` in the main thread; a second signal while
-    cleaning up is ignored (it must not cut the clean-up short). Off the main thread (no handlers can be
-    installed there) the block runs as it is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def handler(signum: int, _frame: object) -> None:
-        if received:
-            return
-        received.append(signum)
-        raise Terminated(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in TERMINATING}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @contextlib.contextmanager
@@ -88,7 +46,8 @@ def work_folder(command: str, make: Callable[[], Path], keep: bool) -> Iterator[
 
 def remove_folder(path: Path) -> None:
     """Remove a temporary folder even when a signal arrives meanwhile: the interrupt it raises would leave the
-    folder half removed, so the removal starts again (a second signal is ignored by then, see above)."""
+    folder half removed, so the removal starts again (a second signal is ignored by then:
+    `cfgopt.text.termination`)."""
     while True:
         try:
             shutil.rmtree(path, ignore_errors=True)

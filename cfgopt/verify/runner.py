@@ -335,7 +335,7 @@ def _run(
             kill_tree(proc)
             reader.join(timeout=10)
             return 124, "".join(tail) + f"\n[cfgopt verify: killed after the {timeout:.0f} s timeout]"
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (processes.interrupt_on_termination)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM / SIGHUP (termination.interrupt_on_termination)
             kill_tree(proc)
             raise
     return proc.returncode, "".join(tail)

@@ -300,9 +300,9 @@ def test_binary_is_still_binary() -> None:
     assert wide_encoding("model: m # caf\u00e9\n".encode()) is None
 
 
-def test_utf16_on_stdin_is_a_usage_error() -> None:
+def test_utf16_on_stdin_is_named_as_in_a_file() -> None:
     run = Run(["lint", "-"], stdin=TRAIN_YAML.encode("utf-16")).assert_clean()
-    assert run.code == 2 and "stdin is UTF-16 encoded" in run.err
+    assert run.code == 2 and "stdin.yaml: error: UTF-16 encoded" in run.err and "usage:" not in run.err
 
 
 def test_fix_stdin_keeps_the_bom() -> None:

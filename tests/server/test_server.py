@@ -198,3 +198,26 @@ def test_symlinked_folder_resolve_and_bad_project_config(tmp_path: Path) -> None
     shutil.copytree(SEED, tmp_path / "real")
     (tmp_path / "link").symlink_to(tmp_path / "real")
     asyncio.run(asyncio.wait_for(_linked_session(tmp_path / "link"), 60))
+
+
+async def _surrogate_session(folder: Path) -> None:
+    editor = Editor()
+    await editor.client.start_io(sys.executable, "-m", "cfgopt", "server")
+    await editor.client.initialize_async(
+        lsp.InitializeParams(capabilities=lsp.ClientCapabilities(), root_uri=folder.as_uri())
+    )
+    editor.client.initialized(lsp.InitializedParams())
+    uri = (folder / "sur.json").as_uri()
+    text = '{"zero_optimization": {"stage": 2}, "x\ud800": 1}'  # sent as the JSON escape `\ud800`
+    item = lsp.TextDocumentItem(uri=uri, language_id="json", version=1, text=text)
+    editor.client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=item))
+    (problem,) = await editor.diagnostics(uri, 1)
+    assert problem.range.start == lsp.Position(0, 0) and "lone surrogate (U+D800 on line 1)" in problem.message
+    await editor.client.shutdown_async(None)
+    editor.client.exit(None)
+    await editor.client.stop()
+
+
+def test_a_lone_surrogate_gets_one_diagnostic_at_the_top(tmp_path: Path) -> None:
+    """An editor may send text no UTF-8 file can hold: it was published nothing at all, silently."""
+    asyncio.run(asyncio.wait_for(_surrogate_session(tmp_path), 60))

@@ -225,3 +225,33 @@ def test_the_server_and_the_cli_map_positions_with_one_table() -> None:
     text = "# a\u2028b\nflash_attn: sdpa\r\nx: 1\r"
     assert LineIndex(text).starts == line_starts(text, "lsp") == [0, 6, 24, 29]
     assert line_starts(text, "yaml") == [0, 4, 6, 24, 29]
+
+
+SURROGATE_JSON = '{"zero_optimization": {"stage": 2},\n "x\ud800": 1}'  # an editor's buffer: no UTF-8 holds it
+
+
+def test_a_lone_surrogate_is_said_at_the_top_not_left_silent(seed: Path) -> None:
+    """It got no diagnostic at all (the overlay's UTF-8 encoding raised inside the lint); the text without it gets
+    its findings, and an unrelated document with one stays silent as any unrelated document does."""
+    json = seed / "ds_z3_config.json"
+    session = Session()
+    session.update(json, SURROGATE_JSON, 1)
+    (problem,) = session.problems[json]
+    assert problem.message.startswith("the text holds a lone surrogate (U+D800 on line 2)")
+    assert session.findings[json] == [] and session.fix_all(json, unsafe=True) == {}
+    session.update(json, SURROGATE_JSON.replace("\ud800", ""), 2)
+    assert session.problems[json] == [] and {"DS007", "DS002"} <= _codes(session, json)
+    session.update(seed / "package.json", '{"name": "x\ud800"}', 1)
+    assert session.problems[seed / "package.json"] == session.findings[seed / "package.json"] == []
+
+
+def test_a_lint_that_fails_is_said_at_the_top(seed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(members, overlay):
+        raise ValueError("a bug\nover two lines")
+
+    monkeypatch.setattr(analysis, "_lint_paths", broken)
+    yaml = seed / "llama3_lora_sft.yaml"
+    session = Session()
+    _open(session, yaml)
+    (problem,) = session.problems[yaml]
+    assert problem.message == "cfgopt: internal error (ValueError: a bug over two lines); please report this"

@@ -432,13 +432,22 @@ def check_script(case: tuple[bytes, list[str]], unsafe: bool) -> None:
             assert not fix_paths([path], Settings(unsafe_fixes=unsafe)).fixed, "fix is not idempotent"
 
 
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 # issue 34: the outputs of `fix -`, `fix` and `lint` on a terminal that is not UTF-8 (an editor's latin-1 locale)
 OUTPUT_ENCODINGS = st.sampled_from(["ascii", "latin-1", "cp1252", "utf-8"])
 
 
 def check_outputs(name: str, raw: bytes, encoding: str) -> None:
     """`fix -`, `fix` and `lint` with stdout and stderr in `encoding`: no traceback, an exit code of 0, 1 or 2,
-    and `fix -` gives the file's own bytes (UTF-8), the input's when it exits 2 or changes nothing."""
+    and `fix -` gives the file's own bytes (UTF-8), the input's when it exits 2 or changes nothing (bytes that are
+    not UTF-8, a JSON key with a lone surrogate: echoed as read, exit 2)."""
     import contextlib
     import io
     import os
@@ -457,11 +466,15 @@ def check_outputs(name: str, raw: bytes, encoding: str) -> None:
                 sys.stdin = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8")
                 sys.stdout = io.TextIOWrapper(out, encoding=encoding, write_through=True)
                 sys.stderr = io.TextIOWrapper(io.BytesIO(), encoding=encoding, write_through=True)
-                with contextlib.suppress(SystemExit):  # a usage error (stdin not UTF-8) exits 2 through argparse
-                    assert main(argv) in (0, 1, 2), argv
+                code = 2
+                with contextlib.suppress(SystemExit):  # a usage error exits 2 through argparse
+                    code = main(argv)
+                    assert code in (0, 1, 2), argv
                 sys.stdout.flush()
-                if argv[1] == "-":
+                if argv[1] == "-" and _is_utf8(raw):
                     out.getvalue().decode("utf-8")  # the file's own bytes, never re-encoded
+                elif argv[1] == "-":
+                    assert (code, out.getvalue()) == (2, raw), argv  # not UTF-8: echoed as read, never dropped
         finally:
             sys.stdin, sys.stdout, sys.stderr = saved
             os.chdir(here)

@@ -423,14 +423,15 @@ def test_interrupt_guard_raises_once_and_restores_the_handlers(tmp_path: Path) -
     the old handlers come back after it."""
     import signal
 
+    from cfgopt.text import termination
     from cfgopt.verify import processes
 
     before = signal.getsignal(signal.SIGTERM)
-    with processes.interrupt_on_termination():
-        with pytest.raises(processes.Terminated) as caught:
+    with termination.interrupt_on_termination():
+        with pytest.raises(termination.Terminated) as caught:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler runs at the next bytecode boundary
-        assert processes.exit_code(caught.value) == 143 and "SIGTERM" in processes.describe(caught.value)
+        assert termination.exit_code(caught.value) == 143 and "SIGTERM" in termination.describe(caught.value)
         os.kill(os.getpid(), signal.SIGHUP)  # during clean-up: ignored
         time.sleep(0.1)
     assert signal.getsignal(signal.SIGTERM) is before
