@@ -66,6 +66,8 @@ CITED: dict[str, str] = {
     "`yaml.safe_load`, for which `1e-4` is the string '1e-4'; `parse_dict` passes it on and the optimizer's "
     "`0.0 <= lr` raises TypeError at Trainer creation (LLaMA-Factory #4149; the CPU oracle runs 0.9.5, which reads "
     "the file with OmegaConf: a float)",
+    "LF054/pinned-transformers/train.yaml": "llamafactory 0.9.4 hparams/parser.py L359-360 (`get_train_args`): "
+    "`Neat packing is incompatible with transformers>=4.53.0.` (the CPU oracle runs 0.9.5, which has no such check)",
     "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
     "is only supported for slow tokenizers (the CPU oracle runs 0.9.5, which dropped the check; confirmed with 0.9.4)",
     "LF011/quant/bits.yaml": "llamafactory 0.9.5 model/model_utils/quantization.py L167-181: bitsandbytes takes "
