@@ -215,7 +215,7 @@ class MemoryEstimate:
             margin_gib=self.margin_gib,
             runtime_gib=self.runtime_gib,
             required_gib=self.required_gib,
-            # the one verdict (issue 23): "tight" is no fit, as `estimate`'s text and exit code say
+            # one verdict (docs/memory.md, "Margin and what must fit"): "tight" is no fit, as the text says
             verdict=self.verdict,
             fits=self.verdict == "fits",
             confidence=self.confidence,
