@@ -106,12 +106,12 @@ class Bf16UnsupportedOnTarget(Rule):
         )
 
 
-def _instead(ctx: Context, fp16: str) -> str:
-    """What to train in instead of bf16 on a GPU without it: fp16, unless the model overflows fp16 (LF050). Then
-    nothing on this GPU: without `bf16` LLaMA-Factory still computes in the checkpoint's bf16 where torch emulates
-    it (`infer_optim_dtype`), and only the trainable weights would move to fp32."""
+def _instead(ctx: Context, otherwise: str) -> str:
+    """What to train in instead of bf16 on a GPU without it: fp16 (`otherwise`'s words), unless the model overflows
+    fp16 (LF050). Then nothing on this GPU: without `bf16` LLaMA-Factory still computes in the checkpoint's bf16
+    where torch emulates it (`infer_optim_dtype`), and only the trainable weights would move to fp32."""
     if not ctx.job.overflows_fp16:
-        return fp16
+        return otherwise
     name = model_name(value_of(ctx, "model_name_or_path", None), ctx.job.local_model)
     return (
         f"not fp16 for {name.text if name else 'this model'}, trained in bf16: its activations overflow fp16 "
