@@ -340,6 +340,14 @@ class Job:
         return soft_capped_attention(self.value("model_name_or_path"), self.local_model)
 
     @property
+    def overflows_fp16(self) -> bool:
+        """Was the model trained in bf16, with activations that overflow fp16 (Qwen2 and later:
+        `model_family.overflows_fp16`)? Then `fp16: true` trains nothing (LF050), and no fix or plan writes it."""
+        from cfgopt.knowledge.model_family import overflows_fp16
+
+        return overflows_fp16(self.value("model_name_or_path"), self.local_model)
+
+    @property
     def fa2_fallback(self) -> str:
         """The `flash_attn` value `fa2` runs as without flash-attn: `disabled` (eager) for a soft-capped model, else
         `sdpa` (LLaMA-Factory leaves it to transformers: model/model_utils/attention.py L46-58, L77-82)."""

@@ -1,6 +1,6 @@
 """Which model a config trains, read from `model_name_or_path` without loading anything: the one place that
-knows how (LF037's architecture, the Liger family of `Job.liger_patches_model`, the shapes table of
-`model_shapes`).
+knows how (LF037's architecture, the Liger family of `Job.liger_patches_model`, the fp16 overflow of
+`Job.overflows_fp16`, the shapes table of `model_shapes`).
 
 Pure facts: no file is read here. Two sources, the better first:
 
@@ -128,3 +128,20 @@ def soft_capped_attention(ref: object, local: LocalModel | None = None) -> bool:
     if name.model_type:
         return name.model_type in SOFT_CAPPED_MODEL_TYPES
     return bool(SOFT_CAPPED_NAMES.search(name.text))
+
+
+# Families trained in bf16 whose activations overflow fp16 (loss 0 or NaN from the first steps): Qwen2 and later
+# (Qwen1.5 trained in fp16 as well, without the reports), by transformers' model_type or by name. LF050 warns on
+# `fp16: true` for them, and nothing else writes it: not LF008's or LF004's fix, nor the speed plan's precision step.
+BF16_TRAINED_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next"})
+BF16_TRAINED_NAMES = lazy(r"qwen-?(2|3)(?![0-9])|qwq", re.IGNORECASE)
+
+
+def overflows_fp16(ref: object, local: LocalModel | None = None) -> bool:
+    """Does this model, trained in bf16, overflow fp16 (Qwen2 and later: LF050)? Matched against its config's
+    model_type where read, else its name."""
+    name = model_name(ref, local)
+    if name is None:
+        return False
+    family = family_text(name)
+    return family in BF16_TRAINED_TYPES or bool(BF16_TRAINED_NAMES.search(family))

@@ -156,7 +156,9 @@ class MemoryEstimate:
         return self.required_gib
 
     @property
-    def fits(self) -> bool:
+    def under_memory(self) -> bool:
+        """`required_gib` at most the GPU's memory, inside the margin or not: "tight" or "fits" (`verdict`, which
+        alone says whether it fits)."""
         return bool(self.memory_gib) and self.required_gib <= self.memory_gib
 
     def fits_with_headroom(self, headroom: float = HEADROOM) -> bool:
@@ -169,7 +171,7 @@ class MemoryEstimate:
         under the memory, "over" above it."""
         if self.fits_with_headroom():
             return "fits"
-        return "tight" if self.fits else "over"
+        return "tight" if self.under_memory else "over"
 
     @property
     def surely_out_of_memory(self) -> bool:
@@ -213,7 +215,9 @@ class MemoryEstimate:
             margin_gib=self.margin_gib,
             runtime_gib=self.runtime_gib,
             required_gib=self.required_gib,
-            fits=self.fits,
+            # one verdict (docs/memory.md, "Margin and what must fit"): "tight" is no fit, as the text says
+            verdict=self.verdict,
+            fits=self.verdict == "fits",
             confidence=self.confidence,
             global_batch=self.global_batch,
         )

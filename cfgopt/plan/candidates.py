@@ -69,8 +69,10 @@ def values_for(
 ) -> dict[str, list[Any]]:
     """The values each knob may take for this job on `platform` (the baseline's first)."""
     config = job.values()
-    bf16 = job.settings.target.bf16
-    options = space.SpaceOptions(gpus=1, allow_packing=True, max_micro=64, knobs=knobs, bf16=bf16)
+    bf16, overflows = job.settings.target.bf16, job.overflows_fp16
+    options = space.SpaceOptions(
+        gpus=1, allow_packing=True, max_micro=64, knobs=knobs, bf16=bf16, overflows_fp16=overflows
+    )
     values = space.knob_values(config, base, platform, options)
     if job.settings.target.platform == "cpu":
         values["precision"] = [base.precision]  # no half precision to move to on a CPU (the Trainer refuses it)

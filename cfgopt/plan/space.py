@@ -220,15 +220,17 @@ class SpaceOptions(NamedTuple):
     max_micro: int = 64
     knobs: tuple[str, ...] = KNOB_NAMES  # the knobs searched; the others stay at the user's value
     bf16: bool = True  # the GPU runs bf16 (V100 and T4 do not: docs/targets.md)
+    overflows_fp16: bool = False  # the model overflows fp16 (`Job.overflows_fp16`, LF050): fp16 trains nothing
 
 
 def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions) -> list[str]:
-    """bf16 where the GPU has it (fp16 where it does not) instead of fp16 / fp32; `pure_bf16` for a full or freeze
-    fine-tune, whose fp32 master weights, gradients and AdamW states are most of its memory."""
+    """bf16 where the GPU has it (fp16 where it does not, except for a model that overflows fp16: LF050) instead of
+    fp16 / fp32; `pure_bf16` for a full or freeze fine-tune, whose fp32 master weights, gradients and AdamW states
+    are most of its memory."""
     out = [base.precision]
     if options.bf16:
         out.append("bf16")  # also back from pure_bf16: tune measures whether the fp32 master copy costs speed
-    elif base.precision == "fp32":
+    elif base.precision == "fp32" and not options.overflows_fp16:
         out.append("fp16")
     full = methods.full_weight_method(config) and not config.get("use_badam")
     if full and options.bf16 and base.precision != "pure_bf16":

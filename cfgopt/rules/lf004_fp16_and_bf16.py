@@ -21,7 +21,8 @@ class Fp16AndBf16(Rule):
     example = "fp16: true\nbf16: true   ->  fp16: false (on bf16 hardware)"
     fix_safety = (
         "Unsafe: keeps bf16 and sets fp16 to false; on a GPU without bf16 hardware (V100, T4) keeps fp16 and sets "
-        "bf16 to false; no fix for `--target cpu`."
+        "bf16 to false, except for a model that overflows fp16 (Qwen2 and later, LF050), which keeps bf16; no fix "
+        "for `--target cpu`."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -33,7 +34,8 @@ class Fp16AndBf16(Rule):
             return
         fix = None
         target = ctx.settings.target
-        if target.bf16:
+        # fp16 trains nothing for a model trained in bf16 (LF050): it keeps bf16, emulated on V100 / T4 (LF008)
+        if target.bf16 or (target.platform in ("cuda", "rocm") and ctx.job.overflows_fp16):
             fix = self.fix("Set `fp16: false` (keep bf16)", edits.replace_value(src, fp16, False), safe=False)
         elif target.platform in ("cuda", "rocm"):  # V100 / T4: no bf16 hardware (LF008)
             fix = self.fix("Set `bf16: false` (keep fp16)", edits.replace_value(src, bf16, False), safe=False)

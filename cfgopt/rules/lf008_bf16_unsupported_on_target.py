@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.knowledge.model_family import model_name
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on
+from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
 from cfgopt.text.diagnostics import Diagnostic, Fix, Severity
 
 
@@ -24,8 +25,11 @@ class Bf16UnsupportedOnTarget(Rule):
         "torch 2.3 also answers yes when a bf16 tensor can be created (`including_emulation=True`): the run "
         "starts (LLaMA-Factory 0.9.5 needs torch >= 2.4), but bf16 matmuls run emulated, without tensor cores, "
         "and kernels with no pre-Ampere bf16 path (FlashAttention-2, Triton kernels such as Liger) fail. fp16 "
-        "has tensor cores there: a warning whose fix is fp16. With torch < 2.3 the same config stops at "
-        "start-up with `Your setup doesn't support bf16/gpu`."
+        "has tensor cores there: a warning whose fix is fp16, except for a model trained in bf16 whose activations "
+        "overflow fp16 (Qwen2 and later, LF050: loss 0 or NaN), which gets no fix: fp32 is no way out in "
+        "LLaMA-Factory, which without `bf16` still computes in the checkpoint's bf16 wherever torch says bf16 is "
+        "supported, emulated or not (`infer_optim_dtype`), so only the trainable weights would move to fp32. With "
+        "torch < 2.3 the same config stops at start-up with `Your setup doesn't support bf16/gpu`."
     )
     fails_when = (
         "CPU: at start-up, `Your setup doesn't support bf16/gpu` (HF) or `This device does not support "
@@ -44,11 +48,15 @@ class Bf16UnsupportedOnTarget(Rule):
         "is_bf16_supported False)",
         "https://github.com/pytorch/pytorch/pull/148322 (the check answers True on T4 / RTX 20xx: emulated, slow)",
         "llamafactory 0.9.5 hparams/parser.py L380-382 (`This device does not support `pure_bf16``)",
+        "llamafactory 0.9.5 hparams/parser.py L512-515, model/patcher.py L321-325, extras/misc.py L241-248 (no "
+        "`bf16`/`fp16`: `infer_optim_dtype` picks bf16 for a bf16 checkpoint wherever `is_torch_bf16_gpu_available`)",
+        "llamafactory 0.9.5 model/adapter.py L313-324 (only trainable parameters are upcast to fp32)",
     )
     example = "bf16: true   # --target cpu  ->  error;   --target v100  ->  fp16: true"
     fix_safety = (
         "CPU: no fix (the config is usually right for the cluster; lint it with the real `--target`). V100 / T4: "
-        "unsafe, `bf16` becomes `fp16` (changes the training precision; fp16 needs loss scaling)."
+        "unsafe, `bf16` becomes `fp16` (changes the training precision; fp16 needs loss scaling); no fix for a model "
+        "that overflows fp16 (LF050), which keeps bf16 there."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -74,8 +82,8 @@ class Bf16UnsupportedOnTarget(Rule):
                 ctx,
                 pure,
                 f"`pure_bf16: true` on {target.name}, which has no bf16 hardware: weights and matmuls in emulated "
-                "bf16 (slow; torch < 2.3 stops with `This device does not support `pure_bf16``); train with "
-                "`fp16: true` instead"
+                f"bf16 (slow; torch < 2.3 stops with `This device does not support `pure_bf16``); "
+                f"{_instead(ctx, 'train with `fp16: true` instead')}"
                 if on_gpu
                 else f"`pure_bf16: true` on target {target.name}: get_train_args stops at start-up with "
                 "`This device does not support `pure_bf16``",
@@ -83,7 +91,8 @@ class Bf16UnsupportedOnTarget(Rule):
             )
 
     def _bf16(self, ctx: Context, bf16) -> Diagnostic:
-        """`bf16: true` on a GPU without bf16 hardware: it starts (emulated) with torch >= 2.3; fp16 is the fix."""
+        """`bf16: true` on a GPU without bf16 hardware: it starts (emulated) with torch >= 2.3; fp16 is the fix,
+        except for a model that overflows fp16 (`Job.overflows_fp16`, LF050), which keeps bf16."""
         target = ctx.settings.target
         return self.at_entry(
             ctx,
@@ -91,10 +100,24 @@ class Bf16UnsupportedOnTarget(Rule):
             f"`bf16: true` on {target.name} ({target.device}), which has no bf16 hardware: torch >= 2.3 emulates "
             "it, so the run starts but its matmuls skip the tensor cores (far slower than fp16) and "
             "FlashAttention-2 / Triton kernels (Liger) fail; torch < 2.3 stops at start-up with "
-            "`Your setup doesn't support bf16/gpu`; use fp16",
+            f"`Your setup doesn't support bf16/gpu`; {_instead(ctx, 'use fp16')}",
             severity=Severity.WARNING,
-            fix=_to_fp16(self, ctx, bf16),
+            fix=None if ctx.job.overflows_fp16 else _to_fp16(self, ctx, bf16),
         )
+
+
+def _instead(ctx: Context, otherwise: str) -> str:
+    """What to train in instead of bf16 on a GPU without it: fp16 (`otherwise`'s words), unless the model overflows
+    fp16 (LF050). Then nothing on this GPU: without `bf16` LLaMA-Factory still computes in the checkpoint's bf16
+    where torch emulates it (`infer_optim_dtype`), and only the trainable weights would move to fp32."""
+    if not ctx.job.overflows_fp16:
+        return otherwise
+    name = model_name(value_of(ctx, "model_name_or_path", None), ctx.job.local_model)
+    return (
+        f"not fp16 for {name.text if name else 'this model'}, trained in bf16: its activations overflow fp16 "
+        "(LF050), and without `bf16` LLaMA-Factory still computes in its bf16 here; keep bf16, or train on a GPU "
+        "with bf16 hardware"
+    )
 
 
 def _to_fp16(rule: Rule, ctx: Context, bf16) -> Fix | None:

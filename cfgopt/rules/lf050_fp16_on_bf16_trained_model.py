@@ -1,18 +1,11 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
-from cfgopt.knowledge.model_family import family_text, model_name
+from cfgopt.knowledge.model_family import model_name
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.patterns import lazy
-
-# Families trained in bf16 whose activations overflow fp16 (loss 0 or NaN from the first steps): Qwen2 and later
-# (Qwen1.5 trained in fp16 as well, without the reports), by transformers' model_type or by name.
-BF16_TRAINED_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next"})
-BF16_TRAINED_NAMES = lazy(r"qwen-?(2|3)(?![0-9])|qwq", re.IGNORECASE)
 
 
 class Fp16OnBf16TrainedModel(Rule):
@@ -42,8 +35,9 @@ class Fp16OnBf16TrainedModel(Rule):
         fp16 = entry_of(ctx, "fp16")
         if fp16 is None or not training(ctx) or not on(ctx, "fp16") or on(ctx, "bf16"):
             return  # both on: LF004
+        # the families: `model_family.overflows_fp16`, which LF008, LF004, PF002 and the speed plan also ask
         name = model_name(value_of(ctx, "model_name_or_path", None), ctx.job.local_model)
-        if name is None or not _trained_in_bf16(family_text(name)):
+        if name is None or not ctx.job.overflows_fp16:
             return
         target = ctx.settings.target
         instead = (
@@ -55,7 +49,3 @@ class Fp16OnBf16TrainedModel(Rule):
             f"`fp16: true` for {name.text}, a model trained in bf16: its activations overflow fp16, and runs report "
             f"loss 0.0 or nan with grad_norm nan from the first steps; train it in {instead}",
         )
-
-
-def _trained_in_bf16(family: str) -> bool:
-    return family in BF16_TRAINED_TYPES or bool(BF16_TRAINED_NAMES.search(family))

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.plan.space import deepspeed_template
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, report
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_OOM, estimate_ctx, gpus, gpus_stated, top3
@@ -15,12 +16,19 @@ def smaller_micro_batches(micro: int, accum: int) -> list[tuple[int, int]]:
     return [(m, product // m) for m in range(micro - 1, 0, -1) if product % m == 0]
 
 
-def what_would_fit(ctx: Context, n: int, est) -> list[str]:
-    """When no setting of the job's own fits: fewer tokens per micro-batch, offload, more GPUs, each
-    with its estimate; the first that fits of each kind, at most three."""
-    from cfgopt.plan.space import deepspeed_template
+# An offload that moves less than this to the host (a LoRA's optimizer states are MiB) saves nothing worth naming:
+# it would only be slower. The same floor for any remedy's saving.
+MIN_SAVING_GIB = 1.0
 
+
+def what_would_fit(ctx: Context, n: int, est) -> list[str]:
+    """When no setting of the job's own fits: what would, each with its estimate, cheapest first: ZeRO-3 over the
+    job's own GPUs (the same training, its states sharded), a shorter cutoff_len, 8-bit AdamW, an offload (slower;
+    only where ZeRO-3 alone does not fit), more GPUs (only where ZeRO-3 over these does not fit)."""
     out: list[str] = []
+    here = zero3_here(ctx, n, est)
+    if here is not None and here[1]:
+        out.append(here[0])
     cutoff = est.tokens // max(est.micro_batch, 1)
     for shorter in (cutoff // 2, cutoff // 4, cutoff // 8):
         after = estimate_ctx(ctx, n, cutoff_len=shorter) if shorter >= 128 else None
@@ -30,14 +38,11 @@ def what_would_fit(ctx: Context, n: int, est) -> list[str]:
     eight_bit = _eight_bit_adamw(ctx, n)
     if eight_bit is not None:
         out.append(eight_bit)
-    if not est.offloaded_gib:
-        # the optimizer alone first: the parameters stay on the GPU, so less crosses PCIe each step
-        for zero, what in (("z3_optim_offload", "the optimizer offloaded to the CPU"), ("z3_offload", "CPU offload")):
-            after = ctx.job.estimate(n, deepspeed=deepspeed_template(zero))
-            if after is not None and after.verdict == "fits":
-                host = f", {after.offloaded_gib:.0f} GiB in host memory" if after.offloaded_gib else ""
-                out.append(f"ZeRO-3 with {what} (~{after.required_gib:.0f} GiB per GPU{host}; slower)")
-                break
+    if here is not None and here[1]:
+        return out  # an offload or more GPUs, each with ZeRO-3 too, would only be slower or cost more GPUs
+    offload = zero3_offload(ctx, n, est)
+    if offload is not None and offload[1]:
+        out.append(offload[0])
     plan = ctx.job.distributed
     fsdp = plan is not None and plan.kind == "fsdp"  # more GPUs under the job's own FSDP config, not ZeRO-3
     for more in (2 * n, 4 * n, 8 * n, 16 * n, 32 * n):
@@ -47,6 +52,41 @@ def what_would_fit(ctx: Context, n: int, est) -> list[str]:
             out.append(f"{more} GPUs {how} (~{after.required_gib:.0f} GiB each)")
             break
     return out
+
+
+def zero3_here(ctx: Context, n: int, est) -> tuple[str, bool] | None:
+    """ZeRO-3 (LLaMA-Factory's stage-3 JSON) over the job's own GPUs, for a job on several GPUs under neither ZeRO-3
+    nor an accelerate config (`_sharding_remedy` speaks for FSDP / DDP): (the words, with its estimate; whether it
+    fits), None where it saves under MIN_SAVING_GIB."""
+    if n <= 1 or est.zero_stage == 3 or ctx.job.distributed is not None:
+        return None
+    after = ctx.job.estimate(n, deepspeed=deepspeed_template("z3"))
+    if after is None or est.required_gib - after.required_gib < MIN_SAVING_GIB:
+        return None
+    fits = after.verdict == "fits"
+    alone = "" if fits else ", not enough alone"
+    return f"ZeRO-3 over the {n} GPUs (~{after.required_gib:.0f} GiB per GPU{alone})", fits
+
+
+def zero3_offload(ctx: Context, n: int, est) -> tuple[str, bool] | None:
+    """ZeRO-3 with the optimizer offloaded to the CPU, else the parameters too (the optimizer alone first: the
+    parameters stay on the GPU, so less crosses PCIe each step): the first that fits, else the optimizer's, with
+    its estimate and host memory (words; whether it fits). None where the job offloads already, or the offload
+    moves under MIN_SAVING_GIB to the host (a LoRA's optimizer states): ZeRO-3 alone would do as much, faster."""
+    if est.offloaded_gib:
+        return None
+    found: list[tuple[str, bool]] = []
+    for zero, what in (("z3_optim_offload", "the optimizer offloaded to the CPU"), ("z3_offload", "CPU offload")):
+        after = ctx.job.estimate(n, deepspeed=deepspeed_template(zero))
+        if after is None or after.offloaded_gib < MIN_SAVING_GIB:
+            continue
+        fits = after.verdict == "fits"
+        alone = "" if fits else ", not enough alone"
+        words = f"ZeRO-3 with {what} (~{after.required_gib:.0f} GiB per GPU, {after.offloaded_gib:.0f} GiB in host "
+        found.append((f"{words}memory{alone}; slower)", fits))
+        if fits:
+            return found[-1]
+    return found[0] if found else None
 
 
 def _eight_bit_adamw(ctx: Context, n: int) -> str | None:
@@ -104,10 +144,12 @@ class PredictedOutOfMemory(Rule):
         "largest parts and the first change that makes it fit: gradient checkpointing back on, a smaller "
         "micro-batch with more accumulation (same global batch), Liger kernels, or ZeRO-3/offload (for an "
         "accelerate launch: FSDP's FULL_SHARD, then `fsdp_offload_params`); when no "
-        "setting of the job's own fits, what would, each with its estimate: a shorter cutoff_len, 8-bit AdamW "
-        "(bitsandbytes) for a full fine-tune, ZeRO-3 with the optimizer offloaded to the CPU, else with the "
-        "parameters too (and the host memory that takes), or the "
-        "GPU count at which ZeRO-3 fits (an FSDP job: its own FSDP config). Only for "
+        "setting of the job's own fits, what would, each with its estimate, cheapest first: ZeRO-3 over the job's "
+        "own GPUs (the same training, its states sharded), a shorter cutoff_len, 8-bit AdamW (bitsandbytes) for a "
+        "full fine-tune, then, only where ZeRO-3 over these GPUs does not fit, ZeRO-3 with the optimizer offloaded "
+        "to the CPU, else with the parameters too (and the host memory that takes), or the GPU count at which "
+        "ZeRO-3 fits (an FSDP job: its own FSDP config). No remedy that saves under 1 GiB is named (an offload of "
+        "a LoRA's optimizer states moves MiB: only slower), and one that does not fit alone says so. Only for "
         "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
         "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
     )
@@ -156,14 +198,13 @@ class PredictedOutOfMemory(Rule):
         if not est.liger and est.logits_gib > 0.15 * est.peak_allocated_gib:
             remedies.append(f"`enable_liger_kernel: true` (fused loss saves ~{est.logits_gib:.0f} GiB of logits)")
         sharding = _sharding_remedy(ctx.job.distributed, est)
-        if sharding:
-            remedies.append(sharding)
-        elif est.zero_stage != 3 and est.gpus > 1:
-            remedies.append("ZeRO-3 to shard the model states over the GPUs")
-        elif est.zero_stage == 3 and not est.offloaded_gib:
-            remedies.append("ZeRO offload of the optimizer states")
+        # ZeRO-3 over these GPUs, else its offload, with its estimate: named only where it saves something
+        zero = zero3_here(ctx, n, est) or (zero3_offload(ctx, n, est) if est.zero_stage == 3 else None)
+        if sharding or zero:
+            remedies.append(sharding or zero[0])
         if plan is None or not plan.changed:  # nothing the plan can set fits: say what would, with its estimate
             remedies = what_would_fit(ctx, n, est) + remedies
+        remedies = list(dict.fromkeys(remedies))  # ZeRO-3 over these GPUs may be in both lists
         assumed = "" if gpus_stated(ctx) else " (assumed; --gpus)"
         yield report(
             self,

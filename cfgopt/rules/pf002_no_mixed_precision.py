@@ -29,7 +29,8 @@ class NoMixedPrecision(Rule):
     fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
     fix_safety = (
         "Unsafe: adds `bf16: true` (`fp16: true` on V100 / T4), which changes the training precision; no fix "
-        "without a target, where neither holds on every GPU."
+        "without a target, where neither holds on every GPU. Quiet on V100 / T4 for a model that overflows fp16 "
+        "(Qwen2 and later, LF050): fp16 trains nothing there and bf16 is emulated, so there is nothing to advise."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -40,12 +41,19 @@ class NoMixedPrecision(Rule):
         if (ctx.source.command or {}).get("launcher_precision") not in (None, "no"):
             return  # `accelerate launch --mixed_precision bf16`: the Trainer autocasts all the same
         src = ctx.source
+        stated, overflows = ctx.settings.target.stated, ctx.job.overflows_fp16
         half = "bf16" if ctx.settings.target.bf16 else "fp16"  # V100 / T4: no bf16 hardware (LF008)
+        if half == "fp16" and overflows and stated:
+            return  # fp16 trains nothing for this model (LF050), and bf16 is emulated here (LF008): nothing to advise
         entry = entry_of(ctx, half)
         fix_edits = edits.replace_value(src, entry, True) if entry is not None else edits.insert_top(src, half, True)
         # no target: neither half holds on every GPU (bf16 is emulated on V100 / T4), so the advice names both
-        stated = ctx.settings.target.stated
-        advice = f"set `{half}: true`" if stated else "set `bf16: true` (`fp16: true` on V100 / T4: no bf16 there)"
+        on_v100 = (
+            "on V100 / T4 keep fp32: fp16 overflows this model, LF050"
+            if overflows
+            else "`fp16: true` on V100 / T4: no bf16 there"
+        )
+        advice = f"set `{half}: true`" if stated else f"set `bf16: true` ({on_v100})"
         yield report(
             self,
             ctx,

@@ -94,6 +94,7 @@ def candidates_for(
         max_micro=args.max_micro,
         knobs=tuple(args.knobs),
         bf16=job.settings.target.bf16,
+        overflows_fp16=job.overflows_fp16,
     )
     base, knobs_list = space.build_space(config, user_ds, platform, options)
     planned = planned_start(job, tuple(args.knobs), say)

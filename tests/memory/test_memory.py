@@ -247,6 +247,38 @@ def test_estimate_command_json_and_exit_codes(tmp_path: Path) -> None:
     assert code == 1 and "fits: NO" in out
 
 
+# LLaMA-Factory 0.9.5's examples/train_lora/qwen3_lora_dpo.yaml, the keys the estimate reads: 94% of a 24 GiB card
+TIGHT_DPO = """model_name_or_path: Qwen/Qwen3-4B-Instruct-2507
+stage: dpo
+do_train: true
+finetuning_type: lora
+lora_rank: 8
+lora_target: all
+dataset: dpo_en_demo
+template: qwen3_nothink
+cutoff_len: 2048
+output_dir: out
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+bf16: true
+"""
+
+
+def test_estimate_json_says_the_verdict_the_text_says(tmp_path: Path) -> None:
+    """One verdict (issue 23): a tight estimate is no fit in the JSON either (`fits` false, `verdict` "tight"),
+    with the text's TIGHT and exit 1."""
+    path = _write(tmp_path, TIGHT_DPO, "dpo.yaml")
+    args = ["estimate", str(path), "--target", "rtx4090", "--gpus", "1"]
+    code, out, _ = run_cli([*args, "--format", "json"])
+    data = json.loads(out)
+    assert code == 1 and data["verdict"] == "tight" and data["fits"] is False and data["max_micro_batch"] == 0
+    assert 0.9 * 24 < data["required_gib"] <= 24
+    code, out, _ = run_cli(args)
+    assert code == 1 and "fits: TIGHT" in out
+    code, out, _ = run_cli([*args[:2], "--target", "h100", "--gpus", "1", "--format", "json"])
+    assert code == 0 and (json.loads(out)["verdict"], json.loads(out)["fits"]) == ("fits", True)
+
+
 def test_estimate_command_unknown_model_and_errors(tmp_path: Path) -> None:
     unknown = _write(tmp_path, CONFIG.format(bsz=4, extra="").replace("meta-llama/Meta-Llama-3-8B-Instruct", "x/y"))
     code, out, err = run_cli(["estimate", str(unknown), "--target", "mi300x"])

@@ -44,7 +44,6 @@ SCALARS = (
     "persistent_gib",
     "peak_phase",
     "verdict",
-    "fits",
     "surely_out_of_memory",
     "confidence",
 )
