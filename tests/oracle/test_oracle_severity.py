@@ -84,6 +84,22 @@ CITED: dict[str, str] = {
     "method refused under ZeRO-3 at model load (the CPU oracle runs 0.9.5)",
     "LF051/release-093/fp8-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: FP8 refused "
     "too (0.9.4 added the FP8 / MXFP4 exemption; the CPU oracle runs 0.9.5)",
+    "LF003/report-to/list.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `tensorbord` when the Trainer is built (trainer.py L550), after "
+    "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF003/report-to/none-string.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses the string `None` when the Trainer is built (trainer.py L550), "
+    "after data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF003/report-to/null.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `[None]` (transformers 5 turns a null into it) when the Trainer "
+    "is built (trainer.py L550), after data and model loading (tests/rules/test_report_to.py runs that check on "
+    "every value)",
+    "LF003/report-to/off.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `False` when the Trainer is built (trainer.py L550), after "
+    "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF003/report-to/train.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `tensorbord` when the Trainer is built (trainer.py L550), after "
+    "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
     "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
     "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
     "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",
