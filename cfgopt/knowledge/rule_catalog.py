@@ -287,6 +287,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "stage",
     ),
     "lf053_launch_arguments_cut_off": ("LF053", "launch-arguments-cut-off", "llamafactory-cli", "*"),
+    "lf055_dataset_stage_mismatch": (
+        "LF055",
+        "dataset-stage-mismatch",
+        "llamafactory-cli llamafactory-train",
+        "dataset",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),

@@ -100,6 +100,21 @@ CITED: dict[str, str] = {
     "LF003/report-to/train.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
     "`get_reporting_integration_callbacks` refuses `tensorbord` when the Trainer is built (trainer.py L550), after "
     "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF048/empty/train.yaml": "llamafactory 0.9.5 data/parser.py L125-126 `Undefined dataset missing` and datasets "
+    '4.0.0 `load_dataset` on `[]` (`Instruction "train" corresponds to no data!`), at data loading (the CPU '
+    "oracle loads no data)",
+    "LF055/ranking/train.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "the ranking `dpo_en_demo` for stage kto at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF055/ranking/sft.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "the ranking `dpo_en_demo` for stage sft at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF055/ranking/dpo.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "`alpaca_en_demo` for stage dpo (loaded as rm, train/dpo/workflow.py L45) at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF055/ranking/rm-eval.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "the eval dataset `alpaca_en_demo` for stage rm at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
     "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
     "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
     "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",
