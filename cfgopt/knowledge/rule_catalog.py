@@ -95,7 +95,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF016",
         "load-best-model-conflict",
         "llamafactory-cli llamafactory-train",
-        "load_best_model_at_end",
+        "load_best_model_at_end save_strategy",
     ),
     "lf017_ppo_misconfigured": (
         "LF017",
@@ -287,6 +287,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "stage",
     ),
     "lf053_launch_arguments_cut_off": ("LF053", "launch-arguments-cut-off", "llamafactory-cli", "*"),
+    "lf054_value_out_of_range": (
+        "LF054",
+        "value-out-of-range",
+        "llamafactory-cli llamafactory-train",
+        "gradient_accumulation_steps learning_rate lora_dropout lora_rank per_device_train_batch_size val_size",
+    ),
     "lf055_dataset_stage_mismatch": (
         "LF055",
         "dataset-stage-mismatch",
