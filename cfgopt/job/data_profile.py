@@ -398,7 +398,10 @@ def _malformed(name: str, entry: dict[str, Any]) -> DataProblem | None:
             return DataProblem(text, True)
         for key, column in value.items():
             if column is not None and not isinstance(column, str):
-                text = f"`{name}`: `{block}.{key}` is a {type(column).__name__}, not a name: LLaMA-Factory fails on it"
+                kind = type(column).__name__
+                text = (
+                    f"`{name}`: `{block}.{key}` is a {kind}, not a name: LLaMA-Factory fails where it reads that column"
+                )
                 return DataProblem(text, False)
     return None
 

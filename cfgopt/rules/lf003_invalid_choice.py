@@ -9,7 +9,7 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
-from cfgopt.rules.support.report_to import OFF, refused, trainer_error
+from cfgopt.rules.support.report_to import OFF, Refused, refused, trainer_error
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Fix, Severity
 from cfgopt.text.source import Entry, Kind
@@ -178,7 +178,7 @@ class InvalidChoice(Rule):
         )
         yield self.at_entry(ctx, entry, message, on="value", fix=self._report_to_fix(ctx, entry, why))
 
-    def _report_to_fix(self, ctx: Context, entry: Entry, why) -> Fix | None:
+    def _report_to_fix(self, ctx: Context, entry: Entry, why: Refused) -> Fix | None:
         """`none` for a value meaning no reporting and a name in another case (safe: same meaning); the closest
         name for a typo (unsafe: a guess)."""
         if isinstance(entry.node.value, list):

@@ -32,9 +32,9 @@ def profile_of(ctx: Context) -> DataProfile | None:
 # Why a data finding that stops LLaMA-Factory is an error, or only a warning (LF048, LF055's pages say it too).
 LAUNCH_FOLDER = (
     "`dataset_dir` is resolved against the folder the run is launched from, which cfgopt cannot know: it tries "
-    "the current folder, then the config's folder and every folder above it up to the repository root, as LF005 "
-    "does for the `deepspeed:` JSON. An error where no launch folder changes the outcome, as LF005 reports a path "
-    "found in none of them: only one of those folders holds a `dataset_info.json`, so a run reads that one or "
+    "the current folder, then the config's folder and every folder above it up to the repository root. An error "
+    "where no launch folder changes the outcome, the reasoning of LF005 (a `deepspeed:` path found in none of the "
+    "folders it tries): only one of those folders holds a `dataset_info.json`, so a run reads that one or "
     "none (and without one LLaMA-Factory stops too: `Cannot open data/dataset_info.json`). A warning, naming the "
     "other file, where several do: which one the run reads depends on where it is launched."
 )
