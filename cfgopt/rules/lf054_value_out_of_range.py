@@ -28,7 +28,7 @@ class Bound(NamedTuple):
 
 
 def _new_lora_adapter(ctx: Context) -> bool:
-    """A LoRA adapter is created by PEFT (not resumed, not Unsloth's): model/adapter.py L204-240."""
+    """A LoRA adapter is created by PEFT (not resumed, not Unsloth's): model/adapter.py L204-284."""
     return (
         training(ctx)
         and value_of(ctx, "finetuning_type") == "lora"
@@ -132,7 +132,7 @@ class ValueOutOfRange(Rule):
         "`per_device_train_batch_size` 0 or below in the DataLoader, `gradient_accumulation_steps: 0` in the "
         "Trainer's loop, and `val_size: 1.0`, which LLaMA-Factory passes on as a share of 100% (a count only "
         "above 1: `val_size: 1` holds one row out). Each bound is the code's own test, and each is judged only "
-        "where the run reads the key (a LoRA adapter created, not resumed: model/adapter.py L204-240; an optimizer "
+        "where the run reads the key (a LoRA adapter created, not resumed: model/adapter.py L204-284; an optimizer "
         "the Trainer builds; data not streamed, and for `val_size` not loaded from `tokenized_path`). A negative "
         "`lora_dropout` (no dropout) and a "
         "negative rate for Adafactor run."
