@@ -287,14 +287,14 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "stage",
     ),
     "lf053_launch_arguments_cut_off": ("LF053", "launch-arguments-cut-off", "llamafactory-cli", "*"),
-    "lf054_value_out_of_range": (
-        "LF054",
+    "lf056_value_out_of_range": (
+        "LF056",
         "value-out-of-range",
         "llamafactory-cli llamafactory-train",
         "gradient_accumulation_steps learning_rate lora_dropout lora_rank per_device_train_batch_size val_size",
     ),
-    "lf055_dataset_stage_mismatch": (
-        "LF055",
+    "lf057_dataset_stage_mismatch": (
+        "LF057",
         "dataset-stage-mismatch",
         "llamafactory-cli llamafactory-train",
         "dataset",

@@ -629,7 +629,7 @@ def known_difference(case: Case) -> str | None:
 
 # Rules whose error is a failure after the oracle's horizon (model load, first use, ZeRO-3 partitioning), each
 # documented with where it fails ("fails_when"): the parse-time oracle accepts those files.
-LATE_FAILURE_CODES = {"LF011", "LF025", "LF030", "DS016", "DS025", "LF037", "LF048", "LF054", "LF055"}
+LATE_FAILURE_CODES = {"LF011", "LF025", "LF030", "DS016", "DS025", "LF037", "LF048", "LF056", "LF057"}
 # What the message of a rule's late finding says where the rule's other findings come at start-up (LF003's
 # `report_to` and LF016's `save_strategy: best` when the Trainer is built, LF031's min-lr schedulers at train start)
 LATE_FAILURE_WORDS = ("at model load", "after data and model loading", "after the dataset is tokenised")

@@ -103,16 +103,16 @@ CITED: dict[str, str] = {
     "LF048/empty/train.yaml": "llamafactory 0.9.5 data/parser.py L125-126 `Undefined dataset missing` and datasets "
     '4.0.0 `load_dataset` on `[]` (`Instruction "train" corresponds to no data!`), at data loading (the CPU '
     "oracle loads no data)",
-    "LF055/ranking/train.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "LF057/ranking/train.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
     "the ranking `dpo_en_demo` for stage kto at data loading: "
     "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
-    "LF055/ranking/sft.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "LF057/ranking/sft.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
     "the ranking `dpo_en_demo` for stage sft at data loading: "
     "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
-    "LF055/ranking/dpo.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "LF057/ranking/dpo.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
     "`alpaca_en_demo` for stage dpo (loaded as rm, train/dpo/workflow.py L45) at data loading: "
     "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
-    "LF055/ranking/rm-eval.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "LF057/ranking/rm-eval.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
     "the eval dataset `alpaca_en_demo` for stage rm at data loading: "
     "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
     "LF016/best-without-metric/train.yaml": "transformers 5.6.0 trainer.py L639-643: "
@@ -122,17 +122,17 @@ CITED: dict[str, str] = {
     "should be set` when the scheduler is created at train start (run on CPU with the Trainer)",
     "LF031/min-lr/both.yaml": "transformers 5.6.0 optimization.py L452-453: `Only one of min_lr or min_lr_rate "
     "should be set` when the scheduler is created at train start (run on CPU with the Trainer)",
-    "LF054/ranges/train.yaml": "peft tuners/lora/layer.py L166-167: `r` should be a positive integer value, at "
+    "LF056/ranges/train.yaml": "peft tuners/lora/layer.py L166-167: `r` should be a positive integer value, at "
     "model load (run on CPU)",
-    "LF054/ranges/dropout.yaml": "torch nn/modules/dropout.py L24-27 through peft's LoRA layer: dropout "
+    "LF056/ranges/dropout.yaml": "torch nn/modules/dropout.py L24-27 through peft's LoRA layer: dropout "
     "probability has to be between 0 and 1, at model load (run on CPU)",
-    "LF054/ranges/lr.yaml": "torch optim/adam.py L58-59: `Invalid learning rate` when the optimizer is built at "
+    "LF056/ranges/lr.yaml": "torch optim/adam.py L58-59: `Invalid learning rate` when the optimizer is built at "
     "train start (run on CPU with the Trainer)",
-    "LF054/ranges/batch.yaml": "torch utils/data/sampler.py L317-324: `batch_size should be a positive integer "
+    "LF056/ranges/batch.yaml": "torch utils/data/sampler.py L317-324: `batch_size should be a positive integer "
     "value` when the train DataLoader is built (run on CPU with the Trainer)",
-    "LF054/ranges/accumulation.yaml": "transformers 5.6.0 trainer.py L2318: ZeroDivisionError when the training "
+    "LF056/ranges/accumulation.yaml": "transformers 5.6.0 trainer.py L2318: ZeroDivisionError when the training "
     "loop starts (run on CPU with the Trainer)",
-    "LF054/ranges/val-size.yaml": "llamafactory 0.9.5 data/data_utils.py L114-115 passes 1.0 on as a share; "
+    "LF056/ranges/val-size.yaml": "llamafactory 0.9.5 data/data_utils.py L114-115 passes 1.0 on as a share; "
     "datasets 4.0.0 arrow_dataset.py L4733-4742 refuses it at the split (the CPU oracle loads no data)",
     "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
     "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "

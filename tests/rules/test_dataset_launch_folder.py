@@ -1,4 +1,4 @@
-"""LF048 and LF055 treat the launch folder as LF005 does: an error where no folder a run may be launched from
+"""LF048 and LF057 treat the launch folder as LF005 does: an error where no folder a run may be launched from
 changes the outcome (only one holds a `dataset_info.json`), a warning naming the other file where several do."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _data(folder: Path, info: dict) -> None:
 
 
 def _lint(config: Path) -> list[dict]:
-    _, out, err = run_cli(["lint", "--format", "json", "--no-config", "--select", "LF048,LF055", str(config)])
+    _, out, err = run_cli(["lint", "--format", "json", "--no-config", "--select", "LF048,LF057", str(config)])
     assert out.strip(), err
     return json.loads(out)["diagnostics"]
 
@@ -46,10 +46,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_one_dataset_info_the_run_can_read_is_an_error(project: Path) -> None:
     found = {d["code"]: d for d in _lint(project)}
-    assert set(found) == {"LF048", "LF055"}
+    assert set(found) == {"LF048", "LF057"}
     assert all(d["severity"] == "error" for d in found.values())
     assert "Undefined dataset missing" in found["LF048"]["message"]
-    assert "The dataset is not applicable in the current training stage." in found["LF055"]["message"]
+    assert "The dataset is not applicable in the current training stage." in found["LF057"]["message"]
 
 
 def test_another_launch_folder_with_its_own_file_makes_a_warning_that_names_it(
@@ -58,7 +58,7 @@ def test_another_launch_folder_with_its_own_file_makes_a_warning_that_names_it(
     _data(project.parent.parent, {"missing": {"file_name": "m.json"}})  # the repository root's data/
     monkeypatch.chdir(project.parent)  # configs/data is read first; a run launched at the root reads the other
     found = {d["code"]: d for d in _lint(project)}
-    assert set(found) == {"LF048", "LF055"}
+    assert set(found) == {"LF048", "LF057"}
     for diag in found.values():
         assert diag["severity"] == "warning", diag
         assert "a run launched elsewhere reads" in diag["message"], diag
@@ -80,4 +80,4 @@ def test_only_json_true_and_false_count(project: Path, ranking: object, stage: s
     info = {"dpo_en_demo": {"file_name": "dpo.json", "ranking": ranking}}
     (project.parent / "data" / "dataset_info.json").write_text(json.dumps(info))
     project.write_text(CONFIG.replace("stage: kto", f"stage: {stage}").replace(", missing", ""))
-    assert bool([d for d in _lint(project) if d["code"] == "LF055"]) == refused
+    assert bool([d for d in _lint(project) if d["code"] == "LF057"]) == refused

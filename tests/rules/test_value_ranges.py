@@ -1,4 +1,4 @@
-"""LF054's bounds are the real code's tests: each is run against the library that refuses the value (PEFT's LoRA
+"""LF056's bounds are the real code's tests: each is run against the library that refuses the value (PEFT's LoRA
 layer, torch's optimizers and BatchSampler, `datasets`' split), and the rule fires only where the run reads the key."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rule_cases import TRAIN, run_cli
 
-from cfgopt.rules.lf054_value_out_of_range import BOUNDS, TORCH_OPTIMIZERS
+from cfgopt.rules.lf056_value_out_of_range import BOUNDS, TORCH_OPTIMIZERS
 
 
 def _refused_by(call) -> bool:
@@ -90,7 +90,7 @@ def test_val_size_bound_is_the_split_s(val_size: float) -> None:
 def lf054(tmp_path: Path, extra: str) -> list[dict]:
     path = tmp_path / "cfg.yaml"
     path.write_text(TRAIN + extra)
-    _, out, err = run_cli(["lint", "--format", "json", "--no-config", "--select", "LF054", str(path)])
+    _, out, err = run_cli(["lint", "--format", "json", "--no-config", "--select", "LF056", str(path)])
     assert out.strip(), err
     return json.loads(out)["diagnostics"]
 

@@ -29,7 +29,7 @@ def profile_of(ctx: Context) -> DataProfile | None:
     return found if is_profiled(found) else None
 
 
-# Why a data finding that stops LLaMA-Factory is an error, or only a warning (LF048, LF055's pages say it too).
+# Why a data finding that stops LLaMA-Factory is an error, or only a warning (LF048, LF057's pages say it too).
 LAUNCH_FOLDER = (
     "`dataset_dir` is resolved against the folder the run is launched from, which cfgopt cannot know: it tries "
     "the current folder, then the config's folder and every folder above it up to the repository root. An error "

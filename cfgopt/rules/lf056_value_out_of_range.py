@@ -119,7 +119,7 @@ BOUNDS: dict[str, Bound] = {
 
 
 class ValueOutOfRange(Rule):
-    code = "LF054"
+    code = "LF056"
     name = "value-out-of-range"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS

@@ -13,7 +13,7 @@ NOT_APPLICABLE = "The dataset is not applicable in the current training stage." 
 
 
 class DatasetStageMismatch(Rule):
-    code = "LF055"
+    code = "LF057"
     name = "dataset-stage-mismatch"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
