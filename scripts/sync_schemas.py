@@ -291,6 +291,37 @@ def build_llamafactory(versions: dict[str, str]) -> dict[str, Any]:
         "fields": fields,
         "not_settable": sorted(not_settable - set(fields)),
         "templates": installed_templates(),
+        "report_to": report_to_values(),
+    }
+
+
+def report_to_values() -> dict[str, Any]:
+    """What `report_to` may hold for the installed transformers' Trainer (LLaMA-Factory passes it on unchecked).
+
+    `integrations`: the names `get_reporting_integration_callbacks` accepts (its `INTEGRATION_TO_CALLBACK`),
+    checked when the Trainer is built, after data and model loading; `words`: the whole-value words
+    TrainingArguments turns into a list first (`none`, `all`); `null`: whether a null gets through (transformers 4
+    reads it as `all`, transformers 5 as `[None]`). Each word and the null are run through TrainingArguments and
+    that check, not read.
+    """
+    import tempfile
+
+    from transformers import TrainingArguments
+    from transformers.integrations import integration_utils
+
+    def accepted(value: Any) -> bool:
+        with tempfile.TemporaryDirectory() as out:
+            args = TrainingArguments(output_dir=out, report_to=value)
+        try:
+            integration_utils.get_reporting_integration_callbacks(args.report_to)
+        except ValueError:
+            return False
+        return True
+
+    return {
+        "integrations": list(integration_utils.INTEGRATION_TO_CALLBACK),
+        "words": [word for word in ("none", "all") if accepted(word)],
+        "null": accepted(None),
     }
 
 

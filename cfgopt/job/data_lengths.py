@@ -176,5 +176,5 @@ def summary(profile: DataProfile, cutoff: int, micro_batch: int) -> dict[str, ob
         "micro_batch": micro_batch,
         "padding_share": round(pad.share, 4),
         "expected_longest_per_micro_batch": round(pad.expected_longest, 1),
-        "problems": list(profile.problems),
+        "problems": [problem.text for problem in profile.problems],
     }

@@ -1,6 +1,7 @@
-"""Where a job's training data is, without reading it: the `dataset` names and the folder holding
-`dataset_info.json` (resolved as cfgopt.job.data_profile describes). A lint whose data is not local (a hub
-dataset, no `dataset_info.json` in the project) stops here: the profile, its readers and its tokenizer tables
+"""Where a job's training data is, without reading it: the `dataset` names, the folder holding
+`dataset_info.json` (resolved as cfgopt.job.data_profile describes) and the other folders a run launched
+elsewhere would read one from, and that file's entries. A lint whose data is not local (a hub dataset, no
+`dataset_info.json` in the project) stops here: the profile, its readers and its tokenizer tables
 (`data_profile`, `data_tokens`) are imported only for data that is local."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.text.user_files import repository_of
+from cfgopt.text.user_files import parse_json, read_bounded, repository_of
 
 DATA_CONFIG = "dataset_info.json"
 
@@ -21,10 +22,12 @@ class NotLocal(NamedTuple):
 
 
 class LocalData(NamedTuple):
-    """The dataset names of a job and the folder of the `dataset_info.json` that lists them."""
+    """The dataset names of a job and the folder of the `dataset_info.json` that lists them; `others`: the other
+    folders a run may read one from (launched elsewhere: `dataset_dir` is relative to the launch folder)."""
 
     names: list[str]
     folder: Path
+    others: tuple[Path, ...] = ()
 
 
 def dataset_names(value: Any) -> list[str]:
@@ -49,16 +52,17 @@ def inside(path: Path, roots: list[Path]) -> bool:
     return False
 
 
-def data_folder(dataset_dir: Any, config: Path) -> Path | None:
-    """The folder holding `dataset_info.json`: the current folder's `dataset_dir`, else the config's folder's
-    and those above it up to the repository root; None when none holds one (or `dataset_dir` is not local)."""
+def data_folders(dataset_dir: Any, config: Path) -> list[Path]:
+    """The folders holding a `dataset_info.json` that a run may read: `dataset_dir` under the current folder, the
+    config's folder and those above it up to the repository root (each a folder the run may be launched from), in
+    that order and once each; empty when none holds one (or `dataset_dir` is not local)."""
     if (
         not isinstance(dataset_dir, str)
         or not dataset_dir
         or dataset_dir == "ONLINE"
         or dataset_dir.startswith("REMOTE:")
     ):
-        return None
+        return []
     try:
         given = Path(os.path.expanduser(dataset_dir))
         roots = project_roots(config)
@@ -68,12 +72,16 @@ def data_folder(dataset_dir: Any, config: Path) -> Path | None:
             top = repository_of(config)
             above = [config.parent, *[p for p in config.parent.resolve().parents if p.is_relative_to(top)]]
             candidates = [Path.cwd() / given, *(folder / given for folder in above)]
-        for folder in candidates:
-            if (folder / DATA_CONFIG).is_file() and inside(folder / DATA_CONFIG, roots):
-                return folder
     except (OSError, ValueError):  # a path the system cannot look up (too long, NUL byte): not local data
-        return None
-    return None
+        return []
+    found: dict[str, Path] = {}
+    for folder in candidates:
+        try:
+            if (folder / DATA_CONFIG).is_file() and inside(folder / DATA_CONFIG, roots):
+                found.setdefault(os.path.realpath(folder), folder)
+        except (OSError, ValueError):  # this folder cannot be looked up: a run launched there finds no file either
+            continue
+    return list(found.values())
 
 
 def local_data(dataset: Any, dataset_dir: Any, config: Path) -> LocalData | NotLocal | None:
@@ -82,10 +90,22 @@ def local_data(dataset: Any, dataset_dir: Any, config: Path) -> LocalData | NotL
     names = dataset_names(dataset)
     if not names:
         return None
-    folder = data_folder(dataset_dir, config)
-    if folder is None:
+    folders = data_folders(dataset_dir, config)
+    if not folders:
         return NotLocal(f"no {DATA_CONFIG} found under `dataset_dir: {dataset_dir}`")
-    return LocalData(names, folder)
+    return LocalData(names, folders[0], tuple(folders[1:]))
+
+
+def dataset_info(folder: Path) -> dict[str, Any] | NotLocal:
+    """The entries of `folder/dataset_info.json` (read bounded); NotLocal with the reason when it cannot be read
+    as a JSON object."""
+    try:
+        info = parse_json(read_bounded(folder / DATA_CONFIG))
+    except (OSError, ValueError, RecursionError) as exc:
+        return NotLocal(f"{DATA_CONFIG} cannot be read ({exc})")
+    if not isinstance(info, dict):
+        return NotLocal(f"{DATA_CONFIG} is not a JSON object")
+    return info
 
 
 def is_profiled(found: object) -> bool:

@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from cfgopt.job.data_location import DATA_CONFIG, LocalData, NotLocal, local_data
+from cfgopt.job.data_location import DATA_CONFIG, LocalData, NotLocal, dataset_info, local_data
 from cfgopt.job.data_location import inside as _inside
 from cfgopt.job.data_location import project_roots as _project_roots
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
@@ -75,6 +75,16 @@ class Sample(NamedTuple):
         return self.prompt + self.response - (self.turns[-1][1] if self.turns else 0) + last
 
 
+class DataProblem(NamedTuple):
+    """A dataset the run cannot use, said as a sentence; `stops`: LLaMA-Factory certainly stops on it (an undefined
+    name, a file or folder not found, a `columns`/`tags` block that is no object, a file with no rows: `datasets`
+    raises `Instruction "train" corresponds to no data!`). A file cfgopt's reader cannot parse may still load in
+    `datasets` (a pretty-printed object, a JSON line broken over two lines): not certain."""
+
+    text: str
+    stops: bool
+
+
 class DataProfile(NamedTuple):
     """The job's local data measured. `samples`: the seeded sample (shares, percentiles); `tail`: the rows
     with the longest text (the maximum)."""
@@ -88,7 +98,7 @@ class DataProfile(NamedTuple):
     tail: tuple[Sample, ...]
     counted_by: str
     exact: bool
-    problems: tuple[str, ...] = ()  # a dataset that could not be read or is empty, said as a sentence
+    problems: tuple[DataProblem, ...] = ()  # a dataset that could not be read or is empty
 
     @property
     def sampled(self) -> bool:
@@ -352,14 +362,15 @@ def measure_file(path: Path, entry: dict[str, Any], counter: Counter) -> _Measur
 # --------------------------------------------------------------------------- the job's data
 
 
-def _entry_files(folder: Path, name: str, info: dict[str, Any]) -> tuple[list[Path], str | None]:
-    """(the files of a local dataset, None) or ([], why it is not profiled)."""
+def _entry_files(folder: Path, name: str, info: dict[str, Any]) -> tuple[list[Path], DataProblem | NotLocal | None]:
+    """(the files of a local dataset, None) or ([], the problem / why it is not local)."""
     entry = info.get(name)
     if not isinstance(entry, dict):
-        return [], f"`{name}` is not in {DATA_CONFIG} (LLaMA-Factory stops: `Undefined dataset {name}`)"
+        text = f"`{name}` is not in {DATA_CONFIG} (LLaMA-Factory stops: `Undefined dataset {name}`)"
+        return [], DataProblem(text, True)
     remote = [k for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name") if k in entry]
     if remote:
-        return [], f"`{name}` is not local ({remote[0]})"
+        return [], NotLocal(f"`{name}` is not local ({remote[0]})")
     malformed = _malformed(name, entry)
     if malformed:
         return [], malformed
@@ -367,24 +378,31 @@ def _entry_files(folder: Path, name: str, info: dict[str, Any]) -> tuple[list[Pa
         files = _files_of(folder, entry)
         found = bool(files) and all(f.exists() for f in files)
     except OSError as exc:  # a 300-character file_name (ENAMETOOLONG), a folder that cannot be listed
-        return [], f"`{name}`: {DATA_CONFIG}'s file_name cannot be read ({exc.strerror or exc}): not found"
+        text = f"`{name}`: {DATA_CONFIG}'s file_name cannot be read ({exc.strerror or exc}): not found"
+        return [], DataProblem(text, True)
     if not found:
-        return [], f"`{name}`: {folder.name}/{entry.get('file_name')} not found"
+        return [], DataProblem(f"`{name}`: {folder.name}/{entry.get('file_name')} not found", True)
     return files, None
 
 
-def _malformed(name: str, entry: dict[str, Any]) -> str | None:
+def _malformed(name: str, entry: dict[str, Any]) -> DataProblem | None:
     """Why LLaMA-Factory 0.9.5 cannot read the entry's `columns` / `tags` (`data/parser.py` `DatasetAttr.join`
-    calls `.get` on them; a column name that is not a string fails the converter's row lookup), or None."""
+    calls `.get` on them: certain; a column name that is not a string fails the converter's row lookup, where
+    the converter reads that column), or None."""
     for block in ("columns", "tags"):
         value = entry.get(block)
         if value is None:
             continue
         if not isinstance(value, dict):
-            return f"`{name}`: `{block}` is a {type(value).__name__}, not an object: LLaMA-Factory stops reading it"
+            text = f"`{name}`: `{block}` is a {type(value).__name__}, not an object: LLaMA-Factory stops reading it"
+            return DataProblem(text, True)
         for key, column in value.items():
             if column is not None and not isinstance(column, str):
-                return f"`{name}`: `{block}.{key}` is a {type(column).__name__}, not a name: LLaMA-Factory fails on it"
+                kind = type(column).__name__
+                text = (
+                    f"`{name}`: `{block}.{key}` is a {kind}, not a name: LLaMA-Factory fails where it reads that column"
+                )
+                return DataProblem(text, False)
     return None
 
 
@@ -401,7 +419,8 @@ def _profile_files(name: str, files: list[Path], entry: dict[str, Any], counter:
         try:
             measured = measure_file(path, entry, counter)
         except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
-            return None, f"`{name}`: {path.name} cannot be read ({str(exc).split(chr(10))[0][:160]})", None
+            text = f"`{name}`: {path.name} cannot be read ({str(exc).split(chr(10))[0][:160]})"
+            return None, DataProblem(text, False), None
         total += measured.rows
         samples += measured.samples
         tail += measured.tail
@@ -410,18 +429,15 @@ def _profile_files(name: str, files: list[Path], entry: dict[str, Any], counter:
 
 def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path]) -> DataProfile | NotLocal:
     """The datasets `names` of `folder/dataset_info.json`, measured with `counter`."""
-    try:
-        info = parse_json(read_bounded(folder / DATA_CONFIG))
-    except (OSError, ValueError, RecursionError) as exc:
-        return NotLocal(f"{DATA_CONFIG} cannot be read ({exc})")
-    if not isinstance(info, dict):
-        return NotLocal(f"{DATA_CONFIG} is not a JSON object")
+    info = dataset_info(folder)
+    if isinstance(info, NotLocal):
+        return info
     total, samples, tail, problems, shown, formats, pairwise = 0, [], [], [], [], set(), False
     for name in names:
         files, why = _entry_files(folder, name, info)
+        if isinstance(why, NotLocal):
+            return why
         if why is not None:
-            if why.startswith(f"`{name}` is not local"):
-                return NotLocal(why)
             problems.append(why)  # undefined, not found, malformed: the job's problem, said as such
             continue
         entry = info[name]
@@ -429,10 +445,11 @@ def profile(names: list[str], folder: Path, counter: Counter, roots: list[Path])
         if not_local is not None:
             return NotLocal(not_local)
         if problem is not None or measured is None:
-            problems.append(problem or f"`{name}` cannot be read")
+            problems.append(problem or DataProblem(f"`{name}` cannot be read", False))
             continue
         if measured.rows == 0:
-            problems.append(f"`{name}`: {', '.join(f.name for f in files)} holds no rows")
+            text = f"`{name}`: {', '.join(f.name for f in files)} holds no rows (`datasets` stops: no data)"
+            problems.append(DataProblem(text, True))
         total += measured.rows
         samples += measured.samples
         tail += measured.tail
@@ -465,6 +482,6 @@ def profile_of(dataset: Any, dataset_dir: Any, model: Any, config: Path) -> Data
 
 def measure(found: LocalData, model: Any, config: Path) -> DataProfile | NotLocal:
     """The profile of local data (`data_location.local_data`'s names and folder)."""
-    names, folder = found
+    names, folder = found.names, found.folder
     counter = counter_for(model, config.parent)
     return profile(names, folder, counter, _project_roots(config))

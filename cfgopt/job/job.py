@@ -28,7 +28,7 @@ from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
     from cfgopt.environment import Environment
-    from cfgopt.job import data_profile
+    from cfgopt.job import data_location, data_profile
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema
     from cfgopt.knowledge.accelerate_plan import AcceleratePlan
@@ -453,13 +453,24 @@ class Job:
 
     # -- the data -------------------------------------------------------------------------------------
     @property
+    def data_location(self) -> data_location.LocalData | data_location.NotLocal | None:
+        """The job's dataset names and the folder of the `dataset_info.json` listing them, with the other folders
+        a run launched elsewhere reads one from (cfgopt.job.data_location); NotLocal says why none is found;
+        None: no `dataset`. Looked up once per job."""
+        if "data_location" not in self.memo:
+            from cfgopt.job.data_location import local_data
+
+            self.memo["data_location"] = local_data(self.value("dataset"), self.value("dataset_dir"), self.path)
+        return self.memo["data_location"]
+
+    @property
     def data_profile(self) -> data_profile.DataProfile | data_profile.NotLocal | None:
         """The training data measured where it is local (cfgopt.job.data_profile); NotLocal says why not; None: no
         `dataset`. Read once per job."""
         if "data_profile" not in self.memo:
-            from cfgopt.job.data_location import LocalData, local_data
+            from cfgopt.job.data_location import LocalData
 
-            found = local_data(self.value("dataset"), self.value("dataset_dir"), self.path)
+            found = self.data_location
             if isinstance(found, LocalData):  # local: only now the profile, its readers and tokenizer tables
                 from cfgopt.job.data_profile import measure
 

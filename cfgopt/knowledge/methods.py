@@ -33,6 +33,11 @@ LIGER_STAGES = frozenset({"pt", "sft"})
 # sequence per sample through the graph and its KL sequence through a no-grad forward (train/kto/trainer.py).
 PAIRED_STAGES = frozenset({"rm", "dpo"})
 
+# Stages that load ranking data (`"ranking": true` in dataset_info.json): data/loader.py `_get_merged_dataset`
+# refuses a non-ranking dataset for stage "rm" and a ranking one for every other, and DPO loads its data as "rm"
+# (train/dpo/workflow.py L45; KTO as "kto", PPO as "ppo").
+RANKING_STAGES = frozenset({"rm", "dpo"})
+
 # DPO losses that need no reference model (hparams/finetuning_args.py: use_ref_model = stage == "dpo" and
 # pref_loss not in ["orpo", "simpo"]). KTO and PPO always build one (train/kto/workflow.py, train/ppo/workflow.py).
 REFERENCE_FREE_LOSSES = frozenset({"orpo", "simpo"})

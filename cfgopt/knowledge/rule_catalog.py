@@ -95,7 +95,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF016",
         "load-best-model-conflict",
         "llamafactory-cli llamafactory-train",
-        "load_best_model_at_end",
+        "load_best_model_at_end save_strategy",
     ),
     "lf017_ppo_misconfigured": (
         "LF017",
@@ -294,6 +294,18 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "neat_packing",
     ),
     "lf055_launch_script_crlf": ("LF055", "launch-script-crlf", "llamafactory-cli", "*"),
+    "lf056_value_out_of_range": (
+        "LF056",
+        "value-out-of-range",
+        "llamafactory-cli llamafactory-train",
+        "gradient_accumulation_steps learning_rate lora_dropout lora_rank per_device_train_batch_size val_size",
+    ),
+    "lf057_dataset_stage_mismatch": (
+        "LF057",
+        "dataset-stage-mismatch",
+        "llamafactory-cli llamafactory-train",
+        "dataset",
+    ),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),

@@ -89,6 +89,26 @@ class FieldSpec(NamedTuple):
         return bool({"int", "float"} & set(self.types)) and not ({"str", "any", "dict", "list"} & set(self.types))
 
 
+class ReportTo(NamedTuple):
+    """What `report_to` may hold for the Trainer of the transformers a snapshot was taken with
+    (scripts/sync_schemas.py `report_to_values` runs each through TrainingArguments and the Trainer's check)."""
+
+    integrations: tuple[str, ...]  # the names `get_reporting_integration_callbacks` accepts, in its order
+    words: frozenset[str]  # whole-value words TrainingArguments turns into a list first: `none`, `all`
+    null: bool  # does a null get through (transformers 4: `all`; transformers 5: `[None]`, refused)
+
+    def accepts(self, value: Any) -> bool:
+        """Does the Trainer take `report_to: value` (a string, a list of them, or null) when it is built?"""
+        if value is None:
+            return self.null
+        if isinstance(value, str) and value in self.words:
+            return True
+        if isinstance(value, list) and len(value) == 1 and value[0] in self.words:
+            return True  # `[none]` and `[all]` are the words too (training_args.py compares both)
+        items = value if isinstance(value, list) else [value]
+        return all(isinstance(item, str) and item in self.integrations for item in items)
+
+
 class LlamaFactorySchema:
     def __init__(self, data: dict[str, Any]) -> None:
         self.version = data["version"]
@@ -98,6 +118,13 @@ class LlamaFactorySchema:
         # Chat templates the release registers (data/template.py); None: a snapshot taken without them.
         templates = data.get("templates")
         self.templates: frozenset[str] | None = frozenset(templates) if templates is not None else None
+        # What `report_to` may hold for the snapshot's transformers; None: a snapshot taken without it.
+        report_to = data.get("report_to")
+        self.report_to: ReportTo | None = (
+            ReportTo(tuple(report_to["integrations"]), frozenset(report_to["words"]), bool(report_to["null"]))
+            if report_to is not None
+            else None
+        )
         self.fields: dict[str, FieldSpec] = {
             name: FieldSpec(
                 name=name,

@@ -4,11 +4,11 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
+from cfgopt.rules.support.gpu_count import PLAUSIBLE, gpu_count_note, pinned_world
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
 KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-PLAUSIBLE = range(1, 1025)  # GPU counts, and values an "auto" may be filled with
 
 
 Number = int | float
@@ -76,8 +76,9 @@ class BatchSizeArithmetic(Rule):
         'fills only keys that are present as "auto" (accelerate adds `gradient_accumulation_steps: 1` when it '
         "is absent), so a config with neither batch key fails under LLaMA-Factory too. cfgopt runs the same "
         "arithmetic with `--gpus` when given; without it, it reports only values that fail for every GPU count "
-        'from 1 to 1024 and every value an "auto" could take. Mismatches with the training config itself are '
-        "XF002's."
+        'from 1 to 1024 and every value an "auto" could take, and says, as an info, which GPU count explicit '
+        "values hold on when that is one count other than the 1 the advice assumes. Mismatches with the training "
+        "config itself are XF002's."
     )
     fails_when = "At DeepSpeedConfig construction (`deepspeed.initialize`, train start), after data and model loading."
     evidence = (
@@ -88,7 +89,8 @@ class BatchSizeArithmetic(Rule):
     worth_it = (
         "It fires on a quarter of DeepSpeedExamples' JSON judged for 8 GPUs, and only then: those files state "
         "`train_batch_size` for one GPU, and DeepSpeed's own assertion stops them at start-up on eight. The "
-        "verdict is the real tool's for the GPU count judged; with no count stated it does not fire."
+        "verdict is the real tool's for the GPU count judged; with no count stated it gives no error, only an "
+        "info naming the one count explicit values hold on, where that is not 1 (none of those files)."
     )
     example = '"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2'
     fix_safety = (
@@ -129,6 +131,15 @@ class BatchSizeArithmetic(Rule):
                 return
         worlds = [ctx.settings.gpus] if ctx.settings.gpus else list(PLAUSIBLE)
         error = _possible(concrete, worlds)
+        world = pinned_world(*concrete) if not ctx.settings.gpus else None
+        if not error and world is not None:
+            yield self.at_entry(
+                ctx,
+                src.root.get("train_batch_size"),
+                gpu_count_note(world, *concrete),
+                on="value",
+                severity=Severity.INFO,
+            )
         if error:
             entry = src.root.get("train_batch_size") or src.root.get("train_micro_batch_size_per_gpu")
             scope = f"with {ctx.settings.gpus} GPUs" if ctx.settings.gpus else "for any GPU count"

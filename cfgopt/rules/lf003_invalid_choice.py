@@ -9,8 +9,9 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
+from cfgopt.rules.support.report_to import OFF, Refused, refused, trainer_error
 from cfgopt.text import suggest
-from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.diagnostics import Diagnostic, Fix, Severity
 from cfgopt.text.source import Entry, Kind
 
 # Values whose meaning is certain: the mapping is safe.
@@ -51,7 +52,9 @@ class InvalidChoice(Rule):
     name = "invalid-choice"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    summary = "A value outside the field's choices (flash_attn, stage, optim, ...): an error where the run stops"
+    summary = (
+        "A value outside the field's choices (flash_attn, stage, optim, report_to, ...): an error where the run stops"
+    )
     why = (
         "On the command line argparse rejects it at once. From YAML, `parse_dict` checks no `Literal` and "
         "converts no LLaMA-Factory `Enum`: the string reaches the code that reads the field, and what happens "
@@ -61,12 +64,17 @@ class InvalidChoice(Rule):
         '`device_map="auto"` (every value but `cpu` means that) and `quantization_method: bitsandbytes` '
         "trains *unquantized* without a word. So the severity is an error only where the real run stops, and "
         "a warning where it goes on doing something else. `save_strategy: no` is the YAML 1.1 trap: OmegaConf "
-        "reads an unquoted `no`/`off` as false and `yes`/`on` as true; the message says so."
+        "reads an unquoted `no`/`off` as false and `yes`/`on` as true; the message says so. `report_to` has no "
+        "choices in its dataclass, but the Trainer refuses, when it is built, every name that is no integration "
+        "of the release's transformers: a typo (`tensorbord`), and `false`, `None` or `null` (transformers 5 "
+        "reads null as `[None]`), which are meant as no reporting and only `none` says (the names and words come "
+        "from the release's snapshot, which scripts/sync_schemas.py takes from the installed transformers)."
     )
     fails_when = (
         "Errors: at model load for `flash_attn` (measured 16.2 s into a run), at start-up for HF enums and "
         "`finetuning_type`, after start-up for `stage`, where the value is first used for the others "
-        "(cfgopt/rules/support/choices.py). Warnings: never; the run does something else than written."
+        "(cfgopt/rules/support/choices.py); `report_to` when the Trainer is built, after the dataset is tokenised "
+        "and the model loaded. Warnings: never; the run does something else than written."
     )
     evidence = (
         "llamafactory 0.9.5 model/model_utils/attention.py L86: `NotImplementedError: Unknown attention type`",
@@ -76,6 +84,8 @@ class InvalidChoice(Rule):
         'llamafactory 0.9.5 hparams/parser.py L561-567: every `export_device` but `cpu` is `device_map="auto"`',
         "llamafactory 0.9.5 model/model_utils/quantization.py: no branch for an unknown quantization_method",
         "llamafactory commit c3c0efbaa (2025-04-07): quantization_method `bitsandbytes` renamed `bnb`",
+        "transformers 5.6.0 training_args.py L1560-1567 (`report_to` made a list; `none`/`all` first), trainer.py "
+        "L550 and integrations/integration_utils.py L2658-2676 (`... is not supported, only ... are supported.`)",
     )
     example = (
         'flash_attn: true        ->  flash_attn: sdpa\nsave_strategy: no       ->  save_strategy: "no"\n'
@@ -84,7 +94,8 @@ class InvalidChoice(Rule):
     fix_safety = (
         'Safe: a different case of a valid value (`FA2`), quoting a YAML 1.1 boolean (`no` -> `"no"`), renamed '
         "values with the same meaning (`bitsandbytes` -> `bnb`, `flash_attention_2` -> `fa2`, `off`/`eager` -> "
-        "`disabled`), and the value the code already treats it as (`export_device: cuda` -> `auto`). Unsafe: "
+        "`disabled`; `report_to: false`/`None`/`null` -> `none`), and the value the code already treats it as "
+        "(`export_device: cuda` -> `auto`). Unsafe: "
         "`true`/`Fa` for flash_attn (-> `sdpa`, the flash-backed attention available on every target without "
         "an extra package; choose `fa2` yourself if a flash-attn build is installed), and did-you-mean guesses."
     )
@@ -94,6 +105,8 @@ class InvalidChoice(Rule):
         fields = fields_for(ctx)
         for entry in top_entries(src):
             spec = fields.get(entry.key)
+            if spec is not None and entry.key == "report_to":
+                yield from self._report_to(ctx, entry)
             if spec is None or spec.choices is None:
                 continue
             node = entry.node
@@ -130,6 +143,53 @@ class InvalidChoice(Rule):
         return self.at_entry(
             ctx, entry, message, on="value", fix=fix, severity=Severity.ERROR if stops else Severity.WARNING
         )
+
+    def _report_to(self, ctx: Context, entry: Entry) -> Iterator[Diagnostic]:
+        """`report_to` outside the integrations the judged release's transformers knows: the Trainer stops when
+        it is built (cfgopt/rules/support/report_to.py)."""
+        lf = ctx.settings.lf_schema
+        node = entry.node
+        by_argparse = read_by_argparse(ctx.source, entry)
+        value = node.raw if by_argparse else node.value
+        if lf.report_to is None or (by_argparse and value is None):
+            return  # a snapshot taken without the names, or a bare `--report_to` (argparse's own error)
+        why = refused(value, lf.report_to)
+        if why is None:
+            return
+        shown = node.raw if by_argparse else ctx.source.document.text[node.start : node.end] or repr(value)
+        subject = f"`report_to: {shown}`" + (f": `{why.item}`" if isinstance(value, list) else "")
+        if why.off:
+            meaning = (
+                f"is read as `[None]` by transformers {lf.transformers}, not as no reporting"
+                if value is None
+                else "means no reporting, which TrainingArguments reads only as `none`"
+            )
+        elif why.item in lf.report_to.words:
+            meaning = "stands only alone"
+        else:
+            meaning = f"names no integration transformers {lf.transformers} reports to"
+        if why.exact and not why.off:
+            meaning += f" (names are case-sensitive: `{why.exact}`)"
+        elif why.guess:
+            meaning += f" (did you mean `{why.guess}`?)"
+        message = (
+            f"{subject} {meaning}: the Trainer stops when it is built, after the dataset is tokenised and the model "
+            f"loaded (`{trainer_error(why.item, lf.report_to)}`)"
+        )
+        yield self.at_entry(ctx, entry, message, on="value", fix=self._report_to_fix(ctx, entry, why))
+
+    def _report_to_fix(self, ctx: Context, entry: Entry, why: Refused) -> Fix | None:
+        """`none` for a value meaning no reporting and a name in another case (safe: same meaning); the closest
+        name for a typo (unsafe: a guess)."""
+        if isinstance(entry.node.value, list):
+            return None  # one item of a list: the message names it
+        if why.off or why.exact:
+            value = why.exact or OFF
+            described = f"Use `{value}` (no reporting)" if value == OFF else f"Use `{value}`"
+            return self.fix(described, edits.replace_value(ctx.source, entry, value), safe=True)
+        if why.guess:
+            return self.fix(f"Use `{why.guess}`", edits.replace_value(ctx.source, entry, why.guess), safe=False)
+        return None
 
     def _fix(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str, same_as: str | None = None):
         src = ctx.source

@@ -1,14 +1,47 @@
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from typing import Any
 
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import top_entries
+from cfgopt.rules.support.llamafactory import on, top_entries, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 from cfgopt.text.user_text import as_float, is_int
+
+# Schedulers that need a floor through `lr_scheduler_kwargs` (transformers 5.6.0 optimization.py L372-377, L452-457)
+MIN_LR_SCHEDULERS = ("cosine_with_min_lr", "cosine_warmup_with_min_lr")
+MIN_LR_KEYS = ("min_lr", "min_lr_rate")
+
+
+def _scheduler_kwargs(value: Any) -> dict | None:
+    """`lr_scheduler_kwargs` as TrainingArguments leaves it: a dict, a string starting with `{` parsed as JSON
+    (training_args.py L1495-1501), None for nothing; anything else (a path, bad JSON) is not judged here."""
+    if value is None:
+        return {}
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _min_lr_problem(scheduler: Any, kwargs: Any) -> str | None:
+    """What `get_scheduler` raises for a min-lr cosine schedule: neither floor given, or both."""
+    if scheduler not in MIN_LR_SCHEDULERS:
+        return None
+    given = _scheduler_kwargs(kwargs)
+    if given is None:
+        return None
+    floors = [key for key in MIN_LR_KEYS if given.get(key) is not None]
+    if not floors:
+        return "One of min_lr or min_lr_rate should be set through the `lr_scheduler_kwargs`"
+    if len(floors) == 2:
+        return "Only one of min_lr or min_lr_rate should be set"
+    return None
 
 
 def _step_problem(key: str, value: Any) -> str | None:
@@ -41,16 +74,31 @@ class TrainerArgumentInvalid(Rule):
             "dataloader_prefetch_factor",
         }
     )
-    summary = "A value HF TrainingArguments refuses when it is built (steps, warmup, schedulers, full-eval precision)"
+    summary = (
+        "A value HF TrainingArguments refuses when it is built (steps, warmup, schedulers, full-eval precision), "
+        "or the scheduler when training starts (a min-lr cosine without its floor)"
+    )
     why = (
         "Confidence: certain. transformers' `TrainingArguments.__post_init__` validates a handful of values as "
         "LLaMA-Factory builds the arguments: `*_steps` above 1 must be integers under a steps strategy, "
         "`logging_steps` cannot be 0, `warmup_steps` cannot be negative, a plateau or greedy scheduler needs an "
         "eval strategy, fp16 and bf16 full-eval exclude each other, `torch_empty_cache_steps` must be a positive "
-        "integer, and `dataloader_prefetch_factor` needs worker processes."
+        "integer, and `dataloader_prefetch_factor` needs worker processes. Later, when training starts, "
+        "`get_scheduler` refuses `cosine_with_min_lr` / `cosine_warmup_with_min_lr` without exactly one of "
+        "`min_lr` and `min_lr_rate` in `lr_scheduler_kwargs` (LLaMA-Factory adds no default; a DeepSpeed "
+        "`scheduler` block replaces the HF scheduler, and is not judged here)."
     )
-    fails_when = "At start-up, in `get_train_args`, before data and model loading."
-    evidence = ("transformers 5.6.0 training_args.py `TrainingArguments.__post_init__` L1681-1763",)
+    fails_when = (
+        "At start-up, in `get_train_args`, before data and model loading; the min-lr schedulers when training "
+        "starts, after data and model loading."
+    )
+    evidence = (
+        "transformers 5.6.0 training_args.py `TrainingArguments.__post_init__` L1681-1763",
+        "transformers 5.6.0 optimization.py L372-377 and L452-457 (`get_cosine_with_min_lr_schedule_with_warmup`, "
+        "`get_cosine_with_min_lr_schedule_with_warmup_lr_rate`), integrations/deepspeed.py L557-559 (a DeepSpeed "
+        "`scheduler` block); llamafactory 0.9.5 train/trainer_utils.py L551-570 (`create_custom_scheduler`: no "
+        "default for them); run on CPU with the Trainer",
+    )
     example = "save_steps: 1.5   ->  an integer (or a ratio below 1)"
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -96,6 +144,7 @@ class TrainerArgumentInvalid(Rule):
             yield report(
                 "lr_scheduler_type", f"`lr_scheduler_type: {scheduler}` needs an eval strategy (eval_strategy is no)"
             )
+        yield from self._min_lr(ctx, entries)
         warmup = as_float(data.get("warmup_steps"))
         # transformers 5.6 copies a set warmup_ratio over warmup_steps before this check (training_args.py L1511)
         if "warmup_steps" in entries and warmup is not None and warmup < 0 and data.get("warmup_ratio") is None:
@@ -105,3 +154,28 @@ class TrainerArgumentInvalid(Rule):
             yield report(
                 "dataloader_prefetch_factor", "`dataloader_prefetch_factor` needs `dataloader_num_workers` > 0"
             )
+
+    def _min_lr(self, ctx: Context, entries: dict) -> Iterator[Diagnostic]:
+        """A min-lr cosine schedule without exactly one floor: `get_scheduler` stops when training starts."""
+        scheduler = value_of(ctx, "lr_scheduler_type")
+        if "lr_scheduler_type" not in entries or not training(ctx) or _deepspeed_schedules(ctx) is not False:
+            return
+        problem = _min_lr_problem(scheduler, value_of(ctx, "lr_scheduler_kwargs"))
+        if problem:
+            yield self.at_entry(
+                ctx,
+                entries["lr_scheduler_type"],
+                f"`lr_scheduler_type: {scheduler}` needs exactly one of `min_lr` and `min_lr_rate` in "
+                "`lr_scheduler_kwargs`: the scheduler stops when training starts, after data and model loading "
+                f'(get_scheduler: "{problem}")',
+                on="value",
+            )
+
+
+def _deepspeed_schedules(ctx: Context) -> bool | None:
+    """Does a DeepSpeed `scheduler` block replace the HF scheduler? None: a DeepSpeed JSON that was not read."""
+    if not on(ctx, "deepspeed"):
+        return False
+    ds = ctx.deepspeed
+    data = ds.data if ds is not None and ds.root is not None else None
+    return "scheduler" in data if isinstance(data, dict) else None

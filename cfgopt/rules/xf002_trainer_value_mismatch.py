@@ -6,9 +6,10 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import lf_value
 from cfgopt.rules.support.ds_blocks import trainer_warmup
+from cfgopt.rules.support.gpu_count import gpu_count_note, pinned_world
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind, Source
-from cfgopt.text.user_text import is_int
+from cfgopt.text.user_text import is_int, is_number
 
 # DeepSpeed key -> the TrainingArguments field the HF Trainer fills it from (must match when explicit).
 MATCHED = {
@@ -45,7 +46,8 @@ class TrainerValueMismatch(Rule):
         "`betas`, `eps` and `weight_decay`, the scheduler's `warmup_max_lr` (learning_rate), `warmup_num_steps` "
         "(the Trainer's warm-up: judged where the config gives a count, or none; a ratio depends on the step "
         "count) and `total_num_steps` (judged where `max_steps` is set). `train_batch_size` must equal micro "
-        "batch x accumulation x GPUs (checked with `--gpus`, or for divisibility without it)."
+        "batch x accumulation x GPUs (checked with `--gpus`, or for divisibility without it; without it, an info "
+        "says which GPU count the value holds on when that is one count other than the 1 the advice assumes)."
     )
     fails_when = (
         "At `trainer.train()`, after data and model loading: `Please correct the following DeepSpeed config values`."
@@ -109,6 +111,13 @@ class TrainerValueMismatch(Rule):
                     f"`train_batch_size` {entry.node.value} is not a multiple of "
                     f"{micro} x {accum} from {name}, for any GPU count",
                 )
+            elif not gpus and not _states_batch_shape(src):  # else DS007 says it from the JSON's own values
+                world = pinned_world(entry.node.value, micro, accum)
+                if world is not None:
+                    note = gpu_count_note(world, entry.node.value, micro, accum)
+                    yield self.at_entry(
+                        ctx, entry, f"{note}; {name} gives {micro} x {accum}", on="value", severity=Severity.INFO
+                    )
 
     def _schedule_steps(self, ctx: Context, consumer: Source) -> Iterator[Diagnostic]:
         """`warmup_num_steps` and `total_num_steps`, compared in `trainer_config_finalize` with the step counts
@@ -140,6 +149,14 @@ class TrainerValueMismatch(Rule):
             on="value",
             fix=self.fix('Set it to "auto"', edits.replace_value(ctx.source, entry, "auto"), safe=True),
         )
+
+
+def _states_batch_shape(src: Source) -> bool:
+    """Does the JSON give both the micro batch and the accumulation as numbers (DS007 then judges the count)?"""
+    return all(
+        is_number(entry.node.value) if (entry := src.find((key,))) is not None else False
+        for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    )
 
 
 def _explicit(entry: Entry | None) -> bool:

@@ -84,17 +84,18 @@ def test_not_local_and_problems(tmp_path, monkeypatch):
     assert isinstance(_profile_of(config)[1], NotLocal)
     config.write_text(config.read_text().replace("dataset: d", "dataset: missing"))
     _, profile = _profile_of(config)
-    assert "Undefined dataset missing" in profile.problems[0]
+    assert "Undefined dataset missing" in profile.problems[0].text and profile.problems[0].stops
 
 
 def test_empty_and_unreadable(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = _project(tmp_path, "", {})
     _, profile = _profile_of(config)
-    assert profile.rows == 0 and "holds no rows" in profile.problems[0]
+    assert profile.rows == 0 and "holds no rows" in profile.problems[0].text and profile.problems[0].stops
     (tmp_path / "data" / "d.jsonl").write_text("{not json\n")
     _, profile = _profile_of(config)
-    assert "cannot be read" in profile.problems[0]
+    # cfgopt's reader fails where `datasets` may not (a JSON line broken over two lines): not certain
+    assert "cannot be read" in profile.problems[0].text and not profile.problems[0].stops
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
@@ -104,7 +105,7 @@ def test_a_fifo_is_not_read(tmp_path, monkeypatch):
     (tmp_path / "data" / "d.jsonl").unlink()
     os.mkfifo(tmp_path / "data" / "d.jsonl")
     _, profile = _profile_of(config)  # returns: the bounded reader refuses a FIFO
-    assert "not a regular file" in profile.problems[0]
+    assert "not a regular file" in profile.problems[0].text
 
 
 def test_parquet_is_said_not_profiled(tmp_path, monkeypatch):
@@ -191,7 +192,7 @@ def test_a_malformed_list_says_what_json_says(tmp_path, monkeypatch, text):
     except (ValueError, RecursionError) as exc:
         said = str(exc).split("\n")[0][:160]
     _, profile = _profile_of(config)
-    assert profile.problems == (f"`d`: d.json cannot be read ({said})",)
+    assert [p.text for p in profile.problems] == [f"`d`: d.json cannot be read ({said})"]
 
 
 def test_a_file_that_is_not_utf8_is_refused_whole(tmp_path, monkeypatch):
@@ -200,7 +201,7 @@ def test_a_file_that_is_not_utf8_is_refused_whole(tmp_path, monkeypatch):
     config = _project(tmp_path, "", {})
     (tmp_path / "data" / "d.jsonl").write_bytes(rows.encode() + b'{"instruction": "\xff"}\n')  # not drawn
     _, profile = _profile_of(config)
-    assert "cannot be read ('utf-8' codec can't decode byte 0xff" in profile.problems[0]
+    assert "cannot be read ('utf-8' codec can't decode byte 0xff" in profile.problems[0].text
 
 
 def test_the_bounded_reader_reads_a_file_at_once_and_a_pseudo_file_in_chunks(tmp_path):

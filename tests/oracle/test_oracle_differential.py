@@ -606,7 +606,7 @@ def known_difference(case: Case) -> str | None:
         and codes
         and all(
             d["code"] in LATE_FAILURE_CODES
-            or "at model load" in d.get("message", "")
+            or any(words in d.get("message", "") for words in LATE_FAILURE_WORDS)
             or (d["code"] == "DS005" and _fractional_batch(d))  # KD5 beside a late failure: each one explained
             for d in case.diags
         )
@@ -630,7 +630,10 @@ def known_difference(case: Case) -> str | None:
 
 # Rules whose error is a failure after the oracle's horizon (model load, first use, ZeRO-3 partitioning), each
 # documented with where it fails ("fails_when"): the parse-time oracle accepts those files.
-LATE_FAILURE_CODES = {"LF011", "LF025", "LF030", "DS016", "DS025", "LF037"}
+LATE_FAILURE_CODES = {"LF011", "LF025", "LF030", "DS016", "DS025", "LF037", "LF048", "LF056", "LF057"}
+# What the message of a rule's late finding says where the rule's other findings come at start-up (LF003's
+# `report_to` and LF016's `save_strategy: best` when the Trainer is built, LF031's min-lr schedulers at train start)
+LATE_FAILURE_WORDS = ("at model load", "after data and model loading", "after the dataset is tokenised")
 
 
 def _not_deepspeed_to_cfgopt(case: Case) -> bool:

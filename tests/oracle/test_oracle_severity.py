@@ -91,6 +91,56 @@ CITED: dict[str, str] = {
     "method refused under ZeRO-3 at model load (the CPU oracle runs 0.9.5)",
     "LF051/release-093/fp8-local.yaml": "llamafactory 0.9.3 model/model_utils/quantization.py L93-94: FP8 refused "
     "too (0.9.4 added the FP8 / MXFP4 exemption; the CPU oracle runs 0.9.5)",
+    "LF003/report-to/list.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `tensorbord` when the Trainer is built (trainer.py L550), after "
+    "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF003/report-to/none-string.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses the string `None` when the Trainer is built (trainer.py L550), "
+    "after data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF003/report-to/null.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `[None]` (transformers 5 turns a null into it) when the Trainer "
+    "is built (trainer.py L550), after data and model loading (tests/rules/test_report_to.py runs that check on "
+    "every value)",
+    "LF003/report-to/off.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `False` when the Trainer is built (trainer.py L550), after "
+    "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF003/report-to/train.yaml": "transformers 5.6.0 integrations/integration_utils.py L2671-2674 "
+    "`get_reporting_integration_callbacks` refuses `tensorbord` when the Trainer is built (trainer.py L550), after "
+    "data and model loading (tests/rules/test_report_to.py runs that check on every value)",
+    "LF048/empty/train.yaml": "llamafactory 0.9.5 data/parser.py L125-126 `Undefined dataset missing` and datasets "
+    '4.0.0 `load_dataset` on `[]` (`Instruction "train" corresponds to no data!`), at data loading (the CPU '
+    "oracle loads no data)",
+    "LF057/ranking/train.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "the ranking `dpo_en_demo` for stage kto at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF057/ranking/sft.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "the ranking `dpo_en_demo` for stage sft at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF057/ranking/dpo.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "`alpaca_en_demo` for stage dpo (loaded as rm, train/dpo/workflow.py L45) at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF057/ranking/rm-eval.yaml": "llamafactory 0.9.5 data/loader.py L178-179 refuses "
+    "the eval dataset `alpaca_en_demo` for stage rm at data loading: "
+    "`The dataset is not applicable in the current training stage.` (the CPU oracle loads no data)",
+    "LF016/best-without-metric/train.yaml": "transformers 5.6.0 trainer.py L639-643: "
+    "`'args.metric_for_best_model' must be provided when using 'best' save_strategy` when the Trainer is built, "
+    "after data and model loading",
+    "LF031/min-lr/train.yaml": "transformers 5.6.0 optimization.py L376-377: `One of min_lr or min_lr_rate "
+    "should be set` when the scheduler is created at train start (run on CPU with the Trainer)",
+    "LF031/min-lr/both.yaml": "transformers 5.6.0 optimization.py L452-453: `Only one of min_lr or min_lr_rate "
+    "should be set` when the scheduler is created at train start (run on CPU with the Trainer)",
+    "LF056/ranges/train.yaml": "peft tuners/lora/layer.py L166-167: `r` should be a positive integer value, at "
+    "model load (run on CPU)",
+    "LF056/ranges/dropout.yaml": "torch nn/modules/dropout.py L24-27 through peft's LoRA layer: dropout "
+    "probability has to be between 0 and 1, at model load (run on CPU)",
+    "LF056/ranges/lr.yaml": "torch optim/adam.py L58-59: `Invalid learning rate` when the optimizer is built at "
+    "train start (run on CPU with the Trainer)",
+    "LF056/ranges/batch.yaml": "torch utils/data/sampler.py L317-324: `batch_size should be a positive integer "
+    "value` when the train DataLoader is built (run on CPU with the Trainer)",
+    "LF056/ranges/accumulation.yaml": "transformers 5.6.0 trainer.py L2318: ZeroDivisionError when the training "
+    "loop starts (run on CPU with the Trainer)",
+    "LF056/ranges/val-size.yaml": "llamafactory 0.9.5 data/data_utils.py L114-115 passes 1.0 on as a share; "
+    "datasets 4.0.0 arrow_dataset.py L4733-4742 refuses it at the split (the CPU oracle loads no data)",
     "XF006/nvme-4-gpus/train.yaml": "deepspeed 0.19.8 runtime/zero/partition_parameters.py L1816-1823 and "
     "runtime/swap_tensor/partitioned_param_swapper.py L357: `More elements X than buffer size Y` in `zero.Init` at "
     "model load (needs 4 processes and DeepSpeed's async_io op on an NVMe path, which this CPU host cannot run)",
