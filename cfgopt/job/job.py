@@ -28,6 +28,7 @@ from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
     from cfgopt.environment import Environment
+    from cfgopt.environment.stated import Fa2Outcome
     from cfgopt.job import data_profile
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema
@@ -344,6 +345,15 @@ class Job:
         """The `flash_attn` value `fa2` runs as without flash-attn: `disabled` (eager) for a soft-capped model, else
         `sdpa` (LLaMA-Factory leaves it to transformers: model/model_utils/attention.py L46-58, L77-82)."""
         return "disabled" if self.soft_capped_attention else "sdpa"
+
+    @property
+    def fa2_outcome(self) -> Fa2Outcome:
+        """What `flash_attn: fa2` does in this job's environment on its target: FlashAttention-2 runs, falls back
+        (`fa2_fallback`), or stops the job, with why (`cfgopt.environment.stated.fa2_outcome`): the one answer the
+        speed plan ranks by and LF049 judges the YAML by."""
+        from cfgopt.environment.stated import fa2_outcome
+
+        return fa2_outcome(self.environment, self.settings.target)
 
     # -- DeepSpeed ----------------------------------------------------------------------------------
     @property

@@ -104,6 +104,10 @@ def values_for(
         values["liger"] = [base.liger] + ([False] if base.liger and base.zero.startswith("z3") else [])
     if base.attn not in ("sdpa", "disabled", "fa2"):
         values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
+    if base.attn == "fa2" and job.fa2_outcome.stops:
+        # fa2 stops this job (LF049): no candidate keeps it, whether or not PF004 plans the attention; what runs
+        # without flash-attn takes its place (SDPA, eager for Gemma 2, whose soft-capping SDPA drops)
+        values["attn"] = [a for a in values["attn"] if a != "fa2"] or [job.fa2_fallback]
     if not job.deepspeed[0]:
         # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
         # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
