@@ -553,6 +553,29 @@ class Job:
         self.memo[key] = est
         return est
 
+    def estimate_gap(self, gpus: int) -> str:
+        """Why the job as written has no memory estimate on `gpus` GPUs (`estimate` is None), in words; "" where it
+        has one. The speed plan then keeps what spends memory as written, and says why."""
+        target = self.settings.target
+        if not self.training or self.estimate(gpus) is not None:
+            return ""
+        if not target.memory_gib:
+            return f"{target.name}: no GPU memory to estimate against" if target.stated else "no target stated"
+        known, deepspeed = self.memory_deepspeed
+        if not known:
+            return f"the DeepSpeed file {self.value('deepspeed')} was not read"
+        if self.shape is None:
+            return f"the size of {self.value('model_name_or_path')} is not known"
+        values = self.values()
+        if values.get("flash_attn") == "fa2" and not self.has_package("flash_attn"):
+            values = {**values, "flash_attn": self.fa2_fallback}
+        est = _shared_estimate(values, self.shape, target, gpus, deepspeed, self.data_fill(values), self.distributed)
+        if est.unmodelled:
+            return f"not modelled: {', '.join(est.unmodelled)}"
+        if est.approximate:
+            return f"counted only roughly: {', '.join(est.approximate)}"
+        return "the DeepSpeed config's ZeRO stage is not known"
+
 
 class _ReadKeys(dict):
     """A config dict that notes the keys read from it; iterating over it reads them all."""

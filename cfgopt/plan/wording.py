@@ -176,6 +176,7 @@ def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[A
     """What the description ends with: `fa2` that runs as SDPA (eager for Gemma 2), and the choices that change what
     the job trains on or its speed at this model size, said and never applied (ruff's display-only fixes)."""
     found = [
+        _no_estimate(job, plan),
         _fa2_fallback(job, plan, run),
         _fa2_stopped(plan, run),
         _fallback_for_neat(job, plan, run),
@@ -184,6 +185,25 @@ def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[A
         _stochastic_rounding(plan, run, values),
     ]
     return [words for words in found if words]
+
+
+# The notes on knobs the remark on a missing estimate names (`_no_estimate`): not quoted beside it
+KEPT_WITHOUT_ESTIMATE = ("packing not planned: ", "gradient checkpointing off not planned: ")
+
+
+def _no_estimate(job: Job, plan: SpeedPlan) -> str:
+    """A plan made without a memory estimate keeps what spends memory as written (`candidates.keep_memory_as_written`)
+    and says so, and why; where a setting the memory model does not cover is why, the plan is provisional: once the
+    config is fixed it can be estimated, and `cfgopt fix` plans again after its other fixes."""
+    if plan.est_gib is not None:
+        return ""
+    gap = job.estimate_gap(plan.hardware.gpus)
+    if not gap:
+        return ""
+    kept = f"micro-batch, packing and gradient checkpointing as written: no memory estimate to spend memory on ({gap})"
+    if gap.startswith(("not modelled", "counted only roughly")):
+        return f"{kept}; provisional until that is fixed: `cfgopt fix` plans again after its fixes, and may differ"
+    return kept
 
 
 def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
