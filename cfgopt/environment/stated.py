@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
@@ -345,10 +345,48 @@ def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
     return env.origin is Origin.PROBED or reaches(env.packages.get("transformers", ""), floor)
 
 
+class Fa2Outcome(NamedTuple):
+    """What `flash_attn: fa2` does in a job (`fa2_outcome`): FlashAttention-2 runs; or it does not and LLaMA-Factory
+    falls back (no flash-attn, or no GPU torch could hand it: `runs` False, `stops` None); or it stops the job."""
+
+    runs: bool
+    stops: str | None = None  # why `fa2` stops the job, in words ending with the rule that says so (LF049)
+
+
+def fa2_outcome(env: Environment, target: Target) -> Fa2Outcome:
+    """What `flash_attn: fa2` does for a job on `target` with `env`: the one answer the speed plan ranks by and
+    LF049 judges the YAML by. LLaMA-Factory 0.9.5 asks transformers' `is_flash_attn_2_available()`, which reads
+    the package's metadata and `torch.cuda.is_available()` (true on ROCm torch) and imports nothing: without
+    flash-attn (or a GPU) it warns "FlashAttention-2 is not installed." and keeps SDPA, eager for Gemma 2
+    (model/model_utils/attention.py L46-53, L77-82); with it, `flash_attention_2` is requested whatever the build.
+    Before Ampere flash-attn's first forward pass stops (`mha_fwd`); a CUDA build on ROCm cannot load its extension
+    (`flash_attn_2_cuda` links libc10_cuda / libcudart, which ROCm torch does not ship), and transformers 4.56 and
+    later import it when the model loads (`lazy_import_flash_attention`; 4.55 at the first forward pass). No
+    target, a build that cannot be told (the default index builds for the torch present) or a node's installed
+    build: nothing known stops it (`fa2_refusal` still keeps the plan from turning it on)."""
+    if not env.has("flash_attn") or target.platform == "cpu":
+        return Fa2Outcome(False)
+    if target.is_cuda and not target.runs_fa2:
+        return Fa2Outcome(
+            False,
+            f"{target.name} is older than Ampere: flash-attn's first forward pass stops with `FlashAttention only "
+            "supports Ampere GPUs or newer.` (LF049)",
+        )
+    spec = env.packages.get(normalise("flash-attn"), "")
+    if target.is_rocm and not env.installed and platform_of_build(spec) == "cuda":
+        return Fa2Outcome(
+            False,
+            f"the flash-attn in {env.where} is a CUDA build: on {target.name} its extension does not load with ROCm "
+            "torch, so the model load stops (LF049)",
+        )
+    return Fa2Outcome(True)
+
+
 def fa2_refusal(env: Environment, target: Target) -> str | None:
-    """Why FlashAttention-2 cannot run for a job on `target` with `env`, in words (None: nothing known against it;
-    whether flash-attn is there at all is `Environment.has`'s question). The planner plans no fa2 where this says
-    why, and the rules name the same reasons (LF049 on the GPU, ENV001 on the build)."""
+    """Why the plan turns FlashAttention-2 on nowhere for a job on `target` with `env`, in words (None: nothing
+    known against it; whether flash-attn is there at all is `Environment.has`'s question): where it stops the job
+    (`fa2_outcome`), and where it may not run (no target; on ROCm a flash-attn whose build cannot be told, ENV001).
+    The rules name the same reasons (LF049 on the YAML, ENV001 on the requirement)."""
     if not target.stated:
         return "no target stated: FlashAttention-2 runs only on NVIDIA Ampere or newer, or with AMD's ROCm build"
     if not target.runs_fa2:
@@ -359,9 +397,15 @@ def fa2_refusal(env: Environment, target: Target) -> str | None:
             if older
             else f"{target.name} has no GPU that FlashAttention-2 runs on"
         )
+    stops = fa2_outcome(env, target).stops if env.has("flash_attn") else None
+    if stops:
+        return stops
     spec = env.packages.get(normalise("flash-attn"), "")
     if target.is_rocm and env.has("flash_attn") and not env.installed and flash_attn_not_for_rocm(spec):
-        return f"the flash-attn in {env.where} is not AMD's build, so it fails on {target.name} (ENV001)"
+        return (
+            f"the flash-attn in {env.where} may not be AMD's build: from the default index it builds for the torch "
+            f"present at build time, and on {target.name} only AMD's build runs (ENV001)"
+        )
     return None
 
 

@@ -28,6 +28,7 @@ from cfgopt.text.writer import hard_linked
 
 if TYPE_CHECKING:
     from cfgopt.environment import Environment
+    from cfgopt.environment.stated import Fa2Outcome
     from cfgopt.job import data_location, data_profile
     from cfgopt.job.settings import Settings
     from cfgopt.knowledge import schema
@@ -353,6 +354,15 @@ class Job:
         `sdpa` (LLaMA-Factory leaves it to transformers: model/model_utils/attention.py L46-58, L77-82)."""
         return "disabled" if self.soft_capped_attention else "sdpa"
 
+    @property
+    def fa2_outcome(self) -> Fa2Outcome:
+        """What `flash_attn: fa2` does in this job's environment on its target: FlashAttention-2 runs, falls back
+        (`fa2_fallback`), or stops the job, with why (`cfgopt.environment.stated.fa2_outcome`): the one answer the
+        speed plan ranks by and LF049 judges the YAML by."""
+        from cfgopt.environment.stated import fa2_outcome
+
+        return fa2_outcome(self.environment, self.settings.target)
+
     # -- DeepSpeed ----------------------------------------------------------------------------------
     @property
     def deepspeed(self) -> tuple[bool, dict[str, Any] | None]:
@@ -561,6 +571,29 @@ class Job:
                 est = None
         self.memo[key] = est
         return est
+
+    def estimate_gap(self, gpus: int) -> str:
+        """Why the job as written has no memory estimate on `gpus` GPUs (`estimate` is None), in words; "" where it
+        has one. The speed plan then keeps what spends memory as written, and says why."""
+        target = self.settings.target
+        if not self.training or self.estimate(gpus) is not None:
+            return ""
+        if not target.memory_gib:
+            return f"{target.name}: no GPU memory to estimate against" if target.stated else "no target stated"
+        known, deepspeed = self.memory_deepspeed
+        if not known:
+            return f"the DeepSpeed file {self.value('deepspeed')} was not read"
+        if self.shape is None:
+            return f"the size of {self.value('model_name_or_path')} is not known"
+        values = self.values()
+        if values.get("flash_attn") == "fa2" and not self.has_package("flash_attn"):
+            values = {**values, "flash_attn": self.fa2_fallback}
+        est = _shared_estimate(values, self.shape, target, gpus, deepspeed, self.data_fill(values), self.distributed)
+        if est.unmodelled:
+            return f"not modelled: {', '.join(est.unmodelled)}"
+        if est.approximate:
+            return f"counted only roughly: {', '.join(est.approximate)}"
+        return "the DeepSpeed config's ZeRO stage is not known"
 
 
 class _ReadKeys(dict):

@@ -262,9 +262,9 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "max_samples",
     ),
     "lf048_dataset_unreadable": ("LF048", "dataset-unreadable", "llamafactory-cli llamafactory-train", "dataset"),
-    "lf049_fa2_before_ampere": (
+    "lf049_fa2_cannot_run": (
         "LF049",
-        "fa2-before-ampere",
+        "fa2-cannot-run",
         "llamafactory-cli llamafactory-infer llamafactory-train",
         "flash_attn",
     ),

@@ -18,8 +18,6 @@ from cfgopt.plan.speed_knobs import OWNERS, liger_plannable
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-AIM_TOKENS = 8192  # without a memory estimate, PF007's aim: a micro-batch of up to 8k tokens
-
 
 def planned_knobs(job: Job) -> tuple[str, ...]:
     """The knobs whose rules are selected; Liger also where the job's environment has it (its rule, PF009, is
@@ -76,18 +74,8 @@ def values_for(
     values = space.knob_values(config, base, platform, options)
     if job.settings.target.platform == "cpu":
         values["precision"] = [base.precision]  # no half precision to move to on a CPU (the Trainer refuses it)
-    cutoff = job.value("cutoff_len")
-    if not has_estimate:  # nothing that spends memory without an estimate of it, and no numerics for memory
-        values["gc"] = [base.gc]
-        values["precision"] = [p for p in values["precision"] if p != "pure_bf16" or p == base.precision]
-        values["optim"] = [base.optim]
-        # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
-        one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
-        values["zero"] = [base.zero] + (["none"] if one_gpu else [])
-        if isinstance(cutoff, int) and cutoff > 0 and job.value("stage") == "ppo":
-            cutoff = methods.ppo_sequence(config, cutoff)  # each sequence is prompt + generated response
-        aim = AIM_TOKENS // cutoff if isinstance(cutoff, int) and cutoff > 0 else base.micro
-        values["micro"] = [(m, a) for m, a in values["micro"] if m <= max(base.micro, aim)]
+    if not has_estimate:
+        keep_memory_as_written(job, base, knobs, values)
     elif "zero" in knobs:
         # ZeRO-2 in the job's own JSON (MEM003's advice); no DeepSpeed too, except for a full/freeze run on several
         # GPUs, whose states plain data parallel would copy to every GPU
@@ -106,6 +94,10 @@ def values_for(
         values["liger"] = [base.liger] + ([False] if base.liger and base.zero.startswith("z3") else [])
     if base.attn not in ("sdpa", "disabled", "fa2"):
         values["attn"] = [base.attn]  # not a valid choice (or fa3): LF003 / LF006 own the value
+    if base.attn == "fa2" and job.fa2_outcome.stops:
+        # fa2 stops this job (LF049): no candidate keeps it, whether or not PF004 plans the attention; what runs
+        # without flash-attn takes its place (SDPA, eager for Gemma 2, whose soft-capping SDPA drops)
+        values["attn"] = [a for a in values["attn"] if a != "fa2"] or [job.fa2_fallback]
     if not job.deepspeed[0]:
         # the DeepSpeed file `deepspeed:` names was not read (outside the project, not found): it may state the
         # batch itself, and a YAML batch that differs from it stops the run (XF002), so the shape stays
@@ -115,11 +107,31 @@ def values_for(
     return values
 
 
+def keep_memory_as_written(job: Job, base: space.Knobs, knobs: tuple[str, ...], values: dict[str, list[Any]]) -> None:
+    """Without a memory estimate (`Job.estimate_gap` says why), only what cannot raise memory moves, and nothing
+    that changes numerics for memory's sake: the micro-batch stays or shrinks, checkpointing, the optimizer and
+    packing stay as written (packing fills every row to cutoff_len and, without FlashAttention-2, adds neat
+    packing's 4D mask: a config sized for short samples can run out of memory), no move to eager attention (its
+    L x L scores); half precision for fp32, SDPA or fa2 for eager, Liger's fused loss, and no DeepSpeed where ZeRO
+    on one stated GPU shards nothing (PF050) may still be planned."""
+    values["micro"] = [(m, a) for m, a in values["micro"] if m <= base.micro]
+    values["gc"] = [base.gc]
+    values["packing"] = [base.packing]
+    values["precision"] = [p for p in values["precision"] if p != "pure_bf16" or p == base.precision]
+    values["optim"] = [base.optim]
+    runs = job.fa2_fallback if base.attn == "fa2" and not job.fa2_outcome.runs else base.attn
+    values["attn"] = [a for a in values["attn"] if a != "disabled" or runs == "disabled"]
+    # ZeRO without offload on one stated GPU shards nothing: dropping it spends no memory (PF050)
+    one_gpu = job.settings.gpus == 1 and base.zero in ("z0", "z1", "z2", "z3") and "zero" in knobs
+    values["zero"] = [base.zero] + (["none"] if one_gpu else [])
+
+
 def on_every_gpu(values: dict[str, list[Any]], base: space.Knobs) -> None:
     """Without a target, only what holds on every GPU: the precision stays (bf16 is emulated on V100 / T4, and fp16
     is what PF001 flags where bf16 runs) and so does the micro-batch (no memory to judge it by: a 16 GiB T4 or a 192
-    GiB MI300X). fa2 and Liger are left out by their own tests (`fa2_usable`, `liger_plannable`); packing, SDPA
-    for eager attention, and no DeepSpeed on one stated GPU hold everywhere."""
+    GiB MI300X; packing and checkpointing stay too, `keep_memory_as_written`). fa2 and Liger are left out by their
+    own tests (`fa2_usable`, `liger_plannable`); SDPA for eager attention, and no DeepSpeed on one stated GPU hold
+    everywhere."""
     values["precision"] = [base.precision]
     values["micro"] = [(base.micro, base.ga)]
 

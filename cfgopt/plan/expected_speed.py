@@ -45,14 +45,6 @@ def neat_mask_cost(job: Job) -> float:
     return NEAT_WITHOUT_FA2[neat_method(job)]
 
 
-def fa2_runs(job: Job) -> bool:
-    """Does `flash_attn: fa2` run FlashAttention-2 in the job's environment? Without the flash-attn package
-    LLaMA-Factory 0.9.5 warns "FlashAttention-2 is not installed." and leaves the attention to transformers, which
-    picks SDPA (model/model_utils/attention.py L77-82), or runs Gemma 2 with eager attention (L46-53), so the plan
-    ranks such a candidate as what runs (`Job.fa2_fallback`)."""
-    return job.has_package("flash_attn")
-
-
 # Stochastic rounding (pure bf16 + torchao's 8-bit AdamW, `space.SR_OPTIM`) against bf16 autocast, by model size, on
 # one H200 (bench/planner/README.md): Llama-3-8B / Qwen2.5-7B full SFT 1.21x / 1.18x the bf16 + bnb 8-bit plan
 # (what the priors give: 0.72 x 1.39 / 0.83); Qwen3-4B full packed 0.72x bf16 + AdamW (25.7 vs 61.9 GiB), and
@@ -66,12 +58,15 @@ SR_SMALL_SPEED = 0.72
 class Runtime(NamedTuple):
     """What the job's environment runs of a candidate's knobs, for its speed (`runtime_of`)."""
 
-    fa2: bool = False  # flash-attn installed: `fa2` runs FlashAttention-2 (else `fa2_fallback`)
+    # `fa2` runs FlashAttention-2 (`Job.fa2_outcome`); else it is ranked as `fa2_fallback`: without flash-attn
+    # LLaMA-Factory 0.9.5 keeps SDPA, or eager attention for Gemma 2 (model/model_utils/attention.py L46-53, L77-82)
+    fa2: bool = False
     fa2_fallback: str = "sdpa"  # what `fa2` runs without flash-attn: SDPA, or eager for Gemma 2 (`Job.fa2_fallback`)
     neat_cost: float = NEAT_WITHOUT_FA2["lora"]  # neat packing under SDPA, relative to plain packing
     neat_measured_on: str = NEAT_MEASURED_ON["lora"]  # where neat_cost was measured, in the plan's words
     sr_small: bool = False  # a model below SR_FASTER_FROM (or of unknown size): stochastic rounding is slower
     user_neat: bool = False  # the user's `neat_packing`: every packed candidate is neat, not only the plan's own
+    fa2_stops: str | None = None  # why `fa2` stops the job (`Job.fa2_outcome`): ranked as its fallback, never kept
 
 
 def stochastic_rounding_ok(job: Job) -> bool:
@@ -90,7 +85,8 @@ def runtime_of(job: Job) -> Runtime:
         shape = job.shape  # model's shape is not read on a lint that plans without it: start-up)
         small = shape is None or shape.num_parameters < SR_FASTER_FROM
     neat = NEAT_MEASURED_ON[neat_method(job)]
-    return Runtime(fa2_runs(job), job.fa2_fallback, neat_mask_cost(job), neat, small, job.on("neat_packing"))
+    fa2, fallback, user_neat = job.fa2_outcome, job.fa2_fallback, job.on("neat_packing")
+    return Runtime(fa2.runs, fallback, neat_mask_cost(job), neat, small, user_neat, fa2.stops)
 
 
 def plan_speed(

@@ -14,7 +14,8 @@ searches the knobs jointly, the way `cfgopt tune` would rank them before running
   (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA, eager for Gemma 2; neat packing with several rows
   then runs as that, written, so the file does not stop at LF019's assertion once flash-attn is installed);
 - fit (here): the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
-  estimate, no knob that spends memory moves (only PF007's micro-batch up to 8,192 tokens);
+  estimate only what cannot raise memory moves (`candidates.keep_memory_as_written`: the micro-batch, packing and
+  checkpointing stay as written), and the plan says why (`Job.estimate_gap`);
 - rank (here): `cfgopt.plan.priors` (the H200 measurements tune uses, as `expected_speed.plan_speed` runs them), then
   the smaller estimated peak, then fewer changes: so `cfgopt fix --unsafe-fixes` writes tune's top prediction, and
   `tune` starts from it.
@@ -50,7 +51,15 @@ from cfgopt.plan.priors import rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, Rejection, does_not_fit
 from cfgopt.plan.speed_knobs import PACKAGES, liger_plannable
 from cfgopt.plan.speed_plan import SpeedPlan, StoppedJob, WithPackages
-from cfgopt.plan.wording import NO_ESTIMATE, data_words, explain, no_memory, package_missing, remarks_of
+from cfgopt.plan.wording import (
+    KEPT_WITHOUT_ESTIMATE,
+    NO_ESTIMATE,
+    data_words,
+    explain,
+    no_memory,
+    package_missing,
+    remarks_of,
+)
 
 if TYPE_CHECKING:
     from cfgopt.text.diagnostics import Edit
@@ -248,6 +257,8 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
     explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
     plan.remarks = remarks_of(job, plan, run, values)
+    if not has_estimate and plan.quoted and plan.quoted.startswith(KEPT_WITHOUT_ESTIMATE):
+        plan.quoted = None  # the remark on the missing estimate names the knob (wording._no_estimate)
     plan.notes += plan.remarks
     return plan
 

@@ -176,13 +176,34 @@ def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[A
     """What the description ends with: `fa2` that runs as SDPA (eager for Gemma 2), and the choices that change what
     the job trains on or its speed at this model size, said and never applied (ruff's display-only fixes)."""
     found = [
+        _no_estimate(job, plan),
         _fa2_fallback(job, plan, run),
+        _fa2_stopped(plan, run),
         _fallback_for_neat(job, plan, run),
         _plain_packing_alternative(job, plan, run),
         _longer_row(job, plan, run),
         _stochastic_rounding(plan, run, values),
     ]
     return [words for words in found if words]
+
+
+# The notes on knobs the remark on a missing estimate names (`_no_estimate`): not quoted beside it
+KEPT_WITHOUT_ESTIMATE = ("packing not planned: ", "gradient checkpointing off not planned: ")
+
+
+def _no_estimate(job: Job, plan: SpeedPlan) -> str:
+    """A plan made without a memory estimate keeps what spends memory as written (`candidates.keep_memory_as_written`)
+    and says so, and why; where a setting the memory model does not cover is why, the plan is provisional: once the
+    config is fixed it can be estimated, and `cfgopt fix` plans again after its other fixes."""
+    if plan.est_gib is not None:
+        return ""
+    gap = job.estimate_gap(plan.hardware.gpus)
+    if not gap:
+        return ""
+    kept = f"micro-batch, packing and gradient checkpointing as written: no memory estimate to spend memory on ({gap})"
+    if gap.startswith(("not modelled", "counted only roughly")):
+        return f"{kept}; provisional until that is fixed: `cfgopt fix` plans again after its fixes, and may differ"
+    return kept
 
 
 def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
@@ -196,12 +217,21 @@ def _fa2_fallback(job: Job, plan: SpeedPlan, run: Runtime) -> str:
     return FA2_FALLS_BACK if run.fa2_fallback == "sdpa" else FA2_FALLS_BACK_EAGER
 
 
+def _fa2_stopped(plan: SpeedPlan, run: Runtime) -> str:
+    """The user's `fa2` where it stops the job (`Job.fa2_outcome`: LF049): the plan writes what runs instead."""
+    if plan.base.attn != "fa2" or plan.best.attn == "fa2" or not run.fa2_stops:
+        return ""
+    return f"`flash_attn: {plan.best.attn}` written: `fa2` stops this job ({run.fa2_stops})"
+
+
 def _fallback_for_neat(job: Job, plan: SpeedPlan, run: Runtime) -> str:
     """Neat packing planned with several rows per micro-batch (or on a gemma4 model) where `fa2` runs without
     flash-attn: the plan writes what runs (`flash_attn: sdpa`, or `disabled` for Gemma 2, whose soft-capping SDPA
     drops), so the speed it expects is the one it ranked, because with `fa2` the file stops at the first batch once
     flash-attn is installed (LF019; `candidates.neat_fa2_check`)."""
     b, k = plan.base, plan.best
+    if run.fa2_stops:
+        return ""  # flash-attn is there and `fa2` stops the job: `_fa2_stopped` says why it is not kept
     if not (b.attn == "fa2" and k.attn == run.fa2_fallback and not run.fa2 and _neat_planned(job, plan)):
         return ""
     checked = methods.neat_fa2_checked_in(job.settings.llamafactory_releases)

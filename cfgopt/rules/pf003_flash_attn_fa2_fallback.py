@@ -28,7 +28,8 @@ class FlashAttnFa2Fallback(Rule):
         "(PR #2343, March 2026). Only an absent package falls back. LLaMA-Factory's ROCm Dockerfile does not "
         "install it by default. The log line 'Using FlashAttention-2' / 'Using torch SDPA' settles what ran; at "
         "Alpaca lengths SDPA was as fast (bench/h200/measurements.md), so the gain shows only at long or packed "
-        "sequences. `cfgopt doctor` reads the installed build on the node."
+        "sequences. `cfgopt doctor` reads the installed build on the node. Where the job's environment states a "
+        "flash-attn the target cannot run (before Ampere, a CUDA build on ROCm), LF049 reports it instead."
     )
     fails_when = (
         "Absent package: never fails, the run uses SDPA and says so in a warning line. A wrong build: at model load."
@@ -50,6 +51,8 @@ class FlashAttnFa2Fallback(Rule):
         entry = entry_of(ctx, "flash_attn")
         if entry is None or entry.node.value != "fa2":
             return
+        if ctx.job.fa2_outcome.stops:
+            return  # the job's flash-attn cannot run on the target: LF049's error says it
         target = ctx.settings.target
         if target.is_rocm:
             extra = (

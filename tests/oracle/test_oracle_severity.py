@@ -81,6 +81,10 @@ CITED: dict[str, str] = {
     "LF049/t4-flash-attn/train.yaml": "Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp `mha_fwd`: "
     '`TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere GPUs or newer.")` at the first forward '
     "(needs a T4 with flash-attn installed; transformers 5.6.0 checks no capability for FA2, so the load passes)",
+    "LF049/rocm-cuda-wheel/train.yaml": "transformers 5.6.0 modeling_utils.py L1913-1915 "
+    "`lazy_import_flash_attention` at model load imports flash_attn, whose CUDA extension does not load with ROCm "
+    "torch (needs an AMD GPU; tests/oracle/test_oracle_fa2_build.py runs LLaMA-Factory 0.9.5 and transformers to "
+    "that ImportError with the extension absent)",
     "ENV005/conflicts/requirements.txt": "pip's resolver (no CPU oracle judges a requirement file): `pip install "
     "--dry-run datasets==3.5.0 tqdm==4.65.2` stops with ResolutionImpossible (pip 23.2); each pair comes from its "
     "release's PyPI metadata, cfgopt/knowledge/schemas/requirement-metadata.json",

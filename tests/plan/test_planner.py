@@ -278,6 +278,8 @@ def test_without_an_estimate_the_reason_is_the_estimate(tmp_path: Path) -> None:
     assert plan is not None and plan.est_gib is None
     why = "dropping DeepSpeed not planned: no memory estimate of this job to spend memory on (no target stated)"
     assert why in plan.notes and why in description(plan)
+    kept = "micro-batch, packing and gradient checkpointing as written: no memory estimate to spend memory on"
+    assert f"{kept} (no target stated)" in description(plan)
 
 
 def test_a_configs_own_pure_bf16_is_kept_without_an_estimate(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from rule_cases import run_cli
 
 from cfgopt.environment import Environment, Origin
-from cfgopt.environment.stated import fa2_refusal, found_environment
+from cfgopt.environment.stated import fa2_outcome, fa2_refusal, found_environment
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import TARGETS, UNSTATED
 from cfgopt.plan.planner import plan_for
@@ -70,12 +70,12 @@ def test_fix_for_v100_writes_no_fa2(tmp_path: Path) -> None:
     assert "fa2" not in text and "neat_packing: true" in text  # planned, but not the kernel V100 lacks
 
 
-def test_mi300x_plans_no_fa2_on_a_cuda_flash_attn_and_says_why(tmp_path: Path) -> None:
-    """ENV001 calls a flash-attn from the default index a build that will not work on ROCm: the plan agrees."""
+def test_mi300x_plans_no_fa2_on_a_flash_attn_of_unknown_build_and_says_why(tmp_path: Path) -> None:
+    """ENV001 warns that a flash-attn from the default index may not be AMD's build: the plan turns no fa2 on."""
     path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n")
     plan = _plan(path, "mi300x", gpus=8)
     assert plan is not None and plan.best.attn != "fa2"
-    assert any("requirements.txt is not AMD's build" in note for note in plan.notes)
+    assert any("requirements.txt may not be AMD's build" in note for note in plan.notes)
     rocm_wheel = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4+rocm6.2\n")
     plan = _plan(rocm_wheel, "mi300x", gpus=8)
     assert plan is not None and plan.best.attn == "fa2"
@@ -85,10 +85,73 @@ def test_fa2_refusal_names_each_reason() -> None:
     reqs = Environment({"flash_attn": "==2.7.4"}, "requirements.txt")
     snapshot = reqs._replace(source="env.json (--environment)", origin=Origin.SNAPSHOT)
     assert "older than Ampere" in (fa2_refusal(reqs, TARGETS["t4"]) or "")
-    assert "not AMD's build" in (fa2_refusal(reqs, TARGETS["mi300x"]) or "")
+    assert "may not be AMD's build" in (fa2_refusal(reqs, TARGETS["mi300x"]) or "")
     assert fa2_refusal(snapshot, TARGETS["mi300x"]) is None  # what the node has installed is its own build
     assert fa2_refusal(reqs, TARGETS["h100"]) is None and fa2_refusal(reqs, TARGETS["a10"]) is None
     assert "no target stated" in (fa2_refusal(reqs, UNSTATED) or "")
+
+
+CUDA_WHEEL = (
+    "flash-attn @ https://github.com/Dao-AILab/flash-attention/releases/download/v2.7.4.post1/"
+    "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl\n"
+)
+
+
+def test_fa2_outcome_is_what_the_job_runs() -> None:
+    """One answer for the plan's ranking and LF049: runs, falls back (no flash-attn, no GPU), or stops the job."""
+    wheel = CUDA_WHEEL.split(" ", 1)[1].strip()
+    cuda_wheel = Environment({"flash_attn": wheel}, "requirements.txt")
+    default_index = Environment({"flash_attn": "==2.7.4"}, "requirements.txt")
+    none = Environment({}, "requirements.txt")
+    assert fa2_outcome(cuda_wheel, TARGETS["mi300x"]) == (False, fa2_outcome(cuda_wheel, TARGETS["mi300x"]).stops)
+    assert "is a CUDA build: on mi300x" in (fa2_outcome(cuda_wheel, TARGETS["mi300x"]).stops or "")
+    assert fa2_outcome(cuda_wheel, TARGETS["h100"]) == (True, None)
+    assert fa2_outcome(default_index, TARGETS["mi300x"]) == (True, None)  # built for the torch present: not known
+    assert "older than Ampere" in (fa2_outcome(default_index, TARGETS["v100"]).stops or "")
+    assert fa2_outcome(none, TARGETS["v100"]) == (False, None)  # LLaMA-Factory keeps SDPA
+    assert fa2_outcome(default_index, TARGETS["cpu"]) == (False, None)  # no GPU: is_flash_attn_2_available is False
+    assert fa2_outcome(default_index, UNSTATED) == (True, None)  # the user's own fa2 is taken to run
+    installed = cuda_wheel._replace(origin=Origin.SNAPSHOT)
+    assert fa2_outcome(installed, TARGETS["mi300x"]) == (True, None)  # the node's own build: doctor judges it
+
+
+def test_mi300x_with_a_cuda_flash_attn_wheel_plans_what_runs_and_lf049_flags_the_yaml(tmp_path: Path) -> None:
+    """Issue 45 / explore-plan finding 5: with a CUDA wheel on ROCm the model load stops (LF049's error); the plan
+    ranks and writes SDPA, the plan the same files get without flash-attn, and `fix` writes what lint shows."""
+    extra = "bf16: true\nflash_attn: fa2\n"
+    path = _project(tmp_path, "llamafactory==0.9.5\n" + CUDA_WHEEL, extra=extra)
+    plan = _plan(path, "mi300x", gpus=8)
+    assert plan is not None and plan.base.attn == "fa2" and plan.best.attn == "sdpa"
+    assert any(
+        "`fa2` stops this job (the flash-attn in " in r and "requirements.txt is a CUDA build" in r
+        for r in plan.remarks
+    )
+    assert not any("flash-attn not in the environment" in r for r in plan.remarks)
+    without = _plan(_project(tmp_path, "llamafactory==0.9.5\n", extra=extra), "mi300x", gpus=8)
+    assert without is not None and (without.best, without.gain) == (plan.best, plan.gain)
+    path = _project(tmp_path, "llamafactory==0.9.5\n" + CUDA_WHEEL, extra=extra)
+    assert _codes(path, "--target", "mi300x").get("LF049") == "error"
+    assert "LF049" not in _codes(path, "--target", "h100")
+    # the default index builds for the torch present (AMD's build with ROCm torch): ENV001 warns, nothing stops
+    default_index = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n", extra=extra)
+    assert "LF049" not in _codes(default_index, "--target", "mi300x")
+    path = _project(tmp_path, "llamafactory==0.9.5\n" + CUDA_WHEEL, extra=extra)
+    args = ["--target", "mi300x", "--gpus", "8", "--extend-select", "PF,MEM"]
+    _, out, _ = run_cli(["lint", str(path), *args])
+    shown = next(line for line in out.splitlines() if "Speed plan for 8 x mi300x" in line)
+    run_cli(["fix", "--write", "--unsafe-fixes", *args, str(path)])
+    text = path.read_text()
+    assert "flash_attn: sdpa" in text and "fa2" not in text
+    micro, ga = plan.best.micro, plan.best.ga
+    assert f"{micro} x {ga} (micro-batch x accumulation" in shown and f"per_device_train_batch_size: {micro}\n" in text
+
+
+def test_v100_with_flash_attn_installed_plans_no_fa2_from_the_yaml(tmp_path: Path) -> None:
+    """fa2 stops at the first forward before Ampere: the plan keeps no candidate with it (no LF019 one-row limit)."""
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\n", extra="fp16: true\nflash_attn: fa2\n")
+    plan = _plan(path, "v100", gpus=8)
+    assert plan is not None and plan.best.attn == "sdpa"
+    assert not any("one row per micro-batch" in r for r in plan.remarks)
 
 
 def _codes(path: Path, *args: str) -> dict[str, str]:
@@ -187,14 +250,17 @@ def test_the_pin_and_the_plan_that_uses_it_are_written_by_one_fix(tmp_path: Path
 
 
 def test_without_a_target_the_plan_moves_only_what_holds_on_every_gpu(tmp_path: Path) -> None:
-    """fp16 stays (bf16 is emulated on V100 / T4), the micro-batch stays (no memory to judge it by), no fa2 or
-    Liger (not before Ampere, unmeasured on ROCm); packing is planned, and the plan says what it was made for."""
-    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\nliger-kernel==0.6.3\n", extra="fp16: true\n")
+    """fp16 stays (bf16 is emulated on V100 / T4), the micro-batch and packing stay (no memory to judge them by: a
+    packed row is cutoff_len long), no fa2 or Liger (not before Ampere, unmeasured on ROCm); eager attention becomes
+    SDPA, and the plan says what it was made for and what it kept."""
+    extra = "fp16: true\nflash_attn: disabled\n"
+    path = _project(tmp_path, "llamafactory==0.9.5\nflash-attn==2.7.4\nliger-kernel==0.6.3\n", extra=extra)
     plan = plan_for(load_job(path, Settings(extend_select=ADVICE, environment=found_environment(tmp_path))))
-    assert plan is not None and plan.best.packing
+    assert plan is not None and plan.best.attn == "sdpa" and not plan.best.packing
     assert (plan.best.micro, plan.best.precision) == (plan.base.micro, plan.base.precision) == (4, "fp16")
-    assert plan.best.attn != "fa2" and not plan.best.liger
+    assert not plan.best.liger
     assert description(plan).startswith("Speed plan for any GPU (no target stated: only what holds on every GPU")
+    assert "micro-batch, packing and gradient checkpointing as written" in description(plan)
     assert "unstated" not in description(plan)
 
 
@@ -304,3 +370,34 @@ def test_no_plan_where_torch_is_built_for_the_other_platform(tmp_path: Path) -> 
     assert plan is not None and not plan.changed and "is a CUDA build: on mi300x it finds no GPU" in plan.why
     on_nvidia = _plan(path, "h100", gpus=1)
     assert on_nvidia is not None and on_nvidia.changed
+
+
+# ---------------------------------------------------------------- without a memory estimate: nothing that spends memory
+
+
+@pytest.mark.parametrize("target", ["t4", "h100", "mi300x"])
+def test_the_seeds_plan_without_an_estimate_keeps_what_spends_memory_and_says_it_is_provisional(
+    tmp_path: Path, target: str
+) -> None:
+    """Explore-plan finding 3: the seed's `flash_attn: true` is not modelled, so lint plans it without an estimate;
+    the micro-batch went up to 8k tokens (8 x 2: 32 GiB on a 16 GiB T4 by the tool's own estimate). Now the
+    micro-batch, packing and checkpointing stay as written, and the plan says it holds until LF003 is fixed."""
+    import shutil
+
+    from repo_paths import ROOT
+
+    for name in ("llama3_lora_sft.yaml", "ds_z3_config.json"):
+        shutil.copy(ROOT / "fixtures" / "seed" / name, tmp_path / name)
+    job = load_job(tmp_path / "llama3_lora_sft.yaml", Settings(target_name=target, gpus=1))
+    plan = plan_for(job)
+    assert plan is not None and plan.est_gib is None and plan.changed
+    b, k = plan.base, plan.best
+    assert (
+        (k.micro, k.ga, k.gc, k.packing, k.optim)
+        == (b.micro, b.ga, b.gc, b.packing, b.optim)
+        == (4, 4, True, False, "default")
+    )
+    words = description(plan)
+    assert "micro-batch, packing and gradient checkpointing as written: no memory estimate" in words
+    assert "(not modelled: flash_attn True" in words and "provisional until that is fixed" in words
+    assert "packing not planned" not in words  # the remark says it once
