@@ -114,7 +114,7 @@ def _lint(tmp_path: Path, text: str, *args: str, crlf: bool = True) -> list[dict
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_lf054_is_an_error_only_where_the_launch_fails(tmp_path: Path, name: str) -> None:
+def test_lf055_is_an_error_only_where_the_launch_fails(tmp_path: Path, name: str) -> None:
     text, does = CASES[name]
     found = [d for d in _lint(tmp_path, text, "--select", "LF055") if d["code"] == "LF055"]
     expected = {"fails": ["error"], "value": ["warning"], "runs": []}[does]

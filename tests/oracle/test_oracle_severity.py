@@ -28,6 +28,12 @@ pytest.importorskip("deepspeed")
 import oracle_harness as H
 
 # case/file -> the line that raises in the real tool, where the CPU oracle cannot get there.
+LF055_BASH = (
+    "bash reads a `\\` before a CR as a quoted CR, not a line continuation: the launch gets a `\\r` argument "
+    "and its flags run as commands (the CLI oracle reads the script as the user sees it); "
+    "tests/loaders/test_launch_line_endings.py runs bash with a stand-in llamafactory-cli, then llamafactory 0.9.5's "
+    "`get_train_args` on what bash passes"
+)
 CITED: dict[str, str] = {
     "DS011/with-consumer/ds.json": "accelerate 1.11.0 utils/dataclasses.py:1320-1336 `DeepSpeedPlugin.fill_match` "
     'raises for an "auto" the Trainer does not fill, at `trainer.train()`',
@@ -66,6 +72,8 @@ CITED: dict[str, str] = {
     "`yaml.safe_load`, for which `1e-4` is the string '1e-4'; `parse_dict` passes it on and the optimizer's "
     "`0.0 <= lr` raises TypeError at Trainer creation (LLaMA-Factory #4149; the CPU oracle runs 0.9.5, which reads "
     "the file with OmegaConf: a float)",
+    "LF055/continuation-cut/train.sh": LF055_BASH,
+    "LF055/heredoc-no-fix/train.sh": LF055_BASH,
     "LF054/pinned-transformers/train.yaml": "llamafactory 0.9.4 hparams/parser.py L359-360 (`get_train_args`): "
     "`Neat packing is incompatible with transformers>=4.53.0.` (the CPU oracle runs 0.9.5, which has no such check)",
     "LF043/release-094/train.yaml": "llamafactory 0.9.4 hparams/model_args.py `__post_init__`: `split_special_tokens` "
