@@ -102,7 +102,8 @@ BOUNDS: dict[str, Bound] = {
         lambda v: v == 0,
         "must not be 0",
         _loops_over_batches,
-        "the Trainer's loop divides by it when training starts, after data and model loading: `ZeroDivisionError`",
+        "the Trainer's loop divides by it and the run crashes when training starts, after data and model loading: "
+        "`ZeroDivisionError`",
         "transformers 5.6.0 trainer.py L2318-2319 (`len_dataloader // args.gradient_accumulation_steps`)",
     ),
     "val_size": Bound(

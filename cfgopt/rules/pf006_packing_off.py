@@ -68,5 +68,18 @@ class PackingOff(Rule):
             self,
             ctx,
             ("cutoff_len", "stage", "do_train"),
-            f"SFT without packing pads every micro-batch to its longest sample; {said}",
+            f"SFT without packing pads every micro-batch to its longest sample; {said}{_not_planned(ctx)}",
         )
+
+
+def _not_planned(ctx: Context) -> str:
+    """Why the speed plan leaves packing off, where it has no memory estimate to judge it by (packing fills every row
+    to `cutoff_len`: `plan.candidates.keep_memory_as_written`)."""
+    from cfgopt.job.job import GPUS_IF_UNSTATED_SPEND
+
+    gap = ctx.job.estimate_gap(ctx.job.hardware(GPUS_IF_UNSTATED_SPEND).gpus)
+    if not gap:
+        return ""
+    if gap == "no target stated":
+        gap += ": --target NAME"
+    return f"; not planned: packing fills every row to `cutoff_len`, and no memory estimate says it fits ({gap})"

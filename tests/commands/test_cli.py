@@ -61,6 +61,13 @@ def test_fix_write_then_clean(tmp_path: Path) -> None:
     code, _, _ = run_cli(["fix", "--write", "--unsafe-fixes", str(work)])
     assert code == 0
     code, out, _ = run_cli(["lint", "--format", "json", str(work)])
+    # without a target the plan packs nothing (no memory estimate says packing fits): PF006 stays, an info saying so
+    left = json.loads(out)["diagnostics"]
+    assert code == 0 and {(d["code"], d["severity"]) for d in left} == {("PF006", "info")}
+    assert all("not planned" in d["message"] and "--target NAME" in d["message"] for d in left)
+    code, _, _ = run_cli(["fix", "--write", "--unsafe-fixes", "--target", "h100", str(work)])
+    assert code == 0
+    code, out, _ = run_cli(["lint", "--format", "json", "--target", "h100", str(work)])
     assert code == 0 and json.loads(out)["diagnostics"] == []
 
 

@@ -63,6 +63,8 @@ ALLOWED_READS = {
 
 # (module, function) -> why its int() / isdigit() has no user text to misread
 ALLOWED_INTS = {
+    ("cfgopt/rules/support/gpu_count.py", "pinned_world"): "a quotient of numbers already parsed (`is_number`), "
+    "checked `is_integer()` first: no user text",
     **{
         ("cfgopt/verify/tokens.py", scope): "int() of a tensor's sum (a count the trainer's batch holds), no user text"
         for scope in ("_from_4d_mask", "_from_positions", "_from_labels", "_from_2d_mask", "real_tokens", "count_batch")
