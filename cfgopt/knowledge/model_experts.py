@@ -9,7 +9,7 @@ Each family's layout is transformers 5.6's (models/<family>/modeling_<family>.py
 MLP and the sparse block's `__init__`); tests/knowledge/test_model_experts.py builds each family on the meta device
 and compares the counts. Pure facts: nothing is read here.
 
-A config.json that declares experts (`EXPERT_COUNT_KEYS`) of a family not listed in `_FAMILIES` is not modelled
+A config.json that declares experts (`EXPERT_COUNT_KEYS`) of a family not listed in `FAMILIES` is not modelled
 (`experts_of` gives None): hybrid attention (Qwen3-Next, Qwen3.5, Jamba, MiniMax, Granite 4 hybrid, LFM2),
 attention experts (JetMoE) and the rest are not counted as a dense decoder, which would leave their experts out.
 """
@@ -50,7 +50,7 @@ class _Family(NamedTuple):
     first_k: int = 0  # "first_k": the config class's default first_k_dense_replace
 
 
-_FAMILIES: dict[str, _Family] = {
+FAMILIES: dict[str, _Family] = {
     # MixtralSparseMoeBlock: every layer, experts of intermediate_size (granitemoe, phimoe, olmoe alike)
     "mixtral": _Family("all", "intermediate_size", 2),
     "phimoe": _Family("all", "intermediate_size", 2),
@@ -86,7 +86,7 @@ def declares_experts(data: dict[str, Any]) -> bool:
 def experts_of(data: dict[str, Any], model_type: str, layers: int) -> Experts | None:
     """The experts of a config.json that declares them (`declares_experts`), or None where its family's layout is
     not modelled or a value it needs is not a usable integer."""
-    family = _FAMILIES.get(family_of(model_type))
+    family = FAMILIES.get(family_of(model_type))
     if family is None:
         return None
     count = next((data[k] for k in EXPERT_COUNT_KEYS if positive_int(data.get(k), _MOST)), None)

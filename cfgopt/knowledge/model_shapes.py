@@ -183,6 +183,20 @@ def shape_for(model_name_or_path: str, local: LocalModel | None = None) -> Model
     return None
 
 
+def uncountable(local: LocalModel) -> str:
+    """Why a local config.json gives no shape, in words: experts of a family not modelled, or dimensions missing."""
+    data = local.config
+    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
+        data = data["text_config"]
+    if model_experts.declares_experts(data):
+        family = model_experts.family_of(str(data.get("model_type", "") or local.config.get("model_type", "")))
+        if family not in model_experts.FAMILIES:
+            named = repr(family) if family else "an unnamed family"
+            return f"its config.json declares experts of {named}, whose layout cfgopt does not count"
+        return "its config.json gives experts cfgopt cannot count (a value that is not a usable integer)"
+    return "its config.json lacks a dimension cfgopt counts (hidden_size, intermediate_size, num_hidden_layers, ...)"
+
+
 # A dimension beyond this is no model (a config.json with `1e400` or a 400-digit integer): the memory model's
 # products of dimensions must stay within the float range.
 MAX_DIMENSION = 2**31 - 1

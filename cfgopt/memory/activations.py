@@ -77,7 +77,7 @@ def layer_activation_bytes(
     total += LINEAR_INPUT_BYTES * _input_groups_saved(trained, shared_inputs, dims)
     if shape.is_moe:
         total += ROUTER_BYTES_PER_EXPERT * shape.num_experts
-        if shared_inputs and "gate_proj" in trained:  # full/freeze: the experts' weights want their inputs
+        if trained_norms and "gate_proj" in trained:  # full/freeze: the experts' weights want their inputs
             total += EXPERT_GATHER_BYTES * shape.experts_per_token * h
     if zero3_adapter:
         # ZeRO-3 without autocast: the adapters stay fp32 (4 bytes per input feature, not 2) and ZeRO-3's own
