@@ -208,8 +208,11 @@ def _dimension(value: object) -> bool:
 
 
 # Families whose q/k/v projections have biases without saying so in config.json (transformers 5.6: Qwen2's
-# attention_bias default, Qwen2-MoE's qkv_bias default, Qwen2-VL's and Qwen2.5-VL's `bias=True`).
-_QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"})
+# attention_bias default, Qwen2-MoE's qkv_bias default, gpt-oss's attention_bias default, Qwen2-VL's and
+# Qwen2.5-VL's `bias=True`).
+_QKV_BIAS_TYPES = frozenset(
+    {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "gpt_oss"}
+)
 _QKV_BIAS_ALWAYS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"})
 _LATENT_ATTENTION_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 _LATENT_KEYS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
@@ -240,7 +243,9 @@ def _from_config(data: object, name: str) -> ModelShape | None:
         num_attention_heads=heads,
         num_key_value_heads=kv if _dimension(kv) else heads,
         vocab_size=vocab,
-        tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
+        # a composite model ties by its own config's key (transformers 5.6 `get_expanded_tied_weights_keys` reads
+        # `self.config`), not its text_config's
+        tie_word_embeddings=bool(top.get("tie_word_embeddings", data.get("tie_word_embeddings", False))),
         head_dim=head_dim if _dimension(head_dim) else None,
         qkv_bias=model_type in _QKV_BIAS_ALWAYS
         or bool(data.get("attention_bias", data.get("qkv_bias", model_type in _QKV_BIAS_TYPES))),

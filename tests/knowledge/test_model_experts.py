@@ -167,3 +167,25 @@ def test_every_modelled_family_matches_its_transformers_build(model_type: str) -
     config = _defaults(model_type, FAMILY_DEFAULTS[model_type])
     shape = shape_of(config)
     assert shape.is_moe and shape.num_parameters == _built(config)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(
+    ("model_type", "text"),
+    [
+        ("qwen3_vl_moe", {"num_hidden_layers": 4}),
+        ("llama4", {"num_hidden_layers": 4, "interleave_moe_layer_step": 2}),
+    ],
+)
+def test_a_composite_models_language_model_matches_its_build(model_type: str, text: dict) -> None:
+    """A multimodal mixture of experts (its dimensions in `text_config`): the language model is counted, tied or
+    not as the composite config says, and its vision tower is named as left out."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model(model_type, text_config=text)
+    shape = shape_of({**cfg.to_dict(), "model_type": model_type})
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    towers = ("visual", "vision", "multi_modal_projector")
+    language = sum(p.numel() for n, p in model.named_parameters() if not any(t in n for t in towers))
+    assert shape.is_moe and shape.uncounted == ("the vision tower",) and shape.num_parameters == language
