@@ -81,6 +81,8 @@ def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list
 def frozen_towers(config: dict[str, Any], shape: ModelShape) -> int:
     """A multimodal model's vision tower and projector that full fine-tuning leaves frozen: LLaMA-Factory freezes
     both by default (`freeze_vision_tower`, `freeze_multi_modal_projector`; model/model_utils/visual.py)."""
+    if not (shape.vision_tower or shape.vision_projector):
+        return 0  # no key read: a text model's estimate depends on none of them
     tower = shape.vision_tower if get(config, "freeze_vision_tower") is not False else 0
     return tower + (shape.vision_projector if get(config, "freeze_multi_modal_projector") is not False else 0)
 

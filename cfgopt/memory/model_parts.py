@@ -36,8 +36,8 @@ def model_caveats(
         saved = experts * (2.0 - quantized_bytes_per_param(bits)) / GIB
         notes.append(
             f"experts: quantization replaces linears only, so under transformers 5 the experts stay 16-bit "
-            f"(counted so); transformers 4 builds them of linears and quantizes them too (about {saved:.0f} GiB "
-            "less in all)"
+            f"(counted so); transformers 4 builds them of linears and quantizes them too (the model's weights "
+            f"about {saved:.0f} GiB smaller)"
         )
     return [
         f"mixture-of-experts activations ({k} of {E} experts per token: counted as one MLP of their width, "
