@@ -23,6 +23,7 @@ from cfgopt.commands.common import add_format_argument, add_target_arguments
 from cfgopt.text.document import display_path, shown
 
 if TYPE_CHECKING:
+    from cfgopt.job.job import Job
     from cfgopt.job.settings import Settings
 
 
@@ -129,6 +130,18 @@ _VERDICT_WORDS = {
 }
 
 
+def _why_unknown(job: Job) -> str:
+    """Why the job's model has no shape: its local config.json says what cfgopt cannot count, else no folder."""
+    if job.local_model is not None:
+        from cfgopt.knowledge.model_shapes import uncountable
+
+        return uncountable(job.local_model)
+    return (
+        "give a local folder with its config.json; "
+        "cfgopt's table knows Llama 3/3.1 8B and 70B, Llama 3.2 1B/3B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from cfgopt.commands import UsageError
     from cfgopt.knowledge.versions import VersionError
@@ -170,8 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if job.shape is None:
         sys.stderr.write(
             f"cfgopt estimate: unknown model {shown(repr(job.value('model_name_or_path')))}: no estimate "
-            "(give a local folder with its config.json; "
-            "cfgopt's table knows Llama 3/3.1 8B and 70B, Llama 3.2 1B/3B, Qwen2.5, Qwen3, Mistral 7B and Gemma 2)\n"
+            f"({_why_unknown(job)})\n"
         )
         return 2
     config = job.values()

@@ -8,8 +8,14 @@ case-insensitively (`meta-llama/Meta-Llama-3-8B-Instruct` -> Llama-3-8B, and so 
 silent.
 
 `num_parameters` counts embeddings (twice when untied), per layer the attention projections (GQA, with
-biases and q/k norms where the family has them), the SwiGLU MLP (3 matrices) and the RMSNorm weights,
-and the final norm. It reproduces the published counts (Llama-3-8B: 8,030,261,248).
+biases and q/k norms where the family has them; DeepSeek's multi-head latent attention as its own projections),
+the SwiGLU MLP (3 matrices) and the RMSNorm weights, and the final norm. It reproduces the published counts
+(Llama-3-8B: 8,030,261,248). A mixture-of-experts model's sparse layers count every routed expert, the shared
+experts and the router (`cfgopt/knowledge/model_experts.py`: Mixtral-8x7B 46.7B, Qwen3-30B-A3B 30.5B, DeepSeek-V3
+671B); a Qwen2-VL / Qwen2.5-VL config.json adds its vision tower (`cfgopt/knowledge/vision_towers.py`). What a
+config.json has that the count leaves out is named in `uncounted` (another family's vision tower), and a config
+that declares experts of a family `model_experts` does not know gives no shape: its count would leave the experts
+out. tests/knowledge/test_model_experts.py checks the counts against the models transformers builds.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from cfgopt.knowledge import model_experts, vision_towers
 from cfgopt.knowledge.model_family import LocalModel, naming_component
 from cfgopt.text.user_text import positive_int
 
@@ -34,26 +41,92 @@ class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect
     qkv_bias: bool = False  # Qwen2 / Qwen2.5
     qk_norm: bool = False  # Qwen3: RMSNorm over q and k per head
     norms_per_layer: int = 2  # Gemma 2 has four (pre/post attention and MLP)
+    norm_bias: bool = False  # LayerNorm with a bias (PhiMoE), not RMSNorm
     logit_softcapping: bool = False  # Gemma 2: tanh soft-capping of the final logits (an extra copy in the loss)
     model_type: str = ""  # transformers' model_type where known ("" for the built-in table's llama-like rows)
+    # Mixture of experts (`model_experts.Experts`; 0: a dense model). `intermediate_size` is the dense layers' MLP.
+    num_experts: int = 0  # routed experts per sparse layer
+    experts_per_token: int = 0  # top-k
+    expert_intermediate_size: int = 0  # each routed expert's SwiGLU width
+    shared_intermediate_size: int = 0  # the shared experts of a sparse layer, together
+    sparse_layers: int = 0  # layers whose MLP is the experts
+    sparse_layer_extra: int = 0  # per sparse layer beyond the SwiGLU weights and the router: biases, gates
+    layer_extra: int = 0  # per layer beyond the modelled attention and norms (gpt-oss sinks and o_proj bias, ...)
+    # DeepSeek's multi-head latent attention: (q_lora_rank (0: none), kv_lora_rank, qk_nope_head_dim,
+    # qk_rope_head_dim, v_head_dim); head_dim is then q's and k's head size (qk_nope + qk_rope)
+    latent_attention: tuple[int, ...] = ()
+    vision_tower: int = 0  # a multimodal model's vision blocks and patch embedding (`vision_towers`)
+    vision_projector: int = 0  # its merger into the language model
+    uncounted: tuple[str, ...] = ()  # what the config.json has that the count leaves out, for the estimate's notes
 
     @property
     def head_size(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
     @property
-    def num_parameters(self) -> int:
+    def is_moe(self) -> bool:
+        return self.num_experts > 0 and self.sparse_layers > 0
+
+    @property
+    def attention_parameters(self) -> int:
+        """One layer's attention: projections, their biases, q/k norms."""
         h, d = self.hidden_size, self.head_size
+        if self.latent_attention:
+            return _latent_attention_parameters(h, self.num_attention_heads, self.latent_attention)
         q_dim, kv_dim = self.num_attention_heads * d, self.num_key_value_heads * d
         attention = h * q_dim + 2 * h * kv_dim + q_dim * h
         if self.qkv_bias:
             attention += q_dim + 2 * kv_dim
         if self.qk_norm:
             attention += 2 * d
-        mlp = 3 * h * self.intermediate_size
-        layer = attention + mlp + self.norms_per_layer * h
+        return attention
+
+    @property
+    def expert_parameters(self) -> int:
+        """One sparse layer's routed experts (SwiGLU each): transformers 5.6 holds them as two 3-D parameters."""
+        return self.num_experts * 3 * self.hidden_size * self.expert_intermediate_size
+
+    @property
+    def sparse_mlp_parameters(self) -> int:
+        """One sparse layer's MLP: the routed experts, the shared experts, the router (E x h) and the extras."""
+        h = self.hidden_size
+        shared = 3 * h * self.shared_intermediate_size
+        return self.expert_parameters + shared + self.num_experts * h + self.sparse_layer_extra
+
+    @property
+    def mlp_parameters(self) -> int:
+        """Every layer's MLP together: the dense layers' SwiGLU and the sparse layers' experts."""
+        dense = (self.num_hidden_layers - self.sparse_layers) * 3 * self.hidden_size * self.intermediate_size
+        return dense + self.sparse_layers * self.sparse_mlp_parameters
+
+    @property
+    def active_intermediate_size(self) -> int:
+        """The MLP width one token passes through: the dense MLP's, or in a sparse layer its top-k experts' and
+        the shared experts' together (the wider of the two where a model has both kinds of layer)."""
+        if not self.is_moe:
+            return self.intermediate_size
+        sparse = self.experts_per_token * self.expert_intermediate_size + self.shared_intermediate_size
+        dense = self.intermediate_size if self.sparse_layers < self.num_hidden_layers else 0
+        return max(sparse, dense)
+
+    @property
+    def num_parameters(self) -> int:
+        h = self.hidden_size
+        norm = h * (2 if self.norm_bias else 1)
+        layer = self.attention_parameters + self.norms_per_layer * norm + self.layer_extra
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return embeddings + self.num_hidden_layers * layer + h
+        vision = self.vision_tower + self.vision_projector
+        return embeddings + self.num_hidden_layers * layer + self.mlp_parameters + norm + vision
+
+
+def _latent_attention_parameters(h: int, heads: int, mla: tuple[int, ...]) -> int:
+    """DeepSeek-V2/V3's attention (transformers 5.6 DeepseekV3Attention): q through a low-rank q_a_proj, its norm
+    and q_b_proj (or one q_proj), kv_a_proj_with_mqa (the latent and the shared rope key), its norm, kv_b_proj
+    (keys and values of every head) and o_proj."""
+    q_rank, kv_rank, nope, rope, v = mla
+    q = h * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else h * heads * (nope + rope)
+    kv = h * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
+    return q + kv + heads * v * h
 
 
 def _s(name: str, h: int, i: int, layers: int, heads: int, kv: int, vocab: int, tied: bool, **kw) -> ModelShape:
@@ -110,6 +183,20 @@ def shape_for(model_name_or_path: str, local: LocalModel | None = None) -> Model
     return None
 
 
+def uncountable(local: LocalModel) -> str:
+    """Why a local config.json gives no shape, in words: experts of a family not modelled, or dimensions missing."""
+    data = local.config
+    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
+        data = data["text_config"]
+    if model_experts.declares_experts(data):
+        family = model_experts.family_of(str(data.get("model_type", "") or local.config.get("model_type", "")))
+        if family not in model_experts.FAMILIES:
+            named = repr(family) if family else "an unnamed family"
+            return f"its config.json declares experts of {named}, whose layout cfgopt does not count"
+        return "its config.json gives experts cfgopt cannot count (a value that is not a usable integer)"
+    return "its config.json lacks a dimension cfgopt counts (hidden_size, intermediate_size, num_hidden_layers, ...)"
+
+
 # A dimension beyond this is no model (a config.json with `1e400` or a 400-digit integer): the memory model's
 # products of dimensions must stay within the float range.
 MAX_DIMENSION = 2**31 - 1
@@ -120,9 +207,24 @@ def _dimension(value: object) -> bool:
     return positive_int(value, MAX_DIMENSION) is not None
 
 
+# Families whose q/k/v projections have biases without saying so in config.json (transformers 5.6: Qwen2's
+# attention_bias default, Qwen2-MoE's qkv_bias default, gpt-oss's attention_bias default, Qwen2-VL's and
+# Qwen2.5-VL's `bias=True`).
+_QKV_BIAS_TYPES = frozenset(
+    {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "gpt_oss"}
+)
+_QKV_BIAS_ALWAYS = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"})
+_LATENT_ATTENTION_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
+_LATENT_KEYS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# Parts of a multimodal config.json other than the language model: counted where `vision_towers` knows the
+# family, else named in `ModelShape.uncounted`.
+_TOWER_KEYS = {"vision_config": "the vision tower", "audio_config": "the audio tower"}
+
+
 def _from_config(data: object, name: str) -> ModelShape | None:
     if not isinstance(data, dict):
         return None
+    top = data
     if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
         data = data["text_config"]
     keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -132,8 +234,8 @@ def _from_config(data: object, name: str) -> ModelShape | None:
     h, i, layers, heads, vocab = values
     kv = data.get("num_key_value_heads") or heads
     head_dim = data.get("head_dim")
-    model_type = str(data.get("model_type", ""))
-    return ModelShape(
+    model_type = str(data.get("model_type", "") or top.get("model_type", ""))
+    shape = ModelShape(
         name=name,
         hidden_size=h,
         intermediate_size=i,
@@ -141,11 +243,79 @@ def _from_config(data: object, name: str) -> ModelShape | None:
         num_attention_heads=heads,
         num_key_value_heads=kv if _dimension(kv) else heads,
         vocab_size=vocab,
-        tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
+        # a composite model ties by its own config's key (transformers 5.6 `get_expanded_tied_weights_keys` reads
+        # `self.config`), not its text_config's
+        tie_word_embeddings=bool(top.get("tie_word_embeddings", data.get("tie_word_embeddings", False))),
         head_dim=head_dim if _dimension(head_dim) else None,
-        qkv_bias=bool(data.get("attention_bias", model_type == "qwen2")),
-        qk_norm=model_type.startswith("qwen3"),
+        qkv_bias=model_type in _QKV_BIAS_ALWAYS
+        or bool(data.get("attention_bias", data.get("qkv_bias", model_type in _QKV_BIAS_TYPES))),
+        qk_norm=model_type.startswith("qwen3") or model_type == "olmoe" or _glm_qk_norm(data, model_type),
         norms_per_layer=4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
         logit_softcapping=bool(data.get("final_logit_softcapping")),
         model_type=model_type,
     )
+    shape = _with_latent_attention(shape, data)
+    if shape is not None and model_experts.declares_experts(data):
+        shape = _with_experts(shape, data)
+    return _with_towers(shape, top) if shape is not None else None
+
+
+def _glm_qk_norm(data: dict, model_type: str) -> bool:
+    """GLM-4.5's q/k RMSNorm per head, where `use_qk_norm` turns it on (transformers 5.6 Glm4MoeAttention)."""
+    return model_type == "glm4_moe" and data.get("use_qk_norm") is True
+
+
+def _with_latent_attention(shape: ModelShape, data: dict) -> ModelShape | None:
+    """DeepSeek-V2/V3's multi-head latent attention, or None where a dimension it needs is missing: its q/k head
+    size (qk_nope + qk_rope) becomes head_dim, each head its own key and value (what the attention computes)."""
+    if shape.model_type not in _LATENT_ATTENTION_TYPES:
+        return shape
+    dims = [data.get(k) for k in _LATENT_KEYS]
+    q_rank = data.get("q_lora_rank") or 0  # DeepSeek-V2-Lite: null, one q_proj
+    if not all(_dimension(v) for v in dims) or not (q_rank == 0 or _dimension(q_rank)):
+        return None
+    kv_rank, nope, rope, v = dims
+    mla = (q_rank, kv_rank, nope, rope, v)
+    return shape._replace(head_dim=nope + rope, num_key_value_heads=shape.num_attention_heads, latent_attention=mla)
+
+
+def _with_experts(shape: ModelShape, data: dict) -> ModelShape | None:
+    """A mixture-of-experts shape (every expert counted), or None where `model_experts` does not model its
+    family: counted as a dense decoder, it would leave the experts out."""
+    experts = model_experts.experts_of(data, shape.model_type, shape.num_hidden_layers)
+    if experts is None:
+        return None
+    return shape._replace(
+        intermediate_size=experts.dense_intermediate_size,
+        num_experts=experts.num_experts,
+        experts_per_token=experts.experts_per_token,
+        expert_intermediate_size=experts.expert_intermediate_size,
+        shared_intermediate_size=experts.shared_intermediate_size,
+        sparse_layers=experts.sparse_layers,
+        sparse_layer_extra=experts.sparse_layer_extra,
+        layer_extra=_layer_extra(shape, data),
+        norm_bias=model_experts.family_of(shape.model_type) == "phimoe",  # PhimoeDecoderLayer's LayerNorms
+    )
+
+
+def _layer_extra(shape: ModelShape, data: dict) -> int:
+    """Per-layer parameters of a mixture-of-experts family beyond the modelled attention and norms."""
+    h, d = shape.hidden_size, shape.head_size
+    family = model_experts.family_of(shape.model_type)
+    if family == "gpt_oss":  # GptOssAttention: sinks (one per head), o_proj's bias under attention_bias
+        return shape.num_attention_heads + (h if data.get("attention_bias", True) else 0)
+    if family == "olmoe":  # OlmoeAttention's q/k norms span all heads (q_dim, kv_dim), not one head each
+        return (shape.num_attention_heads + shape.num_key_value_heads) * d - 2 * d
+    return 0
+
+
+def _with_towers(shape: ModelShape, top: dict) -> ModelShape:
+    """Add the vision tower where `vision_towers` counts it; name the multimodal parts left out of the count."""
+    tower = vision_towers.vision_tower(top, str(top.get("model_type", "")))
+    if tower is not None:
+        shape = shape._replace(vision_tower=tower.tower, vision_projector=tower.projector)
+    counted = {"vision_config"} if tower is not None else set()
+    uncounted = tuple(
+        what for key, what in _TOWER_KEYS.items() if isinstance(top.get(key), dict) and key not in counted
+    )
+    return shape._replace(uncounted=uncounted) if uncounted else shape

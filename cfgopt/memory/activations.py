@@ -34,6 +34,11 @@ EAGER_SAVED_BYTES = 6  # per score element per layer: fp32 softmax + its bf16 co
 # layer's scores among them (fit: the GC-on eager runs of Llama-3-8B and Qwen3-4B full, LoRA 8B; bench/memory)
 EAGER_BACKWARD_BYTES = 10
 LIGER_CE_BYTES_PER_HIDDEN = 4  # per token: fused linear cross-entropy keeps the input gradient
+# A sparse layer (transformers 5.6's routers and experts; read from the code, no MoE run measured): the router's
+# bf16 logits and their fp32 softmax, per expert; and where the experts train, per hidden element of each of the
+# token's top-k experts its gathered bf16 input and the expert's bf16 output the routing weight multiplies.
+ROUTER_BYTES_PER_EXPERT = 6
+EXPERT_GATHER_BYTES = 4
 # Linear inputs that are saved only when a module reading them trains (frozen linears need no input for backward).
 _INPUT_GROUPS = (("q_proj", "k_proj", "v_proj"), ("o_proj",), ("gate_proj", "up_proj"), ("down_proj",))
 
@@ -60,7 +65,7 @@ def layer_activation_bytes(
     linears; docs/memory.md derives each term from the transformers / PEFT / Liger code. `trained_norms`
     (full/freeze without Liger): transformers' RMSNorm also keeps its bf16 normalised output for the weight's
     gradient."""
-    h, i = shape.hidden_size, shape.intermediate_size
+    h, i = shape.hidden_size, shape.active_intermediate_size  # a sparse layer: its top-k experts' width
     dims = module_dims(shape)
     q, kv = dims["q_proj"][1], dims["k_proj"][1]
     norm = LIGER_NORM_BYTES if liger else NORM_BYTES + (NORM_WEIGHT_GRAD_BYTES if trained_norms else 0)
@@ -70,6 +75,10 @@ def layer_activation_bytes(
     total += SDPA_BYTES * (q + kv)
     total += (LIGER_MLP_BYTES if liger else MLP_BYTES) * i
     total += LINEAR_INPUT_BYTES * _input_groups_saved(trained, shared_inputs, dims)
+    if shape.is_moe:
+        total += ROUTER_BYTES_PER_EXPERT * shape.num_experts
+        if trained_norms and "gate_proj" in trained:  # full/freeze: the experts' weights want their inputs
+            total += EXPERT_GATHER_BYTES * shape.experts_per_token * h
     if zero3_adapter:
         # ZeRO-3 without autocast: the adapters stay fp32 (4 bytes per input feature, not 2) and ZeRO-3's own
         # linear function keeps the input of every frozen linear as well (one bf16 tensor per group).
@@ -91,7 +100,7 @@ def activation_bytes(
     fused_loss: bool,
 ) -> tuple[float, float, float]:
     """(bytes one layer keeps per token, activations kept through the step's forward, one recomputed layer)."""
-    L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.intermediate_size
+    L, h, i = shape.num_hidden_layers, shape.hidden_size, shape.active_intermediate_size
     full = ftype in ("full", "freeze")
     act_scale = 2.0 if (not half and full) else 1.0
     # Full/freeze share one input tensor per q/k/v and gate/up group, unless the (trained, fp32) norm weight

@@ -1,7 +1,7 @@
 """The records the memory estimate is made of, and the shape arithmetic its modules share: the `Component` record
-and the phases, the decoder's linears (`MODULES`, `module_dims`) and parameter counts, bitsandbytes' bytes per
-quantized parameter. Below every other module of `cfgopt.memory`, so none imports another's internals to share
-them. Pure arithmetic.
+and the phases, the decoder's linears (`MODULES`; `module_dims` as a token sees them, `linear_modules` as the model
+holds them) and parameter counts, bitsandbytes' bytes per quantized parameter. Below every other module of
+`cfgopt.memory`, so none imports another's internals to share them. Pure arithmetic.
 """
 
 from __future__ import annotations
@@ -50,10 +50,14 @@ class Component(NamedTuple):
         }
 
 
+MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
 def module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
-    """(in, out) features of each decoder linear."""
+    """(in, out) features of each decoder linear as one token sees it: a mixture of experts' MLP as one SwiGLU of
+    the width the token passes through (its top-k experts and the shared ones: `active_intermediate_size`)."""
     h, d = shape.hidden_size, shape.head_size
-    q, kv, i = shape.num_attention_heads * d, shape.num_key_value_heads * d, shape.intermediate_size
+    q, kv, i = shape.num_attention_heads * d, shape.num_key_value_heads * d, shape.active_intermediate_size
     return {
         "q_proj": (h, q),
         "k_proj": (h, kv),
@@ -65,9 +69,48 @@ def module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
     }
 
 
+Linear = tuple[int, int, int]  # (how many in the model, in features, out features)
+
+
+def linear_modules(shape: ModelShape) -> dict[str, tuple[Linear, ...]]:
+    """The decoder's `nn.Linear` modules by name, as transformers 5.6 builds them: what `lora_target` adapts and
+    bitsandbytes quantizes. A sparse layer's routed experts are 3-D parameters there, not linears, so only its
+    shared experts count (the dense layers keep their MLP); DeepSeek's latent attention files its projections
+    under the four attention names (q_a/q_b under q_proj, kv_a under k_proj, kv_b under v_proj)."""
+    L, h = shape.num_hidden_layers, shape.hidden_size
+    dims = module_dims(shape)
+    out = {name: ((L, *dims[name]),) for name in MODULES[:4]}
+    if shape.latent_attention:
+        out.update(_latent_linears(shape))
+    dense, shared = L - shape.sparse_layers, shape.shared_intermediate_size
+    for name in MODULES[4:]:
+        pair = (h, shape.intermediate_size) if name != "down_proj" else (shape.intermediate_size, h)
+        out[name] = ((dense, *pair),) if dense else ()
+        if shape.is_moe and shared:
+            out[name] += ((shape.sparse_layers, *((h, shared) if name != "down_proj" else (shared, h))),)
+    return out
+
+
+def _latent_linears(shape: ModelShape) -> dict[str, tuple[Linear, ...]]:
+    L, h, heads = shape.num_hidden_layers, shape.hidden_size, shape.num_attention_heads
+    q_rank, kv_rank, nope, rope, v = shape.latent_attention
+    q = ((L, h, q_rank), (L, q_rank, heads * (nope + rope))) if q_rank else ((L, h, heads * (nope + rope)),)
+    return {
+        "q_proj": q,
+        "k_proj": ((L, h, kv_rank + rope),),
+        "v_proj": ((L, kv_rank, heads * (nope + v)),),
+        "o_proj": ((L, heads * v, h),),
+    }
+
+
 def linear_params(shape: ModelShape) -> int:
     """Parameters of the decoder linears, the ones a quantized base stores in fewer bits."""
-    return shape.num_hidden_layers * sum(a * b for a, b in module_dims(shape).values())
+    return sum(count * a * b for linears in linear_modules(shape).values() for count, a, b in linears)
+
+
+def fused_experts(shape: ModelShape) -> int:
+    """Elements of a sparse layer's largest parameter: transformers 5.6's `gate_up_proj`, E x 2I x h (0: dense)."""
+    return shape.num_experts * 2 * shape.expert_intermediate_size * shape.hidden_size if shape.is_moe else 0
 
 
 def quantized_bytes_per_param(bits: int, method: str = "bnb", double_quantization: bool = True) -> float:
@@ -89,11 +132,10 @@ def model_bytes(shape: ModelShape, bits: int | None, method: str = "bnb", double
     return linears * per + (shape.num_parameters - linears) * 2.0
 
 
-MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
 def layer_params(shape: ModelShape) -> int:
-    return (shape.num_parameters - embedding_params(shape) - shape.hidden_size) // shape.num_hidden_layers
+    """One decoder layer's parameters (the mean, where sparse and dense layers differ)."""
+    outside = embedding_params(shape) + shape.hidden_size + shape.vision_tower + shape.vision_projector
+    return (shape.num_parameters - outside) // shape.num_hidden_layers
 
 
 def embedding_params(shape: ModelShape) -> int:

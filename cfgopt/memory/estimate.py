@@ -40,6 +40,7 @@ from cfgopt.memory.batch import DEFAULT_FILL, Batch, batch_of, unusable_sizes
 from cfgopt.memory.buffers import autocast_copies, engine_fp16, held_buffers, zero3_buffers
 from cfgopt.memory.config_values import attention_of, get, gradient_checkpointing_on, short_repr
 from cfgopt.memory.method import Method, largest_trainable, method_of
+from cfgopt.memory.model_parts import model_caveats
 from cfgopt.memory.result import HEADROOM, MemoryEstimate
 from cfgopt.memory.sharding import ddp_buckets, fsdp_buffers, fsdp_states, mixed_precision
 from cfgopt.memory.states import States, late_embedding_gradient, model_states, quantization_bits
@@ -139,7 +140,7 @@ def estimate(
     trainable = min(method.trainable, shape.num_parameters)
     buffers = held_buffers(shape, config, plan, gpus, states.gradients, batch, attention, notes)
     buffers += zero3_buffers(config, deepspeed, plan, gpus, trainable, largest_trainable(shape, method, ftype))
-    approximate: list[str] = []
+    approximate = model_caveats(config, shape, ftype, bits, notes)  # a mixture of experts: "low"
     buffers += _stage_components(config, shape, batch, method, gpus, gc, plan, notes, approximate)
     casts = autocast_copies(config, ftype, cast, gc, half, batch, trainable)
     buffers += casts
@@ -407,7 +408,8 @@ def _uncalibrated(
     """What the estimate models by arithmetic only: no run in bench/memory/measured covers it."""
     out = []
     if shape.model_type not in CALIBRATED_FAMILIES:
-        out.append(f"architecture {shape.model_type or 'unknown'!r} (counted as a Llama-like decoder)")
+        counted = "with experts" if shape.is_moe else "(counted as a Llama-like decoder)"
+        out.append(f"architecture {shape.model_type or 'unknown'!r} {counted}")
     if gpus > 1:
         out.append(f"{gpus} GPUs (every run had one: ZeRO partitions and NCCL buffers are arithmetic)")
     if target.platform != "cuda":

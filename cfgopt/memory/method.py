@@ -11,7 +11,7 @@ from typing import Any
 
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
-from cfgopt.memory.base import MODULES, layer_params, module_dims
+from cfgopt.memory.base import MODULES, fused_experts, layer_params, linear_modules, module_dims
 from cfgopt.memory.config_values import get, integer_at, split_names
 from cfgopt.text.user_text import is_number
 
@@ -45,12 +45,12 @@ class Method:
 
 
 def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> Method:
-    dims = module_dims(shape)
-    L, V, h = shape.num_hidden_layers, shape.vocab_size, shape.hidden_size
+    dims, linears = module_dims(shape), linear_modules(shape)
+    V, h = shape.vocab_size, shape.hidden_size
     if ftype == "lora":
         trained = _targets(get(config, "lora_target"), notes, "lora_target")
         rank = integer_at(config, "lora_rank") or 8
-        method = Method(trained, L * sum(rank * (dims[m][0] + dims[m][1]) for m in trained))
+        method = Method(trained, sum(c * rank * (a + b) for m in trained for c, a, b in linears[m]))
         dropout = get(config, "lora_dropout")
         if is_number(dropout) and dropout > 0:
             method.extra_per_layer += LORA_DROPOUT_BYTES * sum(dims[m][0] for m in trained)
@@ -68,14 +68,23 @@ def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list
         block, rank = integer_at(config, "oft_block_size") or 0, integer_at(config, "oft_rank") or 0
         trainable = 0
         for m in trained:
-            fan_in = dims[m][0]
-            b = block if block > 0 else max(1, fan_in // max(1, rank))
-            trainable += L * fan_in * (b - 1) // 2
+            for count, fan_in, _ in linears[m]:
+                b = block if block > 0 else max(1, fan_in // max(1, rank))
+                trainable += count * fan_in * (b - 1) // 2
         notes.append("OFT: activation cost of the rotation not measured (counted as one input copy)")
         return Method(trained, trainable, extra_per_layer=OFT_INPUT_BYTES * sum(dims[m][0] for m in trained))
     if ftype == "freeze":
         return _freeze_method(config, shape, notes)
-    return Method(set(MODULES), shape.num_parameters, lm_head_trained=True)  # full
+    return Method(set(MODULES), shape.num_parameters - frozen_towers(config, shape), lm_head_trained=True)  # full
+
+
+def frozen_towers(config: dict[str, Any], shape: ModelShape) -> int:
+    """A multimodal model's vision tower and projector that full fine-tuning leaves frozen: LLaMA-Factory freezes
+    both by default (`freeze_vision_tower`, `freeze_multi_modal_projector`; model/model_utils/visual.py)."""
+    if not (shape.vision_tower or shape.vision_projector):
+        return 0  # no key read: a text model's estimate depends on none of them
+    tower = shape.vision_tower if get(config, "freeze_vision_tower") is not False else 0
+    return tower + (shape.vision_projector if get(config, "freeze_multi_modal_projector") is not False else 0)
 
 
 _FREEZE_GROUPS = {"self_attn": MODULES[:4], "mlp": MODULES[4:]}
@@ -86,7 +95,7 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
     trains the last n layers, n < 0 the first |n|; within them `freeze_trainable_modules` (`all`, or sub-modules:
     `self_attn`, `mlp`, the norms); `freeze_extra_modules` adds modules outside the layers (`embed_tokens`,
     `lm_head`, `norm`)."""
-    dims, L = module_dims(shape), shape.num_hidden_layers
+    L = shape.num_hidden_layers
     freeze_n = integer_at(config, "freeze_trainable_layers")
     freeze_n = 2 if freeze_n is None else freeze_n
     count = min(abs(freeze_n), L)
@@ -96,7 +105,7 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
     else:
         trained = {m for group, names in _FREEZE_GROUPS.items() if group in modules for m in names}
         norms = sum(1 for m in modules if m.endswith("norm") or m.endswith("layernorm"))
-        per_layer = sum(a * b for m, (a, b) in dims.items() if m in trained) + norms * shape.hidden_size
+        per_layer = _group_params(shape, trained) // L + norms * shape.hidden_size
     extra = set(split_names(get(config, "freeze_extra_modules")))
     embedding, tied = shape.vocab_size * shape.hidden_size, shape.tie_word_embeddings
     extra_params = embedding * ("embed_tokens" in extra) + embedding * ("lm_head" in extra and not tied)
@@ -116,11 +125,24 @@ def _freeze_method(config: dict[str, Any], shape: ModelShape, notes: list[str]) 
     )
 
 
+def _group_params(shape: ModelShape, trained: set[str]) -> int:
+    """Parameters of the `trained` linears over all layers; with the MLP, a sparse layer's routed experts and
+    router as well (freeze tuning trains every parameter under `mlp`)."""
+    linears = linear_modules(shape)
+    total = sum(c * a * b for m in trained for c, a, b in linears[m])
+    if "gate_proj" in trained and shape.is_moe:
+        h = shape.hidden_size
+        total += shape.sparse_layers * (shape.expert_parameters + shape.num_experts * h + shape.sparse_layer_extra)
+    return total
+
+
 def largest_trainable(shape: ModelShape, method: Method, ftype: str) -> int:
     """Elements of the largest trained parameter: the embedding or lm_head when they train, else one layer's
-    largest linear (freeze), else 0 (adapters are small next to the step's other buffers)."""
+    largest linear (freeze), else 0 (adapters are small next to the step's other buffers). A trained mixture of
+    experts' fused `gate_up_proj` can be larger than either (DeepSeek-V3: 7.5B elements)."""
+    experts = fused_experts(shape) if ftype in ("full", "freeze") and "gate_proj" in method.trained else 0
     if method.lm_head_trained or method.embedding_trained:
-        return shape.vocab_size * shape.hidden_size
+        return max(shape.vocab_size * shape.hidden_size, experts)
     if ftype == "freeze":
-        return max(a * b for a, b in module_dims(shape).values())
+        return max(experts, *(a * b for linears in linear_modules(shape).values() for _, a, b in linears))
     return 0

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.model_shapes import ModelShape
-from cfgopt.memory.base import GIB, HOST, STATES, Component, model_bytes, module_dims
+from cfgopt.memory.base import GIB, HOST, STATES, Component, linear_modules, model_bytes, module_dims
 
 # Per token and vocabulary entry of a no-grad forward that computes log-probabilities (the reference model's, and
 # KTO's KL forward): `model(...).logits.to(torch.float32)` frees the bf16 logits once upcast, then
@@ -187,12 +187,13 @@ class DoraExtras(NamedTuple):
 
 
 def dora_extras(shape: ModelShape, trained: set[str]) -> DoraExtras:
-    dims = module_dims(shape)
+    dims, linears = module_dims(shape), linear_modules(shape)
     outputs = sum(dims[m][1] for m in trained)
     norm = max(
         (DORA_EYE_BYTES * dims[m][0] ** 2 + DORA_NORM_BYTES * dims[m][0] * dims[m][1] for m in trained), default=0
     )
-    return DoraExtras(shape.num_hidden_layers * outputs, DORA_OUTPUT_BYTES * outputs, float(norm))
+    magnitudes = sum(count * out for m in trained for count, _, out in linears[m])  # one per output feature
+    return DoraExtras(magnitudes, DORA_OUTPUT_BYTES * outputs, float(norm))
 
 
 def dora_norm_component(norm_bytes: float, gc: bool) -> Component:
