@@ -53,9 +53,9 @@ def test_the_docs_have_no_unmeasured_round_figure() -> None:
 def test_the_readme_and_contributing_and_ci_run_one_test_command() -> None:
     """The README's test command (its two set-up lines), CONTRIBUTING.md's and the last two of .ci/run are one."""
     install = "pip install -q -e '.[test,oracle]' && pip uninstall -q -y torchvision torchaudio"
-    run = "DISABLE_VERSION_CHECK=1 CFGOPT_REQUIRE_ORACLE=1 python -m pytest -q"
+    run = "DISABLE_VERSION_CHECK=1 CFGOPT_REQUIRE_ORACLE=1 python -m pytest -q -n 2"
     for name in ("README.md", "CONTRIBUTING.md"):
         assert f"```sh\n{install}\n{run}\n```" in (ROOT / name).read_text(), name
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == "python -m pytest -q" and ci[-2] == install
-    assert f"export {run.removesuffix(' python -m pytest -q')}" in ci
+    assert ci[-1] == "python -m pytest -q -n 2" and ci[-2] == install
+    assert f"export {run.removesuffix(' python -m pytest -q -n 2')}" in ci
