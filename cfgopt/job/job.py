@@ -545,7 +545,18 @@ class Job:
     ) -> memory.MemoryEstimate | None:
         """The memory estimate of this job on `gpus` GPUs (with `changes` to its keys; `deepspeed`: another
         DeepSpeed dict or None), or None where it is unsound: not a training run, unknown model, a target
-        without memory, a DeepSpeed file not read, or settings the model does not cover."""
+        without memory, a DeepSpeed file not read, settings the model does not cover, or terms it counts only
+        roughly (`rough_estimate`)."""
+        est = self.rough_estimate(gpus, deepspeed, fill, **changes)
+        # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
+        return None if est is None or est.approximate else est
+
+    def rough_estimate(
+        self, gpus: int, deepspeed: Any = _MISSING, fill: float | None = None, **changes: Any
+    ) -> memory.MemoryEstimate | None:
+        """`estimate`, also where it counts some terms only roughly (confidence "low": a mixture of experts'
+        activations, PPO's rollout): its model states (`MemoryEstimate.states_gib`) are still counted exactly, which
+        MEM001 judges alone. None where the estimate leaves something out or cannot be made."""
         target = self.settings.target
         if not target.memory_gib or not self.training:
             return None
@@ -566,8 +577,7 @@ class Job:
         est = None
         if self.shape is not None:
             est = _shared_estimate(values, self.shape, target, gpus, deepspeed, fill, distributed)
-            # rules judge only what the model covers: not what it leaves out, nor what it counts only roughly (PPO)
-            if est.unmodelled or est.approximate or (deepspeed is not None and est.zero_stage is None):
+            if est.unmodelled or (deepspeed is not None and est.zero_stage is None):
                 est = None
         self.memo[key] = est
         return est

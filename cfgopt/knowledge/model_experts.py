@@ -73,6 +73,11 @@ FAMILIES: dict[str, _Family] = {
 }
 
 
+# Families whose experts transformers 4 already held as fused 3-D parameters (GptOssExperts, Llama4TextExperts,
+# GraniteMoeParallelExperts, 4.57's Qwen3VLMoeTextExperts); the others were one Linear per expert until 5.0.
+FUSED_BEFORE_5 = frozenset({"gpt_oss", "llama4", "granitemoe", "granitemoeshared", "qwen3_vl_moe"})
+
+
 def family_of(model_type: str) -> str:
     """The family key of a (text) model_type: `qwen3_vl_moe_text` is qwen3_vl_moe, `llama4_text` llama4."""
     return model_type.removesuffix("_text")
@@ -149,9 +154,32 @@ def _llama4_sparse_layers(data: dict[str, Any], layers: int) -> int | None:
 def _sparse_extra(family: str, experts: int, width: int, shared: int, h: int) -> int:
     """Parameters of a sparse layer beyond the SwiGLU weights and the router's E x h (transformers 5.6)."""
     if family == "gpt_oss":  # GptOssTopKRouter.bias, GptOssExperts.gate_up_proj_bias and down_proj_bias
-        return experts + experts * (2 * width + h)
+        return experts + experts * expert_biases(family, width, h)
     if family == "qwen2_moe" and shared:  # Qwen2MoeSparseMoeBlock.shared_expert_gate: Linear(h, 1)
         return h
     if family == "ernie4_5_moe":  # Ernie4_5_MoeStatics.e_score_correction_bias, a (1, E) parameter
         return experts
     return 0
+
+
+def expert_biases(family: str, width: int, h: int) -> int:
+    """One routed expert's biases beside its SwiGLU weights: gpt-oss's gate_up_proj_bias (2I) and down_proj_bias
+    (h); the other families have none."""
+    return 2 * width + h if family == "gpt_oss" else 0
+
+
+def sparse_layers_last(model_type: str) -> bool:
+    """Are the family's sparse layers its last ones (every layer, or those from `first_k_dense_replace` on), so that
+    a count of them says which they are?"""
+    family = FAMILIES.get(family_of(model_type))
+    return family is not None and family.sparse in ("all", "first_k")
+
+
+# The decoder layer's attribute that holds the experts (transformers 5.6), where it is not `mlp`: what
+# LLaMA-Factory's `freeze_trainable_modules` names to train them.
+_MOE_BLOCKS = {"llama4": "feed_forward", "granitemoe": "block_sparse_moe", "granitemoeshared": "block_sparse_moe"}
+
+
+def moe_block(model_type: str) -> str:
+    """The name of the decoder layer's module that holds a family's experts: `mlp`, Llama 4's `feed_forward`."""
+    return _MOE_BLOCKS.get(family_of(model_type), "mlp")

@@ -110,6 +110,17 @@ class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect
         return max(sparse, dense)
 
     @property
+    def active_parameters(self) -> int:
+        """The parameters one token passes through: all but the routed experts its router passed over (E - k of
+        each sparse layer's E, with their biases); the router, the shared experts, attention, norms and embeddings
+        count whole. A dense model's `num_parameters`. `cfgopt verify`'s MFU counts its FLOPs from it."""
+        if not self.is_moe:
+            return self.num_parameters
+        h, width = self.hidden_size, self.expert_intermediate_size
+        one = 3 * h * width + model_experts.expert_biases(model_experts.family_of(self.model_type), width, h)
+        return self.num_parameters - self.sparse_layers * (self.num_experts - self.experts_per_token) * one
+
+    @property
     def num_parameters(self) -> int:
         h = self.hidden_size
         norm = h * (2 if self.norm_bias else 1)
@@ -117,6 +128,36 @@ class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         vision = self.vision_tower + self.vision_projector
         return embeddings + self.num_hidden_layers * layer + self.mlp_parameters + norm + vision
+
+
+def largest_parameter(shape: ModelShape, experts_fused: bool = True) -> tuple[int, str]:
+    """The most elements of one parameter tensor, and which it is: the embedding (an untied lm_head is as large), a
+    dense layer's MLP projection, an attention projection, a mixture of experts' fused `gate_up_proj` (E x 2I x h:
+    transformers 5's layout; `experts_fused` False: one expert's own linear, I x h, as transformers 4 built most
+    families, `model_experts.FUSED_BEFORE_5`) or its shared experts' projection. DeepSpeed's ZeRO-3 partitions and
+    swaps each parameter whole (XF006)."""
+    h = shape.hidden_size
+    found = [(shape.vocab_size * h, "the embedding"), _largest_attention(shape)]
+    if shape.sparse_layers < shape.num_hidden_layers:  # a dense layer's SwiGLU
+        found.append((shape.intermediate_size * h, "an MLP projection"))
+    if shape.is_moe:
+        E, width = shape.num_experts, shape.expert_intermediate_size
+        if experts_fused:
+            found.append((E * 2 * width * h, f"the experts' fused gate_up_proj ({E} x {2 * width} x {h})"))
+        else:
+            found.append((width * h, "an expert's projection"))
+        found.append((shape.shared_intermediate_size * h, "the shared experts' projection"))
+    return max(found, key=lambda item: item[0])
+
+
+def _largest_attention(shape: ModelShape) -> tuple[int, str]:
+    """One layer's largest attention projection: q_proj (o_proj is as large), or DeepSeek's latent projections."""
+    h, heads = shape.hidden_size, shape.num_attention_heads
+    if not shape.latent_attention:
+        return heads * shape.head_size * h, "an attention projection"
+    q_rank, kv_rank, nope, rope, v = shape.latent_attention
+    q = (h * q_rank, q_rank * heads * (nope + rope)) if q_rank else (h * heads * (nope + rope),)
+    return max(*q, h * (kv_rank + rope), kv_rank * heads * (nope + v), heads * v * h), "an attention projection"
 
 
 def _latent_attention_parameters(h: int, heads: int, mla: tuple[int, ...]) -> int:
@@ -183,11 +224,17 @@ def shape_for(model_name_or_path: str, local: LocalModel | None = None) -> Model
     return None
 
 
+def language_config(data: dict) -> dict:
+    """The language model's keys of a config.json: a composite model's `text_config` where the top level has no
+    `hidden_size` (Qwen2.5-VL keeps them at the top, Qwen3-VL-MoE and Llama 4 in `text_config`)."""
+    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
+        return data["text_config"]
+    return data
+
+
 def uncountable(local: LocalModel) -> str:
     """Why a local config.json gives no shape, in words: experts of a family not modelled, or dimensions missing."""
-    data = local.config
-    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
-        data = data["text_config"]
+    data = language_config(local.config)
     if model_experts.declares_experts(data):
         family = model_experts.family_of(str(data.get("model_type", "") or local.config.get("model_type", "")))
         if family not in model_experts.FAMILIES:
@@ -224,9 +271,7 @@ _TOWER_KEYS = {"vision_config": "the vision tower", "audio_config": "the audio t
 def _from_config(data: object, name: str) -> ModelShape | None:
     if not isinstance(data, dict):
         return None
-    top = data
-    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
-        data = data["text_config"]
+    top, data = data, language_config(data)
     keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
     values = [data.get(k) for k in keys]
     if not all(_dimension(v) for v in values):

@@ -12,6 +12,7 @@ from typing import Any
 
 from cfgopt.memory.base import ALWAYS_SHOWN, HOST, PHASES, STATES, Component
 
+STATE_PARTS = ("weights", "gradients", "embedding gradient", "optimizer states")  # the components of `states_gib`
 ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3
 RUNTIME_GIB = 1.0  # CUDA/HIP context and BLAS workspaces, outside torch's allocator statistics
 COMM_GIB = 1.0  # NCCL/RCCL buffers when more than one GPU takes part
@@ -122,6 +123,14 @@ class MemoryEstimate:
             for phase in PHASES
             if phase in ALWAYS_SHOWN or phase in present
         }
+
+    @property
+    def states_gib(self) -> float:
+        """The model states on the GPU (weights, gradients, optimizer states), counted exactly from the parameters,
+        the method, the ZeRO stage or FSDP's sharding and the offload whatever the confidence in the rest: all alive
+        at the optimizer step, so no peak is below them (MEM001 judges them alone where the activations are
+        counted only roughly)."""
+        return sum(c.gib for c in self.components if c.name in STATE_PARTS)
 
     @property
     def persistent_gib(self) -> float:

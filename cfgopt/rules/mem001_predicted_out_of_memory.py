@@ -151,7 +151,12 @@ class PredictedOutOfMemory(Rule):
         "ZeRO-3 fits (an FSDP job: its own FSDP config). No remedy that saves under 1 GiB is named (an offload of "
         "a LoRA's optimizer states moves MiB: only slower), and one that does not fit alone says so. Only for "
         "models whose shape is known (local config.json or cfgopt's table); without packing the peak batch is "
-        "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed."
+        "assumed to reach cutoff_len. With `--gpus` unstated a node of 8 GPUs is assumed. Where the estimate "
+        "counts some terms only roughly (confidence low: a mixture of experts' activations, PPO), its model "
+        "states (weights, gradients and optimizer states under the ZeRO stage, counted exactly) are judged alone: "
+        "when they exceed the GPU's memory the run cannot fit (Mixtral-8x7B full, ZeRO-3 over 8 H100s: 87 GiB per "
+        "GPU), and the message says the activations are not in that figure and what brings the states under 90%; "
+        "where only the rough terms would push it over, nothing is said."
     )
     fails_when = "At the first batch that reaches the estimated size: CUDA/HIP out of memory."
     evidence = (
@@ -173,7 +178,10 @@ class PredictedOutOfMemory(Rule):
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         n = gpus(ctx, GPUS_IF_UNSTATED_OOM)
         est = estimate_ctx(ctx, n)
-        if est is None or est.verdict == "fits":
+        if est is None:
+            yield from self._states_alone(ctx, n)
+            return
+        if est.verdict == "fits":
             return
         target = ctx.settings.target
         remedies: list[str] = []
@@ -217,3 +225,54 @@ class PredictedOutOfMemory(Rule):
             f"{ctx.job.sequence_basis()}; "
             f"largest parts in GiB: {top3(est)}); try {'; or '.join(remedies) or 'a smaller cutoff_len'}",
         )
+
+    def _states_alone(self, ctx: Context, n: int) -> Iterator[Diagnostic]:
+        """Where the estimate counts some terms only roughly (a mixture of experts' activations: confidence "low",
+        no verdict), its model states are still exact: when they alone exceed the GPU, the run cannot fit whatever
+        its activations (Mixtral-8x7B full, ZeRO-3 over 8 H100s: 87 GiB of states per GPU). Silent where only the
+        rough terms would push it over."""
+        from cfgopt.memory.result import STATE_PARTS  # only here: a lint run without an estimate never loads it
+
+        est = ctx.job.rough_estimate(n)
+        target = ctx.settings.target
+        if est is None or not est.approximate or est.states_gib <= target.memory_gib:
+            return
+        parts = ", ".join(f"{c.name} {c.gib:.0f}" for c in est.components if c.name in STATE_PARTS and c.gib >= 0.5)
+        assumed = "" if gpus_stated(ctx) else " (assumed; --gpus)"
+        yield report(
+            self,
+            ctx,
+            ("model_name_or_path", "finetuning_type", "deepspeed"),
+            f"predicted out of memory: the model states alone are about {est.states_gib:.0f} GiB per GPU on "
+            f"{a(format(target.memory_gib, 'g'))} GiB {target.name} with {est.gpus} GPU(s){assumed} ({est.model}, "
+            f"{est.total_params / 1e9:.1f}B parameters; {parts} GiB), activations not counted in that figure "
+            f"({'; '.join(est.approximate)}); try {'; or '.join(states_remedies(ctx, n, est)) or 'LoRA'}",
+        )
+
+
+def states_remedies(ctx: Context, n: int, est) -> list[str]:
+    """What brings the model states under HEADROOM of the GPU's memory (the activations, counted only roughly, must
+    fit beside them), each with its figure: the first of ZeRO-3 over the job's own GPUs, its optimizer's offload,
+    its parameters' offload (none where the job offloads already), then the GPU count at which ZeRO-3 does."""
+    from cfgopt.memory.result import HEADROOM
+
+    room = HEADROOM * ctx.settings.target.memory_gib
+    variants = [("z3", f"ZeRO-3 over the {n} GPUs")] if est.zero_stage != 3 and n > 1 else []
+    if not est.offloaded_gib:
+        variants += [
+            ("z3_optim_offload", "ZeRO-3 with the optimizer offloaded to the CPU"),
+            ("z3_offload", "ZeRO-3 with CPU offload"),
+        ]
+    out: list[str] = []
+    for zero, words in variants:
+        after = ctx.job.rough_estimate(n, deepspeed=deepspeed_template(zero))
+        if after is not None and after.states_gib <= room:
+            slower = "; slower" if after.offloaded_gib else ""
+            out.append(f"{words} (states ~{after.states_gib:.0f} GiB per GPU{slower})")
+            break
+    for more in (2 * n, 4 * n, 8 * n, 16 * n, 32 * n):
+        after = ctx.job.rough_estimate(more, deepspeed=deepspeed_template("z3"))
+        if after is not None and after.states_gib <= room:
+            out.append(f"{more} GPUs with ZeRO-3 (states ~{after.states_gib:.0f} GiB each)")
+            break
+    return out

@@ -17,7 +17,7 @@ from cfgopt.text import termination
 from cfgopt.text.document import Document, real_path
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.writer import write_report
-from cfgopt.verify import comparison, numerics, processes, runner
+from cfgopt.verify import comparison, flops, numerics, processes, runner
 from cfgopt.verify.machine import prepare_assets_saying, run_settings, run_target
 
 
@@ -34,9 +34,10 @@ def say_plan(job: Job, say) -> None:
         say(note)
 
 
-def parameters_from_shape(metrics: dict[str, Any], job: Job) -> None:
+def parameters_from_shape(metrics: dict[str, Any], job: Job, args: dict[str, Any]) -> None:
     """Where the run could not count the parameters (ZeRO-3 partitions them), count them from the model's shape
-    (cfgopt.knowledge.model_shapes, the memory model's trainable count), so MFU is still reported."""
+    (cfgopt.knowledge.model_shapes, the memory model's trainable count), so MFU is still reported; a mixture of
+    experts' from the parameters a token passes through (`flops`), the run's arguments `args` saying what trains."""
     if metrics.get("parameters") or not metrics.get("steps"):
         return
     est = job.estimate(job.settings.gpus or 1)
@@ -44,6 +45,9 @@ def parameters_from_shape(metrics: dict[str, Any], job: Job) -> None:
         metrics["parameters"], metrics["trainable_parameters"] = est.total_params, est.trainable_params
     elif job.shape is not None:
         metrics["parameters"] = job.shape.num_parameters
+    if job.shape is not None:
+        counts = (metrics["parameters"], metrics.get("trainable_parameters"))
+        metrics.update(flops.shape_token_parameters(job.shape, args, *counts))
 
 
 def fixed_copy(config: Path, work: Path, settings: Settings) -> tuple[Path, list[str]]:
@@ -226,7 +230,7 @@ def _verify(args: argparse.Namespace, config_path: Path, work: Path, say) -> int
             args.timeout,
             relay,
         )
-        parameters_from_shape(runs[label].metrics, run_job)
+        parameters_from_shape(runs[label].metrics, run_job, runs[label].config)
     loss = None
     if "fixed" in runs and not runs["original"].error and not runs["fixed"].error:
         loss = loss_verdict(runs, jobs, args.gpus or 1, args.loss_tolerance, assets.on_cpu)

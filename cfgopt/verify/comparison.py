@@ -1,9 +1,11 @@
 """Summaries of verification runs, the before/after comparison, and its renderings (table, JSON, PNG).
 
 FLOP convention (stated in every report): model FLOPs per real token = 2N (forward) + 2N (activation
-gradients) + 2·N_trainable (weight gradients), N = all parameters; attention score FLOPs and the
-recomputation of gradient checkpointing are not counted. So a full fine-tune counts 6N and LoRA about 4N
-(as bench/h200/measurements.md). MFU = that x real tokens/s / the device's dense bf16 peak.
+gradients) + 2·N_trainable (weight gradients), N = the parameters a token passes through: all of a dense model's,
+a mixture of experts' top-k routed experts and the rest (`flops.token_parameters`; its layout unknown, no MFU);
+attention score FLOPs and the recomputation of gradient checkpointing are not counted. So a full fine-tune
+counts 6N and LoRA about 4N (as bench/h200/measurements.md). MFU = that x real tokens/s / the device's dense
+bf16 peak.
 
 Preference stages: a pairwise sample is two real sequences (chosen and rejected, both trained on), so both
 count as real tokens; where a reference model's forward runs over them too (DPO but orpo / simpo, KTO:
@@ -23,7 +25,8 @@ from cfgopt.text.writer import write_new
 
 FLOP_CONVENTION = (
     "MFU counts 2N forward + 2N activation-gradient + 2N_trainable weight-gradient FLOPs per "
-    "real (non-padding) token (+2N for a reference model's forward in DPO / KTO); attention scores and checkpoint "
+    "real (non-padding) token (+2N for a reference model's forward in DPO / KTO), N the parameters a token passes "
+    "through (a mixture of experts: its top-k routed experts, not all); attention scores and checkpoint "
     "recomputation not counted"
 )
 NOISE = 0.05  # step-time differences below 5% are treated as noise
@@ -78,7 +81,11 @@ def _speed(out: dict[str, Any], metrics: dict[str, Any], warm: list[dict[str, An
     out["real_tokens_per_s"] = sum(s["real_tokens"] for s in warm) / seconds
     out["padded_tokens_per_s"] = sum(s.get("padded_tokens", s["real_tokens"]) for s in warm) / seconds
     out["supervised_tokens_per_s"] = sum(s.get("supervised_tokens", 0) for s in warm) / seconds
-    n, trainable = metrics.get("parameters"), metrics.get("trainable_parameters")
+    if metrics.get("mfu_unknown"):  # a mixture of experts of a layout not counted: no MFU rather than a wrong one
+        out["mfu_unknown"] = metrics["mfu_unknown"]
+        return
+    n = metrics.get("active_parameters", metrics.get("parameters"))
+    trainable = metrics.get("trainable_active_parameters", metrics.get("trainable_parameters"))
     peak = metrics.get("peak_tflops")
     if n and out["real_tokens_per_s"] and peak:
         per_token = 4 * n + 2 * (trainable or 0) + (2 * n if metrics.get("reference_forward") else 0)
@@ -180,6 +187,8 @@ def table(before: dict[str, Any], after: dict[str, Any], verdict: dict[str, Any]
             lines.append(f"{name} run crashed: {s['error']}")
         if s.get("cannot_measure"):
             lines.append(f"{name} run: cannot measure: {s['cannot_measure']}")
+    unknown = dict.fromkeys(s["mfu_unknown"] for s in (before, after) if s.get("mfu_unknown"))
+    lines.extend(f"no MFU: {why}" for why in unknown)  # one line where both runs have the same model
     device = before.get("device") or after.get("device")
     if device:
         lines.append(f"device: {device} ({before.get('platform') or after.get('platform')})")

@@ -18,7 +18,7 @@ from typing import Any
 
 from cfgopt.knowledge.targets import target_for_device  # a table only: the worker stays import-light
 from cfgopt.text.writer import write_new  # likewise
-from cfgopt.verify import synthetic_meta  # likewise
+from cfgopt.verify import flops, synthetic_meta  # likewise
 from cfgopt.verify.tokens import count_batch, step_capacity  # tensor methods only
 
 
@@ -128,6 +128,19 @@ def capacity_per_step(config: dict[str, Any], training_args: Any) -> int:
     )
 
 
+def parameter_counts(model: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The model's parameters, those it trains, and (a mixture of experts) those a token passes through, for the
+    MFU (`flops.token_parameters`, from the model's own config)."""
+    # ZeRO-3 partitions parameters (numel() is 0 on every rank); `ds_numel` keeps the full size
+    total = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+    trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    counts: dict[str, Any] = {"parameters": total, "trainable_parameters": trainable}
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(config, "to_dict"):
+        counts.update(flops.token_parameters(config.to_dict(), args, total, trainable))
+    return counts
+
+
 def _make_callback(spec: dict[str, Any]):
     import torch
     from transformers import TrainerCallback
@@ -157,11 +170,7 @@ def _make_callback(spec: dict[str, Any]):
                     metrics.setdefault("notes", []).append("value head dropout off (same loss for any batch split)")
                 config = getattr(model, "config", None)
                 metrics["attn_implementation"] = getattr(config, "_attn_implementation", None)
-                # ZeRO-3 partitions parameters (numel() is 0 on every rank); `ds_numel` keeps the full size
-                metrics["parameters"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
-                metrics["trainable_parameters"] = sum(
-                    getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad
-                )
+                metrics.update(parameter_counts(model, spec["args"]))
             metrics["capacity_tokens_per_step"] = capacity_per_step(spec["args"], args)
             metrics["train_begin_s"] = time.perf_counter() - START
             self.last = time.perf_counter()

@@ -21,7 +21,7 @@ from hub_configs import (
 )
 
 from cfgopt.knowledge.model_family import LocalModel
-from cfgopt.knowledge.model_shapes import ModelShape, _from_config, shape_for
+from cfgopt.knowledge.model_shapes import ModelShape, _from_config, largest_parameter, shape_for
 
 # (config, published total parameters): the model cards' and papers' figures, rounded as published
 PUBLISHED = [
@@ -189,3 +189,36 @@ def test_a_composite_models_language_model_matches_its_build(model_type: str, te
     towers = ("visual", "vision", "multi_modal_projector")
     language = sum(p.numel() for n, p in model.named_parameters() if not any(t in n for t in towers))
     assert shape.is_moe and shape.uncounted == ("the vision tower",) and shape.num_parameters == language
+
+
+def _routed_expert(name: str) -> bool:
+    """A routed experts' parameter of transformers 5.6: under `experts` (Granite's `block_sparse_moe.input_linear` and
+    `output_linear`; its `shared_mlp` has linears of the same names)."""
+    granite = (".block_sparse_moe.input_linear.", ".block_sparse_moe.output_linear.")
+    return any(part in name for part in (".experts.", *granite))
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(
+    "config",
+    [
+        *(pytest.param(c, id=c["model_type"] + "-hub") for c in (MIXTRAL_8X7B, QWEN15_MOE_A27B, DEEPSEEK_V3)),
+        *(pytest.param(m, id=m) for m in sorted(FAMILY_DEFAULTS)),
+    ],
+)
+def test_the_largest_and_the_active_parameters_match_the_build(config: dict | str) -> None:
+    """The largest parameter (XF006: what `zero.Init` swaps whole) and the parameters a token passes through (verify's
+    MFU: all but (E - k) / E of the routed experts) of the model transformers builds."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if isinstance(config, str):
+        config = _defaults(config, FAMILY_DEFAULTS[config])
+    kwargs = {k: v for k, v in config.items() if k != "model_type"}
+    cfg = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
+    with torch.device("meta"):
+        sizes = {n: p.numel() for n, p in transformers.AutoModelForCausalLM.from_config(cfg).named_parameters()}
+    shape = shape_of(config)
+    assert largest_parameter(shape)[0] == max(sizes.values())
+    experts = sum(size for name, size in sizes.items() if _routed_expert(name))
+    skipped = experts * (shape.num_experts - shape.experts_per_token) // shape.num_experts
+    assert shape.active_parameters == sum(sizes.values()) - skipped
