@@ -70,6 +70,30 @@ def test_lf008_keeps_its_warning_and_says_why_there_is_no_fix(tmp_path: Path) ->
     assert found["fix"] is None and "overflow fp16 (LF050)" in found["message"]
 
 
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (
+            "",
+            "keeps the frozen weights in the checkpoint's bf16, emulated by torch there (slow: no tensor cores) and "
+            "trains only the LoRA adapter in fp32",
+        ),
+        ("finetuning_type: freeze\n", "trains only the trained layers in fp32"),
+        ("finetuning_type: full\n", "upcasts every weight from the checkpoint's bf16 to fp32 (a full fine-tune trains"),
+        ("finetuning_type: full\nuse_badam: true\n", "the trained ones too, in the checkpoint's bf16"),
+    ],
+)
+def test_lf050_on_v100_says_what_llamafactory_does_without_a_flag(tmp_path: Path, extra: str, words: str) -> None:
+    """Without `fp16` LLaMA-Factory loads the weights in the checkpoint's dtype (bf16) and upcasts only what trains
+    to fp32 (model/loader.py L155, model/adapter.py L313-325): fp32 training for a full fine-tune only."""
+    path = _write(tmp_path, QWEN, "fp16: true\n")
+    path.write_text(path.read_text().replace("finetuning_type: lora\n", extra or "finetuning_type: lora\n"))
+    _, out, _ = run_cli(["lint", str(path), "--format", "json", "--select", "LF050", "--target", "v100"])
+    (found,) = json.loads(out)["diagnostics"]
+    assert "on v100 drop `fp16`: with no precision flag LLaMA-Factory " in found["message"]
+    assert words in found["message"] and found["fix"] is None
+
+
 def test_pf002_is_quiet_on_fp32_where_fp16_overflows_and_bf16_is_emulated(tmp_path: Path) -> None:
     """fp32 is what Qwen's maintainers advise on V100 / T4 (LF050's evidence); on a bf16 GPU PF002 still asks for
     bf16, and a Llama on a T4 still for fp16."""
