@@ -5,10 +5,11 @@ decides which models these are (`model_family.overflows_fp16`), and LF050 asks i
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from rule_cases import run_cli
+from rule_cases import ROOT, run_cli
 
 from cfgopt.environment.probe import Platform
 from cfgopt.knowledge.model_family import LocalModel, overflows_fp16
@@ -40,6 +41,32 @@ def _write(tmp_path: Path, model: dict[str, str], extra: str) -> Path:
 def _codes(path: Path, *args: str) -> set[str]:
     _, out, _ = run_cli(["lint", str(path), "--format", "json", *args])
     return {d["code"] for d in json.loads(out)["diagnostics"]}
+
+
+PRECISION_CODES = {"LF001", "LF004", "LF008", "LF050", "PF001", "PF002"}
+
+
+@pytest.mark.parametrize(("target", "gpus"), [("t4", "8"), ("t4", "1"), ("v100", "8"), ("cpu", "1")])
+def test_the_seeds_precision_fixes_are_planned_together(tmp_path: Path, target: str, gpus: str) -> None:
+    """The seed's `compute_type: bf16` (LF001's WebUI mapping) and LF008's fp16 on V100 / T4 land in one run: a
+    second run changes nothing, and no precision finding appears that was not there (on a CPU no `bf16: true` is
+    written, which would stop there: LF008's error)."""
+    work = tmp_path / "seed"
+    shutil.copytree(ROOT / "fixtures" / "seed", work)
+    options = ["--target", target, "--gpus", gpus]
+
+    def loud() -> set[tuple[str, str]]:
+        _, out, _ = run_cli(["lint", str(work), "--format", "json", "--exit-zero", *options])
+        found = json.loads(out)["diagnostics"]
+        return {(d["file"], d["code"]) for d in found if d["severity"] in ("error", "warning")}
+
+    before = loud()
+    run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, str(work)])
+    first = {p.name: p.read_text() for p in work.iterdir()}
+    created = {(f, c) for f, c in loud() - before if c in PRECISION_CODES}
+    run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, str(work)])
+    assert {p.name: p.read_text() for p in work.iterdir()} == first and created == set()
+    assert ("fp16: true" in first["llama3_lora_sft.yaml"]) is (target != "cpu")
 
 
 @pytest.mark.parametrize("target", ["v100", "t4"])
