@@ -5,6 +5,7 @@ never runs `flash_attention_2`, so LF019's collator checks never reach it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -209,6 +210,30 @@ def test_gemma2_auto_with_flash_attn_runs_fa2_or_stops(tmp_path: Path) -> None:
     t4 = plan_for(_auto(tmp_path, model="google/gemma-2-2b-it", target="t4", environment=node))
     assert t4 is not None and t4.changes.get("flash_attn") == "disabled"
     assert "`flash_attn: disabled` written: `auto` stops this job (t4 is older than Ampere" in description(t4)
+
+
+def test_lf019_and_lf049_judge_gemma2_auto_as_fa2(tmp_path: Path) -> None:
+    """`auto` on Gemma 2 is fa2 where flash-attn is installed: neat packing at several rows stops at the first batch
+    (LF019), and on a T4 the first forward pass stops (LF049, with the fix the plan writes); quiet where flash-attn
+    is missing (eager runs) and for other models (SDPA)."""
+    node = tmp_path / "node.txt"
+    node.write_text("llamafactory==0.9.5\nflash-attn==2.8.3\n")
+    auto = "flash_attn: auto\nneat_packing: true\nper_device_train_batch_size: 4\n"
+    path = tmp_path / "train.yaml"
+    path.write_text(
+        FA2_LORA.read_text().replace("flash_attn: fa2\n", auto).replace("meta-llama/Meta-Llama-3-8B-Instruct", GEMMA2)
+    )
+    lint = ["lint", "--select", "LF019,LF049", "--format", "json", str(path)]
+    _, out, _ = run_cli([*lint, "--target", "h200", "--environment", str(node)])
+    (lf019,) = json.loads(out)["diagnostics"]
+    assert lf019["code"] == "LF019" and "with `flash_attn: auto` (fa2 for Gemma 2)" in lf019["message"]
+    _, out, _ = run_cli([*lint, "--target", "t4", "--environment", str(node)])
+    assert {d["code"] for d in json.loads(out)["diagnostics"]} == {"LF019", "LF049"}
+    _, out, _ = run_cli([*lint, "--target", "t4"])
+    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["LF019"]  # the warning for the day it is installed
+    path.write_text(FA2_LORA.read_text().replace("flash_attn: fa2\n", auto))
+    _, out, _ = run_cli([*lint, "--target", "t4", "--environment", str(node)])
+    assert json.loads(out)["diagnostics"] == []
 
 
 def test_pf004_is_quiet_on_gemma2_without_flash_attn(tmp_path: Path) -> None:
