@@ -354,6 +354,17 @@ class Job:
         `sdpa` (LLaMA-Factory leaves it to transformers: model/model_utils/attention.py L46-58, L77-82)."""
         return "disabled" if self.soft_capped_attention else "sdpa"
 
+    def attention_run(self, values: dict[str, Any]) -> dict[str, Any]:
+        """`values` with the `flash_attn` that runs, for the memory model: `auto` on a soft-capped model is `fa2`
+        (LLaMA-Factory turns it so, model/model_utils/attention.py L46-53), and `fa2` without flash-attn runs
+        `fa2_fallback` (SDPA, or eager for Gemma 2): neat packing's 4D mask is then held."""
+        attention = values.get("flash_attn")
+        if attention == "auto" and self.soft_capped_attention:
+            attention = "fa2"
+        if attention == "fa2" and not self.has_package("flash_attn"):
+            attention = self.fa2_fallback
+        return values if attention == values.get("flash_attn") else {**values, "flash_attn": attention}
+
     @property
     def fa2_outcome(self) -> Fa2Outcome:
         """What `flash_attn: fa2` does in this job's environment on its target: FlashAttention-2 runs, falls back
@@ -564,11 +575,7 @@ class Job:
             known, deepspeed = self.memory_deepspeed
             if not known:
                 return None
-        values = self.values(**changes)
-        if values.get("flash_attn") == "fa2" and not self.has_package("flash_attn"):
-            # without flash-attn `fa2` runs SDPA, or eager for Gemma 2 (LLaMA-Factory falls back): neat packing's 4D
-            # mask is then held
-            values = {**values, "flash_attn": self.fa2_fallback}
+        values = self.attention_run(self.values(**changes))
         fill = self.data_fill(values) if fill is None else fill
         distributed = self.distributed
         key = f"mem:{gpus}:{fill}:{memo_text(deepspeed)}:{distributed!r}:{sorted(changes.items())!r}"
@@ -595,9 +602,7 @@ class Job:
             return f"the DeepSpeed file {self.value('deepspeed')} was not read"
         if self.shape is None:
             return f"the size of {self.value('model_name_or_path')} is not known"
-        values = self.values()
-        if values.get("flash_attn") == "fa2" and not self.has_package("flash_attn"):
-            values = {**values, "flash_attn": self.fa2_fallback}
+        values = self.attention_run(self.values())
         est = _shared_estimate(values, self.shape, target, gpus, deepspeed, self.data_fill(values), self.distributed)
         if est.unmodelled:
             return f"not modelled: {', '.join(est.unmodelled)}"

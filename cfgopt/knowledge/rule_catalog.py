@@ -266,7 +266,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF049",
         "fa2-cannot-run",
         "llamafactory-cli llamafactory-infer llamafactory-train",
-        "flash_attn",
+        "flash_attn model_name_or_path",
     ),
     "lf050_fp16_on_bf16_trained_model": (
         "LF050",

@@ -12,7 +12,7 @@ from cfgopt.knowledge.deepspeed_plan import at_stage
 from cfgopt.knowledge.versions import release_spans
 from cfgopt.plan import space
 from cfgopt.plan.expected_speed import hardware_gpus, stochastic_rounding_ok
-from cfgopt.plan.reasons import NUMERICS, REFUSED, Rejection
+from cfgopt.plan.reasons import REFUSED, Rejection
 from cfgopt.plan.speed_knobs import OWNERS, liger_plannable
 
 if TYPE_CHECKING:
@@ -180,12 +180,13 @@ def kept_combinations(
     batch_pinned: bool,
     rejected: dict[space.Knobs, Rejection],
     job_refusal: Callable[[space.Knobs], Rejection | None],
+    soft_capped: bool = False,
 ) -> list[space.Knobs]:
-    """Every combination tune's space allows; Liger is not turned on under ZeRO-3 (a known backward failure,
-    LF027) nor where the plan lowers ZeRO-3 (`_LIGER_AFTER_STAGE`), nor what the job itself refuses
-    (`job_refusal`: neat packing that fails, SDPA for Gemma 2); with a DeepSpeed JSON that states the batch itself
-    (`batch_pinned`), the batch shape
-    moves only where DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its
+    """Every combination tune's space allows (no SDPA for a model that soft-caps its attention, `soft_capped`:
+    `space.refusal`); Liger is not turned on under ZeRO-3 (a known backward failure, LF027) nor where the plan
+    lowers ZeRO-3 (`_LIGER_AFTER_STAGE`), nor what the job itself refuses (`job_refusal`: neat packing that
+    fails); with a DeepSpeed JSON that states the batch itself (`batch_pinned`), the batch shape moves only where
+    DeepSpeed is dropped: the plan edits the YAML alone, and a YAML batch that differs from its
     JSON's stops the run (XF002). Those left out go into `rejected` with their reason."""
 
     def keep(k: space.Knobs) -> bool:
@@ -208,7 +209,7 @@ def kept_combinations(
         return True
 
     refused: dict[space.Knobs, tuple[str, str, str]] = {}
-    out = space.combinations(base, values, keep, refused)
+    out = space.combinations(base, values, keep, refused, soft_capped)
     rejected.update({k: Rejection(*why) for k, why in refused.items()})
     return out
 
@@ -216,29 +217,20 @@ def kept_combinations(
 def job_refusal(job: Job, base: space.Knobs) -> Callable[[space.Knobs], Rejection | None]:
     """Why the job refuses a candidate (None: it does not), for `kept_combinations`: neat packing where LLaMA-Factory
     0.9.4 stops it at start-up (`neat_transformers_refusal`, LF054), neat packing with fa2 where the first batch
-    fails (`neat_fa2_check`, LF019), and SDPA for a model that soft-caps its attention (Gemma 2)."""
+    fails (`neat_fa2_check`, LF019). SDPA for a model that soft-caps its attention is tune's refusal too
+    (`space.refusal`)."""
     neat_fa2_fails = neat_fa2_check(job, base)
     transformers_refuses = neat_transformers_refusal(job)
-    soft_capped = job.soft_capped_attention
 
     def refused(k: space.Knobs) -> Rejection | None:
         if transformers_refuses and k.packing and not base.packing:
             return Rejection(REFUSED, "packing", transformers_refuses)
-        if soft_capped and k.attn == "sdpa" != base.attn:
-            return Rejection(NUMERICS, "attn", SOFT_CAPPING_NUMERICS)
         if neat_fa2_fails(k):
             knob = "packing" if k.packing != base.packing else "attn" if k.attn != base.attn else None
             return Rejection(REFUSED, knob, "neat packing with fa2 takes one row per micro-batch (LF019)")
         return None
 
     return refused
-
-
-# What SDPA would change for Gemma 2 (`Job.soft_capped_attention`), in the words of the plan's notes.
-SOFT_CAPPING_NUMERICS = (
-    'Gemma 2 soft-caps its attention logits, which SDPA drops (LLaMA-Factory: "the SDPA attention does not support '
-    'it"): what the model computes would change; it runs eager attention without flash-attn'
-)
 
 
 def neat_transformers_refused(job: Job) -> tuple[tuple[str, ...], bool | None] | None:

@@ -129,7 +129,7 @@ def packing_gain_on_data(job: Job) -> tuple[float, str] | None:
     if data is None:
         return None
     _, ds = job.deepspeed
-    base = space.baseline_knobs(job.values(), ds)
+    base = space.baseline_knobs(job.values(), ds, job.soft_capped_attention)
     n, stage = hardware_gpus(job), methods.stage_of(job.values())
     packed = base._replace(packing=True)
     run = runtime_of(job)

@@ -10,7 +10,7 @@ searches the knobs jointly, the way `cfgopt tune` would rank them before running
   checkpointing, attention, packing, Liger, DeepSpeed kept or dropped), limited to what the job allows (packing only
   for SFT that does not set it, and none where LLaMA-Factory 0.9.4 may refuse it with the environment's
   transformers, LF054; Liger only for a model it patches; fa2 only where flash-attn is known to be there; no SDPA
-  for Gemma 2, whose soft-capping it drops: `candidates.job_refusal`), and judged in the job's environment
+  for Gemma 2, whose soft-capping it drops: `space.refusal`, tune's rule too), and judged in the job's environment
   (`expected_speed.Runtime`: `fa2` without flash-attn is SDPA, eager for Gemma 2; neat packing with several rows
   then runs as that, written, so the file does not stop at LF019's assertion once flash-attn is installed);
 - fit (here): the memory model through the job (`Job.estimate`, 10% headroom, tune's pruning limit); without an
@@ -210,7 +210,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     hardware = job.hardware(GPUS_IF_UNSTATED_SPEND)
     n = hardware.gpus  # unstated: 1, so that what is planned fits on any count
     # the optimizer as written (tune's baseline reads the config as written): a filled-in default is no choice
-    base = space.baseline_knobs(job.values(), ds)._replace(optim=space.optim_of(job.data))
+    base = space.baseline_knobs(job.values(), ds, job.soft_capped_attention)._replace(optim=space.optim_of(job.data))
     has_estimate = job.estimate(n) is not None
     stage = methods.stage_of(job.values())
     data, run = data_term_of(job), runtime_of(job)
@@ -218,7 +218,8 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     searched = {name for name, offered in values.items() if len(offered) > 1}
     rejected: dict[space.Knobs, Rejection] = {}
     ranked = []
-    candidates = kept_combinations(base, values, json_pins_batch(ds), rejected, job_refusal(job, base))
+    refusal = job_refusal(job, base)
+    candidates = kept_combinations(base, values, json_pins_batch(ds), rejected, refusal, job.soft_capped_attention)
     for i, k in enumerate(candidates):
         est = _estimate(job, k, base, n) if has_estimate else None
         if has_estimate and (est is None or not est.fits_with_headroom()):
@@ -253,7 +254,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
             plan.needs.append(package)
     for (name, value), rejection in _left_out(job, base, knobs, values, has_estimate).items():
         k = best._replace(**{name: value})
-        refused = space.refusal(k, base)  # what LLaMA-Factory refuses anyway: said first
+        refused = space.refusal(k, base, job.soft_capped_attention)  # what LLaMA-Factory refuses anyway: said first
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
     explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
     plan.remarks = remarks_of(job, plan, run, values)

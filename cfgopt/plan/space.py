@@ -181,11 +181,14 @@ def _int(value: Any, default: int) -> int:
     return positive_int(value, _MAX_KNOB) or default
 
 
-def baseline_knobs(config: dict[str, Any], ds: dict[str, Any] | None) -> Knobs:
-    """The user's config as knob values. `flash_attn: auto` counts as sdpa (what transformers picks)."""
+def baseline_knobs(config: dict[str, Any], ds: dict[str, Any] | None, soft_capped: bool = False) -> Knobs:
+    """The user's config as knob values. `flash_attn: auto` counts as what runs: sdpa (LLaMA-Factory leaves it to
+    transformers, which picks SDPA), or fa2 for a model that soft-caps its attention (`soft_capped`, Gemma 2: there
+    LLaMA-Factory turns `auto` into `fa2`, eager without flash-attn, which is how `fa2` is ranked and estimated
+    without it; model/model_utils/attention.py L46-53 in 0.9.5)."""
     attn = str(config.get("flash_attn", "auto")).lower()
     if attn == "auto":
-        attn = "sdpa"
+        attn = "fa2" if soft_capped else "sdpa"
     stage = str(config.get("stage", "sft"))
     packing = config.get("packing")
     packing = _bool(packing, stage == "pt") or config.get("neat_packing") is True
@@ -221,6 +224,7 @@ class SpaceOptions(NamedTuple):
     knobs: tuple[str, ...] = KNOB_NAMES  # the knobs searched; the others stay at the user's value
     bf16: bool = True  # the GPU runs bf16 (V100 and T4 do not: docs/targets.md)
     overflows_fp16: bool = False  # the model overflows fp16 (`Job.overflows_fp16`, LF050): fp16 trains nothing
+    soft_capped: bool = False  # the model soft-caps its attention (`Job.soft_capped_attention`): no SDPA
 
 
 def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions) -> list[str]:
@@ -274,12 +278,22 @@ ADAFACTOR_NUMERICS = (
 )
 
 
-def refusal(knobs: Knobs, base: Knobs) -> tuple[str, str, str] | None:
+# Gemma 2 soft-caps its attention logits, which only eager attention and FlashAttention-2 compute: SDPA in their
+# place changes what the model computes (LLaMA-Factory warns "the SDPA attention does not support it",
+# model/model_utils/attention.py L54-58 in 0.9.5). Kept where the user chose it.
+SOFT_CAPPING_NUMERICS = (
+    'Gemma 2 soft-caps its attention logits, which SDPA drops (LLaMA-Factory: "the SDPA attention does not support '
+    'it"): what the model computes would change; it runs eager attention without flash-attn'
+)
+
+
+def refusal(knobs: Knobs, base: Knobs, soft_capped: bool = False) -> tuple[str, str, str] | None:
     """Why a candidate is not searched, as (kind, the knob refused, why), the fields of
     `cfgopt.plan.reasons.Rejection`; None: accepted. `pure_bf16` is refused with ZeRO-3 (hparams/parser.py) and,
-    where the user did not choose it, for its numerics (PURE_BF16_NUMERICS), as Adafactor is (ADAFACTOR_NUMERICS);
-    another optimizer only without DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it
-    was tested with)."""
+    where the user did not choose it, for its numerics (PURE_BF16_NUMERICS), as Adafactor is (ADAFACTOR_NUMERICS)
+    and SDPA for a model that soft-caps its attention (`soft_capped`: SOFT_CAPPING_NUMERICS); another optimizer
+    only without DeepSpeed (offload needs DeepSpeed's CPU Adam, DS021, and ZeRO an optimizer it was tested with).
+    The one rule of `cfgopt tune`'s search and of the speed plan (both through `combinations`)."""
     if knobs.precision == "pure_bf16" and knobs.zero.startswith("z3"):
         return REFUSED, "precision", "refused with ZeRO-3 (LLaMA-Factory)"
     if knobs.optim != base.optim and knobs.zero != "none":
@@ -290,11 +304,13 @@ def refusal(knobs: Knobs, base: Knobs) -> tuple[str, str, str] | None:
         return NUMERICS, "precision", PURE_BF16_NUMERICS
     if knobs.optim == "adafactor" != base.optim:
         return NUMERICS, "optim", ADAFACTOR_NUMERICS
+    if soft_capped and knobs.attn == "sdpa" != base.attn:
+        return NUMERICS, "attn", SOFT_CAPPING_NUMERICS
     return None
 
 
-def allowed(knobs: Knobs, base: Knobs) -> bool:
-    return refusal(knobs, base) is None
+def allowed(knobs: Knobs, base: Knobs, soft_capped: bool = False) -> bool:
+    return refusal(knobs, base, soft_capped) is None
 
 
 def zero_values(config: dict[str, Any], options: SpaceOptions, platform: Platform) -> list[str]:
@@ -348,9 +364,9 @@ def build_space(
     config: dict[str, Any], ds: dict[str, Any] | None, platform: Platform, options: SpaceOptions
 ) -> tuple[Knobs, list[Knobs]]:
     """The baseline and every candidate (the baseline first; no duplicates)."""
-    base = baseline_knobs(config, ds)
+    base = baseline_knobs(config, ds, options.soft_capped)
     values = knob_values(config, base, platform, options)
-    return base, combinations(base, values)
+    return base, combinations(base, values, soft_capped=options.soft_capped)
 
 
 def combinations(
@@ -358,16 +374,17 @@ def combinations(
     values: dict[str, list[Any]],
     keep: Callable[[Knobs], bool] | None = None,
     refused: dict[Knobs, tuple[str, str, str]] | None = None,
+    soft_capped: bool = False,
 ) -> list[Knobs]:
-    """Every combination of the knobs' values that LLaMA-Factory accepts (`allowed`) and `keep` keeps, the
-    baseline first: the one search space of `cfgopt tune` and of the speed planner. `refused`, when given,
-    collects the combinations not accepted, each with its `refusal`."""
+    """Every combination of the knobs' values that LLaMA-Factory accepts (`allowed`; `soft_capped`: the model
+    soft-caps its attention) and `keep` keeps, the baseline first: the one search space of `cfgopt tune` and of the
+    speed planner. `refused`, when given, collects the combinations not accepted, each with its `refusal`."""
     out: dict[Knobs, None] = {base: None}
     names = [n for n in KNOB_NAMES if n != "micro"]
     for micro, ga in values["micro"]:
         for rest in itertools.product(*(values[n] for n in names)):
             k = Knobs(micro, ga, *rest)
-            why = refusal(k, base)
+            why = refusal(k, base, soft_capped)
             if why is None and (keep is None or keep(k)):
                 out.setdefault(k, None)
             elif why is not None and refused is not None:

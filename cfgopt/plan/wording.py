@@ -168,8 +168,19 @@ FA2_FALLS_BACK_EAGER = (
     "fa2 falls back to eager attention here for Gemma 2 (flash-attn not in the environment; SDPA would drop its "
     "soft-capping)"
 )
+# `flash_attn: auto` (or none) on Gemma 2, which LLaMA-Factory turns into fa2 (`space.baseline_knobs`): eager here
+AUTO_RUNS_EAGER = (
+    "`flash_attn: auto` runs eager attention here for Gemma 2 (LLaMA-Factory turns it into fa2, and flash-attn is "
+    "not in the environment; SDPA would drop its soft-capping)"
+)
 # the words for the `flash_attn` value that `fa2` runs as without flash-attn (`Runtime.fa2_fallback`)
 _FALLBACK_WORDS = {"sdpa": "", "disabled": "eager attention, "}
+
+
+def _fa2_written(job: Job) -> str:
+    """The user's value that runs as fa2, in words: `fa2`, or `auto`, which LLaMA-Factory turns into fa2 on a
+    soft-capped model (Gemma 2; the plan's baseline then reads fa2: `space.baseline_knobs`)."""
+    return "`auto`" if str(job.value("flash_attn")).lower() == "auto" else "`fa2`"
 
 
 def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[Any]]) -> list[str]:
@@ -178,7 +189,7 @@ def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[A
     found = [
         _no_estimate(job, plan),
         _fa2_fallback(job, plan, run),
-        _fa2_stopped(plan, run),
+        _fa2_stopped(job, plan, run),
         _fallback_for_neat(job, plan, run),
         _plain_packing_alternative(job, plan, run),
         _longer_row(job, plan, run),
@@ -214,14 +225,19 @@ def _neat_planned(job: Job, plan: SpeedPlan) -> bool:
 def _fa2_fallback(job: Job, plan: SpeedPlan, run: Runtime) -> str:
     if plan.best.attn != "fa2" or run.fa2:
         return ""
-    return FA2_FALLS_BACK if run.fa2_fallback == "sdpa" else FA2_FALLS_BACK_EAGER
+    if run.fa2_fallback == "sdpa":
+        return FA2_FALLS_BACK
+    return (
+        AUTO_RUNS_EAGER if plan.best.attn == plan.base.attn and _fa2_written(job) == "`auto`" else FA2_FALLS_BACK_EAGER
+    )
 
 
-def _fa2_stopped(plan: SpeedPlan, run: Runtime) -> str:
-    """The user's `fa2` where it stops the job (`Job.fa2_outcome`: LF049): the plan writes what runs instead."""
+def _fa2_stopped(job: Job, plan: SpeedPlan, run: Runtime) -> str:
+    """The user's `fa2` (or `auto` on Gemma 2) where it stops the job (`Job.fa2_outcome`: LF049): the plan writes
+    what runs instead."""
     if plan.base.attn != "fa2" or plan.best.attn == "fa2" or not run.fa2_stops:
         return ""
-    return f"`flash_attn: {plan.best.attn}` written: `fa2` stops this job ({run.fa2_stops})"
+    return f"`flash_attn: {plan.best.attn}` written: {_fa2_written(job)} stops this job ({run.fa2_stops})"
 
 
 def _fallback_for_neat(job: Job, plan: SpeedPlan, run: Runtime) -> str:
@@ -241,9 +257,10 @@ def _fallback_for_neat(job: Job, plan: SpeedPlan, run: Runtime) -> str:
     refused = methods.neat_fa2_refused_model(model)
     rows = "on a gemma4 model" if refused else f"at {k.micro} rows per micro-batch"
     gemma2 = " for Gemma 2" if k.attn == "disabled" else ""
+    fa2 = _fa2_written(job)
     return (
-        f"`flash_attn: {k.attn}` written: {_FALLBACK_WORDS[k.attn]}what `fa2` runs here{gemma2} (flash-attn not in "
-        f"the environment), at the same expected speed; with `fa2` neat packing {rows} would stop at the first batch "
+        f"`flash_attn: {k.attn}` written: {_FALLBACK_WORDS[k.attn]}what {fa2} runs here{gemma2} (flash-attn not in "
+        f"the environment), at the same expected speed; with {fa2} neat packing {rows} would stop at the first batch "
         f"once flash-attn is installed (LLaMA-Factory {release_spans(list(checked))}, LF019)"
     )
 

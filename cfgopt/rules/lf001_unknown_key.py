@@ -6,6 +6,7 @@ from cfgopt.knowledge import versions
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, group_of, top_entries
+from cfgopt.rules.support.precision import stops_on_target
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
@@ -124,7 +125,8 @@ class UnknownKey(Rule):
         "disable_torch_compile: true ->  (removed; torch_compile is off by default)"
     )
     fix_safety = (
-        "Safe: WebUI keys mapped the way the WebUI maps them (`compute_type: bf16` -> `bf16: true`), renames "
+        "Safe: WebUI keys mapped the way the WebUI maps them (`compute_type: bf16` -> `bf16: true`; none where "
+        "that switch stops the run on the target, a CPU without `use_cpu`: LF008), renames "
         "with the same meaning (`evaluation_strategy`), and `disable_torch_compile: true` (compilation is already "
         "off). Unsafe: did-you-mean renames, and removing `disable_torch_compile: false` (it meant 'compile', "
         "which cfgopt does not switch on for you: set `torch_compile: true` after measuring)."
@@ -304,6 +306,14 @@ class UnknownKey(Rule):
                         self.fix(f"Remove `{key}`", edits.delete_entry(src, entry), safe=True),
                     )
                 return f"it is the WebUI's name for `{new_key}: {str(new_value).lower()}`", None
+            stops = stops_on_target(ctx, new_key) if new_value is True else None
+            if stops:  # the switch would stop the run on this target (LF008's error): nothing is written
+                return (
+                    f"it is the WebUI's widget for precision; the config key is `{new_key}: true`, but on target "
+                    f"{ctx.settings.target.name} {stops} (LF008"
+                    + ("; `use_cpu: true` trains on CPU with it)" if new_key == "bf16" else ")"),
+                    None,
+                )
             new_edits = edits.rename_key(src, entry, new_key)
             value_edits = edits.replace_value(src, entry, new_value)
             if value_edits is None:

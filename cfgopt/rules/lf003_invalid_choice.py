@@ -9,9 +9,16 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
-from cfgopt.rules.support.report_to import OFF, Refused, refused, trainer_error
+from cfgopt.rules.support.report_to import (
+    ppo_checks,
+    ppo_refuses,
+    refused,
+    replacement_fix,
+    trainer_error,
+    written_value,
+)
 from cfgopt.text import suggest
-from cfgopt.text.diagnostics import Diagnostic, Fix, Severity
+from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
 
 # Values whose meaning is certain: the mapping is safe.
@@ -150,9 +157,11 @@ class InvalidChoice(Rule):
         lf = ctx.settings.lf_schema
         node = entry.node
         by_argparse = read_by_argparse(ctx.source, entry)
-        value = node.raw if by_argparse else node.value
+        value = written_value(ctx, entry)
         if lf.report_to is None or (by_argparse and value is None):
             return  # a snapshot taken without the names, or a bare `--report_to` (argparse's own error)
+        if ppo_checks(ctx) and ppo_refuses(value):
+            return  # LLaMA-Factory's PPO check stops it at start-up, before the Trainer is built: LF017 says so
         why = refused(value, lf.report_to)
         if why is None:
             return
@@ -176,20 +185,7 @@ class InvalidChoice(Rule):
             f"{subject} {meaning}: the Trainer stops when it is built, after the dataset is tokenised and the model "
             f"loaded (`{trainer_error(why.item, lf.report_to)}`)"
         )
-        yield self.at_entry(ctx, entry, message, on="value", fix=self._report_to_fix(ctx, entry, why))
-
-    def _report_to_fix(self, ctx: Context, entry: Entry, why: Refused) -> Fix | None:
-        """`none` for a value meaning no reporting and a name in another case (safe: same meaning); the closest
-        name for a typo (unsafe: a guess)."""
-        if isinstance(entry.node.value, list):
-            return None  # one item of a list: the message names it
-        if why.off or why.exact:
-            value = why.exact or OFF
-            described = f"Use `{value}` (no reporting)" if value == OFF else f"Use `{value}`"
-            return self.fix(described, edits.replace_value(ctx.source, entry, value), safe=True)
-        if why.guess:
-            return self.fix(f"Use `{why.guess}`", edits.replace_value(ctx.source, entry, why.guess), safe=False)
-        return None
+        yield self.at_entry(ctx, entry, message, on="value", fix=replacement_fix(self, ctx, entry, why))
 
     def _fix(self, ctx: Context, entry: Entry, spec: schema.FieldSpec, shown: str, same_as: str | None = None):
         src = ctx.source

@@ -6,6 +6,7 @@ from cfgopt.knowledge.model_family import model_name
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_train_group, on, value_of
+from cfgopt.rules.support.precision import stops_on_target
 from cfgopt.text.diagnostics import Diagnostic, Fix, Severity
 
 
@@ -72,8 +73,8 @@ class Bf16UnsupportedOnTarget(Rule):
                 else self.at_entry(
                     ctx,
                     bf16,
-                    f"`bf16: true` on target {target.name}: TrainingArguments stops at start-up with "
-                    "`Your setup doesn't support bf16/gpu` (set `use_cpu: true` to train on CPU)",
+                    f"`bf16: true` on target {target.name}: {stops_on_target(ctx, 'bf16')} (set `use_cpu: true` to "
+                    "train on CPU)",
                 )
             )
         pure = entry_of(ctx, "pure_bf16")
@@ -85,8 +86,7 @@ class Bf16UnsupportedOnTarget(Rule):
                 f"bf16 (slow; torch < 2.3 stops with `This device does not support `pure_bf16``); "
                 f"{_instead(ctx, 'train with `fp16: true` instead')}"
                 if on_gpu
-                else f"`pure_bf16: true` on target {target.name}: get_train_args stops at start-up with "
-                "`This device does not support `pure_bf16``",
+                else f"`pure_bf16: true` on target {target.name}: {stops_on_target(ctx, 'pure_bf16')}",
                 severity=Severity.WARNING if on_gpu else None,
             )
 

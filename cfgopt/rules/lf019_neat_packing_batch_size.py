@@ -4,7 +4,16 @@ from collections.abc import Iterator
 
 from cfgopt.knowledge.methods import fa3_kernel_model, neat_fa2_checked_in, neat_fa2_refused_model
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import TRAIN_KINDS, checking_releases, is_train_group, on, report, value_of
+from cfgopt.rules.support.llamafactory import (
+    TRAIN_KINDS,
+    checking_releases,
+    fa2_words,
+    fa2_written,
+    is_train_group,
+    on,
+    report,
+    value_of,
+)
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.user_text import is_int
 
@@ -58,7 +67,8 @@ class NeatPackingBatchSize(Rule):
     fix_safety = "No fix: the tokens per step should be kept with `gradient_accumulation_steps` or `cutoff_len`."
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
-        if not is_train_group(ctx) or not on(ctx, "neat_packing") or value_of(ctx, "flash_attn") != "fa2":
+        written = fa2_written(ctx)  # `fa2`, or `auto` on Gemma 2, which LLaMA-Factory turns into fa2
+        if not is_train_group(ctx) or not on(ctx, "neat_packing") or written is None:
             return
         if value_of(ctx, "stage") != "sft":
             return  # LF010
@@ -74,25 +84,27 @@ class NeatPackingBatchSize(Rule):
                 self,
                 ctx,
                 ("per_device_train_batch_size",),
-                f"`neat_packing` with `fa2` and `per_device_train_batch_size: {bsz}`: the first batch fails with "
+                f"`neat_packing` with {fa2_words(written)} and `per_device_train_batch_size: {bsz}`: the first batch "
+                "fails with "
                 f"`AssertionError: bsz should be 1 for neat packing` (when flash-attn is installed){where}"
-                f"{_judged(ctx)}",
+                f"{_judged(ctx, written)}",
             )
         if neat_fa2_refused_model(value_of(ctx, "model_name_or_path")):
             yield report(
                 self,
                 ctx,
                 ("neat_packing",),
-                "`neat_packing` with `fa2` on a gemma4 model: the collator stops with `Neat packing is not supported "
+                f"`neat_packing` with {fa2_words(written)} on a gemma4 model: the collator stops with `Neat packing "
+                "is not supported "
                 f"for gemma4, gpt_oss models for now.` (when flash-attn is installed){where}",
             )
 
 
-def _judged(ctx: Context) -> str:
+def _judged(ctx: Context, written: str) -> str:
     """The environment the finding is judged for: where the job's lacks flash-attn, `fa2` runs SDPA there (eager
     for Gemma 2) and the speed plan does not hold the micro-batch at one row (one environment for every judgement)."""
     env = ctx.job.environment
     if env.has("flash_attn"):
         return ""
     runs = "SDPA" if ctx.job.fa2_fallback == "sdpa" else "eager attention"
-    return f"; {env.where} has no flash-attn, where `fa2` falls back to {runs} and the run does not stop"
+    return f"; {env.where} has no flash-attn, where `{written}` falls back to {runs} and the run does not stop"

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.llamafactory import entry_of
+from cfgopt.rules.support.llamafactory import entry_of, fa2_written, report
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -14,10 +14,10 @@ class Fa2CannotRun(Rule):
     name = "fa2-cannot-run"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    triggers = frozenset({"flash_attn"})
+    triggers = frozenset({"flash_attn", "model_name_or_path"})  # `auto`, the default, runs fa2 on Gemma 2
     summary = (
-        "`flash_attn: fa2` where the job's flash-attn cannot run: a GPU older than Ampere (V100, T4), or a CUDA "
-        "build on ROCm"
+        "`flash_attn: fa2` (or `auto` on Gemma 2) where the job's flash-attn cannot run: a GPU older than Ampere "
+        "(V100, T4), or a CUDA build on ROCm"
     )
     why = (
         "Confidence: certain. LLaMA-Factory asks `is_flash_attn_2_available()`, which checks that the flash-attn "
@@ -38,7 +38,9 @@ class Fa2CannotRun(Rule):
         "and the setting waits to fail on the day flash-attn is installed). Quiet with no target, on Ampere or "
         "newer, and on ROCm with AMD's build, a build that cannot be told (the default index builds for the torch "
         "present: ENV001 warns on the requirement) or a node's installed packages (`cfgopt doctor`, DOC001); PF003 "
-        "speaks of the package there."
+        "speaks of the package there. `flash_attn: auto` (or unset) on Gemma 2 is fa2 where flash-attn is "
+        "installed (LLaMA-Factory turns it so, model/model_utils/attention.py L46-53): the same error there; "
+        "without flash-attn it runs eager, and nothing is said."
     )
     fails_when = (
         "Before Ampere with flash-attn installed: at the first forward pass, after tokenisation and model load, "
@@ -73,40 +75,47 @@ class Fa2CannotRun(Rule):
         target = ctx.settings.target
         if not (target.is_cuda or target.is_rocm):
             return
-        entry = entry_of(ctx, "flash_attn")
-        if entry is None or entry.node.value != "fa2":
+        written = fa2_written(ctx)  # `fa2`, or `auto` on Gemma 2, which LLaMA-Factory turns into fa2
+        if written is None:
             return
         stops = ctx.job.fa2_outcome.stops
-        if target.is_rocm and stops is None:
-            return  # AMD's build, one that cannot be told, or none: nothing known stops it
+        if (target.is_rocm or written == "auto") and stops is None:
+            return  # AMD's build, one that cannot be told, or none; `auto` without flash-attn runs eager
         if target.is_cuda and target.runs_fa2:
             return
         fallback = ctx.job.fa2_fallback
         env = ctx.job.environment
         if target.is_rocm:
             message = (
-                f"`flash_attn: fa2` on {target.name} with the CUDA build of flash-attn in {env.where}: transformers "
-                "selects it (it checks only that the package is installed) and the model load stops with an "
-                f"ImportError, as its CUDA extension does not load with ROCm torch; use {_use(fallback)}, or "
+                f"{_subject(ctx, written)} on {target.name} with the CUDA build of flash-attn in {env.where}: "
+                "transformers selects it (it checks only that the package is installed) and the model load stops "
+                f"with an ImportError, as its CUDA extension does not load with ROCm torch; use {_use(fallback)}, or "
                 "install AMD's build (ENV001); flash-attn 2.7.1 and later run their Triton "
                 "backend instead where FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE is set"
             )
         else:
-            message = self._before_ampere(ctx, stops is not None, fallback)
-        yield self.at_entry(
+            message = self._before_ampere(ctx, stops is not None, fallback, written)
+        entry = entry_of(ctx, "flash_attn")
+        change = (
+            edits.replace_value(ctx.source, entry, fallback)
+            if entry is not None
+            else edits.insert_top(ctx.source, "flash_attn", fallback)
+        )
+        yield report(
+            self,
             ctx,
-            entry,
+            ("flash_attn",),
             message,
             on="value",
             severity=Severity.ERROR if stops else Severity.WARNING,
-            fix=self.fix(f"Use `{fallback}`", edits.replace_value(ctx.source, entry, fallback), safe=False),
+            fix=self.fix(f"Use `{fallback}`", change, safe=False),
         )
 
     @staticmethod
-    def _before_ampere(ctx: Context, installed: bool, fallback: str) -> str:
+    def _before_ampere(ctx: Context, installed: bool, fallback: str, written: str) -> str:
         target, env = ctx.settings.target, ctx.job.environment
         stops = "`FlashAttention only supports Ampere GPUs or newer.`"
-        before = f"`flash_attn: fa2` on {target.name} ({target.device}, older than Ampere)"
+        before = f"{_subject(ctx, written)} on {target.name} ({target.device}, older than Ampere)"
         if installed:
             return (
                 f"{before} with flash-attn in {env.where}: the model loads with FlashAttention-2 and its first "
@@ -117,6 +126,15 @@ class Fa2CannotRun(Rule):
             f"{before}: without flash-attn ({env.where} does not name it) LLaMA-Factory keeps {kept} with a "
             f"warning; once flash-attn is installed the first forward pass stops with {stops}; use {_use(fallback)}"
         )
+
+
+def _subject(ctx: Context, written: str) -> str:
+    """What the config asks for, in words: `flash_attn: fa2`, or `auto` (written or the default) on Gemma 2, which
+    LLaMA-Factory turns into fa2 where flash-attn is installed (model/model_utils/attention.py L46-53)."""
+    if written == "fa2":
+        return "`flash_attn: fa2`"
+    said = "`flash_attn: auto`" if entry_of(ctx, "flash_attn") is not None else "`flash_attn` left at `auto`"
+    return f"{said} (LLaMA-Factory turns it into fa2 for Gemma 2 where flash-attn is installed)"
 
 
 def _use(fallback: str) -> str:

@@ -95,6 +95,7 @@ def candidates_for(
         knobs=tuple(args.knobs),
         bf16=job.settings.target.bf16,
         overflows_fp16=job.overflows_fp16,
+        soft_capped=job.soft_capped_attention,
     )
     base, knobs_list = space.build_space(config, user_ds, platform, options)
     planned = planned_start(job, tuple(args.knobs), say)

@@ -5,6 +5,7 @@ never runs `flash_attention_2`, so LF019's collator checks never reach it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,64 @@ def test_gemma2_fa2_without_flash_attn_is_ranked_and_estimated_as_eager(tmp_path
     assert plan_speed(as_fa2, plan.base, 1, stage, None, run) == plan_speed(as_eager, plan.base, 1, stage, None, run)
     fa2, eager = job.estimate(1, flash_attn="fa2"), job.estimate(1, flash_attn="disabled")
     assert fa2 is not None and eager is not None and fa2.required_gib == eager.required_gib
+
+
+def _auto(tmp_path: Path, model: str = GEMMA2, target: str = "h200", **settings):
+    """The LoRA config with `flash_attn: auto` (also LLaMA-Factory's default) and packing left off."""
+    path = tmp_path / "train.yaml"
+    text = FA2_LORA.read_text().replace("flash_attn: fa2", "flash_attn: auto\npacking: false")
+    path.write_text(text.replace("meta-llama/Meta-Llama-3-8B-Instruct", model))
+    return load_job(path, Settings(target_name=target, gpus=1, **settings))
+
+
+def test_gemma2_auto_is_ranked_as_what_runs(tmp_path: Path) -> None:
+    """LLaMA-Factory turns `auto` on Gemma 2 into fa2 (eager without flash-attn; model/model_utils/attention.py
+    L46-53): the plan's baseline is fa2, ranked as eager here, and it writes no `flash_attn` to keep what runs. Other
+    models' `auto` is SDPA (transformers' choice)."""
+    job = _auto(tmp_path)
+    plan = plan_for(job)
+    assert plan is not None and plan.base.attn == "fa2" and "flash_attn" not in plan.changes
+    run, stage = runtime_of(job), methods.stage_of(job.values())
+    as_eager = plan.base._replace(attn="disabled")
+    assert plan_speed(plan.base, plan.base, 1, stage, None, run) == plan_speed(as_eager, plan.base, 1, stage, None, run)
+    assert "`flash_attn: auto` runs eager attention here for Gemma 2" in description(plan)
+    assert job.estimate(1).required_gib == job.estimate(1, flash_attn="disabled").required_gib
+    assert plan_for(_auto(tmp_path, model="meta-llama/Meta-Llama-3-8B-Instruct")).base.attn == "sdpa"
+
+
+def test_gemma2_auto_with_flash_attn_runs_fa2_or_stops(tmp_path: Path) -> None:
+    """With flash-attn, `auto` on Gemma 2 is fa2: on an H200 no gain is claimed for writing it, and on a T4 it stops
+    the job as `fa2` does (LF049), so the plan writes eager attention."""
+    node = _node("0.9.5", flash_attn=True)
+    plan = plan_for(_auto(tmp_path, environment=node))
+    assert plan is not None and plan.best.attn == "fa2" and "flash_attn" not in plan.changes
+    t4 = plan_for(_auto(tmp_path, model="google/gemma-2-2b-it", target="t4", environment=node))
+    assert t4 is not None and t4.changes.get("flash_attn") == "disabled"
+    assert "`flash_attn: disabled` written: `auto` stops this job (t4 is older than Ampere" in description(t4)
+
+
+def test_lf019_and_lf049_judge_gemma2_auto_as_fa2(tmp_path: Path) -> None:
+    """`auto` on Gemma 2 is fa2 where flash-attn is installed: neat packing at several rows stops at the first batch
+    (LF019), and on a T4 the first forward pass stops (LF049, with the fix the plan writes); quiet where flash-attn
+    is missing (eager runs) and for other models (SDPA)."""
+    node = tmp_path / "node.txt"
+    node.write_text("llamafactory==0.9.5\nflash-attn==2.8.3\n")
+    auto = "flash_attn: auto\nneat_packing: true\nper_device_train_batch_size: 4\n"
+    path = tmp_path / "train.yaml"
+    path.write_text(
+        FA2_LORA.read_text().replace("flash_attn: fa2\n", auto).replace("meta-llama/Meta-Llama-3-8B-Instruct", GEMMA2)
+    )
+    lint = ["lint", "--select", "LF019,LF049", "--format", "json", str(path)]
+    _, out, _ = run_cli([*lint, "--target", "h200", "--environment", str(node)])
+    (lf019,) = json.loads(out)["diagnostics"]
+    assert lf019["code"] == "LF019" and "with `flash_attn: auto` (fa2 for Gemma 2)" in lf019["message"]
+    _, out, _ = run_cli([*lint, "--target", "t4", "--environment", str(node)])
+    assert {d["code"] for d in json.loads(out)["diagnostics"]} == {"LF019", "LF049"}
+    _, out, _ = run_cli([*lint, "--target", "t4"])
+    assert [d["code"] for d in json.loads(out)["diagnostics"]] == ["LF019"]  # the warning for the day it is installed
+    path.write_text(FA2_LORA.read_text().replace("flash_attn: fa2\n", auto))
+    _, out, _ = run_cli([*lint, "--target", "t4", "--environment", str(node)])
+    assert json.loads(out)["diagnostics"] == []
 
 
 def test_pf004_is_quiet_on_gemma2_without_flash_attn(tmp_path: Path) -> None:

@@ -5,10 +5,11 @@ decides which models these are (`model_family.overflows_fp16`), and LF050 asks i
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from rule_cases import run_cli
+from rule_cases import ROOT, run_cli
 
 from cfgopt.environment.probe import Platform
 from cfgopt.knowledge.model_family import LocalModel, overflows_fp16
@@ -42,6 +43,32 @@ def _codes(path: Path, *args: str) -> set[str]:
     return {d["code"] for d in json.loads(out)["diagnostics"]}
 
 
+PRECISION_CODES = {"LF001", "LF004", "LF008", "LF050", "PF001", "PF002"}
+
+
+@pytest.mark.parametrize(("target", "gpus"), [("t4", "8"), ("t4", "1"), ("v100", "8"), ("cpu", "1")])
+def test_the_seeds_precision_fixes_are_planned_together(tmp_path: Path, target: str, gpus: str) -> None:
+    """The seed's `compute_type: bf16` (LF001's WebUI mapping) and LF008's fp16 on V100 / T4 land in one run: a
+    second run changes nothing, and no precision finding appears that was not there (on a CPU no `bf16: true` is
+    written, which would stop there: LF008's error)."""
+    work = tmp_path / "seed"
+    shutil.copytree(ROOT / "fixtures" / "seed", work)
+    options = ["--target", target, "--gpus", gpus]
+
+    def loud() -> set[tuple[str, str]]:
+        _, out, _ = run_cli(["lint", str(work), "--format", "json", "--exit-zero", *options])
+        found = json.loads(out)["diagnostics"]
+        return {(d["file"], d["code"]) for d in found if d["severity"] in ("error", "warning")}
+
+    before = loud()
+    run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, str(work)])
+    first = {p.name: p.read_text() for p in work.iterdir()}
+    created = {(f, c) for f, c in loud() - before if c in PRECISION_CODES}
+    run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, str(work)])
+    assert {p.name: p.read_text() for p in work.iterdir()} == first and created == set()
+    assert ("fp16: true" in first["llama3_lora_sft.yaml"]) is (target != "cpu")
+
+
 @pytest.mark.parametrize("target", ["v100", "t4"])
 @pytest.mark.parametrize("extra", PRECISIONS)
 def test_fix_writes_no_fp16_for_a_model_that_overflows_it_and_converges(tmp_path: Path, target: str, extra: str):
@@ -68,6 +95,30 @@ def test_lf008_keeps_its_warning_and_says_why_there_is_no_fix(tmp_path: Path) ->
     _, out, _ = run_cli(["lint", str(path), "--format", "json", "--select", "LF008", "--target", "v100"])
     (found,) = json.loads(out)["diagnostics"]
     assert found["fix"] is None and "overflow fp16 (LF050)" in found["message"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (
+            "",
+            "keeps the frozen weights in the checkpoint's bf16, emulated by torch there (slow: no tensor cores) and "
+            "trains only the LoRA adapter in fp32",
+        ),
+        ("finetuning_type: freeze\n", "trains only the trained layers in fp32"),
+        ("finetuning_type: full\n", "upcasts every weight from the checkpoint's bf16 to fp32 (a full fine-tune trains"),
+        ("finetuning_type: full\nuse_badam: true\n", "the trained ones too, in the checkpoint's bf16"),
+    ],
+)
+def test_lf050_on_v100_says_what_llamafactory_does_without_a_flag(tmp_path: Path, extra: str, words: str) -> None:
+    """Without `fp16` LLaMA-Factory loads the weights in the checkpoint's dtype (bf16) and upcasts only what trains
+    to fp32 (model/loader.py L155, model/adapter.py L313-325): fp32 training for a full fine-tune only."""
+    path = _write(tmp_path, QWEN, "fp16: true\n")
+    path.write_text(path.read_text().replace("finetuning_type: lora\n", extra or "finetuning_type: lora\n"))
+    _, out, _ = run_cli(["lint", str(path), "--format", "json", "--select", "LF050", "--target", "v100"])
+    (found,) = json.loads(out)["diagnostics"]
+    assert "on v100 drop `fp16`: with no precision flag LLaMA-Factory " in found["message"]
+    assert words in found["message"] and found["fix"] is None
 
 
 def test_pf002_is_quiet_on_fp32_where_fp16_overflows_and_bf16_is_emulated(tmp_path: Path) -> None:

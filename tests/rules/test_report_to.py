@@ -75,6 +75,51 @@ def test_error_exactly_where_the_trainer_refuses(tmp_path: Path, text: str) -> N
     assert all(d["severity"] == "error" and d["key"] == "report_to" for d in found)
 
 
+PPO = TRAIN.replace("stage: sft", "stage: ppo") + "reward_model: saves/rm\n"
+
+
+def ppo_refuses(text: str) -> bool:
+    """The real verdict of LLaMA-Factory's PPO check at start-up (hparams/parser.py L344-347) on the list
+    TrainingArguments makes of the value as OmegaConf reads it."""
+    omegaconf = pytest.importorskip("omegaconf")
+    transformers = pytest.importorskip("transformers")
+    value = omegaconf.OmegaConf.to_container(omegaconf.OmegaConf.create(f"report_to: {text}\n"))["report_to"]
+    loggers = transformers.TrainingArguments(output_dir="unused", report_to=value).report_to
+    return bool(loggers) and any(x not in ("wandb", "tensorboard", "trackio", "none") for x in loggers)
+
+
+@pytest.mark.parametrize("text", [t for t in VALUES if "all" not in t] + ["mlflow", "wandb,tensorboard", "trackio"])
+def test_ppo_gets_one_finding_from_the_check_that_stops_it_first(tmp_path: Path, text: str) -> None:
+    """Under PPO LLaMA-Factory's own check stops a refused logger at start-up, before the Trainer is built: LF017
+    reports it (with LF003's fix where the value it writes passes PPO), LF003 only what passes PPO and the Trainer
+    refuses; one finding where the run stops, none where it runs. `all` depends on what is installed: elsewhere."""
+    transformers = pytest.importorskip("transformers")
+    if transformers.__version__ != schema.llamafactory().transformers:
+        pytest.skip("the snapshot's transformers is not the installed one")
+    path = tmp_path / "cfg.yaml"
+    path.write_text(PPO + f"report_to: {text}\n")
+    _, out, _ = run_cli(["lint", "--format", "json", "--no-config", "--select", "LF003,LF017", str(path)])
+    found = [d for d in json.loads(out)["diagnostics"] if d["key"] == "report_to"]
+    stops = "LF017" if ppo_refuses(text) else "LF003" if trainer_refuses(text) else None
+    assert [d["code"] for d in found] == ([stops] if stops else []), found
+    assert all(d["severity"] == "error" for d in found)
+    fix = found[0]["fix"] if found else None
+    assert fix is None or fix["description"].split("`")[1] in ("none", "wandb", "tensorboard", "trackio")
+
+
+def test_ppo_report_to_all_is_a_warning(tmp_path: Path) -> None:
+    """`all` becomes every integration installed where the job runs: PPO stops on one it does not take."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(PPO + "report_to: all\n")
+    _, out, _ = run_cli(["lint", "--format", "json", "--no-config", "--select", "LF003,LF017", str(path)])
+    (found,) = json.loads(out)["diagnostics"]
+    assert (
+        found["code"] == "LF017"
+        and found["severity"] == "warning"
+        and "installed where the job runs" in found["message"]
+    )
+
+
 def test_the_snapshot_holds_the_installed_transformers_names() -> None:
     transformers = pytest.importorskip("transformers")
     if transformers.__version__ != schema.llamafactory().transformers:

@@ -149,6 +149,36 @@ def test_knobs_follow_the_platform_and_the_options() -> None:
     assert "flash_attn" not in cands[0].config or cands[0].config["flash_attn"] == "auto"
 
 
+GEMMA2 = "google/gemma-2-9b-it"
+CUDA_FA2 = space.Platform(cuda=True, device="FAKE GPU", gpu_count=8, flash_attn=True, liger=True, deepspeed=True)
+
+
+@pytest.mark.parametrize("platform", [CUDA, CUDA_FA2])
+def test_gemma2_is_searched_as_the_plan_plans_it(platform: space.Platform) -> None:
+    """Gemma 2 soft-caps its attention, which SDPA drops: tune's space offers no SDPA (the plan's rule,
+    `space.refusal`), and `flash_attn: auto` is its baseline as fa2, which LLaMA-Factory turns it into (eager
+    without flash-attn)."""
+    options = space.SpaceOptions(knobs=("attn", "gc"), soft_capped=True)
+    base, knobs = space.build_space(cfg(model_name_or_path=GEMMA2, flash_attn="auto"), None, platform, options)
+    assert base.attn == "fa2" and {k.attn for k in knobs} == ({"fa2", "disabled"})
+    _, knobs = space.build_space(cfg(model_name_or_path=GEMMA2), None, platform, options)
+    assert {k.attn for k in knobs} >= {"sdpa", "disabled"}  # the user's own sdpa stays the baseline
+
+
+def test_tune_builds_its_options_from_the_job(tmp_path: Path) -> None:
+    """`cfgopt tune` on a Gemma 2 config (flash_attn unset): no candidate runs SDPA, and none rewrites the baseline's
+    `auto` to `fa2` (the same run)."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(
+        CONFIG.format(extra="").replace("meta-llama/Meta-Llama-3-8B-Instruct", GEMMA2).replace("flash_attn: sdpa\n", "")
+    )
+    session = FakeSession(platform=CUDA_FA2)
+    code = command.run(_args(path, "--knobs", "attn", "--json", str(tmp_path / "r.json")), session)
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert code == 0 and rows[0]["knobs"]["attn"] == "fa2"
+    assert {r["knobs"]["attn"] for r in rows} == {"fa2", "disabled"}
+
+
 def test_zero_variants_on_several_gpus_write_deepspeed_json(tmp_path: Path) -> None:
     base, cands = make(cfg(deepspeed="ds.json"), gpus=4, user_ds=DS_Z3, knobs=("zero", "micro"), work=tmp_path)
     assert base.zero == "z3"

@@ -168,6 +168,21 @@ def tokens_per_micro_batch(ctx: Context) -> float | None:
     return tokens if math.isfinite(tokens) else None
 
 
+def fa2_written(ctx: Context) -> str | None:
+    """The `flash_attn` value with which LLaMA-Factory requests FlashAttention-2: `fa2`, or `auto` (written or left
+    as the default) on a model that soft-caps its attention (Gemma 2: model/model_utils/attention.py L46-53 turns it
+    into fa2 where flash-attn is installed, eager where not); None for any other value."""
+    value = value_of(ctx, "flash_attn")
+    if value == "fa2":
+        return "fa2"
+    return "auto" if value == "auto" and ctx.job.soft_capped_attention else None
+
+
+def fa2_words(written: str) -> str:
+    """`fa2_written`'s value in a message: `fa2`, or `auto` with what it becomes."""
+    return "`fa2`" if written == "fa2" else "`flash_attn: auto` (fa2 for Gemma 2)"
+
+
 def neat_fa2_one_row(ctx: Context) -> bool:
     """Must the micro-batch stay at one row (LF019)? Neat packing with `fa2` where flash-attn is in the job's
     environment (without it `fa2` runs SDPA and nothing asserts) and a release judged asserts it (0.9.5, not 0.9.3
@@ -175,7 +190,7 @@ def neat_fa2_one_row(ctx: Context) -> bool:
     the micro-batch advice (PF007, MEM005) stays silent there."""
     from cfgopt.knowledge.methods import fa3_kernel_model, neat_fa2_checked_in
 
-    if not (value_of(ctx, "neat_packing") and value_of(ctx, "flash_attn") == "fa2"):
+    if not (value_of(ctx, "neat_packing") and fa2_written(ctx)):
         return False
     if fa3_kernel_model(value_of(ctx, "model_name_or_path")):
         return False

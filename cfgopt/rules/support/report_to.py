@@ -1,4 +1,4 @@
-"""`report_to` as the HF Trainer judges it (LF003).
+"""`report_to` as the HF Trainer judges it (LF003), and as LLaMA-Factory's PPO check does first (LF017).
 
 LLaMA-Factory passes the value on unchecked; TrainingArguments turns it into a list (`none` and `all` first, any
 other string into a one-item list), and the Trainer, when it is built (after the dataset is tokenised and the model
@@ -10,10 +10,17 @@ a list typed here.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.knowledge.schema import ReportTo
+from cfgopt.loaders import edits
+from cfgopt.rules.support.llamafactory import is_train_group, read_by_argparse, value_of
 from cfgopt.text import suggest
+
+if TYPE_CHECKING:
+    from cfgopt.rules.base import Context, Rule
+    from cfgopt.text.diagnostics import Fix
+    from cfgopt.text.source import Entry
 
 # What a user writes to switch reporting off: the YAML and Python spellings of "nothing" (OmegaConf reads an
 # unquoted false/no/off as False, null/~ as None, and `None` as the string 'None')
@@ -47,3 +54,57 @@ def refused(value: Any, allowed: ReportTo) -> Refused | None:
 def trainer_error(item: Any, allowed: ReportTo) -> str:
     """The Trainer's own words for the item it refuses (integration_utils.py L2672-2674)."""
     return f"{item} is not supported, only {', '.join(allowed.integrations)} are supported."
+
+
+def written_value(ctx: Context, entry: Entry) -> Any:
+    """`report_to` as LLaMA-Factory receives it: the text argparse converts on a command line without a YAML, else
+    the value OmegaConf reads."""
+    return entry.node.raw if read_by_argparse(ctx.source, entry) else entry.node.value
+
+
+def replacement(why: Refused) -> tuple[str, bool] | None:
+    """The value to write instead of a refused one, and whether that is safe: `none` for a value meaning no
+    reporting and a name in another case (the same meaning), the closest name for a typo (a guess); None: none."""
+    if why.off or why.exact:
+        return why.exact or OFF, True
+    return (why.guess, False) if why.guess else None
+
+
+def replacement_fix(rule: Rule, ctx: Context, entry: Entry, why: Refused, ppo: bool = False) -> Fix | None:
+    """`replacement` as a fix (none for one item of a list: the message names it); `ppo`: only a value the PPO
+    check takes (`ppo_refuses`)."""
+    new = replacement(why) if not isinstance(entry.node.value, list) else None
+    if new is None or (ppo and ppo_refuses(new[0])):
+        return None
+    value, safe = new
+    described = f"Use `{value}` (no reporting)" if value == OFF else f"Use `{value}`"
+    return rule.fix(described, edits.replace_value(ctx.source, entry, value), safe=safe)
+
+
+# LLaMA-Factory's PPO check at start-up, on the list TrainingArguments made: every item one of these (0.9.5
+# hparams/parser.py L344-347), before the dataset is read and long before the Trainer judges the names (LF003)
+PPO_LOGGERS = ("wandb", "tensorboard", "trackio", "none")
+
+
+def as_trainer_list(value: Any) -> list[Any] | None:
+    """The list TrainingArguments makes of `report_to: value` (transformers 5.6.0 training_args.py L1560-1567):
+    `none` alone -> [], any other non-list -> [value], a list as it is; None for `all` alone, which becomes the
+    integrations installed where the job runs (not known here)."""
+    if value == "all" or value == ["all"]:
+        return None
+    if value == "none" or value == ["none"]:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def ppo_refuses(value: Any) -> bool | None:
+    """Does LLaMA-Factory's PPO check stop `report_to: value` at start-up? None for `all` alone: it depends on the
+    integrations installed where the job runs."""
+    items = as_trainer_list(value)
+    return None if items is None else any(item not in PPO_LOGGERS for item in items)
+
+
+def ppo_checks(ctx: Context) -> bool:
+    """Does LLaMA-Factory's PPO check judge this config's `report_to` (a PPO training run)? Then LF017 reports a
+    value it refuses, and LF003 leaves it (the run stops there first)."""
+    return value_of(ctx, "stage") == "ppo" and is_train_group(ctx)
