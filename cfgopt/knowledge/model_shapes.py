@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from cfgopt.knowledge import model_experts, vision_towers
 from cfgopt.knowledge.model_family import LocalModel, naming_component
 from cfgopt.text.user_text import positive_int
 
@@ -114,6 +113,8 @@ class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect
         """The parameters one token passes through: all but the routed experts its router passed over (E - k of
         each sparse layer's E, with their biases); the router, the shared experts, attention, norms and embeddings
         count whole. A dense model's `num_parameters`. `cfgopt verify`'s MFU counts its FLOPs from it."""
+        from cfgopt.knowledge import model_experts  # here, not at import: a lint of a model known by name needs it not
+
         if not self.is_moe:
             return self.num_parameters
         h, width = self.hidden_size, self.expert_intermediate_size
@@ -234,6 +235,8 @@ def language_config(data: dict) -> dict:
 
 def uncountable(local: LocalModel) -> str:
     """Why a local config.json gives no shape, in words: experts of a family not modelled, or dimensions missing."""
+    from cfgopt.knowledge import model_experts  # here, not at import: a lint of a model known by name needs it not
+
     data = language_config(local.config)
     if model_experts.declares_experts(data):
         family = model_experts.family_of(str(data.get("model_type", "") or local.config.get("model_type", "")))
@@ -269,6 +272,8 @@ _TOWER_KEYS = {"vision_config": "the vision tower", "audio_config": "the audio t
 
 
 def _from_config(data: object, name: str) -> ModelShape | None:
+    from cfgopt.knowledge import model_experts  # here, not at import: a lint of a model known by name needs it not
+
     if not isinstance(data, dict):
         return None
     top, data = data, language_config(data)
@@ -327,6 +332,8 @@ def _with_latent_attention(shape: ModelShape, data: dict) -> ModelShape | None:
 def _with_experts(shape: ModelShape, data: dict) -> ModelShape | None:
     """A mixture-of-experts shape (every expert counted), or None where `model_experts` does not model its
     family: counted as a dense decoder, it would leave the experts out."""
+    from cfgopt.knowledge import model_experts  # here, not at import: a lint of a model known by name needs it not
+
     experts = model_experts.experts_of(data, shape.model_type, shape.num_hidden_layers)
     if experts is None:
         return None
@@ -345,6 +352,8 @@ def _with_experts(shape: ModelShape, data: dict) -> ModelShape | None:
 
 def _layer_extra(shape: ModelShape, data: dict) -> int:
     """Per-layer parameters of a mixture-of-experts family beyond the modelled attention and norms."""
+    from cfgopt.knowledge import model_experts  # here, not at import: a lint of a model known by name needs it not
+
     h, d = shape.hidden_size, shape.head_size
     family = model_experts.family_of(shape.model_type)
     if family == "gpt_oss":  # GptOssAttention: sinks (one per head), o_proj's bias under attention_bias
@@ -356,6 +365,8 @@ def _layer_extra(shape: ModelShape, data: dict) -> int:
 
 def _with_towers(shape: ModelShape, top: dict) -> ModelShape:
     """Add the vision tower where `vision_towers` counts it; name the multimodal parts left out of the count."""
+    from cfgopt.knowledge import vision_towers  # here, not at import: a lint of a model known by name needs it not
+
     tower = vision_towers.vision_tower(top, str(top.get("model_type", "")))
     if tower is not None:
         shape = shape._replace(vision_tower=tower.tower, vision_projector=tower.projector)

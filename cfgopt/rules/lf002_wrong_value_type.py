@@ -7,7 +7,6 @@ import yaml
 from cfgopt.knowledge import schema
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.integer_fields import integer_use
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.patterns import lazy
@@ -264,6 +263,8 @@ class WrongValueType(Rule):
     def _float_for_integer(self, ctx: Context, entry: Entry, value: float) -> Diagnostic:
         """A float in an int field: an error where it is no whole number, or where the code that uses it needs
         a real int and the job gets there (`integer_fields`); else a warning (converted or harmless there)."""
+        from cfgopt.rules.support.integer_fields import integer_use  # here: few configs hold a float int (start-up)
+
         said = f"`{entry.key}` must be an integer but is the float {value!r}"
         if not value.is_integer():
             return self.at_entry(ctx, entry, said, on="value")

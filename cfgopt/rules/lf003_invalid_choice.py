@@ -9,14 +9,6 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
-from cfgopt.rules.support.report_to import (
-    ppo_checks,
-    ppo_refuses,
-    refused,
-    replacement_fix,
-    trainer_error,
-    written_value,
-)
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
@@ -154,6 +146,16 @@ class InvalidChoice(Rule):
     def _report_to(self, ctx: Context, entry: Entry) -> Iterator[Diagnostic]:
         """`report_to` outside the integrations the judged release's transformers knows: the Trainer stops when
         it is built (cfgopt/rules/support/report_to.py)."""
+        # imported here, not with the rule: LF003 runs on every config, `report_to` is in few (lint start-up)
+        from cfgopt.rules.support.report_to import (
+            ppo_checks,
+            ppo_refuses,
+            refused,
+            replacement_fix,
+            trainer_error,
+            written_value,
+        )
+
         lf = ctx.settings.lf_schema
         node = entry.node
         by_argparse = read_by_argparse(ctx.source, entry)

@@ -4,7 +4,6 @@ from collections.abc import Iterator
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, is_train_group, on, report, value_of
-from cfgopt.rules.support.report_to import ppo_refuses, refused, replacement_fix, written_value
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
 
@@ -96,6 +95,9 @@ class PpoMisconfigured(Rule):
         """`report_to` that LLaMA-Factory's PPO check refuses, on the list TrainingArguments makes of it
         (`ppo_refuses`); LF003 leaves these to this rule (the run stops here first), so its fix comes along where
         the value it writes passes PPO too."""
+        # here, not at import: the rule runs on every `stage`, `report_to` is in few configs (lint start-up)
+        from cfgopt.rules.support.report_to import ppo_refuses, refused, replacement_fix, written_value
+
         value = written_value(ctx, entry)
         stops = ppo_refuses(value)
         if stops is False:

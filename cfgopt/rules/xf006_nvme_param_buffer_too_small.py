@@ -4,7 +4,6 @@ import math
 from collections.abc import Iterator
 
 from cfgopt.environment.stated import transformers_at_least
-from cfgopt.knowledge import model_experts
 from cfgopt.knowledge.model_shapes import ModelShape, largest_parameter
 from cfgopt.knowledge.requirement_pins import CHECKED
 from cfgopt.rules.base import Context, Rule
@@ -24,6 +23,8 @@ def experts_fused(job, shape: ModelShape) -> bool | None:
     """Does the job's transformers hold a mixture of experts' experts as fused 3-D parameters? True under 5.x (or for
     a family fused before it), False where every transformers the job may run is 4.x (its environment's pin, or the
     ranges of the LLaMA-Factory releases judged: 0.9.4 and older), None where it is not known."""
+    from cfgopt.knowledge import model_experts  # here, not at import: only a mixture of experts asks (start-up)
+
     if model_experts.family_of(shape.model_type) in model_experts.FUSED_BEFORE_5:
         return True
     env = job.environment
