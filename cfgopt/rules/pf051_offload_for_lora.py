@@ -3,10 +3,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.loaders import edits
+from cfgopt.plan.json_fixes import json_readers_words, kept_for_readers
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
-from cfgopt.text.diagnostics import Diagnostic, Severity
-from cfgopt.text.source import Kind
+from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix, Severity
+from cfgopt.text.source import Entry, Kind
 
 
 class OffloadForLora(Rule):
@@ -30,7 +31,10 @@ class OffloadForLora(Rule):
         "docs/evidence/rocm_perf.md §5.1 (LoRA states 16 bytes per trainable parameter)",
     )
     example = '"offload_optimizer": {"device": "cpu"} for LoRA   ->  remove it'
-    fix_safety = "Unsafe: removing the offload changes where memory goes; check the GPU budget."
+    fix_safety = (
+        "Unsafe: removing the offload changes where memory goes; check the GPU budget. A JSON that a config of the "
+        "project not judged in the run reads is left as it is, and the fix (display-only) names that config."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -47,6 +51,14 @@ class OffloadForLora(Rule):
                 opt,
                 "Optimizer offload for LoRA: the adapters' optimizer state is tiny, so nothing is saved while the "
                 "step runs on the CPU (measured 4.79x slower than no DeepSpeed, Llama-3-8B LoRA, H200)",
-                fix=self.fix("Remove `offload_optimizer`", edits.delete_entry(src, opt), safe=False),
+                fix=self._removal(ctx, opt),
             )
         # Parameter offload (ZeRO-3) saves real memory for any model: whether it is needed is MEM002's estimate.
+
+    def _removal(self, ctx: Context, entry: Entry) -> Fix | None:
+        """Remove the block, unless a config outside the run reads the JSON (it may train more than LoRA)."""
+        folder = ctx.source.document.path.parent
+        readers = json_readers_words(ctx.source, ctx.consumers, ctx.job_of(ctx.consumers[0]), folder)
+        if readers:
+            return Fix(kept_for_readers(readers), Applicability.DISPLAY, [])
+        return self.fix("Remove `offload_optimizer`", edits.delete_entry(ctx.source, entry), safe=False)
