@@ -128,13 +128,14 @@ def _move_to_json(
 
 
 def _say_json_kept(plan: SpeedPlan, found: list[Diagnostic]) -> None:
-    """The finding about the ZeRO stage (MEM003) says, as a display-only fix, why the plan leaves the JSON at its
-    stage where another config reads it (`SpeedPlan.json_kept`), unless it carries a fix (the plan's own)."""
+    """The finding about the ZeRO stage (MEM003) says why the plan leaves the JSON at its stage where another
+    config reads it (`SpeedPlan.json_kept`), in its message (which every output shows), unless it carries a fix
+    (the plan's own, whose description says it)."""
     if not plan.json_kept:
         return
     for d in found:
-        if d.fix is None and "zero" in _KNOBS_OF.get(d.code, ()):
-            d.fix = Fix(plan.json_kept, Applicability.DISPLAY, [])
+        if d.fix is None and "zero" in _KNOBS_OF.get(d.code, ()) and plan.json_kept not in d.message:
+            d.message += f"; {plan.json_kept}"
 
 
 def _say_why_stopped(found: list[Diagnostic], plan: StoppedJob) -> None:

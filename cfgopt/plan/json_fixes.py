@@ -137,11 +137,6 @@ def json_readers_words(json_src: Source, readers: list[Source], job: Job, folder
     )
 
 
-def kept_for_readers(readers: str) -> str:
-    """A display-only fix's words for a JSON fix not made for its readers outside the run (`readers_left_out`)."""
-    return f"Left as it is: {readers}"
-
-
 def relative_to(path: Path, folder: Path) -> str:
     """A reader as a message names it: relative to the folder of the file the message is on (the same words from
     any current folder), as ENV004 names a requirement file's config."""

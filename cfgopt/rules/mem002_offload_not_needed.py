@@ -3,13 +3,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.loaders import edits
-from cfgopt.plan.json_fixes import json_readers_words, kept_for_readers, unneeded_offloads
+from cfgopt.plan.json_fixes import unneeded_offloads
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.deepspeed import zero_block, zero_stage
+from cfgopt.rules.support.deepspeed import readers_keep, zero_block, zero_stage
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.support.wording import a
-from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix, Severity
-from cfgopt.text.source import Entry, Kind
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class OffloadNotNeeded(Rule):
@@ -40,7 +40,7 @@ class OffloadNotNeeded(Rule):
     fix_safety = (
         "Unsafe: removing the offload raises GPU memory use; the estimate keeps 10% headroom. A JSON that a config "
         "of the project not judged in the run reads (not named, as a pre-commit run names only the changed files) "
-        "is left as it is, and the fix (display-only) names that config."
+        "is left as it is: no fix, and the message names that config."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -61,19 +61,12 @@ class OffloadNotNeeded(Rule):
             also = " (nor the optimizer states, above)" if removed else ""
             removed.append(block)
             where = f"{worst.gpus} GPU(s)" if ctx.settings.gpus else "even on 1 GPU"
+            kept = readers_keep(ctx)
             yield self.at_entry(
                 ctx,
                 entry,
                 f"{block}: without offloading the {what}{also}, {worst.model} ({worst.finetuning_type}, ZeRO-{stage}, "
                 f"{where}) needs about {worst.required_gib:.0f} GiB per GPU of {a(format(target.memory_gib, 'g'))} "
-                f"GiB {target.name}: the offload only slows every step down",
-                fix=self._removal(ctx, block, entry),
+                f"GiB {target.name}: the offload only slows every step down{kept}",
+                fix=None if kept else self.fix(f"Remove `{block}`", edits.delete_entry(src, entry), safe=False),
             )
-
-    def _removal(self, ctx: Context, block: str, entry: Entry) -> Fix | None:
-        """Remove the block, unless a config outside the run reads the JSON (its job is not judged here)."""
-        folder = ctx.source.document.path.parent
-        readers = json_readers_words(ctx.source, ctx.consumers, ctx.job_of(ctx.consumers[0]), folder)
-        if readers:
-            return Fix(kept_for_readers(readers), Applicability.DISPLAY, [])
-        return self.fix(f"Remove `{block}`", edits.delete_entry(ctx.source, entry), safe=False)

@@ -51,7 +51,7 @@ class ZeroStageHigherThanNeeded(Rule):
         "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config reads keeps its stage "
         "(the edit would change that job too), whether that config is in the run or only in the project (a config "
         "of its repository naming the JSON and not named, as a pre-commit run names only the changed files): the "
-        "finding stays on the config, its fix display-only, naming that config."
+        "finding stays on the config, without a fix, its message naming that config."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

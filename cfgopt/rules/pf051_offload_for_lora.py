@@ -3,11 +3,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cfgopt.loaders import edits
-from cfgopt.plan.json_fixes import json_readers_words, kept_for_readers
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
-from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix, Severity
-from cfgopt.text.source import Entry, Kind
+from cfgopt.rules.support.deepspeed import offload_device, readers_keep, zero_block, zero_stage
+from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.source import Kind
 
 
 class OffloadForLora(Rule):
@@ -33,7 +32,7 @@ class OffloadForLora(Rule):
     example = '"offload_optimizer": {"device": "cpu"} for LoRA   ->  remove it'
     fix_safety = (
         "Unsafe: removing the offload changes where memory goes; check the GPU budget. A JSON that a config of the "
-        "project not judged in the run reads is left as it is, and the fix (display-only) names that config."
+        "project not judged in the run reads is left as it is: no fix, and the message names that config."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -46,19 +45,12 @@ class OffloadForLora(Rule):
             return
         opt = zero.node.get("offload_optimizer")
         if opt is not None and offload_device(src, "offload_optimizer") != "none":
+            kept = readers_keep(ctx)  # a config outside the run may train more than LoRA
             yield self.at_entry(
                 ctx,
                 opt,
                 "Optimizer offload for LoRA: the adapters' optimizer state is tiny, so nothing is saved while the "
-                "step runs on the CPU (measured 4.79x slower than no DeepSpeed, Llama-3-8B LoRA, H200)",
-                fix=self._removal(ctx, opt),
+                f"step runs on the CPU (measured 4.79x slower than no DeepSpeed, Llama-3-8B LoRA, H200){kept}",
+                fix=None if kept else self.fix("Remove `offload_optimizer`", edits.delete_entry(src, opt), safe=False),
             )
         # Parameter offload (ZeRO-3) saves real memory for any model: whether it is needed is MEM002's estimate.
-
-    def _removal(self, ctx: Context, entry: Entry) -> Fix | None:
-        """Remove the block, unless a config outside the run reads the JSON (it may train more than LoRA)."""
-        folder = ctx.source.document.path.parent
-        readers = json_readers_words(ctx.source, ctx.consumers, ctx.job_of(ctx.consumers[0]), folder)
-        if readers:
-            return Fix(kept_for_readers(readers), Applicability.DISPLAY, [])
-        return self.fix("Remove `offload_optimizer`", edits.delete_entry(ctx.source, entry), safe=False)

@@ -84,16 +84,17 @@ def test_multi_gpu_full_zero3_leaves_no_planned_warning(tmp_path: Path, target: 
 
 def test_a_json_another_config_reads_keeps_its_stage(tmp_path: Path) -> None:
     """Two configs read one JSON: the plan does not edit it (the other job would change too), and MEM003 keeps
-    its advice on the config, its display-only fix naming the other reader."""
+    its advice on the config, without a fix, its message naming the other reader."""
     train, other = _job(tmp_path), _job(tmp_path, micro=2, ga=4, name="other.yaml")
     options = ["--target", "h200", "--gpus", "8", "--select", "MEM003"]
     found = [d for d in _lint(options, train, other, tmp_path / "ds.json") if d["code"] == "MEM003"]
     assert {Path(d["file"]).name for d in found} == {"train.yaml", "other.yaml"}
-    assert all("with ZeRO-2 the estimated peak is about" in d["message"] for d in found)
+    assert all("with ZeRO-2 the estimated peak is about" in d["message"] and d["fix"] is None for d in found)
     for d in found:
         reader = "other.yaml" if d["file"].endswith("train.yaml") else "train.yaml"
-        assert d["fix"]["applicability"] == "display-only"
-        assert d["fix"]["description"].startswith(f"ZeRO-2 not written in ds.json: {reader} reads it too (the edit")
+        assert d["message"].endswith(
+            f"; ZeRO-2 not written in ds.json: {reader} reads it too (the edit would change that job as well)"
+        )
     _fix(options, train, other, tmp_path / "ds.json")
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
 
@@ -119,8 +120,8 @@ def test_a_json_a_config_outside_the_run_reads_keeps_its_stage(tmp_path: Path) -
     assert "ZeRO-2 not written in ds.json: qwen25_32b_full_sft.yaml reads it too and is not in this run" in said
     assert [d["message"] for d in _lint(options, big) if d["code"] == "MEM001"] == before
     stage = next(d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
-    assert stage["file"].endswith("train.yaml") and stage["fix"]["applicability"] == "display-only"
-    assert "qwen25_32b_full_sft.yaml reads it too" in stage["fix"]["description"]
+    assert stage["file"].endswith("train.yaml") and stage["fix"] is None
+    assert "; ZeRO-2 not written in ds.json: qwen25_32b_full_sft.yaml reads it too" in stage["message"]
     _fix(options, train, big, tmp_path / "ds.json")  # both judged: the stage stays (ZeRO-2 is too much for 32B)
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
 
@@ -254,7 +255,7 @@ def test_no_lower_stage_with_the_optimizer_offloaded_to_nvme(tmp_path: Path) -> 
 
 def test_an_offload_a_config_outside_the_run_reads_is_kept(tmp_path: Path) -> None:
     """PF051 (a LoRA job's optimizer offload) and MEM002 leave a JSON that a full fine-tune outside the run reads as
-    it is: their fix is display-only and names that config; the plan judges the JSON with the offload kept."""
+    it is: no fix, and the message names that config (also in `cfgopt fix`'s list of what remains)."""
     ds = json.loads(STOCK_Z3.read_text())
     ds["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     (tmp_path / "ds.json").write_text(json.dumps(ds, indent=2) + "\n")
@@ -265,11 +266,12 @@ def test_an_offload_a_config_outside_the_run_reads_is_kept(tmp_path: Path) -> No
     assert [(d["code"], d["fix"]["applicability"]) for d in alone] == [("PF051", "unsafe")]
     _sibling_32b(tmp_path)
     found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
-    assert [(d["code"], d["fix"]["applicability"]) for d in found] == [("PF051", "display-only")]
-    assert found[0]["fix"]["description"] == (
-        "Left as it is: qwen25_32b_full_sft.yaml reads it too and is not in this run (name it as well, or the "
+    assert [(d["code"], d["fix"]) for d in found] == [("PF051", None)]
+    assert found[0]["message"].endswith(
+        "; not fixed: qwen25_32b_full_sft.yaml reads it too and is not in this run (name it as well, or the "
         "folder, so that every job reading it is judged)"
     )
     before = (tmp_path / "ds.json").read_text()
-    _fix(options, train, tmp_path / "ds.json")
+    code, _, said = run_cli(["fix", "--write", "--unsafe-fixes", *options, str(train), str(tmp_path / "ds.json")])
+    assert code == 1 and "not fixed: qwen25_32b_full_sft.yaml reads it too" in said  # in what remains
     assert (tmp_path / "ds.json").read_text() == before
