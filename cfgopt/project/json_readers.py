@@ -12,11 +12,11 @@ reference (`project.resolve_reference`). The project: the repository of each con
 and of the JSON itself (`user_files.repository_of`), and the current folder where it holds the JSON (the launch
 folder the real tools resolve from). The walk is a folder walk's (`discovery.iter_files`: hidden and package folders
 skipped, no symbolic link to a folder followed), each file read as the run reads one (`read_bounded`, at most
-`project.MAX_FILE_BYTES`), and only a file naming the JSON's file name (or the name of a link to it) where that
-name is not only a `deepspeed` value resolving to another file (`_may_read`) is parsed. A file outside the current
-folder is taken as launched from its own folder or one above it, not from the current one (another folder's
-`ds.json` is its own). Past `MAX_SEARCHED` files the search stops and the JSON is kept: a reader may be among those
-not looked at.
+`project.MAX_FILE_BYTES`), and only a file naming the JSON's file name (or the name of a link to it) outside
+comments, other than as a `deepspeed` value resolving to another file (`_may_read`), is parsed. A file outside the
+current folder is taken as launched from its own folder or one above it, not from the current one (another
+folder's `ds.json` is its own). Past `MAX_SEARCHED` files the search stops and the JSON is kept: a reader may be
+among those not looked at.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _search(json_path: Path, run: frozenset[Path], lf: LlamaFactorySchema) -> Ou
         suffix = path.suffix.lower()
         if suffix == ".json" and path.is_symlink() and real_path(path) == json_path:
             names.add(path.name)  # a link to the JSON under another name: a config may name that one
-        elif suffix in _READERS and real_path(path) not in run:
+        elif suffix in _READERS:
             candidates.append(path)
             if len(candidates) > MAX_SEARCHED:
                 where = ", ".join(str(r) for r in roots)
@@ -104,8 +104,11 @@ def _search(json_path: Path, run: frozenset[Path], lf: LlamaFactorySchema) -> Ou
             continue  # not a regular file, too large, unreadable: no config a run reads either
         if not any(n in raw for n in needles):
             continue
+        real = real_path(path)  # only now: a file that never names the JSON needs no look at its links
+        if real in run:
+            continue
         # launched from the current folder only where it lies inside it (from its own folder, or one above, else)
-        from_cwd = real_path(path).is_relative_to(cwd)
+        from_cwd = real.is_relative_to(cwd)
         if _may_read(raw, needles, json_path, path, from_cwd) and _reads(path, raw, json_path, lf, from_cwd):
             found.append(path)
     return OutsideReaders(tuple(found))
@@ -117,13 +120,26 @@ _NAMED_AFTER_KEY = re.compile(rb"""deepspeed['"]?[ \t]*[:=]?[ \t]*['"]?([^\s'",#
 
 
 def _may_read(raw: bytes, needles: list[bytes], json_path: Path, path: Path, from_cwd: bool) -> bool:
-    """False only where every mention of the JSON's name is a `deepspeed` value that resolves to another file
-    (another folder's file of the same name): then the file is not parsed."""
-    values = [m.group(1) for m in _NAMED_AFTER_KEY.finditer(raw)]
-    naming = [v for v in values if any(v.endswith(n) for n in needles)]
-    if len(naming) < sum(raw.count(n) for n in needles):
-        return True  # a mention elsewhere (a variable, a value on the next line): the parse decides
-    return any(_resolves_to(v.decode("utf-8", "replace"), path, json_path, from_cwd) for v in naming)
+    """False only where every mention of the JSON's name is in a comment or is a `deepspeed` value that resolves to
+    another file (another folder's file of the same name): then the file is not parsed. A line whose text before
+    its comment holds a quote is taken as it is (a `#` inside quotes is no comment)."""
+    for line in raw.splitlines():
+        if not any(n in line for n in needles):
+            continue
+        code = _COMMENT.split(line, 1)[0]
+        if b'"' in code or b"'" in code:
+            code = line
+        values = [m.group(1) for m in _NAMED_AFTER_KEY.finditer(code)]
+        naming = [v for v in values if any(v.endswith(n) for n in needles)]
+        if sum(code.count(n) for n in needles) > len(naming):
+            return True  # a mention elsewhere (a variable, a value on its own line): the parse decides
+        if any(_resolves_to(v.decode("utf-8", "replace"), path, json_path, from_cwd) for v in naming):
+            return True
+    return False
+
+
+# where a comment starts, in YAML and in a shell script: a `#` at the start of a line or after a blank
+_COMMENT = re.compile(rb"(?:^|(?<=[ \t]))#")
 
 
 def _resolves_to(ref: object, path: Path, json_path: Path, from_cwd: bool) -> bool:

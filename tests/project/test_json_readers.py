@@ -69,3 +69,16 @@ def test_a_search_past_its_bound_keeps_the_json(project: Path, monkeypatch: pyte
         (project / f"{name}.yaml").write_text("model_name_or_path: m\n")
     found = _readers(project / "ds" / "z3.json", project / "train.yaml")
     assert found.keeps_json and not found.found and found.stopped.startswith("more than 2 configs and scripts")
+
+
+def test_a_quoted_value_and_a_continued_launch_line_are_readers(project: Path) -> None:
+    """The look before parsing never drops a reader: a quoted value (a `#` in quotes is no comment) and an option
+    whose value is on the next line of a continued launch line are parsed and found."""
+    (project / "quoted.yaml").write_text(
+        'model_name_or_path: m  # ds/z3.json in a comment too\ndeepspeed: "ds/z3.json"\n'
+    )
+    (project / "run.sh").write_text(
+        "llamafactory-cli train --model_name_or_path m --stage sft --deepspeed \\\n  ds/z3.json\n"
+    )
+    found = _readers(project / "ds" / "z3.json", project / "train.yaml")
+    assert sorted(p.name for p in found.found) == ["quoted.yaml", "run.sh"]
