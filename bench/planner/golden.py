@@ -5,7 +5,10 @@ mi300x, 1 / 8 GPUs; and 1 x h200 on a node with flash-attn and torchao), with th
 writes (`cfgopt fix --unsafe-fixes`) and its notes (the settings left out, and why). The planner is asked directly
 (`cfgopt.plan.planner.plan_for`) with the CLI's settings (`--target T --gpus N`, the default selection, the
 environment the job's files state, else assumed; the node's as `--environment` states it): the same text the fix
-carries, without a process per row. No torch: a few seconds of CPU.
+carries, without a process per row. No torch: a few seconds of CPU. Each config is planned as the one reader of its
+DeepSpeed JSON: the examples here share `examples/deepspeed/ds_z3_config.json`, as LLaMA-Factory's do, and the fix
+keeps a JSON other configs of the project read (`cfgopt.project.json_readers`); the rows track the planner, not
+which files lie beside each config.
 
 Usage: python bench/planner/golden.py            # print the plans
        python bench/planner/golden.py --write    # rewrite bench/planner/plans.golden
@@ -80,15 +83,20 @@ def plan_text(path: Path, target: str, gpus: int, node: bool = False) -> list[st
 
 
 def render() -> str:
+    from unittest import mock
+
     from cfgopt.plan import planner
+    from cfgopt.project import json_readers
 
     planner._PLANS.clear()  # plans made here, not ones an earlier caller in this process shared
     rows = []
-    for path in configs():
-        for target, gpus in HARDWARE:
-            rows += [*plan_text(path, target, gpus), ""]
-        for target, gpus in NODE_ROWS:
-            rows += [*plan_text(path, target, gpus, node=True), ""]
+    alone = json_readers.OutsideReaders(())  # each config the one reader of its JSON (the module docstring)
+    with mock.patch.object(json_readers, "outside_readers", lambda *_: alone):
+        for path in configs():
+            for target, gpus in HARDWARE:
+                rows += [*plan_text(path, target, gpus), ""]
+            for target, gpus in NODE_ROWS:
+                rows += [*plan_text(path, target, gpus, node=True), ""]
     return "\n".join(rows)
 
 

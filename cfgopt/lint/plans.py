@@ -77,11 +77,13 @@ def attach_plans(
         live = [d for d in found if id(d) not in drop]
         carrier = next((d for d in live if ctx.settings.is_fixable(d.code)), None)
         if not made or carrier is None:
+            _say_json_kept(plan, live)
             continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in live:
             d.fix = None
         # the JSON's part is the moved finding's: the fixer says "in part" where that one is not written
         carrier.fix = Fix(description(plan), Applicability.UNSAFE, made, planned=True, other_part=other_part)
+        _say_json_kept(plan, live)
     diags[:] = sorted((d for d in diags if id(d) not in drop), key=Diagnostic.sort_key)
     _drop_answered_json_fixes(context, diags, owners)
 
@@ -123,6 +125,17 @@ def _move_to_json(
         fix=Fix(json_fix_words(ctx.source, plan), Applicability.UNSAFE, made, planned=True),
     )
     return finding, moved
+
+
+def _say_json_kept(plan: SpeedPlan, found: list[Diagnostic]) -> None:
+    """The finding about the ZeRO stage (MEM003) says why the plan leaves the JSON at its stage where another
+    config reads it (`SpeedPlan.json_kept`), in its message (which every output shows), unless it carries a fix
+    (the plan's own, whose description says it)."""
+    if not plan.json_kept:
+        return
+    for d in found:
+        if d.fix is None and "zero" in _KNOBS_OF.get(d.code, ()) and plan.json_kept not in d.message:
+            d.message += f"; {plan.json_kept}"
 
 
 def _say_why_stopped(found: list[Diagnostic], plan: StoppedJob) -> None:

@@ -121,7 +121,9 @@ def _siblings(source: Source, entry: Entry) -> list[Entry]:
 
 
 def delete_entry(source: Source, entry: Entry) -> list[Edit] | None:
-    """Remove a key and its value; in YAML and JSON, with its own line when it has one."""
+    """Remove a key and its value; in YAML and JSON, with its own line when it has one. A YAML entry's line goes
+    whole, its end-of-line comment with it (`deepspeed: ds.json  # choices: [...]`: a note on a key that is gone,
+    as ruff removes a statement's trailing comment with the statement); comments on lines of their own stay."""
     doc = source.document
     text = doc.text
     if source.kind == Kind.LF_CLI:
@@ -151,24 +153,22 @@ def delete_entry(source: Source, entry: Entry) -> list[Edit] | None:
         return None  # flow mapping, or several keys on one line
     if text[line_start : entry.key_start].strip(" ") == "-":
         return None  # first key of a sequence item: deleting would change the item's structure
-    end = doc.line_end(max(entry.node.end - 1, entry.key_end))
-    # a block value's end mark sits at the start of the next line; never swallow the next key
-    if entry.node.end > entry.key_end and text[entry.node.end - 1 : entry.node.end] == "\n":
-        end = entry.node.end
+    # to the end of the line of the value's last content: a block collection's end mark sits at the next key, past
+    # the comment lines before it, which are not the entry's
+    end = doc.line_end(max(_content_end(entry.node) - 1, entry.key_end))
     if index + 1 < len(siblings) and end > siblings[index + 1].key_start:
         return None
-    return [Edit(line_start, end, _kept_comment(text, line_start, entry.key_start, entry.node.end, end))]
+    return [Edit(line_start, end, "")]
 
 
-def _kept_comment(text: str, line_start: int, key_start: int, value_end: int, end: int) -> str:
-    """The comment that ended the deleted entry's line (`deepspeed: ds.json  # the team's JSON`), kept on a line
-    of its own at the key's indentation: a removed key never takes the author's note with it."""
-    rest = text[value_end:end]
-    comment = rest.strip(" \t\r\n")
-    if not comment.startswith("#") or "\n" in rest.rstrip("\r\n"):
-        return ""
-    newline = "\r\n" if rest.endswith("\r\n") else "\n" if rest.endswith("\n") else ""
-    return text[line_start:key_start] + comment + newline
+def _content_end(node: Node) -> int:
+    """Where a YAML value's own text ends: its last item's or entry's for a block collection (whose end mark is
+    the next token's start), else its end."""
+    if node.entries and node.style != "flow":
+        return _content_end(node.entries[-1].node)
+    if node.items and node.style != "flow":
+        return _content_end(node.items[-1])
+    return node.end
 
 
 def delete_json_members(source: Source, entries: list[Entry]) -> list[Edit] | None:

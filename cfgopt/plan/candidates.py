@@ -144,13 +144,13 @@ LOWER_STAGE = 2
 def lower_stage(job: Job, base: space.Knobs) -> str | None:
     """The ZeRO knob value of the job's DeepSpeed JSON at LOWER_STAGE, where the plan may write it there: a ZeRO-3
     JSON file that was read, has a literal stage, no AutoTP and no optimizer offload to NVMe (below stage 3 it runs
-    as CPU offload, DS012), and that no other config of the run reads (a shared file is left to the user: the edit
-    would change the other jobs too); None otherwise."""
+    as CPU offload, DS012); None otherwise. Whether another config reads it is asked only where the plan would
+    write it (`planner._unless_json_shared`)."""
     from cfgopt.plan.knob_edits import stage_edits
 
     _, ds = job.deepspeed
     src = job.deepspeed_source
-    if not base.zero.startswith("z3") or ds is None or src is None or ds is not src.data or job.deepspeed_shared:
+    if not base.zero.startswith("z3") or ds is None or src is None or ds is not src.data:
         return None
     zero = ds.get("zero_optimization")
     offload = zero.get("offload_optimizer") if isinstance(zero, dict) else None

@@ -5,16 +5,25 @@ The speed plan and MEM003 judge a lower ZeRO stage, and the plan its other knobs
 as written: the fixes that change memory are planned together, and the figure the plan states is that of the files
 the user gets (a Qwen2.5-7B full SFT on 16 x H100 was planned at 36 GiB with `offload_optimizer` kept, which MEM002
 removed in the same run: `cfgopt estimate` of the result said 42.4 GiB required).
+
+None of them edits a JSON that a config not judged in the run reads (`readers_left_out`: a config of the project that
+names it and was not given, as a pre-commit run gives only the changed files): the edit would change that job unjudged
+(`cfgopt.project.json_readers`). The plan also keeps a JSON another config of the run reads (`json_kept_for`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cfgopt.text.document import real_path
 
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
     from cfgopt.memory.result import MemoryEstimate
+    from cfgopt.text.source import Source
 
 # MEM002's order: the optimizer states first (their CPU step is what offload slows most), then the parameters, each
 # judged with the blocks removed before it
@@ -92,7 +101,69 @@ def _json_as_fixed(job: Job, n: int) -> FixedJson:
     lora = job.value("finetuning_type") == "lora"
     if removes("PF051") and lora and stage and offloaded(ds, "offload_optimizer"):
         removed.append(("PF051", "offload_optimizer"))
+    if removed and readers_left_out(job):
+        return FixedJson(ds, [])  # MEM002 / PF051 leave it as it is: a config outside the run reads it
     return FixedJson(without(ds, [block for _, block in removed]), removed)
+
+
+def readers_left_out(job: Job) -> str:
+    """Why no fix may edit the job's DeepSpeed JSON, in words: the configs of the project that read it and are not
+    in the run ("" where there are none; `cfgopt.project.json_readers`, searched once per JSON and run). Asked only
+    where an edit of the JSON is about to be made."""
+    src = job.deepspeed_source
+    if src is None:
+        return ""
+    return json_readers_words(src, [job.source, *job.deepspeed_consumers], job, job.path.parent)
+
+
+def json_readers_words(json_src: Source, readers: list[Source], job: Job, folder: Path) -> str:
+    """The words of `readers_left_out` for `json_src`, read by `readers` in the run, each reader named relative to
+    `folder` (that of the file the words are said on). `job`: one of the readers' jobs, whose settings read a launch
+    line; the search marks it as looked at, so that its plan is not shared with another run."""
+    from cfgopt.project.json_readers import outside_readers
+
+    job.memo[JSON_READERS_LOOKED_AT] = True
+    found = outside_readers(json_src, readers, job.settings.lf_schema)
+    if found.stopped:
+        return f"not every config that may read it was looked at ({found.stopped})"
+    if not found.found:
+        return ""
+    names = [relative_to(p, folder) for p in found.found[:_NAMED]]
+    more = f" and {len(found.found) - _NAMED} more" if len(found.found) > _NAMED else ""
+    one = len(found.found) == 1
+    return (
+        f"{', '.join(names)}{more} {'reads' if one else 'read'} it too and {'is' if one else 'are'} not in this run "
+        f"(name {'it' if one else 'them'} as well, or the folder, so that every job reading it is judged)"
+    )
+
+
+def relative_to(path: Path, folder: Path) -> str:
+    """A reader as a message names it: relative to the folder of the file the message is on (the same words from
+    any current folder), as ENV004 names a requirement file's config."""
+    return Path(os.path.relpath(real_path(path), real_path(folder))).as_posix()
+
+
+_NAMED = 3  # readers named in a message; the others counted
+# set in a job's memo once its JSON's readers were looked for: its plan depends on files outside the run
+JSON_READERS_LOOKED_AT = "json_readers_looked_at"
+
+
+def json_kept_for(job: Job) -> str:
+    """Why the speed plan leaves the job's DeepSpeed JSON at its stage ("" where it may write it): another config of
+    the run reads it, it has other hard links (a config may read it under another name), or a config outside the
+    run reads it (`readers_left_out`). An edit would change those jobs too."""
+    from cfgopt.text.writer import hard_linked
+
+    src = job.deepspeed_source
+    if src is None:
+        return ""
+    other = next((c for c in job.deepspeed_consumers if c is not job.source), None)
+    if other is not None:
+        named = relative_to(other.document.path, job.path.parent)
+        return f"{named} reads it too (the edit would change that job as well)"
+    if hard_linked(src.document.path):
+        return "it has other hard links (a config may read it under another name, and the edit would change it too)"
+    return readers_left_out(job)
 
 
 def removed_words(removed: list[tuple[str, str]], blocks: tuple[str, ...] = OFFLOADS) -> str:

@@ -46,7 +46,7 @@ from cfgopt.plan.candidates import (
     values_for,
 )
 from cfgopt.plan.expected_speed import data_term_of, plan_speed, runtime_of
-from cfgopt.plan.json_fixes import json_as_fixed
+from cfgopt.plan.json_fixes import JSON_READERS_LOOKED_AT, json_as_fixed, json_kept_for
 from cfgopt.plan.priors import rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, Rejection, does_not_fit
 from cfgopt.plan.speed_knobs import PACKAGES, liger_plannable
@@ -121,9 +121,12 @@ def _shared_plan(job: Job, knobs: tuple[str, ...]) -> SpeedPlan | None:
     if key.startswith("id:"):  # inputs that cannot be written out: no sharing
         return _plan(job, knobs)
     if key not in _PLANS:
+        plan = _plan(job, knobs)
+        if job.memo.get(JSON_READERS_LOOKED_AT):
+            return plan  # it read files outside the run (the JSON's readers), which the key does not hold
         if len(_PLANS) >= _PLANS_MAX:
             _PLANS.clear()
-        _PLANS[key] = _plan(job, knobs)
+        _PLANS[key] = plan
     return _PLANS[key]
 
 
@@ -228,6 +231,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
             continue
         peak = est.required_gib if est is not None else None
         ranked.append((rank(plan_speed(k, base, n, stage, data, run), peak, len(k.changes(base)), i), k, est))
+    ranked, json_kept = _unless_json_shared(job, base, ranked)
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
@@ -258,10 +262,27 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         rejected.setdefault(k, Rejection(*refused) if refused else rejection)
     explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
     plan.remarks = remarks_of(job, plan, run, values)
+    if json_kept:
+        plan.json_kept = f"ZeRO-{LOWER_STAGE} not written in {job.deepspeed_source.document.path.name}: {json_kept}"
+        plan.remarks.append(plan.json_kept)
+        if len([z for z in values["zero"] if z in (base.zero, "none")]) < 2:
+            plan.searched.discard("zero")  # a stage it may not write is not judged (MEM003 stays: `plans._kept_by`)
     if not has_estimate and plan.quoted and plan.quoted.startswith(KEPT_WITHOUT_ESTIMATE):
         plan.quoted = None  # the remark on the missing estimate names the knob (wording._no_estimate)
     plan.notes += plan.remarks
     return plan
+
+
+def _unless_json_shared(job: Job, base: space.Knobs, ranked: list) -> tuple[list, str]:
+    """The ranked candidates without those that lower the stage in the job's DeepSpeed JSON where another config
+    reads it (`json_kept_for`, asked only where the fastest candidate lowers it: the search for readers outside
+    the run is made only then), and why ("" where the JSON may be written)."""
+    if not ranked or min(ranked, key=lambda r: r[0])[1].zero in (base.zero, "none"):
+        return ranked, ""
+    kept = json_kept_for(job)
+    if not kept:
+        return ranked, ""
+    return [r for r in ranked if r[1].zero in (base.zero, "none")], kept
 
 
 def _left_out(

@@ -227,14 +227,27 @@ class SpaceOptions(NamedTuple):
     soft_capped: bool = False  # the model soft-caps its attention (`Job.soft_capped_attention`): no SDPA
 
 
+# BAdam keeps the trainable weights in the checkpoint's dtype (LLaMA-Factory 0.9.5 model/adapter.py L319: "Pure bf16 /
+# BAdam detected, remaining trainable params in half precision"; the model loads with `torch_dtype: auto`,
+# model/loader.py L155), and its BlockOptimizer hands those weights to the trainer as its `param_groups` (badam 1.2.2
+# block_optim.py). fp16 mixed precision unscales their gradients with torch's GradScaler, which refuses fp16 ones:
+# with an fp16 checkpoint the job stops at its first optimizer step with `ValueError: Attempting to unscale FP16
+# gradients` (bench/verify/badam_fp16_scaler.py: badam 1.2.2, torch 2.13's GradScaler on the CPU; bf16 weights ran).
+BADAM_FP16 = (
+    "fp16 mixed precision not planned: BAdam keeps the trained weights in the checkpoint's dtype, and with an fp16 "
+    "checkpoint fp16's gradient scaler stops the job at its first step (`Attempting to unscale FP16 gradients`); "
+    "its speed with BAdam is unmeasured"
+)
+
+
 def precision_values(config: dict[str, Any], base: Knobs, options: SpaceOptions) -> list[str]:
-    """bf16 where the GPU has it (fp16 where it does not, except for a model that overflows fp16: LF050) instead of
-    fp16 / fp32; `pure_bf16` for a full or freeze fine-tune, whose fp32 master weights, gradients and AdamW states
-    are most of its memory."""
+    """bf16 where the GPU has it (fp16 where it does not, except for a model that overflows fp16: LF050, and for
+    BAdam: BADAM_FP16) instead of fp16 / fp32; `pure_bf16` for a full or freeze fine-tune, whose fp32 master
+    weights, gradients and AdamW states are most of its memory."""
     out = [base.precision]
     if options.bf16:
         out.append("bf16")  # also back from pure_bf16: tune measures whether the fp32 master copy costs speed
-    elif base.precision == "fp32" and not options.overflows_fp16:
+    elif base.precision == "fp32" and not options.overflows_fp16 and config.get("use_badam") is not True:
         out.append("fp16")
     full = methods.full_weight_method(config) and not config.get("use_badam")
     if full and options.bf16 and base.precision != "pure_bf16":

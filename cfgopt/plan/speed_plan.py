@@ -24,6 +24,8 @@ class SpeedPlan:
         self.drop_deepspeed = False
         self.deepspeed_stage: int | None = None  # the ZeRO stage written into the job's DeepSpeed JSON (None: kept)
         self.deepspeed_file = ""  # that JSON's name, as the description says it
+        # why the lower stage is not written in the JSON another config reads ("" where it is, or is not planned)
+        self.json_kept = ""
         self.needs: list[str] = []  # packages of an assumed environment the plan uses (the output says so)
         self.environment = ""  # the environment planned for, in words ("environment: requirements.txt")
         # what the packages the environment lacks would bring (None: nothing notably faster)

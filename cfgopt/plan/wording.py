@@ -194,8 +194,19 @@ def remarks_of(job: Job, plan: SpeedPlan, run: Runtime, values: dict[str, list[A
         _plain_packing_alternative(job, plan, run),
         _longer_row(job, plan, run),
         _stochastic_rounding(plan, run, values),
+        _badam_fp16(job, plan),
     ]
     return [words for words in found if words]
+
+
+def _badam_fp16(job: Job, plan: SpeedPlan) -> str:
+    """A BAdam job in fp32 on a GPU without bf16: fp16, which the plan writes for other jobs there, is left out
+    (`space.BADAM_FP16`), and the plan says why."""
+    target = job.settings.target
+    gpu_without_bf16 = job.settings.target_stated and not target.bf16 and target.platform != "cpu"
+    if not job.on("use_badam") or not gpu_without_bf16 or plan.base.precision != "fp32":
+        return ""
+    return space.BADAM_FP16
 
 
 # The notes on knobs the remark on a missing estimate names (`_no_estimate`): not quoted beside it

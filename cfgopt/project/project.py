@@ -460,15 +460,15 @@ def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:
     )
 
 
-def resolve_reference(ref: str, config_path: Path) -> tuple[Path | None, list[str]]:
+def resolve_reference(ref: str, config_path: Path, from_cwd: bool = True) -> tuple[Path | None, list[str]]:
     """Find a file a config names. The real tools resolve it against the launch directory, which a
     linter cannot know; LLaMA-Factory's own examples assume the repository root. So: absolute paths as
-    they are, then the current directory, the config's folder and every folder above it."""
+    they are, then the current directory (unless not `from_cwd`), the config's folder and every folder above it."""
     ref_path = Path(os.path.expanduser(ref))
     if ref_path.is_absolute():
         return (ref_path if ref_path.is_file() else None), [str(ref_path)]
     searched: list[str] = []
-    bases = [Path.cwd()]
+    bases = [Path.cwd()] if from_cwd else []
     folder = real_path(config_path).parent
     bases.append(folder)
     bases.extend(folder.parents)

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from cfgopt.loaders import edits
 from cfgopt.plan.json_fixes import unneeded_offloads
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.deepspeed import zero_block, zero_stage
+from cfgopt.rules.support.deepspeed import readers_keep, zero_block, zero_stage
 from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, gpus
 from cfgopt.rules.support.wording import a
 from cfgopt.text.diagnostics import Diagnostic, Severity
@@ -37,7 +37,11 @@ class OffloadNotNeeded(Rule):
         "bench/memory/results.md (the estimate)",
     )
     example = '"offload_param": {"device": "cpu"} for Llama-3-8B LoRA on 8 x mi300x  ->  remove it'
-    fix_safety = "Unsafe: removing the offload raises GPU memory use; the estimate keeps 10% headroom."
+    fix_safety = (
+        "Unsafe: removing the offload raises GPU memory use; the estimate keeps 10% headroom. A JSON that a config "
+        "of the project not judged in the run reads (not named, as a pre-commit run names only the changed files) "
+        "is left as it is: no fix, and the message names that config."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -57,11 +61,12 @@ class OffloadNotNeeded(Rule):
             also = " (nor the optimizer states, above)" if removed else ""
             removed.append(block)
             where = f"{worst.gpus} GPU(s)" if ctx.settings.gpus else "even on 1 GPU"
+            kept = readers_keep(ctx)
             yield self.at_entry(
                 ctx,
                 entry,
                 f"{block}: without offloading the {what}{also}, {worst.model} ({worst.finetuning_type}, ZeRO-{stage}, "
                 f"{where}) needs about {worst.required_gib:.0f} GiB per GPU of {a(format(target.memory_gib, 'g'))} "
-                f"GiB {target.name}: the offload only slows every step down",
-                fix=self.fix(f"Remove `{block}`", edits.delete_entry(src, entry), safe=False),
+                f"GiB {target.name}: the offload only slows every step down{kept}",
+                fix=None if kept else self.fix(f"Remove `{block}`", edits.delete_entry(src, entry), safe=False),
             )

@@ -48,8 +48,10 @@ class ZeroStageHigherThanNeeded(Rule):
         "This rule writes no fix of its own. "
         "Unsafe: the plan writes ZeRO-2 into the job's own DeepSpeed JSON (`zero_optimization.stage: 2`, the keys "
         "only stage 3 reads removed; the finding then stands on that `stage`, the fix's edit), or removes "
-        "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config of the run reads "
-        "keeps its stage (the edit would change that job too): the finding stays on the config, without a fix."
+        "`deepspeed` where no DeepSpeed is fastest (plain data parallel). A JSON another config reads keeps its stage "
+        "(the edit would change that job too), whether that config is in the run or only in the project (a config "
+        "of its repository naming the JSON and not named, as a pre-commit run names only the changed files): the "
+        "finding stays on the config, without a fix, its message naming that config."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.deepspeed import offload_device, zero_block, zero_stage
+from cfgopt.rules.support.deepspeed import offload_device, readers_keep, zero_block, zero_stage
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -30,7 +30,10 @@ class OffloadForLora(Rule):
         "docs/evidence/rocm_perf.md §5.1 (LoRA states 16 bytes per trainable parameter)",
     )
     example = '"offload_optimizer": {"device": "cpu"} for LoRA   ->  remove it'
-    fix_safety = "Unsafe: removing the offload changes where memory goes; check the GPU budget."
+    fix_safety = (
+        "Unsafe: removing the offload changes where memory goes; check the GPU budget. A JSON that a config of the "
+        "project not judged in the run reads is left as it is: no fix, and the message names that config."
+    )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
         src = ctx.source
@@ -42,11 +45,12 @@ class OffloadForLora(Rule):
             return
         opt = zero.node.get("offload_optimizer")
         if opt is not None and offload_device(src, "offload_optimizer") != "none":
+            kept = readers_keep(ctx)  # a config outside the run may train more than LoRA
             yield self.at_entry(
                 ctx,
                 opt,
                 "Optimizer offload for LoRA: the adapters' optimizer state is tiny, so nothing is saved while the "
-                "step runs on the CPU (measured 4.79x slower than no DeepSpeed, Llama-3-8B LoRA, H200)",
-                fix=self.fix("Remove `offload_optimizer`", edits.delete_entry(src, opt), safe=False),
+                f"step runs on the CPU (measured 4.79x slower than no DeepSpeed, Llama-3-8B LoRA, H200){kept}",
+                fix=None if kept else self.fix("Remove `offload_optimizer`", edits.delete_entry(src, opt), safe=False),
             )
         # Parameter offload (ZeRO-3) saves real memory for any model: whether it is needed is MEM002's estimate.

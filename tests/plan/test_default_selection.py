@@ -45,7 +45,8 @@ def test_fix_with_unsafe_fixes_writes_the_plan_and_leaves_a_clean_pair(tmp_path:
     yaml_text = (folder / "llama3_lora_fp16.yaml").read_text()
     assert "bf16: true" in yaml_text and "fp16: true" not in yaml_text
     assert "\ndeepspeed:" not in yaml_text  # no DeepSpeed, so no ZeRO-3 and no offload
-    assert "# the team's standard JSON" in yaml_text  # the removed key's comment is kept
+    # the removed key's end-of-line comment goes with its line; the comment on the line above it stays
+    assert "# the team's standard JSON" not in yaml_text and "# ZeRO-3 with the optimizer on the CPU" in yaml_text
     # the plan dropped DeepSpeed: the JSON's offload fix is moot and the JSON is not edited for it
     assert '"offload_optimizer"' in (folder / "ds_z3_offload_config.json").read_text()
     assert json_before.count("offload_optimizer") == 1

@@ -1,6 +1,7 @@
 """No fix writes fp16 for a model whose activations overflow it (Qwen2 and later: LF050 says such a run trains
 nothing): not LF008's fix of bf16 on V100 / T4, not LF004's, not the speed plan's precision step. One place
-decides which models these are (`model_family.overflows_fp16`), and LF050 asks it too."""
+decides which models these are (`model_family.overflows_fp16`), and LF050 asks it too. Nor for BAdam, whose fp16
+weights fp16's gradient scaler refuses (`space.BADAM_FP16`)."""
 
 from __future__ import annotations
 
@@ -154,3 +155,30 @@ def test_the_precision_step_offers_no_fp16_for_such_a_model() -> None:
 )
 def test_one_place_names_the_models_that_overflow_fp16(ref, local, overflows: bool) -> None:
     assert overflows_fp16(ref, local) is overflows
+
+
+# LLaMA-Factory's examples/extras/badam/llama3_full_sft.yaml's method, with eager attention (a change the plan makes)
+BADAM = "use_badam: true\nbadam_mode: layer\nbadam_switch_mode: ascending\nflash_attn: disabled\n"
+
+
+def test_the_plan_writes_no_fp16_for_badam_and_says_why(tmp_path: Path) -> None:
+    """BAdam keeps the trained weights in the checkpoint's dtype, and fp16's GradScaler refuses fp16 gradients
+    (`space.BADAM_FP16`): on a T4 the plan leaves an fp32 BAdam job's precision as written and says why; on a bf16
+    GPU it still writes bf16 (autocast, no scaler)."""
+    path = _write(tmp_path, LLAMA, BADAM)
+    path.write_text(path.read_text().replace("finetuning_type: lora\nlora_target: all\n", "finetuning_type: full\n"))
+    _, out, _ = run_cli(["lint", str(path), "--format", "json", "--target", "t4", "--gpus", "1"])
+    plans = [d["fix"]["description"] for d in json.loads(out)["diagnostics"] if "Speed plan" in str(d["fix"])]
+    assert len(plans) == 1 and plans[0].startswith("Speed plan for 1 x t4: attention sdpa (")
+    assert "; fp16 mixed precision not planned: BAdam keeps the trained weights in the checkpoint's dtype" in plans[0]
+    run_cli(["fix", "--write", "--unsafe-fixes", "--target", "t4", "--gpus", "1", str(path)])
+    assert "fp16" not in path.read_text() and "flash_attn: sdpa" in path.read_text()
+    run_cli(["fix", "--write", "--unsafe-fixes", "--target", "h100", "--gpus", "1", str(path)])
+    assert "bf16: true" in path.read_text()
+
+
+def test_the_precision_step_offers_no_fp16_for_badam() -> None:
+    base = space.Knobs(micro=1, ga=8, gc=True, attn="sdpa", packing=False, liger=False, zero="none", precision="fp32")
+    config = {"finetuning_type": "full", "use_badam": True}
+    assert space.precision_values(config, base, space.SpaceOptions(bf16=False)) == ["fp32"]
+    assert space.precision_values(config, base, space.SpaceOptions(bf16=True)) == ["fp32", "bf16"]

@@ -84,21 +84,88 @@ def test_multi_gpu_full_zero3_leaves_no_planned_warning(tmp_path: Path, target: 
 
 def test_a_json_another_config_reads_keeps_its_stage(tmp_path: Path) -> None:
     """Two configs read one JSON: the plan does not edit it (the other job would change too), and MEM003 keeps
-    its advice on the config, as where no plan is made."""
+    its advice on the config, without a fix, its message naming the other reader."""
     train, other = _job(tmp_path), _job(tmp_path, micro=2, ga=4, name="other.yaml")
     options = ["--target", "h200", "--gpus", "8", "--select", "MEM003"]
     found = [d for d in _lint(options, train, other, tmp_path / "ds.json") if d["code"] == "MEM003"]
     assert {Path(d["file"]).name for d in found} == {"train.yaml", "other.yaml"}
-    assert all(d["fix"] is None and "with ZeRO-2 the estimated peak is about" in d["message"] for d in found)
+    assert all("with ZeRO-2 the estimated peak is about" in d["message"] and d["fix"] is None for d in found)
+    for d in found:
+        reader = "other.yaml" if d["file"].endswith("train.yaml") else "train.yaml"
+        assert d["message"].endswith(
+            f"; ZeRO-2 not written in ds.json: {reader} reads it too (the edit would change that job as well)"
+        )
     _fix(options, train, other, tmp_path / "ds.json")
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
 
 
+def _sibling_32b(folder: Path, deepspeed: str = "ds.json") -> Path:
+    """The 32B full fine-tune beside the job, the same file but the model: ZeRO-3 fits it, ZeRO-2 does not."""
+    path = folder / "qwen25_32b_full_sft.yaml"
+    text = FULL_8B.format(micro=1, ga=8, cutoff=2048).replace("meta-llama/Meta-Llama-3-8B-Instruct", "Qwen/Qwen2.5-32B")
+    path.write_text(text.replace("deepspeed: ds.json", f"deepspeed: {deepspeed}"))
+    return path
+
+
+def test_a_json_a_config_outside_the_run_reads_keeps_its_stage(tmp_path: Path) -> None:
+    """The sweep's repro (explore-sweep 1): the 8B job and its JSON named, a 32B job beside them reading the same
+    JSON not named (a pre-commit run on the changed files). The plan would write ZeRO-2, which takes the 32B job
+    out of memory; it keeps the JSON and says which config reads it, in the fix line and in the plan's text."""
+    train = _job(tmp_path)
+    big = _sibling_32b(tmp_path)
+    options = ["--target", "h100", "--gpus", "8"]
+    before = [d["message"] for d in _lint(options, big) if d["code"] == "MEM001"]
+    said = _fix(options, train, tmp_path / "ds.json")
+    assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
+    assert "ZeRO-2 not written in ds.json: qwen25_32b_full_sft.yaml reads it too and is not in this run" in said
+    assert [d["message"] for d in _lint(options, big) if d["code"] == "MEM001"] == before
+    stage = next(d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
+    assert stage["file"].endswith("train.yaml") and stage["fix"] is None
+    assert "; ZeRO-2 not written in ds.json: qwen25_32b_full_sft.yaml reads it too" in stage["message"]
+    _fix(options, train, big, tmp_path / "ds.json")  # both judged: the stage stays (ZeRO-2 is too much for 32B)
+    assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
+
+
+def test_a_launch_script_outside_the_run_is_a_reader(tmp_path: Path) -> None:
+    """A launch line's `--deepspeed` names the JSON too: the script, not named, keeps it at its stage."""
+    train = _job(tmp_path)
+    (tmp_path / "run.sh").write_text(
+        "llamafactory-cli train --model_name_or_path Qwen/Qwen2.5-32B --stage sft --do_train --finetuning_type full "
+        "--dataset alpaca_en_demo --template qwen --output_dir out --bf16 --deepspeed ds.json\n"
+    )
+    said = _fix(["--target", "h100", "--gpus", "8"], train, tmp_path / "ds.json")
+    assert "run.sh reads it too and is not in this run" in said
+    assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
+
+
+@pytest.mark.parametrize("launched_in_the_jobs_folder", [False, True])
+def test_a_config_naming_another_json_of_the_same_name_is_no_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launched_in_the_jobs_folder: bool
+) -> None:
+    """The 32B job in another folder names its own `ds.json` (resolved from its folder, as the loader resolves it;
+    the current folder, where it holds the job's JSON, is not where a config outside it is launched from), and a
+    hidden folder's copy is not looked at: the job's JSON gets ZeRO-2."""
+    train = _job(tmp_path / "a")
+    if launched_in_the_jobs_folder:
+        monkeypatch.chdir(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    shutil.copy(STOCK_Z3, tmp_path / "b" / "ds.json")
+    _sibling_32b(tmp_path / "b")
+    (tmp_path / "a" / ".old").mkdir()
+    _sibling_32b(tmp_path / "a" / ".old", deepspeed="../ds.json")
+    _fix(["--target", "h100", "--gpus", "8"], train, tmp_path / "a" / "ds.json")
+    assert json.loads((tmp_path / "a" / "ds.json").read_text())["zero_optimization"]["stage"] == 2
+    assert (tmp_path / "b" / "ds.json").read_text() == STOCK_Z3.read_text()
+
+
 def test_a_json_outside_the_fix_keeps_the_config_part_sound(tmp_path: Path) -> None:
     """Only the config named: the JSON is not written (the fix says why), and the config's part of the plan
-    runs under the ZeRO-3 left there: no Liger (LF027), and every warning left is MEM003's, on the JSON."""
-    shutil.copytree(ROOT / "bench" / "planner" / "examples", tmp_path / "examples")
+    runs under the ZeRO-3 left there: no Liger (LF027), and every warning left is MEM003's, on the JSON. (The other
+    examples, which read the JSON too, are left out: with them the plan would not lower its stage at all.)"""
+    shutil.copytree(ROOT / "bench" / "planner" / "examples" / "deepspeed", tmp_path / "examples" / "deepspeed")
     train = tmp_path / "examples" / "train_full" / "qwen3_full_sft.yaml"
+    train.parent.mkdir()
+    shutil.copy(ROOT / "bench" / "planner" / "examples" / "train_full" / train.name, train)
     options = ["--target", "h200", "--gpus", "8"]
     said = _fix(options, train)
     assert "ds_z3_config.json: not fixed: not named on the command line" in said
@@ -184,3 +251,27 @@ def test_no_lower_stage_with_the_optimizer_offloaded_to_nvme(tmp_path: Path) -> 
     (tmp_path / "ds.json").write_text(STOCK_Z3.read_text())
     lowered = plan_for(load_job(train, settings))
     assert lowered is not None and lowered.deepspeed_stage == 2  # the same job with the stock JSON: lowered
+
+
+def test_an_offload_a_config_outside_the_run_reads_is_kept(tmp_path: Path) -> None:
+    """PF051 (a LoRA job's optimizer offload) and MEM002 leave a JSON that a full fine-tune outside the run reads as
+    it is: no fix, and the message names that config (also in `cfgopt fix`'s list of what remains)."""
+    ds = json.loads(STOCK_Z3.read_text())
+    ds["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    (tmp_path / "ds.json").write_text(json.dumps(ds, indent=2) + "\n")
+    train = _job(tmp_path)
+    train.write_text(train.read_text().replace("finetuning_type: full", "finetuning_type: lora"))
+    options = ["--target", "h100", "--gpus", "8", "--select", "PF051,MEM002"]
+    alone = [d for d in _lint(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
+    assert [(d["code"], d["fix"]["applicability"]) for d in alone] == [("PF051", "unsafe")]
+    _sibling_32b(tmp_path)
+    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
+    assert [(d["code"], d["fix"]) for d in found] == [("PF051", None)]
+    assert found[0]["message"].endswith(
+        "; not fixed: qwen25_32b_full_sft.yaml reads it too and is not in this run (name it as well, or the "
+        "folder, so that every job reading it is judged)"
+    )
+    before = (tmp_path / "ds.json").read_text()
+    code, _, said = run_cli(["fix", "--write", "--unsafe-fixes", *options, str(train), str(tmp_path / "ds.json")])
+    assert code == 1 and "not fixed: qwen25_32b_full_sft.yaml reads it too" in said  # in what remains
+    assert (tmp_path / "ds.json").read_text() == before

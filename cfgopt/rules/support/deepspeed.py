@@ -192,3 +192,14 @@ def lax_true(value: object) -> bool:
     if isinstance(value, (int, float)):
         return value == 1
     return isinstance(value, str) and value.strip().lower() in _TRUE_STRINGS
+
+
+def readers_keep(ctx: Context) -> str:
+    """For a DeepSpeed JSON's finding about to carry an edit of the JSON (MEM002, PF051): "" where it may, else the
+    message's ending that says the JSON is left as it is, and which configs outside the run read it
+    (`plan.json_fixes.json_readers_words`): their jobs are not judged here, so the edit could harm them."""
+    from cfgopt.plan.json_fixes import json_readers_words
+
+    folder = ctx.source.document.path.parent
+    readers = json_readers_words(ctx.source, ctx.consumers, ctx.job_of(ctx.consumers[0]), folder)
+    return f"; not fixed: {readers}" if readers else ""
