@@ -18,6 +18,7 @@ from typing import Any
 from cfgopt.knowledge import model_experts
 from cfgopt.knowledge.model_family import LocalModel
 from cfgopt.knowledge.model_shapes import ModelShape, language_config, shape_for, uncountable
+from cfgopt.text.user_text import is_int
 
 
 def token_parameters(config: dict[str, Any], args: dict[str, Any], parameters: int, trainable: int | None) -> dict:
@@ -67,7 +68,7 @@ def _trained_skipped(shape: ModelShape, args: dict[str, Any], skipped: int) -> i
     if not _experts_train(shape, args.get("freeze_trainable_modules")):
         return 0
     n = args.get("freeze_trainable_layers", 2)
-    n = n if isinstance(n, int) and not isinstance(n, bool) else 2
+    n = n if is_int(n) else 2
     layers = shape.num_hidden_layers
     trained = range(max(0, layers - n), layers) if n > 0 else range(min(-n, layers))
     if not model_experts.sparse_layers_last(shape.model_type):

@@ -34,6 +34,11 @@ LF055_BASH = (
     "tests/loaders/test_launch_line_endings.py runs bash with a stand-in llamafactory-cli, then llamafactory 0.9.5's "
     "`get_train_args` on what bash passes"
 )
+GEMMA2_AUTO_T4 = (
+    "llamafactory 0.9.5 model/model_utils/attention.py L46-53 turns `auto` on Gemma 2 into fa2 where flash-attn is "
+    "installed; then flash_api.cpp `mha_fwd` refuses a T4 at the first forward, as for LF049/t4-flash-attn (needs a "
+    "T4 with flash-attn installed)"
+)
 CITED: dict[str, str] = {
     "DS011/with-consumer/ds.json": "accelerate 1.11.0 utils/dataclasses.py:1320-1336 `DeepSpeedPlugin.fill_match` "
     'raises for an "auto" the Trainer does not fill, at `trainer.train()`',
@@ -89,6 +94,8 @@ CITED: dict[str, str] = {
     "LF049/t4-flash-attn/train.yaml": "Dao-AILab/flash-attention csrc/flash_attn/flash_api.cpp `mha_fwd`: "
     '`TORCH_CHECK(is_sm90 || is_sm8x, "FlashAttention only supports Ampere GPUs or newer.")` at the first forward '
     "(needs a T4 with flash-attn installed; transformers 5.6.0 checks no capability for FA2, so the load passes)",
+    "LF049/gemma2-auto-t4/train.yaml": GEMMA2_AUTO_T4,
+    "LF049/gemma2-auto-t4/auto.yaml": GEMMA2_AUTO_T4,
     "LF049/rocm-cuda-wheel/train.yaml": "transformers 5.6.0 modeling_utils.py L1913-1915 "
     "`lazy_import_flash_attention` at model load imports flash_attn, whose CUDA extension does not load with ROCm "
     "torch (needs an AMD GPU; tests/oracle/test_oracle_fa2_build.py runs LLaMA-Factory 0.9.5 and transformers to "

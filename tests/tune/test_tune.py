@@ -603,14 +603,20 @@ def test_the_winner_is_written_as_the_planner_writes_its_plan(tmp_path: Path) ->
     assert made is not None and apply_edits(job.source.document.text, made) == fix.yaml_after
 
 
-def test_tune_says_why_the_plan_left_settings_out() -> None:
+def test_tune_says_why_the_plan_left_settings_out(tmp_path: Path) -> None:
     """The plan tune starts from comes with its reasons, in the planner's words (cfgopt.plan.reasons)."""
     from cfgopt.environment.probe import probed_environment
     from cfgopt.job.settings import Settings
     from cfgopt.project.loader import load_job
     from cfgopt.tune.candidates import planned_start
 
-    config = ROOT / "bench" / "planner" / "examples" / "train_full" / "qwen3_full_sft.yaml"
+    # a folder of its own: in bench/planner the JSON has other readers, and the plan keeps its ZeRO-3 for them
+    bench = ROOT / "bench" / "planner"
+    config = tmp_path / "qwen3_full_sft.yaml"
+    config.write_bytes((bench / "examples" / "train_full" / "qwen3_full_sft.yaml").read_bytes())
+    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
+    json_path = "examples/deepspeed/ds_z3_config.json"
+    (tmp_path / json_path).write_bytes((bench / json_path).read_bytes())
     probed = probed_environment(["liger_kernel", "bitsandbytes"])  # flash-attn not importable
     job = load_job(config, Settings(target_name="h200", gpus=8, environment=probed, extend_select=["PF", "MEM"]))
     said: list[str] = []
