@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import lf_precision
+from cfgopt.rules.support.deepspeed import readers_keep
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -38,7 +39,8 @@ class RocmBf16CommunicationFp32(Rule):
     example = '"bf16": {"enabled": "auto"} on MI300X   ->  add "communication_data_type": "fp32"'
     fix_safety = (
         "Unsafe: fp32 reductions double the gradient communication volume. Display-only on a JSON that no config "
-        "of the run reads."
+        "of the run reads. A JSON that a config of the project not judged in the run reads (not named, as a "
+        "pre-commit run names only the changed files) is left as it is: no fix, and the message names that config."
     )
 
     def check(self, ctx: Context) -> Iterator[Diagnostic]:
@@ -61,15 +63,19 @@ class RocmBf16CommunicationFp32(Rule):
             f"bf16 on {target.device} without `communication_data_type`: gradients are reduced in bf16; "
             f'set "fp32" (what accelerate >= 1.14 does on ROCm; {ctx.lf_label} pins accelerate <= 1.11)'
         )
+        # a config of the project outside the run may read the JSON too: its job is not judged, so no edit
+        kept = readers_keep(ctx) if ctx.consumers else ""
         if not ctx.consumers:
             message += f"; {_UNREAD}"
         yield self.at_entry(
             ctx,
             entry,
-            message,
+            message + kept,
             on="value",
             severity=Severity.WARNING if ctx.consumers else Severity.INFO,
-            fix=self.fix(
+            fix=None
+            if kept
+            else self.fix(
                 'Add "communication_data_type": "fp32"',
                 edits.insert_entry(src, None, "communication_data_type", "fp32"),
                 safe=False,

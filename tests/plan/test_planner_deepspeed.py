@@ -275,3 +275,26 @@ def test_an_offload_a_config_outside_the_run_reads_is_kept(tmp_path: Path) -> No
     code, _, said = run_cli(["fix", "--write", "--unsafe-fixes", *options, str(train), str(tmp_path / "ds.json")])
     assert code == 1 and "not fixed: qwen25_32b_full_sft.yaml reads it too" in said  # in what remains
     assert (tmp_path / "ds.json").read_text() == before
+
+
+def test_ds023_leaves_a_json_a_config_outside_the_run_reads(tmp_path: Path) -> None:
+    """DS023 (fp32 reductions for bf16 on ROCm) edits the JSON only where every config reading it is judged: with a
+    config outside the run reading it, no fix, and the message names that config (also in what `cfgopt fix` leaves)."""
+    (tmp_path / "ds.json").write_text('{\n  "zero_optimization": {"stage": 3},\n  "bf16": {"enabled": true}\n}\n')
+    train = _job(tmp_path)
+    options = ["--target", "mi300x", "--gpus", "8", "--select", "DS023"]
+    alone = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "DS023"]
+    assert [(d["severity"], d["fix"]["applicability"]) for d in alone] == [("warning", "unsafe")]
+    _sibling_32b(tmp_path)
+    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "DS023"]
+    assert [(d["severity"], d["fix"]) for d in found] == [("warning", None)]
+    assert found[0]["message"].endswith(
+        "; not fixed: qwen25_32b_full_sft.yaml reads it too and is not in this run (name it as well, or the "
+        "folder, so that every job reading it is judged)"
+    )
+    before = (tmp_path / "ds.json").read_text()
+    code, _, said = run_cli(["fix", "--write", "--unsafe-fixes", *options, str(train), str(tmp_path / "ds.json")])
+    assert code == 1 and "not fixed: qwen25_32b_full_sft.yaml reads it too" in said
+    assert (tmp_path / "ds.json").read_text() == before
+    run_cli(["fix", "--write", "--unsafe-fixes", *options, str(tmp_path)])  # every reader judged: the key is added
+    assert json.loads((tmp_path / "ds.json").read_text())["communication_data_type"] == "fp32"
