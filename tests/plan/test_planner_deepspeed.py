@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rule_cases import ROOT, run_cli
+from rule_cases import ROOT, fix_output, lint_diagnostics, run_cli
 
 from cfgopt.job.settings import Settings
 from cfgopt.lint.fixer import apply_edits
@@ -49,16 +49,6 @@ def _job(folder: Path, micro: int = 1, ga: int = 8, cutoff: int = 2048, name: st
     return path
 
 
-def _lint(options: list[str], *files: Path) -> list[dict]:
-    _, out, _ = run_cli(["lint", "--format", "json", "--exit-zero", *options, *map(str, files)])
-    return json.loads(out)["diagnostics"]
-
-
-def _fix(options: list[str], *files: Path) -> str:
-    _, out, err = run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, *map(str, files)])
-    return out + err
-
-
 def _warned(diagnostics: list[dict]) -> set[str]:
     return {d["code"] for d in diagnostics if d["severity"] in ("warning", "error")}
 
@@ -69,17 +59,17 @@ def test_multi_gpu_full_zero3_leaves_no_planned_warning(tmp_path: Path, target: 
     JSON (the keys only stage 3 reads removed) with the config's part; lint then warns of none of its rules."""
     train = _job(tmp_path)
     options = ["--target", target, "--gpus", "8"]
-    before = _lint(options, train, tmp_path / "ds.json")
+    before = lint_diagnostics(options, train, tmp_path / "ds.json")
     stage = next(d for d in before if d["code"] == "MEM003")
     assert stage["file"].endswith("ds.json") and stage["key"] == "zero_optimization.stage"  # where the edit is
     assert stage["fix"]["description"].startswith("ZeRO-2 (`zero_optimization.stage: 2`")
-    _fix(options, train, tmp_path / "ds.json")
-    assert not _warned(_lint(options, train, tmp_path / "ds.json")) & PLAN_RULES
+    fix_output(options, train, tmp_path / "ds.json")
+    assert not _warned(lint_diagnostics(options, train, tmp_path / "ds.json")) & PLAN_RULES
     ds = json.loads((tmp_path / "ds.json").read_text())
     assert ds["zero_optimization"]["stage"] == 2
     assert not [k for k in ds["zero_optimization"] if k.startswith("stage3_")]
     assert ds["fp16"] == json.loads(STOCK_Z3.read_text())["fp16"]  # nothing else of the file changes
-    assert _fix(options, train, tmp_path / "ds.json").count("fixed:") == 0  # converged: a second fix does nothing
+    assert fix_output(options, train, tmp_path / "ds.json").count("fixed:") == 0  # converged: a second fix does nothing
 
 
 def test_a_json_another_config_reads_keeps_its_stage(tmp_path: Path) -> None:
@@ -87,7 +77,7 @@ def test_a_json_another_config_reads_keeps_its_stage(tmp_path: Path) -> None:
     its advice on the config, without a fix, its message naming the other reader."""
     train, other = _job(tmp_path), _job(tmp_path, micro=2, ga=4, name="other.yaml")
     options = ["--target", "h200", "--gpus", "8", "--select", "MEM003"]
-    found = [d for d in _lint(options, train, other, tmp_path / "ds.json") if d["code"] == "MEM003"]
+    found = [d for d in lint_diagnostics(options, train, other, tmp_path / "ds.json") if d["code"] == "MEM003"]
     assert {Path(d["file"]).name for d in found} == {"train.yaml", "other.yaml"}
     assert all("with ZeRO-2 the estimated peak is about" in d["message"] and d["fix"] is None for d in found)
     for d in found:
@@ -95,7 +85,7 @@ def test_a_json_another_config_reads_keeps_its_stage(tmp_path: Path) -> None:
         assert d["message"].endswith(
             f"; ZeRO-2 not written in ds.json: {reader} reads it too (the edit would change that job as well)"
         )
-    _fix(options, train, other, tmp_path / "ds.json")
+    fix_output(options, train, other, tmp_path / "ds.json")
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
 
 
@@ -114,15 +104,15 @@ def test_a_json_a_config_outside_the_run_reads_keeps_its_stage(tmp_path: Path) -
     train = _job(tmp_path)
     big = _sibling_32b(tmp_path)
     options = ["--target", "h100", "--gpus", "8"]
-    before = [d["message"] for d in _lint(options, big) if d["code"] == "MEM001"]
-    said = _fix(options, train, tmp_path / "ds.json")
+    before = [d["message"] for d in lint_diagnostics(options, big) if d["code"] == "MEM001"]
+    said = fix_output(options, train, tmp_path / "ds.json")
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
     assert "ZeRO-2 not written in ds.json: qwen25_32b_full_sft.yaml reads it too and is not in this run" in said
-    assert [d["message"] for d in _lint(options, big) if d["code"] == "MEM001"] == before
-    stage = next(d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
+    assert [d["message"] for d in lint_diagnostics(options, big) if d["code"] == "MEM001"] == before
+    stage = next(d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
     assert stage["file"].endswith("train.yaml") and stage["fix"] is None
     assert "; ZeRO-2 not written in ds.json: qwen25_32b_full_sft.yaml reads it too" in stage["message"]
-    _fix(options, train, big, tmp_path / "ds.json")  # both judged: the stage stays (ZeRO-2 is too much for 32B)
+    fix_output(options, train, big, tmp_path / "ds.json")  # both judged: the stage stays (ZeRO-2 is too much for 32B)
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
 
 
@@ -133,7 +123,7 @@ def test_a_launch_script_outside_the_run_is_a_reader(tmp_path: Path) -> None:
         "llamafactory-cli train --model_name_or_path Qwen/Qwen2.5-32B --stage sft --do_train --finetuning_type full "
         "--dataset alpaca_en_demo --template qwen --output_dir out --bf16 --deepspeed ds.json\n"
     )
-    said = _fix(["--target", "h100", "--gpus", "8"], train, tmp_path / "ds.json")
+    said = fix_output(["--target", "h100", "--gpus", "8"], train, tmp_path / "ds.json")
     assert "run.sh reads it too and is not in this run" in said
     assert (tmp_path / "ds.json").read_text() == STOCK_Z3.read_text()
 
@@ -153,7 +143,7 @@ def test_a_config_naming_another_json_of_the_same_name_is_no_reader(
     _sibling_32b(tmp_path / "b")
     (tmp_path / "a" / ".old").mkdir()
     _sibling_32b(tmp_path / "a" / ".old", deepspeed="../ds.json")
-    _fix(["--target", "h100", "--gpus", "8"], train, tmp_path / "a" / "ds.json")
+    fix_output(["--target", "h100", "--gpus", "8"], train, tmp_path / "a" / "ds.json")
     assert json.loads((tmp_path / "a" / "ds.json").read_text())["zero_optimization"]["stage"] == 2
     assert (tmp_path / "b" / "ds.json").read_text() == STOCK_Z3.read_text()
 
@@ -167,12 +157,14 @@ def test_a_json_outside_the_fix_keeps_the_config_part_sound(tmp_path: Path) -> N
     train.parent.mkdir()
     shutil.copy(ROOT / "bench" / "planner" / "examples" / "train_full" / train.name, train)
     options = ["--target", "h200", "--gpus", "8"]
-    said = _fix(options, train)
+    said = fix_output(options, train)
     assert "ds_z3_config.json: not fixed: not named on the command line" in said
     assert (
         "enable_liger_kernel" not in train.read_text() and "disable_gradient_checkpointing: true" in train.read_text()
     )
-    left = [d for d in _lint(options, train) if d["severity"] in ("warning", "error") and d["code"] != "DS023"]
+    left = [
+        d for d in lint_diagnostics(options, train) if d["severity"] in ("warning", "error") and d["code"] != "DS023"
+    ]
     assert [(Path(d["file"]).name, d["code"]) for d in left] == [("ds_z3_config.json", "MEM003")]
 
 
@@ -181,11 +173,11 @@ def test_mem003_names_the_plans_settings_where_only_they_fit_zero2(tmp_path: Pat
     MEM003 says so, on the JSON, with the stage's edit (the plan's JSON part has a finding to carry it)."""
     train = _job(tmp_path, micro=8, ga=1, cutoff=8192)
     options = ["--target", "h200", "--gpus", "8"]
-    stage = next(d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
+    stage = next(d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["code"] == "MEM003")
     assert "needs on 8 GPU(s) with the speed plan's settings (1 x 8 (micro-batch x accumulation" in stage["message"]
     assert stage["file"].endswith("ds.json") and stage["fix"] is not None
-    _fix(options, train, tmp_path / "ds.json")
-    assert not _warned(_lint(options, train, tmp_path / "ds.json")) & PLAN_RULES
+    fix_output(options, train, tmp_path / "ds.json")
+    assert not _warned(lint_diagnostics(options, train, tmp_path / "ds.json")) & PLAN_RULES
 
 
 def test_the_plan_packs_neatly_with_fa2_at_one_row_only_where_flash_attn_runs(tmp_path: Path) -> None:
@@ -198,15 +190,15 @@ def test_the_plan_packs_neatly_with_fa2_at_one_row_only_where_flash_attn_runs(tm
     node.write_text("llamafactory==0.9.5\nliger-kernel>=0.6.3\nflash-attn==2.8.3\n")
     options = ["--target", "h200", "--gpus", "1"]
     shutil.copy(ROOT / "fixtures" / "rules" / "LF006" / "fa3" / "good_fa2.yaml", path)
-    _fix([*options, "--environment", str(node)], path)
+    fix_output([*options, "--environment", str(node)], path)
     text = path.read_text()
     assert "neat_packing: true" in text and "per_device_train_batch_size: 1\n" in text
-    assert "LF019" not in _warned(_lint([*options, "--environment", str(node)], path))
+    assert "LF019" not in _warned(lint_diagnostics([*options, "--environment", str(node)], path))
     shutil.copy(ROOT / "fixtures" / "rules" / "LF006" / "fa3" / "good_fa2.yaml", path)
-    out = _fix(options, path)
+    out = fix_output(options, path)
     text = path.read_text()
     assert "neat_packing: true" in text and "per_device_train_batch_size" not in text
-    assert "flash_attn: sdpa" in text and "LF019" not in _warned(_lint(options, path))
+    assert "flash_attn: sdpa" in text and "LF019" not in _warned(lint_diagnostics(options, path))
     assert "`flash_attn: sdpa` written: what `fa2` runs here (flash-attn not in the environment)" in out
 
 
@@ -235,7 +227,7 @@ def test_a_per_file_ignore_of_the_json_keeps_the_finding_on_the_config(tmp_path:
     """MEM003 ignored in the JSON (`per-file-ignores`): the finding does not move there, and stays on the config."""
     train = _job(tmp_path)
     options = ["--target", "h200", "--gpus", "8", "--config", 'per-file-ignores = {"ds.json" = ["MEM003"]}']
-    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM003"]
+    found = [d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["code"] == "MEM003"]
     assert [Path(d["file"]).name for d in found] == ["train.yaml"]
 
 
@@ -262,10 +254,10 @@ def test_an_offload_a_config_outside_the_run_reads_is_kept(tmp_path: Path) -> No
     train = _job(tmp_path)
     train.write_text(train.read_text().replace("finetuning_type: full", "finetuning_type: lora"))
     options = ["--target", "h100", "--gpus", "8", "--select", "PF051,MEM002"]
-    alone = [d for d in _lint(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
+    alone = [d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
     assert [(d["code"], d["fix"]["applicability"]) for d in alone] == [("PF051", "unsafe")]
     _sibling_32b(tmp_path)
-    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
+    found = [d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["file"].endswith("ds.json")]
     assert [(d["code"], d["fix"]) for d in found] == [("PF051", None)]
     assert found[0]["message"].endswith(
         "; not fixed: qwen25_32b_full_sft.yaml reads it too and is not in this run (name it as well, or the "
@@ -283,10 +275,10 @@ def test_ds023_leaves_a_json_a_config_outside_the_run_reads(tmp_path: Path) -> N
     (tmp_path / "ds.json").write_text('{\n  "zero_optimization": {"stage": 3},\n  "bf16": {"enabled": true}\n}\n')
     train = _job(tmp_path)
     options = ["--target", "mi300x", "--gpus", "8", "--select", "DS023"]
-    alone = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "DS023"]
+    alone = [d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["code"] == "DS023"]
     assert [(d["severity"], d["fix"]["applicability"]) for d in alone] == [("warning", "unsafe")]
     _sibling_32b(tmp_path)
-    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "DS023"]
+    found = [d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["code"] == "DS023"]
     assert [(d["severity"], d["fix"]) for d in found] == [("warning", None)]
     assert found[0]["message"].endswith(
         "; not fixed: qwen25_32b_full_sft.yaml reads it too and is not in this run (name it as well, or the "

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from rule_cases import ROOT, cfgopt_process, run_cli
+from rule_cases import ROOT, cfgopt_process, fix_output, lint_diagnostics
 
 from cfgopt.job.settings import Settings
 from cfgopt.project.loader import load_job
@@ -48,16 +48,6 @@ def _job(folder: Path) -> Path:
     return path
 
 
-def _lint(options: list[str], *files: Path) -> list[dict]:
-    _, out, _ = run_cli(["lint", "--format", "json", "--exit-zero", *options, *map(str, files)])
-    return json.loads(out)["diagnostics"]
-
-
-def _fix(options: list[str], *files: Path) -> str:
-    _, out, err = run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, *map(str, files)])
-    return out + err
-
-
 def _required(train: Path, gpus: int) -> float:
     est = load_job(train, Settings(target_name="h100", gpus=gpus)).estimate(gpus)
     assert est is not None
@@ -69,12 +59,12 @@ def test_the_plans_peak_is_that_of_the_files_written(tmp_path: Path) -> None:
     in the same run. The plan's figure, MEM003's and that of the JSON's own fix line are the one `cfgopt estimate`
     gives the files written (it was 36 GiB with `offload_optimizer` kept, for a file that needs 42)."""
     train = _job(tmp_path)
-    found = _lint(H100_16, train, tmp_path / "ds.json")
+    found = lint_diagnostics(H100_16, train, tmp_path / "ds.json")
     plan = next(d["fix"]["description"] for d in found if d["code"] == "MEM004")
     stage = next(d for d in found if d["code"] == "MEM003")
     assert "ZeRO-2 (in ds.json)" in plan
     assert "with ZeRO-2 and `offload_optimizer` removed (MEM002) the estimated peak" in stage["message"]
-    said = _fix(H100_16, train, tmp_path / "ds.json")
+    said = fix_output(H100_16, train, tmp_path / "ds.json")
     assert "fixed: MEM002 Remove `offload_optimizer`" in said and "in part" not in said
     assert "offload" not in (tmp_path / "ds.json").read_text()
     required = round(_required(train, 16))
@@ -89,7 +79,7 @@ def test_mem002_removes_only_the_offloads_that_fit_together(tmp_path: Path) -> N
     are judged with the optimizer's offload removed too."""
     train = _job(tmp_path)
     options = ["--target", "h100", "--gpus", "2", "--select", "MEM002"]
-    found = [d for d in _lint(options, train, tmp_path / "ds.json") if d["code"] == "MEM002"]
+    found = [d for d in lint_diagnostics(options, train, tmp_path / "ds.json") if d["code"] == "MEM002"]
     assert [d["key"] for d in found] == ["zero_optimization.offload_optimizer"]
 
 
@@ -97,7 +87,7 @@ def test_a_plan_whose_json_part_is_not_written_says_so(tmp_path: Path) -> None:
     """Only the config named: its part of the plan is written, the JSON's is not. The fix line says the plan was
     applied in part, which part was not and how to write it; the JSON's findings are counted as remaining."""
     train = _job(tmp_path)
-    said = _fix(H100_16, train)
+    said = fix_output(H100_16, train)
     line = next(line for line in said.splitlines() if line.startswith(f"{train}: fixed: MEM004"))
     assert line.startswith(
         f"{train}: fixed: MEM004 in part (ZeRO-2 (in ds.json) not written: that file is not named on the command "

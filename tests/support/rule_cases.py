@@ -102,6 +102,18 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def lint_diagnostics(options: list[str], *files: Path) -> list[dict]:
+    """`cfgopt lint --format json --exit-zero OPTIONS FILES` in this process: its findings."""
+    _, out, _ = run_cli(["lint", "--format", "json", "--exit-zero", *options, *map(str, files)])
+    return json.loads(out)["diagnostics"]
+
+
+def fix_output(options: list[str], *files: Path) -> str:
+    """`cfgopt fix --write --unsafe-fixes --exit-zero OPTIONS FILES` in this process: what it printed."""
+    _, out, err = run_cli(["fix", "--write", "--unsafe-fixes", "--exit-zero", *options, *map(str, files)])
+    return out + err
+
+
 # A bound on a hang, not a speed contract: a hang never ends, a loaded machine may be 10x slower than a quiet one
 HANG_BOUND_S = 120
 
