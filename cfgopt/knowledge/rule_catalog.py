@@ -306,6 +306,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-train",
         "dataset",
     ),
+    "lf058_fp8_not_applied": ("LF058", "fp8-not-applied", "llamafactory-cli llamafactory-train", "fp8"),
     "ds001_strict_section_unknown_key": ("DS001", "strict-section-unknown-key", "deepspeed", "*"),
     "ds002_unknown_top_level_key": ("DS002", "unknown-top-level-key", "deepspeed", "*"),
     "ds003_missing_zero_optimization": ("DS003", "missing-zero-optimization", "deepspeed", "*"),

@@ -21,7 +21,8 @@ class Fp8OnTarget(Rule):
         "cores, nor do CDNA2 GPUs (MI250X, MI210). CDNA3 (MI300X/MI325X/MI300A) uses the FNUZ FP8 formats "
         "(`float8_e4m3fnuz`), CDNA4 (MI355X) the OCP ones; on CDNA3 the HF path is immature (FP8 was 21% "
         "slower than bf16 for Llama-3-8B FSDP until an AMD fix in ROCm TransformerEngine #79). A short "
-        "bf16-vs-fp8 A/B run on the target settles it."
+        "bf16-vs-fp8 A/B run on the target settles it. Under transformers 5 LLaMA-Factory 0.9.5 does not apply "
+        "`fp8` at all when `bf16` or `fp16` is on (LF058)."
     )
     fails_when = "At train start or never (silently slower), depending on the backend and versions."
     evidence = (
