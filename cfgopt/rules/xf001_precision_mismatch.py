@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
-from cfgopt.rules.support.cross_file import lf_precision
+from cfgopt.rules.support.cross_file import lf_precision, lf_value
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -28,6 +28,7 @@ class PrecisionMismatch(Rule):
     evidence = (
         "transformers 5.6.0 integrations/deepspeed.py `trainer_config_process` (fill_match) and "
         "`trainer_config_finalize` (raises the mismatches)",
+        "deepspeed 0.19.8 runtime/config.py L511-512 (`bfloat16 and fp16 modes cannot be simultaneously enabled`)",
     )
     example = 'LLaMA-Factory `bf16: true`, DeepSpeed "fp16": {"enabled": true}   ->  "enabled": "auto"'
     fix_safety = 'Safe: "auto" takes the value the training config already states.'
@@ -50,6 +51,33 @@ class PrecisionMismatch(Rule):
                         on="value",
                         fix=self.fix('Set it to "auto"', edits.replace_value(src, entry, "auto"), safe=True),
                     )
+            yield from self._both_filled(ctx, consumer)
+
+    def _both_filled(self, ctx: Context, consumer) -> Iterator[Diagnostic]:
+        """`"auto"` filled true in both blocks: `fp16` with `bf16_full_eval` (or `bf16` with `fp16_full_eval`), which
+        TrainingArguments accepts, turns both DeepSpeed modes on, and the engine refuses them together. Both flags
+        themselves on is LF004's (TrainingArguments stops first); both blocks explicitly on is DS006's."""
+        src, lf = ctx.source, ctx.settings.lf_schema
+        entries = {block: src.find((block, "enabled")) for block in ("fp16", "bf16")}
+        if any(e is None for e in entries.values()) or all(e.node.value is True for e in entries.values()):
+            return
+        if lf_value(consumer, "fp16", lf) and lf_value(consumer, "bf16", lf):
+            return
+        filled = {
+            b: e.node.value is True or (e.node.value == "auto" and lf_precision(consumer, b, lf))
+            for b, e in entries.items()
+        }
+        if not all(filled.values()):
+            return
+        auto = next(b for b, e in entries.items() if e.node.value == "auto")
+        yield self.at_entry(
+            ctx,
+            entries[auto],
+            f"`{auto}.enabled: auto` is filled true from `{auto}` or `{auto}_full_eval` in "
+            f"{consumer.document.path.name}, and the other mode is on too: DeepSpeed stops when the engine is built, "
+            "after data and model loading (`bfloat16 and fp16 modes cannot be simultaneously enabled`)",
+            on="value",
+        )
 
 
 def _shown(value: object) -> str:

@@ -608,6 +608,7 @@ def known_difference(case: Case) -> str | None:
             d["code"] in LATE_FAILURE_CODES
             or any(words in d.get("message", "") for words in LATE_FAILURE_WORDS)
             or (d["code"] == "DS005" and _fractional_batch(d))  # KD5 beside a late failure: each one explained
+            or d["code"] == "LF002"  # KD1 beside a late failure (a value LLaMA-Factory passes on unconverted)
             for d in case.diags
         )
     ):
