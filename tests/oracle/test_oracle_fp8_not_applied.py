@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from job_configs import FP8_LORA_8B
 
 pytest.importorskip("llamafactory")
 pytest.importorskip("transformers")
@@ -51,17 +52,7 @@ print(json.dumps({"env": os.environ.get("ACCELERATE_MIXED_PRECISION"),
                   "mixed_precision": accelerator.mixed_precision, "fp8_enabled": accelerator.fp8_enabled}))
 """
 
-YAML = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-dataset: alpaca_en_demo
-template: llama3
-output_dir: out
-fp8: true
-fp8_backend: {backend}
-bf16: {bf16}
-"""
+YAML = FP8_LORA_8B + "fp8_backend: {backend}\nbf16: {bf16}\n"
 
 
 def built_accelerator(tmp_path: Path, bf16: bool, backend: str) -> dict:

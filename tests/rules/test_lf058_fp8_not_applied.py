@@ -8,17 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from job_configs import FP8_LORA_8B
 from rule_cases import lint_diagnostics
 
-TRAIN = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
-stage: sft
-do_train: true
-finetuning_type: lora
-dataset: alpaca_en_demo
-template: llama3
-output_dir: out
-fp8: true
-"""
+TRAIN = FP8_LORA_8B
 
 
 def _codes(tmp_path: Path, extra: str, transformers: str | None) -> list[str]:
