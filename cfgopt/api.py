@@ -11,8 +11,8 @@ temporary folder, where nothing is found): the text is written to a temporary fo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
     from cfgopt.text.diagnostics import Diagnostic

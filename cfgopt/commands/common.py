@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
 
 from cfgopt.argtypes import gpu_count
 from cfgopt.commands import UsageError
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import NONE, TARGETS
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NoReturn
+
     from cfgopt.lint.project_config import Resolver
 
 

@@ -17,11 +17,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import add_format_argument, add_target_arguments
 from cfgopt.text.document import display_path, shown
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
     from cfgopt.job.settings import Settings

@@ -12,10 +12,13 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import Any
 
 from cfgopt.job.data_profile import DataProfile, NotLocal
 from cfgopt.text.user_text import is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def data_of(job: Any) -> DataProfile | NotLocal | None:

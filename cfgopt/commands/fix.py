@@ -7,7 +7,6 @@ import argparse
 import difflib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from cfgopt.commands.common import (
     FORMATS,
@@ -28,7 +27,10 @@ from cfgopt.commands.common import (
 from cfgopt.job.settings import Settings
 from cfgopt.text import termination
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from cfgopt.lint.fixer import FixResult
 
 

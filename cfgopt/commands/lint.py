@@ -7,7 +7,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cfgopt.commands.common import (
     FORMATS,
@@ -27,6 +26,7 @@ from cfgopt.commands.common import (
 from cfgopt.job.settings import Settings
 from cfgopt.text.diagnostics import Severity
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.lint.engine import LintResult
     from cfgopt.lint.project_config import Resolver

@@ -13,7 +13,6 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from cfgopt.environment.node import GFX_OF, Stack, flash_attn_archs
 from cfgopt.knowledge.rocm_env import judge_variable
@@ -24,6 +23,10 @@ from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Source
 from cfgopt.text.user_files import parse_json, read_bounded
 from cfgopt.text.user_text import integer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ENVIRONMENT = Document(Path("<environment>"), "")
 NAMES = {

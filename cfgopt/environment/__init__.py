@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.requirement import normalise
 from cfgopt.text.requirements.versions import parse_spec
 
@@ -45,7 +45,7 @@ def package_key(name: str) -> str:
     return normalise(DISTRIBUTIONS.get(name, name))
 
 
-class Environment(NamedTuple):
+class Environment(Record):
     """The packages of the node a job trains on and where they were learned: normalised distribution name ->
     specifier (`==2.5.1+rocm6.2` installed or pinned, `>=0.6` a range, "" where no version is known)."""
 

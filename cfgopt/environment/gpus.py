@@ -16,11 +16,15 @@ CI runner): None, and the run states that it has no target.
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
 
 from cfgopt.knowledge.targets import NONE, TARGETS, Target, custom_target, target_for_device
+from cfgopt.text.record import Record
 from cfgopt.text.user_files import read_head
 from cfgopt.text.user_text import integer, is_integer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ROOT_VARIABLE = "CFGOPT_SYSFS_ROOT"
 AMD_VENDOR = 0x1002
@@ -37,7 +41,7 @@ AMD_DEVICES: dict[int, str] = {
 }
 
 
-class Detected(NamedTuple):
+class Detected(Record):
     """What the machine has: the target (None: a GPU cfgopt has no target for), how many, and its name."""
 
     target: Target | None
@@ -48,7 +52,7 @@ class Detected(NamedTuple):
 _CACHE: dict[str, Detected | None] = {}
 
 
-class Resolved(NamedTuple):
+class Resolved(Record):
     """The target a run is judged for, where it came from, and the GPU count (None: not stated)."""
 
     target: Target | None  # None: no target (UNSTATED)

@@ -8,10 +8,10 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from cfgopt.environment import Environment, Origin, gpus
 from cfgopt.knowledge.targets import TARGETS, Target
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.requirement import installed_distribution
 from cfgopt.text.user_files import open_regular, read_head
 
@@ -40,7 +40,7 @@ ENV_VARIABLES = (
 )
 
 
-class Stack(NamedTuple):
+class Stack(Record):
     """The environment as read: every field from a file or a variable, None / "" where absent."""
 
     python: tuple[int, int, int]

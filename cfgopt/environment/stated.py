@@ -25,10 +25,10 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.files import CONDA_ENVIRONMENT_FILES, is_requirement_file
 from cfgopt.text.requirements.manifests import lock_pins, poetry_dependencies, project_dependencies, string_pins
 from cfgopt.text.requirements.pip_encoding import RequirementsDecodeError, read_requirements
@@ -37,7 +37,10 @@ from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.requirements.versions import exact_version, platform_of_build, reaches
 from cfgopt.text.user_files import parse_json, read_text_bounded
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.knowledge.targets import Target
 
 SNAPSHOT_NAME = "cfgopt-environment.json"
@@ -345,7 +348,7 @@ def transformers_at_least(env: Environment, floor: tuple[int, ...]) -> bool:
     return env.origin is Origin.PROBED or reaches(env.packages.get("transformers", ""), floor)
 
 
-class Fa2Outcome(NamedTuple):
+class Fa2Outcome(Record):
     """What `flash_attn: fa2` does in a job (`fa2_outcome`): FlashAttention-2 runs; or it does not and LLaMA-Factory
     falls back (no flash-attn, or no GPU torch could hand it: `runs` False, `stops` None); or it stops the job."""
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import NamedTuple
 
 from cfgopt.job.data_profile import DataProfile, Sample
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, template_allowance
+from cfgopt.text.record import Record
 
 PADDING_BATCHES = 2000
 PAD_MULTIPLE = 8
@@ -38,7 +38,7 @@ def infer_seqlen(source_len: int, target_len: int, cutoff_len: int) -> tuple[int
     return min(max_source_len, source_len), new_target_len
 
 
-class Cut(NamedTuple):
+class Cut(Record):
     """One sample after `cutoff_len`: its longest sequence's tokens, and whether the prompt / response lost any."""
 
     length: int
@@ -73,7 +73,7 @@ def percentile(values: list[int], share: float) -> int:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(share * len(ordered)) - 1))]
 
 
-class Lengths(NamedTuple):
+class Lengths(Record):
     """A profile under one `cutoff_len` (sample shares as fractions; lengths in tokens)."""
 
     cutoff: int
@@ -107,7 +107,7 @@ def lengths(profile: DataProfile, cutoff: int) -> Lengths:
     )
 
 
-class Padding(NamedTuple):
+class Padding(Record):
     """Micro-batches without packing: the share of their tokens that is padding, and the mean of their longest
     sequence (padded to a multiple of 8)."""
 

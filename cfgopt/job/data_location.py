@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.user_files import parse_json, read_bounded, repository_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DATA_CONFIG = "dataset_info.json"
 
 
-class NotLocal(NamedTuple):
+class NotLocal(Record):
     """Why the job's data is not profiled (a hub dataset, no dataset_info.json found, a format not read)."""
 
     reason: str
 
 
-class LocalData(NamedTuple):
+class LocalData(Record):
     """The dataset names of a job and the folder of the `dataset_info.json` that lists them; `others`: the other
     folders a run may read one from (launched elsewhere: `dataset_dir` is relative to the launch folder)."""
 

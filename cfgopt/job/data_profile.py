@@ -35,14 +35,18 @@ import os
 import random
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from cfgopt.job.data_location import DATA_CONFIG, LocalData, NotLocal, dataset_info, local_data
 from cfgopt.job.data_location import inside as _inside
 from cfgopt.job.data_location import project_roots as _project_roots
 from cfgopt.job.data_tokens import TEMPLATE_TOKENS, Counter, counter_for, template_allowance
+from cfgopt.text.record import Record
 from cfgopt.text.user_files import parse_json, read_bounded
 from cfgopt.text.writer import write_new
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SAMPLE_SIZE = 2000  # rows drawn for the shares: a share's standard error is at most 1.1 points
 TAIL_SIZE = 16  # the rows with the longest text: the longest sample is among them
@@ -53,7 +57,7 @@ PROFILED_FORMATS = {"json": "json", "jsonl": "json", "csv": "csv"}
 KNOWN_FORMATS = {"arrow", "parquet", "txt"}  # LLaMA-Factory reads them (extras/constants.py FILEEXT2TYPE)
 
 
-class Sample(NamedTuple):
+class Sample(Record):
     """One sample in tokens: (prompt, response) per turn, template allowance included; for pairwise data the
     last turn's response is the chosen one and `rejected` the rejected one's length."""
 
@@ -75,7 +79,7 @@ class Sample(NamedTuple):
         return self.prompt + self.response - (self.turns[-1][1] if self.turns else 0) + last
 
 
-class DataProblem(NamedTuple):
+class DataProblem(Record):
     """A dataset the run cannot use, said as a sentence; `stops`: LLaMA-Factory certainly stops on it (an undefined
     name, a file or folder not found, a `columns`/`tags` block that is no object, a file with no rows: `datasets`
     raises `Instruction "train" corresponds to no data!`). A file cfgopt's reader cannot parse may still load in
@@ -85,7 +89,7 @@ class DataProblem(NamedTuple):
     stops: bool
 
 
-class DataProfile(NamedTuple):
+class DataProfile(Record):
     """The job's local data measured. `samples`: the seeded sample (shares, percentiles); `tail`: the rows
     with the longest text (the maximum)."""
 
@@ -120,7 +124,7 @@ class DataProfile(NamedTuple):
 # --------------------------------------------------------------------------- reading rows
 
 
-class _Rows(NamedTuple):
+class _Rows(Record):
     rows: int
     drawn: list[Any]  # the seeded sample, parsed
     tail: list[Any]  # the largest rows, parsed
@@ -293,7 +297,7 @@ _FORMATTERS = {"alpaca": _alpaca, "sharegpt": _sharegpt, "openai": _sharegpt}
 # --------------------------------------------------------------------------- profiling one dataset
 
 
-class _Measured(NamedTuple):
+class _Measured(Record):
     rows: int
     samples: list[Sample]
     tail: list[Sample]

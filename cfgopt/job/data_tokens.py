@@ -16,8 +16,8 @@ import hashlib
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.user_files import read_bounded
 
 # (latin, CJK) characters per token, the median over samples (bench/data/char_ratios.md: alpaca_en_demo and
@@ -46,7 +46,7 @@ def template_allowance() -> str:
     )
 
 
-class Counter(NamedTuple):
+class Counter(Record):
     """How a text's tokens are counted: `count(text)`, what it is (for outputs), and a key for the cache."""
 
     count: Callable[[str], int]

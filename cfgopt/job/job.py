@@ -18,15 +18,18 @@ other module loads a YAML + DeepSpeed JSON pair or knows a LLaMA-Factory default
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
+from cfgopt.text.record import Record
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.user_text import is_int
 from cfgopt.text.writer import hard_linked
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.environment import Environment
     from cfgopt.environment.stated import Fa2Outcome
     from cfgopt.job import data_location, data_profile
@@ -100,7 +103,7 @@ def ds_label(settings: Settings) -> str:
 # --------------------------------------------------------------------------- hardware
 
 
-class Hardware(NamedTuple):
+class Hardware(Record):
     """The target and GPU count a job is judged for, and whether each was stated or assumed."""
 
     target: Target

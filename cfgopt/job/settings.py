@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 from cfgopt.knowledge.schema import (
     DEEPSPEED_VERSION,
@@ -27,7 +26,10 @@ from cfgopt.knowledge.targets import TARGETS, UNSTATED, Target
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import real_path
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from cfgopt.environment import Environment
     from cfgopt.knowledge.versions import VersionRange
 
@@ -201,10 +203,13 @@ class Settings:
         )
 
 
-class PerFileSettings(Protocol):
-    """Gives each file its settings: `cfgopt.lint.project_config.Resolver` (the closest project config wins)."""
+if TYPE_CHECKING:
 
-    def settings_for(self, path: Path) -> Settings: ...
+    class PerFileSettings(Protocol):
+        """Gives each file its settings: `cfgopt.lint.project_config.Resolver` (the closest project config wins).
+        A shape for the type checker alone: nothing checks it at run time, so it costs no import of `typing`."""
+
+        def settings_for(self, path: Path) -> Settings: ...
 
 
 def per_file(settings: Settings | PerFileSettings) -> Callable[[Path], Settings]:

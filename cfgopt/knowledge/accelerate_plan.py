@@ -10,10 +10,13 @@ the config's, `fsdp_config.x` becomes `fsdp_x`; `utils/launch.py` `prepare_multi
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from cfgopt.knowledge.targets import MAX_GPUS
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import integer, is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # FullyShardedDataParallelPlugin's names, in torch's ShardingStrategy order (accelerate `FSDP_SHARDING_STRATEGY`:
 # an integer 1-5 in an older config is the same list's index + 1).
@@ -23,7 +26,7 @@ _TRUE = ("true", "1", "yes", "y", "on", "t")
 _FALSE = ("false", "0", "no", "n", "off", "f")
 
 
-class AcceleratePlan(NamedTuple):
+class AcceleratePlan(Record):
     kind: str  # "fsdp", "ddp", "deepspeed", "single" (one process, no wrapper), "unknown"
     processes: int | None = None  # num_processes: every machine's processes together
     machines: int = 1

@@ -6,7 +6,9 @@ target when the job uses it).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # transformers 5.6.0 trainer_optimizer.py:560-576 `_BITSANDBYTES_OPTIMIZERS` (the names dispatched to
 # `_get_bitsandbytes_optimizer`), plus GaLore's 8-bit AdamW, whose galore_torch class subclasses bitsandbytes'

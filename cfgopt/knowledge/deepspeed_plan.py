@@ -9,12 +9,16 @@ Apart from `cfgopt.memory.estimate`, which is its main reader, so that a lint ru
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import is_int, is_number
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-class DeepSpeedPlan(NamedTuple):
+
+class DeepSpeedPlan(Record):
     stage: int | None  # None: no DeepSpeed
     offload_optimizer: bool = False
     offload_param: bool = False

@@ -9,11 +9,14 @@ Methods: `full`, `freeze`, `lora`, `qlora` (LoRA over a `quantization_bit` base)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from cfgopt.knowledge.requirement_pins import DECLARED
 from cfgopt.text.requirements.versions import exact_version, reaches, spec_admits, stays_below, version_key
 from cfgopt.text.user_text import is_int, positive_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STAGES = ("pt", "sft", "rm", "dpo", "kto", "ppo")
 

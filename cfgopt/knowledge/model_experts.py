@@ -16,9 +16,12 @@ attention experts (JetMoE) and the rest are not counted as a dense decoder, whic
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import is_int, positive_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The keys that give a sparse layer's number of routed experts, by family (transformers' config classes map
 # them onto one another: `attribute_map`); a config.json with one above 0 is a mixture of experts.
@@ -27,7 +30,7 @@ _TOP_K_KEYS = ("num_experts_per_tok", "moe_k", "experts_per_token")  # gpt-oss w
 _MOST = 2**31 - 1  # as model_shapes.MAX_DIMENSION: the products of dimensions stay within the float range
 
 
-class Experts(NamedTuple):
+class Experts(Record):
     """What the experts of a mixture-of-experts model add to a dense decoder's count."""
 
     num_experts: int  # routed experts per sparse layer
@@ -39,7 +42,7 @@ class Experts(NamedTuple):
     dense_intermediate_size: int  # the dense layers' MLP width (Llama 4 names it `intermediate_size_mlp`)
 
 
-class _Family(NamedTuple):
+class _Family(Record):
     """One family's layout in transformers 5.6."""
 
     sparse: str  # which layers are sparse: "all", "qwen", "first_k", "ernie", "llama4" (`_sparse_layers`)

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Words that name a model family in a folder or hub name (lower case). Only used to pick which path component
 # names the model; each caller then matches its own patterns against that component.
@@ -50,14 +54,14 @@ SOURCE_NAME = "name"
 SOURCE_PARENT = "parent folder"
 
 
-class LocalModel(NamedTuple):
+class LocalModel(Record):
     """A local model folder and its `config.json` as a JSON object (read by `cfgopt/loaders/model_config.py`)."""
 
     folder: Path
     config: dict[str, Any]
 
 
-class ModelName(NamedTuple):
+class ModelName(Record):
     """What the config says of its model."""
 
     text: str  # lower case: the path component that names the model (the last one when none does)

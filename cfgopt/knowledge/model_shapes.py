@@ -21,13 +21,13 @@ out. tests/knowledge/test_model_experts.py checks the counts against the models 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from cfgopt.knowledge.model_family import LocalModel, naming_component
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import positive_int
 
 
-class ModelShape(NamedTuple):  # not a dataclass: `dataclasses` imports `inspect`, 3-5 ms of a lint run
+class ModelShape(Record):  # not a dataclass: `dataclasses` imports `inspect`, 3-5 ms of a lint run
     name: str
     hidden_size: int
     intermediate_size: int

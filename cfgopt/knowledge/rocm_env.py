@@ -4,14 +4,14 @@ script sets them (ENV010) and where `cfgopt doctor` finds them set."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cfgopt.knowledge.targets import Target
 from cfgopt.text.diagnostics import Severity
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import integer
 
 
-class DebugSwitch(NamedTuple):
+class DebugSwitch(Record):
     """A logging or debugging variable: on which platform it acts, which values turn it on, what it costs."""
 
     platform: str  # "rocm" (judged on a ROCm target or none stated), "cuda" (not on ROCm), "any"

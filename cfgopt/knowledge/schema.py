@@ -16,9 +16,13 @@ import math
 import operator
 from functools import cache, cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.versions import version_key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 LLAMAFACTORY_VERSION = "0.9.5"
@@ -66,7 +70,7 @@ def newest_version(package: str) -> str:
 # --------------------------------------------------------------------------- LLaMA-Factory
 
 
-class FieldSpec(NamedTuple):
+class FieldSpec(Record):
     name: str
     types: tuple[str, ...]
     choices: tuple[Any, ...] | None
@@ -89,7 +93,7 @@ class FieldSpec(NamedTuple):
         return bool({"int", "float"} & set(self.types)) and not ({"str", "any", "dict", "list"} & set(self.types))
 
 
-class ReportTo(NamedTuple):
+class ReportTo(Record):
     """What `report_to` may hold for the Trainer of the transformers a snapshot was taken with
     (scripts/sync_schemas.py `report_to_values` runs each through TrainingArguments and the Trainer's check)."""
 

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from cfgopt.knowledge import schema as snapshots
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 _JSON_TYPES = {

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from cfgopt.text.user_text import is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 Problem = tuple[tuple[str, ...], str]  # (location inside the section, DeepSpeed's message)
 

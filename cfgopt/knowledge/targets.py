@@ -10,17 +10,20 @@ Figures are per GPU (per GCD for MI250X) from the vendors' data sheets; docs/tar
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from cfgopt.text.document import shown
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import is_number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The most GPUs a run is judged for (`--gpus`, a project config's `gpus`, a launcher's count): the memory model
 # counts up to it, and every command refuses more alike (a launcher stating more is read as not stated).
 MAX_GPUS = 2**20
 
 
-class Target(NamedTuple):
+class Target(Record):
     name: str
     platform: str  # "rocm", "cuda" or "cpu" ("unknown": no target stated)
     device: str

@@ -20,11 +20,15 @@ import json
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.schema import newest_version, shipped_versions
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.versions import parse_spec, pip_version, spec_admits, version_key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 LABELS = {"llamafactory": "LLaMA-Factory", "deepspeed": "DeepSpeed"}
 INDEX_FILE = "version-index.json"
@@ -164,7 +168,7 @@ def is_range(value: str) -> bool:
     return any(ch in value for ch in "<>=!~^,*")
 
 
-class VersionRange(NamedTuple):
+class VersionRange(Record):
     """The releases a user's project allows, as written (`spec`) and where (`origin`: a file or an option)."""
 
     package: str
@@ -251,7 +255,7 @@ def resolve_version(package: str, cli_value: str | None = None, installed: str |
     return newest_version(package)
 
 
-class Choice(NamedTuple):
+class Choice(Record):
     """Which snapshot judges the files, and the range of releases the user's project allows (None: unknown;
     DS090 compares the defaults of the releases in it)."""
 

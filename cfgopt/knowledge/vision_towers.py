@@ -9,14 +9,17 @@ hparams/finetuning_args.py; model/model_utils/visual.py names `visual.patch_embe
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import positive_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _MOST = 2**20  # a vision dimension beyond this is no model: the products below stay small integers
 
 
-class VisionTower(NamedTuple):
+class VisionTower(Record):
     tower: int  # patch embedding and blocks (LLaMA-Factory's vision_model_keys)
     projector: int  # the merger into the language model (projector_keys)
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TextIO
 
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import display_path, shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 def render(fmt: str, result, stream: TextIO, fail_on: Severity | None = None) -> None:

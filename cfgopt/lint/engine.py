@@ -8,9 +8,8 @@ can re-lint its edited versions together with the files around them before anyth
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from cfgopt.job.settings import PerFileSettings, Settings, judged_with
+from cfgopt.job.settings import Settings, judged_with
 from cfgopt.knowledge.targets import HARDWARE_CHECKS
 from cfgopt.project import launch_jobs
 from cfgopt.project import project as job_project
@@ -23,7 +22,9 @@ from cfgopt.text.source import Kind, Source
 from cfgopt.text.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.text.timelimit import message as time_limit_message
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from cfgopt.job.settings import PerFileSettings
     from cfgopt.rules.suppressions import RuleCodes
 
 

@@ -16,11 +16,16 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cfgopt.text.diagnostics import Edit
 from cfgopt.text.document import Document
-from cfgopt.text.source import Entry, KeyPath, Node, Source, dotted
+from cfgopt.text.source import Entry, Node, Source, dotted
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cfgopt.text.source import KeyPath
 
 
 @dataclass

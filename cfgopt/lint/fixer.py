@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cfgopt.job.settings import PerFileSettings, Settings, judged_with
+from cfgopt.job.settings import Settings, judged_with
 from cfgopt.lint import unwritable
 from cfgopt.lint.engine import LintProject, build_project
 from cfgopt.lint.fix_check import apply_edits as _apply_tracked
@@ -37,6 +37,10 @@ from cfgopt.text.document import real_path
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.user_files import looked_at
 from cfgopt.text.writer import read_only
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cfgopt.job.settings import PerFileSettings
 
 MAX_PASSES = 10
 MAX_ROUNDS = 3

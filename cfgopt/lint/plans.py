@@ -10,12 +10,11 @@ finding whose knob the plan judged right (`_kept_by`), and leaves a JSON every c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cfgopt.plan.speed_knobs import JSON_SPEED_CODES, LEFT_ALONE, OWNERS
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Fix, OtherPart
 from cfgopt.text.document import real_path
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from pathlib import Path

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.environment.gpus import Resolved, resolve_target
 from cfgopt.job.settings import Settings
@@ -21,11 +20,15 @@ from cfgopt.knowledge.targets import MAX_GPUS, TARGETS, TargetError, check_name,
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import display_path, shown
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
 from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 from cfgopt.text.user_text import positive_int
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.environment import Environment
     from cfgopt.knowledge.versions import VersionRange
 
@@ -251,7 +254,7 @@ def _toml_string(value: str) -> str:
 # --------------------------------------------------------------------------- resolving
 
 
-class CommandLine(NamedTuple):
+class CommandLine(Record):
     """What the command line said; None = not given (the config file or the default decides)."""
 
     target: str | None = None

@@ -13,10 +13,13 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TextIO
 
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import display_path, shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 _COLORS = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 from cfgopt.text.diagnostics import Diagnostic
 from cfgopt.text.document import Document, real_path
+from cfgopt.text.record import Record
 from cfgopt.text.source import Entry, Node, Source
 
 FLOW_STYLE = (
@@ -27,7 +27,7 @@ MERGED_KEY = "the key comes from a YAML merge (`<<:`); edit the merged mapping b
 CHANGES_MERGED = "it would change a key a YAML merge (`<<:`) brings in; edit the merged mapping by hand"
 
 
-class Unoffered(NamedTuple):
+class Unoffered(Record):
     diagnostic: Diagnostic  # the finding as it stands: no fix
     description: str  # the fix the job written in block style gets
     why: str

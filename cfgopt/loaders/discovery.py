@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from cfgopt.text.patterns import lazy
 from cfgopt.text.requirements.files import is_requirement_file
 from cfgopt.text.source import Kind
 from cfgopt.text.user_files import looked_at
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_SUFFIXES = {".yaml", ".yml", ".json"}
 SCRIPT_SUFFIXES = {".sh", ".bash"}

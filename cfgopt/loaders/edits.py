@@ -7,11 +7,14 @@ rule then offers no fix rather than a damaging one.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from cfgopt.text.diagnostics import Edit
 from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _PLAIN_SAFE = lazy(r"^[A-Za-z_./][A-Za-z0-9_./+-]*$")
 _YAML11_SPECIAL = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}

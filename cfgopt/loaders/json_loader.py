@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from json.scanner import NUMBER_RE  # type: ignore[attr-defined]
-from typing import Any
 
 from cfgopt.text.document import Document
 from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _WS = " \t\n\r"
 # What a JSON error that looks like a comment or a trailing comma adds; which reader rejects them is CFG001's to say

@@ -18,7 +18,6 @@ The line's entries are its `key=value` words (YAML values, spans on the words); 
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,7 +26,10 @@ from cfgopt.loaders.shell import Word
 from cfgopt.loaders.yaml_loader import OmegaConfParityLoader
 from cfgopt.text.source import Argument, Entry, Node, Source
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.knowledge.schema import LlamaFactorySchema
 
 FIRST_WITH_OVERRIDES = (0, 9, 3)  # read_args with OmegaConf.from_cli (v0.9.3 hparams/parser.py L63)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from typing import NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import is_integer
 
 BLANKS = " \t"
@@ -36,7 +36,7 @@ _REDIRECTIONS = ("<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">&", ">|", ">", "&>
 _WRITES = frozenset({"<>", ">>", ">|", ">", "&>>", "&>"})  # the redirections that create their target file
 
 
-class Word(NamedTuple):
+class Word(Record):
     text: str  # the value after quote removal; expansions kept as written
     start: int
     end: int
@@ -45,7 +45,7 @@ class Word(NamedTuple):
     expanded: bool = False  # literal only through variables whose value is known (`shell.expand`)
 
 
-class Command(NamedTuple):
+class Command(Record):
     """A simple command: its words (redirections left out), from its first word to the end of its last."""
 
     words: list[Word]
@@ -94,7 +94,7 @@ def _overlaps(regions: list[tuple[int, int]], reach: list[int], start: int, end:
     return i > 0 and reach[i - 1] > start
 
 
-class Script(NamedTuple):
+class Script(Record):
     commands: list[Command]  # every simple command, in the order they start
     layout: ScriptLayout
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import pathlib
 import re
-from typing import Any
 
 import yaml
 
@@ -28,6 +27,10 @@ from cfgopt.text.document import Document
 from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, ParseError, Source
 from cfgopt.text.user_text import is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 try:  # libyaml: same marks (character offsets), much faster
     from yaml import CSafeLoader as _BaseLoader

@@ -8,13 +8,17 @@ masks", derives each constant.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
 
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, module_dims
 from cfgopt.memory.config_values import get
 from cfgopt.memory.method import Method
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 LOGITS_BYTES_PER_VOCAB = 12  # per token: bf16 logits, fp32 upcast, log-softmax and gradients (measured, 5 families)
 SOFTCAP_BYTES_PER_VOCAB = 2  # per token: Gemma 2's tanh soft-capping keeps its bf16 output (measured 2.2)
@@ -176,7 +180,7 @@ def _eager_scores(shape: ModelShape, seqs: int, seq: int, layers_kept: int) -> f
     return scores * (EAGER_SAVED_BYTES * layers_kept + EAGER_BACKWARD_BYTES)
 
 
-class Activity(NamedTuple):
+class Activity(Record):
     """What the micro-batch itself costs, in bytes (one layer's per token, then the totals)."""
 
     per_layer: float

@@ -6,9 +6,12 @@ holds them) and parameter counts, bitsandbytes' bytes per quantized parameter. B
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from cfgopt.knowledge.model_shapes import ModelShape
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GIB = 2**30
 
@@ -31,7 +34,7 @@ BNB8_BYTES = 1.0
 OTHER_QUANT_OVERHEAD = 0.03  # per parameter beyond bits/8: GPTQ/AWQ group scales and zeros (group 128, 16-bit)
 
 
-class Component(NamedTuple):
+class Component(Record):
     """One part of the peak per GPU: a new knob that costs memory is one more of these."""
 
     name: str

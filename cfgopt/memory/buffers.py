@@ -8,13 +8,16 @@ all-gather buckets), ZeRO-3's step moments (the clipping norm's fp64 copy, fp16'
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory.base import GIB, STATES, Component, embedding_params, layer_params
 from cfgopt.memory.batch import Batch
 from cfgopt.memory.config_values import get
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 NEAT_MASK_BYTES = 8  # per (b, s, s) element: the 4D mask of neat_packing without fa2 (fit to V13 vs V7)
 ISINF_BYTES = 3  # per 16-bit element: torch.isinf is `abs() == inf`, a 16-bit copy and a bool mask (H200: 3.0)

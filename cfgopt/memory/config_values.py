@@ -5,9 +5,11 @@ beyond `MAX_COUNT` reads as None, and the model does not count with it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from cfgopt.text.user_text import is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def get(config: dict[str, Any], key: str) -> Any:

@@ -20,8 +20,6 @@ path can use it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan, deepspeed_plan
@@ -44,7 +42,12 @@ from cfgopt.memory.model_parts import model_caveats
 from cfgopt.memory.result import HEADROOM, MemoryEstimate
 from cfgopt.memory.sharding import ddp_buckets, fsdp_buffers, fsdp_states, mixed_precision
 from cfgopt.memory.states import States, late_embedding_gradient, model_states, quantization_bits
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import is_number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "DEFAULT_FILL",
@@ -181,7 +184,7 @@ def estimate(
     )
 
 
-class _Run(NamedTuple):
+class _Run(Record):
     """How the run is spread and cast: its DeepSpeed plan, the accelerate launch counted ("fsdp", "ddp" or None)
     and its FSDP plan, whether it trains in 16 bits, and the ZeRO stage whose arithmetic the activations follow
     (FSDP's mixed precision casts the module's parameters to 16 bits as the DeepSpeed engine does: stage 0's

@@ -7,13 +7,16 @@ docs/memory.md, "Model states" (the trainable counts) and "Stages and methods".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, fused_experts, layer_params, linear_modules, module_dims
 from cfgopt.memory.config_values import get, integer_at, split_names
 from cfgopt.text.user_text import is_number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 LORA_DROPOUT_BYTES = 1  # per input feature of each adapted linear (measured +9.4 GiB at 8192 tokens, §5.3)
 OFT_INPUT_BYTES = 2  # per input feature of each adapted linear: the rotated input (not measured)

@@ -6,11 +6,13 @@ else named as left out). docs/memory.md, "Mixture of experts and multimodal towe
 
 from __future__ import annotations
 
-from typing import Any
-
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory.base import GIB, quantized_bytes_per_param
 from cfgopt.memory.method import frozen_towers
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def model_caveats(

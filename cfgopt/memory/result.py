@@ -8,9 +8,12 @@ each figure comes from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from cfgopt.memory.base import ALWAYS_SHOWN, HOST, PHASES, STATES, Component
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STATE_PARTS = ("weights", "gradients", "embedding gradient", "optimizer states")  # the components of `states_gib`
 ALLOCATOR_MARGIN = 0.08  # reserved above allocated: 4-10 % on the packed H200 runs, 6 % in §5.3

@@ -7,8 +7,6 @@ docs/memory.md, "FSDP and DDP", derives each term.
 
 from __future__ import annotations
 
-from typing import Any
-
 from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory.base import GIB, STATES, Component, embedding_params, layer_params
@@ -16,6 +14,10 @@ from cfgopt.memory.batch import Batch
 from cfgopt.memory.config_values import get
 from cfgopt.memory.method import Method
 from cfgopt.memory.states import States, optimizer_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GATHERED_UNITS = 2  # the unit computing and the one prefetched (forward / backward prefetch)
 _ACCELERATE = "accelerate 1.11"

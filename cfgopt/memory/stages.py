@@ -8,11 +8,14 @@ arithmetic.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory.base import GIB, HOST, STATES, Component, linear_modules, model_bytes, module_dims
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Per token and vocabulary entry of a no-grad forward that computes log-probabilities (the reference model's, and
 # KTO's KL forward): `model(...).logits.to(torch.float32)` frees the bf16 logits once upcast, then
@@ -40,7 +43,7 @@ VALUE_HEAD_STATE_BYTES = 4 + 4 + 8
 KTO_SPLIT_LOGITS_BYTES_PER_VOCAB = 4
 
 
-class StageRun(NamedTuple):
+class StageRun(Record):
     """What the stage components need to know about the run (from `cfgopt.memory.estimate.estimate`)."""
 
     stage: str
@@ -180,7 +183,7 @@ def ppo_components(
     return out
 
 
-class DoraExtras(NamedTuple):
+class DoraExtras(Record):
     trainable: int  # the magnitude vectors: one per output feature of each adapted linear and layer
     bytes_per_layer: float  # activation bytes per token and layer
     norm_bytes: float  # the weight norm's transient for the largest adapted linear

@@ -8,7 +8,6 @@ states" and "Calibration", says where each constant comes from.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
 
 from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan
@@ -18,6 +17,11 @@ from cfgopt.memory.batch import Batch
 from cfgopt.memory.buffers import bucket_elements
 from cfgopt.memory.config_values import get, integer_at
 from cfgopt.memory.method import Method
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
 ZERO3_STEP_BYTES = 6  # per parameter of one sub-group: ZeRO-3's fp32 gradients and step temporaries
@@ -70,7 +74,7 @@ def optimizer_bytes(optim: Any, pure_bf16: bool, notes: list[str]) -> tuple[floa
     return (per / 2 if pure_bf16 else per), True
 
 
-class States(NamedTuple):
+class States(Record):
     """Model states per GPU, in bytes."""
 
     weights: float

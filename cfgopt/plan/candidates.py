@@ -4,8 +4,6 @@ less those a rule calls a failure, each left out with its reason (`cfgopt.plan.r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from cfgopt.job.job import Job
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.deepspeed_plan import at_stage
@@ -15,8 +13,10 @@ from cfgopt.plan.expected_speed import hardware_gpus, stochastic_rounding_ok
 from cfgopt.plan.reasons import REFUSED, Rejection
 from cfgopt.plan.speed_knobs import OWNERS, liger_plannable
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 
 def planned_knobs(job: Job) -> tuple[str, ...]:

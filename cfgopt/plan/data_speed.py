@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 from cfgopt.text.user_text import positive_int
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.data_lengths import Padding
     from cfgopt.job.data_profile import DataProfile

@@ -4,13 +4,13 @@ the job's own data (`cfgopt.plan.data_speed`) change in them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
 from cfgopt.job.job import GPUS_IF_UNSTATED_SPEND, Job
 from cfgopt.knowledge import methods
 from cfgopt.plan import space
 from cfgopt.plan.priors import PRIORS, prior_speed
+from cfgopt.text.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.plan.data_speed import DataTerm
 
@@ -55,7 +55,7 @@ SR_FASTER_FROM = 6_000_000_000
 SR_SMALL_SPEED = 0.72
 
 
-class Runtime(NamedTuple):
+class Runtime(Record):
     """What the job's environment runs of a candidate's knobs, for its speed (`runtime_of`)."""
 
     # `fa2` runs FlashAttention-2 (`Job.fa2_outcome`); else it is ranked as `fa2_fallback`: without flash-attn

@@ -16,11 +16,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.text.document import real_path
+from cfgopt.text.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.job.job import Job
     from cfgopt.memory.result import MemoryEstimate
     from cfgopt.text.source import Source
@@ -68,7 +71,7 @@ def unneeded_offloads(
         yield block, estimates
 
 
-class FixedJson(NamedTuple):
+class FixedJson(Record):
     """The job's DeepSpeed config as the run's own fixes of its JSON leave it, and what they remove."""
 
     deepspeed: dict[str, Any] | None

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from typing import Any, NamedTuple
 
 from cfgopt.knowledge.deepspeed_plan import dropped_below_stage3
 from cfgopt.loaders import edits
 from cfgopt.text.diagnostics import Edit
+from cfgopt.text.record import Record
 from cfgopt.text.source import Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PRECISION_SWITCHES = ("fp16", "bf16", "pure_bf16")
 
 
-class KnobEdits(NamedTuple):
+class KnobEdits(Record):
     edits: list[Edit]  # sorted; insertions at one offset merged, so no two edits touch
     failed: list[str]  # keys that cannot be edited in place (nothing for them is among `edits`)
     renamed: dict[str, str]  # old key -> new key: the old key is gone, which LLaMA-Factory reads as off

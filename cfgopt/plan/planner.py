@@ -27,8 +27,6 @@ speed findings. Plans are memoized on the job and shared between jobs whose plan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from cfgopt.job.job import GPUS_IF_UNSTATED_SPEND, Job
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.deepspeed_plan import at_stage
@@ -61,7 +59,10 @@ from cfgopt.plan.wording import (
     remarks_of,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.text.diagnostics import Edit
     from cfgopt.text.source import Source
 

@@ -31,9 +31,12 @@ no statistics, no temporary files)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from cfgopt.text.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.plan.space import Knobs
 
 PRIORS: dict[str, Any] = {
@@ -98,7 +101,7 @@ def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft") -> float:
     return score
 
 
-class Rank(NamedTuple):
+class Rank(Record):
     """The order of candidates, the planner's and tune's alike: the fastest expected first, then the smaller
     estimated peak, then fewer changes from the user's config, then the order they were made in. Sorting by it
     is what makes `cfgopt fix --unsafe-fixes` write tune's top prediction."""

@@ -8,16 +8,20 @@ path (the planner): a NamedTuple, no dataclass.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
 
 from cfgopt.plan.space import KNOB_NAMES, NUMERICS, REFUSED, Knobs
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MEMORY = "memory"  # estimated not to fit, or no estimate to say it fits
 PACKAGE = "package"  # needs a package not known to be installed where the run happens
 __all__ = ["MEMORY", "NUMERICS", "PACKAGE", "REFUSED", "Rejection"]
 
 
-class Rejection(NamedTuple):
+class Rejection(Record):
     kind: str  # MEMORY, PACKAGE, REFUSED or NUMERICS
     knob: str | None  # the knob (cfgopt.plan.space.KNOB_NAMES) whose value is refused; None: the whole candidate
     why: str

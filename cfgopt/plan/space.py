@@ -14,11 +14,15 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from cfgopt.environment.probe import Platform
 from cfgopt.knowledge import methods
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import positive_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KNOB_NAMES = ("micro", "gc", "attn", "packing", "liger", "zero", "precision", "optim")
 
@@ -138,7 +142,7 @@ def zero_of(ds: dict[str, Any] | None) -> str:
     return f"z{stage}" + ("_offload" if offloaded else "")
 
 
-class Knobs(NamedTuple):
+class Knobs(Record):
     """One candidate configuration. A NamedTuple, not a dataclass: the speed planner runs on the lint path,
     where creating a dataclass costs start-up time (docs/architecture.md)."""
 
@@ -217,7 +221,7 @@ def divisors(n: int, cap: int) -> list[int]:
     return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
 
 
-class SpaceOptions(NamedTuple):
+class SpaceOptions(Record):
     gpus: int = 1
     allow_packing: bool = False
     max_micro: int = 64

@@ -8,8 +8,7 @@ findings never loads it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
 

@@ -4,11 +4,12 @@ why it left each other candidate out; the plan the job would get with the packag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from cfgopt.plan import space
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.job.job import Hardware
     from cfgopt.plan.reasons import Rejection
 

@@ -5,8 +5,6 @@ choices left to the user, said and never applied). The plan itself is `cfgopt.pl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.versions import release_spans
 from cfgopt.plan import space
@@ -15,8 +13,10 @@ from cfgopt.plan.reasons import MEMORY, NUMERICS, why_not
 from cfgopt.plan.speed_knobs import PACKAGES
 from cfgopt.text.user_text import positive_int
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from cfgopt.job.job import Job
     from cfgopt.plan.data_speed import DataTerm

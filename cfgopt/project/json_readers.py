@@ -25,13 +25,14 @@ import os
 import re
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt.loaders import discovery
 from cfgopt.project.project import MAX_FILE_BYTES, resolve_reference
 from cfgopt.text.document import Document, DocumentError, real_path
+from cfgopt.text.record import Record
 from cfgopt.text.user_files import read_bounded, repository_of
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -44,7 +45,7 @@ MAX_SEARCHED = 50_000
 _READERS = frozenset({".yaml", ".yml", *discovery.SCRIPT_SUFFIXES})
 
 
-class OutsideReaders(NamedTuple):
+class OutsideReaders(Record):
     """The configs outside the run found reading the JSON, and why the search stopped early ("" where it looked at
     every file). Either keeps the JSON as it is (`keeps_json`)."""
 

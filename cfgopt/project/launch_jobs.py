@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
 
 from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.text.source import Kind, Source
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from cfgopt.job.settings import Settings
     from cfgopt.text.diagnostics import Diagnostic

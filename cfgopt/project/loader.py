@@ -5,12 +5,12 @@ read."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cfgopt.project.project import Project, build_project, missing_reason
 from cfgopt.text.source import Kind
 from cfgopt.text.user_files import looked_at
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
     from cfgopt.job.settings import Settings

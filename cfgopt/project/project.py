@@ -13,9 +13,8 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from cfgopt.job.settings import PerFileSettings, Settings, per_file
+from cfgopt.job.settings import Settings, per_file
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
 from cfgopt.loaders import discovery
@@ -23,19 +22,24 @@ from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.project import launch_jobs
 from cfgopt.text.document import Document, DocumentError, encode, real_path
+from cfgopt.text.record import Record
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.text.timelimit import message as time_limit_message
 from cfgopt.text.user_files import ProjectScope, UnsafeFileError, looked_at, read_bounded
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from cfgopt.job.job import Job
+    from cfgopt.job.settings import PerFileSettings
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 _NOT_JSON = "is not JSON: the HF Trainer reads it with json.load and stops at start-up"
 
 
-class FileProblem(NamedTuple):
+class FileProblem(Record):
     """A file cfgopt could not read or parse: reported, exit code 2, and the other files still linted."""
 
     path: Path
@@ -447,7 +451,8 @@ class Project:
             self.quiet.add(key)
 
 
-P = TypeVar("P", bound=Project)
+if TYPE_CHECKING:
+    P = TypeVar("P", bound=Project)  # the class of project a caller asks `load_project` for
 
 
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from cfgopt.project.project import Context
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from cfgopt.text.record import Record
 from cfgopt.text.source import Entry, Kind, Node, Source
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
     from cfgopt.job.settings import Settings
     from cfgopt.rules.suppressions import Matched
 
 
-class ProjectView(NamedTuple):
+class ProjectView(Record):
     """What a project-level rule (`Rule.check_project`) sees, once every file's rules ran and the
     suppressions were applied: each file's settings and the suppression comments found (None: none)."""
 

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from cfgopt.rules.base import ProjectView, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import real_path
 from cfgopt.text.source import Kind
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # imported when there is a suppression to judge, not on every lint run
     from cfgopt.job.settings import Settings
     from cfgopt.rules.suppressions import RuleCodes, Suppression

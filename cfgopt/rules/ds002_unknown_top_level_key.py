@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
 
 from cfgopt.knowledge import schema, versions
 from cfgopt.loaders import edits
@@ -11,6 +10,10 @@ from cfgopt.rules.support.deepspeed import validate_section
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class UnknownTopLevelKey(Rule):

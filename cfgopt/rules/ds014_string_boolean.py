@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # pydantic 2 lax-mode bool strings (what DeepSpeed's strict sections accept), case-insensitive.
 TRUE_WORDS = {"true", "yes", "on", "1", "t", "y"}

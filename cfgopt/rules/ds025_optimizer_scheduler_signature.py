@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import cache
-from typing import Any
 
 from cfgopt.knowledge.schema import SCHEMA_DIR
 from cfgopt.rules.base import Context, Rule
@@ -14,6 +13,10 @@ from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Entry, Kind
 from cfgopt.text.user_text import is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 ONE_BIT = ("onebitadam", "zerooneadam", "onebitlamb")
 

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 from cfgopt.knowledge.schema import ds_section_values
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Edit, Severity
 from cfgopt.text.source import Entry, Kind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The HF Trainer (every LLaMA-Factory run) fills its "auto" keys by walking these dotted paths with `.get`
 # (optimizer.params.*, scheduler.params.*, fp16.enabled, bf16.enabled, zero_optimization.stage): any value there

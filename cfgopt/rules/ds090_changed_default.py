@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 from cfgopt.knowledge import schema, versions
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind, Node
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # What a value means, where the number alone does not say it (wording only; the defaults are the snapshots').
 MEANING = {

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from cfgopt.knowledge import schema
 from cfgopt.knowledge.targets import Target
@@ -12,6 +11,10 @@ from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_
 from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Values whose meaning is certain: the mapping is safe.
 SAFE_ALIASES: dict[str, dict[Any, str]] = {

@@ -3,13 +3,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from typing import Any
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import on, top_entries, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 from cfgopt.text.user_text import as_float, is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Schedulers that need a floor through `lr_scheduler_kwargs` (transformers 5.6.0 optimization.py L372-377, L452-457)
 MIN_LR_SCHEDULERS = ("cosine_with_min_lr", "cosine_warmup_with_min_lr")

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, is_set, is_train_group, on, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import is_number
 
 # Optimizers built from torch.optim, whose constructor refuses `not 0.0 <= lr` (torch/optim/adam.py L58-59,
@@ -17,7 +17,7 @@ TORCH_OPTIMIZERS = frozenset({"adamw_torch", "adamw_torch_fused", "sgd", "adagra
 CUSTOM_OPTIMIZERS = ("use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon")
 
 
-class Bound(NamedTuple):
+class Bound(Record):
     """A value the code that reads the key refuses, and where."""
 
     refused: Callable[[int | float], bool]  # the code's own test on the number as written (NaN goes where it goes)

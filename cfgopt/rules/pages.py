@@ -4,7 +4,9 @@ never differ."""
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PAGES_DIR = "rules"  # the rule catalog (README.md) and one page per rule, relative to the repository root
 

@@ -27,7 +27,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cfgopt.loaders.shell import layout as shell_layout
 from cfgopt.text.diagnostics import Applicability, Diagnostic, Edit, Fix
@@ -35,6 +34,7 @@ from cfgopt.text.document import BREAK_CHARS, Document, real_path
 from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind, Node, Source
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
 
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
@@ -18,8 +17,13 @@ from cfgopt.rules.support.ds_blocks import (
     trainer_warmup,
 )
 from cfgopt.text.diagnostics import Diagnostic, Severity
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Entry, Kind, Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # A scheduler that never decays: a warning even for a DeepSpeed JSON judged alone, as is one that ignores the
 # training config's learning rate (`ignores_learning_rate`); the others replace the Trainer's schedule with a
@@ -27,7 +31,7 @@ from cfgopt.text.source import Entry, Kind, Source
 NEVER_DECAYS = ("WarmupLR", "LRRangeTest")
 
 
-class Block(NamedTuple):
+class Block(Record):
     """An `optimizer` / `scheduler` block as DeepSpeed reads it."""
 
     entry: Entry

@@ -19,11 +19,12 @@ import re
 from bisect import bisect_right
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from cfgopt.text.diagnostics import Applicability, Diagnostic
 from cfgopt.text.document import line_starts, real_path
+from cfgopt.text.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.job.settings import Settings
     from cfgopt.lint.engine import LintResult
@@ -36,24 +37,24 @@ Position = tuple[int, int]  # (line, UTF-16 character), both 0-based
 LARGE = 1 << 20
 
 
-class Span(NamedTuple):
+class Span(Record):
     start: Position
     end: Position
 
 
-class TextEdit(NamedTuple):
+class TextEdit(Record):
     span: Span
     text: str
 
 
-class Completion(NamedTuple):
+class Completion(Record):
     label: str
     detail: str
     documentation: str
     kind: str  # "key" or "value"
 
 
-class Problem(NamedTuple):
+class Problem(Record):
     """A file that could not be read as a config, or a project config that cannot be used: at its first line."""
 
     message: str
@@ -116,7 +117,7 @@ def span_of(d: Diagnostic) -> Span:
     return Span(_to_lsp(d.document, d.start), _to_lsp(d.document, max(d.start, d.end)))
 
 
-class OpenDocument(NamedTuple):
+class OpenDocument(Record):
     text: str
     version: int | None
 

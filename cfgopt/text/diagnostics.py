@@ -5,9 +5,13 @@ from __future__ import annotations
 import contextlib
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from cfgopt.text.document import Document, display_path, real_path
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Severity(IntEnum):
@@ -36,7 +40,7 @@ class Applicability(str, Enum):
         return self.value
 
 
-class Edit(NamedTuple):
+class Edit(Record):
     """Replace text[start:end] with `text`. Offsets are characters in `Document.text`."""
 
     start: int
@@ -44,7 +48,7 @@ class Edit(NamedTuple):
     text: str
 
 
-class OtherPart(NamedTuple):
+class OtherPart(Record):
     """The part of a fix that another file's finding carries (a speed plan's ZeRO stage, written in its DeepSpeed
     JSON): the fixer says the fix was applied in part where that part is not written."""
 
@@ -53,7 +57,7 @@ class OtherPart(NamedTuple):
     words: str  # the part, as the fix's description names it: "ZeRO-2 (in ds_z3.json)"
 
 
-class Fix(NamedTuple):
+class Fix(Record):
     description: str
     applicability: Applicability
     edits: list[Edit]

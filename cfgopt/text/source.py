@@ -8,11 +8,15 @@ at the exact key or value text when they report or fix something.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, NamedTuple
 
 from cfgopt.text.document import Document
+from cfgopt.text.record import Record
 
-KeyPath = tuple[Any, ...]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    KeyPath = tuple[Any, ...]  # a value's place: keys and list indices from the document's root
 
 
 class Kind(str, Enum):
@@ -69,7 +73,7 @@ class Node:
         return self.entries is not None
 
 
-class Argument(NamedTuple):
+class Argument(Record):
     """A command-line entry as its words are written in the script. Offsets inside a word hold only where the
     word is `verbatim` (no quote, escape or expansion: `"--flash_attn=Fa"` decodes to a shorter text), so an
     edit of any other word replaces the whole word (`cfgopt.loaders.edits`)."""
@@ -125,7 +129,7 @@ def dotted(path: KeyPath) -> str:
     return out
 
 
-class ParseError(NamedTuple):
+class ParseError(Record):
     message: str
     offset: int = 0
 

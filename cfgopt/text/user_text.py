@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TypeGuard
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _SIGNED = re.compile(r"[+-]?[0-9]+", re.ASCII)

@@ -9,11 +9,15 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from cfgopt.plan import space
 from cfgopt.tune import search
-from cfgopt.tune.session import Session
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cfgopt.tune.session import Session
 
 
 class CannotSearch(Exception):

@@ -16,13 +16,18 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from cfgopt.text import termination
 from cfgopt.tune import report, search, winner
 from cfgopt.tune.candidates import CannotSearch, candidates_for
-from cfgopt.tune.session import Session, load_tune_job, real_session
+from cfgopt.tune.session import load_tune_job, real_session
 from cfgopt.verify import processes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cfgopt.tune.session import Session
 
 
 def _tune(args: argparse.Namespace, job: Any, session: Session, work: Path, warmup: int, gpus: int, say) -> int:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from cfgopt.text.writer import write_report
 from cfgopt.tune import search
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _f(value: Any, pattern: str) -> str:

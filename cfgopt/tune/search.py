@@ -31,7 +31,6 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cfgopt.knowledge import methods
 from cfgopt.plan import reasons
@@ -40,9 +39,13 @@ from cfgopt.plan.space import KNOB_NAMES, Knobs
 from cfgopt.text.user_text import is_number
 from cfgopt.text.writer import write_new
 
-OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-Fits = Callable[[dict[str, Any]], "tuple[bool, float | None]"]
+    Fits = Callable[[dict[str, Any]], "tuple[bool, float | None]"]
+
+OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
 
 
 def is_oom(text: str | None) -> bool:

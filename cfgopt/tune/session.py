@@ -14,7 +14,6 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 from cfgopt.environment import probe
 from cfgopt.job.job import lf_values
@@ -23,15 +22,19 @@ from cfgopt.tune import search
 from cfgopt.verify.comparison import summarize
 from cfgopt.verify.options import default_cache_dir
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
-class Session(Protocol):
-    """What the command needs from the machine: the platform, assets, one run, the memory check."""
+    class Session(Protocol):
+        """What the command needs from the machine: the platform, assets, one run, the memory check. A shape for
+        the type checker alone (nothing checks it at run time): `RealSession` and the tests' sessions match it."""
 
-    def platform(self) -> space.Platform: ...
-    def prepare(self) -> None: ...
-    def asset_id(self) -> str: ...
-    def measure(self, candidate: search.Candidate) -> search.Measurement: ...
-    def fits(self) -> search.Fits: ...
+        def platform(self) -> space.Platform: ...
+        def prepare(self) -> None: ...
+        def asset_id(self) -> str: ...
+        def measure(self, candidate: search.Candidate) -> search.Measurement: ...
+        def fits(self) -> search.Fits: ...
 
 
 def measurement_from(result: Any, warmup: int) -> search.Measurement:

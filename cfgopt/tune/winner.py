@@ -10,13 +10,16 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cfgopt.loaders.yaml_loader import load_yaml
 from cfgopt.plan import space
 from cfgopt.plan.knob_edits import knob_edits
 from cfgopt.text.document import Document
 from cfgopt.tune import search
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from cfgopt.job.job import Job
 from cfgopt.job.settings import Settings
@@ -19,6 +18,10 @@ from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.writer import write_report
 from cfgopt.verify import comparison, flops, numerics, processes, runner
 from cfgopt.verify.machine import prepare_assets_saying, run_settings, run_target
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def say_plan(job: Job, say) -> None:

@@ -19,9 +19,12 @@ import io
 import json
 import statistics
 from pathlib import Path
-from typing import Any
 
 from cfgopt.text.writer import write_new
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FLOP_CONVENTION = (
     "MFU counts 2N forward + 2N activation-gradient + 2N_trainable weight-gradient FLOPs per "

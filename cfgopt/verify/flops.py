@@ -13,12 +13,15 @@ with the job's shape where the worker could not count.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cfgopt.knowledge import model_experts
 from cfgopt.knowledge.model_family import LocalModel
 from cfgopt.knowledge.model_shapes import ModelShape, language_config, shape_for, uncountable
 from cfgopt.text.user_text import is_int
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def token_parameters(config: dict[str, Any], args: dict[str, Any], parameters: int, trainable: int | None) -> dict:

@@ -5,10 +5,13 @@ prepared for the runs, saying what is built where."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cfgopt.job.settings import Settings
 from cfgopt.verify import runner
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def run_target(given: str | None) -> tuple[str | None, str]:

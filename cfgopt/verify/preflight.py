@@ -14,10 +14,13 @@ import argparse
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
 
 from cfgopt.verify.options import default_cache_dir
 from cfgopt.verify.synthetic_meta import unsupported_stage
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PACKAGES = ("torch", "transformers", "llamafactory")
 

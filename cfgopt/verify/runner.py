@@ -19,13 +19,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cfgopt.knowledge.model_shapes import ModelShape, shape_for
 from cfgopt.loaders.model_config import local_model, model_config
 from cfgopt.project.project import resolve_reference
 from cfgopt.text.user_files import read_bounded
 from cfgopt.verify.processes import kill_tree
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 HARMLESS = {
     "save_strategy": "no",

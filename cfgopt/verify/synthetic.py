@@ -13,12 +13,15 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from cfgopt.text.user_files import read_text_bounded
 from cfgopt.text.user_text import integer
 from cfgopt.verify import synthetic_meta
 from cfgopt.verify.synthetic_meta import SUPPORTED_TEMPLATES  # noqa: F401 - one list, shared
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _PARTIAL = ".building-"
 

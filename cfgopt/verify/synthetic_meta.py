@@ -11,12 +11,16 @@ ones its data/parser.py `DatasetAttr.join` and data/converter.py `AlpacaDatasetC
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from cfgopt.text.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SUPPORTED_TEMPLATES = {"llama3", "qwen", "qwen3", "qwen3_nothink", "default", "empty", "chatml"}
 
 
-class DataKind(NamedTuple):
+class DataKind(Record):
     """One kind of synthetic dataset: its name in dataset_info.json, its cache folder, its entry there and
     what the run's notes call it."""
 

@@ -20,7 +20,10 @@ This module only calls tensor methods: it imports nothing heavy and runs on the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 IGNORE_INDEX = -100  # LLaMA-Factory's label of a token not trained on (prompt, padding)
 

@@ -14,12 +14,15 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 from cfgopt.knowledge.targets import target_for_device  # a table only: the worker stays import-light
 from cfgopt.text.writer import write_new  # likewise
 from cfgopt.verify import flops, synthetic_meta  # likewise
 from cfgopt.verify.tokens import count_batch, step_capacity  # tensor methods only
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _write(path: str, data: dict[str, Any]) -> None:

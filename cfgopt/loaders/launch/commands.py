@@ -4,8 +4,6 @@ at each call, the environment followed, each launch's `Source` built where it st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cfgopt.loaders import shell
 from cfgopt.loaders.launch.cut_off import cut_off_arguments
 from cfgopt.loaders.launch.environment import ScriptEnvironment
@@ -19,6 +17,7 @@ from cfgopt.loaders.shell import Word
 from cfgopt.text.document import Document
 from cfgopt.text.source import Source
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.knowledge.schema import LlamaFactorySchema
 

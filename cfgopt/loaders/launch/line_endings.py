@@ -11,12 +11,12 @@ that holds a CR or without the lines below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
 from cfgopt.loaders import shell
 from cfgopt.loaders.launch.source import launch_source
 from cfgopt.loaders.shell import Word
+from cfgopt.text.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.knowledge.schema import LlamaFactorySchema
     from cfgopt.loaders.launch.environment import ScriptEnvironment
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 CR = "\r"
 
 
-class CarriageReturn(NamedTuple):
+class CarriageReturn(Record):
     """The first CR bash reads into a launch, and what it does there."""
 
     at: int  # the CR's offset

@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from cfgopt.loaders.launch.options import gpu_count, is_script_path, read_options, wrapper_options
 from cfgopt.loaders.launch.prefixes import skip_prefixes
 from cfgopt.loaders.shell import Word
+from cfgopt.text.record import Record
 
 SUBCOMMAND_GROUP = {
     "train": "train",
@@ -27,7 +27,7 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 _SIGNATURE_KEYS = ("--stage", "--finetuning_type", "--template")
 
 
-class Launch(NamedTuple):
+class Launch(Record):
     """One launch of LLaMA-Factory found in a script."""
 
     name: Word  # the word that names what runs (`llamafactory-cli`, `deepspeed`, `python`, ...)

@@ -5,8 +5,6 @@ precision, environment, accelerate's options).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cfgopt.loaders import overrides, shell
 from cfgopt.loaders.launch.environment import ScriptEnvironment
 from cfgopt.loaders.launch.gpus import launcher_gpus
@@ -15,6 +13,7 @@ from cfgopt.loaders.shell import Word
 from cfgopt.text.document import Document
 from cfgopt.text.source import Argument, Entry, Kind, Node, Source
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.knowledge.schema import LlamaFactorySchema
 

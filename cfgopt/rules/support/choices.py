@@ -15,13 +15,13 @@ that is certain (a safe fix).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cfgopt.rules.base import Context
 from cfgopt.rules.support.llamafactory import as_list, distributed, on, value_of
+from cfgopt.text.record import Record
 
 
-class Outside(NamedTuple):
+class Outside(Record):
     outcome: str  # what happens, a clause that follows "LLaMA-Factory <version> "
     evidence: str
     fails: bool = False

@@ -4,11 +4,13 @@ must equal the training config's, "auto" is filled from it, absent keys are not 
 
 from __future__ import annotations
 
-from typing import Any
-
 from cfgopt.job import job
 from cfgopt.knowledge import schema
 from cfgopt.text.source import Source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lf_value(consumer: Source, key: str, lf: schema.LlamaFactorySchema) -> Any:

@@ -4,14 +4,15 @@ few `stat` calls: nothing is read unless `dataset_info.json` is found in the pro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from cfgopt.rules.support.llamafactory import training
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import display_path
 from cfgopt.text.user_text import is_int
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.job.data_location import LocalData
     from cfgopt.job.data_profile import DataProfile
     from cfgopt.rules.base import Context

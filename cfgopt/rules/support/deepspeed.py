@@ -3,15 +3,18 @@ snapshot does (its version, for messages, is `ctx.ds_label`)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from cfgopt.knowledge import schema, schema_validators
 from cfgopt.rules.base import Context
+from cfgopt.text.record import Record
 from cfgopt.text.source import Entry, Node, Source
 from cfgopt.text.user_text import is_int
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-class SectionError(NamedTuple):
+
+class SectionError(Record):
     section: Entry  # the top-level entry, e.g. zero_optimization
     loc: tuple[Any, ...]  # inside the section, as pydantic reports it (input key names)
     type: str

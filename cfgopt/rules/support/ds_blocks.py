@@ -12,11 +12,15 @@ out takes the default of the class DeepSpeed builds, whatever the training confi
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
 
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.versions import version_key
 from cfgopt.text.source import Source
 from cfgopt.text.user_text import is_int, is_number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The HF Trainer's `fill_match` keys of an optimizer block -> the TrainingArguments fields it fills them from
 # (transformers 5.6.0 integrations/deepspeed.py:160-167; 4.41.2 :161-168).
@@ -102,7 +106,7 @@ def same_number(a: Any, b: Any) -> bool:
         return a == b
 
 
-class Warmup(NamedTuple):
+class Warmup(Record):
     """The warm-up the HF Trainer fills `warmup_num_steps: "auto"` with, where the config alone says it."""
 
     steps: int | None  # None: it depends on the run's step count (a ratio), unknown before the data is loaded

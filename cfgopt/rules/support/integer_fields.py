@@ -13,10 +13,10 @@ each failure raised with the real library by tests/oracle/test_integral_floats.p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cfgopt.rules.base import Context
 from cfgopt.rules.support.llamafactory import is_train_group, number, on, packing_on, training, value_of
+from cfgopt.text.record import Record
 
 _LOOP = (
     "the Trainer's loop stops on it at train start (`'float' object cannot be interpreted as an integer`, TypeError)"
@@ -24,7 +24,7 @@ _LOOP = (
 _LOADER = "the Trainer's DataLoader stops on it at train start (TypeError)"
 
 
-class IntegerUse(NamedTuple):
+class IntegerUse(Record):
     """The code that needs an int, and whether the judged job reaches it with this value."""
 
     where: str

@@ -13,12 +13,13 @@ count).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from cfgopt.job.job import GPUS_IF_UNSTATED_OOM, GPUS_IF_UNSTATED_SPEND
 from cfgopt.rules.base import Context
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the memory model is imported by `Job.estimate`, only where an estimate is sound
+    from typing import Any
+
     from cfgopt.memory import estimate as memory
 
 __all__ = ["GPUS_IF_UNSTATED_OOM", "GPUS_IF_UNSTATED_SPEND", "estimate_ctx", "gpus", "gpus_stated", "top3"]

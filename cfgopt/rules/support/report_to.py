@@ -10,14 +10,16 @@ a list typed here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
-
 from cfgopt.knowledge.schema import ReportTo
 from cfgopt.loaders import edits
 from cfgopt.rules.support.llamafactory import is_train_group, read_by_argparse, value_of
 from cfgopt.text import suggest
+from cfgopt.text.record import Record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from cfgopt.rules.base import Context, Rule
     from cfgopt.text.diagnostics import Fix
     from cfgopt.text.source import Entry
@@ -28,7 +30,7 @@ OFF_WORDS = frozenset({"none", "null", "false", "no", "off"})
 OFF = "none"  # the word TrainingArguments reads as no reporting
 
 
-class Refused(NamedTuple):
+class Refused(Record):
     """A `report_to` value the Trainer refuses, with what the message and the fix need."""
 
     item: Any  # the first item the Trainer names in its error, as it holds it

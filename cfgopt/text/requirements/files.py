@@ -3,8 +3,7 @@ indexes it names, as the requirement rules lint it (`requirement_pins`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cfgopt.text.requirements.requirement import Pin
 

@@ -20,9 +20,9 @@ import codecs
 import re
 import warnings
 from pathlib import Path
-from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
 
 UTF8_BOM = b"\xef\xbb\xbf"
 # pip's BOMS in its order, as they match on a little-endian node: (mark, codec of the rest, name in messages)
@@ -48,7 +48,7 @@ class RequirementsDecodeError(ValueError):
     """The bytes are no text as pip decodes a requirements file; the message is one line, saying what was tried."""
 
 
-class DecodedRequirements(NamedTuple):
+class DecodedRequirements(Record):
     text: str  # the byte order mark taken off
     bom: bytes  # the byte order mark pip took off (b"": none)
     encoding: str  # in words: "UTF-8", "UTF-16 (little-endian) by its byte order mark", "latin-1 by its coding comment"

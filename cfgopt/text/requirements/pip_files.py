@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.requirement import (
     NAME,
     Pin,
@@ -67,14 +67,14 @@ _NAME = lazy(NAME)
 _TRAILING_UNDERSCORE = lazy(r"_(?!\w)")  # packaging 22+'s IDENTIFIER `\b[a-zA-Z0-9][a-zA-Z0-9._-]*\b` ends there
 
 
-class _Segment(NamedTuple):
+class _Segment(Record):
     """A piece of a logical line: where it starts in the line and in the file (-1: no text of the file)."""
 
     at: int
     file_at: int
 
 
-class _LogicalLine(NamedTuple):
+class _LogicalLine(Record):
     text: str
     segments: tuple[_Segment, ...]
 
@@ -263,7 +263,7 @@ def read_requirement_line(line: str, offset: int, pins: list[Pin], indexes: list
     indexes += [(url, at + offset, end + offset) for url, at, end in found]
 
 
-class RefusedRequirement(NamedTuple):
+class RefusedRequirement(Record):
     """A requirement line pip stops on: its text as pip reads it, where it starts in the file, the name it starts
     with (normalised; "" for none), `marker`: what pip stops on is the marker after `;` (`InvalidMarker`), else
     the requirement before it (`Invalid requirement`), and `legacy`: pip before 24.1 parses that requirement (a

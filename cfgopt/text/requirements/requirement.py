@@ -8,9 +8,9 @@ compare them)."""
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
 
 # --------------------------------------------------------------------------- names
 _SEPARATORS = lazy(r"[-_.]+")
@@ -39,7 +39,7 @@ _REQUIREMENT = lazy(rf"^\s*({NAME})\s*(?:\[([^\]]*)\]\s*)?((?:[<>=!~^][^;#@]*)?)
 _DIRECT = lazy(rf"^\s*({NAME})\s*(?:\[([^\]]*)\]\s*)?@\s*(\S+)")
 
 
-class Pin(NamedTuple):
+class Pin(Record):
     """One requirement as written: the name (normalised), its specifier or `@ url` ("" for a bare name), their
     spans, and the extras it asks for (normalised)."""
 

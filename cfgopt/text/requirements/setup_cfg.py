@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
 from cfgopt.text.requirements.requirement import Pin, is_specifier, pep508_requirement
 
 # --------------------------------------------------------------------------- setup.cfg (setuptools)
@@ -48,7 +47,7 @@ _MARKER_VARIABLES = (
 )
 
 
-class _IniOption(NamedTuple):
+class _IniOption(Record):
     section: str
     key: str
     lines: list[tuple[str, int]]  # the value's lines that hold text, each with its offset in the file

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
+from cfgopt.text.record import Record
 from cfgopt.text.user_text import integer
 
 # --------------------------------------------------------------------------- versions
@@ -31,7 +31,7 @@ _PEP440 = lazy(
 )
 
 
-class PipVersion(NamedTuple):
+class PipVersion(Record):
     """A version as pip reports it, in parts: the release (`0.9.6`) and which of the other parts it has."""
 
     release: str
