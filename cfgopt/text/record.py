@@ -47,7 +47,6 @@ _PROHIBITED = frozenset(
 )
 # `_replace` with a name that is no field: ValueError until Python 3.13, TypeError since (as `namedtuple`'s)
 _REPLACE_ERROR = TypeError if sys.version_info >= (3, 13) else ValueError
-_MISSING = object()
 
 
 class _RecordType(type):
@@ -111,7 +110,7 @@ def _constructor(name: str, fields: tuple[str, ...], defaults: dict[str, Any]) -
     function of the fields' names would bind it, with the same errors."""
     size, new, bind = len(fields), tuple.__new__, _Signature(name, fields, defaults).bind
 
-    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls: type, /, *args: Any, **kwargs: Any) -> Any:  # `cls` by position: a field may be named so
         if kwargs or len(args) != size:
             args = bind(args, kwargs)
         return new(cls, args)
@@ -125,35 +124,56 @@ class _Signature:
     """One record's `__new__(_cls, *fields)` as `namedtuple` writes it: binds a call to the fields, or raises the
     `TypeError` that Python raises for that function (its message, with the class's name)."""
 
-    __slots__ = ("fields", "fill", "name", "required", "takes")
+    __slots__ = ("defaults", "fields", "fill", "getter", "name", "required")
 
     def __init__(self, name: str, fields: tuple[str, ...], defaults: dict[str, Any]) -> None:
-        self.name, self.fields = name, fields
-        self.fill = tuple(defaults.get(field, _MISSING) for field in fields)  # a field's default, if it has one
-        self.required = tuple(index for index, field in enumerate(fields) if field not in defaults)
-        first = len(self.required) + 1  # counting `_cls`, as Python's message does
-        self.takes = f"from {first} to {len(fields) + 1}" if defaults else str(first)
+        self.name, self.fields, self.defaults = name, fields, defaults
+        self.required = len(fields) - len(defaults)  # the fields with a default are the last ones
+        self.fill = tuple(defaults.values())
+        # the values of a dict holding every field, in field order (`itemgetter` of one name gives no tuple)
+        self.getter = itemgetter(*fields) if len(fields) > 1 else lambda named: tuple(named[f] for f in fields)
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-        """The values of `Name(*args, **kwargs)` in field order (`kwargs` is the call's own dict: emptied here)."""
-        given, fields = len(args), self.fields
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The values of `Name(*args, **kwargs)` in field order. The short way (dict operations in C) holds when
+        no name is given twice, every name is a field and every field has a value; any doubt takes the long way."""
+        if not kwargs and self.required <= len(args) < len(self.fields):  # `Fix(description, kind, edits)`: defaults
+            return args + self.fill[len(args) - self.required :]
+        named = kwargs
+        if args:
+            named = dict(zip(self.fields, args, strict=False))
+            named.update(kwargs)
+            if len(args) > len(self.fields) or len(named) != len(args) + len(kwargs):
+                return self.bind_slowly(args, kwargs)
+        if self.defaults:
+            named = {**self.defaults, **named}
+        if len(named) == len(self.fields):  # a field missing and an unknown name can make up the count: KeyError
+            try:
+                return self.getter(named)
+            except KeyError:
+                pass
+        return self.bind_slowly(args, kwargs)
+
+    def bind_slowly(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """`bind` one name at a time, in the order Python checks a call: each keyword (unknown, or given by
+        position too), then too many positional arguments, then the fields without a value."""
+        name, fields, given = self.name, self.fields, len(args)
+        for key in kwargs:
+            if key not in fields:
+                raise TypeError(f"{name}.__new__() got an unexpected keyword argument '{key}'")
+            if key in fields[:given]:
+                raise TypeError(f"{name}.__new__() got multiple values for argument '{key}'")
         if given > len(fields):
-            plural = "" if self.takes == "1" else "s"
-            raise TypeError(
-                f"{self.name}.__new__() takes {self.takes} positional argument{plural} but {given + 1} were given"
-            )
-        values = [*args, *map(kwargs.pop, fields[given:], self.fill[given:])]
-        for key in kwargs:  # a name no field has, or one that a positional argument already gave
-            problem = "got multiple values for argument" if key in fields else "got an unexpected keyword argument"
-            raise TypeError(f"{self.name}.__new__() {problem} '{key}'")
-        missing = [f"'{fields[index]}'" for index in self.required if index >= given and values[index] is _MISSING]
+            first = self.required + 1  # counting `_cls`, as Python's message does
+            takes = f"from {first} to {len(fields) + 1}" if self.defaults else str(first)
+            plural = "" if takes == "1" else "s"
+            raise TypeError(f"{name}.__new__() takes {takes} positional argument{plural} but {given + 1} were given")
+        named = {**self.defaults, **dict(zip(fields, args, strict=False)), **kwargs}
+        missing = [f"'{field}'" for field in fields if field not in named]
         if missing:
             names = " and ".join(missing) if len(missing) < 3 else f"{', '.join(missing[:-1])}, and {missing[-1]}"
             plural = "s" if len(missing) > 1 else ""
-            raise TypeError(
-                f"{self.name}.__new__() missing {len(missing)} required positional argument{plural}: {names}"
-            )
-        return values
+            raise TypeError(f"{name}.__new__() missing {len(missing)} required positional argument{plural}: {names}")
+        return tuple(named[field] for field in fields)
 
 
 # The methods every record shares (they read `_fields` from the class, so one function serves them all).
