@@ -210,6 +210,19 @@ def test_a_class_a_named_tuple_refuses_is_refused_alike(body: str, error: type) 
     assert raised[0] == raised[1]
 
 
+def test_a_record_without_fields() -> None:
+    class Nothing(Record):
+        """No field."""
+
+    class AlsoNothing(NamedTuple):
+        """No field."""
+
+    assert Nothing() == AlsoNothing() == () and Nothing._fields == AlsoNothing._fields == ()
+    assert repr(Nothing()) == "Nothing()" and repr(AlsoNothing()) == "AlsoNothing()"
+    assert _outcome(Nothing, (1,), {}) == (TypeError, "Nothing.__new__() takes 1 positional argument but 2 were given")
+    assert _outcome(AlsoNothing, (1,), {})[1] == "AlsoNothing.__new__() takes 1 positional argument but 2 were given"
+
+
 def test_a_record_derives_from_record_alone() -> None:
     with pytest.raises(TypeError, match="derives from Record alone"):
 
