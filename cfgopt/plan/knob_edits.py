@@ -3,7 +3,7 @@ the speed plan's fix (`cfgopt.plan.planner.plan_edits`) and of `cfgopt tune`'s w
 
 Values are replaced where they stand and new keys added at the end of the top level, so comments, order and
 quoting stay as they are; a precision switch the change turns from one key to another (`fp16: true` off,
-`bf16: true` on) is renamed in place, one edit. On the lint path (the planner): plain functions, a NamedTuple.
+`bf16: true` on) is renamed in place, one edit. On the lint path (the planner): plain functions, a record (`Record`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A rejection has a kind (tune's status for a memory-pruned row is `pruned: memory`, in the same word), the knob
 whose value it concerns (None: the candidate as a whole, as for memory) and the reason in words. On the lint
-path (the planner): a NamedTuple, no dataclass.
+path (the planner): a record (`Record`), no dataclass.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ def zero_of(ds: dict[str, Any] | None) -> str:
 
 
 class Knobs(Record):
-    """One candidate configuration. A NamedTuple, not a dataclass: the speed planner runs on the lint path,
+    """One candidate configuration. A record (`Record`), not a dataclass: the speed planner runs on the lint path,
     where creating a dataclass costs start-up time (docs/architecture.md)."""
 
     micro: int

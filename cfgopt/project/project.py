@@ -452,7 +452,7 @@ class Project:
 
 
 if TYPE_CHECKING:
-    P = TypeVar("P", bound=Project)  # the class of project a caller asks `load_project` for
+    P = TypeVar("P", bound=Project)  # the class of project a caller asks `build_project` for
 
 
 def _has_training_keys(data: dict, lf: schema.LlamaFactorySchema) -> bool:

@@ -43,7 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    Fits = Callable[[dict[str, Any]], "tuple[bool, float | None]"]
+    Fits = Callable[[dict[str, Any]], "tuple[bool, float | None]"]  # a candidate's values -> fits, its peak GiB
 
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "hip out of memory")
 
