@@ -89,6 +89,7 @@ def record_class(name: str, namespace: dict[str, Any]) -> type:
         "__repr__": _repr,
         "_make": _make,
         "_replace": _replace,
+        "__replace__": _replace,  # `copy.replace` (Python 3.13), as `namedtuple` gives it
         "_asdict": _asdict,
     }
     body.update((key, value) for key, value in namespace.items() if key not in defaults)

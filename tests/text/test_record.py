@@ -148,6 +148,11 @@ def test_pickled_and_copied(protocol: int) -> None:
     assert deep == point and type(deep) is Point and deep.y is not point.y
 
 
+@pytest.mark.skipif(not hasattr(copy, "replace"), reason="copy.replace is Python 3.13's")
+def test_copy_replace() -> None:
+    assert copy.replace(Point(1, 2), y=3) == Point(1, 3)  # type: ignore[attr-defined]
+
+
 def test_pattern_matching_by_position_and_by_name() -> None:
     match Point(1, 2):
         case Point(1, y=2):
