@@ -1,0 +1,94 @@
+"""The requirement reader's str-method shortcuts (cfgopt/text/requirements/requirement.py) answer as the patterns
+they replace or spare: the patterns are kept here as the oracle, and each shortcut is compared with its pattern
+over an exhaustive table of short texts and over generated ones (issue 45: a lint that reads a pyproject.toml
+passes every string of it through the reader, and compiling these patterns was a millisecond of its start-up)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cfgopt.text.requirements import requirement
+from cfgopt.text.requirements.requirement import is_specifier, normalise, pep508_requirement
+
+# the patterns as they were (requirement.py before the shortcuts)
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+OLD_SEPARATORS = re.compile(r"[-_.]+")
+OLD_HEAD = re.compile(rf"[ \t]*({NAME})[ \t]*(?:\[([^\]]*)\][ \t]*)?")
+OLD_IDENTIFIER = re.compile(rf"{NAME}")
+SPEC_CLAUSE = re.compile(requirement._SPEC_CLAUSE.pattern, requirement._SPEC_CLAUSE.flags)
+
+# the characters the shapes turn on, and a few that look like them (Unicode digits and blanks, `ı`, `K`)
+NAME_ALPHABET = "aZ09._- \t[]@,;()\n\u0663\u00e9\u212a"
+SPEC_ALPHABET = "<>=!~ 0129.*vV!+-abrcdepostl\t\n\u0663\u00b2\u3000"
+SHORT = 4  # every text of up to this many characters from the alphabet
+
+
+def _texts(alphabet: str, most: int) -> list[str]:
+    return ["".join(t) for n in range(most + 1) for t in itertools.product(alphabet, repeat=n)]
+
+
+def _old_identifier(text: str) -> bool:
+    return OLD_IDENTIFIER.fullmatch(text) is not None and text[-1].isalnum()
+
+
+def _old_head(text: str) -> tuple[int, int, str | None, int] | None:
+    m = OLD_HEAD.match(text)
+    return (m.start(1), m.end(1), m.group(2), m.end()) if m else None
+
+
+def _same_name_shapes(text: str) -> None:
+    assert normalise(text) == OLD_SEPARATORS.sub("_", text).lower(), text
+    assert requirement._identifier(text) == _old_identifier(text), text
+    assert requirement._pep508_head(text) == _old_head(text), text
+
+
+def _same_clause(text: str) -> None:
+    assert requirement._clause(text) == (SPEC_CLAUSE.fullmatch(text) is not None), text
+
+
+def test_name_shapes_exhaustively() -> None:
+    for text in _texts(NAME_ALPHABET, SHORT):
+        _same_name_shapes(text)
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=NAME_ALPHABET, max_size=24) | st.text(max_size=12))
+def test_name_shapes_on_generated_texts(text: str) -> None:
+    _same_name_shapes(text)
+
+
+def test_clauses_exhaustively() -> None:
+    for text in _texts(SPEC_ALPHABET, SHORT):
+        _same_clause(text)
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(["", "==", "!=", "<=", ">=", "~=", "<", ">", "===", "=", "~", "^"]),
+    st.sampled_from(["", " ", "\t", "\n", "\u3000"]),
+    st.text(alphabet=SPEC_ALPHABET, max_size=14),
+)
+def test_clauses_on_generated_texts(op: str, blank: str, rest: str) -> None:
+    _same_clause(op + blank + rest)
+
+
+def test_plain_releases_need_no_pattern() -> None:
+    """The clauses of an ordinary manifest are answered by the shortcut (the pattern stays uncompiled for them)."""
+    for clause in (">=68", ">=2.5", "<3", "==0.9.5", "!= 1.0", "~=0.9.5", "> 1"):
+        assert requirement._plain_clause(clause)
+    for clause in ("~=1", "==2.5.*", ">=1.0rc1", "===x", "==v1", ">=1.0+local", "and auto-fix", ""):
+        assert not requirement._plain_clause(clause)
+
+
+def test_the_reader_reads_as_before() -> None:
+    """Whole requirements through the reordered checks (the marker now after the specifier): the same pins."""
+    assert pep508_requirement('tomli>=1.1; python_version < "3.11"') is not None
+    assert pep508_requirement("pydantic>=2.5,<3").spec == ">=2.5,<3"
+    assert pep508_requirement("oracle: needs the real parsers; skipped when they are not installed") is None
+    assert pep508_requirement("torch>=2.1; not a marker") is None
+    assert pep508_requirement("  Liger-Kernel [ triton ] (>=0.5)").extras == ("triton",)
+    assert is_specifier(">= 2.4 , < 2.6,") and not is_specifier(">=2.4,,<2.6")
