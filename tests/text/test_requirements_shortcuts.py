@@ -11,8 +11,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfgopt.text.requirements import requirement
+from cfgopt.text.requirements import requirement, versions
 from cfgopt.text.requirements.requirement import is_specifier, normalise, pep508_requirement
+from cfgopt.text.user_text import integer
 
 # the patterns as they were (requirement.py before the shortcuts)
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -20,6 +21,11 @@ OLD_SEPARATORS = re.compile(r"[-_.]+")
 OLD_HEAD = re.compile(rf"[ \t]*({NAME})[ \t]*(?:\[([^\]]*)\][ \t]*)?")
 OLD_IDENTIFIER = re.compile(rf"{NAME}")
 SPEC_CLAUSE = re.compile(requirement._SPEC_CLAUSE.pattern, requirement._SPEC_CLAUSE.flags)
+OLD_DIGITS = re.compile(r"[0-9]*", re.ASCII)
+OLD_CLAUSE = re.compile(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+OLD_EXACT = re.compile(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
+OLD_LOCAL = re.compile(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+OLD_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
 
 # the characters the shapes turn on, and a few that look like them (Unicode digits and blanks, `ı`, `K`)
 NAME_ALPHABET = "aZ09._- \t[]@,;()\n\u0663\u00e9\u212a"
@@ -92,3 +98,55 @@ def test_the_reader_reads_as_before() -> None:
     assert pep508_requirement("torch>=2.1; not a marker") is None
     assert pep508_requirement("  Liger-Kernel [ triton ] (>=0.5)").extras == ("triton",)
     assert is_specifier(">= 2.4 , < 2.6,") and not is_specifier(">=2.4,,<2.6")
+
+
+# --------------------------------------------------------------------------- versions.py
+VERSION_ALPHABET = "=<>!~^ 019.*v+-a\n\u0663"
+
+
+def _old_parse_spec(spec: str) -> list[tuple[str, str]] | None:
+    clauses = []
+    for raw in spec.replace(" ", "").split(","):
+        if raw in ("", "*"):
+            continue
+        match = OLD_CLAUSE.match(raw)
+        if match is None:
+            return None
+        clauses.append((match.group(1) or "==", match.group(2)))
+    return clauses
+
+
+def _new_parse_spec(spec: str) -> list[tuple[str, str]] | None:
+    try:
+        return versions.parse_spec(spec)
+    except ValueError:
+        return None
+
+
+def _old_platform(text: str) -> str:
+    found = OLD_LOCAL.search(text) or OLD_INDEX.search(text)
+    return "" if found is None else "rocm" if found.group(1).lower().startswith("rocm") else "cuda"
+
+
+def _same_versions(text: str) -> None:
+    old_key = tuple(integer(OLD_DIGITS.match(part).group()) or 0 for part in text.split("."))  # type: ignore[union-attr]
+    assert versions.version_key(text) == old_key, text
+    assert _new_parse_spec(text) == _old_parse_spec(text), text
+    old_exact = OLD_EXACT.match(text.strip())
+    assert versions.exact_version(text) == (old_exact.group(1) if old_exact else None), text
+    assert versions.platform_of_build(text) == _old_platform(text), text
+
+
+def test_version_shapes_exhaustively() -> None:
+    for text in _texts(VERSION_ALPHABET, SHORT):
+        _same_versions(text)
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(["", "==", "===", ">=", "~", "^", " == ", "v", "torch==2.5.1"]),
+    st.text(alphabet=VERSION_ALPHABET, max_size=12),
+    st.sampled_from(["", "+cu121", "+ROCM6.2", "+Cu", " download.pytorch.org/whl/rocm6.2", "/WHL/"]),
+)
+def test_version_shapes_on_generated_texts(op: str, rest: str, local: str) -> None:
+    _same_versions(op + rest + local)
