@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfgopt.text.requirements import requirement, versions
-from cfgopt.text.requirements.requirement import is_specifier, normalise, pep508_requirement
+from cfgopt.text.requirements import manifests, requirement, versions
+from cfgopt.text.requirements.requirement import Pin, extras_of, is_specifier, normalise, pep508_requirement
 from cfgopt.text.user_text import integer
 
 # the patterns as they were (requirement.py before the shortcuts)
@@ -150,3 +151,97 @@ def test_version_shapes_exhaustively() -> None:
 )
 def test_version_shapes_on_generated_texts(op: str, rest: str, local: str) -> None:
     _same_versions(op + rest + local)
+
+
+# --------------------------------------------------------------------------- manifests.py (pyproject.toml, setup.py)
+OLD_TABLE = re.compile(r"^[ \t]*\[([^\]\n]*)\][ \t]*$", re.MULTILINE)
+OLD_DEPENDENCIES = re.compile(r"^[ \t]*dependencies[ \t]*=[ \t]*\[", re.MULTILINE)
+OLD_ARRAY_TOKENS = re.compile(manifests._ARRAY_TOKENS.pattern, manifests._ARRAY_TOKENS.flags)
+OLD_POETRY = re.compile(manifests._POETRY.pattern, manifests._POETRY.flags)
+
+
+def _old_project_dependencies(text: str) -> list[Pin] | None:
+    text = manifests.blank_comments(text)
+    tables = list(OLD_TABLE.finditer(text))
+    project = next((i for i, table in enumerate(tables) if table.group(1).strip() == "project"), None)
+    if project is None:
+        return None
+    end = tables[project + 1].start() if project + 1 < len(tables) else len(text)
+    key = OLD_DEPENDENCIES.search(text, tables[project].end(), end)
+    if key is None:
+        return None
+    pins = []
+    for m in OLD_ARRAY_TOKENS.finditer(text, key.end()):
+        if m.group() == "]":
+            break
+        found = manifests._string(m)
+        if found is not None and (pin := pep508_requirement(*found)) is not None:
+            pins.append(pin)
+    return pins
+
+
+def _old_poetry_pins(text: str, names: frozenset[str], syntax: str) -> list[Pin]:
+    text = manifests.blank_comments(text, syntax)
+    tables = list(OLD_TABLE.finditer(text)) if syntax == "toml" else []
+    pins = []
+    for m in OLD_POETRY.finditer(text):
+        key, group = manifests._poetry_groups(m)
+        name = normalise(m.group(key))
+        table = next((t.group(1).strip() for t in reversed(tables) if t.start() < m.start()), None)
+        if name in names and (syntax != "toml" or (table or "").endswith("dependencies")):
+            pins.append(Pin(name, m.group(group).strip(), m.start(key), m.end(key), m.start(group), m.end(group)))
+    return pins
+
+
+def _old_poetry_dependencies(text: str) -> list[Pin] | None:
+    text = manifests.blank_comments(text)
+    tables = list(OLD_TABLE.finditer(text))
+    index = next((i for i, t in enumerate(tables) if t.group(1).strip() == "tool.poetry.dependencies"), None)
+    if index is None:
+        return None
+    end = tables[index + 1].start() if index + 1 < len(tables) else len(text)
+    pins = []
+    for m in OLD_POETRY.finditer(text, tables[index].end(), end):
+        key, group = manifests._poetry_groups(m)
+        name = normalise(m.group(key))
+        if name != "python":
+            line_end = text.find("\n", m.start())
+            listed = manifests._POETRY_EXTRAS.search(text[m.start() : line_end if line_end >= 0 else None])
+            extras = extras_of(",".join(manifests._QUOTED_WORDS.findall(listed.group(1)))) if listed else ()
+            spec = "" if m.group(group).strip() == "*" else m.group(group).strip()
+            pins.append(Pin(name, spec, m.start(key), m.end(key), m.start(group), m.end(group), extras))
+    return pins
+
+
+TOML_FRAGMENTS = [
+    *("[project]", "[ project ] ", "[tool.poetry.dependencies]", "[project.optional-dependencies]", "[[package]]"),
+    *("[x]y", "[a\r", "dependencies = [", "dependencies=[", "  dependencies\t= [", "dependencies = 1", "]", "["),
+    *('"torch>=2.1"', "'peft==0.12'", '"deepspeed==0.16.4",', '"""', "'''", '"a # b"', "# c", '"x', "'y", "\\"),
+    *('deepspeed = "==0.16"', "'llamafactory' = '0.9.5'", 'DeepSpeed = { version = ">=0.15", extras = ["a"] }'),
+    *('"llama-factory" = "*"', "x = 1", "torch = {path = 'x'}", "=", ",", " ", "\t", "\n", "\n", "\r\n", "é"),
+]
+NAMED = frozenset({"deepspeed", "llamafactory", "llama_factory", "torch"})
+
+
+def _same_manifests(text: str) -> None:
+    assert manifests.project_dependencies(text) == _old_project_dependencies(text), text
+    for syntax in ("toml", "python"):
+        assert manifests.poetry_pins(text, NAMED, syntax) == _old_poetry_pins(text, NAMED, syntax), (syntax, text)
+    assert manifests.poetry_dependencies(text) == _old_poetry_dependencies(text), text
+    blanked = manifests.blank_comments(text)
+    assert manifests._tables(blanked) == [(m.start(), m.end(), m.group(1)) for m in OLD_TABLE.finditer(blanked)]
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from(TOML_FRAGMENTS), max_size=14).map("".join))
+def test_manifests_read_as_by_their_patterns(text: str) -> None:
+    _same_manifests(text)
+
+
+def test_the_repositorys_own_pyproject_reads_as_before() -> None:
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    _same_manifests(text)
+    assert [p.name for p in manifests.project_dependencies(text) or []] == ["pydantic", "pyyaml"]
+    # a key inside a multi-line string, and a `#` after it that is no comment there
+    for inner in ('["a # ]", "b"]', '[ # "c", "d" ]', '["e" # ] "f" ]'):
+        _same_manifests(f'[project]\nx = """\ndependencies = {inner}\n"""\n')
