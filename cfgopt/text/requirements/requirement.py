@@ -11,6 +11,7 @@ import re
 from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
+from cfgopt.text.user_text import is_integer
 
 # --------------------------------------------------------------------------- names
 _SEPARATORS_AS_UNDERSCORE = str.maketrans("-.", "__")
@@ -195,7 +196,7 @@ def _plain_clause(clause: str) -> bool:
     only for the others: a pre-release, a `.*`, a sentence that is no specifier."""
     op = next(o for o in (*_OPERATORS, "") if clause.startswith(o))
     parts = clause[len(op) :].lstrip(_ASCII_BLANKS).split(".")
-    released = all(part.isascii() and part.isdigit() for part in parts)
+    released = all(is_integer(part) for part in parts)  # ASCII digits (a longer part: asked of the pattern)
     return bool(op) and released and (op != "~=" or len(parts) > 1)
 
 

@@ -9,7 +9,7 @@ import re
 from typing import NamedTuple
 
 from cfgopt.text.patterns import lazy
-from cfgopt.text.user_text import integer
+from cfgopt.text.user_text import integer, is_integer
 
 # --------------------------------------------------------------------------- versions
 _DIGITS = "0123456789"
@@ -22,7 +22,7 @@ def _leading_digits(part: str) -> str:
 
 def _plain_release(text: str) -> bool:
     """ASCII digits in dot-separated parts (`2.5.1`), nothing else: the release every pattern here reads as one."""
-    return all(part.isascii() and part.isdigit() for part in text.split("."))
+    return all(is_integer(part) for part in text.split("."))  # ASCII digits (a longer part: asked of the pattern)
 
 
 def version_key(version: str) -> tuple[int, ...]:
