@@ -18,6 +18,7 @@ from cfgopt.text.patterns import LazyPattern, lazy
 MODULES = [
     "cfgopt.knowledge.model_family",
     "cfgopt.text.requirements.versions",
+    "cfgopt.memory.states",
     *(f"cfgopt.rules.{m}" for m in rule_modules()),
 ]
 
@@ -47,7 +48,7 @@ FRAGMENTS = sorted(
 
 
 def test_the_package_declares_needs() -> None:
-    assert len(PATTERNS) >= 12
+    assert len(PATTERNS) >= 15
 
 
 @settings(max_examples=400)
