@@ -429,8 +429,10 @@ def stops_at_start(env: Environment, llamafactory_version: str, release: str) ->
 def torch_finds_no_gpu(env: Environment, target: Target) -> str | None:
     """Why the job's torch sees no GPU of `target`, in one line (None: nothing known): a torch pinned as a build
     for the other platform (`+cu121` on ROCm, `+rocm6.2` on NVIDIA; ENV001's torch case)."""
+    if not (target.is_rocm or target.is_cuda):
+        return None  # no platform to judge the build against (no target stated)
     build = platform_of_build(env.packages.get("torch", ""))
-    if not build or not (target.is_rocm or target.is_cuda) or build == target.platform:
+    if not build or build == target.platform:
         return None
     names = {"cuda": "CUDA", "rocm": "ROCm"}
     return f"torch in {env.where} is a {names[build]} build: on {target.name} it finds no GPU (ENV001)"

@@ -27,13 +27,22 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Words that name a model family in a folder or hub name (lower case). Only used to pick which path component
-# names the model; each caller then matches its own patterns against that component.
-FAMILY_WORDS = lazy(
-    r"llama|qwen|qwq|mistral|mixtral|ministral|gemma|phi-?\d|granite|glm|olmo|llava|gpt-?oss|gpt-?2|baichuan|"
-    r"internlm|intern-?vl|deepseek|falcon|bloom|starcoder|minicpm|yi-\d|yi-coder|xverse|aquila|orion|cohere|"
-    r"command-r|dbrx|jamba|pixtral|idefics|smollm|nemotron|exaone|hunyuan|kimi|ernie|seed-|mamba|stablelm|"
-    r"vicuna|zephyr|tinyllama|openchat|solar|codegen|opt-\d|bert|t5-|flan|mpt-"
-)
+# names the model; each caller then matches its own patterns against that component. Plain words are looked up
+# with `in` (no pattern to compile for the usual names); those with a number after them are a small pattern.
+FAMILY_WORDS = (
+    "llama", "qwen", "qwq", "mistral", "mixtral", "ministral", "gemma", "granite", "glm", "olmo", "llava", "gptoss",
+    "gpt-oss", "gpt2", "gpt-2", "baichuan", "internlm", "internvl", "intern-vl", "deepseek", "falcon", "bloom",
+    "starcoder", "minicpm", "yi-coder", "xverse", "aquila", "orion", "cohere", "command-r", "dbrx", "jamba", "pixtral",
+    "idefics", "smollm", "nemotron", "exaone", "hunyuan", "kimi", "ernie", "seed-", "mamba", "stablelm", "vicuna",
+    "zephyr", "tinyllama", "openchat", "solar", "codegen", "bert", "t5-", "flan", "mpt-",
+)  # fmt: skip
+NUMBERED_FAMILY_WORDS = lazy(r"phi-?\d|yi-\d|opt-\d", needs=("phi", "yi-", "opt-"))
+
+
+def names_a_family(part: str) -> bool:
+    """Does a path component name a model family (`FAMILY_WORDS`, `NUMBERED_FAMILY_WORDS`)?"""
+    return any(word in part for word in FAMILY_WORDS) or NUMBERED_FAMILY_WORDS.search(part) is not None
+
 
 # The families LLaMA-Factory 0.9.5 patches with Liger kernels (model/model_utils/liger_kernel.py L40-85): by
 # transformers' model_type where a config.json says it, else by name.
@@ -47,6 +56,7 @@ LIGER_MODEL_TYPES = frozenset(
 LIGER_NAMES = lazy(
     r"llama(?!-?4)|qwen(?!-?[0-9]+b|3-?vl)|qwq|mistral|mixtral|gemma|phi-?3|granite|glm-?4|olmo-?2|paligemma|llava|gpt-oss",
     re.IGNORECASE,
+    needs=("llama", "qwen", "qwq", "mistral", "mixtral", "gemma", "phi", "granite", "glm", "olmo", "llava", "gpt-oss"),
 )
 
 SOURCE_CONFIG = "config.json"
@@ -82,7 +92,7 @@ def naming_component(ref: str) -> tuple[str, bool]:
     if not parts:
         return "", True
     for index, part in enumerate(parts):
-        if FAMILY_WORDS.search(part):
+        if names_a_family(part):
             return part, index == 0
     return parts[0], True
 
@@ -113,7 +123,18 @@ def liger_patches(ref: object, local: LocalModel | None = None) -> bool:
         return False
     if name.model_type:
         return name.model_type in LIGER_MODEL_TYPES
-    return bool(LIGER_NAMES.search(name.text))
+    return _llama_before_4(name.text) or bool(LIGER_NAMES.search(name.text))
+
+
+def _llama_before_4(text: str) -> bool:
+    """Is there a `llama` not followed by `4` or `-4` in `text`: `LIGER_NAMES`' first alternative, found without
+    compiling the pattern (the most common family; a name it misses is asked of the pattern)."""
+    at = text.find("llama")
+    while at >= 0:
+        if not text.startswith(("4", "-4"), at + 5):
+            return True
+        at = text.find("llama", at + 1)
+    return False
 
 
 # Gemma 2 soft-caps its attention logits, which only eager attention and FlashAttention-2 compute: LLaMA-Factory
@@ -121,7 +142,9 @@ def liger_patches(ref: object, local: LocalModel | None = None) -> bool:
 # eager attention.") and warns that SDPA drops the soft-capping (model/model_utils/attention.py L46-58 in 0.9.5;
 # the same branch in 0.9.3 and 0.9.4). SDPA in its place changes what the model computes.
 SOFT_CAPPED_MODEL_TYPES = frozenset({"gemma2"})
-SOFT_CAPPED_NAMES = lazy(r"gemma-?2(?=[-_.]|$)", re.IGNORECASE)  # gemma-2-9b, gemma2-2b; not gemma-2b (Gemma 1)
+SOFT_CAPPED_NAMES = lazy(
+    r"gemma-?2(?=[-_.]|$)", re.IGNORECASE, needs=("gemma",)
+)  # gemma-2-9b, gemma2-2b; not gemma-2b (Gemma 1)
 
 
 def soft_capped_attention(ref: object, local: LocalModel | None = None) -> bool:
@@ -138,7 +161,7 @@ def soft_capped_attention(ref: object, local: LocalModel | None = None) -> bool:
 # (Qwen1.5 trained in fp16 as well, without the reports), by transformers' model_type or by name. LF050 warns on
 # `fp16: true` for them, and nothing else writes it: not LF008's or LF004's fix, nor the speed plan's precision step.
 BF16_TRAINED_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next"})
-BF16_TRAINED_NAMES = lazy(r"qwen-?(2|3)(?![0-9])|qwq", re.IGNORECASE)
+BF16_TRAINED_NAMES = lazy(r"qwen-?(2|3)(?![0-9])|qwq", re.IGNORECASE, needs=("qwen", "qwq"))
 
 
 def overflows_fp16(ref: object, local: LocalModel | None = None) -> bool:

@@ -14,6 +14,7 @@ import enum
 import json
 import math
 import operator
+import os
 from functools import cache, cached_property
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def shipped_versions(package: str) -> tuple[str, ...]:
     """Versions with a snapshot in `cfgopt/knowledge/schemas/` for `package` ("llamafactory" / "deepspeed"), oldest
     first. Only file names are listed; no snapshot is read."""
     prefix = f"{package}-"
-    found = [p.name[len(prefix) : -len(".json")] for p in SCHEMA_DIR.glob(f"{prefix}*.json")]
+    # the names `SCHEMA_DIR.glob(f"{prefix}*.json")` lists, without its pattern (fnmatch compiles one per call)
+    names = [n for n in os.listdir(SCHEMA_DIR) if n.startswith(prefix) and n.endswith(".json")]
+    found = [n[len(prefix) : -len(".json")] for n in names if len(n) >= len(prefix) + len(".json")]
     return tuple(sorted(found, key=version_key))
 
 

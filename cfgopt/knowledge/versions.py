@@ -427,19 +427,32 @@ def _key_table(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_ds_keys(schema_dir: Path = schema.SCHEMA_DIR) -> dict[str, Any]:
-    """`_key_table` of every DeepSpeed snapshot in `schema_dir`, by version: the history of an unknown key reads
-    this one file, not every snapshot (written by `scripts/sync_schemas.py`, checked by
-    tests/knowledge/test_versions.py)."""
+    """`_key_table` of every DeepSpeed snapshot in `schema_dir`, by version (`releases`): the history of an unknown
+    key reads this one file, not every snapshot (written by `scripts/sync_schemas.py`, checked by
+    tests/knowledge/test_versions.py). A model that several releases share (30 distinct of 87) is written once, in
+    `models` under `name@the oldest release that has it`, and a release's `models` names it: the file a lint with an
+    unknown DeepSpeed key parses is about half what it was (its dicts are what parsing it costs)."""
     files = sorted(schema_dir.glob("deepspeed-*.json"), key=lambda p: version_key(p.stem.split("-", 1)[1]))
-    return {p.stem.split("-", 1)[1]: _key_table(json.loads(p.read_text(encoding="utf-8"))) for p in files}
+    models: dict[str, Any] = {}
+    releases: dict[str, Any] = {}
+    for p in files:
+        version, table = p.stem.split("-", 1)[1], _key_table(json.loads(p.read_text(encoding="utf-8")))
+        names: dict[str, str] = {}
+        for name, spec in table["models"].items():
+            same = (ref for ref, shared in models.items() if ref.split("@")[0] == name and shared == spec)
+            names[name] = next(same, f"{name}@{version}")
+            models.setdefault(names[name], spec)
+        releases[version] = {**table, "models": names}
+    return {"models": models, "releases": releases}
 
 
 class KeyTable:
-    """The parts of a `schema.DeepSpeedSchema` that `ds_key_status` reads, from `KEYS_FILE`."""
+    """The parts of a `schema.DeepSpeedSchema` that `ds_key_status` reads, from `KEYS_FILE`: one release's table,
+    its models looked up in the file's shared `models`."""
 
-    def __init__(self, table: dict[str, Any]) -> None:
+    def __init__(self, table: dict[str, Any], models: dict[str, Any]) -> None:
         self.version: str = table["version"]
-        self.raw_models: dict[str, Any] = table["models"]
+        self.raw_models: dict[str, Any] = {name: models[ref] for name, ref in table["models"].items()}
         self.sections: dict[str, str] = table["sections"]
         self.top_level_keys = set(table["top_level_keys"])
         self.removed_top_level = set(table["removed_top_level"])
@@ -456,7 +469,8 @@ def _ds_keys() -> dict[str, Any]:
 @cache
 def ds_keys(version: str) -> KeyTable:
     """The keys DeepSpeed `version` reads, for `ds_key_status` (without reading its snapshot)."""
-    return KeyTable(_ds_keys()[version])
+    keys = _ds_keys()
+    return KeyTable(keys["releases"][version], keys["models"])
 
 
 def ds_valid_in(dotted: str, selected: str) -> list[str]:

@@ -9,14 +9,23 @@ from __future__ import annotations
 import json
 
 from cfgopt.text.diagnostics import Edit
-from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Entry, Kind, Node, Source
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_PLAIN_SAFE = lazy(r"^[A-Za-z_./][A-Za-z0-9_./+-]*$")
+_PLAIN_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_./"
+_PLAIN_REST = _PLAIN_FIRST + "0123456789+-"
+
+
+def _plain_safe(text: str) -> bool:
+    """Can `text` be written as a plain scalar: `^[A-Za-z_./][A-Za-z0-9_./+-]*$` (str methods; `$` also takes one
+    `\n` at the end, as the pattern did)?"""
+    body = text[:-1] if text.endswith("\n") else text
+    return body[:1] != "" and body[0] in _PLAIN_FIRST and not body.strip(_PLAIN_REST)
+
+
 _YAML11_SPECIAL = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
 
 
@@ -33,7 +42,7 @@ def render_value(source: Source, value: Any, like: Node | None = None) -> str:
         return scalar
     text = str(value)
     quote = like.style if like is not None and like.style in ("'", '"') else ""
-    if not quote and (not _PLAIN_SAFE.match(text) or text.lower() in _YAML11_SPECIAL):
+    if not quote and (not _plain_safe(text) or text.lower() in _YAML11_SPECIAL):
         quote = '"'
     if quote == "'":
         return "'" + text.replace("'", "''") + "'"

@@ -41,7 +41,9 @@ MAX_EXPANDED_NODES = 10_000  # omegaconf 2.4 default (_DEFAULT_MAX_YAML_EXPANDED
 MAX_EXPANSION_RATIO = 100  # omegaconf 2.4 _MAX_YAML_ALIAS_EXPANSION_RATIO, past _MIN_YAML_ALIAS_EXPANSION_RATIO_NODES
 MIN_RATIO_NODES = 1_000
 
-_FLOAT = re.compile(
+# PyYAML's resolver asks only `.match` of it, and tries it after its own float and int patterns (so a run meets it
+# only for a value those refuse: `1e-4`): compiled then, not at every import.
+_FLOAT = lazy(
     r"""^(?:
      [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
@@ -272,6 +274,8 @@ def _skip_properties(text: str, start: int, end: int) -> tuple[int, bool]:
     tagged = False
     i = start
     for _ in range(2):  # at most one anchor and one tag
+        if not text.startswith(("&", "!"), i, end):
+            break  # no property here (most nodes): `_PROPERTY` starts with `[&!]`
         m = _PROPERTY.match(text, i, end)
         if m is None:
             break

@@ -7,8 +7,6 @@ states" and "Calibration", says where each constant comes from.
 
 from __future__ import annotations
 
-import re
-
 from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer
 from cfgopt.knowledge.deepspeed_plan import DeepSpeedPlan
 from cfgopt.knowledge.model_shapes import ModelShape
@@ -17,6 +15,7 @@ from cfgopt.memory.batch import Batch
 from cfgopt.memory.buffers import bucket_elements
 from cfgopt.memory.config_values import get, integer_at
 from cfgopt.memory.method import Method
+from cfgopt.text.patterns import lazy
 from cfgopt.text.record import Record
 
 TYPE_CHECKING = False
@@ -26,10 +25,17 @@ if TYPE_CHECKING:
 ZERO12_STEP_BYTES = 6  # per trainable parameter / N: ZeRO-1/2's fp32 gradient partition and copies at the step
 ZERO3_STEP_BYTES = 6  # per parameter of one sub-group: ZeRO-3's fp32 gradients and step temporaries
 ZERO3_SUB_GROUP = 1e9  # DeepSpeed's default sub_group_size (the step runs one sub-group at a time)
+# (compiled for a name holding one of the words: most model names hold none)
 _PREQUANTIZED = (
-    (re.compile(r"(?:^|[^a-z])(aqlm|2bit)(?:[^a-z]|$)"), 2),
-    (re.compile(r"(?:^|[^a-z])(awq|gptq|int4|4bit|bnb-4bit|nf4|exl2)(?:[^a-z]|$)"), 4),
-    (re.compile(r"(?:^|[^a-z])(int8|8bit)(?:[^a-z]|$)"), 8),
+    (lazy(r"(?:^|[^a-z])(aqlm|2bit)(?:[^a-z]|$)", needs=("aqlm", "2bit")), 2),
+    (
+        lazy(
+            r"(?:^|[^a-z])(awq|gptq|int4|4bit|bnb-4bit|nf4|exl2)(?:[^a-z]|$)",
+            needs=("awq", "gptq", "int4", "4bit", "nf4", "exl2"),
+        ),
+        4,
+    ),
+    (lazy(r"(?:^|[^a-z])(int8|8bit)(?:[^a-z]|$)", needs=("int8", "8bit")), 8),
 )
 
 

@@ -8,7 +8,7 @@ from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.patterns import lazy
 from cfgopt.text.source import Kind
 
-INTERPOLATION = lazy(r"\$\{[^}]*\}")
+INTERPOLATION = lazy(r"\$\{[^}]*\}", needs=("${",))
 
 
 class UnresolvedInterpolation(Rule):

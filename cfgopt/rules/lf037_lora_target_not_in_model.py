@@ -28,16 +28,24 @@ MODULES: dict[str, frozenset[str]] = {
 }
 # Model names of the families above (the built-in table's, and ChatGLM's); a multimodal or mixture-of-experts
 # variant has other modules, so such a name is not judged.
+# (`needs`: the words each match holds, so a name of another family compiles none of them)
 _NAMES = (
-    ("chatglm", lazy(r"chatglm|glm-4-9b(?!.*-hf)")),
-    ("llama", lazy(r"llama-?[23]")),
-    ("qwen2", lazy(r"qwen2(\.5)?-\d")),
-    ("qwen3", lazy(r"qwen3-\d")),
-    ("mistral", lazy(r"mistral-7b")),
-    ("gemma2", lazy(r"gemma-2-\d")),
+    ("chatglm", lazy(r"chatglm|glm-4-9b(?!.*-hf)", needs=("glm",))),
+    ("llama", lazy(r"llama-?[23]", needs=("llama",))),
+    ("qwen2", lazy(r"qwen2(\.5)?-\d", needs=("qwen2",))),
+    ("qwen3", lazy(r"qwen3-\d", needs=("qwen3-",))),
+    ("mistral", lazy(r"mistral-7b", needs=("mistral-7b",))),
+    ("gemma2", lazy(r"gemma-2-\d", needs=("gemma-2-",))),
 )
-_PLAIN_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
-_OTHER_MODULES = lazy(r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral")
+_OTHER_MODULES = lazy(
+    r"vl|omni|moe|audio|vision|-a\d+b|llava|mixtral",
+    needs=("vl", "omni", "moe", "audio", "vision", "-a", "llava", "mixtral"),
+)
+
+
+def _plain_name(name: str) -> bool:
+    """A module name as Python spells one, `[A-Za-z_][A-Za-z0-9_]*` (an ASCII identifier)."""
+    return name.isascii() and name.isidentifier()
 
 
 def model_type_of(name: object, local: LocalModel | None) -> tuple[str, bool]:
@@ -93,7 +101,7 @@ class LoraTargetNotInModel(Rule):
         names = [item.strip() for item in value.split(",")] if isinstance(value, str) else value
         if not isinstance(names, list) or not all(isinstance(name, str) for name in names) or "all" in names:
             return
-        if not all(_PLAIN_NAME.fullmatch(name) for name in names):  # a dotted path or a pattern: not judged
+        if not all(_plain_name(name) for name in names):  # a dotted path or a pattern: not judged
             return
         model_type, certain, modules = self._modules(ctx)
         if modules is None:

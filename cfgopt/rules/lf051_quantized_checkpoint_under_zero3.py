@@ -14,8 +14,10 @@ from cfgopt.text.requirements.versions import version_key
 DEQUANTIZED_FROM = (0, 9, 4)
 DEQUANTIZED = frozenset({"fp8", "mxfp4"})
 # Hub names of pre-quantized checkpoints: `-AWQ`, `-GPTQ-Int4`, `-bnb-4bit`, `-FP8`, DeepSeek-V3 / R1 (FP8 weights)
-_NAMED = lazy(r"(?:^|[-_.])(awq|gptq|bnb-4bit|fp8|int4|int8)(?:$|[-_.])")
-_DEEPSEEK_FP8 = lazy(r"^deepseek-(?:v3|r1)(?!.*distill)")
+_NAMED = lazy(
+    r"(?:^|[-_.])(awq|gptq|bnb-4bit|fp8|int4|int8)(?:$|[-_.])", needs=("awq", "gptq", "bnb-4bit", "fp8", "int4", "int8")
+)
+_DEEPSEEK_FP8 = lazy(r"^deepseek-(?:v3|r1)(?!.*distill)", needs=("deepseek-",))
 
 
 class QuantizedCheckpointUnderZero3(Rule):

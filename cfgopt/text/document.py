@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from itertools import accumulate
 from pathlib import Path
 
 from cfgopt.text.patterns import lazy
@@ -38,9 +39,15 @@ LINE_BREAKS = {
 }
 
 
+# The breaks of each syntax other than `\n`: a text with none of them is split at `\n` without the pattern
+_OTHER_BREAKS = {"yaml": "\r\x85\u2028\u2029", "json": "\r", "script": "", "lsp": "\r"}
+
+
 def line_starts(text: str, syntax: str) -> list[int]:
     """The offsets where lines start in `text` as `syntax` breaks them (a key of LINE_BREAKS): the one position
     mapping of the CLI (`Document.line_starts`) and of the language server (`server.analysis.LineIndex`)."""
+    if not any(ch in text for ch in _OTHER_BREAKS[syntax]):  # `\n` only (most files)
+        return list(accumulate((len(line) + 1 for line in text.split("\n")[:-1]), initial=0))
     return [0, *(m.end() for m in LINE_BREAKS[syntax].finditer(text))]
 
 

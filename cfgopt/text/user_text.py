@@ -17,14 +17,11 @@ fails on the guard re-typed elsewhere. A plain `isinstance(x, bool)` stays where
 from __future__ import annotations
 
 import math
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeGuard
 
-_DIGITS = re.compile(r"[0-9]+", re.ASCII)
-_SIGNED = re.compile(r"[+-]?[0-9]+", re.ASCII)
 MAX_DIGITS = 4300  # Python's own limit for int() of a str (sys.get_int_max_str_digits); beyond it, no number
 
 
@@ -35,7 +32,9 @@ def integer(text: object, *, signed: bool = False, strip: bool = False) -> int |
         return None
     if strip:
         text = text.strip()
-    if len(text) > MAX_DIGITS or (_SIGNED if signed else _DIGITS).fullmatch(text) is None:
+    digits = text[1:] if signed and text[:1] in ("+", "-") else text
+    # ASCII digits only: `[0-9]+` (isdigit alone takes `²`); a str method, no pattern to compile on the CLI's import
+    if len(text) > MAX_DIGITS or not (digits.isascii() and digits.isdigit()):
         return None
     return int(text)
 

@@ -73,6 +73,8 @@ ALLOWED_INTS = {
     "config's cutoff_len that LLaMA-Factory already parsed (the run started)",
     ("cfgopt/environment/gpus.py", "_drm_models"): "int(x, 16) of sysfs PCI ids (`0x1002`); a ValueError is caught",
     ("cfgopt/loaders/json_loader.py", "_SpanParser.value"): "a JSON number json.loads accepted (ASCII digits only)",
+    ("cfgopt/rules/__init__.py", "_is_rule_module"): "isdecimal() of a file name in cfgopt's own rules folder (the "
+    "rule-module pattern's Unicode `\\d`, which it replaced), no user text nor a number read",
     ("cfgopt/memory/config_values.py", "integer_at"): "an integral float of the parsed config",
     ("cfgopt/memory/estimate.py", "estimate"): "a GPU count argtypes / the project config already checked",
     ("cfgopt/rules/ds005_invalid_value.py", "InvalidValue._numbers"): "int() of a bool (True is 1)",

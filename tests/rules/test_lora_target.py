@@ -83,3 +83,17 @@ def test_peft_stops_when_no_target_matches():
         peft.get_peft_model(model, peft.LoraConfig(target_modules=["query_key_value"]))
     adapted = peft.get_peft_model(model, peft.LoraConfig(target_modules=["q_proj", "query_key_value"]))
     assert adapted is not None  # one matching name is enough: the others adapt nothing
+
+
+def test_plain_module_names_as_the_pattern_took_them() -> None:
+    """`_plain_name` (an ASCII identifier) takes the names `[A-Za-z_][A-Za-z0-9_]*` took, kept here as the oracle:
+    a dotted path, a pattern or a non-ASCII name is not judged."""
+    import itertools
+    import re
+
+    from cfgopt.rules.lf037_lora_target_not_in_model import _plain_name
+
+    old = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    for n in range(5):
+        for name in map("".join, itertools.product("aZ_09.*\u00e9\u0663 ", repeat=n)):
+            assert _plain_name(name) == bool(old.fullmatch(name)), name

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from cfgopt.text.user_text import as_float, is_int, is_number, positive_int
+from cfgopt.text.user_text import as_float, integer, is_int, is_number, positive_int
 
 NOT_NUMBERS = (True, False, "3", "1e3", None, [3], {"a": 3})
 
@@ -45,3 +45,21 @@ def test_as_float_never_overflows() -> None:
 def test_is_int_refuses_floats_and_bools() -> None:
     assert is_int(0) and is_int(-1)
     assert not any(is_int(v) for v in (*NOT_NUMBERS, 3.0))
+
+
+def test_integer_reads_as_the_ascii_digit_pattern() -> None:
+    """`integer` (str methods) reads every short text as `[+-]?[0-9]+` under re.ASCII did (the pattern it
+    replaced, kept here as the oracle): `²`, `٣`, blanks and `_` are no digits."""
+    import itertools
+    import re
+
+    digits, signed = re.compile(r"[0-9]+", re.ASCII), re.compile(r"[+-]?[0-9]+", re.ASCII)
+    alphabet = "09+- _\n\u00b2\u0663a"
+    for n in range(5):
+        for text in map("".join, itertools.product(alphabet, repeat=n)):
+            for sign, pattern in ((False, digits), (True, signed)):
+                want = int(text) if pattern.fullmatch(text) else None
+                assert integer(text, signed=sign) == want, (text, sign)
+                stripped = text.strip()
+                want = int(stripped) if pattern.fullmatch(stripped) else None
+                assert integer(text, signed=sign, strip=True) == want, (text, sign)

@@ -5,6 +5,8 @@ poetry's `name = "spec"` lines (`poetry_pins`), the locked versions (`lock_pins`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from itertools import accumulate, takewhile
 
 from cfgopt.text.patterns import lazy
 from cfgopt.text.requirements.requirement import NAME, Pin, extras_of, normalise, pep508_requirement
@@ -20,10 +22,9 @@ _TOKENS = {
     "python": lazy(f"{_BASIC_STRINGS}|{_PYTHON_SINGLE}|#[^\\n]*", re.MULTILINE),
     "toml": lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|#[^\\n]*", re.MULTILINE),
 }
-# the same strings, or the `]` that closes an array (read in comment-blanked text)
+# the same strings, or the `]` that closes an array (read in comment-blanked text); `_array_strings` reads with
+# `_TOKENS["toml"]` what it would find, and compiles this one only past a `#` there
 _ARRAY_TOKENS = lazy(f"{_BASIC_STRINGS}|{_TOML_LITERAL}|\\]", re.MULTILINE)
-_TABLE = lazy(r"^[ \t]*\[([^\]\n]*)\][ \t]*$", re.MULTILINE)
-_DEPENDENCIES = lazy(r"^[ \t]*dependencies[ \t]*=[ \t]*\[", re.MULTILINE)
 # a key: TOML's bare key has no `.` (`torch.version = ...` is a dotted key, not read), a quoted one may
 _POETRY = lazy(
     rf"""^[ \t]*(?:"({NAME})"|'({NAME})'|([A-Za-z0-9_-]+))[ \t]*=[ \t]*"""
@@ -68,22 +69,78 @@ def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
     return pins
 
 
+# --------------------------------------------------------------------------- TOML lines, read with str methods
+# A TOML file is read line by line (`\n` ends a line, as `^` and `$` of a MULTILINE pattern; a `\r` before it is
+# part of the line) where a pattern would only test a line's shape: every lint in a repository whose pyproject.toml
+# names DeepSpeed or LLaMA-Factory reads it (tests/text/test_requirements_shortcuts.py holds each to the pattern).
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """Each line with the offset it starts at."""
+    lines = text.split("\n")
+    return list(zip(accumulate((len(line) + 1 for line in lines), initial=0), lines, strict=False))
+
+
+def _tables(text: str) -> list[tuple[int, int, str]]:
+    """Each table header, `^[ \\t]*\\[([^]\\n]*)\\][ \\t]*$` (MULTILINE): (where its line starts, where it ends,
+    the text between its brackets). `[[package]]` and a header with a `\\r` or text after it are none."""
+    found = []
+    for start, line in _lines(text):
+        body = line.lstrip(" \t")
+        close = body.find("]")
+        if body.startswith("[") and close > 0 and not body[close + 1 :].strip(" \t"):
+            found.append((start, start + len(line), body[1:close]))
+    return found
+
+
+def _dependencies_key(text: str, start: int, end: int) -> int | None:
+    """Where a `dependencies = [` line between `start` and `end` ends (after its `[`), as
+    `^[ \\t]*dependencies[ \\t]*=[ \\t]*\\[` (MULTILINE) searched there finds it; None where there is none."""
+    for at, line in _lines(text):
+        if at < start or at >= end:
+            continue  # `^` at a line's start inside the searched part
+        after = line.lstrip(" \t")
+        if not after.startswith("dependencies"):
+            continue
+        after = after[len("dependencies") :].lstrip(" \t")
+        if after.startswith("="):
+            after = after[1:].lstrip(" \t")
+            key_end = at + len(line) - len(after) + 1
+            if after.startswith("[") and key_end <= end:
+                return key_end
+    return None
+
+
+def _array_strings(text: str, at: int) -> Iterator[re.Match[str]]:
+    """The strings of an array from `at` to its closing `]`, as `_ARRAY_TOKENS.finditer` reads them in a comment-
+    blanked text: the string scanner `_TOKENS["toml"]` finds the same strings (the same alternatives, in the same
+    order), and a `]` before the next one closes the array. A `#` it finds (a key found inside a multi-line string)
+    hands the rest to `_ARRAY_TOKENS` itself, which passes it by."""
+    while True:
+        m = _TOKENS["toml"].search(text, at)
+        if text.find("]", at, m.start() if m else len(text)) >= 0 or m is None:
+            return
+        if m.group().startswith("#"):
+            yield from takewhile(lambda t: t.group() != "]", _ARRAY_TOKENS.finditer(text, m.start()))
+            return
+        yield m
+        at = m.end()
+
+
 def project_dependencies(text: str) -> list[Pin] | None:
     """pyproject.toml's `[project] dependencies` (PEP 621: what `pip install .` installs), on one line or several,
     with their spans; None when the file declares none."""
     text = blank_comments(text)
-    tables = list(_TABLE.finditer(text))
-    project = next((i for i, table in enumerate(tables) if table.group(1).strip() == "project"), None)
+    tables = _tables(text)
+    project = next((i for i, table in enumerate(tables) if table[2].strip() == "project"), None)
     if project is None:
         return None
-    end = tables[project + 1].start() if project + 1 < len(tables) else len(text)
-    key = _DEPENDENCIES.search(text, tables[project].end(), end)
-    if key is None:
+    end = tables[project + 1][0] if project + 1 < len(tables) else len(text)
+    key_end = _dependencies_key(text, tables[project][1], end)
+    if key_end is None:
         return None
     pins: list[Pin] = []
-    for m in _ARRAY_TOKENS.finditer(text, key.end()):
-        if m.group() == "]":
-            break
+    for m in _array_strings(text, key_end):
         found = _string(m)
         if found is not None and (pin := pep508_requirement(*found)) is not None:
             pins.append(pin)
@@ -100,13 +157,13 @@ def poetry_dependencies(text: str) -> list[Pin] | None:
     no package), with their spans and extras; None when the file has no such table. Poetry's `2.5.1` is `==2.5.1`
     for `exact_version`; its `^` / `~` are read by `parse_spec`."""
     text = blank_comments(text)
-    tables = list(_TABLE.finditer(text))
-    index = next((i for i, t in enumerate(tables) if t.group(1).strip() == "tool.poetry.dependencies"), None)
+    tables = _tables(text)
+    index = next((i for i, t in enumerate(tables) if t[2].strip() == "tool.poetry.dependencies"), None)
     if index is None:
         return None
-    end = tables[index + 1].start() if index + 1 < len(tables) else len(text)
+    end = tables[index + 1][0] if index + 1 < len(tables) else len(text)
     pins: list[Pin] = []
-    for m in _POETRY.finditer(text, tables[index].end(), end):
+    for m in _POETRY.finditer(text, tables[index][1], end):
         key, group = _poetry_groups(m)
         name = normalise(m.group(key))
         if name != "python":
@@ -124,15 +181,34 @@ def poetry_pins(text: str, names: frozenset[str], syntax: str = "toml") -> list[
     read (`[tool.poetry.dependencies]`, its groups', `[tool.pixi.pypi-dependencies]`): `[project.scripts]`'s
     `deepspeed = "ds.launch:main"` is no pin."""
     text = blank_comments(text, syntax)
-    tables = list(_TABLE.finditer(text)) if syntax == "toml" else []
+    tables = _tables(text) if syntax == "toml" else []
     pins: list[Pin] = []
-    for m in _POETRY.finditer(text):
+    for m in _poetry_lines(text, names):
         key, group = _poetry_groups(m)
         name = normalise(m.group(key))
-        table = next((t.group(1).strip() for t in reversed(tables) if t.start() < m.start()), None)
+        table = next((t[2].strip() for t in reversed(tables) if t[0] < m.start()), None)
         if name in names and (syntax != "toml" or (table or "").endswith("dependencies")):
             pins.append(Pin(name, m.group(group).strip(), m.start(key), m.end(key), m.start(group), m.end(group)))
     return pins
+
+
+_BARE_KEY = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"  # `_POETRY`'s bare key
+
+
+def _line_key(line: str) -> str:
+    """The one key `_POETRY` can read at a line's start: a quoted key's text, else the run of bare-key characters."""
+    body = line.lstrip(" \t")
+    if body[:1] in ('"', "'"):
+        return body[1:].split(body[0], 1)[0]
+    return body[: len(body) - len(body.lstrip(_BARE_KEY))]
+
+
+def _poetry_lines(text: str, names: frozenset[str]) -> Iterator[re.Match[str]]:
+    """`_POETRY.finditer(text)`'s matches whose key is one of `names` (normalised): each match is one line's start,
+    and only a line whose key is among them is asked of the pattern (compiled only for such a line)."""
+    for at, line in _lines(text):
+        if normalise(_line_key(line)) in names and (m := _POETRY.match(text, at)) is not None:
+            yield m
 
 
 def lock_pins(text: str) -> list[Pin]:

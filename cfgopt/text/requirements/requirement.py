@@ -11,14 +11,19 @@ import re
 
 from cfgopt.text.patterns import lazy
 from cfgopt.text.record import Record
+from cfgopt.text.user_text import is_integer
 
 # --------------------------------------------------------------------------- names
-_SEPARATORS = lazy(r"[-_.]+")
+_SEPARATORS_AS_UNDERSCORE = str.maketrans("-.", "__")
 
 
 def normalise(name: str) -> str:
-    """A distribution or import name as pip compares them: `Liger-Kernel` == `liger_kernel` == `liger.kernel`."""
-    return _SEPARATORS.sub("_", name).lower()
+    """A distribution or import name as pip compares them: `Liger-Kernel` == `liger_kernel` == `liger.kernel`
+    (PEP 503's `re.sub(r"[-_.]+", "_", name)`, with `_` for its `-`: each run of `-_.` is one `_`)."""
+    flat = name.translate(_SEPARATORS_AS_UNDERSCORE)
+    while "__" in flat:
+        flat = flat.replace("__", "_")
+    return flat.lower()
 
 
 def installed_distribution(folder_name: str) -> tuple[str, str] | None:
@@ -150,13 +155,57 @@ _SPEC_CLAUSE = lazy(
     rf"|~=\s*v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+{_V_SUFFIXES}|(?:<=|>=|<|>)\s*{_V_RELEASE}{_V_SUFFIXES}",
     re.IGNORECASE | re.ASCII,
 )
-_PEP508_HEAD = lazy(rf"[ \t]*({NAME})[ \t]*(?:\[([^\]]*)\][ \t]*)?")
-_IDENTIFIER = lazy(rf"{NAME}")
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"  # NAME's `[A-Za-z0-9._-]`
+
+
+def _blanks_from(text: str, at: int) -> int:
+    """The end of the run of spaces and tabs at `at`."""
+    return len(text) - len(text[at:].lstrip(" \t"))
+
+
+def _pep508_head(text: str) -> tuple[int, int, str | None, int] | None:
+    """A requirement's head as packaging's grammar starts it, `[ \\t]*(NAME)[ \\t]*(?:\\[([^]]*)\\][ \\t]*)?` matched at
+    the text's start: (the name's start and end, the text between the extras' brackets or None, the head's end).
+    str methods, no pattern: every string of a pyproject.toml passes here (tests/text/test_requirements_shortcuts.py
+    holds it to the pattern)."""
+    start = _blanks_from(text, 0)
+    run = len(text) - start - len(text[start:].lstrip(_NAME_CHARS))
+    if not run or not text[start].isalnum():
+        return None
+    name_end = start + run
+    at = _blanks_from(text, name_end)
+    close = text.find("]", at + 1) if text.startswith("[", at) else -1
+    if close < 0:
+        return start, name_end, None, at
+    return start, name_end, text[at + 1 : close], _blanks_from(text, close + 1)
 
 
 def _identifier(text: str) -> bool:
-    """PEP 508's name: letters and digits first and last, `-_.` between."""
-    return _IDENTIFIER.fullmatch(text) is not None and text[-1].isalnum()
+    """PEP 508's name: letters and digits first and last, `-_.` between (`NAME` in full, its last character
+    alphanumeric)."""
+    return text[:1].isalnum() and text[-1:].isalnum() and not text.strip(_NAME_CHARS)
+
+
+_OPERATORS = ("==", "!=", "<=", ">=", "~=", "<", ">")
+_ASCII_BLANKS = " \t\n\r\f\v"  # `\s` under re.ASCII
+
+
+def _plain_clause(clause: str) -> bool:
+    """Is a clause an operator and a plain release (`>=2.4`, `< 3`, `~=0.9.5`)? Each such clause is one that
+    `_SPEC_CLAUSE` takes (its release part without epoch, `v`, suffixes or local part), so the pattern is compiled
+    only for the others: a pre-release, a `.*`, a sentence that is no specifier."""
+    op = next(o for o in (*_OPERATORS, "") if clause.startswith(o))
+    parts = clause[len(op) :].lstrip(_ASCII_BLANKS).split(".")
+    released = all(is_integer(part) for part in parts)  # ASCII digits (a longer part: asked of the pattern)
+    return bool(op) and released and (op != "~=" or len(parts) > 1)
+
+
+def _clause(clause: str) -> bool:
+    """`_SPEC_CLAUSE.fullmatch(clause)`, without the pattern where the answer shows: every clause it takes starts
+    with an operator's `<>=!~`, and a plain release is one it takes."""
+    if not clause or clause[0] not in "<>=!~":
+        return False
+    return _plain_clause(clause) or _SPEC_CLAUSE.fullmatch(clause) is not None
 
 
 def is_specifier(text: str) -> bool:
@@ -164,20 +213,20 @@ def is_specifier(text: str) -> bool:
     clauses = text.split(",")
     if len(clauses) > 1 and not clauses[-1].strip():
         clauses.pop()  # packaging takes a trailing comma
-    return not text.strip() or all(_SPEC_CLAUSE.fullmatch(c.strip()) for c in clauses)
+    return not text.strip() or all(_clause(c.strip()) for c in clauses)
 
 
 def pep508_requirement(text: str, offset: int = 0) -> Pin | None:
     """A requirement as packaging parses it (setuptools' `_reqs.parse`, pip's requirement lines, a build backend's
     PEP 621 strings), with its spans; None where packaging raises (the real tool fails on it, or it is no
     requirement: a sentence, a path). `name (>=1.0)` is read too; the marker is checked, not kept."""
-    head = _PEP508_HEAD.match(text)
-    extras = head.group(2) if head else None
-    if head is None or not _identifier(head.group(1)):
+    head = _pep508_head(text)
+    if head is None or not _identifier(text[head[0] : head[1]]):
         return None
+    name_start, name_end, extras, head_end = head
     if extras is not None and extras.strip() and not all(_identifier(e.strip()) for e in extras.split(",")):
         return None
-    rest, at = text[head.end() :], head.end()
+    rest, at = text[head_end:], head_end
     if rest.startswith("@"):
         url = rest[1:].lstrip(" \t").split(None, 1)
         if not url or (len(url) > 1 and not (url[1].startswith(";") and is_marker(url[1][1:].strip()))):
@@ -185,8 +234,6 @@ def pep508_requirement(text: str, offset: int = 0) -> Pin | None:
         found = parse_requirement(text, offset)
         return found if found is not None and found.spec == "@ " + url[0] else None
     spec, semicolon, marker = rest.partition(";")
-    if semicolon and not is_marker(marker.strip()):
-        return None
     if spec.lstrip().startswith("("):
         inner, close, after = spec.lstrip()[1:].partition(")")
         if not close or after.strip():
@@ -195,11 +242,16 @@ def pep508_requirement(text: str, offset: int = 0) -> Pin | None:
         spec = inner
     if ")" in spec or "(" in spec or not is_specifier(spec):
         return None
+    # the marker after the specifier: a sentence with a `;` (a description) is no specifier, and its marker is
+    # never tokenised
+    if semicolon and not is_marker(marker.strip()):
+        return None
     written = spec.strip().rstrip(",").rstrip()
-    name_at, name_end = offset + head.start(1), offset + head.end(1)
+    name = text[name_start:name_end]
+    name_at, name_end = offset + name_start, offset + name_end
     spec_at = offset + at + len(spec) - len(spec.lstrip()) if written else name_at
     spec_end = spec_at + len(written) if written else name_end
-    return Pin(normalise(head.group(1)), written, name_at, name_end, spec_at, spec_end, extras_of(extras))
+    return Pin(normalise(name), written, name_at, name_end, spec_at, spec_end, extras_of(extras))
 
 
 # --------------------------------------------------------------------------- as pip before 24.1 parses it
@@ -213,13 +265,13 @@ def legacy_operators(text: str) -> tuple[str, ...] | None:
     requirement`) as packaging 21.3 reads it (pip before 24.1): the operators of the clauses it takes as legacy
     specifiers (`name==` -> `("==",)`, `name>=latest` -> `(">=",)`), or None where 21.3 refuses it too. A legacy
     `==` equals no PEP 440 release, so that pip finds none to install; another operator may match one."""
-    head = _PEP508_HEAD.match(text)
-    if head is None or not _identifier(head.group(1)):
+    head = _pep508_head(text)
+    if head is None or not _identifier(text[head[0] : head[1]]):
         return None
-    extras = head.group(2)
+    extras = head[2]
     if extras is not None and extras.strip() and not all(_identifier(e.strip()) for e in extras.split(",")):
         return None
-    spec, semicolon, marker = text[head.end() :].partition(";")
+    spec, semicolon, marker = text[head[3] :].partition(";")
     if spec.lstrip().startswith("@") or (semicolon and not is_marker(marker.strip())):
         return None
     spec = spec.strip()
@@ -227,7 +279,7 @@ def legacy_operators(text: str) -> tuple[str, ...] | None:
         spec = spec[1:-1]
     operators: list[str] = []
     for clause in spec.split(","):
-        if _SPEC_CLAUSE.fullmatch(clause.strip()):
+        if _clause(clause.strip()):
             continue
         legacy = _LEGACY_CLAUSE.fullmatch(clause)
         if legacy is None:

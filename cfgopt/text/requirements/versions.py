@@ -9,15 +9,25 @@ import re
 
 from cfgopt.text.patterns import lazy
 from cfgopt.text.record import Record
-from cfgopt.text.user_text import integer
+from cfgopt.text.user_text import integer, is_integer
 
 # --------------------------------------------------------------------------- versions
-_DIGITS = lazy(r"[0-9]*", re.ASCII)
+_DIGITS = "0123456789"
+
+
+def _leading_digits(part: str) -> str:
+    """The ASCII digits a text starts with ("" for none)."""
+    return part[: len(part) - len(part.lstrip(_DIGITS))]
+
+
+def _plain_release(text: str) -> bool:
+    """ASCII digits in dot-separated parts (`2.5.1`), nothing else: the release every pattern here reads as one."""
+    return all(is_integer(part) for part in text.split("."))  # ASCII digits (a longer part: asked of the pattern)
 
 
 def version_key(version: str) -> tuple[int, ...]:
     """`"0.16.4"` -> `(0, 16, 4)`: numeric order, so 0.9.10 sorts after 0.9.5 (non-digits end a part)."""
-    return tuple(integer(_DIGITS.match(part).group()) or 0 for part in version.split("."))  # type: ignore[union-attr]
+    return tuple(integer(_leading_digits(part)) or 0 for part in version.split("."))
 
 
 # A version as pip reports it (PEP 440): the release, then pre-release, post-release, development and local parts.
@@ -55,6 +65,7 @@ def pip_version(value: str) -> PipVersion | None:
 
 
 _CLAUSE = lazy(r"^(===|==|!=|~=|>=|<=|>|<|\^|~)?\s*v?([0-9][0-9A-Za-z.*+!-]*)$")
+_CLAUSE_OPERATORS = ("===", "==", "!=", "~=", ">=", "<=", ">", "<", "^", "~")  # `_CLAUSE`'s, in its order
 _PAD = 4
 
 
@@ -95,6 +106,10 @@ def parse_spec(spec: str) -> list[tuple[str, str]]:
     clauses: list[tuple[str, str]] = []
     for raw in spec.replace(" ", "").split(","):
         if raw in ("", "*"):
+            continue
+        op = next((o for o in _CLAUSE_OPERATORS if raw.startswith(o)), "")
+        if _plain_release(raw[len(op) :]):  # `==0.9.5`: as `_CLAUSE` reads it, without compiling it
+            clauses.append((op or "==", raw[len(op) :]))
             continue
         match = _CLAUSE.match(raw)
         if match is None:
@@ -158,10 +173,10 @@ def numeric_spec(spec: str) -> bool:
     return all(_NUMERIC_CLAUSE.fullmatch(clause.strip()) for clause in spec.split(","))
 
 
-_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_LOCAL = lazy(r"\+(cu\d+|rocm[\d.]+)", re.IGNORECASE, needs=("+",))
 _EXACT = lazy(r"^(?:===?)?\s*v?(\d+(?:\.\d+)*)(?:\.post\d+)?(?:\+[\w.]+)?$")
 # PyTorch's wheel indexes (https://pytorch.org/get-started/locally/): /whl/cu121, /whl/rocm6.2, /whl/nightly/...
-_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE)
+_INDEX = lazy(r"download\.pytorch\.org/whl/(?:nightly/|test/)?(cu\d+|rocm[\d.]+)", re.IGNORECASE, needs=("/",))
 
 
 def platform_of_build(text: str) -> str:
@@ -174,5 +189,9 @@ def platform_of_build(text: str) -> str:
 
 def exact_version(spec: str) -> str | None:
     """`==2.5.1+cu121` / `2.5.1` (poetry) / a lock's `==4.46.0` -> the public version; None for a range."""
-    match = _EXACT.match(spec.strip())
+    spec = spec.strip()
+    unpinned = spec[3:] if spec.startswith("===") else spec[2:] if spec.startswith("==") else spec
+    if not spec or _plain_release(unpinned):  # nothing stated, or `==2.5.1`: as `_EXACT` reads them
+        return unpinned or None
+    match = _EXACT.match(spec)
     return match.group(1) if match else None
