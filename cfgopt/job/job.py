@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cfgopt.knowledge import methods
-from cfgopt.knowledge.packing import packing_on
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.user_text import is_int
 from cfgopt.text.writer import hard_linked
@@ -323,6 +322,8 @@ class Job:
 
     @property
     def packing(self) -> bool:
+        from cfgopt.knowledge.packing import packing_on  # here, not at import: most lints never ask (start-up)
+
         return packing_on(self.values())
 
     @property
@@ -503,6 +504,8 @@ class Job:
         """The share of `cutoff_len` the longest sequence of the run reaches, measured on the job's local data:
         the memory peak without packing (packs fill `cutoff_len`). None: packing, or no profile (the estimate
         then pads every sequence to `cutoff_len`, and says so). `values`: the job's with a plan's changes."""
+        from cfgopt.knowledge.packing import packing_on
+
         values = self.values() if values is None else values
         if packing_on(values) and methods.packing_applies(methods.stage_of(values)):
             return None

@@ -14,13 +14,13 @@ import posixpath
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.text.source import Kind, Source
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from cfgopt.job.settings import Settings
+    from cfgopt.knowledge.accelerate_plan import AcceleratePlan
     from cfgopt.text.diagnostics import Diagnostic
 
 
@@ -150,6 +150,8 @@ def launched_plans(sources: list[Source]) -> None:
         if len(plans) == 1 and None not in plans:
             src.command["accelerate"] = lines[0].command["accelerate"]
         elif len(plans) > 1 and plans != {None}:
+            from cfgopt.knowledge.accelerate_plan import AcceleratePlan  # only where accelerate launches a YAML
+
             src.command["accelerate"] = AcceleratePlan("unknown", problem="its launches run it under different plans")
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from cfgopt.job.settings import PerFileSettings, Settings, per_file
 from cfgopt.knowledge import schema
-from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
 from cfgopt.loaders import discovery
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
@@ -30,6 +29,7 @@ from cfgopt.text.user_files import ProjectScope, UnsafeFileError, looked_at, rea
 
 if TYPE_CHECKING:
     from cfgopt.job.job import Job
+    from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 _NOT_JSON = "is not JSON: the HF Trainer reads it with json.load and stops at start-up"
@@ -340,6 +340,8 @@ class Project:
         named, ref = launch_jobs.accelerate_config(src)
         if not named:
             return
+        from cfgopt.knowledge.accelerate_plan import AcceleratePlan  # only for `accelerate launch` lines
+
         options = src.command.get("launcher_options") or {}
         if ref is None:
             plan = AcceleratePlan("unknown", problem="its path is known only at run time")
@@ -350,6 +352,8 @@ class Project:
         launch_jobs.with_accelerate_plan(src, plan)
 
     def _read_accelerate(self, src: Source, ref: str, options: dict[str, str | None]) -> AcceleratePlan:
+        from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
+
         found, _ = resolve_reference(ref, src.document.path)
         if found is None:
             return AcceleratePlan("unknown", config=ref, problem="not found")
