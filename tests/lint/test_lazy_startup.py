@@ -145,7 +145,8 @@ def test_a_short_run_in_process_leaves_the_collector_as_it_was() -> None:
 
 
 # Imported on the branch that uses them (issue 45): an `accelerate launch` line, a requirements file pip reads, a
-# model shape asked for NVMe offload, packing asked of the job, a did-you-mean for an unknown name.
+# model shape asked for NVMe offload, packing asked of the job, a did-you-mean for an unknown name, the memory
+# rules' access to the estimate for a pure bf16 run (PF015).
 _NOT_FOR_A_SEED_LINT = (
     "cfgopt.knowledge.accelerate_plan",
     "cfgopt.text.requirements.pip_files",
@@ -153,6 +154,7 @@ _NOT_FOR_A_SEED_LINT = (
     "cfgopt.knowledge.model_shapes",
     "cfgopt.knowledge.packing",
     "cfgopt.text.suggest",
+    "cfgopt.rules.support.memory_advice",
 )
 
 
