@@ -25,7 +25,6 @@ from cfgopt.commands.common import (
     write_file_text,
 )
 from cfgopt.job.settings import Settings
-from cfgopt.text import termination
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,9 +129,15 @@ def _fix_once(args: argparse.Namespace, resolver, settings: Settings, overlay: d
     for path, why in result.reverted.items():
         sys.stderr.write(shown(f"{report.display_path(path)}: error: fixes not applied: {why}") + "\n")
     machine = args.format in MACHINE_FORMATS  # the report alone on stdout, as `lint` writes it
-    # SIGTERM / SIGHUP (a CI timeout, a cancelled pre-commit run, a closed terminal) while writing stop the run as
-    # Ctrl-C does: the writer removes its temp file, and the files already written stay whole
-    with termination.interrupt_on_termination():
+    if args.write:
+        # SIGTERM / SIGHUP (a CI timeout, a cancelled pre-commit run, a closed terminal) while writing stop the run
+        # as Ctrl-C does: the writer removes its temp file, and the files already written stay whole. Imported
+        # here: a run that writes no file has nothing to undo, and the handler loads `threading`.
+        from cfgopt.text import termination
+
+        with termination.interrupt_on_termination():
+            unwritten = _show_and_write(args, result, machine)
+    else:
         unwritten = _show_and_write(args, result, machine)
     if unwritten:
         result.leave_unfixed(unwritten)  # the summary and the exit code count what the files now hold

@@ -20,8 +20,6 @@ from pathlib import Path
 from cfgopt.knowledge.versions import VersionRange
 from cfgopt.text.requirements.files import is_requirements_txt
 from cfgopt.text.requirements.manifests import lock_pins, poetry_pins, source_version, string_pins
-from cfgopt.text.requirements.pip_encoding import read_requirements
-from cfgopt.text.requirements.pip_files import line_pins, requirement_lines
 from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.user_files import read_text_bounded
 
@@ -48,6 +46,8 @@ def _read(path: Path) -> str:
 def _read_requirements(path: Path) -> str:
     """A file pip reads as a requirements file, as pip decodes it (a byte order mark, a coding comment, else
     UTF-8), or "" when it cannot be read or decoded (pip fails on it: it states no pins)."""
+    from cfgopt.text.requirements.pip_encoding import read_requirements  # each format's reader loads with its file
+
     try:
         return read_requirements(path)
     except (OSError, ValueError):
@@ -65,6 +65,8 @@ def _first_specs(pins: list[Pin]) -> dict[str, str]:
 
 
 def _requirements(path: Path) -> dict[str, str]:
+    from cfgopt.text.requirements.pip_files import line_pins, requirement_lines  # loaded with a requirements file
+
     found = line_pins(requirement_lines(path, _read_requirements(path), _read_requirements))
     return _first_specs([pin for pin in found if not pin.spec.startswith("@")])  # `name @ url`: no release
 

@@ -31,8 +31,6 @@ from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_
 from cfgopt.text.record import Record
 from cfgopt.text.requirements.files import CONDA_ENVIRONMENT_FILES, is_requirement_file
 from cfgopt.text.requirements.manifests import lock_pins, poetry_dependencies, project_dependencies, string_pins
-from cfgopt.text.requirements.pip_encoding import RequirementsDecodeError, read_requirements
-from cfgopt.text.requirements.pip_files import line_pins, logical_lines, requirement_lines
 from cfgopt.text.requirements.requirement import Pin, normalise
 from cfgopt.text.requirements.versions import exact_version, platform_of_build, reaches
 from cfgopt.text.user_files import parse_json, read_text_bounded
@@ -113,6 +111,8 @@ def _add_requirements(packages: dict[str, str], found: list[Pin]) -> dict[str, s
 
 def _requirements_txt(text: str, path: Path | None = None, texts: Texts | None = None) -> dict[str, str]:
     """A requirements file's packages, those of the files its `-r` lines include too."""
+    from cfgopt.text.requirements.pip_files import line_pins, logical_lines, requirement_lines  # with such a file
+
     lines = requirement_lines(path, text, lambda p: _text_of(p, texts)) if path else logical_lines(text)
     return _add_requirements({}, line_pins(lines))
 
@@ -167,7 +167,11 @@ def _pip_reads(path: Path) -> bool:
 def _file_text(path: Path) -> str:
     """A file's text: a requirements file as pip decodes it (RequirementsDecodeError where pip cannot), any other
     as UTF-8 (their readers' own encoding), undecodable bytes replaced."""
-    return read_requirements(path) if _pip_reads(path) else read_text_bounded(path)
+    if not _pip_reads(path):
+        return read_text_bounded(path)
+    from cfgopt.text.requirements.pip_encoding import read_requirements  # pip's decoding loads with a file pip reads
+
+    return read_requirements(path)
 
 
 def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
@@ -194,6 +198,8 @@ def _text_of(path: Path, texts: Texts | None) -> str:
     given = (texts or {}).get(os.path.realpath(path))
     if given is not None:
         return given
+    from cfgopt.text.requirements.pip_encoding import read_requirements
+
     try:
         return read_requirements(path)
     except (OSError, ValueError):
@@ -326,6 +332,8 @@ def stated_environment(value: Any, where: str, base: Path) -> Environment | None
 
 def _undecodable(path: Path) -> str:
     """Why pip cannot decode the requirements file `path`, as " (words)"; "" when that is not why it was not read."""
+    from cfgopt.text.requirements.pip_encoding import RequirementsDecodeError, read_requirements
+
     try:
         if _pip_reads(path):
             read_requirements(path)

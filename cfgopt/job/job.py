@@ -20,7 +20,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from cfgopt.knowledge import methods
-from cfgopt.knowledge.packing import packing_on
 from cfgopt.text.record import Record
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.user_text import is_int
@@ -326,6 +325,8 @@ class Job:
 
     @property
     def packing(self) -> bool:
+        from cfgopt.knowledge.packing import packing_on  # here, not at import: most lints never ask (start-up)
+
         return packing_on(self.values())
 
     @property
@@ -506,6 +507,8 @@ class Job:
         """The share of `cutoff_len` the longest sequence of the run reaches, measured on the job's local data:
         the memory peak without packing (packs fill `cutoff_len`). None: packing, or no profile (the estimate
         then pads every sequence to `cutoff_len`, and says so). `values`: the job's with a plan's changes."""
+        from cfgopt.knowledge.packing import packing_on
+
         values = self.values() if values is None else values
         if packing_on(values) and methods.packing_applies(methods.stage_of(values)):
             return None

@@ -21,7 +21,6 @@ from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import display_path, shown
 from cfgopt.text.patterns import lazy
 from cfgopt.text.record import Record
-from cfgopt.text.suggest import closest
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 from cfgopt.text.user_text import positive_int
 
@@ -163,6 +162,8 @@ def check_codes(values: list[str], where: str) -> list[str]:
         if upper == "ALL" or any(c.startswith(upper) for c in codes):
             out.append(upper)
             continue
+        from cfgopt.text.suggest import closest  # only for an unknown name (start-up)
+
         hint = closest(upper, sorted(codes)) or closest(value, sorted(names))
         raise ConfigError(f"{where}: unknown rule {value!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
     return out
@@ -182,6 +183,8 @@ def check_options(table: dict[str, Any], origin: str) -> dict[str, Any]:
     for key, value in table.items():
         where = f"{origin}: {key}"
         if key not in OPTIONS:
+            from cfgopt.text.suggest import closest
+
             hint = closest(key, OPTIONS) or closest(key.replace("_", "-"), OPTIONS)
             raise ConfigError(
                 f"{origin}: unknown option {key!r}"

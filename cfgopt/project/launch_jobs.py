@@ -13,7 +13,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 
-from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 from cfgopt.text.source import Kind, Source
 
 TYPE_CHECKING = False
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cfgopt.job.settings import Settings
+    from cfgopt.knowledge.accelerate_plan import AcceleratePlan
     from cfgopt.text.diagnostics import Diagnostic
 
 
@@ -151,6 +151,8 @@ def launched_plans(sources: list[Source]) -> None:
         if len(plans) == 1 and None not in plans:
             src.command["accelerate"] = lines[0].command["accelerate"]
         elif len(plans) > 1 and plans != {None}:
+            from cfgopt.knowledge.accelerate_plan import AcceleratePlan  # only where accelerate launches a YAML
+
             src.command["accelerate"] = AcceleratePlan("unknown", problem="its launches run it under different plans")
 
 

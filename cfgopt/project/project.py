@@ -16,7 +16,6 @@ from pathlib import Path
 
 from cfgopt.job.settings import Settings, per_file
 from cfgopt.knowledge import schema
-from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
 from cfgopt.loaders import discovery
 from cfgopt.loaders.json_loader import load_json
 from cfgopt.loaders.yaml_loader import load_yaml
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 
     from cfgopt.job.job import Job
     from cfgopt.job.settings import PerFileSettings
+    from cfgopt.knowledge.accelerate_plan import AcceleratePlan
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # configs are kilobytes; past this a file is refused, not read
 _NOT_JSON = "is not JSON: the HF Trainer reads it with json.load and stops at start-up"
@@ -344,6 +344,8 @@ class Project:
         named, ref = launch_jobs.accelerate_config(src)
         if not named:
             return
+        from cfgopt.knowledge.accelerate_plan import AcceleratePlan  # only for `accelerate launch` lines
+
         options = src.command.get("launcher_options") or {}
         if ref is None:
             plan = AcceleratePlan("unknown", problem="its path is known only at run time")
@@ -354,6 +356,8 @@ class Project:
         launch_jobs.with_accelerate_plan(src, plan)
 
     def _read_accelerate(self, src: Source, ref: str, options: dict[str, str | None]) -> AcceleratePlan:
+        from cfgopt.knowledge.accelerate_plan import AcceleratePlan, accelerate_plan
+
         found, _ = resolve_reference(ref, src.document.path)
         if found is None:
             return AcceleratePlan("unknown", config=ref, problem="not found")

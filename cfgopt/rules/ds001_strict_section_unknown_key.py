@@ -6,7 +6,6 @@ from cfgopt.knowledge import schema, versions
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import locate, section_errors
-from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -98,7 +97,9 @@ class StrictSectionUnknownKey(Rule):
             node_model = _nested_model(ds, model_name, parent[1:] if len(parent) > 1 else ())
             names = ds.field_names(node_model) if node_model else set()
             siblings = {e.key for e in (src.find(parent).node.entries or [])} if src.find(parent) else set()
-            guess = suggest.closest(str(key), names)
+            from cfgopt.text.suggest import closest  # only for an unknown name (start-up)
+
+            guess = closest(str(key), names)
             if guess and guess not in siblings and not (history and " valid in " in history):
                 yield self.at_entry(
                     ctx,

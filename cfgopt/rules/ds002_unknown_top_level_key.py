@@ -7,7 +7,6 @@ from cfgopt.knowledge import schema, versions
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.deepspeed import validate_section
-from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -56,7 +55,9 @@ class UnknownTopLevelKey(Rule):
             history = versions.ds_key_history(key, ds.version)
             if history:  # a real key of another release: say so before any spelling guess
                 msg = f"{msg}; {history} (see `--deepspeed-version`)"
-            guess = suggest.closest(key, ds.top_level_keys)
+            from cfgopt.text.suggest import closest  # only for an unknown name (start-up)
+
+            guess = closest(key, ds.top_level_keys)
             if not guess or guess in present:
                 yield self.at_entry(ctx, entry, msg)
             elif not accepted_as(ds, guess, entry.node.value):

@@ -7,7 +7,6 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import fields_for, group_of, top_entries
 from cfgopt.rules.support.precision import stops_on_target
-from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
 from cfgopt.text.user_text import is_number
@@ -268,7 +267,9 @@ class UnknownKey(Rule):
                 return f"it is only valid for `llamafactory-cli {sub}`", None
         if history:  # a real key of another release, not a typo
             return f"{history} (see `--llamafactory-version`)", None
-        guess = suggest.closest(key, fields)
+        from cfgopt.text.suggest import closest  # only for an unknown name (start-up)
+
+        guess = closest(key, fields)
         if guess and guess not in present:
             return (
                 f"did you mean `{guess}`?",

@@ -8,7 +8,6 @@ from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.choices import outside
 from cfgopt.rules.support.llamafactory import fields_for, read_by_argparse, top_entries, yaml11_note
-from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Entry, Kind
 
@@ -227,7 +226,9 @@ class InvalidChoice(Rule):
                     edits.replace_value(src, entry, "auto"),
                     safe=False,
                 )
-        guess = suggest.closest(text, choices, cutoff=0.6)
+        from cfgopt.text.suggest import closest  # only for an unknown name (start-up)
+
+        guess = closest(text, choices, cutoff=0.6)
         if guess:
             return self.fix(f"Use `{guess}`", edits.replace_value(src, entry, guess), safe=False)
         return None

@@ -7,7 +7,6 @@ from cfgopt.knowledge.versions import release_spans
 from cfgopt.loaders import edits
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import entry_of, read_by_argparse
-from cfgopt.text import suggest
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.source import Kind
 
@@ -66,7 +65,9 @@ class UnknownTemplate(Rule):
         if isinstance(name, str) and name in known:
             return
         version = ctx.settings.lf_schema.version
-        guess = suggest.closest(str(name), sorted(known), cutoff=0.75)
+        from cfgopt.text.suggest import closest  # only for an unknown name (start-up)
+
+        guess = closest(str(name), sorted(known), cutoff=0.75)
         elsewhere = releases_with(str(name))
         hint = f" (registered by LLaMA-Factory {release_spans(elsewhere)})" if elsewhere else ""
         hint += f" (did you mean `{guess}`?)" if guess else ""

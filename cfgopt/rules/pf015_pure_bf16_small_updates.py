@@ -6,7 +6,6 @@ from cfgopt.loaders import edits
 from cfgopt.plan import space
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, on, report, training, value_of
-from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.user_text import is_number
 
@@ -59,6 +58,9 @@ class PureBf16SmallUpdates(Rule):
         lr = value_of(ctx, "learning_rate")
         if not is_number(lr) or not 0 < lr < LARGEST_ROUNDED_LR:
             return
+        # here, not at import: only full or freeze training in pure bf16 asks the memory model (start-up)
+        from cfgopt.rules.support.memory_advice import GPUS_IF_UNSTATED_SPEND, estimate_ctx, gpus
+
         n = gpus(ctx, GPUS_IF_UNSTATED_SPEND)
         after = estimate_ctx(ctx, n, pure_bf16=False, bf16=True)
         fits = after is None or after.verdict == "fits"

@@ -4,7 +4,6 @@ import math
 from collections.abc import Iterator
 
 from cfgopt.environment.stated import transformers_at_least
-from cfgopt.knowledge.model_shapes import ModelShape, largest_parameter
 from cfgopt.knowledge.requirement_pins import CHECKED
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.cross_file import consumer_entry
@@ -12,6 +11,10 @@ from cfgopt.rules.support.llamafactory import TRAIN_KINDS, training
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.requirements.versions import stays_below
 from cfgopt.text.user_text import is_number
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cfgopt.knowledge.model_shapes import ModelShape
 
 # DeepSpeed's default `offload_param.buffer_size` (runtime/zero/offload_config.py: `pp_int(1e8)` elements)
 DEFAULT_BUFFER = 100_000_000
@@ -90,6 +93,8 @@ class NvmeParamBufferTooSmall(Rule):
         buffer = offload.get("buffer_size", DEFAULT_BUFFER)
         if shape is None or not is_number(buffer) or buffer <= 0:
             return
+        from cfgopt.knowledge.model_shapes import largest_parameter  # here, not at import: only NVMe offload asks
+
         hardware = job.hardware(1)
         fused = experts_fused(job, shape) if shape.is_moe else True
         largest, what = largest_parameter(shape, experts_fused=fused is not False)

@@ -1,6 +1,6 @@
 """Lint start-up (issue 45): patterns compiled when first used give `re.compile`'s answers; a config with no
-local dataset never imports the data profile; without a target the hardware checks are not imported. The time
-itself is measured in bench/results.md, never here."""
+local dataset never imports the data profile; without a target the hardware checks are not imported; what a seed
+lint does not use is imported on the branch that does. The time itself is measured in bench/results.md, never here."""
 
 from __future__ import annotations
 
@@ -163,3 +163,57 @@ def test_a_short_run_in_process_leaves_the_collector_as_it_was() -> None:
         assert not gc.isenabled()  # a caller that turned it off keeps it off
     finally:
         gc.enable()
+
+
+# Imported on the branch that uses them (issue 45): an `accelerate launch` line, a requirements file pip reads, a
+# model shape asked for NVMe offload, packing asked of the job, a did-you-mean for an unknown name, the memory
+# rules' access to the estimate for a pure bf16 run (PF015).
+_NOT_FOR_A_SEED_LINT = (
+    "cfgopt.knowledge.accelerate_plan",
+    "cfgopt.text.requirements.pip_files",
+    "cfgopt.text.requirements.pip_encoding",
+    "cfgopt.knowledge.model_shapes",
+    "cfgopt.knowledge.packing",
+    "cfgopt.text.suggest",
+    "cfgopt.rules.support.memory_advice",
+)
+
+
+def _imported_by(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """Which of `names` a process running `cfgopt ARGV` (from the repository) has imported by its end."""
+    code = (
+        "import sys; from cfgopt.cli import main; main(sys.argv[2:]); sys.stdout.flush(); "
+        "print('\\nimported:', *(m for m in sys.argv[1].split(',') if m in sys.modules))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, ",".join(names), *argv], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    last = run.stdout.splitlines()[-1]
+    assert last.startswith("imported:"), run.stderr[-2000:]
+    return last.split()[1:]
+
+
+def test_a_seed_lint_imports_no_module_it_does_not_use() -> None:
+    """The command bench/ times (the project's own config and pins read); the time is measured there, never here.
+    With a target the memory model asks for the accelerate plan, the model's shape and packing: only the readers
+    stay out."""
+    seed = "fixtures/seed/llama3_lora_sft.yaml"
+    assert _imported_by(["lint", "-q", seed], _NOT_FOR_A_SEED_LINT) == []
+    readers = ("cfgopt.text.requirements.pip_files", "cfgopt.text.requirements.pip_encoding", "cfgopt.text.suggest")
+    assert _imported_by(["lint", "-q", "--target", "mi300x", "--gpus", "8", seed], readers) == []
+
+
+def test_the_branches_that_use_them_still_import_them(tmp_path) -> None:
+    """The other side of the test above: a requirements file loads pip's reader, an unknown key the did-you-mean."""
+    (tmp_path / "requirements.txt").write_text("llamafactory==0.9.5\n")
+    (tmp_path / "train.yaml").write_text("model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_typ: lora\n")
+    imported = _imported_by(["lint", "-q", str(tmp_path / "train.yaml")], _NOT_FOR_A_SEED_LINT)
+    assert {"cfgopt.text.requirements.pip_files", "cfgopt.text.requirements.pip_encoding"} <= set(imported)
+    assert "cfgopt.text.suggest" in imported
+
+
+def test_fix_loads_its_signal_handler_only_to_write() -> None:
+    """`fix --diff` writes nothing, so it has nothing to undo on SIGTERM: no handler (and no `threading`). That
+    `fix --write` still cleans up is tests/adversarial/test_fix_write_leaves_no_trace.py's."""
+    argv = ["fix", "--diff", "-q", "fixtures/seed/llama3_lora_sft.yaml"]
+    assert _imported_by(argv, ("cfgopt.text.termination", "threading")) == []
