@@ -11,6 +11,7 @@ import pytest
 from rule_cases import ROOT, run_cli, summary_of
 
 from cfgopt.environment.probe import probed_environment
+from cfgopt.job import job as job_module
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge import schema
 from cfgopt.memory import estimate as memory
@@ -87,10 +88,12 @@ def test_no_default_is_kept_outside_the_job() -> None:
     import cfgopt.rules.support.llamafactory as lf
 
     assert not hasattr(memory, "DEFAULTS") and not hasattr(lf, "LF") and not hasattr(ds, "DS")
-    from cfgopt.job import job
+    from cfgopt.knowledge import packing
     from cfgopt.memory import batch
 
-    assert batch.packing_on is job.packing_on  # one definition, both read it (the memory model in its micro-batch)
+    # one definition, both read it: the memory model in its micro-batch, the job (imported where it asks: start-up)
+    assert batch.packing_on is packing.packing_on
+    assert "from cfgopt.knowledge.packing import packing_on" in Path(job_module.__file__).read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------- the plan
