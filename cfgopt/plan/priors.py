@@ -16,8 +16,37 @@ How much faster each knob setting is expected to run, measured on an H200 (the s
 The micro-batch exponent of DPO (unpacked, chosen and rejected in one micro-batch, the reference forward in the
 same step) is 0.69, measured: Qwen3-4B LoRA DPO on one H200, synthetic pairs, GC on, 4 x 2 vs 8 x 1: 1,606 vs
 2,581 tokens/s (1.61x for twice the micro-batch; bench/planner/README.md, "Longer searches"). SFT's 0.2 there
-made the plan 2 x 4 with GC off, which ran at 0.38x of 8 x 1. Fitted on that one search, not held out; rm and
-kto keep SFT's exponent (not measured).
+made the plan 2 x 4 with GC off, which ran at 0.38x of 8 x 1. Fitted on that one search, not held out; rm keeps
+SFT's exponent (not measured).
+KTO (unpacked; per sample a policy forward with gradients, one without on the mismatched "KL" completion, and
+the reference's two, of about the same length, all in the same step: LLaMA-Factory 0.9.5 `train/kto/trainer.py`)
+has two priors of its own, from the held-out Llama-3.2-3B LoRA KTO on one H200 (bench/planner/README.md,
+"Measured with the new verify"; `h200/2026-12-05-plans/kto/`), where SFT's made the plan 8 x 2 with GC off, 0.82
+of tune's best:
+  - micro-batch exponent 0.35: 16 x 1 against 8 x 2, both GC on, 1.29x with SDPA (2,888 vs 2,234 tokens/s) and
+    1.27x with eager attention (3,188 vs 2,512), two pairs of runs that agree (exponents 0.37 and 0.34). The one
+    smaller pair, 8 x 2 against 4 x 4 with GC off, gained more (1.74x, 1.53x against the baseline's first run:
+    0.80 / 0.62): the exponent falls as the micro-batch grows, and 0.35 is its value where the plan chooses;
+  - GC off 1.175 (`gc_off_by_stage`), derived, not fitted: checkpointing adds one forward of the trained model
+    to a step, which is 0.37 of SFT's step without it (`gc_off` 1.37, below); KTO's step adds three forwards
+    without gradients, which are not recomputed, so the same forward is 0.37 / (1 + 3 x 0.37) of it: 1.175. The
+    run measured 1.17x (8 x 2 SDPA, 2,615 vs 2,234; 1.03x against the baseline's first run, 2,310): one
+    comparison that agrees with the derivation, not its source. DPO's reference forward would give 1.27 by the
+    same reasoning; DPO keeps 1.37 until a DPO run measures it (no DPO tune has run one shape both ways).
+  With SFT's exponent the two changes are both needed: 2 ** 0.2 (1.15) < 1.175, and 2 ** 0.35 (1.27) < 1.37.
+Gradient checkpointing off (`gc_off` 1.37: V10 vs V7 of bench/h200/measurements.md, 8B LoRA SFT packed) was
+measured 1.28-1.51x at six shapes of the same job (bench/tune/results/grid.md: 1 x 4, 2 x 2, 4 x 1, Liger on and
+off) and 1.42x with HF + PEFT at 4 x 2048 (measurements.md); on full fine-tunes less: Qwen3-4B 1.28x / 1.25x
+(Liger on / off, h200/long-tune/qwen3_full_sft.tune.json), Llama-3-8B with 8-bit AdamW 1.14x / 1.18x
+(h200/longer-search) and 1.17x (h200/2026-12-05-plans/l8full): GC on ran 0.78-0.87x the plans' GC off. The same
+reasoning (weight gradients and the optimizer step are more of a full fine-tune's step) says why. Full fine-tuning
+keeps 1.37 for now: a lower figure changes measured plans whose alternative no run has measured (at 1.17 the
+held-out Qwen2.5-7B full fine-tune, 8,225 tokens/s with GC off and 8-bit AdamW, would be planned with GC on and
+AdamW: 1.17 x 0.83 < 1), so it waits for a tune that measures both.
+Liger (1.196, 8B LoRA SFT packed, V7 vs V6) measured 1.02-1.04x on the Qwen3-4B and 0.99-1.02x on the Llama-3-8B
+full fine-tunes at 2 x 1 (the same tunes and h200/2026-12-05-plans/q3full), and eager attention against SDPA on
+unpacked preference runs 0.98x-1.15x (KTO 1.10x / 1.12x, DPO 1.15x / 0.98x / 1.01x; single runs, with a 6.4%
+run-to-run spread): both priors are kept until more runs say otherwise.
 ZeRO-1 and ZeRO-3 with only the optimizer offloaded are not measured: ZeRO-1 moves what ZeRO-2 moves (the ZeRO
 paper: both at data parallelism's communication volume), so it takes ZeRO-2's prior; optimizer offload costs
 ZeRO-3 what it costs ZeRO-2 (0.5 / 0.95 on several GPUs: 0.42), and on one GPU it sits between ZeRO-3 (0.225,
@@ -42,8 +71,9 @@ if TYPE_CHECKING:
 PRIORS: dict[str, Any] = {
     "micro_exponent_unpacked": 0.2,
     "micro_exponent_packed": 0.05,
-    "micro_exponent_unpacked_by_stage": {"dpo": 0.69},
+    "micro_exponent_unpacked_by_stage": {"dpo": 0.69, "kto": 0.35},
     "gc_off": 1.37,
+    "gc_off_by_stage": {"kto": 1.175},
     "packing": 2.9,
     "liger": 1.196,
     "attn": {"sdpa": 1.0, "fa2": 1.03, "disabled": 0.97},
@@ -88,7 +118,7 @@ def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft") -> float:
     unpacked = p["micro_exponent_unpacked_by_stage"].get(stage, p["micro_exponent_unpacked"])
     score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else unpacked)
     if not k.gc:
-        score *= p["gc_off"]
+        score *= p["gc_off_by_stage"].get(stage, p["gc_off"])
     if k.packing:
         score *= p["packing"]
     if k.liger:
