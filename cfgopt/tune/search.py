@@ -8,8 +8,9 @@ one wraps `cfgopt.verify.runner.run_config`; the tests pass a fake that stands i
 The speed prior (docs/tune.md) multiplies one factor per knob, each taken from the H200 measurements in
 bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048):
   - micro batch m: m ** 0.2 unpacked (16x1 vs 4x4 was 1.33x = 4 ** 0.2), m ** 0.05 packed (8x2 vs 4x4 1.035x),
-    m ** 0.69 in DPO (Qwen3-4B LoRA DPO, cfgopt/plan/priors.py)
-  - gradient checkpointing off: 1.37x (V10 vs V7)
+    m ** 0.69 in DPO (Qwen3-4B LoRA DPO), m ** 0.35 in KTO (Llama-3.2-3B LoRA KTO; both cfgopt/plan/priors.py)
+  - gradient checkpointing off: 1.37x (V10 vs V7; measured 1.14-1.51x over the H200 runs), 1.175x in KTO (derived
+    from it: KTO's forwards without gradients are not recomputed; measured 1.17x; cfgopt/plan/priors.py)
   - packing: 2.9x (V6 vs V5, both 16x1)
   - Liger kernels: 1.196x (V7 vs V6)
   - attention: sdpa 1.0, fa2 1.03 (not measured: a small prior edge), eager 0.97 (no measured difference at
