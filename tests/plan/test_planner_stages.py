@@ -130,6 +130,26 @@ def test_the_dpo_plan_is_the_h200_searchs_winner() -> None:
     assert prior_speed(winner, 1, "sft") < prior_speed(earlier, 1, "sft")
 
 
+def test_the_kto_plan_takes_the_micro_batch_the_h200_measured_over_checkpointing_off() -> None:
+    """The held-out Llama-3.2-3B LoRA KTO on one H200 (bench/planner/h200/2026-12-05-plans/kto): 8 x 2 with GC off
+    ran 2,615 tokens/s, 16 x 1 with GC on 2,888 (SDPA). KTO's measured micro-batch exponent and its GC-off prior
+    (SFT's, less the forwards without gradients that checkpointing does not recompute) rank them as measured;
+    either alone, with SFT's other, would not."""
+    from cfgopt.plan.priors import PRIORS, prior_speed
+
+    path = ROOT / "bench" / "planner" / "heldout" / "llama32_3b_lora_kto.yaml"
+    plan = plan_for(load_job(path, Settings(target_name="h200", gpus=1)))
+    assert plan is not None and (plan.best.micro, plan.best.ga, plan.best.gc, plan.best.attn) == (16, 1, True, "sdpa")
+    measured, earlier = plan.best, plan.best._replace(micro=8, ga=2, gc=False)
+    assert prior_speed(measured, 1, "kto") > prior_speed(earlier, 1, "kto")
+    assert prior_speed(measured, 1, "sft") < prior_speed(earlier, 1, "sft")
+    sft_gc, kto_gc = PRIORS["gc_off"], PRIORS["gc_off_by_stage"]["kto"]
+    share = sft_gc - 1  # the recomputed forward, as a share of SFT's step without checkpointing
+    assert kto_gc == pytest.approx(1 + share / (1 + 3 * share), abs=0.001)  # + the KL and two reference forwards
+    exponent, sft_exponent = PRIORS["micro_exponent_unpacked_by_stage"]["kto"], PRIORS["micro_exponent_unpacked"]
+    assert 2**exponent < sft_gc and 2**sft_exponent < kto_gc < 2**exponent
+
+
 def test_a_setting_the_plan_weighed_and_kept_is_no_warning() -> None:
     """MEM004 (checkpointing could go) on the DPO example, whose plan weighs checkpointing, keeps it on and takes
     8 x 1: a warning whose fix does not change it would contradict the plan, so it is not reported (issue 32);
