@@ -1,16 +1,16 @@
 """The words of a short run (`cfgopt lint cfg.yaml`) read without argparse, or None.
 
-Importing argparse (with gettext and locale) and building a subcommand's parser costs a seed lint about 4 ms of
-its ~60 (issue 45). argparse stays the one definition of the command line: `scripts/gen_option_table.py` writes
-each short run's actions, as argparse holds them, to `cfgopt.commands.option_table`, and this reader reads the
-words after the subcommand's name with that table. It answers only where argparse's answer is certain and the
-same on every Python cfgopt supports: the namespace argparse would give (the same attributes, equal values), or
-None for anything else, and `cfgopt.cli` then parses with argparse as before, so help, every error and its message
-stay argparse's. None for: `-h`/`--help`; `--`; a word starting with `-` that is not an option named in full
-(an abbreviation, `-qq`, a negative number, `-1.5`; `-` alone is stdin, a path); a value starting with `-` or
-missing; `-x=VALUE`, and `--name=` with nothing after it; a value its type refuses or that is not among the
-choices; two options of a mutually exclusive group; positional words on both sides of an option (argparse
-leaves the second part over); a required positional or option missing.
+Importing argparse (with gettext and locale) and building a subcommand's parser cost a seed lint about 3 ms of its
+68, whole process (bench/results.md). argparse stays the one definition of the command line:
+`scripts/gen_option_table.py` writes each short run's actions, as argparse holds them, to
+`cfgopt.commands.option_table`, and this reader reads the words after the subcommand's name with that table. It
+answers only where argparse's answer is certain and the same on every Python cfgopt supports: the namespace
+argparse would give (the same attributes, equal values), or None for anything else, and `cfgopt.cli` then parses
+with argparse as before, so help, every error and its message stay argparse's. None for: `-h`/`--help`; `--`; a
+word starting with `-` that is not an option named in full (an abbreviation, `-qq`, a negative number, `-1.5`; `-`
+alone is stdin, a path); a value starting with `-` or missing; `-x=VALUE`, and `--name=` with nothing after it; a
+value its type refuses or that is not among the choices; two options of a mutually exclusive group; positional
+words on both sides of an option (argparse leaves the second part over); a required positional or option missing.
 tests/commands/test_fast_args.py compares it with argparse over many command lines."""
 
 from __future__ import annotations
