@@ -49,6 +49,7 @@ def table_of(parser: argparse.ArgumentParser, name: str) -> tuple:
     dests = [action.dest for action in parser._actions]
     assert len(dests) == len(set(dests)), f"{name}: two actions share a dest"
     assert sum(1 for action in actions if not action[0]) <= 1, f"{name}: more than one positional"
+    assert not any(group.required for group in parser._mutually_exclusive_groups), f"{name}: a required group"
     groups = tuple(tuple(a.dest for a in group._group_actions) for group in parser._mutually_exclusive_groups)
     return (dict(parser._defaults), actions, groups)
 

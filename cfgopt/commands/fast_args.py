@@ -142,7 +142,7 @@ def _convert_string_defaults(actions: tuple, given: set[str], namespace: dict[st
     """argparse passes a default written as a string through the option's type once nothing set it (`--format`'s
     "full" through `_format_name`); not through its choices."""
     for _, dest, _, _, _, default, _, type_name, _ in actions:
-        if isinstance(default, str) and dest not in given and namespace.get(dest, SUPPRESS) is default:
+        if isinstance(default, str) and default != SUPPRESS and dest not in given and namespace.get(dest) is default:
             namespace[dest] = _value(default, type_name, None)
 
 

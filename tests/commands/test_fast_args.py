@@ -146,8 +146,9 @@ def test_any_command_line_reads_as_argparse_reads_it(command_line: tuple[str, li
 
 def _synthetic_parsers() -> list[tuple[argparse.ArgumentParser, list[str]]]:
     """Parsers with what the reader reads and cfgopt's short runs do not use today: a string default its type
-    converts, count, store_false, store_const, append without a default, a required option, a required positional,
-    a `*` positional without a default, an exclusive group of options that take values."""
+    converts, count, store_false, store_const, append without a default, a required option, an option without a
+    default (SUPPRESS), a required positional, a `*` positional without a default, an exclusive group of options
+    that take values."""
     first = Parser(prog="cfgopt synthetic")
     first.add_argument("item")
     first.set_defaults(level=9)  # the option's own default, set after, is what argparse gives
@@ -157,6 +158,7 @@ def _synthetic_parsers() -> list[tuple[argparse.ArgumentParser, list[str]]]:
     first.add_argument("--fast", dest="mode", action="store_const", const="fast", default="slow")
     first.add_argument("--tag", action="append")
     first.add_argument("--must", required=True, choices=["a", "b"])
+    first.add_argument("--maybe", default=argparse.SUPPRESS)  # no attribute unless given
     second = Parser(prog="cfgopt synthetic")
     second.add_argument("items", nargs="*")
     group = second.add_mutually_exclusive_group()
@@ -164,7 +166,7 @@ def _synthetic_parsers() -> list[tuple[argparse.ArgumentParser, list[str]]]:
     group.add_argument("--other", type=int, default=7)
     second.set_defaults(command="synthetic", level=5)
     return [
-        (first, ["x", "--must", "b", "-v", "-v", "--tag", "t", "--fast", "--tag", "u", "--no-color"]),
+        (first, ["x", "--must", "b", "-v", "-v", "--tag", "t", "--fast", "--tag", "u", "--no-color", "--maybe", "m"]),
         (second, ["a", "b", "--other", "3"]),
     ]
 
