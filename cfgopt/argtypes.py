@@ -3,18 +3,28 @@ subcommand's usage), caught by argparse before anything runs."""
 
 from __future__ import annotations
 
-import argparse
-
 from cfgopt.text.user_text import integer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+
+def refuse(message: str) -> NoReturn:
+    """argparse's usage error for a value an option's type refuses; argparse is imported only then (a short run
+    whose words `cfgopt.commands.fast_args` reads never imports it)."""
+    import argparse
+
+    raise argparse.ArgumentTypeError(message) from None  # inside an `except`: the message says it all
 
 
 def positive_int(text: str) -> int:
     """An integer >= 1 (`--gpus`, `--steps`)."""
     value = integer(text, signed=True, strip=True)
     if value is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+        refuse(f"{text!r} is not an integer")
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        refuse(f"must be at least 1, got {value}")
     return value
 
 
@@ -24,7 +34,7 @@ def gpu_count(text: str) -> int:
 
     value = positive_int(text)
     if value > MAX_GPUS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_GPUS}, got {value}")
+        refuse(f"must be at most {MAX_GPUS}, got {value}")
     return value
 
 
@@ -33,7 +43,7 @@ def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        refuse(f"{text!r} is not a number")
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        refuse(f"must be greater than 0, got {text}")
     return value

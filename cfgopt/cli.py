@@ -1,51 +1,26 @@
 """The command line: the parser and the dispatch. Each subcommand is one module of `cfgopt.commands` with
 `add_arguments(parser)` and `run(args) -> int`, imported only when it is the one being run (or for
-`cfgopt --help`).
+`cfgopt --help`). A short run's words are read without argparse where `cfgopt.commands.fast_args` is certain of
+argparse's answer; else argparse parses them, so help and every usage error are argparse's.
 
 Exit codes (as ruff): 0 nothing at or above --fail-on, 1 findings, 2 a usage error or a file that could
-not be read or parsed. Imports stay light: argparse, PyYAML, and pydantic only when a DeepSpeed file is read.
+not be read or parsed. Imports stay light: PyYAML, argparse only when a parser is built, and pydantic only when
+a DeepSpeed file is read.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
-from types import ModuleType
 
 from cfgopt.commands import UsageError
-from cfgopt.text.user_text import integer
 from cfgopt.version import __version__
 
-
-def _terminal_columns() -> int:
-    """`shutil.get_terminal_size().columns` without importing shutil (and the compression modules it loads),
-    which argparse's help formatter would do on every `add_argument`: $COLUMNS, else the terminal, else 80."""
-    columns = integer(os.environ.get("COLUMNS", ""), strip=True)
-    if columns:
-        return min(columns, 10_000)
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
-    except (AttributeError, ValueError, OSError):
-        return 80
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=_terminal_columns() - 2)  # argparse's own margin
-
-
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", _HelpFormatter)
-        kwargs.setdefault("allow_abbrev", False)  # `lint --fix LF` is no `--fixable LF`: an option is named in full
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # argparse's own exit code is 2 too; keep the message short
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"cfgopt: error: {message}\n")
-        raise SystemExit(2)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from types import ModuleType
 
 
 # name -> help; the options and the run are in cfgopt/commands/<name>.py
@@ -72,14 +47,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     argparse would build it under `cfgopt`, with the same prog and usage); it parses the words after the
     subcommand's name. Building every subcommand's parser costs a lint run more than it spends linting a
     file (argparse formats help and looks up translations for each). None: the whole tree (`cfgopt --help`)."""
+    from cfgopt.commands.argparser import Parser
+
     if only is not None:
-        parser = _Parser(prog=f"cfgopt {only}")
+        parser = Parser(prog=f"cfgopt {only}")
         _command(only).add_arguments(parser)
         parser.set_defaults(command=only)
         return parser
-    parser = _Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
+    parser = Parser(prog="cfgopt", description="Lint and fix LLaMA-Factory YAML and DeepSpeed JSON.")
     parser.add_argument("-V", "--version", action="version", version=f"cfgopt {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, help_text in SUBCOMMANDS.items():
         _command(name).add_arguments(sub.add_parser(name, help=help_text))
     parser.subcommands = sub.choices  # type: ignore[attr-defined]  # for the subcommand's usage on errors
@@ -135,6 +112,13 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _read_fast(only: str, words: list[str]) -> argparse.Namespace | None:
+    """The subcommand's words read without argparse (`cfgopt.commands.fast_args`), or None: argparse reads them."""
+    from cfgopt.commands import fast_args
+
+    return fast_args.parse(only, words)  # type: ignore[return-value]  # the same attributes as argparse's
+
+
 def _main(words: list[str]) -> int:
     from cfgopt.knowledge.versions import VersionError  # imported here, after the collector is off
     from cfgopt.lint.project_config import ConfigError
@@ -143,14 +127,17 @@ def _main(words: list[str]) -> int:
         build_parser(words[0] if words else None).print_help(sys.stderr)
         return 2
     only = _subcommand(words)
-    parser = build_parser(only)
-    args, unknown = parser.parse_known_args(words[1:] if only else words)
-    if unknown:
-        _usage_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args = _read_fast(only, words[1:]) if only else None
+    parser = None
+    if args is None:
+        parser = build_parser(only)
+        args, unknown = parser.parse_known_args(words[1:] if only else words)
+        if unknown:
+            _usage_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return _command(args.command).run(args)
     except UsageError as exc:
-        _usage_parser(parser, args).error(str(exc))
+        _usage_parser(parser or build_parser(only), args).error(str(exc))
         raise AssertionError("unreachable: argparse's error() exits") from None
     except (VersionError, ConfigError) as exc:  # no snapshot for a release, a bad project config: usage errors
         sys.stderr.write(f"cfgopt: error: {exc}\n")

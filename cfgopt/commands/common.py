@@ -3,17 +3,17 @@ file, and the messages about files that could not be read or none found."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from cfgopt.argtypes import gpu_count
+from cfgopt.argtypes import gpu_count, refuse
 from cfgopt.commands import UsageError
 from cfgopt.job.settings import Settings
 from cfgopt.knowledge.targets import NONE, TARGETS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import NoReturn
 
     from cfgopt.lint.project_config import Resolver
@@ -27,7 +27,7 @@ def rule_codes(text: str) -> list[str]:
     try:
         return check_codes([c.strip() for c in text.split(",") if c.strip()], "rule selector")
     except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("rule selector: ")) from None
+        refuse(str(exc).removeprefix("rule selector: "))
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,7 +117,7 @@ def _format_name(text: str) -> str:
     return "full" if text == "text" else text
 
 
-def add_format_argument(p: argparse.ArgumentParser, formats: tuple[str, ...], default: str, help: str) -> None:
+def add_format_argument(p: argparse.ArgumentParser, formats: tuple[str, ...], default: str | None, help: str) -> None:
     """`--format` / `--output-format` (ruff's name), its choices from `FORMATS` (plus `markdown` for tables)."""
     p.add_argument(
         "--format", "--output-format", dest="format", type=_format_name, choices=formats, default=default, help=help

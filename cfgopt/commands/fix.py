@@ -3,7 +3,6 @@ meanwhile); fixes withheld and files not written are reported with why. `cfgopt 
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from cfgopt.job.settings import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import TextIO
 
     from cfgopt.lint.fixer import FixResult

@@ -3,7 +3,6 @@ that could not be read or parsed)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -28,6 +27,8 @@ from cfgopt.text.diagnostics import Severity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+
     from cfgopt.lint.engine import LintResult
     from cfgopt.lint.project_config import Resolver
 
@@ -37,7 +38,7 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
     add_format_argument(
         lint,
         FORMATS,
-        os.environ.get("CFGOPT_OUTPUT_FORMAT") if os.environ.get("CFGOPT_OUTPUT_FORMAT") in FORMATS else "full",
+        None,  # `run` reads CFGOPT_OUTPUT_FORMAT: the parser is the same in every environment (its generated table)
         "full (default: code frames), concise, json, json-lines, github (Actions annotations), sarif "
         "(SARIF 2.1.0, GitHub code scanning), junit",
     )
@@ -48,6 +49,8 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format is None:
+        args.format = _environment_format()
     overlay = read_stdin(args)
     resolver, shown = settings_from(args)
     if args.show_settings:
@@ -59,6 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
         return watch(args.paths, lambda: _lint_again(args))
     return _lint_once(args, resolver, shown, overlay)
+
+
+def _environment_format() -> str:
+    """`--format` when not given: $CFGOPT_OUTPUT_FORMAT where it names a format (as ruff's RUFF_OUTPUT_FORMAT),
+    else full."""
+    name = os.environ.get("CFGOPT_OUTPUT_FORMAT")
+    return name if name in FORMATS else "full"
 
 
 def _lint_again(args: argparse.Namespace) -> int:

@@ -3,8 +3,11 @@ writes rules/<CODE>.md, scripts/gen_rule_docs.py, and the language server's hove
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 
 def add_arguments(rule: argparse.ArgumentParser) -> None:

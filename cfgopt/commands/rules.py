@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-
 from cfgopt.commands.common import add_format_argument
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 
 def add_arguments(rules: argparse.ArgumentParser) -> None:
