@@ -25,6 +25,7 @@ from cfgopt.commands.common import (
 )
 from cfgopt.job.settings import Settings
 from cfgopt.text.diagnostics import Severity
+from cfgopt.text.real_paths import one_run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,30 +50,32 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     overlay = read_stdin(args)
-    resolver, shown = settings_from(args)
-    if args.show_settings:
-        return show_settings(args, resolver)
-    if args.watch:
-        if overlay is not None:
-            usage_error(args, "--watch cannot read stdin")
-        from cfgopt.commands.watch import watch
+    with one_run():  # the settings, the lint and its report: each real path asked once (not across --watch rounds)
+        resolver, shown = settings_from(args)
+        if args.show_settings:
+            return show_settings(args, resolver)
+        if not args.watch:
+            return _lint_once(args, resolver, shown, overlay)
+    if overlay is not None:
+        usage_error(args, "--watch cannot read stdin")
+    from cfgopt.commands.watch import watch
 
-        return watch(args.paths, lambda: _lint_again(args))
-    return _lint_once(args, resolver, shown, overlay)
+    return watch(args.paths, lambda: _lint_again(args))
 
 
 def _lint_again(args: argparse.Namespace) -> int:
-    """One `--watch` round: the project config is read again (it may be what changed); a bad one is reported
-    and the watch goes on."""
+    """One `--watch` round, a run of its own: the project config is read again (it may be what changed); a bad one
+    is reported and the watch goes on."""
     from cfgopt.knowledge.versions import VersionError
     from cfgopt.lint.project_config import ConfigError
 
-    try:
-        resolver, shown = settings_from(args)
-    except (ConfigError, VersionError) as exc:
-        sys.stderr.write(f"cfgopt: error: {exc}\n")
-        return 2
-    return _lint_once(args, resolver, shown, None)
+    with one_run():
+        try:
+            resolver, shown = settings_from(args)
+        except (ConfigError, VersionError) as exc:
+            sys.stderr.write(f"cfgopt: error: {exc}\n")
+            return 2
+        return _lint_once(args, resolver, shown, None)
 
 
 def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None) -> int:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from cfgopt.knowledge.versions import VersionRange
+from cfgopt.text.real_paths import realpath
 from cfgopt.text.requirements.files import is_requirements_txt
 from cfgopt.text.requirements.manifests import lock_pins, poetry_pins, source_version, string_pins
 from cfgopt.text.requirements.requirement import Pin, normalise
@@ -167,7 +168,7 @@ def _shown(path: Path) -> str:
 def find_pins(folder: Path, cache: dict[str, dict[str, VersionRange]] | None = None) -> dict[str, VersionRange]:
     """The closest pins per package at or above `folder`, up to the repository root (the folder with `.git`)."""
     known = {} if cache is None else cache
-    current = os.path.realpath(folder)
+    current = realpath(folder)
     visited: list[str] = []
     out: dict[str, VersionRange] = {}
     while True:

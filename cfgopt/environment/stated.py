@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
+from cfgopt.text.real_paths import realpath
 from cfgopt.text.record import Record
 from cfgopt.text.requirements.files import CONDA_ENVIRONMENT_FILES, is_requirement_file
 from cfgopt.text.requirements.manifests import lock_pins, poetry_dependencies, project_dependencies, string_pins
@@ -178,7 +179,7 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
     """The packages one file states (a requirement or lock file, or a doctor snapshot); None when it cannot be
     read, pip cannot decode it, or it is no such file. `texts` (real path -> text) stand in for files on disk:
     `cfgopt fix`'s edits."""
-    given = (texts or {}).get(os.path.realpath(path))
+    given = (texts or {}).get(realpath(path))
     try:
         text = given if given is not None else _file_text(path)
     except (OSError, ValueError):
@@ -195,7 +196,7 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
 
 def _text_of(path: Path, texts: Texts | None) -> str:
     """A file a `-r` line includes, as pip decodes it ("" when it cannot be read or decoded)."""
-    given = (texts or {}).get(os.path.realpath(path))
+    given = (texts or {}).get(realpath(path))
     if given is not None:
         return given
     from cfgopt.text.requirements.pip_encoding import read_requirements
@@ -276,7 +277,7 @@ def found_environment(
     """The closest stated environment at or above `folder`, up to the repository root (the folder with `.git`);
     a snapshot passed over on the way (`_not_a_training_node`) is named on what is found, the default included."""
     known = {} if cache is None else cache
-    current = os.path.realpath(folder)
+    current = realpath(folder)
     visited: list[tuple[str, str]] = []  # (folder, why its snapshot was passed over, or "")
     found: Environment | None = None
     while True:

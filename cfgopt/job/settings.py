@@ -25,6 +25,7 @@ from cfgopt.knowledge.schema import (
 from cfgopt.knowledge.targets import TARGETS, UNSTATED, Target
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import real_path
+from cfgopt.text.real_paths import realpath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -179,8 +180,8 @@ class Settings:
 
     def relative(self, path: Path) -> str:
         """`path` relative to the config's folder (POSIX separators), or absolute when outside it."""
-        real = os.path.realpath(path)
-        root = os.path.realpath(self.root) if self.root is not None else os.getcwd()
+        real = realpath(path)
+        root = realpath(self.root) if self.root is not None else os.getcwd()
         try:
             rel = os.path.relpath(real, root)
         except ValueError:  # another drive on Windows

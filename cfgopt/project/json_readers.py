@@ -29,6 +29,7 @@ from pathlib import Path
 from cfgopt.loaders import discovery
 from cfgopt.project.project import MAX_FILE_BYTES, resolve_reference
 from cfgopt.text.document import Document, DocumentError, real_path
+from cfgopt.text.real_paths import realpath
 from cfgopt.text.record import Record
 from cfgopt.text.user_files import read_bounded, repository_of
 
@@ -74,10 +75,10 @@ def outside_readers(json_src: Source, readers: Iterable[Source], lf: LlamaFactor
 def _roots(json_path: Path, run: frozenset[Path]) -> list[Path]:
     """The folders searched: each reader's repository and the JSON's, the current folder where it holds the JSON
     (never the home folder or the filesystem root); a folder inside another one once, as part of it."""
-    found = [Path(os.path.realpath(repository_of(p))) for p in sorted(run)]
-    found.append(Path(os.path.realpath(repository_of(json_path))))
+    found = [real_path(repository_of(p)) for p in sorted(run)]
+    found.append(real_path(repository_of(json_path)))
     cwd = real_path(Path.cwd())
-    if json_path.is_relative_to(cwd) and str(cwd) not in (os.path.realpath(os.path.expanduser("~")), os.sep):
+    if json_path.is_relative_to(cwd) and str(cwd) not in (realpath(os.path.expanduser("~")), os.sep):
         found.append(cwd)
     ordered = sorted(dict.fromkeys(found), key=lambda p: len(p.parts))
     return [r for i, r in enumerate(ordered) if not any(r.is_relative_to(o) for o in ordered[:i])]

@@ -32,6 +32,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from cfgopt.text.real_paths import real_path, realpath
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
@@ -169,8 +171,8 @@ def read_text_bounded(path: Path | str, limit: int = MAX_SMALL_FILE_BYTES) -> st
 
 
 def _never_a_project_folder(folder: Path) -> bool:
-    home = os.path.realpath(os.path.expanduser("~"))
-    return str(folder) in (home, os.path.realpath(os.sep))
+    home = realpath(os.path.expanduser("~"))
+    return str(folder) in (home, realpath(os.sep))
 
 
 # What marks a project's root folder: a repository, else a Python project's manifest (LLaMA-Factory's own tree
@@ -183,7 +185,7 @@ def repository_of(config: Path) -> Path:
     """The folder a config's references may reach: the nearest folder above it holding `.git` (the repository
     root, where LLaMA-Factory's examples resolve their paths), else the nearest one holding a project manifest
     (`PROJECT_MARKERS`), else the config's own folder. Never the home folder or the filesystem root."""
-    folder = Path(os.path.realpath(config)).parent
+    folder = real_path(config).parent
     for markers in (ROOT_MARKERS, PROJECT_MARKERS):
         for candidate in (folder, *folder.parents):
             if _never_a_project_folder(candidate):
@@ -201,14 +203,14 @@ class ProjectScope:
     """Which files a config may make cfgopt read (see the module docstring)."""
 
     def __init__(self, named: list[Path]) -> None:
-        self.named_files = {Path(os.path.realpath(p)) for p in named if not os.path.isdir(p)}
-        folders = [Path(os.path.realpath(p)) for p in named if os.path.isdir(p)]
-        folders.append(Path(os.path.realpath(Path.cwd())))
+        self.named_files = {real_path(p) for p in named if not os.path.isdir(p)}
+        folders = [real_path(p) for p in named if os.path.isdir(p)]
+        folders.append(real_path(Path.cwd()))
         self.folders = [f for f in dict.fromkeys(folders) if not _never_a_project_folder(f)]
 
     def refusal(self, path: Path, config: Path) -> str | None:
         """Why the file `path`, named by the config `config`, is not read (None: it may be read)."""
-        real = Path(os.path.realpath(path))
+        real = real_path(path)
         if real in self.named_files:
             return None
         folders = [*self.folders, repository_of(config)]
