@@ -159,11 +159,13 @@ class Settings:
         `Rule.default_on = False`) plus `extend_select`."""
         if self.select:
             return _prefix_choice(code, self.select + self.extend_select, self.ignore)
-        if _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
+        # an empty `extend_select` adds nothing, an empty `ignore` drops nothing: a run asks for every rule's code
+        # (about 300 calls), most often with neither
+        if self.extend_select and _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
             return True
         from cfgopt.knowledge.rule_catalog import OPT_IN
 
-        return code not in OPT_IN and _prefix_choice(code, [], self.ignore)
+        return code not in OPT_IN and (not self.ignore or _prefix_choice(code, [], self.ignore))
 
     def named(self, code: str) -> bool:
         """Was `code` itself (or ALL) selected, not only a prefix of it? (DS090 widens its comparison then.)"""
