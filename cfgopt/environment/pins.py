@@ -85,7 +85,7 @@ def _pyproject(path: Path) -> dict[str, str]:
     text = _read(path)
     if not _names_a_package(text):
         return {}
-    out = _first_specs(_stated(string_pins(text)))
+    out = _first_specs(_stated(string_pins(text, naming=_NAMED)))
     for package, spec in _first_specs(poetry_pins(text, _NAMED)).items():
         out.setdefault(package, "" if spec == "*" else spec)
     return out
@@ -98,7 +98,7 @@ def _lock(path: Path) -> dict[str, str]:
 
 
 def _setup_py(path: Path) -> dict[str, str]:
-    return _first_specs(_stated(string_pins(_read(path), "python")))
+    return _first_specs(_stated(string_pins(_read(path), "python", _NAMED)))
 
 
 def _setup_cfg(path: Path) -> dict[str, str]:
