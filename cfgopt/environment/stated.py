@@ -175,15 +175,19 @@ def _file_text(path: Path) -> str:
     return read_requirements(path)
 
 
-def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
+def read_packages(path: Path, texts: Texts | None = None, naming_llamafactory: bool = False) -> dict[str, str] | None:
     """The packages one file states (a requirement or lock file, or a doctor snapshot); None when it cannot be
     read, pip cannot decode it, or it is no such file. `texts` (real path -> text) stand in for files on disk:
-    `cfgopt fix`'s edits."""
+    `cfgopt fix`'s edits. `naming_llamafactory`: {} for a manifest or lock file whose text names no LLaMA-Factory,
+    not parsed: every name such a file states is its own text's, ASCII, starting and ending with a letter or digit,
+    so it is in the text `normalise`d too (a requirements file may include another that names it: always read)."""
     given = (texts or {}).get(realpath(path))
     try:
         text = given if given is not None else _file_text(path)
     except (OSError, ValueError):
         return None
+    if naming_llamafactory and path.name in _READERS and not _names_llamafactory(normalise(text)):
+        return {}
     if path.suffix == ".json":
         return _snapshot(text)
     if path.name in CONDA_ENVIRONMENT_FILES:  # its `- pip:` lines may include files (`-r`)
@@ -207,7 +211,7 @@ def _text_of(path: Path, texts: Texts | None) -> str:
         return ""
 
 
-def _names_llamafactory(packages: dict[str, str]) -> bool:
+def _names_llamafactory(packages: dict[str, str] | str) -> bool:
     return "llamafactory" in packages or "llama_factory" in packages
 
 
@@ -222,7 +226,7 @@ def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment
     files: list[str] = []
     for name in names:
         if is_requirement_file(name):
-            found = read_packages(folder / name, texts)
+            found = read_packages(folder / name, texts, naming_llamafactory=True)
             if found and _names_llamafactory(found):
                 files.append(name)
                 for package, spec in found.items():
