@@ -50,36 +50,41 @@ def add_arguments(lint: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     overlay = read_stdin(args)
-    with one_run():  # the settings, the lint and its report: each real path asked once (not across --watch rounds)
-        resolver, shown = settings_from(args)
-        if args.show_settings:
-            return show_settings(args, resolver)
-        if not args.watch:
-            return _lint_once(args, resolver, shown, overlay)
-    if overlay is not None:
-        usage_error(args, "--watch cannot read stdin")
-    from cfgopt.commands.watch import watch
+    resolver, shown = settings_from(args)
+    if args.show_settings:
+        return show_settings(args, resolver)
+    if args.watch:
+        if overlay is not None:
+            usage_error(args, "--watch cannot read stdin")
+        from cfgopt.commands.watch import watch
 
-    return watch(args.paths, lambda: _lint_again(args))
+        return watch(args.paths, lambda: _lint_again(args))
+    return _lint_once(args, resolver, shown, overlay)
 
 
 def _lint_again(args: argparse.Namespace) -> int:
-    """One `--watch` round, a run of its own: the project config is read again (it may be what changed); a bad one
-    is reported and the watch goes on."""
+    """One `--watch` round: the project config is read again (it may be what changed); a bad one is reported
+    and the watch goes on."""
     from cfgopt.knowledge.versions import VersionError
     from cfgopt.lint.project_config import ConfigError
 
-    with one_run():
-        try:
-            resolver, shown = settings_from(args)
-        except (ConfigError, VersionError) as exc:
-            sys.stderr.write(f"cfgopt: error: {exc}\n")
-            return 2
-        return _lint_once(args, resolver, shown, None)
+    try:
+        resolver, shown = settings_from(args)
+    except (ConfigError, VersionError) as exc:
+        sys.stderr.write(f"cfgopt: error: {exc}\n")
+        return 2
+    return _lint_once(args, resolver, shown, None)
 
 
 def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None) -> int:
     """One lint run; `shown`: the settings the summary line describes (the first path's)."""
+    with one_run():  # the lint and its report: each real path asked once (`--watch` lints again: another run)
+        return _lint_and_report(args, resolver, shown, overlay)
+
+
+def _lint_and_report(
+    args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None
+) -> int:
     from cfgopt.lint import report
     from cfgopt.lint.engine import lint_paths
 
