@@ -24,6 +24,7 @@ from cfgopt.commands.common import (
 )
 from cfgopt.job.settings import Settings
 from cfgopt.text.diagnostics import Severity
+from cfgopt.text.real_paths import one_run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,6 +88,13 @@ def _lint_again(args: argparse.Namespace) -> int:
 
 def _lint_once(args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None) -> int:
     """One lint run; `shown`: the settings the summary line describes (the first path's)."""
+    with one_run():  # the lint and its report: each real path asked once (`--watch` lints again: another run)
+        return _lint_and_report(args, resolver, shown, overlay)
+
+
+def _lint_and_report(
+    args: argparse.Namespace, resolver: Resolver, shown: Settings, overlay: dict[Path, str] | None
+) -> int:
     from cfgopt.lint import report
     from cfgopt.lint.engine import lint_paths
 

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from cfgopt.knowledge.versions import VersionRange
+from cfgopt.text.real_paths import realpath
 from cfgopt.text.requirements.files import is_requirements_txt
 from cfgopt.text.requirements.manifests import lock_pins, poetry_pins, source_version, string_pins
 from cfgopt.text.requirements.requirement import Pin, normalise
@@ -84,7 +85,7 @@ def _pyproject(path: Path) -> dict[str, str]:
     text = _read(path)
     if not _names_a_package(text):
         return {}
-    out = _first_specs(_stated(string_pins(text)))
+    out = _first_specs(_stated(string_pins(text, naming=_NAMED)))
     for package, spec in _first_specs(poetry_pins(text, _NAMED)).items():
         out.setdefault(package, "" if spec == "*" else spec)
     return out
@@ -97,7 +98,7 @@ def _lock(path: Path) -> dict[str, str]:
 
 
 def _setup_py(path: Path) -> dict[str, str]:
-    return _first_specs(_stated(string_pins(_read(path), "python")))
+    return _first_specs(_stated(string_pins(_read(path), "python", _NAMED)))
 
 
 def _setup_cfg(path: Path) -> dict[str, str]:
@@ -167,7 +168,7 @@ def _shown(path: Path) -> str:
 def find_pins(folder: Path, cache: dict[str, dict[str, VersionRange]] | None = None) -> dict[str, VersionRange]:
     """The closest pins per package at or above `folder`, up to the repository root (the folder with `.git`)."""
     known = {} if cache is None else cache
-    current = os.path.realpath(folder)
+    current = realpath(folder)
     visited: list[str] = []
     out: dict[str, VersionRange] = {}
     while True:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cfgopt.environment import Environment, Origin
 from cfgopt.knowledge.requirement_pins import CHECKED, admitted, flash_attn_not_for_rocm
+from cfgopt.text.real_paths import realpath
 from cfgopt.text.record import Record
 from cfgopt.text.requirements.files import CONDA_ENVIRONMENT_FILES, is_requirement_file
 from cfgopt.text.requirements.manifests import lock_pins, poetry_dependencies, project_dependencies, string_pins
@@ -174,15 +175,19 @@ def _file_text(path: Path) -> str:
     return read_requirements(path)
 
 
-def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | None:
+def read_packages(path: Path, texts: Texts | None = None, naming_llamafactory: bool = False) -> dict[str, str] | None:
     """The packages one file states (a requirement or lock file, or a doctor snapshot); None when it cannot be
     read, pip cannot decode it, or it is no such file. `texts` (real path -> text) stand in for files on disk:
-    `cfgopt fix`'s edits."""
-    given = (texts or {}).get(os.path.realpath(path))
+    `cfgopt fix`'s edits. `naming_llamafactory`: {} for a manifest or lock file whose text names no LLaMA-Factory,
+    not parsed: every name such a file states is its own text's, ASCII, starting and ending with a letter or digit,
+    so it is in the text `normalise`d too (a requirements file may include another that names it: always read)."""
+    given = (texts or {}).get(realpath(path))
     try:
         text = given if given is not None else _file_text(path)
     except (OSError, ValueError):
         return None
+    if naming_llamafactory and path.name in _READERS and not _names_llamafactory(normalise(text)):
+        return {}
     if path.suffix == ".json":
         return _snapshot(text)
     if path.name in CONDA_ENVIRONMENT_FILES:  # its `- pip:` lines may include files (`-r`)
@@ -195,7 +200,7 @@ def read_packages(path: Path, texts: Texts | None = None) -> dict[str, str] | No
 
 def _text_of(path: Path, texts: Texts | None) -> str:
     """A file a `-r` line includes, as pip decodes it ("" when it cannot be read or decoded)."""
-    given = (texts or {}).get(os.path.realpath(path))
+    given = (texts or {}).get(realpath(path))
     if given is not None:
         return given
     from cfgopt.text.requirements.pip_encoding import read_requirements
@@ -206,7 +211,7 @@ def _text_of(path: Path, texts: Texts | None) -> str:
         return ""
 
 
-def _names_llamafactory(packages: dict[str, str]) -> bool:
+def _names_llamafactory(packages: dict[str, str] | str) -> bool:
     return "llamafactory" in packages or "llama_factory" in packages
 
 
@@ -221,7 +226,7 @@ def _folder_environment(folder: Path, texts: Texts | None = None) -> Environment
     files: list[str] = []
     for name in names:
         if is_requirement_file(name):
-            found = read_packages(folder / name, texts)
+            found = read_packages(folder / name, texts, naming_llamafactory=True)
             if found and _names_llamafactory(found):
                 files.append(name)
                 for package, spec in found.items():
@@ -276,7 +281,7 @@ def found_environment(
     """The closest stated environment at or above `folder`, up to the repository root (the folder with `.git`);
     a snapshot passed over on the way (`_not_a_training_node`) is named on what is found, the default included."""
     known = {} if cache is None else cache
-    current = os.path.realpath(folder)
+    current = realpath(folder)
     visited: list[tuple[str, str]] = []  # (folder, why its snapshot was passed over, or "")
     found: Environment | None = None
     while True:

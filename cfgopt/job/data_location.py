@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cfgopt.text.real_paths import real_path, realpath
 from cfgopt.text.record import Record
 from cfgopt.text.user_files import parse_json, read_bounded, repository_of
 
@@ -43,13 +44,13 @@ def dataset_names(value: Any) -> list[str]:
 
 
 def project_roots(config: Path) -> list[Path]:
-    home, root = os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)
-    roots = [Path(os.path.realpath(repository_of(config))), Path(os.path.realpath(Path.cwd()))]
+    home, root = realpath(os.path.expanduser("~")), realpath(os.sep)
+    roots = [real_path(repository_of(config)), real_path(Path.cwd())]
     return [r for r in dict.fromkeys(roots) if str(r) not in (home, root)]
 
 
 def inside(path: Path, roots: list[Path]) -> bool:
-    real = Path(os.path.realpath(path))
+    real = real_path(path)
     for root in roots:
         if real.is_relative_to(root) and not any(p.startswith(".") for p in real.relative_to(root).parts):
             return True
@@ -82,7 +83,7 @@ def data_folders(dataset_dir: Any, config: Path) -> list[Path]:
     for folder in candidates:
         try:
             if (folder / DATA_CONFIG).is_file() and inside(folder / DATA_CONFIG, roots):
-                found.setdefault(os.path.realpath(folder), folder)
+                found.setdefault(realpath(folder), folder)
         except (OSError, ValueError):  # this folder cannot be looked up: a run launched there finds no file either
             continue
     return list(found.values())

@@ -25,6 +25,7 @@ from cfgopt.knowledge.schema import (
 from cfgopt.knowledge.targets import TARGETS, UNSTATED, Target
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import real_path
+from cfgopt.text.real_paths import realpath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -158,11 +159,13 @@ class Settings:
         `Rule.default_on = False`) plus `extend_select`."""
         if self.select:
             return _prefix_choice(code, self.select + self.extend_select, self.ignore)
-        if _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
+        # an empty `extend_select` adds nothing, an empty `ignore` drops nothing: a run asks for every rule's code
+        # (about 300 calls), most often with neither
+        if self.extend_select and _prefix_choice(code, self.extend_select, self.ignore, empty_is_all=False):
             return True
         from cfgopt.knowledge.rule_catalog import OPT_IN
 
-        return code not in OPT_IN and _prefix_choice(code, [], self.ignore)
+        return code not in OPT_IN and (not self.ignore or _prefix_choice(code, [], self.ignore))
 
     def named(self, code: str) -> bool:
         """Was `code` itself (or ALL) selected, not only a prefix of it? (DS090 widens its comparison then.)"""
@@ -179,8 +182,8 @@ class Settings:
 
     def relative(self, path: Path) -> str:
         """`path` relative to the config's folder (POSIX separators), or absolute when outside it."""
-        real = os.path.realpath(path)
-        root = os.path.realpath(self.root) if self.root is not None else os.getcwd()
+        real = realpath(path)
+        root = realpath(self.root) if self.root is not None else os.getcwd()
         try:
             rel = os.path.relpath(real, root)
         except ValueError:  # another drive on Windows

@@ -18,6 +18,7 @@ from cfgopt.rules import codes_and_names, rules_for
 from cfgopt.rules.base import ProjectView, Rule
 from cfgopt.text.diagnostics import Diagnostic, Severity
 from cfgopt.text.document import real_path
+from cfgopt.text.real_paths import one_run
 from cfgopt.text.source import Kind, Source
 from cfgopt.text.timelimit import TimeLimitExceeded, time_limit
 from cfgopt.text.timelimit import message as time_limit_message
@@ -212,10 +213,12 @@ def lint_paths(
     overlay: dict[Path, str] | None = None,
 ) -> LintResult:
     """Lint the files under `paths` with `settings` (one for every file, or a resolver giving each file its
-    own); `overlay` (resolved path -> text) stands in for files on disk (stdin)."""
-    project = build_project(paths, settings, overlay, recognised_only=recognised_only)
-    checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
-    diagnostics = project.diagnostics()
+    own); `overlay` (resolved path -> text) stands in for files on disk (stdin). One run: each real path is asked
+    of the file system once (`real_paths.one_run`)."""
+    with one_run():
+        project = build_project(paths, settings, overlay, recognised_only=recognised_only)
+        checked = sorted({real_path(src.document.path) for src in project.sources} - project.quiet)
+        diagnostics = project.diagnostics()
     return LintResult(
         diagnostics,
         project.problems,

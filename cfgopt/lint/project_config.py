@@ -20,6 +20,7 @@ from cfgopt.knowledge.targets import MAX_GPUS, TARGETS, TargetError, check_name,
 from cfgopt.text.diagnostics import Severity
 from cfgopt.text.document import display_path, shown
 from cfgopt.text.patterns import lazy
+from cfgopt.text.real_paths import real_path, realpath
 from cfgopt.text.record import Record
 from cfgopt.text.user_files import UnsafeFileError, read_bounded
 from cfgopt.text.user_text import positive_int
@@ -103,7 +104,7 @@ def find_config(
     """The closest config file at or above `folder` (and its raw options), stopping at the filesystem root.
     `cache` (folder -> result) is shared by the lookups of one run, so each folder is looked at once."""
     known = {} if cache is None else cache
-    start = os.path.realpath(folder)
+    start = realpath(folder)
     visited: list[str] = []
     current = start
     found: tuple[Path, dict[str, Any]] | None = None
@@ -276,7 +277,7 @@ class CommandLine(Record):
 
 
 def _folder(path: Path) -> str:
-    real = os.path.realpath(path)
+    real = realpath(path)
     return real if os.path.isdir(real) else os.path.dirname(real)
 
 
@@ -296,7 +297,7 @@ class Resolver:
         self.texts = texts or {}
         self.overrides = overrides or {}
         self.isolated = isolated
-        self.cwd = Path(os.path.realpath(cwd or Path.cwd()))
+        self.cwd = real_path(cwd or Path.cwd())
         self._by_config: dict[tuple[Path | None, tuple], Settings] = {}
         self._by_folder: dict[str, Settings] = {}
         self._environments: dict[str, Any] = {}
@@ -309,7 +310,7 @@ class Resolver:
         a pin a fix added changes the job's environment, and so its plan)."""
         from cfgopt.text.requirements.files import is_requirement_file
 
-        edited = {os.path.realpath(p): t for p, t in texts.items() if is_requirement_file(Path(p).name)}
+        edited = {realpath(p): t for p, t in texts.items() if is_requirement_file(Path(p).name)}
         if not edited:
             return self
         return Resolver(self.cli, self.overrides, self.isolated, self.cwd, {**self.texts, **edited})

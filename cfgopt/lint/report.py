@@ -194,7 +194,6 @@ def tolerant(stream: TextIO) -> TextIO:
     UnicodeEncodeError: a latin-1 terminal and a CJK key. Only a stream that is not UTF-8 is changed (Python's
     own stderr already does this); on UTF-8 every format escapes what must be escaped itself (`shown`)."""
     import codecs
-    import contextlib
 
     encoding = getattr(stream, "encoding", None) or "utf-8"
     reconfigure = getattr(stream, "reconfigure", None)
@@ -203,8 +202,10 @@ def tolerant(stream: TextIO) -> TextIO:
     except LookupError:
         utf8 = False
     if not utf8 and reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
-        with contextlib.suppress(ValueError, OSError):  # a stream that cannot change its error handler: as it is
+        try:
             reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a stream that cannot change its error handler: as it is
+            return stream
     return stream
 
 

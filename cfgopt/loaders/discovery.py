@@ -52,20 +52,76 @@ def iter_files(paths: list[Path], unreadable: list[tuple[Path, str]] | None = No
     symlink loop cannot hang the walk; hidden folders (.git, .venv) are skipped. A folder that cannot be listed
     (no permission) is added to `unreadable` with why (as ruff warns of it), never skipped silently."""
 
-    def note(exc: OSError) -> None:
-        if unreadable is not None:
-            unreadable.append((Path(exc.filename or "."), exc.strerror or str(exc)))
-
     for path in paths:
         if looked_at(path, "is_dir"):
-            for root, dirs, files in os.walk(path, onerror=note, followlinks=False):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
-                for name in sorted(files):
-                    suffix = os.path.splitext(name)[1].lower()
-                    if suffix in CONFIG_SUFFIXES or suffix in SCRIPT_SUFFIXES or is_requirement_file(name):
-                        yield Path(root) / name, False
+            for folder, names in walk_folders(path, unreadable):
+                base = Path(folder)  # once per folder: a Path built from the folder's text per file cost a third
+                for name in names:
+                    yield base / name, False
         else:
             yield path, True
+
+
+def walk_folders(folder: Path, unreadable: list[tuple[Path, str]] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """Each folder under `folder` (itself first, then each subfolder's tree in name order) as `iter_files` walks it,
+    with the names of the files there that it yields, in order; as text, for a walk that builds a Path only for the
+    files it keeps (`json_readers` looks for a name in every config of a repository).
+
+    `os.walk(folder, followlinks=False)`'s walk, top-down, with its answers (a link to a folder is listed among the
+    folders and not entered, a folder that cannot be listed is skipped and noted), from one list of pending folders
+    rather than a generator per level, and each entry's link test from its listing (`DirEntry.is_symlink`) rather
+    than an lstat per folder: a repository's walk took a third less."""
+    pending = [os.fspath(folder)]
+    while pending:
+        top = pending.pop()
+        listed = _listing(top, unreadable)
+        if listed is None:
+            continue
+        dirs, files, links = listed
+        dirs = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+        yield top, [name for name in sorted(files) if _walked(name)]
+        pending += [os.path.join(top, d) for d in reversed(dirs) if d not in links]
+
+
+def _listing(top: str, unreadable: list[tuple[Path, str]] | None) -> tuple[list[str], list[str], set[str]] | None:
+    """A folder's subfolders, its other entries, and which of the subfolders are links, as `os.walk` sorts them;
+    None (noted in `unreadable`) where it cannot be listed."""
+    dirs: list[str] = []
+    files: list[str] = []
+    links: set[str] = set()
+    try:
+        with os.scandir(top) as entries:
+            for entry in entries:
+                if not _is_dir(entry):
+                    files.append(entry.name)
+                    continue
+                dirs.append(entry.name)
+                if _is_link(entry):
+                    links.add(entry.name)
+    except OSError as exc:
+        if unreadable is not None:
+            unreadable.append((Path(exc.filename or "."), exc.strerror or str(exc)))
+        return None
+    return dirs, files, links
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False  # as os.walk's `os.path.islink`: then entered, and noted if it cannot be listed
+
+
+def _walked(name: str) -> bool:
+    suffix = os.path.splitext(name)[1].lower()
+    return suffix in CONFIG_SUFFIXES or suffix in SCRIPT_SUFFIXES or is_requirement_file(name)
 
 
 def loader_for(path: Path) -> str:

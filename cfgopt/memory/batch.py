@@ -7,12 +7,12 @@ graph. docs/memory.md, "Tokens per micro-batch".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from cfgopt.knowledge import methods
 from cfgopt.knowledge.packing import packing_on
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.config_values import MAX_COUNT, get, integer_at, short_repr
+from cfgopt.text.record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 DEFAULT_FILL = 1.0  # without packing: the peak batch is padded to cutoff_len (see docs/memory.md)
 
 
-@dataclass(frozen=True)
-class Batch:
-    """What one micro-batch holds: the run's stage and finetuning type, sizes and sequence length."""
+class Batch(Record):
+    """What one micro-batch holds: the run's stage and finetuning type, sizes and sequence length. A record, not a
+    frozen dataclass: `dataclasses` imports `inspect`, 4 ms of a lint that estimates memory."""
 
     stage: str
     ftype: str

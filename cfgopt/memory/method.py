@@ -6,8 +6,6 @@ docs/memory.md, "Model states" (the trainable counts) and "Stages and methods".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, fused_experts, layer_params, linear_modules, module_dims
@@ -33,18 +31,38 @@ def _targets(value: Any, notes: list[str], what: str) -> set[str]:
     return known
 
 
-@dataclass
 class Method:
-    """What the fine-tuning method trains."""
+    """What the fine-tuning method trains. A plain class with a dataclass's `__init__`, `__repr__` and `__eq__`,
+    not a dataclass: `dataclasses` imports `inspect` (with `ast`, `dis` and `tokenize`), 4 ms of a lint that
+    estimates memory (any with a target)."""
 
-    trained: set[str]
-    trainable: int
-    extra_per_layer: float = 0.0  # activation bytes per token and layer beyond the linears' inputs
-    first_active: int = 0  # first layer that keeps activations without checkpointing (freeze)
-    lm_head_trained: bool = False
-    layers_trained: int = 0  # freeze: how many decoder layers train
-    embedding_trained: bool = False  # freeze_extra_modules: embed_tokens (the largest trained parameter)
-    dora_norm: float = 0.0  # DoRA: the weight norm's transient bytes (largest adapted linear)
+    def __init__(
+        self,
+        trained: set[str],
+        trainable: int,
+        extra_per_layer: float = 0.0,  # activation bytes per token and layer beyond the linears' inputs
+        first_active: int = 0,  # first layer that keeps activations without checkpointing (freeze)
+        lm_head_trained: bool = False,
+        layers_trained: int = 0,  # freeze: how many decoder layers train
+        embedding_trained: bool = False,  # freeze_extra_modules: embed_tokens (the largest trained parameter)
+        dora_norm: float = 0.0,  # DoRA: the weight norm's transient bytes (largest adapted linear)
+    ) -> None:
+        self.trained = trained
+        self.trainable = trainable
+        self.extra_per_layer = extra_per_layer
+        self.first_active = first_active
+        self.lm_head_trained = lm_head_trained
+        self.layers_trained = layers_trained
+        self.embedding_trained = embedding_trained
+        self.dora_norm = dora_norm
+
+    def __repr__(self) -> str:
+        return f"Method({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return vars(self) == vars(other) if type(other) is Method else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
 
 def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> Method:

@@ -7,8 +7,6 @@ each figure comes from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-
 from cfgopt.memory.base import ALWAYS_SHOWN, HOST, PHASES, STATES, Component
 
 TYPE_CHECKING = False
@@ -40,37 +38,86 @@ _JSON_KEYS = {
 }
 
 
-@dataclass
 class MemoryEstimate:
-    """Peak memory per GPU (GiB) as a list of components, and the run it describes."""
+    """Peak memory per GPU (GiB) as a list of components, and the run it describes. A plain class with a dataclass's
+    `__init__`, `__repr__` and `__eq__` over `FIELDS`, not a dataclass: `dataclasses` imports `inspect` (with `ast`,
+    `dis` and `tokenize`), 4 ms of a lint that estimates memory (any with a target)."""
 
-    model: str
-    finetuning_type: str
-    stage: str
-    gpus: int
-    zero_stage: int | None  # None: no DeepSpeed
-    micro_batch: int
-    gradient_accumulation: int
-    seq_len: int  # padded tokens per sequence in the peak micro-batch
-    tokens: int  # tokens per micro-batch, pairs counted twice
-    packing: bool
-    fill: float
-    gradient_checkpointing: bool
-    attention: str
-    liger: bool
-    quantization_bit: int | None
-    total_params: int
-    trainable_params: int
-    components: list[Component] = field(default_factory=list)
-    layer_bytes_per_token: float = 0.0  # one layer's saved activations, no recomputation
-    layer_bytes_per_token_gc: float = 0.0  # what one layer keeps under checkpointing
-    memory_gib: float = 0.0  # the target's memory per GPU
-    notes: list[str] = field(default_factory=list)
-    unmodelled: list[str] = field(default_factory=list)  # settings outside the model: rules stay silent
-    uncalibrated: list[str] = field(default_factory=list)  # modelled, but no measured run covers them
-    # modelled from the code with assumptions it cannot settle (PPO's rollout, a second model's size): confidence
-    # "low", and the lint rules stay silent (`cfgopt.job.job.Job.estimate`)
-    approximate: list[str] = field(default_factory=list)
+    FIELDS = (
+        *("model", "finetuning_type", "stage", "gpus", "zero_stage", "micro_batch", "gradient_accumulation"),
+        *("seq_len", "tokens", "packing", "fill", "gradient_checkpointing", "attention", "liger", "quantization_bit"),
+        *("total_params", "trainable_params", "components", "layer_bytes_per_token", "layer_bytes_per_token_gc"),
+        *("memory_gib", "notes", "unmodelled", "uncalibrated", "approximate"),
+    )
+
+    def __init__(
+        self,
+        model: str,
+        finetuning_type: str,
+        stage: str,
+        gpus: int,
+        zero_stage: int | None,  # None: no DeepSpeed
+        micro_batch: int,
+        gradient_accumulation: int,
+        seq_len: int,  # padded tokens per sequence in the peak micro-batch
+        tokens: int,  # tokens per micro-batch, pairs counted twice
+        packing: bool,
+        fill: float,
+        gradient_checkpointing: bool,
+        attention: str,
+        liger: bool,
+        quantization_bit: int | None,
+        total_params: int,
+        trainable_params: int,
+        components: list[Component] | None = None,
+        layer_bytes_per_token: float = 0.0,  # one layer's saved activations, no recomputation
+        layer_bytes_per_token_gc: float = 0.0,  # what one layer keeps under checkpointing
+        memory_gib: float = 0.0,  # the target's memory per GPU
+        notes: list[str] | None = None,
+        unmodelled: list[str] | None = None,  # settings outside the model: rules stay silent
+        uncalibrated: list[str] | None = None,  # modelled, but no measured run covers them
+        # modelled from the code with assumptions it cannot settle (PPO's rollout, a second model's size): confidence
+        # "low", and the lint rules stay silent (`cfgopt.job.job.Job.estimate`)
+        approximate: list[str] | None = None,
+    ) -> None:
+        self.model = model
+        self.finetuning_type = finetuning_type
+        self.stage = stage
+        self.gpus = gpus
+        self.zero_stage = zero_stage
+        self.micro_batch = micro_batch
+        self.gradient_accumulation = gradient_accumulation
+        self.seq_len = seq_len
+        self.tokens = tokens
+        self.packing = packing
+        self.fill = fill
+        self.gradient_checkpointing = gradient_checkpointing
+        self.attention = attention
+        self.liger = liger
+        self.quantization_bit = quantization_bit
+        self.total_params = total_params
+        self.trainable_params = trainable_params
+        self.components: list[Component] = [] if components is None else components
+        self.layer_bytes_per_token = layer_bytes_per_token
+        self.layer_bytes_per_token_gc = layer_bytes_per_token_gc
+        self.memory_gib = memory_gib
+        self.notes: list[str] = [] if notes is None else notes
+        self.unmodelled: list[str] = [] if unmodelled is None else unmodelled
+        self.uncalibrated: list[str] = [] if uncalibrated is None else uncalibrated
+        self.approximate: list[str] = [] if approximate is None else approximate
+
+    def __repr__(self) -> str:
+        return f"MemoryEstimate({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not MemoryEstimate:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def gib(self, name: str) -> float:
         """The GiB of the component `name` (0.0 when the estimate has none)."""
@@ -217,7 +264,7 @@ class MemoryEstimate:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "components"}
+        out = {name: getattr(self, name) for name in self.FIELDS if name != "components"}
         out.update(self._json_figures())
         out.update(
             components=[c.as_dict() for c in self.components],

@@ -10,8 +10,8 @@ So, only when such an edit is about to be made, the project around the JSON is s
 `deepspeed:` (a YAML) or `--deepspeed` / `deepspeed=` (a launch line) resolves to it as the loader resolves a
 reference (`project.resolve_reference`). The project: the repository of each config of the run that reads the JSON
 and of the JSON itself (`user_files.repository_of`), and the current folder where it holds the JSON (the launch
-folder the real tools resolve from). The walk is a folder walk's (`discovery.iter_files`: hidden and package folders
-skipped, no symbolic link to a folder followed), each file read as the run reads one (`read_bounded`, at most
+folder the real tools resolve from). The walk is a folder walk's (`discovery.iter_files`, by name: hidden and package
+folders skipped, no symbolic link to a folder followed), each file read as the run reads one (`read_bounded`, at most
 `project.MAX_FILE_BYTES`), and only a file naming the JSON's file name (or the name of a link to it) outside
 comments, other than as a `deepspeed` value resolving to another file (`_may_read`), is parsed. A file outside the
 current folder is taken as launched from its own folder or one above it, not from the current one (another
@@ -29,12 +29,13 @@ from pathlib import Path
 from cfgopt.loaders import discovery
 from cfgopt.project.project import MAX_FILE_BYTES, resolve_reference
 from cfgopt.text.document import Document, DocumentError, real_path
+from cfgopt.text.real_paths import realpath
 from cfgopt.text.record import Record
-from cfgopt.text.user_files import read_bounded, repository_of
+from cfgopt.text.user_files import looked_at, read_bounded, repository_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
     from cfgopt.knowledge.schema import LlamaFactorySchema
     from cfgopt.text.source import Source
@@ -74,10 +75,10 @@ def outside_readers(json_src: Source, readers: Iterable[Source], lf: LlamaFactor
 def _roots(json_path: Path, run: frozenset[Path]) -> list[Path]:
     """The folders searched: each reader's repository and the JSON's, the current folder where it holds the JSON
     (never the home folder or the filesystem root); a folder inside another one once, as part of it."""
-    found = [Path(os.path.realpath(repository_of(p))) for p in sorted(run)]
-    found.append(Path(os.path.realpath(repository_of(json_path))))
+    found = [real_path(repository_of(p)) for p in sorted(run)]
+    found.append(real_path(repository_of(json_path)))
     cwd = real_path(Path.cwd())
-    if json_path.is_relative_to(cwd) and str(cwd) not in (os.path.realpath(os.path.expanduser("~")), os.sep):
+    if json_path.is_relative_to(cwd) and str(cwd) not in (realpath(os.path.expanduser("~")), os.sep):
         found.append(cwd)
     ordered = sorted(dict.fromkeys(found), key=lambda p: len(p.parts))
     return [r for i, r in enumerate(ordered) if not any(r.is_relative_to(o) for o in ordered[:i])]
@@ -86,26 +87,27 @@ def _roots(json_path: Path, run: frozenset[Path]) -> list[Path]:
 def _search(json_path: Path, run: frozenset[Path], lf: LlamaFactorySchema) -> OutsideReaders:
     roots = _roots(json_path, run)
     names, candidates = {json_path.name}, []
-    for path, _ in discovery.iter_files(roots):
-        suffix = path.suffix.lower()
-        if suffix == ".json" and path.is_symlink() and real_path(path) == json_path:
-            names.add(path.name)  # a link to the JSON under another name: a config may name that one
+    for folder, name in _walked(roots):
+        suffix, full = _suffix(name).lower(), os.path.join(folder, name)
+        if suffix == ".json" and os.path.islink(full) and real_path(full) == json_path:
+            names.add(name)  # a link to the JSON under another name: a config may name that one
         elif suffix in _READERS:
-            candidates.append(path)
+            candidates.append(full)
             if len(candidates) > MAX_SEARCHED:
                 where = ", ".join(str(r) for r in roots)
                 return OutsideReaders((), f"more than {MAX_SEARCHED:,} configs and scripts under {where}")
     needles = [n.encode() for n in names]
     cwd = real_path(Path.cwd())
     found: list[Path] = []
-    for path in candidates:
+    for name in candidates:
         try:
-            raw = read_bounded(path, MAX_FILE_BYTES)
+            raw = read_bounded(name, MAX_FILE_BYTES)
         except OSError:
             continue  # not a regular file, too large, unreadable: no config a run reads either
-        if not any(n in raw for n in needles):
+        if not _holds(raw, needles):
             continue
-        real = real_path(path)  # only now: a file that never names the JSON needs no look at its links
+        path = Path(name)  # only now: most files never name the JSON
+        real = real_path(path)  # a file that never names the JSON needs no look at its links either
         if real in run:
             continue
         # launched from the current folder only where it lies inside it (from its own folder, or one above, else)
@@ -113,6 +115,24 @@ def _search(json_path: Path, run: frozenset[Path], lf: LlamaFactorySchema) -> Ou
         if _may_read(raw, needles, json_path, path, from_cwd) and _reads(path, raw, json_path, lf, from_cwd):
             found.append(path)
     return OutsideReaders(tuple(found))
+
+
+def _walked(roots: list[Path]) -> Iterator[tuple[str, str]]:
+    """(folder, name) of each file `discovery.iter_files(roots)` yields, as text: a Path is built only for a file
+    that names the JSON (a repository holds hundreds of configs)."""
+    for root in roots:
+        if looked_at(root, "is_dir"):
+            for folder, names in discovery.walk_folders(root):
+                for name in names:
+                    yield folder, name
+        else:  # a root is a folder; one gone since, as `iter_files` takes it
+            yield str(root.parent), root.name
+
+
+def _suffix(name: str) -> str:
+    """`Path(name).suffix`: from the last dot, not a leading one nor a final one."""
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 # A `deepspeed` key's or option's value as the text writes it (`deepspeed: x`, `"deepspeed": "x"`, `--deepspeed x`,
@@ -125,7 +145,7 @@ def _may_read(raw: bytes, needles: list[bytes], json_path: Path, path: Path, fro
     another file (another folder's file of the same name): then the file is not parsed. A line whose text before
     its comment holds a quote is taken as it is (a `#` inside quotes is no comment)."""
     for line in raw.splitlines():
-        if not any(n in line for n in needles):
+        if not _holds(line, needles):
             continue
         code = _COMMENT.split(line, 1)[0]
         if b'"' in code or b"'" in code:
@@ -137,6 +157,12 @@ def _may_read(raw: bytes, needles: list[bytes], json_path: Path, path: Path, fro
         if any(_resolves_to(v.decode("utf-8", "replace"), path, json_path, from_cwd) for v in naming):
             return True
     return False
+
+
+def _holds(text: bytes, needles: list[bytes]) -> bool:
+    """Does `text` hold one of `needles`? Most often there is one (the JSON's own name), asked alone: a search asks
+    this of every file of a repository, and of each line of those that name the JSON."""
+    return needles[0] in text if len(needles) == 1 else any(n in text for n in needles)
 
 
 # where a comment starts, in YAML and in a shell script: a `#` at the start of a line or after a blank

@@ -84,11 +84,10 @@ def rules_for(
     present = None if keys is None else {kind.value: names for kind, names in keys.items()}
     out: list[Rule] = []
     for module_name in rule_modules():
-        listed = CATALOG.get(module_name)
+        listed = _listed(module_name)
+        # the catalog's tests first, the selection (settings of every file) last: most rules fail the first two
         if listed is not None and (
-            wanted.isdisjoint(listed[2].split())
-            or not selected(listed[0])
-            or not _triggered(listed[3], listed[2].split(), present)
+            wanted.isdisjoint(listed[1]) or not _triggered(listed[2], listed[1], present) or not selected(listed[0])
         ):
             continue
         rule = _instance(module_name)
@@ -97,12 +96,21 @@ def rules_for(
     return tuple(out)
 
 
-def _triggered(triggers: str, kinds: list[str], present: dict[str, set[str]] | None) -> bool:
-    """Does a file of one of the rule's `kinds` have one of its trigger keys ("*": needs none)?"""
-    if triggers == "*" or present is None:
+@cache
+def _listed(module_name: str) -> tuple[str, tuple[str, ...], frozenset[str] | None] | None:
+    """The catalog's entry of a rule module, read: its code, the kinds it reads, its trigger keys (None: needs
+    none); None for a module the catalog does not list."""
+    listed = CATALOG.get(module_name)
+    if listed is None:
+        return None
+    return listed[0], tuple(listed[2].split()), None if listed[3] == "*" else frozenset(listed[3].split())
+
+
+def _triggered(triggers: frozenset[str] | None, kinds: tuple[str, ...], present: dict[str, set[str]] | None) -> bool:
+    """Does a file of one of the rule's `kinds` have one of its trigger keys (None: needs none)?"""
+    if triggers is None or present is None:
         return True
-    needed = set(triggers.split())
-    return any(not needed.isdisjoint(present.get(kind, ())) for kind in kinds)
+    return any(not triggers.isdisjoint(present.get(kind, ())) for kind in kinds)
 
 
 def codes_and_names() -> tuple[frozenset[str], dict[str, str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from enum import Enum, IntEnum
 from pathlib import Path
 
@@ -123,8 +122,7 @@ class Diagnostic:
         end_line, end_column = self.end_line_column
         path = display_path(self.path)  # as every format shows it: relative to the working directory under it
         if relative_to is not None:
-            with contextlib.suppress(ValueError):  # outside relative_to: keep the path as given
-                path = str(real_path(self.path).relative_to(real_path(relative_to)))
+            path = _relative_or(self.path, relative_to, path)
         out = {
             "file": path,
             "line": line,
@@ -143,3 +141,11 @@ class Diagnostic:
         if self.detail:
             out["detail"] = self.detail
         return out
+
+
+def _relative_or(path: Path, base: Path, given: str) -> str:
+    """`path` relative to `base`; `given` where it lies outside it."""
+    try:
+        return str(real_path(path).relative_to(real_path(base)))
+    except ValueError:
+        return given

@@ -20,11 +20,11 @@ comment, else UTF-8); one that is not UTF-8 byte for byte says how in `Document.
 from __future__ import annotations
 
 import bisect
-import os
 import re
 from itertools import accumulate
 from pathlib import Path
 
+from cfgopt.text import real_paths
 from cfgopt.text.patterns import lazy
 
 BOM = "\ufeff"
@@ -317,8 +317,9 @@ def shown(text: str) -> str:
 
 def real_path(path: Path) -> Path:
     """The canonical path used as a file's identity. Unlike Path.resolve(), never raises on a symlink
-    loop (Python 3.11 raises RuntimeError there); the loop then fails, with a clear message, when read."""
-    return Path(os.path.realpath(path))
+    loop (Python 3.11 raises RuntimeError there); the loop then fails, with a clear message, when read. Asked of
+    the file system once per run (`real_paths.one_run`)."""
+    return real_paths.real_path(path)
 
 
 def display_path(path: Path) -> str:

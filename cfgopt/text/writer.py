@@ -17,7 +17,6 @@ is put back (or, failing that too, the error names the temp file holding the new
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -169,14 +168,29 @@ def _replace(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) 
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         if owner is not None:
-            with contextlib.suppress(PermissionError, AttributeError):
-                os.chown(tmp, *owner)
+            _give_owner(tmp, owner)
         _copy_xattrs(path, tmp)  # after chown, which may clear some of them
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
+
+
+def _give_owner(tmp: str, owner: tuple[int, int]) -> None:
+    """The replaced file's owner and group onto its replacement, where permitted (and where the platform has
+    `os.chown`)."""
+    try:
+        os.chown(tmp, *owner)
+    except (PermissionError, AttributeError):
+        return
+
+
+def _remove(tmp: str) -> None:
+    """Remove a temp file of a failed write (gone already: nothing to do)."""
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        return
 
 
 def _copy_xattrs(source: Path, target: str) -> None:
@@ -191,8 +205,10 @@ def _copy_xattrs(source: Path, target: str) -> None:
     except OSError:  # gone (a new file), or a file system without extended attributes
         return
     for name in names:
-        with contextlib.suppress(OSError):
+        try:
             os.setxattr(target, name, os.getxattr(source, name, follow_symlinks=False), follow_symlinks=False)
+        except OSError:
+            continue
 
 
 def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
@@ -206,8 +222,7 @@ def _write_in_place(path: Path, data: bytes, current: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
     try:
         _overwrite(path, data)

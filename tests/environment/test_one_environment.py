@@ -110,3 +110,40 @@ def test_a_probed_node_is_taken_at_its_word() -> None:
     assert transformers_at_least(probed_environment([]), (4, 57))
     assert not transformers_at_least(Environment({"transformers": ">=4.40"}, "requirements.txt"), (4, 57))
     assert transformers_at_least(Environment({"transformers": "==4.57.1"}, "requirements.txt"), (4, 57))
+
+
+MANIFESTS = {
+    "pyproject.toml": [
+        '[project]\nname = "x"\ndependencies = ["llamafactory[metrics]==0.9.5", "torch"]\n',
+        '[project]\ndependencies = ["LLaMA-Factory>=0.9.4"]\n',
+        '[project]\ndependencies = ["torch>=2.4", "deepspeed==0.16.4"]\n',
+        '[tool.poetry.dependencies]\npython = "^3.11"\n"Llama.Factory" = "0.9.5"\n',
+        '[tool.poetry.dependencies]\ntorch = "*"\n# llamafactory = "0.9.5"\n',
+    ],
+    "setup.py": ['setup(install_requires=["llama_factory==0.9.5"])\n', 'setup(install_requires=["torch"])\n'],
+    "setup.cfg": [
+        "[options]\ninstall_requires =\n    llamafactory\n    torch\n",
+        "[options]\ninstall_requires = peft\n",
+    ],
+    "uv.lock": [
+        '[[package]]\nname = "llamafactory"\nversion = "0.9.5"\n',
+        '[[package]]\nname = "torch"\nversion = "2.5"\n',
+    ],
+}
+
+
+@pytest.mark.parametrize(("name", "text"), [(n, t) for n, texts in MANIFESTS.items() for t in texts])
+def test_a_folder_environment_skips_only_manifests_that_name_no_llamafactory(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """A folder's environment keeps only files naming LLaMA-Factory: a manifest whose text does not is not parsed,
+    and what it would have stated names none."""
+    from cfgopt.environment.stated import read_packages
+
+    (tmp_path / name).write_text(text)
+    full = read_packages(tmp_path / name)
+    kept = read_packages(tmp_path / name, naming_llamafactory=True)
+    if full is not None and {"llamafactory", "llama_factory"} & set(full):
+        assert kept == full
+    else:  # left unparsed, or parsed for nothing the folder's environment keeps
+        assert kept in ({}, full)

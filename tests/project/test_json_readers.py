@@ -82,3 +82,24 @@ def test_a_quoted_value_and_a_continued_launch_line_are_readers(project: Path) -
     )
     found = _readers(project / "ds" / "z3.json", project / "train.yaml")
     assert sorted(p.name for p in found.found) == ["quoted.yaml", "run.sh"]
+
+
+def test_readers_come_in_the_walk_order_of_iter_files(project: Path) -> None:
+    """The search walks by name (no Path per file): the readers it finds are those `discovery.iter_files` would
+    give, in its order, upper-case suffixes and a hidden file's included, a hidden folder's and a `.json` left out."""
+    from cfgopt.loaders import discovery
+
+    names = ["b.YAML", "a/run.Sh", "a/z.yml", ".hidden.yaml", ".git/x.yaml", "c.json", "node_modules/n.yaml"]
+    for name in names:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("model_name_or_path: m\ndeepspeed: ds/z3.json\n")
+    (project / "a" / "run.Sh").write_text("llamafactory-cli train --model_name_or_path m --deepspeed ds/z3.json\n")
+    found = _readers(project / "ds" / "z3.json", project / "train.yaml").found
+    walked = [p for p, _ in discovery.iter_files([project]) if p in found]
+    assert [p.relative_to(project).as_posix() for p in found] == [".hidden.yaml", "b.YAML", "a/run.Sh", "a/z.yml"]
+    assert list(found) == walked
+
+
+@pytest.mark.parametrize("name", ["a.yaml", "a.b.YML", ".yaml", "..yaml", "a.", "a..", "a", ".", "a.tar.gz", ".a.sh"])
+def test_a_suffix_is_read_as_pathlib_reads_it(name: str) -> None:
+    assert json_readers._suffix(name) == Path(name).suffix

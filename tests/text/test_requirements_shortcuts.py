@@ -219,6 +219,7 @@ TOML_FRAGMENTS = [
     *('"torch>=2.1"', "'peft==0.12'", '"deepspeed==0.16.4",', '"""', "'''", '"a # b"', "# c", '"x', "'y", "\\"),
     *('deepspeed = "==0.16"', "'llamafactory' = '0.9.5'", 'DeepSpeed = { version = ">=0.15", extras = ["a"] }'),
     *('"llama-factory" = "*"', "x = 1", "torch = {path = 'x'}", "=", ",", " ", "\t", "\n", "\n", "\r\n", "é"),
+    *('"Llama.Factory [metrics] >= 0.9"', '"DEEP--SPEED<1"', '"deepspeedx>1"', '"my-torch==2"', '"torch @ x"'),
 ]
 NAMED = frozenset({"deepspeed", "llamafactory", "llama_factory", "torch"})
 
@@ -228,6 +229,9 @@ def _same_manifests(text: str) -> None:
     for syntax in ("toml", "python"):
         assert manifests.poetry_pins(text, NAMED, syntax) == _old_poetry_pins(text, NAMED, syntax), (syntax, text)
     assert manifests.poetry_dependencies(text) == _old_poetry_dependencies(text), text
+    for syntax in ("toml", "python"):  # `naming` parses only the strings that can name one: the same pins
+        every = manifests.string_pins(text, syntax)
+        assert manifests.string_pins(text, syntax, NAMED) == [p for p in every if p.name in NAMED], (syntax, text)
     blanked = manifests.blank_comments(text)
     assert manifests._tables(blanked) == [(m.start(), m.end(), m.group(1)) for m in OLD_TABLE.finditer(blanked)]
 

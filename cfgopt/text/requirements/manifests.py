@@ -58,15 +58,26 @@ def _string(m: re.Match[str]) -> tuple[str, int] | None:
     return token[quote + trim : -quote], m.start() + quote + trim
 
 
-def string_pins(text: str, syntax: str = "toml") -> list[Pin]:
+def string_pins(text: str, syntax: str = "toml", naming: frozenset[str] = frozenset()) -> list[Pin]:
     """Every string of a pyproject.toml or setup.py (`syntax` "toml" / "python"; comments left out) that reads as a
-    requirement, bare names included, with its spans, in order."""
+    requirement, bare names included, with its spans, in order. `naming` (normalised names): only the requirements
+    of these packages (the others' strings are not parsed: `_may_name`)."""
     pins: list[Pin] = []
     for m in _TOKENS[syntax].finditer(blank_comments(text, syntax)):
         found = _string(m)
-        if found is not None and (pin := pep508_requirement(*found)) is not None:
+        if found is None or (naming and not _may_name(found[0], naming)):
+            continue
+        if (pin := pep508_requirement(*found)) is not None and (not naming or pin.name in naming):
             pins.append(pin)
     return pins
+
+
+def _may_name(text: str, names: frozenset[str]) -> bool:
+    """Can a requirement of one of `names` (normalised) be read from `text`? Not where the normalised text holds
+    none of them: a name is ASCII and starts and ends with a letter or digit, so its normalised form is part of the
+    normalised text it is read from."""
+    flat = normalise(text)
+    return any(name in flat for name in names)
 
 
 # --------------------------------------------------------------------------- TOML lines, read with str methods
