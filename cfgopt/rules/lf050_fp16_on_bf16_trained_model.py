@@ -13,6 +13,7 @@ class Fp16OnBf16TrainedModel(Rule):
     name = "fp16-on-bf16-trained-model"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"fp16"})  # `check` reports on the file's own `fp16` entry, never without it
     summary = "fp16 training of a model family trained in bf16 (Qwen2 and later): loss 0 or NaN from the start"
     why = (
         "Confidence: likely. Qwen2, Qwen2.5 and Qwen3 were trained in bf16, and some of their activations exceed "

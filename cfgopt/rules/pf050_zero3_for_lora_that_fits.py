@@ -14,6 +14,7 @@ class Zero3ForLoraThatFits(Rule):
     name = "zero3-for-lora-that-fits"
     severity = Severity.WARNING
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_CLI})
+    triggers = frozenset({"deepspeed"})  # `check` reports on the file's own `deepspeed` entry, never without it
     summary = "DeepSpeed ZeRO-3 for LoRA on a single GPU, where it shards nothing"
     why = (
         "Confidence: certain (measured). With `--gpus 1` ZeRO-3 has nothing to shard across, yet it still "

@@ -14,6 +14,7 @@ class OffloadForLora(Rule):
     name = "offload-for-lora"
     severity = Severity.WARNING
     kinds = frozenset({Kind.DEEPSPEED})
+    triggers = frozenset({"zero_optimization"})  # `check` reads only the `zero_optimization` block
     summary = "ZeRO optimizer offload for LoRA training, where there is nothing worth offloading"
     why = (
         "Confidence: certain (measured). A LoRA run's optimizer state covers only the adapters (a few tens of MB "
