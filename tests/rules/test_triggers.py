@@ -5,12 +5,14 @@ findings must be the same."""
 
 from __future__ import annotations
 
+import json
+from itertools import product
 from pathlib import Path
 
 import pytest
 from oracle_harness import CORPUS
 from rule_cases import ROOT, job_folder
-from sampling import params
+from sampling import default_sample, full, params
 
 from cfgopt.lint.engine import build_project
 from cfgopt.lint.project_config import CommandLine, Resolver
@@ -56,3 +58,56 @@ def test_triggers_are_top_level_key_names() -> None:
     for rule in all_rules():
         if rule.triggers is not None:
             assert rule.triggers and all(isinstance(k, str) and k and "." not in k for k in rule.triggers), rule.code
+
+
+# Mutated jobs for the rules whose triggers are one key of the file they check (PF004 `flash_attn`, PF005
+# `neat_packing`, LF050 `fp16`, PF050 `deepspeed`, PF051 `zero_optimization`): each key present with a value that
+# makes its rule fire, present with one that does not, or absent, in a YAML, the launch line and its DeepSpeed JSON.
+MODELS = ("meta-llama/Meta-Llama-3-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
+PRECISIONS = ({}, {"bf16": "true"}, {"fp16": "true"}, {"fp16": "false"}, {"fp16": "true", "bf16": "true"})
+ATTENTION = ({}, {"flash_attn": "disabled"}, {"flash_attn": "sdpa"}, {"flash_attn": "fa2"})
+PACKING = ({}, {"neat_packing": "true"}, {"neat_packing": "false", "packing": "true"})
+ZERO = (None, {"stage": 3, "offload_optimizer": {"device": "cpu"}}, {"stage": 3}, {"stage": 2}, "absent")
+METHODS = ("lora", "full")
+WHERE = (("h100", 1), (None, None), ("mi300x", 8), ("h100", None))
+FLASH_ATTN_INSTALLED = ("", 'environment = { llamafactory = "0.9.5", flash-attn = "2.7.4" }\n')
+NARROWED = {"PF004", "PF005", "LF050", "PF050", "PF051"}
+
+
+def _mutants() -> list[tuple]:
+    grid = product(MODELS, PRECISIONS, ATTENTION, PACKING, ZERO, METHODS, range(len(WHERE)), FLASH_ATTN_INSTALLED)
+    return default_sample(list(grid), 40 if not full() else 160, key=repr)
+
+
+def _write_job(folder: Path, mutant: tuple) -> tuple[str | None, int | None]:
+    model, precision, attention, packing, zero, method, where, environment = mutant
+    keys = {"model_name_or_path": model, "stage": "sft", "do_train": "true", "finetuning_type": method}
+    keys |= {"dataset": "alpaca_en_demo", "template": "llama3", "output_dir": "out", "cutoff_len": "2048"}
+    keys |= {**precision, **attention, **packing}
+    if zero is not None:
+        keys["deepspeed"] = "ds.json"
+        block = {} if zero == "absent" else {"zero_optimization": zero}
+        folder.joinpath("ds.json").write_text(json.dumps({**block, "train_micro_batch_size_per_gpu": "auto"}))
+    folder.joinpath("train.yaml").write_text("".join(f"{k}: {v}\n" for k, v in keys.items()))
+    flags = " ".join(f"--{k} {v}" for k, v in keys.items())
+    folder.joinpath("run.sh").write_text(f"llamafactory-cli train {flags}\nllamafactory-cli train train.yaml\n")
+    folder.joinpath("cfgopt.toml").write_text(environment)
+    return WHERE[where]
+
+
+def _mutant_findings(folder: Path, target: str | None, gpus: int | None, skip: bool) -> list[tuple]:
+    project = build_project([folder], Resolver(CommandLine(target=target, gpus=gpus, select=["ALL"])))
+    project.skip_untriggered = skip
+    return [(str(d.path), d.start, d.end, d.code, d.message) for d in project.diagnostics()]
+
+
+def test_narrowed_triggers_never_hide_a_finding_in_mutated_jobs(tmp_path: Path) -> None:
+    fired: set[str] = set()
+    for number, mutant in enumerate(_mutants()):
+        folder = tmp_path / f"job{number}"
+        folder.mkdir()
+        target, gpus = _write_job(folder, mutant)
+        without = _mutant_findings(folder, target, gpus, False)
+        assert _mutant_findings(folder, target, gpus, True) == without, mutant
+        fired |= {finding[3] for finding in without} & NARROWED
+    assert fired == NARROWED  # each narrowed rule reported in some job: the sample tests its key
