@@ -98,9 +98,6 @@ def _move_to_json(
     moves to the JSON's `zero_optimization.stage`, carrying that edit, so each file's fix edits that file and both
     are applied in one run. (finding, moved) or None: no stage planned, no such finding, or the JSON does not show
     it (a file not shown, a per-file ignore of the code there)."""
-    from cfgopt.plan.knob_edits import stage_edits
-    from cfgopt.plan.wording import json_fix_words
-
     json_src = ctx.job.deepspeed_source
     finding = next((d for d in found if "zero" in _KNOBS_OF.get(d.code, ())), None)
     if plan.deepspeed_stage is None or json_src is None or finding is None or not ctx.settings.is_fixable(finding.code):
@@ -108,6 +105,9 @@ def _move_to_json(
     path = json_src.document.path
     if real_path(path) in hidden or context(json_src).settings.ignored_in_file(path, finding.code):
         return None
+    from cfgopt.plan.knob_edits import stage_edits  # only here: most plans write no stage
+    from cfgopt.plan.wording import json_fix_words
+
     entry = json_src.find(("zero_optimization", "stage"))
     made = stage_edits(json_src, plan.deepspeed_stage)
     if entry is None or not made:

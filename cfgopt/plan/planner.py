@@ -236,8 +236,6 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
-    from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
-
     gain = plan_speed(best, base, n, stage, data, run) / plan_speed(base, base, n, stage, data, run)
     plan = SpeedPlan(hardware, base, best, gain)
     plan.data_words = data_words(plan, data)
@@ -250,7 +248,7 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     turned_on = {
         "liger": best.liger and not base.liger,
         "fa2": best.attn == "fa2" != base.attn,
-        "bnb": is_bnb_optimizer(best.optim) and best.optim != base.optim,
+        "bnb": best.optim != base.optim and _bnb_optimizer(best.optim),
     }
     env = job.environment
     plan.environment = env.source
@@ -272,6 +270,14 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
         plan.quoted = None  # the remark on the missing estimate names the knob (wording._no_estimate)
     plan.notes += plan.remarks
     return plan
+
+
+def _bnb_optimizer(optim: str) -> bool:
+    """Is `optim` a bitsandbytes optimizer? Imported only here, asked only of an optimizer the plan changes (most
+    plans keep it)."""
+    from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
+
+    return is_bnb_optimizer(optim)
 
 
 def _unless_json_shared(job: Job, base: space.Knobs, ranked: list) -> tuple[list, str]:
