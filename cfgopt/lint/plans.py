@@ -38,7 +38,6 @@ def attach_plans(
     (excluded, not checked)."""
     from cfgopt.plan.planner import plan_edits, plan_for
     from cfgopt.plan.speed_plan import StoppedJob
-    from cfgopt.plan.wording import description, json_part_words
 
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
@@ -62,6 +61,8 @@ def attach_plans(
         moved = _move_to_json(context, ctx, plan, found, hidden)
         other_part = None
         if moved is not None:
+            from cfgopt.plan.wording import json_part_words  # only here and below: a plan that changes something
+
             finding, on_json = moved
             other_part = OtherPart(on_json.path, on_json.key, json_part_words(plan))
             diags[next(i for i, d in enumerate(diags) if d is finding)] = on_json
@@ -80,6 +81,8 @@ def attach_plans(
             continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in live:
             d.fix = None
+        from cfgopt.plan.wording import description
+
         # the JSON's part is the moved finding's: the fixer says "in part" where that one is not written
         carrier.fix = Fix(description(plan), Applicability.UNSAFE, made, planned=True, other_part=other_part)
         _say_json_kept(plan, live)
