@@ -26,13 +26,18 @@ class _InWords:
     def __get__(self, plan: SpeedPlan | None, owner: type | None = None) -> Any:
         if plan is None:
             return self
-        fill = plan.__dict__.pop("_fill", None)
-        if fill is not None:
-            fill(plan)
+        _filled(plan)
         return plan.__dict__[self.slot]
 
     def __set__(self, plan: SpeedPlan, value: Any) -> None:
+        _filled(plan)  # as if filled when deferred: a later write stands
         plan.__dict__[self.slot] = value
+
+
+def _filled(plan: SpeedPlan) -> None:
+    fill = plan.__dict__.pop("_fill", None)  # popped first: the fill reads and writes the words itself
+    if fill is not None:
+        fill(plan)
 
 
 class SpeedPlan:
@@ -67,7 +72,8 @@ class SpeedPlan:
         self.remarks: list[str] = []
 
     def explain_later(self, fill: Callable[[SpeedPlan], None]) -> None:
-        """`fill` sets the plan's words (notes, rejected, quoted, data_words, remarks) on the first read of one."""
+        """`fill` sets the plan's words (notes, rejected, quoted, data_words, remarks) at the first read or write
+        of one: the planner's last step, deferred."""
         self._fill = fill
 
     @property
