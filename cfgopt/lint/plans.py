@@ -38,7 +38,6 @@ def attach_plans(
     (excluded, not checked)."""
     from cfgopt.plan.planner import plan_edits, plan_for
     from cfgopt.plan.speed_plan import StoppedJob
-    from cfgopt.plan.wording import description, json_part_words
 
     by_source: dict[int, list[Diagnostic]] = {}
     for d in diags:
@@ -62,6 +61,8 @@ def attach_plans(
         moved = _move_to_json(context, ctx, plan, found, hidden)
         other_part = None
         if moved is not None:
+            from cfgopt.plan.wording import json_part_words  # only here and below: a plan that changes something
+
             finding, on_json = moved
             other_part = OtherPart(on_json.path, on_json.key, json_part_words(plan))
             diags[next(i for i, d in enumerate(diags) if d is finding)] = on_json
@@ -80,6 +81,8 @@ def attach_plans(
             continue  # no plan: a rule's own fix (PF001's bf16) stays
         for d in live:
             d.fix = None
+        from cfgopt.plan.wording import description
+
         # the JSON's part is the moved finding's: the fixer says "in part" where that one is not written
         carrier.fix = Fix(description(plan), Applicability.UNSAFE, made, planned=True, other_part=other_part)
         _say_json_kept(plan, live)
@@ -98,9 +101,6 @@ def _move_to_json(
     moves to the JSON's `zero_optimization.stage`, carrying that edit, so each file's fix edits that file and both
     are applied in one run. (finding, moved) or None: no stage planned, no such finding, or the JSON does not show
     it (a file not shown, a per-file ignore of the code there)."""
-    from cfgopt.plan.knob_edits import stage_edits
-    from cfgopt.plan.wording import json_fix_words
-
     json_src = ctx.job.deepspeed_source
     finding = next((d for d in found if "zero" in _KNOBS_OF.get(d.code, ())), None)
     if plan.deepspeed_stage is None or json_src is None or finding is None or not ctx.settings.is_fixable(finding.code):
@@ -108,6 +108,9 @@ def _move_to_json(
     path = json_src.document.path
     if real_path(path) in hidden or context(json_src).settings.ignored_in_file(path, finding.code):
         return None
+    from cfgopt.plan.knob_edits import stage_edits  # only here: most plans write no stage
+    from cfgopt.plan.wording import json_fix_words
+
     entry = json_src.find(("zero_optimization", "stage"))
     made = stage_edits(json_src, plan.deepspeed_stage)
     if entry is None or not made:

@@ -145,13 +145,21 @@ def lower_stage(job: Job, base: space.Knobs) -> str | None:
     """The ZeRO knob value of the job's DeepSpeed JSON at LOWER_STAGE, where the plan may write it there: a ZeRO-3
     JSON file that was read, has a literal stage, no AutoTP and no optimizer offload to NVMe (below stage 3 it runs
     as CPU offload, DS012); None otherwise. Whether another config reads it is asked only where the plan would
-    write it (`planner._unless_json_shared`)."""
-    from cfgopt.plan.knob_edits import stage_edits
+    write it (`planner._unless_json_shared`). Memoized on the job: a plan asks it once per values_for (its search,
+    and twice for the knob values it leaves out), each time building the JSON's edits."""
+    key = f"lower_stage:{base.zero}"
+    if key not in job.memo:
+        job.memo[key] = _lower_stage(job, base)
+    return job.memo[key]
 
+
+def _lower_stage(job: Job, base: space.Knobs) -> str | None:
     _, ds = job.deepspeed
     src = job.deepspeed_source
     if not base.zero.startswith("z3") or ds is None or src is None or ds is not src.data:
         return None
+    from cfgopt.plan.knob_edits import stage_edits  # only here: a job with no ZeRO-3 JSON never writes a stage
+
     zero = ds.get("zero_optimization")
     offload = zero.get("offload_optimizer") if isinstance(zero, dict) else None
     nvme = isinstance(offload, dict) and str(offload.get("device", "")).lower() == "nvme"

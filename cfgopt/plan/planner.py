@@ -49,15 +49,6 @@ from cfgopt.plan.priors import rank
 from cfgopt.plan.reasons import MEMORY, NUMERICS, PACKAGE, Rejection, does_not_fit
 from cfgopt.plan.speed_knobs import PACKAGES, liger_plannable
 from cfgopt.plan.speed_plan import SpeedPlan, StoppedJob, WithPackages
-from cfgopt.plan.wording import (
-    KEPT_WITHOUT_ESTIMATE,
-    NO_ESTIMATE,
-    data_words,
-    explain,
-    no_memory,
-    package_missing,
-    remarks_of,
-)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -236,11 +227,8 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     if not ranked:
         return None
     _, best, est = min(ranked, key=lambda r: r[0])
-    from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
-
     gain = plan_speed(best, base, n, stage, data, run) / plan_speed(base, base, n, stage, data, run)
     plan = SpeedPlan(hardware, base, best, gain)
-    plan.data_words = data_words(plan, data)
     plan.est_gib = est.required_gib if est is not None else None
     plan.searched = searched
     plan.changes = plan_keys(best, base)
@@ -250,28 +238,47 @@ def _search(job: Job, knobs: tuple[str, ...], platform: space.Platform) -> Speed
     turned_on = {
         "liger": best.liger and not base.liger,
         "fa2": best.attn == "fa2" != base.attn,
-        "bnb": is_bnb_optimizer(best.optim) and best.optim != base.optim,
+        "bnb": best.optim != base.optim and _bnb_optimizer(best.optim),
     }
     env = job.environment
     plan.environment = env.source
     for knob, (_module, package) in PACKAGES.items():
         if turned_on[knob] and env.assumed:
             plan.needs.append(package)
-    for (name, value), rejection in _left_out(job, base, knobs, values, has_estimate).items():
-        k = best._replace(**{name: value})
-        refused = space.refusal(k, base, job.soft_capped_attention)  # what LLaMA-Factory refuses anyway: said first
-        rejected.setdefault(k, Rejection(*refused) if refused else rejection)
-    explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
-    plan.remarks = remarks_of(job, plan, run, values)
     if json_kept:
         plan.json_kept = f"ZeRO-{LOWER_STAGE} not written in {job.deepspeed_source.document.path.name}: {json_kept}"
-        plan.remarks.append(plan.json_kept)
         if len([z for z in values["zero"] if z in (base.zero, "none")]) < 2:
             plan.searched.discard("zero")  # a stage it may not write is not judged (MEM003 stays: `plans._kept_by`)
-    if not has_estimate and plan.quoted and plan.quoted.startswith(KEPT_WITHOUT_ESTIMATE):
-        plan.quoted = None  # the remark on the missing estimate names the knob (wording._no_estimate)
-    plan.notes += plan.remarks
+
+    def in_words(plan: SpeedPlan) -> None:
+        """Why the plan is what it is (`SpeedPlan.explain_later`: read by the fix's description, tune and verify,
+        never by a lint whose plan changes nothing). It reads only what is fixed by now: the job, this search's
+        values and candidates, and the plan's knobs."""
+        from cfgopt.plan.wording import KEPT_WITHOUT_ESTIMATE, data_words, explain, remarks_of
+
+        plan.data_words = data_words(plan, data)
+        for (name, value), rejection in _left_out(job, base, knobs, values, has_estimate).items():
+            k = best._replace(**{name: value})
+            refused = space.refusal(k, base, job.soft_capped_attention)  # what LLaMA-Factory refuses anyway: first
+            rejected.setdefault(k, Rejection(*refused) if refused else rejection)
+        explain(plan, [k for _, k, _ in ranked], rejected, lambda k: plan_speed(k, base, n, stage, data, run))
+        plan.remarks = remarks_of(job, plan, run, values)
+        if plan.json_kept:
+            plan.remarks.append(plan.json_kept)
+        if not has_estimate and plan.quoted and plan.quoted.startswith(KEPT_WITHOUT_ESTIMATE):
+            plan.quoted = None  # the remark on the missing estimate names the knob (wording._no_estimate)
+        plan.notes += plan.remarks
+
+    plan.explain_later(in_words)
     return plan
+
+
+def _bnb_optimizer(optim: str) -> bool:
+    """Is `optim` a bitsandbytes optimizer? Imported only here, asked only of an optimizer the plan changes (most
+    plans keep it)."""
+    from cfgopt.knowledge.bitsandbytes import is_bnb_optimizer  # the one list of bitsandbytes optimizers
+
+    return is_bnb_optimizer(optim)
 
 
 def _unless_json_shared(job: Job, base: space.Knobs, ranked: list) -> tuple[list, str]:
@@ -292,6 +299,8 @@ def _left_out(
     """Knob values (the batch shape aside) this job would be offered with every package installed and a memory
     estimate, and is not: the package is not known to be there (PACKAGE), or there is no estimate to spend memory
     (MEMORY) or change numerics (NUMERICS) on."""
+    from cfgopt.plan.wording import NO_ESTIMATE, no_memory, package_missing
+
     # fa2 only where the target runs it: on a V100 a note that fa2 would be faster is no advice
     runs_fa2 = job.settings.target.runs_fa2
     everything = space.Platform(cuda=True, flash_attn=runs_fa2, liger=True, deepspeed=True, bitsandbytes=True)

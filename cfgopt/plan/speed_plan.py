@@ -8,14 +8,46 @@ from cfgopt.plan import space
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from cfgopt.job.job import Hardware
     from cfgopt.plan.reasons import Rejection
 
 
+class _InWords:
+    """A plan's attribute that says in words why the plan is what it is: filled on its first read, by what the
+    planner gave `SpeedPlan.explain_later`. A lint reads them only where the plan changes something (the fix's
+    description), so a plan that changes nothing costs neither its wording nor the knob values it left out."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, plan: SpeedPlan | None, owner: type | None = None) -> Any:
+        if plan is None:
+            return self
+        _filled(plan)
+        return plan.__dict__[self.slot]
+
+    def __set__(self, plan: SpeedPlan, value: Any) -> None:
+        _filled(plan)  # as if filled when deferred: a later write stands
+        plan.__dict__[self.slot] = value
+
+
+def _filled(plan: SpeedPlan) -> None:
+    fill = plan.__dict__.pop("_fill", None)  # popped first: the fill reads and writes the words itself
+    if fill is not None:
+        fill(plan)
+
+
 class SpeedPlan:
     """One job's plan. A plain class rather than a dataclass: the planner runs on the lint path (start-up)."""
+
+    notes = _InWords()
+    rejected = _InWords()
+    quoted = _InWords()
+    data_words = _InWords()
+    remarks = _InWords()
 
     def __init__(self, hardware: Hardware, base: space.Knobs, best: space.Knobs, gain: float) -> None:
         self.hardware, self.base, self.best = hardware, base, best
@@ -38,6 +70,11 @@ class SpeedPlan:
         self.data_words = ""  # where the gain's padding figure comes from (the job's data, or the prior's)
         # what the environment runs and what the plan leaves to the user, said at the description's end (`remarks_of`)
         self.remarks: list[str] = []
+
+    def explain_later(self, fill: Callable[[SpeedPlan], None]) -> None:
+        """`fill` sets the plan's words (notes, rejected, quoted, data_words, remarks) at the first read or write
+        of one: the planner's last step, deferred."""
+        self._fill = fill
 
     @property
     def changed(self) -> bool:

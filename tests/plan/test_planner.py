@@ -395,3 +395,25 @@ def test_a_rule_whose_fix_the_plan_replaces_declares_it_and_its_page_says_so() -
     for cls in rule_classes():
         page = render_page(cls.docs(), "markdown")
         assert (PLANNED_FIX in page) == (cls.code in declared), cls.code
+
+
+def test_a_plans_words_are_filled_once_as_if_at_once() -> None:
+    """The planner defers a plan's words (`SpeedPlan.explain_later`: a lint whose plan changes nothing never reads
+    them): the first read or write of any of them fills them all, once; a later write stands."""
+    from cfgopt.plan.speed_plan import SpeedPlan
+
+    k = space.Knobs(1, 1, False, "sdpa", False, False, "none", "bf16", "default")
+    calls = []
+
+    def fill(p: SpeedPlan) -> None:
+        calls.append(p)
+        p.notes, p.quoted, p.remarks = ["left out"], "quoted", ["remark"]
+
+    read = SpeedPlan(None, k, k, 1.0)
+    read.explain_later(fill)
+    assert read.quoted == "quoted" and read.notes == ["left out"] and read.remarks == ["remark"] and len(calls) == 1
+    written = SpeedPlan(None, k, k, 1.0)
+    written.explain_later(fill)
+    written.notes = ["mine"]
+    assert written.notes == ["mine"] and written.quoted == "quoted" and len(calls) == 2
+    assert SpeedPlan(None, k, k, 1.0).notes == []  # nothing deferred: the words as made
