@@ -235,7 +235,10 @@ def _no_target(settings: Settings) -> str:
     from cfgopt.knowledge.targets import HARDWARE_CHECKS
 
     skipped = sum(1 for code in HARDWARE_CHECKS if settings.is_selected(code))
-    checks = f"{skipped} hardware check{'s' if skipped != 1 else ''} skipped"
+    # none selected (`--select LF001`): "0 checks skipped" would read as if the target had been judged
+    checks = (
+        f"{skipped} hardware check{'s' if skipped != 1 else ''} skipped" if skipped else "no hardware check selected"
+    )
     source = settings.target_source
     if source:  # `--target none`, `--config target=none`, `target = "none"` in a project config
         said = {"--target": "--target none", "--config target": "--config target=none"}

@@ -239,6 +239,11 @@ def test_summary_says_which_target_and_where_it_came_from(tmp_path: Path, monkey
     assert re.search(
         r"; no target \(target = none in cfgopt.toml\): \d+ hardware checks skipped; environment:", lint(str(cfg))[2]
     )
+    # no hardware check among the selected rules: said so, not "0 hardware checks skipped"
+    assert (
+        "; no target (target = none in cfgopt.toml): no hardware check selected; environment:"
+        in lint(str(cfg), "--select", "LF001")[2]
+    )
 
 
 def test_an_unknown_detected_gpu_is_said(tmp_path: Path, monkeypatch) -> None:
