@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 from cfgopt.text.diagnostics import Edit
@@ -28,13 +27,24 @@ if TYPE_CHECKING:
     from cfgopt.text.source import KeyPath
 
 
-@dataclass
 class Parsed:
-    sources: list[Source]
-    error: str | None
-    values: dict[KeyPath, Any]  # every leaf (and empty container) by path; scripts: (command index, *path)
-    duplicates: set[KeyPath]
-    entries: list[tuple[KeyPath, Entry]]
+    """A text's sources and their keys, read back to check a fix (`parse`). A plain class, not a dataclass
+    (`dataclasses` imports `inspect`: 6 ms of a `cfgopt fix` under -X importtime), and no record: `error` is set
+    as the sources are read."""
+
+    def __init__(
+        self,
+        sources: list[Source],
+        error: str | None,
+        values: dict[KeyPath, Any],
+        duplicates: set[KeyPath],
+        entries: list[tuple[KeyPath, Entry]],
+    ) -> None:
+        self.sources = sources
+        self.error = error
+        self.values = values  # every leaf (and empty container) by path; scripts: (command index, *path)
+        self.duplicates = duplicates
+        self.entries = entries
 
 
 def apply_edits(text: str, edits: list[Edit]) -> tuple[str, list[tuple[int, int]]]:
@@ -55,11 +65,12 @@ def apply_edits(text: str, edits: list[Edit]) -> tuple[str, list[tuple[int, int]
 
 def parse(path: Path, text: str, loader: str, lf_schema: Any = None) -> Parsed:
     from cfgopt.loaders.json_loader import load_json
-    from cfgopt.loaders.launch import find_commands
     from cfgopt.loaders.yaml_loader import load_yaml
 
     doc = Document(path=path, text=text)
     if loader == "script":
+        from cfgopt.loaders.launch import find_commands  # the shell lexer: for scripts only
+
         sources = find_commands(doc, lf_schema)
     elif loader == "requirements":  # the pins, one entry per package (an edit adds or changes pins)
         from cfgopt.loaders.requirement_files import load_requirements

@@ -21,7 +21,6 @@ import bisect
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cfgopt.job.settings import Settings, judged_with
@@ -56,52 +55,57 @@ NOT_APPLIED = "its fix there was not applied, see what remains there"
 NOT_WRITTEN = "that file was not written, see above"
 
 
-@dataclass
 class PlanPart:
     """An applied fix part of which another file's fix writes (`Fix.other_part`: a speed plan's ZeRO stage, in the
-    job's DeepSpeed JSON), so that the fix is said to be applied in part where that file's part is not written."""
+    job's DeepSpeed JSON), so that the fix is said to be applied in part where that file's part is not written.
 
-    key: Path  # the file the fix was applied to
-    applied: str  # its entry in `FixResult.applied`
-    other: Path  # the other file (real path)
-    other_key: str  # the key the other part's finding stands on
-    words: str  # the other part, in words
-    noted: str = ""  # its entry in `FixResult.applied` once said to be applied in part
+    A plain class, not a dataclass (`dataclasses` imports `inspect`: 6 ms of a `cfgopt fix` under -X importtime),
+    and no record: `noted` is set once the fix is said to be applied in part (`FixResult.note_partial_fixes`)."""
+
+    def __init__(self, key: Path, applied: str, other: Path, other_key: str, words: str, noted: str = "") -> None:
+        self.key = key  # the file the fix was applied to
+        self.applied = applied  # its entry in `FixResult.applied`
+        self.other = other  # the other file (real path)
+        self.other_key = other_key  # the key the other part's finding stands on
+        self.words = words  # the other part, in words
+        self.noted = noted  # its entry in `FixResult.applied` once said to be applied in part
 
 
-@dataclass
 class FixResult:
-    originals: dict[Path, str] = field(default_factory=dict)  # resolved path -> text before
-    fixed: dict[Path, str] = field(default_factory=dict)  # resolved path -> text after (changed files only)
-    applied: dict[Path, list[str]] = field(default_factory=dict)  # descriptions of the fixes applied
-    applied_keys: dict[Path, list[str]] = field(default_factory=dict)  # the key of each fix applied (dotted)
-    reverted: dict[Path, str] = field(default_factory=dict)  # file -> why its fixes were dropped
-    remaining: list[Diagnostic] = field(default_factory=list)
-    problems: list = field(default_factory=list)
-    bom: dict[Path, bool] = field(default_factory=dict)
-    # Fixes not applied because, applied, they would make the file worse or damage it; the reason by id.
-    withheld: dict[FixId, Diagnostic] = field(default_factory=dict)
-    withheld_why: dict[FixId, str] = field(default_factory=dict)
-    # DeepSpeed JSON speed findings left as they are because every config reading the JSON drops `deepspeed:` by
-    # its speed plan (`_left_alone_by_plans`), as they remain
-    left_alone: list[Diagnostic] = field(default_factory=list)
-    # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
-    not_fixed: dict[Path, str] = field(default_factory=dict)
-    files: int = 0  # config files checked (0: a warning, as for lint)
-    file_settings: dict[Path, Settings] = field(default_factory=dict)  # each file's, by resolved path
-    # references found other than from the current folder (project.project.Project.found_elsewhere)
-    found_elsewhere: dict[tuple[str, Path], list[Path]] = field(default_factory=dict)
+    """What a fix run did and found, filled in as it runs (`Fixer.result`). A plain class (see `PlanPart`)."""
 
-    before: list[Diagnostic] = field(default_factory=list)  # the findings before any fix
-    # references not read (project.project.Project.not_read)
-    not_read: dict[tuple[Path, str], str] = field(default_factory=dict)
-    skipped_folders: list = field(default_factory=list)  # project.project.Project.skipped_folders
-    # a hard-linked file's names, all read by this run and judged together (`_hard_links`): the writer's `names`
-    links: dict[Path, list[Path]] = field(default_factory=dict)
-    plan_parts: list[PlanPart] = field(default_factory=list)  # applied fixes another file's fix completes
-    refused: dict[Path, str] = field(default_factory=dict)  # files no fix is applied to, and why (`_refusals`)
-    # findings left with no fix that the job written in block style would get fixed, with why (`lint.unwritable`)
-    unoffered: list[Unoffered] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.originals: dict[Path, str] = {}  # resolved path -> text before
+        self.fixed: dict[Path, str] = {}  # resolved path -> text after (changed files only)
+        self.applied: dict[Path, list[str]] = {}  # descriptions of the fixes applied
+        self.applied_keys: dict[Path, list[str]] = {}  # the key of each fix applied (dotted)
+        self.reverted: dict[Path, str] = {}  # file -> why its fixes were dropped
+        self.remaining: list[Diagnostic] = []
+        self.problems: list = []
+        self.bom: dict[Path, bool] = {}
+        # Fixes not applied because, applied, they would make the file worse or damage it; the reason by id.
+        self.withheld: dict[FixId, Diagnostic] = {}
+        self.withheld_why: dict[FixId, str] = {}
+        # DeepSpeed JSON speed findings left as they are because every config reading the JSON drops `deepspeed:` by
+        # its speed plan (`_left_alone_by_plans`), as they remain
+        self.left_alone: list[Diagnostic] = []
+        # Files with applicable fixes that cfgopt does not write: outside the write scope, or refused (why).
+        self.not_fixed: dict[Path, str] = {}
+        self.files = 0  # config files checked (0: a warning, as for lint)
+        self.file_settings: dict[Path, Settings] = {}  # each file's, by resolved path
+        # references found other than from the current folder (project.project.Project.found_elsewhere)
+        self.found_elsewhere: dict[tuple[str, Path], list[Path]] = {}
+
+        self.before: list[Diagnostic] = []  # the findings before any fix
+        # references not read (project.project.Project.not_read)
+        self.not_read: dict[tuple[Path, str], str] = {}
+        self.skipped_folders: list = []  # project.project.Project.skipped_folders
+        # a hard-linked file's names, all read by this run and judged together (`_hard_links`): the writer's `names`
+        self.links: dict[Path, list[Path]] = {}
+        self.plan_parts: list[PlanPart] = []  # applied fixes another file's fix completes
+        self.refused: dict[Path, str] = {}  # files no fix is applied to, and why (`_refusals`)
+        # findings left with no fix that the job written in block style would get fixed, with why (`lint.unwritable`)
+        self.unoffered: list[Unoffered] = []
 
     def settings_of(self, path: Path) -> Settings:
         """The settings `path` was judged with (the defaults for a file this run did not read)."""

@@ -224,3 +224,22 @@ def test_fix_loads_its_signal_handler_only_to_write() -> None:
     `fix --write` still cleans up is tests/adversarial/test_fix_write_leaves_no_trace.py's."""
     argv = ["fix", "--diff", "-q", "fixtures/seed/llama3_lora_sft.yaml"]
     assert _imported_by(argv, ("cfgopt.text.termination", "threading")) == []
+
+
+# The shell lexer and the launch-script loader: a fix reads them back for a launch script only.
+_LAUNCH_LOADER = ("cfgopt.loaders.launch", "cfgopt.loaders.shell", "shlex")
+
+
+def test_a_fix_of_a_yaml_imports_no_dataclasses_nor_the_launch_loader() -> None:
+    """What the pre-commit hook runs on every commit: the fix's records (`FixResult`, `PlanPart`, `Parsed`) are
+    plain classes, no dataclasses (`inspect`, `ast`, `dis`, `tokenize`: 6 ms under -X importtime), and the text a
+    YAML's fix is checked against is read back with the YAML loader alone; a launch script's fix still reads it with
+    the shell's.
+    (With a target, an unsafe ZeRO fix looks for the scripts that read the DeepSpeed JSON: the seed's train.sh.)"""
+    bare = subprocess.run([sys.executable, "-c", "import sys; print(*sys.modules)"], capture_output=True, text=True)
+    stdlib = tuple(m for m in ("dataclasses", "inspect") if m not in bare.stdout.split())
+    seed = "fixtures/seed/llama3_lora_sft.yaml"
+    assert _imported_by(["fix", "--diff", "-q", seed], stdlib + _LAUNCH_LOADER) == []
+    unsafe = ["fix", "--diff", "-q", "--unsafe-fixes", "--target", "mi300x", "--gpus", "8", seed]
+    assert _imported_by(unsafe, stdlib) == []
+    assert "cfgopt.loaders.launch" in _imported_by(["fix", "--diff", "-q", "fixtures/seed/train.sh"], _LAUNCH_LOADER)
