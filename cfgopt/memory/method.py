@@ -10,6 +10,7 @@ from cfgopt.knowledge.model_shapes import ModelShape
 from cfgopt.memory import stages as memory_stages
 from cfgopt.memory.base import MODULES, fused_experts, layer_params, linear_modules, module_dims
 from cfgopt.memory.config_values import get, integer_at, split_names
+from cfgopt.text.record import MutableRecord
 from cfgopt.text.user_text import is_number
 
 TYPE_CHECKING = False
@@ -31,10 +32,14 @@ def _targets(value: Any, notes: list[str], what: str) -> set[str]:
     return known
 
 
-class Method:
-    """What the fine-tuning method trains. A plain class with a dataclass's `__init__`, `__repr__` and `__eq__`,
-    not a dataclass: `dataclasses` imports `inspect` (with `ast`, `dis` and `tokenize`), 4 ms of a lint that
-    estimates memory (any with a target)."""
+class Method(MutableRecord):
+    """What the fine-tuning method trains. A `MutableRecord`: a dataclass's `__init__` written out, its `__repr__`
+    and `__eq__` over `FIELDS`, without importing `dataclasses`."""
+
+    FIELDS = (
+        *("trained", "trainable", "extra_per_layer", "first_active", "lm_head_trained", "layers_trained"),
+        *("embedding_trained", "dora_norm"),
+    )
 
     def __init__(
         self,
@@ -55,14 +60,6 @@ class Method:
         self.layers_trained = layers_trained
         self.embedding_trained = embedding_trained
         self.dora_norm = dora_norm
-
-    def __repr__(self) -> str:
-        return f"Method({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
-
-    def __eq__(self, other: object) -> bool:
-        return vars(self) == vars(other) if type(other) is Method else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
 
 def method_of(config: dict[str, Any], shape: ModelShape, ftype: str, notes: list[str]) -> Method:

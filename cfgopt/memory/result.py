@@ -8,6 +8,7 @@ each figure comes from.
 from __future__ import annotations
 
 from cfgopt.memory.base import ALWAYS_SHOWN, HOST, PHASES, STATES, Component
+from cfgopt.text.record import MutableRecord
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,10 +39,9 @@ _JSON_KEYS = {
 }
 
 
-class MemoryEstimate:
-    """Peak memory per GPU (GiB) as a list of components, and the run it describes. A plain class with a dataclass's
-    `__init__`, `__repr__` and `__eq__` over `FIELDS`, not a dataclass: `dataclasses` imports `inspect` (with `ast`,
-    `dis` and `tokenize`), 4 ms of a lint that estimates memory (any with a target)."""
+class MemoryEstimate(MutableRecord):
+    """Peak memory per GPU (GiB) as a list of components, and the run it describes. A `MutableRecord`: a dataclass's
+    `__init__` written out, its `__repr__` and `__eq__` over `FIELDS`, without importing `dataclasses`."""
 
     FIELDS = (
         *("model", "finetuning_type", "stage", "gpus", "zero_stage", "micro_batch", "gradient_accumulation"),
@@ -105,19 +105,6 @@ class MemoryEstimate:
         self.unmodelled: list[str] = [] if unmodelled is None else unmodelled
         self.uncalibrated: list[str] = [] if uncalibrated is None else uncalibrated
         self.approximate: list[str] = [] if approximate is None else approximate
-
-    def __repr__(self) -> str:
-        return f"MemoryEstimate({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not MemoryEstimate:
-            return NotImplemented
-        return self._values() == other._values()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def gib(self, name: str) -> float:
         """The GiB of the component `name` (0.0 when the estimate has none)."""

@@ -50,6 +50,7 @@ def test_a_memory_estimate_is_built_shown_and_compared_as_its_dataclass() -> Non
 
 
 def test_a_method_is_built_shown_and_compared_as_its_dataclass() -> None:
+    assert tuple(inspect.signature(Method).parameters) == Method.FIELDS
     reference = _as_dataclass(Method)
     cases = (({"q_proj"}, 10), ({"q_proj"}, 10, 1.5), ({"v_proj"}, 3, 0.0, 2, True, 1, True, 0.5))
     for args in cases:
