@@ -94,3 +94,29 @@ class Environment(Record):
         --show-settings, plans), then a stated file passed over and why."""
         judged = f"environment: {self.source}" + (f" ({HOW_TO_STATE})" if self.assumed else "")
         return judged + (f"; {self.passed_over}" if self.passed_over else "")
+
+
+class Platform:
+    """What the machine the runs go to offers: the planner's input (`cfgopt.plan.space`), found for `verify` and
+    `tune` by `cfgopt.environment.probe.probe_platform` in a child process, assumed by the lint path's plan."""
+
+    def __init__(
+        self,
+        cuda: bool = False,
+        device: str = "cpu",
+        gpu_count: int = 0,
+        flash_attn: bool = False,
+        liger: bool = False,
+        deepspeed: bool = False,
+        notes: list[str] | None = None,
+        bitsandbytes: bool = False,
+        torchao: bool = False,
+    ) -> None:
+        self.cuda, self.device, self.gpu_count = cuda, device, gpu_count
+        self.flash_attn, self.liger, self.deepspeed = flash_attn, liger, deepspeed
+        self.bitsandbytes = bitsandbytes  # the 8-bit optimizers
+        self.torchao = torchao  # its 8-bit AdamW with bf16 stochastic rounding (SR_OPTIM)
+        self.notes: list[str] = list(notes or [])
+
+    def __repr__(self) -> str:
+        return f"Platform({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"

@@ -1,6 +1,7 @@
 """What the machine `verify` and `tune` run on offers (CUDA, the GPUs, flash-attn, Liger, DeepSpeed, bitsandbytes,
 torchao), asked of a child Python process that imports them: never on the lint path, which judges the job's
-stated environment (`cfgopt.environment.stated`). `Platform` is the planner's input (`cfgopt.plan.space`);
+stated environment (`cfgopt.environment.stated`). `Platform` (defined beside `Environment`, so that the planner's
+input costs the lint path no import of this module) is what `probe_platform` answers;
 `environment_of` gives what it offers as the one `Environment` type (`Origin.PROBED`)."""
 
 from __future__ import annotations
@@ -10,32 +11,9 @@ import os
 import sys
 from collections.abc import Iterable
 
-from cfgopt.environment import Environment, Origin, package_key
+from cfgopt.environment import Environment, Origin, Platform, package_key
 
-
-class Platform:
-    """What the machine the runs go to offers; found by `probe_platform` in a child process."""
-
-    def __init__(
-        self,
-        cuda: bool = False,
-        device: str = "cpu",
-        gpu_count: int = 0,
-        flash_attn: bool = False,
-        liger: bool = False,
-        deepspeed: bool = False,
-        notes: list[str] | None = None,
-        bitsandbytes: bool = False,
-        torchao: bool = False,
-    ) -> None:
-        self.cuda, self.device, self.gpu_count = cuda, device, gpu_count
-        self.flash_attn, self.liger, self.deepspeed = flash_attn, liger, deepspeed
-        self.bitsandbytes = bitsandbytes  # the 8-bit optimizers
-        self.torchao = torchao  # its 8-bit AdamW with bf16 stochastic rounding (SR_OPTIM)
-        self.notes: list[str] = list(notes or [])
-
-    def __repr__(self) -> str:
-        return f"Platform({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+__all__ = ["Platform", "environment_of", "importable_packages", "probe_platform", "probed_environment"]
 
 
 def importable_packages(platform: Platform) -> dict[str, bool]:

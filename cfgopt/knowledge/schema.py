@@ -132,15 +132,15 @@ class LlamaFactorySchema:
             if report_to is not None
             else None
         )
-        self.fields: dict[str, FieldSpec] = {
+        self.fields: dict[str, FieldSpec] = {  # by position, FieldSpec's order: 350 records on every lint
             name: FieldSpec(
-                name=name,
-                types=tuple(spec.get("types") or ("any",)),
-                choices=tuple(spec["choices"]) if spec.get("choices") is not None else None,
-                choices_kind=spec.get("choices_kind"),
-                default=spec.get("default"),
-                help=spec.get("help", ""),
-                dataclasses=tuple(spec.get("dataclasses", ())),
+                name,
+                tuple(spec.get("types") or ("any",)),
+                tuple(spec["choices"]) if spec.get("choices") is not None else None,
+                spec.get("choices_kind"),
+                spec.get("default"),
+                spec.get("help", ""),
+                tuple(spec.get("dataclasses", ())),
             )
             for name, spec in data["fields"].items()
         }

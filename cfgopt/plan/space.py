@@ -15,7 +15,7 @@ import itertools
 import json
 from collections.abc import Callable
 
-from cfgopt.environment.probe import Platform
+from cfgopt.environment import Platform
 from cfgopt.knowledge import methods
 from cfgopt.text.record import Record
 from cfgopt.text.user_text import positive_int

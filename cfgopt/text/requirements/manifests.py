@@ -38,10 +38,19 @@ _SOURCE_VERSION = lazy(r"""^VERSION\s*=\s*["']([0-9][^"']*)["']""", re.MULTILINE
 INDEX_URL = lazy(r"""https?://[^\s"'\]},]+""")
 
 
+_last_blanked: tuple[str, str, str] = ("", "", "")  # (syntax, text, blanked): the readers of one file ask in turn
+
+
 def blank_comments(text: str, syntax: str = "toml") -> str:
     """The text with every comment blanked, offsets kept (a pin commented out, on its own line or after code,
-    is not a pin); a `#` inside a string is no comment. `syntax`: "python" (setup.py) or "toml"."""
-    return _TOKENS[syntax].sub(lambda m: " " * len(m.group()) if m.group().startswith("#") else m.group(), text)
+    is not a pin); a `#` inside a string is no comment. `syntax`: "python" (setup.py) or "toml". The last answer
+    is kept: a pyproject.toml's pins, poetry lines and indexes each ask it of the same text."""
+    global _last_blanked
+    if _last_blanked[0] == syntax and _last_blanked[1] == text:
+        return _last_blanked[2]
+    blanked = _TOKENS[syntax].sub(lambda m: " " * len(m.group()) if m.group().startswith("#") else m.group(), text)
+    _last_blanked = (syntax, text, blanked)
+    return blanked
 
 
 def _string(m: re.Match[str]) -> tuple[str, int] | None:
