@@ -34,6 +34,13 @@ of tune's best:
     comparison that agrees with the derivation, not its source. DPO's reference forward would give 1.27 by the
     same reasoning; DPO keeps 1.37 until a DPO run measures it (no DPO tune has run one shape both ways).
   With SFT's exponent the two changes are both needed: 2 ** 0.2 (1.15) < 1.175, and 2 ** 0.35 (1.27) < 1.37.
+  - eager attention 1.10 of SDPA (`attn_by_stage`): eager beat SDPA in each of the four KTO runs that measured
+    both at one shape, all GC on: the 3B row at 16 x 1 on an H200 (1.10x: 3,188 vs 2,888) and on an H100 (1.25x:
+    2,676 vs 2,138), at 8 x 2 on the H200 (1.12x: 2,512 vs 2,234), and the held-out Qwen2.5-7B LoRA KTO at 8 x 1
+    on the H100 (1.22x: 1,852 vs 1,512; bench/planner/README.md, "KTO's attention"); 1.10 is the smallest. Peaks
+    were the same (22.6 and 25.2 GiB both ways; synthetic samples, shorter than the cutoff of 2048). `fa2` was not
+    measured against eager on KTO (no flash-attn on the GPUs lent): it is ranked level with eager, so a user's
+    `fa2` is kept (`Rank`: fewer changes first among equals) and otherwise eager, the one measured, is planned.
 Gradient checkpointing off (`gc_off` 1.37: V10 vs V7 of bench/h200/measurements.md, 8B LoRA SFT packed) was
 measured 1.28-1.51x at six shapes of the same job (bench/tune/results/grid.md: 1 x 4, 2 x 2, 4 x 1, Liger on and
 off) and 1.42x with HF + PEFT at 4 x 2048 (measurements.md); on full fine-tunes less: Qwen3-4B 1.28x / 1.25x
@@ -45,8 +52,8 @@ held-out Qwen2.5-7B full fine-tune, 8,225 tokens/s with GC off and 8-bit AdamW, 
 AdamW: 1.17 x 0.83 < 1), so it waits for a tune that measures both.
 Liger (1.196, 8B LoRA SFT packed, V7 vs V6) measured 1.02-1.04x on the Qwen3-4B and 0.99-1.02x on the Llama-3-8B
 full fine-tunes at 2 x 1 (the same tunes and h200/2026-12-05-plans/q3full), and eager attention against SDPA on
-unpacked preference runs 0.98x-1.15x (KTO 1.10x / 1.12x, DPO 1.15x / 0.98x / 1.01x; single runs, with a 6.4%
-run-to-run spread): both priors are kept until more runs say otherwise.
+DPO 1.15x / 0.98x / 1.01x (single runs, with a 6.4% run-to-run spread): both priors are kept until more runs say
+otherwise (KTO's eager, measured faster four times of four, has its own prior above).
 ZeRO-1 and ZeRO-3 with only the optimizer offloaded are not measured: ZeRO-1 moves what ZeRO-2 moves (the ZeRO
 paper: both at data parallelism's communication volume), so it takes ZeRO-2's prior; optimizer offload costs
 ZeRO-3 what it costs ZeRO-2 (0.5 / 0.95 on several GPUs: 0.42), and on one GPU it sits between ZeRO-3 (0.225,
@@ -77,6 +84,7 @@ PRIORS: dict[str, Any] = {
     "packing": 2.9,
     "liger": 1.196,
     "attn": {"sdpa": 1.0, "fa2": 1.03, "disabled": 0.97},
+    "attn_by_stage": {"kto": {"disabled": 1.10, "fa2": 1.10}},
     "attn_other": 0.95,
     "zero_one_gpu": {
         "none": 1.0,
@@ -123,7 +131,7 @@ def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft") -> float:
         score *= p["packing"]
     if k.liger:
         score *= p["liger"]
-    score *= p["attn"].get(k.attn, p["attn_other"])
+    score *= p["attn_by_stage"].get(stage, {}).get(k.attn) or p["attn"].get(k.attn, p["attn_other"])
     table = p["zero_one_gpu"] if gpus <= 1 else p["zero_multi_gpu"]
     score *= table.get(k.zero, p["zero_other"])
     score *= p["precision"].get(k.precision, 1.0)

@@ -45,7 +45,7 @@ def value_words(name: str, k: Knobs) -> str:
         return "no DeepSpeed" if value == "none" else f"ZeRO-{value[1:2]}" + (" with offload" * ("offload" in value))
     words = {
         "gc": f"gradient checkpointing {'on' if value else 'off'}",
-        "attn": f"attention {value}",
+        "attn": "eager attention (`flash_attn: disabled`)" if value == "disabled" else f"attention {value}",
         "packing": "packing" if value else "no packing",
         "liger": "Liger kernels" if value else "no Liger kernels",
         "precision": _PRECISION.get(value, str(value)),

@@ -9,7 +9,7 @@ from cfgopt.knowledge import methods
 from cfgopt.knowledge.versions import release_spans
 from cfgopt.plan import space
 from cfgopt.plan.candidates import fa2_refused
-from cfgopt.plan.reasons import MEMORY, NUMERICS, why_not
+from cfgopt.plan.reasons import MEMORY, NUMERICS, value_words, why_not
 from cfgopt.plan.speed_knobs import PACKAGES
 from cfgopt.text.user_text import positive_int
 
@@ -31,7 +31,10 @@ _PRECISION_WORDS = {
     "pure_bf16": "pure bf16 (weights, gradients and optimizer states in bf16: numerics change, check the loss "
     "with `cfgopt verify`)",
 }
-_PRIOR_SOURCE = "priors measured on an H200 (8B LoRA SFT, 4B LoRA DPO, 4B and 8B full SFT; bench/tune, bench/planner)"
+_PRIOR_SOURCE = (
+    "priors measured on an H200 and an H100 (8B LoRA SFT, 4B LoRA DPO, 3B and 7B LoRA KTO, 4B and 8B full SFT; "
+    "bench/tune, bench/planner)"
+)
 
 
 _OWN_NUMERICS = "its own numerics: check the loss with `cfgopt verify`"
@@ -58,7 +61,7 @@ def shape(plan: SpeedPlan) -> str:
     if k.liger != b.liger:
         parts.append("Liger kernels" if k.liger else "no Liger kernels")
     if k.attn != b.attn:
-        parts.append(f"attention {k.attn}")
+        parts.append(value_words("attn", k))
     if plan.drop_deepspeed:
         parts.append("no DeepSpeed")
     if plan.deepspeed_stage is not None:
