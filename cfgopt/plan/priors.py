@@ -38,7 +38,8 @@ of tune's best:
     both at one shape, all GC on: the 3B row at 16 x 1 on an H200 (1.10x: 3,188 vs 2,888) and on an H100 (1.25x:
     2,676 vs 2,138), at 8 x 2 on the H200 (1.12x: 2,512 vs 2,234), and the held-out Qwen2.5-7B LoRA KTO at 8 x 1
     on the H100 (1.22x: 1,852 vs 1,512; bench/planner/README.md, "KTO's attention"); 1.10 is the smallest. Peaks
-    were the same (22.6 and 25.2 GiB both ways; synthetic samples, shorter than the cutoff of 2048). `fa2` was not
+    were the same (22.6 and 25.2 GiB both ways; synthetic samples, shorter than the cutoff of 2048): above that
+    cutoff (`attn_by_stage_up_to`) eager's L x L matrix is unmeasured and SFT's order holds. `fa2` was not
     measured against eager on KTO (no flash-attn on the GPUs lent): it is ranked level with eager, so a user's
     `fa2` is kept (`Rank`: fewer changes first among equals) and otherwise eager, the one measured, is planned.
 Gradient checkpointing off (`gc_off` 1.37: V10 vs V7 of bench/h200/measurements.md, 8B LoRA SFT packed) was
@@ -85,6 +86,7 @@ PRIORS: dict[str, Any] = {
     "liger": 1.196,
     "attn": {"sdpa": 1.0, "fa2": 1.03, "disabled": 0.97},
     "attn_by_stage": {"kto": {"disabled": 1.10, "fa2": 1.10}},
+    "attn_by_stage_up_to": {"kto": 2048},  # the cutoff_len the runs had: above it eager's L x L matrix is unmeasured
     "attn_other": 0.95,
     "zero_one_gpu": {
         "none": 1.0,
@@ -119,9 +121,12 @@ PRIORS: dict[str, Any] = {
 }
 
 
-def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft") -> float:
-    """The speed prior of a candidate (relative, unitless) in a run of LLaMA-Factory's `stage`; see the module
-    docstring for the sources."""
+DEFAULT_CUTOFF = 2048  # LLaMA-Factory 0.9.5's `cutoff_len` where a config sets none (hparams/data_args.py)
+
+
+def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft", cutoff: int = DEFAULT_CUTOFF) -> float:
+    """The speed prior of a candidate (relative, unitless) in a run of LLaMA-Factory's `stage` at `cutoff`
+    (`cutoff_len`); see the module docstring for the sources."""
     p = PRIORS
     unpacked = p["micro_exponent_unpacked_by_stage"].get(stage, p["micro_exponent_unpacked"])
     score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else unpacked)
@@ -131,7 +136,8 @@ def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft") -> float:
         score *= p["packing"]
     if k.liger:
         score *= p["liger"]
-    score *= p["attn_by_stage"].get(stage, {}).get(k.attn) or p["attn"].get(k.attn, p["attn_other"])
+    measured = cutoff <= p["attn_by_stage_up_to"].get(stage, 0)
+    score *= (measured and p["attn_by_stage"][stage].get(k.attn)) or p["attn"].get(k.attn, p["attn_other"])
     table = p["zero_one_gpu"] if gpus <= 1 else p["zero_multi_gpu"]
     score *= table.get(k.zero, p["zero_other"])
     score *= p["precision"].get(k.precision, 1.0)

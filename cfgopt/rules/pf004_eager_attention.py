@@ -2,11 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cfgopt.plan.priors import PRIORS
 from cfgopt.rules.base import Context, Rule
 from cfgopt.rules.support.llamafactory import TRAIN_KINDS, entry_of, number, training, value_of
 from cfgopt.text.diagnostics import Diagnostic, Severity
-
-KTO_EAGER_MEASURED_UP_TO = 2048  # the cutoff_len of the four KTO runs where eager beat SDPA
 
 
 class EagerAttention(Rule):
@@ -53,7 +52,7 @@ class EagerAttention(Rule):
                 return  # Gemma 2: eager keeps its soft-capping, which SDPA drops; fa2 needs flash-attn
             faster = "fa2 (which keeps Gemma 2's soft-capping; SDPA drops it)"
         cutoff = number(value_of(ctx, "cutoff_len")) or 0
-        if value_of(ctx, "stage") == "kto" and cutoff <= KTO_EAGER_MEASURED_UP_TO:
+        if value_of(ctx, "stage") == "kto" and cutoff <= PRIORS["attn_by_stage_up_to"]["kto"]:
             return  # eager measured faster than SDPA on KTO, at the same peak (the speed plan chooses it)
         long = cutoff > 1024
         yield self.at_entry(
