@@ -170,7 +170,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-infer llamafactory-train",
         "interleave_probs mask_history train_on_prompt",
     ),
-    "lf030_deepspeed_with_fsdp": ("LF030", "deepspeed-with-fsdp", "llamafactory-cli llamafactory-train", "deepspeed"),
+    "lf030_deepspeed_with_fsdp": (
+        "LF030",
+        "deepspeed-with-fsdp",
+        "llamafactory-cli llamafactory-train",
+        "auto_find_batch_size fsdp",
+    ),
     "lf031_trainer_argument_invalid": (
         "LF031",
         "trainer-argument-invalid",
@@ -221,7 +226,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF039",
         "warmup-steps-and-ratio",
         "llamafactory-cli llamafactory-train",
-        "warmup_ratio",
+        "warmup_steps",
     ),
     "lf040_adam_settings_unused": (
         "LF040",
@@ -412,7 +417,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "PF015",
         "pure-bf16-small-updates",
         "llamafactory-cli llamafactory-train",
-        "finetuning_type learning_rate pure_bf16 use_apollo use_badam use_galore",
+        "pure_bf16",
     ),
     "pf016_padding_waste": ("PF016", "padding-waste", "llamafactory-cli llamafactory-train", "dataset"),
     "pf050_zero3_for_lora_that_fits": (

@@ -12,7 +12,7 @@ class DeepspeedWithFsdp(Rule):
     name = "deepspeed-with-fsdp"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
-    triggers = frozenset({"deepspeed"})
+    triggers = frozenset({"fsdp", "auto_find_batch_size"})  # each finding needs one of them beside `deepspeed`
     summary = "`fsdp` and `deepspeed` both set, or `auto_find_batch_size` under ZeRO-3: the Trainer refuses them"
     why = (
         "Confidence: certain. The parsers accept both `fsdp` and `deepspeed` (verified), but the HF Trainer "

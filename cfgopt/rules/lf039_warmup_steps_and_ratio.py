@@ -13,7 +13,7 @@ class WarmupStepsAndRatio(Rule):
     name = "warmup-steps-and-ratio"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
-    triggers = frozenset({"warmup_ratio"})
+    triggers = frozenset({"warmup_steps"})  # both must be written: the rarer one says whether to look
     summary = "Both `warmup_steps` and `warmup_ratio` set: one of them is silently ignored"
     why = (
         "Confidence: certain. The HF Trainer warms up by one of the two. transformers 4.x (LLaMA-Factory 0.9.0-0.9.4) "

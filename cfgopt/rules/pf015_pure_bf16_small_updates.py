@@ -22,7 +22,7 @@ class PureBf16SmallUpdates(Rule):
     name = "pure-bf16-small-updates"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
-    triggers = frozenset({"pure_bf16", "learning_rate", "finetuning_type", "use_badam", "use_galore", "use_apollo"})
+    triggers = frozenset({"pure_bf16"})  # reports only where `pure_bf16` is on
     summary = "`pure_bf16` on a full or freeze fine-tune at a fine-tuning learning rate: most weight updates round away"
     why = (
         "Confidence: likely (measured, and arithmetic). `pure_bf16` keeps the trained weights themselves in bf16, "
