@@ -40,7 +40,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF006",
         "flash-attn-fa3-unsupported",
         "llamafactory-cli llamafactory-infer llamafactory-train",
-        "flash_attn",
+        "flash_attn=fa3",
     ),
     "lf007_tf32_unsupported_on_target": (
         "LF007",
@@ -101,7 +101,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF017",
         "ppo-misconfigured",
         "llamafactory-cli llamafactory-infer llamafactory-train",
-        "stage",
+        "stage=ppo",
     ),
     "lf018_predict_conflict": (
         "LF018",
@@ -289,7 +289,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF052",
         "pretraining-drops-responses",
         "llamafactory-cli llamafactory-train",
-        "stage",
+        "stage=pt",
     ),
     "lf053_launch_arguments_cut_off": ("LF053", "launch-arguments-cut-off", "llamafactory-cli", "*"),
     "lf054_neat_packing_transformers_refused": (
@@ -393,7 +393,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-infer llamafactory-train",
         "*",
     ),
-    "pf004_eager_attention": ("PF004", "eager-attention", "llamafactory-cli llamafactory-train", "flash_attn"),
+    "pf004_eager_attention": ("PF004", "eager-attention", "llamafactory-cli llamafactory-train", "flash_attn=disabled"),
     "pf005_neat_packing_without_fa2": (
         "PF005",
         "neat-packing-without-fa2",

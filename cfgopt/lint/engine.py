@@ -117,7 +117,10 @@ class LintProject(Project):
         settings = {id(s): s for s in (self.context(src).settings for src in linted)}.values()
         keys: dict[Kind, set[str]] = {}
         for src in linted:
-            keys.setdefault(src.kind, set()).update(src.data if isinstance(src.data, dict) else ())
+            found = keys.setdefault(src.kind, set())
+            if isinstance(src.data, dict):
+                found.update(src.data)  # each key, and `key=value` for a text value (`Rule.triggers`: `stage=ppo`)
+                found.update(f"{key}={value}" for key, value in src.data.items() if isinstance(value, str))
 
         def selected(code: str) -> bool:
             # a hardware check says nothing without a target (tests/knowledge/test_targets.py): not even imported then

@@ -95,7 +95,8 @@ class Rule:
     # (docs/rule-rates.json, written by scripts/rule_rates.py; tests/repository/test_docs.py asks for it).
     worth_it: ClassVar[str] = ""
     # Top-level keys of the file checked (a LLaMA-Factory YAML's or command line's keys, a DeepSpeed JSON's
-    # top-level keys) of which at least one must be present for the rule to report anything; None: it may
+    # top-level keys) of which at least one must be present for the rule to report anything, or `key=value`: the
+    # key written with that text (`stage=ppo`, for a rule about one value); None: it may
     # report on any file of its kinds (a missing key, a default). A run whose files have none of them does not
     # import the rule (`cfgopt.rules.rules_for`, through the generated catalog); tests/rules/test_triggers.py holds
     # every fixture and real config to the same findings with and without this.

@@ -14,7 +14,7 @@ class FlashAttnFa3Unsupported(Rule):
     name = "flash-attn-fa3-unsupported"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    triggers = frozenset({"flash_attn"})
+    triggers = frozenset({"flash_attn=fa3"})
     summary = "`flash_attn: fa3` is accepted by the parser but LLaMA-Factory 0.9.5 has no FA3 branch"
     why = (
         "Confidence: certain. `fa3` is a member of the `AttentionFunction` enum, so the parser and the command "

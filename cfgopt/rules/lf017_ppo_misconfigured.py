@@ -15,7 +15,7 @@ class PpoMisconfigured(Rule):
     name = "ppo-misconfigured"
     severity = Severity.ERROR
     kinds = frozenset({Kind.LF_TRAIN, Kind.LF_INFER, Kind.LF_CLI})
-    triggers = frozenset({"stage"})  # `stage: ppo` must be written (the default is sft)
+    triggers = frozenset({"stage=ppo"})  # `stage: ppo` must be written (the default is sft)
     summary = "`stage: ppo` without a reward model, without `do_train`, with S^2-Attn, or with an unsupported logger"
     why = (
         "Confidence: certain. FinetuningArguments needs `reward_model` for PPO and refuses a LoRA/OFT reward "

@@ -15,7 +15,7 @@ class PretrainingDropsResponses(Rule):
     name = "pretraining-drops-responses"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
-    triggers = frozenset({"stage"})
+    triggers = frozenset({"stage=pt"})
     summary = "`stage: pt` on instruction or chat data: only each sample's first prompt is trained on"
     why = (
         "Confidence: certain for the files as they are. Pre-training reads one text per sample: "

@@ -13,7 +13,7 @@ class EagerAttention(Rule):
     name = "eager-attention"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
-    triggers = frozenset({"flash_attn"})  # `check` reports on the file's own `flash_attn: disabled` entry
+    triggers = frozenset({"flash_attn=disabled"})  # `check` reports on the file's own `flash_attn: disabled` entry
     summary = "`flash_attn: disabled` (eager attention) for training: O(L^2) memory, no fused kernel"
     why = (
         "Confidence: likely at cutoff_len > 1024 (warning), contested below (info). `disabled` selects the "

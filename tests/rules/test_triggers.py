@@ -54,34 +54,39 @@ def test_triggers_never_hide_a_finding_in_the_corpus() -> None:
         assert _findings(CORPUS, target, True) == _findings(CORPUS, target, False)
 
 
-def test_triggers_are_top_level_key_names() -> None:
+def test_triggers_are_top_level_key_names_or_a_key_with_its_text() -> None:
     for rule in all_rules():
         if rule.triggers is not None:
-            assert rule.triggers and all(isinstance(k, str) and k and "." not in k for k in rule.triggers), rule.code
+            keys = [k.partition("=")[0] for k in rule.triggers]
+            assert rule.triggers and all(isinstance(k, str) and k and "." not in k for k in keys), rule.code
 
 
-# Mutated jobs for the rules whose triggers are one key of the file they check (PF004 `flash_attn`, PF005
-# `neat_packing`, LF050 `fp16`, PF050 `deepspeed`, PF051 `zero_optimization`): each key present with a value that
-# makes its rule fire, present with one that does not, or absent, in a YAML, the launch line and its DeepSpeed JSON.
+# Mutated jobs for the rules whose triggers are one key of the file they check (PF005 `neat_packing`, LF050 `fp16`,
+# PF050 `deepspeed`, PF051 `zero_optimization`) or one value of it (PF004 `flash_attn=disabled`, LF006
+# `flash_attn=fa3`, LF017 `stage=ppo`): each key present with a value that makes its rule fire, present with one
+# that does not, or absent, in a YAML, the launch line and its DeepSpeed JSON.
 MODELS = ("meta-llama/Meta-Llama-3-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
 PRECISIONS = ({}, {"bf16": "true"}, {"fp16": "true"}, {"fp16": "false"}, {"fp16": "true", "bf16": "true"})
-ATTENTION = ({}, {"flash_attn": "disabled"}, {"flash_attn": "sdpa"}, {"flash_attn": "fa2"})
+ATTENTION = ({}, {"flash_attn": "disabled"}, {"flash_attn": "sdpa"}, {"flash_attn": "fa2"}, {"flash_attn": "fa3"})
+STAGES = ("sft", "ppo")
 PACKING = ({}, {"neat_packing": "true"}, {"neat_packing": "false", "packing": "true"})
 ZERO = (None, {"stage": 3, "offload_optimizer": {"device": "cpu"}}, {"stage": 3}, {"stage": 2}, "absent")
 METHODS = ("lora", "full")
 WHERE = (("h100", 1), (None, None), ("mi300x", 8), ("h100", None))
 FLASH_ATTN_INSTALLED = ("", 'environment = { llamafactory = "0.9.5", flash-attn = "2.7.4" }\n')
-NARROWED = {"PF004", "PF005", "LF050", "PF050", "PF051"}
+NARROWED = {"PF004", "PF005", "LF050", "PF050", "PF051", "LF006", "LF017"}
 
 
 def _mutants() -> list[tuple]:
-    grid = product(MODELS, PRECISIONS, ATTENTION, PACKING, ZERO, METHODS, range(len(WHERE)), FLASH_ATTN_INSTALLED)
+    grid = product(
+        MODELS, PRECISIONS, ATTENTION, PACKING, ZERO, METHODS, range(len(WHERE)), FLASH_ATTN_INSTALLED, STAGES
+    )
     return default_sample(list(grid), 40 if not full() else 160, key=repr)
 
 
 def _write_job(folder: Path, mutant: tuple) -> tuple[str | None, int | None]:
-    model, precision, attention, packing, zero, method, where, environment = mutant
-    keys = {"model_name_or_path": model, "stage": "sft", "do_train": "true", "finetuning_type": method}
+    model, precision, attention, packing, zero, method, where, environment, stage = mutant
+    keys = {"model_name_or_path": model, "stage": stage, "do_train": "true", "finetuning_type": method}
     keys |= {"dataset": "alpaca_en_demo", "template": "llama3", "output_dir": "out", "cutoff_len": "2048"}
     keys |= {**precision, **attention, **packing}
     if zero is not None:
