@@ -58,7 +58,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "LF009",
         "zero3-incompatible-option",
         "llamafactory-cli llamafactory-train",
-        "deepspeed",
+        "adapter_name_or_path pissa_init predict_with_generate pure_bf16 quantization_bit use_kt use_unsloth",
     ),
     "lf010_sft_only_option": (
         "LF010",

@@ -50,7 +50,11 @@ class Zero3IncompatibleOption(Rule):
     name = "zero3-incompatible-option"
     severity = Severity.ERROR
     kinds = TRAIN_KINDS
-    triggers = frozenset({"deepspeed"})  # ZeRO-3 needs a `deepspeed` key (the JSON or its name)
+    # each check needs its option written (every default is off or none), beside `deepspeed` (ZeRO-3's JSON)
+    triggers = frozenset(
+        {"predict_with_generate", "pissa_init", "pure_bf16", "use_unsloth", "use_kt", "quantization_bit"}
+        | {"adapter_name_or_path"}
+    )
     summary = "An option LLaMA-Factory refuses under DeepSpeed ZeRO-3 (pure_bf16, use_unsloth, ...)"
     why = (
         "Confidence: certain. With a ZeRO-3 DeepSpeed config (`is_deepspeed_zero3_enabled()`), get_train_args "
