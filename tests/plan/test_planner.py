@@ -336,15 +336,15 @@ def space_template(zero: str) -> dict:
 
 
 def test_the_planner_bench_names_each_rows_method_and_keeps_the_plan_near_tunes_winner() -> None:
-    """bench/planner/results.json, the H200 evidence of the speed plan: every row names its `finetuning_type`
-    and `stage`; every row still current (not `superseded`) has the fix output at 90% or more of tune's winner;
-    full fine-tuning (three configs or more) and DPO are among them."""
+    """bench/planner/results.json, the H200 and H100 evidence of the speed plan: every row names its
+    `finetuning_type` and `stage`; every row still current (not `superseded`) has the fix output at 90% or more of
+    tune's winner; full fine-tuning (three configs or more), DPO and KTO are among them."""
     rows = json.loads((ROOT / "bench" / "planner" / "results.json").read_text())
     assert all(r.get("finetuning_type") and r.get("stage") for r in rows)
     current = [r for r in rows if not r.get("superseded")]
     assert all(r["fix_vs_tune"] >= 0.9 for r in current), [r["config"] for r in current if r["fix_vs_tune"] < 0.9]
     assert len({r["path"] for r in current if r["finetuning_type"] == "full"}) >= 3
-    assert any(r["stage"] == "dpo" for r in current)
+    assert any(r["stage"] == "dpo" for r in current) and any(r["stage"] == "kto" for r in current)
 
 
 def test_the_batch_shape_stays_where_the_deepspeed_file_was_not_read(tmp_path: Path) -> None:
