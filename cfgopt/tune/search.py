@@ -14,7 +14,8 @@ bench/h200/measurements.md (8B-shaped LoRA SFT, Alpaca-like lengths, cutoff 2048
   - packing: 2.9x (V6 vs V5, both 16x1)
   - Liger kernels: 1.196x (V7 vs V6)
   - attention: sdpa 1.0, fa2 1.03 (not measured: a small prior edge), eager 0.97 (no measured difference at
-    Alpaca lengths; ranked after sdpa because it is slower on long sequences)
+    Alpaca lengths; ranked after sdpa because it is slower on long sequences); in KTO up to cutoff 2048 eager
+    1.10, fa2 level with it (eager 1.06-1.25x SDPA in seven runs; cfgopt/plan/priors.py)
   - ZeRO on one GPU: none 1.0, ZeRO-3 0.225 (V2 vs V4), ZeRO-3 + offload 0.206 (V3 vs V4); on several GPUs
     unmeasured guesses: DDP 1.0, ZeRO-1 and ZeRO-2 0.95, ZeRO-3 0.8, ZeRO-2 offload 0.5,
     ZeRO-3 optimizer offload 0.42, ZeRO-3 offload 0.3 (cfgopt/plan/priors.py)
