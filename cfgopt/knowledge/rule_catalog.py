@@ -234,7 +234,12 @@ RULES: dict[str, tuple[str, str, str, str]] = {
         "llamafactory-cli llamafactory-train",
         "adam_beta1 adam_beta2 adam_epsilon",
     ),
-    "lf041_eval_batch_much_larger": ("LF041", "eval-batch-much-larger", "llamafactory-cli llamafactory-train", "*"),
+    "lf041_eval_batch_much_larger": (
+        "LF041",
+        "eval-batch-much-larger",
+        "llamafactory-cli llamafactory-train",
+        "do_eval eval_strategy",
+    ),
     "lf042_template_missing": (
         "LF042",
         "template-missing",

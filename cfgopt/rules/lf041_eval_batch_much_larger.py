@@ -14,6 +14,7 @@ class EvalBatchMuchLarger(Rule):
     name = "eval-batch-much-larger"
     severity = Severity.WARNING
     kinds = TRAIN_KINDS
+    triggers = frozenset({"do_eval", "eval_strategy"})  # no evaluation without one of them (defaults: off, "no")
     summary = "An evaluating run whose `per_device_eval_batch_size` is 4x or more the training micro-batch"
     why = (
         "Confidence: likely. Evaluation runs `per_device_eval_batch_size` sequences at once (HF default 8): with a "
