@@ -8,8 +8,9 @@ only that one function, which imports the real module when it is first called; t
 `sys.modules` as soon as `pathlib` is imported, so any later `import urllib.parse` (the server's `file://` URIs)
 loads the real one. `Path.as_uri()` answers as before (tests/text/test_lean_pathlib.py).
 
-Nothing is done where it cannot matter or could surprise: on Python 3.13 and later, and in a process that has
-imported either module already (cfgopt used as a library beside other code).
+Nothing is done where it cannot matter or could surprise: on Python 3.13 and later, in a process that has
+imported either module already (cfgopt used as a library beside other code), and where another thread runs (it
+could import `urllib.parse` while the stand-in is in place).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def _quote_from_bytes(*args: Any, **kwargs: Any) -> str:
 def import_pathlib() -> None:
     """Import `pathlib`, with `urllib.parse` left for `as_uri()` to import where the Python imports it eagerly."""
     if sys.version_info >= (3, 13) or "pathlib" in sys.modules or _PARSE in sys.modules:
+        return
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
         return
     stand_in = type(sys)(_PARSE, "Only `quote_from_bytes`, for pathlib's import (cfgopt/text/lean_pathlib.py).")
     stand_in.quote_from_bytes = _quote_from_bytes  # type: ignore[attr-defined]

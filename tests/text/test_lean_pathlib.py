@@ -91,3 +91,19 @@ def test_a_pathlib_asking_urllib_parse_for_more_is_imported_the_ordinary_way(tmp
         path=str(tmp_path),
     )
     assert lines == ["stand-in True True"]
+
+
+@pytest.mark.skipif(not EAGER_PATHLIB, reason="Python 3.13 and later import pathlib this way themselves")
+def test_nothing_is_done_where_another_thread_runs() -> None:
+    lines = _run(
+        """
+        import sys, threading
+        stop = threading.Event()
+        threading.Thread(target=stop.wait).start()
+        import cfgopt
+        import pathlib, urllib.parse
+        print(pathlib.urlquote_from_bytes is urllib.parse.quote_from_bytes)
+        stop.set()
+        """
+    )
+    assert lines == ["True"]
