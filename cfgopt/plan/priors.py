@@ -37,7 +37,8 @@ of tune's best:
   - eager attention 1.10 of SDPA (`attn_by_stage`): eager beat SDPA in each of the four KTO runs that measured
     both at one shape, all GC on: the 3B row at 16 x 1 on an H200 (1.10x: 3,188 vs 2,888) and on an H100 (1.25x:
     2,676 vs 2,138), at 8 x 2 on the H200 (1.12x: 2,512 vs 2,234), and the held-out Qwen2.5-7B LoRA KTO at 8 x 1
-    on the H100 (1.22x: 1,852 vs 1,512; bench/planner/README.md, "KTO's attention"); 1.10 is the smallest. Peaks
+    on the H100 (1.22x: 1,852 vs 1,512; bench/planner/README.md, "KTO's attention"); 1.10 is the smallest. The
+    three runs since, of the plans with eager (measured first, the slower place in a pair), read 1.06-1.11x. Peaks
     were the same (22.6 and 25.2 GiB both ways; synthetic samples, shorter than the cutoff of 2048): above that
     cutoff (`attn_by_stage_up_to`) eager's L x L matrix is unmeasured and SFT's order holds. `fa2` was not
     measured against eager on KTO (no flash-attn on the GPUs lent): it is ranked level with eager, so a user's
