@@ -22,9 +22,9 @@ class EagerAttention(Rule):
         "eager and SDPA ran at the same speed. A few models need eager (LLaMA-Factory forces it where so). Gemma 2 "
         "soft-caps its attention logits, which SDPA drops: without flash-attn eager is what LLaMA-Factory runs it "
         "with (quiet there); with flash-attn the faster kernel that keeps the soft-capping is `fa2`. KTO is the "
-        "exception measured: eager ran 1.10-1.25x SDPA's speed in each of four runs (3B and 7B LoRA, cutoff_len "
-        "2048, H200 and H100) at the same peak, so the speed plan chooses it there and this rule is quiet on KTO up "
-        "to the cutoff measured (2048)."
+        "exception measured: eager ran 1.06-1.25x SDPA's speed in each of seven runs (3B, 4B and 7B LoRA, cutoff_len "
+        "1024 and 2048, H200 and H100) at the same peak (unpacked, padded batches: SDPA takes its memory-efficient "
+        "kernel), so the speed plan chooses it there and this rule is quiet on KTO up to the cutoff measured (2048)."
     )
     fails_when = "Never fails by itself: slower, and out of memory at long sequences."
     evidence = (
@@ -32,7 +32,7 @@ class EagerAttention(Rule):
         "where flash-attn is missing; SDPA 'does not support' its soft-capping)",
         "docs/evidence/rocm_perf.md §1.4 (H200: eager OOM at 4x2048, SDPA 82 GiB)",
         "bench/h200/measurements.md (eager vs SDPA: no difference at Alpaca lengths)",
-        "bench/planner/README.md 'KTO's attention' (eager 1.10x, 1.12x, 1.25x, 1.22x SDPA on KTO at cutoff 2048)",
+        "bench/planner/README.md 'KTO's attention' (eager 1.06-1.25x SDPA in seven KTO runs of seven)",
     )
     example = "flash_attn: disabled   ->  flash_attn: sdpa"
     fix_replaced_by_plan = True  # the job's speed plan writes the fix (cfgopt/lint/plans.py)
