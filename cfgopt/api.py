@@ -4,8 +4,11 @@
     diagnostics = cfgopt.lint_text(yaml_text, kind="yaml", target="h100")
     fixed_text, remaining = cfgopt.fix_text(yaml_text, kind="yaml", unsafe_fixes=True)
 
-A DeepSpeed JSON that the YAML names is looked up as if the config sat in `base_dir` (default: the system's
-temporary folder, where nothing is found): the text is written to a temporary folder inside `base_dir`.
+The text is judged as the file `base_dir / name` (`name` default: config.yaml, config.json or config.sh), as
+`cfgopt lint - --stdin-filename` judges stdin: a DeepSpeed JSON the YAML names, and the project's config and pins,
+are found where that file would find them; nothing is written there (the text stands in for the file, and for a
+file of that name on disk). Without `base_dir` the file sits alone in an empty temporary folder, where nothing else
+is found.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from cfgopt.job.settings import Settings
     from cfgopt.text.diagnostics import Diagnostic
 
@@ -43,12 +48,22 @@ def _settings(
     return settings
 
 
-def _write(text: str, kind: str, name: str | None, base_dir: Path | None, folder: Path) -> Path:
+def _standing_in(text: str, kind: str, name: str | None, folder: Path) -> tuple[Path, dict[Path, str]]:
+    """The path the text is judged as, and the overlay that makes the text that file's (no file is written)."""
+    from cfgopt.text.document import real_path
+
     if kind not in _SUFFIX:
         raise ValueError(f"kind must be one of {sorted(_SUFFIX)}, not {kind!r}")
     path = folder / (name or f"config{_SUFFIX[kind]}")
-    path.write_text(text, encoding="utf-8", newline="")
-    return path
+    return path, {real_path(path): text}
+
+
+def _folder(base_dir: Path | None) -> AbstractContextManager[str]:
+    """`base_dir` as given, else an empty temporary folder for the call's length."""
+    import tempfile
+    from contextlib import nullcontext
+
+    return nullcontext(str(base_dir)) if base_dir is not None else tempfile.TemporaryDirectory(prefix="cfgopt-api-")
 
 
 def lint_text(
@@ -63,15 +78,13 @@ def lint_text(
     base_dir: Path | None = None,
 ) -> list[Diagnostic]:
     """Diagnostics for one config given as text (`kind`: yaml, json or script)."""
-    import tempfile
-
     from cfgopt.lint.engine import build_project
     from cfgopt.text.document import real_path
 
     settings = _settings(target, gpus, select, ignore)
-    with tempfile.TemporaryDirectory(prefix="cfgopt-api-", dir=base_dir) as tmp:
-        path = _write(text, kind, name, base_dir, Path(tmp))
-        project = build_project([path], settings)
+    with _folder(base_dir) as folder:
+        path, overlay = _standing_in(text, kind, name, Path(folder))
+        project = build_project([path], settings, overlay)
         return [d for d in project.diagnostics() if real_path(d.path) == real_path(path)]
 
 
@@ -88,15 +101,13 @@ def fix_text(
     base_dir: Path | None = None,
 ) -> tuple[str, list[Diagnostic]]:
     """The fixed text (span edits only; unchanged when nothing applies) and the diagnostics left in it."""
-    import tempfile
-
     from cfgopt.lint.fixer import fix_paths
     from cfgopt.text.document import real_path
 
     settings = _settings(target, gpus, select, ignore, unsafe_fixes)
-    with tempfile.TemporaryDirectory(prefix="cfgopt-api-", dir=base_dir) as tmp:
-        path = _write(text, kind, name, base_dir, Path(tmp))
-        result = fix_paths([path], settings)
+    with _folder(base_dir) as folder:
+        path, overlay = _standing_in(text, kind, name, Path(folder))
+        result = fix_paths([path], settings, overlay=overlay)
         key = real_path(path)
         remaining = [d for d in result.remaining if real_path(d.path) == key]
         return result.fixed.get(key, text), remaining

@@ -38,3 +38,22 @@ def test_json_and_targets() -> None:
         cfgopt.lint_text(text, kind="json", target="tpu")
     with pytest.raises(ValueError, match="kind"):
         cfgopt.lint_text(text, kind="toml")
+
+
+def test_the_text_is_judged_as_a_file_in_base_dir_and_nothing_is_written_there(tmp_path) -> None:
+    """`base_dir`: the text stands in for `base_dir / name` (the DeepSpeed JSON it names is found beside it, a file
+    of that name on disk is not read), and the folder is left as it was: no temporary file or folder in it."""
+    import shutil
+
+    folder = tmp_path / "seed"
+    shutil.copytree(SEED, folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    found = cfgopt.lint_text(SEED_YAML, select=["LF005"], base_dir=folder)
+    alone = cfgopt.lint_text(SEED_YAML, select=["LF005"])  # an empty temporary folder: the JSON is not there
+    assert found == [] and [d.code for d in alone] == ["LF005"]
+    clean = SEED_YAML.replace("compute_type: bf16", "bf16: true")
+    stood_in = cfgopt.lint_text(clean, select=["LF001"], name="llama3_lora_sft.yaml", base_dir=folder)
+    assert [d.key for d in stood_in] == ["disable_torch_compile"]  # the text's findings, not the file's
+    fixed, _ = cfgopt.fix_text(SEED_YAML, select=["LF"], base_dir=folder, name="llama3_lora_sft.yaml")
+    assert "bf16: true" in fixed
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
