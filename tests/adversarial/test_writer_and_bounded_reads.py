@@ -153,7 +153,6 @@ WRITE_CALLS = {"mkstemp", "write_text", "write_bytes", "savefig", "NamedTemporar
 OS_WRITES = {"replace", "rename"}  # os.replace / os.rename (str.replace is no write)
 # (module, function) -> why it writes without cfgopt/text/writer.py
 ALLOWED_WRITES = {
-    ("cfgopt/api.py", "_write"): "the API's own temp folder (a config text the caller passed in)",
     ("cfgopt/commands/estimate_data.py", "plot"): "savefig into memory; the file is written by write_new",
     ("cfgopt/verify/comparison.py", "plot"): "savefig into memory; the file is written by write_new",
     ("cfgopt/tune/candidates.py", "make_candidates"): "tune's own fresh temp work folder",
