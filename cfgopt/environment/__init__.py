@@ -6,8 +6,9 @@ learn it" (`Origin`), whoever asks: the rules and the planner (`Job.environment`
 `--environment`, a doctor snapshot, else the assumed default), the node's installed stack that `cfgopt doctor` reads
 (`node`: `Stack.environment`), and what the machine `verify` and `tune` run on can import (`probe`:
 `environment_of`). Beside them: the repository's dependency pins (`pins`: the releases that judge a config) and this
-machine's GPUs from /proc and /sys (`gpus`: the target when none is stated). `cfgopt.knowledge` keeps the facts they
-are judged against."""
+machine's GPUs from /proc and /sys (`gpus`: the target when none is stated). `Platform` (here too) is what the machine
+the runs go to offers, the planner's input: `probe` finds it for `verify` and `tune`, and the lint path's plan
+assumes one without importing `probe`. `cfgopt.knowledge` keeps the facts they are judged against."""
 
 from __future__ import annotations
 
