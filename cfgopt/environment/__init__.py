@@ -112,11 +112,13 @@ class Platform:
         notes: list[str] | None = None,
         bitsandbytes: bool = False,
         torchao: bool = False,
+        memory_gib: float = 0.0,
     ) -> None:
         self.cuda, self.device, self.gpu_count = cuda, device, gpu_count
         self.flash_attn, self.liger, self.deepspeed = flash_attn, liger, deepspeed
         self.bitsandbytes = bitsandbytes  # the 8-bit optimizers
         self.torchao = torchao  # its 8-bit AdamW with bf16 stochastic rounding (SR_OPTIM)
+        self.memory_gib = memory_gib  # one GPU's memory as torch reports it (0: not known, no CUDA device)
         self.notes: list[str] = list(notes or [])
 
     def __repr__(self) -> str:

@@ -51,6 +51,7 @@ try:
     if out["cuda"]:
         out["gpu_count"] = torch.cuda.device_count()
         out["device"] = torch.cuda.get_device_name()
+        out["memory_gib"] = torch.cuda.get_device_properties(0).total_memory / 2**30
 except Exception as exc:
     out["torch_error"] = repr(exc)
 for name, module in (("flash_attn", "flash_attn"), ("liger", "liger_kernel.transformers"), ("deepspeed", "deepspeed"),
@@ -92,6 +93,7 @@ def probe_platform(python: str | None = None, timeout: float = 300) -> Platform:
         deepspeed=data["deepspeed"],
         bitsandbytes=bool(data.get("bitsandbytes")) and data["cuda"],
         torchao=bool(data.get("torchao")) and data["cuda"],
+        memory_gib=float(data.get("memory_gib") or 0.0),
     )
     for name, what in (
         ("flash_attn", "fa2"),

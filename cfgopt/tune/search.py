@@ -467,9 +467,11 @@ class MemoryFits:
     """The default `fits`: cfgopt.memory.estimate.estimate(config, shape, target, gpus, deepspeed), imported lazily.
 
     A candidate fits when its estimated peak (`MemoryEstimate.peak_gib`: the allocated peak plus the
-    allocator's margin and the runtime) is at most (1 - margin) of the target's memory per GPU. Where
-    the model is missing, the shape or the target's memory is unknown, or the model cannot estimate a
-    candidate (or flags settings it does not model), nothing is pruned (and `note` says so)."""
+    allocator's margin and the runtime) is at most (1 - margin) of the target's memory per GPU, or of the GPU the
+    runs go to (`machine`, a probed `Platform`) where that has less: a candidate it cannot hold is not measured
+    there (tune on an 80 GB card for a 141 GiB target). Where the model is missing, the shape or the target's
+    memory is unknown, or the model cannot estimate a candidate (or flags settings it does not model), nothing is
+    pruned (and `note` says so)."""
 
     def __init__(
         self,
@@ -479,8 +481,12 @@ class MemoryFits:
         margin: float = 0.10,
         fill: Callable[..., Any] | None = None,
         data_fill: Callable[[dict[str, Any]], float | None] | None = None,
+        machine: Any = None,
     ) -> None:
         self.shape, self.target, self.gpus, self.margin = shape, target, gpus, margin
+        target_gib = float(getattr(target, "memory_gib", 0) or 0)
+        machine_gib = float(getattr(machine, "memory_gib", 0) or 0)
+        self.memory_gib = machine_gib if 0 < machine_gib < target_gib else target_gib  # what a run may use
         self.fill = fill  # a candidate's config -> the values LLaMA-Factory sees (the job's defaults filled in)
         # the values -> the share of cutoff_len its longest sequence reaches on the data the runs train on
         # (`Job.data_fill`: measured on the job's local data; None: every sequence padded to cutoff_len)
@@ -501,10 +507,13 @@ class MemoryFits:
             self.note = f"target {getattr(target, 'name', '?')} has no memory size: nothing pruned by memory"
         else:
             self.estimate = estimate
-            self.note = (
-                f"memory model: pruned above {(1 - margin) * target.memory_gib:.0f} GiB "
-                f"({1 - margin:.0%} of {target.memory_gib:g} GiB on {target.name})"
-            )
+            where = f"{target.memory_gib:g} GiB on {target.name}"
+            if self.memory_gib < target_gib:
+                where = (
+                    f"{self.memory_gib:.0f} GiB on this machine's {getattr(machine, 'device', 'GPU')}, which has less "
+                    f"than the {target.memory_gib:g} GiB of {target.name}: what fits only there is not measured here"
+                )
+            self.note = f"memory model: pruned above {self.limit_gib:.0f} GiB ({1 - margin:.0%} of {where})"
 
     def _filled(self, config: dict[str, Any]) -> dict[str, Any]:
         """The candidate as LLaMA-Factory sees it: the memory model knows no default (`cfgopt.job.job.lf_values`,
@@ -518,7 +527,7 @@ class MemoryFits:
 
     @property
     def limit_gib(self) -> float:
-        return (1 - self.margin) * float(getattr(self.target, "memory_gib", 0) or 0)
+        return (1 - self.margin) * self.memory_gib
 
     def __call__(self, config: dict[str, Any]) -> tuple[bool, float | None]:
         if self.estimate is None:

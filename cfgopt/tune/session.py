@@ -144,7 +144,8 @@ class RealSession:
         if shape is None and assets.model_dir is not None:
             shape = shape_for(str(assets.model_dir))
         own_data = self.trains_on_job_data()
-        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill, self.data_fill if own_data else None)
+        data_fill = self.data_fill if own_data else None
+        return search.MemoryFits(shape, target, self.gpus, self.margin, self.fill, data_fill, self.platform())
 
     def trains_on_job_data(self) -> bool:
         """Do the runs train on the job's own local dataset (not a synthetic stand-in)?"""

@@ -440,6 +440,30 @@ def test_memory_fits_adapts_to_the_memory_model(monkeypatch: pytest.MonkeyPatch)
     assert "no memory size" in search.MemoryFits(shape, TARGETS["cpu"], 1).note
 
 
+def test_a_machine_with_less_memory_than_the_target_bounds_what_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tune for an h200 on an 80 GB H100 (what the device lent on 2026-12-05): a candidate that fits 141 GiB and not
+    the H100 is not run there to run out of memory; a machine with more memory than the target, or unknown (no
+    CUDA), leaves the target's limit."""
+    from cfgopt.environment import Platform
+    from cfgopt.knowledge.model_shapes import shape_for
+    from cfgopt.knowledge.targets import TARGETS
+
+    def estimate(config, shape_, target_, gpus, deepspeed):
+        return types.SimpleNamespace(peak_gib=float(config["per_device_train_batch_size"]))
+
+    monkeypatch.setitem(sys.modules, "cfgopt.memory.estimate", types.SimpleNamespace(estimate=estimate))
+    shape, h200 = shape_for("meta-llama/Meta-Llama-3-8B"), TARGETS["h200"]
+    h100 = Platform(cuda=True, device="NVIDIA H100 80GB HBM3", gpu_count=1, memory_gib=79.2)
+    fits = search.MemoryFits(shape, h200, 1, machine=h100)
+    assert fits({"per_device_train_batch_size": 71}) == (True, 71.0)
+    assert fits({"per_device_train_batch_size": 100}) == (False, 100.0)  # fits 127 GiB, not 71 here
+    assert fits.note.startswith("memory model: pruned above 71 GiB (90% of 79 GiB on this machine's NVIDIA H100")
+    assert "141 GiB of h200" in fits.note
+    for machine in (Platform(cuda=True, memory_gib=192.0), Platform(), None):
+        fits = search.MemoryFits(shape, h200, 1, machine=machine)
+        assert fits.limit_gib == pytest.approx(0.9 * 141) and fits.note.endswith("(90% of 141 GiB on h200)")
+
+
 def test_the_real_memory_model_prunes_what_the_h200_could_not_hold() -> None:
     pytest.importorskip("cfgopt.memory.estimate")
     from cfgopt.knowledge.model_shapes import shape_for
