@@ -270,6 +270,7 @@ def _fix_stdin(args: argparse.Namespace, settings: Settings, result, key: Path, 
     from cfgopt.lint.fixer import STDIN_PART
     from cfgopt.text.document import shown
 
+    report.tolerant(sys.stderr)  # a latin-1 or ASCII terminal: a character it lacks is written as an escape
     bom = "\ufeff" if result.bom.get(key) else ""  # a BOM read on stdin is written back
     if key in result.originals:
         write_file_text(bom + result.fixed.get(key, result.originals[key]))

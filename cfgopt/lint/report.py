@@ -58,6 +58,7 @@ def _shown_frame(text: str, col: int, span: int) -> tuple[str, int, int]:
 
 
 def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
+    stream = tolerant(stream)
     color = _use_color(stream)
     for d in diags:
         line, col = d.line_column
@@ -82,6 +83,7 @@ def render_full(diags: list[Diagnostic], stream: TextIO) -> None:
 
 
 def render_concise(diags: list[Diagnostic], stream: TextIO) -> None:
+    stream = tolerant(stream)  # `fix -` writes the findings left to stderr with this alone
     for d in diags:
         line, col = d.line_column
         stream.write(f"{shown(display_path(d.path))}:{line}:{col}: {d.code} {d.severity} {shown(d.message)}\n")

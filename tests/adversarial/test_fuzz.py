@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from fuzz_targets import (
     OUTPUT_ENCODINGS,
     check_fix,
@@ -60,3 +61,14 @@ def test_script_fix_keeps_heredocs_and_strings(case, unsafe: bool) -> None:
 )
 def test_outputs_on_a_terminal_that_is_not_utf8(case: tuple[str, bytes], encoding: str) -> None:
     check_outputs(*case, encoding)
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
+def test_fix_stdin_writes_what_is_left_on_a_terminal_that_is_not_utf8(encoding: str) -> None:
+    """An example the test above found (on some runs): `fix -` wrote the findings left (a value `\u0663` quoted
+    in a message) to a stderr that cannot encode it and raised UnicodeEncodeError; every output is escaped now."""
+    raw = (
+        b'{"\\ud800": 1, "a\\nb:1:1: error X": 2, "gradient_accumulation_steps": "\\u0663", '
+        b'"ctivation_checkpointing": true, "zero_optimization": {"llgather_bucket_size": true}}'
+    )
+    check_outputs("ds.json", raw, encoding)
