@@ -7,9 +7,8 @@ from __future__ import annotations
 from cfgopt.job.job import GPUS_IF_UNSTATED_SPEND, Job
 from cfgopt.knowledge import methods
 from cfgopt.plan import space
-from cfgopt.plan.priors import DEFAULT_CUTOFF, PRIORS, prior_speed
+from cfgopt.plan.priors import PRIORS, prior_speed
 from cfgopt.text.record import Record
-from cfgopt.text.user_text import positive_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +67,7 @@ class Runtime(Record):
     sr_small: bool = False  # a model below SR_FASTER_FROM (or of unknown size): stochastic rounding is slower
     user_neat: bool = False  # the user's `neat_packing`: every packed candidate is neat, not only the plan's own
     fa2_stops: str | None = None  # why `fa2` stops the job (`Job.fa2_outcome`): ranked as its fallback, never kept
-    cutoff: int = DEFAULT_CUTOFF  # the job's `cutoff_len`: a stage's attention prior holds up to the one measured
+    cutoff: object = None  # the job's `cutoff_len`: a stage's attention prior holds up to the one measured
 
 
 def stochastic_rounding_ok(job: Job) -> bool:
@@ -88,8 +87,7 @@ def runtime_of(job: Job) -> Runtime:
         small = shape is None or shape.num_parameters < SR_FASTER_FROM
     neat = NEAT_MEASURED_ON[neat_method(job)]
     fa2, fallback, user_neat = job.fa2_outcome, job.fa2_fallback, job.on("neat_packing")
-    cutoff = positive_int(job.value("cutoff_len")) or DEFAULT_CUTOFF
-    return Runtime(fa2.runs, fallback, neat_mask_cost(job), neat, small, user_neat, fa2.stops, cutoff)
+    return Runtime(fa2.runs, fallback, neat_mask_cost(job), neat, small, user_neat, fa2.stops, job.value("cutoff_len"))
 
 
 def plan_speed(

@@ -70,6 +70,7 @@ no statistics, no temporary files)."""
 from __future__ import annotations
 
 from cfgopt.text.record import Record
+from cfgopt.text.user_text import positive_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,10 +126,12 @@ PRIORS: dict[str, Any] = {
 DEFAULT_CUTOFF = 2048  # LLaMA-Factory 0.9.5's `cutoff_len` where a config sets none (hparams/data_args.py)
 
 
-def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft", cutoff: int = DEFAULT_CUTOFF) -> float:
-    """The speed prior of a candidate (relative, unitless) in a run of LLaMA-Factory's `stage` at `cutoff`
-    (`cutoff_len`); see the module docstring for the sources."""
+def prior_speed(k: Knobs, gpus: int = 1, stage: str = "sft", cutoff: object = None) -> float:
+    """The speed prior of a candidate (relative, unitless) in a run of LLaMA-Factory's `stage` at `cutoff` (the
+    config's `cutoff_len`; anything but a positive int: LLaMA-Factory's default); see the module docstring for the
+    sources."""
     p = PRIORS
+    cutoff = positive_int(cutoff) or DEFAULT_CUTOFF
     unpacked = p["micro_exponent_unpacked_by_stage"].get(stage, p["micro_exponent_unpacked"])
     score = float(k.micro) ** (p["micro_exponent_packed"] if k.packing else unpacked)
     if not k.gc:

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from cfgopt.knowledge import methods
 from cfgopt.plan import reasons
-from cfgopt.plan.priors import DEFAULT_CUTOFF, PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
+from cfgopt.plan.priors import PRIORS, Rank, prior_speed, rank  # noqa: F401  (PRIORS re-exported)
 from cfgopt.plan.space import KNOB_NAMES, Knobs
-from cfgopt.text.user_text import is_number, positive_int
+from cfgopt.text.user_text import is_number
 from cfgopt.text.writer import write_new
 
 TYPE_CHECKING = False
@@ -345,8 +345,7 @@ class _Search:
         base = self.base = next((c for c in candidates if c.baseline), candidates[0])
         base.baseline = True
         for c in candidates:
-            cutoff = positive_int(c.resolved.get("cutoff_len")) or DEFAULT_CUTOFF
-            c.prior = prior_speed(c.knobs, self.gpus, methods.stage_of(c.resolved), cutoff)
+            c.prior = prior_speed(c.knobs, self.gpus, methods.stage_of(c.resolved), c.resolved.get("cutoff_len"))
             if self.prior_factor is not None:
                 c.prior *= self.prior_factor(c.knobs)
             ok, est = self.fits(c.resolved)
